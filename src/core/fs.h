@@ -1,0 +1,66 @@
+// File-system helpers: an owning fd, whole-file reads, atomic writes,
+// directory creation and advisory locks. Paths inside a container root are
+// resolved against the root's fd elsewhere (see image/unpack.h); these
+// helpers are for Berth's own files.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace berth {
+
+/// An owning file descriptor, closed on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release();
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+/// Opens a file with open(2); O_CLOEXEC is always added.
+Result<UniqueFd> open_file(const std::string& path, int flags, int mode = 0644);
+/// Reads a whole file into a string.
+Result<std::string> read_file(const std::string& path);
+/// Writes all bytes to fd, retrying on short writes and EINTR.
+Status write_all(int fd, std::string_view data, const std::string& what);
+/// Writes a file atomically: a temporary beside it, fsync, rename over.
+Status write_file_atomic(const std::string& path, std::string_view data, int mode = 0644);
+/// Creates a directory and its parents (like mkdir -p).
+Status make_dirs(const std::string& path, int mode = 0755);
+/// Removes a file or directory tree; a missing path is not an error.
+Status remove_tree(const std::string& path);
+/// True when the path exists (lstat succeeds).
+bool path_exists(const std::string& path);
+/// Joins two path pieces with exactly one slash between them.
+std::string path_join(std::string_view a, std::string_view b);
+
+/// An exclusive or shared flock(2) on a lock file, released on destruction
+/// or when the process dies (which is what lets a killed pull be retried).
+class FileLock {
+ public:
+  enum class Mode { kShared, kExclusive };
+  /// Blocks until the lock on `path` (created if missing) is held.
+  static Result<FileLock> acquire(const std::string& path, Mode mode = Mode::kExclusive);
+  /// Takes the lock only if it is free now; held() is false when it was busy.
+  static Result<FileLock> try_acquire(const std::string& path, Mode mode = Mode::kExclusive);
+  bool held() const { return fd_.valid(); }
+
+ private:
+  UniqueFd fd_;
+};
+
+}  // namespace berth

@@ -1,0 +1,80 @@
+#include "core/sha256.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include "core/fs.h"
+
+namespace berth {
+
+struct Sha256::Impl {
+  EVP_MD_CTX* ctx = nullptr;
+  ~Impl() { EVP_MD_CTX_free(ctx); }
+};
+
+Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
+  impl_->ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr);
+}
+Sha256::~Sha256() = default;
+Sha256::Sha256(Sha256&&) noexcept = default;
+Sha256& Sha256::operator=(Sha256&&) noexcept = default;
+
+void Sha256::update(const void* data, size_t len) { EVP_DigestUpdate(impl_->ctx, data, len); }
+
+std::string Sha256::hex_digest() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(impl_->ctx, md, &len);
+  static const char* hexd = "0123456789abcdef";
+  std::string out;
+  out.reserve(len * 2);
+  for (unsigned i = 0; i < len; ++i) {
+    out += hexd[md[i] >> 4];
+    out += hexd[md[i] & 15];
+  }
+  return out;
+}
+
+std::string sha256_digest(std::string_view data) {
+  Sha256 h;
+  h.update(data);
+  return h.digest();
+}
+
+Result<std::string> sha256_file(const std::string& path) {
+  UniqueFd fd = BERTH_TRY(open_file(path, O_RDONLY));
+  Sha256 h;
+  std::string buf(1 << 20, '\0');
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("read", path);
+    }
+    if (n == 0) break;
+    h.update(buf.data(), static_cast<size_t>(n));
+  }
+  return h.digest();
+}
+
+Status validate_digest(std::string_view digest) {
+  constexpr std::string_view prefix = "sha256:";
+  if (digest.substr(0, prefix.size()) != prefix)
+    return make_error("check digest", std::string(digest), "only sha256 digests are supported");
+  auto hex = digest.substr(prefix.size());
+  if (hex.size() != 64) return make_error("check digest", std::string(digest), "not 64 hex digits");
+  for (char c : hex) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return make_error("check digest", std::string(digest), "not lowercase hex");
+  }
+  return {};
+}
+
+std::string_view digest_hex(std::string_view digest) {
+  auto colon = digest.find(':');
+  return colon == std::string_view::npos ? digest : digest.substr(colon + 1);
+}
+
+}  // namespace berth

@@ -1,0 +1,108 @@
+// The content-addressed image store under $BERTH_HOME.
+//
+//   blobs/sha256/<hex>       verified blobs (manifests, configs, layers), read-only
+//   tmp/<hex>.partial        a download in progress, resumable
+//   tmp/<hex>.lock           held (flock) by whoever downloads <hex>
+//   images.json              the image index, rewritten atomically
+//   lock                     flock held while images.json is read-modify-written
+//
+// Many processes (a job array on one node) may pull the same image at once:
+// the per-blob lock makes one of them download each blob while the others
+// wait and then find it present; every blob becomes visible only by rename
+// after its digest and size were checked, so a killed pull never leaves a
+// half-written blob visible and the next pull resumes from the .partial file.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/sha256.h"
+#include "image/platform.h"
+
+namespace berth {
+
+/// One image in the index.
+struct ImageRecord {
+  std::string name;             ///< fully qualified reference, "127.0.0.1:5000/app:1" form
+  std::string manifest_digest;  ///< the image manifest (not the index)
+  std::string index_digest;     ///< the index/list it was selected from, or empty
+  std::string config_digest;    ///< the image ID
+  std::string manifest_media_type;
+  Platform platform;
+  std::vector<std::string> layers;  ///< layer digests, bottom first
+  int64_t size = 0;                 ///< sum of layer sizes (compressed)
+  std::string pulled;               ///< RFC 3339 UTC time of the pull
+
+  /// The first 12 hex digits of the config digest, as `docker images` shows.
+  std::string short_id() const;
+};
+
+class Store;
+
+/// A blob being written. Bytes are hashed as they are appended; commit()
+/// checks digest and size and renames the file into place.
+class BlobWriter {
+ public:
+  /// Bytes already present (from an interrupted earlier download).
+  uint64_t offset() const { return offset_; }
+  Status write(const char* data, size_t len);
+  /// Drops what was written so far (the registry ignored a Range request).
+  Status restart();
+  /// Verifies and publishes the blob. On mismatch the partial file is
+  /// deleted and the error names expected and actual digests.
+  Status commit();
+
+ private:
+  friend class Store;
+  std::string digest_, partial_path_, final_path_;
+  int64_t expected_size_ = -1;
+  uint64_t offset_ = 0;
+  UniqueFd fd_;
+  Sha256 hash_;
+  FileLock lock_;
+};
+
+struct VerifyProblem {
+  std::string digest;
+  std::string what;  ///< "missing", "digest mismatch: got sha256:..."
+};
+
+class Store {
+ public:
+  /// Opens (creating when missing) the store at `root`.
+  static Result<Store> open(std::string root);
+
+  const std::string& root() const { return root_; }
+  std::string blob_path(std::string_view digest) const;
+  bool has_blob(std::string_view digest) const;
+  /// Reads a whole (small) blob: manifests and configs.
+  Result<std::string> read_blob(std::string_view digest) const;
+  /// Stores bytes after checking they hash to `digest`.
+  Status put_blob(std::string_view digest, std::string_view data);
+  /// Starts or resumes writing a blob; waits while another process downloads
+  /// the same blob. Returns nullopt when the blob is (now) present.
+  /// `expected_size` < 0 means unknown.
+  Result<std::optional<BlobWriter>> begin_blob(std::string_view digest, int64_t expected_size);
+
+  Result<std::vector<ImageRecord>> list_images() const;
+  /// Finds an image by full or short name ("alpine" = docker.io/library/alpine:latest),
+  /// by image ID or a unique prefix of it (>= 4 hex digits), or by manifest digest.
+  Result<ImageRecord> find_image(std::string_view name_or_id) const;
+  /// Adds or replaces (by name) an image record.
+  Status add_image(const ImageRecord& rec);
+  /// Removes the record(s) `name_or_id` designates and every blob no other
+  /// record uses; returns the names removed.
+  Result<std::vector<std::string>> remove_image(std::string_view name_or_id);
+  /// Re-hashes every blob an image uses (manifest, index, config, layers).
+  Result<std::vector<VerifyProblem>> verify(const ImageRecord& rec) const;
+
+ private:
+  std::string root_;
+};
+
+}  // namespace berth
