@@ -1,7 +1,80 @@
-// berth: the command table and the one place errors are printed.
+// berth: parses the command line through the command table, runs the chosen
+// command, and is the one place an error is printed.
+#include <unistd.h>
+
 #include <cstdio>
 
-int main() {
-  std::puts("berth " BERTH_VERSION);
+#include "cli/command.h"
+#include "core/log.h"
+
+namespace berth::cli {
+
+const std::vector<Command>& command_table() {
+  static const std::vector<Command> table = {
+      {"pull", "Pull an image from a registry", setup_pull},
+      {"images", "List images in the store", setup_images},
+      {"rmi", "Remove images and the blobs only they use", setup_rmi},
+      {"inspect", "Show an image's manifest, config and layers as JSON", setup_inspect},
+      {"verify", "Re-check the digest of every blob of an image", setup_verify},
+      {"unpack", "Unpack an image's layers into a directory", setup_unpack},
+      {"login", "Log in to a registry", setup_login},
+      {"logout", "Log out from a registry", setup_logout},
+  };
+  return table;
+}
+
+namespace {
+
+/// Exit statuses, as Docker's CLI uses them.
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 125;
+
+void print_error(const Error& e) {
+  std::fprintf(stderr, "berth: error: %s\n", e.message().c_str());
+  if (!e.hint.empty()) std::fprintf(stderr, "berth: hint: %s\n", e.hint.c_str());
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"berth: run container images rootless on HPC systems, with their GPUs", "berth"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "berth " BERTH_VERSION);
+  GlobalOptions g;
+  app.add_option("--home", g.home, "Store root (default $BERTH_HOME or ~/.local/share/berth)");
+  app.add_option("--insecure-registry", g.insecure,
+                 "Allow plain HTTP to this registry (host[:port]); repeatable");
+  app.add_flag("-v,--verbose", g.verbose, "Say more about what happens");
+  app.add_flag("-q,--quiet", g.quiet, "Print only errors");
+
+  Action action;
+  for (const Command& c : command_table()) {
+    CLI::App* sub = app.add_subcommand(c.name, c.summary);
+    // Options are declared now; the action reads them once parsing is done.
+    Action a = c.setup(*sub, g);
+    sub->final_callback([&action, a] { action = a; });
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "berth: error: %s\n", e.what());
+    std::fprintf(stderr, "berth: hint: see 'berth --help'\n");
+    return kExitUsage;
+  }
+  log::set_level(g.quiet ? log::Level::kError : g.verbose ? log::Level::kDebug : log::Level::kWarn);
+  Status st = action();
+  if (!st.ok()) {
+    print_error(st.error());
+    return kExitFailed;
+  }
   return 0;
 }
+
+}  // namespace
+}  // namespace berth::cli
+
+int main(int argc, char** argv) { return berth::cli::run(argc, argv); }

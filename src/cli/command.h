@@ -1,0 +1,44 @@
+// The command table: each subcommand declares its options on a CLI11 app
+// and returns the action to run once the command line is parsed.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace berth::cli {
+
+/// Options given before the command name.
+struct GlobalOptions {
+  std::string home;                   ///< --home, else $BERTH_HOME, else ~/.local/share/berth
+  std::vector<std::string> insecure;  ///< --insecure-registry
+  bool verbose = false;
+  bool quiet = false;
+};
+
+using Action = std::function<Status()>;
+
+struct Command {
+  const char* name;
+  const char* summary;
+  /// Declares the command's options on `app`; returns what to run.
+  Action (*setup)(CLI::App& app, const GlobalOptions& global);
+};
+
+/// Every subcommand, in the order `berth --help` lists them.
+const std::vector<Command>& command_table();
+
+Action setup_pull(CLI::App& app, const GlobalOptions& g);
+Action setup_images(CLI::App& app, const GlobalOptions& g);
+Action setup_rmi(CLI::App& app, const GlobalOptions& g);
+Action setup_inspect(CLI::App& app, const GlobalOptions& g);
+Action setup_verify(CLI::App& app, const GlobalOptions& g);
+Action setup_unpack(CLI::App& app, const GlobalOptions& g);
+Action setup_login(CLI::App& app, const GlobalOptions& g);
+Action setup_logout(CLI::App& app, const GlobalOptions& g);
+
+}  // namespace berth::cli

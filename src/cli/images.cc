@@ -1,0 +1,136 @@
+// berth images [--json] [-q], berth inspect IMAGE, berth rmi IMAGE...
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <memory>
+
+#include "cli/context.h"
+#include "core/progress.h"
+#include "image/manifest.h"
+#include "image/reference.h"
+
+namespace berth::cli {
+namespace {
+
+/// Splits a record name into what `docker images` shows: REPOSITORY and TAG.
+std::pair<std::string, std::string> repo_and_tag(const std::string& name) {
+  auto ref = parse_reference(name);
+  if (!ref.ok()) return {name, "<none>"};
+  Reference r = *ref;
+  std::string tag = r.tag.empty() ? "<none>" : r.tag;
+  r.tag.clear();
+  r.digest.clear();
+  return {r.familiar(), tag};
+}
+
+nlohmann::json record_json(const ImageRecord& rec) {
+  auto [repo, tag] = repo_and_tag(rec.name);
+  return {{"name", rec.name},
+          {"repository", repo},
+          {"tag", tag},
+          {"digest", rec.manifest_digest},
+          {"index_digest", rec.index_digest},
+          {"id", rec.config_digest},
+          {"platform", rec.platform.str()},
+          {"size", rec.size},
+          {"layers", rec.layers},
+          {"pulled", rec.pulled}};
+}
+
+Result<nlohmann::json> parse_blob_json(const Store& store, const std::string& digest) {
+  std::string text = BERTH_TRY(store.read_blob(digest));
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return make_error("parse", store.blob_path(digest), e.what());
+  }
+}
+
+}  // namespace
+
+Action setup_images(CLI::App& app, const GlobalOptions& g) {
+  struct Opts {
+    bool json = false, quiet = false;
+  };
+  auto o = std::make_shared<Opts>();
+  app.add_flag("--json", o->json, "Print a JSON array");
+  app.add_flag("-q,--quiet", o->quiet, "Print image IDs only");
+  return [o, &g]() -> Status {
+    Store store = BERTH_TRY(open_store(g));
+    std::vector<ImageRecord> images = BERTH_TRY(store.list_images());
+    if (o->json) {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& rec : images) arr.push_back(record_json(rec));
+      print_json(arr);
+      return {};
+    }
+    if (o->quiet) {
+      for (const auto& rec : images) std::printf("%s\n", rec.short_id().c_str());
+      return {};
+    }
+    std::vector<std::array<std::string, 5>> rows = {
+        {"REPOSITORY", "TAG", "IMAGE ID", "PLATFORM", "SIZE"}};
+    for (const auto& rec : images) {
+      auto [repo, tag] = repo_and_tag(rec.name);
+      rows.push_back({repo, tag, rec.short_id(), rec.platform.str(), human_size(rec.size)});
+    }
+    std::array<size_t, 5> width{};
+    for (const auto& row : rows)
+      for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    for (const auto& row : rows) {
+      std::string line;
+      for (size_t i = 0; i < row.size(); ++i) {
+        line += row[i];
+        if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 3, ' ');
+      }
+      std::printf("%s\n", line.c_str());
+    }
+    return {};
+  };
+}
+
+Action setup_inspect(CLI::App& app, const GlobalOptions& g) {
+  auto name = std::make_shared<std::string>();
+  app.add_option("IMAGE", *name, "Image name, ID or digest")->required();
+  return [name, &g]() -> Status {
+    Store store = BERTH_TRY(open_store(g));
+    ImageRecord rec = BERTH_TRY(store.find_image(*name));
+    nlohmann::json manifest = BERTH_TRY(parse_blob_json(store, rec.manifest_digest));
+    nlohmann::json config = BERTH_TRY(parse_blob_json(store, rec.config_digest));
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto& l : manifest.value("layers", nlohmann::json::array()))
+      layers.push_back({{"digest", l.value("digest", "")},
+                        {"size", l.value("size", 0)},
+                        {"media_type", l.value("mediaType", "")}});
+    print_json({{"name", rec.name},
+                {"manifest_digest", rec.manifest_digest},
+                {"index_digest", rec.index_digest},
+                {"media_type", rec.manifest_media_type},
+                {"id", rec.config_digest},
+                {"platform",
+                 {{"os", rec.platform.os},
+                  {"architecture", rec.platform.architecture},
+                  {"variant", rec.platform.variant}}},
+                {"size", rec.size},
+                {"pulled", rec.pulled},
+                {"layers", layers},
+                {"config", config},
+                {"manifest", manifest}});
+    return {};
+  };
+}
+
+Action setup_rmi(CLI::App& app, const GlobalOptions& g) {
+  auto names = std::make_shared<std::vector<std::string>>();
+  app.add_option("IMAGE", *names, "Image names, IDs or digests")->required();
+  return [names, &g]() -> Status {
+    Store store = BERTH_TRY(open_store(g));
+    for (const std::string& n : *names) {
+      std::vector<std::string> removed = BERTH_TRY(store.remove_image(n));
+      for (const auto& r : removed) std::printf("Untagged: %s\n", r.c_str());
+    }
+    return {};
+  };
+}
+
+}  // namespace berth::cli

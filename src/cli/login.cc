@@ -1,0 +1,96 @@
+// berth login [-u USER] [-p PASS | --password-stdin] REGISTRY, berth logout REGISTRY
+#include <termios.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/context.h"
+#include "image/reference.h"
+
+namespace berth::cli {
+namespace {
+
+/// Reads one line from the terminal without echo (or from a pipe as is).
+std::string read_secret(const char* prompt) {
+  std::string line;
+  if (::isatty(STDIN_FILENO)) {
+    std::fprintf(stderr, "%s", prompt);
+    struct termios saved, quiet;
+    bool echo_off = ::tcgetattr(STDIN_FILENO, &saved) == 0;
+    if (echo_off) {
+      quiet = saved;
+      quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+      ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
+    }
+    std::getline(std::cin, line);
+    if (echo_off) ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
+    std::fprintf(stderr, "\n");
+  } else {
+    std::getline(std::cin, line);
+  }
+  return line;
+}
+
+/// Accepts "host[:port]" and also "https://host[:port]/..." as Docker does.
+std::string registry_arg(std::string s) {
+  for (const char* scheme : {"https://", "http://"})
+    if (s.rfind(scheme, 0) == 0) s = s.substr(std::string(scheme).size());
+  if (auto slash = s.find('/'); slash != std::string::npos) s = s.substr(0, slash);
+  if (s == "index.docker.io" || s == "registry-1.docker.io") s = "docker.io";
+  return s;
+}
+
+}  // namespace
+
+Action setup_login(CLI::App& app, const GlobalOptions& g) {
+  struct Opts {
+    std::string registry = "docker.io", user, password;
+    bool password_stdin = false;
+  };
+  auto o = std::make_shared<Opts>();
+  app.add_option("REGISTRY", o->registry, "Registry host[:port] (default docker.io)");
+  app.add_option("-u,--username", o->user, "User name");
+  app.add_option("-p,--password", o->password, "Password (prefer --password-stdin)");
+  app.add_flag("--password-stdin", o->password_stdin, "Read the password from standard input");
+  return [o, &g]() -> Status {
+    std::string registry = registry_arg(o->registry);
+    if (o->password_stdin && !o->password.empty())
+      return make_error("login", registry, "--password and --password-stdin are exclusive");
+    if (o->user.empty()) {
+      std::fprintf(stderr, "Username: ");
+      std::getline(std::cin, o->user);
+    }
+    if (o->password_stdin) {
+      std::getline(std::cin, o->password);
+    } else if (o->password.empty()) {
+      o->password = read_secret("Password: ");
+    }
+    if (o->user.empty() || o->password.empty())
+      return make_error("login", registry, "a user name and a password are required");
+    Credentials c{o->user, o->password, ""};
+    RegistryOptions ropts = BERTH_TRY(registry_options(g));
+    RegistryClient client(registry, ropts, c);
+    BERTH_CHECK(client.check_login().with_context("login " + registry));
+    CredentialStore creds = BERTH_TRY(CredentialStore::load());
+    BERTH_CHECK(creds.save(registry, c));
+    std::printf("Login Succeeded\n");
+    return {};
+  };
+}
+
+Action setup_logout(CLI::App& app, const GlobalOptions&) {
+  auto registry = std::make_shared<std::string>("docker.io");
+  app.add_option("REGISTRY", *registry, "Registry host[:port] (default docker.io)");
+  return [registry]() -> Status {
+    std::string r = registry_arg(*registry);
+    CredentialStore creds = BERTH_TRY(CredentialStore::load());
+    bool erased = BERTH_TRY(creds.erase(r));
+    if (!erased) return make_error("logout", r, "not logged in");
+    std::printf("Removed login credentials for %s\n", r.c_str());
+    return {};
+  };
+}
+
+}  // namespace berth::cli

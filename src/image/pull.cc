@@ -1,0 +1,191 @@
+#include "image/pull.h"
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <ctime>
+#include <mutex>
+#include <thread>
+
+#include "core/log.h"
+#include "image/manifest.h"
+
+namespace berth {
+namespace {
+
+/// Everything one pull shares between its download workers.
+struct PullContext {
+  Store& store;
+  RegistryClient& client;
+  const Reference& ref;
+  const PullOptions& opts;
+  std::atomic<bool> cancelled{false};
+};
+
+/// Downloads one blob into the store (resuming a .partial, retrying
+/// transfer failures) unless it is already there. `item` is its progress line.
+Status fetch_blob(PullContext& ctx, const Descriptor& desc, int item) {
+  ProgressMeter* pm = ctx.opts.progress;
+  for (int attempt = 1;; ++attempt) {
+    auto writer = BERTH_TRY(ctx.store.begin_blob(desc.digest, desc.size));
+    if (!writer) {
+      if (pm) pm->set_status(item, "Already exists");
+      return {};
+    }
+    uint64_t offset = writer->offset();
+    if (offset > 0) log::info("resuming {} at byte {}", desc.digest, offset);
+    if (pm && offset > 0) pm->advance(item, static_cast<int64_t>(offset));
+    bool restarted = false, restart_applied = false;
+    Status st = ctx.client.get_blob(
+        ctx.ref.repository, desc.digest, offset,
+        [&](const char* data, size_t len) -> Status {
+          if (ctx.cancelled.load(std::memory_order_relaxed))
+            return make_error("download", desc.digest, "cancelled");
+          if (restarted && !restart_applied) {  // the registry ignored our Range
+            restart_applied = true;
+            if (pm) pm->advance(item, -static_cast<int64_t>(offset));
+            BERTH_CHECK(writer->restart());
+          }
+          if (pm) pm->advance(item, static_cast<int64_t>(len));
+          return writer->write(data, len);
+        },
+        &restarted);
+    if (st.ok()) {
+      BERTH_CHECK(writer->commit());
+      if (pm) pm->set_status(item, "Pull complete");
+      return {};
+    }
+    // Only transfer failures are worth another attempt; a digest mismatch,
+    // an HTTP error status or a full disk will not go away by retrying.
+    const Error& e = st.error();
+    bool transient = e.http_status == 0 && e.sys_errno == 0 && e.op != "download" &&
+                     !ctx.cancelled.load();
+    if (!transient || attempt >= ctx.opts.retries) return st;
+    log::warn("{}; retrying ({}/{})", e.message(), attempt + 1, ctx.opts.retries);
+  }
+}
+
+/// Downloads all layers with up to opts.jobs workers; the first failure
+/// cancels the rest and is returned.
+Status fetch_layers(PullContext& ctx, const std::vector<Descriptor>& layers,
+                    const std::vector<int>& items) {
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::optional<Error> first_error;
+  auto worker = [&] {
+    for (;;) {
+      size_t i = next.fetch_add(1);
+      if (i >= layers.size() || ctx.cancelled.load()) return;
+      Status st = fetch_blob(ctx, layers[i], items[i]);
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first_error) first_error = std::move(st).error();
+        ctx.cancelled = true;
+      }
+    }
+  };
+  size_t n = std::min<size_t>(layers.size(), static_cast<size_t>(std::max(1, ctx.opts.jobs)));
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < n; ++i) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  if (first_error) return std::move(*first_error);
+  return {};
+}
+
+std::string now_rfc3339() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm;
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+/// The platform an image config declares.
+Result<Platform> config_platform(const std::string& config_json, const std::string& digest) {
+  try {
+    auto j = nlohmann::json::parse(config_json);
+    Platform p;
+    p.os = j.value("os", "");
+    p.architecture = j.value("architecture", "");
+    p.variant = j.value("variant", "");
+    if (p.os.empty() || p.architecture.empty()) return p;
+    return parse_platform(p.str());
+  } catch (const nlohmann::json::exception& e) {
+    return make_error("parse config", digest, std::string("malformed image config: ") + e.what());
+  }
+}
+
+}  // namespace
+
+Result<PullResult> pull_image(Store& store, const Reference& ref, const CredentialStore& creds,
+                              const PullOptions& opts) {
+  RegistryClient client(ref.registry, opts.registry, creds.find(ref.registry));
+  Platform want = opts.platform.value_or(host_platform());
+
+  FetchedManifest top = BERTH_TRY(client.get_manifest(ref.repository, ref.manifest_ref()));
+  FetchedManifest chosen = top;
+  std::string index_digest;
+  if (is_index_media_type(top.media_type)) {
+    IndexManifest index = BERTH_TRY(parse_index(top.body, top.media_type));
+    Descriptor d = BERTH_TRY(select_platform(index, want));
+    log::debug("platform {} -> {}", want.str(), d.digest);
+    chosen = BERTH_TRY(client.get_manifest(ref.repository, d.digest));
+    if (is_index_media_type(chosen.media_type))
+      return make_error("select platform", d.digest, "nested image indexes are not supported");
+    index_digest = top.digest;
+  }
+  ImageManifest manifest = BERTH_TRY(parse_image_manifest(chosen.body, chosen.media_type));
+  for (const Descriptor& l : manifest.layers) BERTH_TRY(layer_compression(l.media_type));
+
+  std::string name = ref.str();
+  // Up to date: the same manifest under this name with every blob present.
+  if (auto old = store.find_image(name); old.ok() && old->manifest_digest == chosen.digest) {
+    bool complete = store.has_blob(old->config_digest);
+    for (const auto& l : old->layers) complete = complete && store.has_blob(l);
+    if (complete) return PullResult{*old, true};
+  }
+
+  PullContext ctx{store, client, ref, opts};
+  ProgressMeter* pm = opts.progress;
+  int config_item = pm ? pm->add(std::string(digest_hex(manifest.config.digest).substr(0, 12)) +
+                                     " (config)", manifest.config.size)
+                       : -1;
+  std::vector<int> items;
+  for (const Descriptor& l : manifest.layers)
+    items.push_back(pm ? pm->add(std::string(digest_hex(l.digest).substr(0, 12)), l.size) : -1);
+
+  BERTH_CHECK(fetch_blob(ctx, manifest.config, config_item));
+  std::string config = BERTH_TRY(store.read_blob(manifest.config.digest));
+  Platform have = BERTH_TRY(config_platform(config, manifest.config.digest));
+  if (!have.os.empty() && !platform_matches(want, have)) {
+    if (opts.platform)
+      return make_error("select platform", want.str(),
+                        "image " + name + " is for " + have.str() + ", not the requested platform");
+    log::warn("image {} is for {}, this host is {}", name, have.str(), want.str());
+  }
+  BERTH_CHECK(fetch_layers(ctx, manifest.layers, items));
+
+  // Manifests go in last: an image whose layers are missing is never recorded.
+  if (!index_digest.empty()) BERTH_CHECK(store.put_blob(index_digest, top.body));
+  BERTH_CHECK(store.put_blob(chosen.digest, chosen.body));
+
+  ImageRecord rec;
+  rec.name = name;
+  rec.manifest_digest = chosen.digest;
+  rec.index_digest = index_digest;
+  rec.config_digest = manifest.config.digest;
+  rec.manifest_media_type = chosen.media_type;
+  rec.platform = have.os.empty() ? want : have;
+  for (const Descriptor& l : manifest.layers) {
+    rec.layers.push_back(l.digest);
+    rec.size += l.size;
+  }
+  rec.pulled = now_rfc3339();
+  BERTH_CHECK(store.add_image(rec));
+  return PullResult{rec, false};
+}
+
+}  // namespace berth

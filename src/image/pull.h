@@ -1,0 +1,37 @@
+// Pulling an image: resolve the reference to a manifest (choosing a platform
+// from an index), then fetch config and layers into the store, layers in
+// parallel, each verified while it downloads and resumed when a .partial
+// from an interrupted pull is there.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/error.h"
+#include "core/progress.h"
+#include "image/auth.h"
+#include "image/platform.h"
+#include "image/reference.h"
+#include "image/registry.h"
+#include "image/store.h"
+
+namespace berth {
+
+struct PullOptions {
+  std::optional<Platform> platform;  ///< requested; the host's when unset
+  RegistryOptions registry;
+  int jobs = 4;                      ///< layers downloaded at once
+  int retries = 3;                   ///< attempts per blob on transfer failures (resuming)
+  ProgressMeter* progress = nullptr; ///< may be null
+};
+
+struct PullResult {
+  ImageRecord record;
+  bool up_to_date = false;  ///< the same manifest was already stored under this name
+};
+
+/// Pulls `ref` into `store` and records it under ref.str().
+Result<PullResult> pull_image(Store& store, const Reference& ref, const CredentialStore& creds,
+                              const PullOptions& opts);
+
+}  // namespace berth
