@@ -5,6 +5,7 @@
 //   tmp/<hex>.lock           held (flock) by whoever downloads <hex>
 //   images.json              the image index, rewritten atomically
 //   lock                     flock held while images.json is read-modify-written
+//   version                  {"version":1}: the layout version, checked by open()
 //
 // Many processes (a job array on one node) may pull the same image at once:
 // the per-blob lock makes one of them download each blob while the others

@@ -1,0 +1,246 @@
+// The image half of the store: images.json (list, find, add, remove) and
+// verification of an image's blobs. Every read-modify-write of the index
+// holds <root>/lock; readers need no lock because writers replace the file
+// by rename.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "image/reference.h"
+#include "image/store.h"
+
+namespace berth {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kIndexVersion = 1;
+
+std::string index_path(const std::string& root) {
+  return path_join(root, "images.json");
+}
+
+json to_json(const ImageRecord& r) {
+  return json{{"name", r.name},
+              {"manifest_digest", r.manifest_digest},
+              {"index_digest", r.index_digest},
+              {"config_digest", r.config_digest},
+              {"manifest_media_type", r.manifest_media_type},
+              {"platform",
+               {{"os", r.platform.os},
+                {"architecture", r.platform.architecture},
+                {"variant", r.platform.variant}}},
+              {"layers", r.layers},
+              {"size", r.size},
+              {"pulled", r.pulled}};
+}
+
+/// Throws nlohmann exceptions on a malformed record; the caller converts them.
+ImageRecord from_json(const json& j) {
+  ImageRecord r;
+  r.name = j.at("name").get<std::string>();
+  r.manifest_digest = j.at("manifest_digest").get<std::string>();
+  r.index_digest = j.value("index_digest", "");
+  r.config_digest = j.at("config_digest").get<std::string>();
+  r.manifest_media_type = j.value("manifest_media_type", "");
+  if (j.contains("platform")) {
+    const json& p = j.at("platform");
+    r.platform.os = p.value("os", "");
+    r.platform.architecture = p.value("architecture", "");
+    r.platform.variant = p.value("variant", "");
+  }
+  r.layers = j.at("layers").get<std::vector<std::string>>();
+  r.size = j.value("size", int64_t{0});
+  r.pulled = j.value("pulled", "");
+  return r;
+}
+
+/// Every blob a record uses; index_digest only when set.
+std::vector<std::string> blobs_of(const ImageRecord& r) {
+  std::vector<std::string> out{r.manifest_digest};
+  if (!r.index_digest.empty()) out.push_back(r.index_digest);
+  out.push_back(r.config_digest);
+  out.insert(out.end(), r.layers.begin(), r.layers.end());
+  return out;
+}
+
+/// Digests are turned into paths (and deleted by remove_image), so a record
+/// with anything but a well-formed digest is refused.
+Status check_record(const ImageRecord& r) {
+  if (r.name.empty()) return make_error("check image record", "", "empty name");
+  for (const auto& d : blobs_of(r)) BERTH_CHECK(validate_digest(d).with_context("image " + r.name));
+  return {};
+}
+
+Result<std::vector<ImageRecord>> load_index(const std::string& root) {
+  std::string path = index_path(root);
+  auto text = read_file(path);
+  if (!text.ok()) {
+    if (text.error().sys_errno == ENOENT) return std::vector<ImageRecord>{};
+    return std::move(text).error();
+  }
+  std::vector<ImageRecord> out;
+  try {
+    json j = json::parse(*text);
+    int version = j.at("version").get<int>();
+    if (version != kIndexVersion)
+      return make_error("read image index", path,
+                        "version " + std::to_string(version) + " is not supported");
+    for (const auto& item : j.at("images")) out.push_back(from_json(item));
+  } catch (const json::exception& e) {
+    return make_error("read image index", path, std::string("corrupt: ") + e.what())
+        .with_hint("restore or delete the file; blobs stay under blobs/sha256");
+  }
+  for (const auto& r : out) BERTH_CHECK(check_record(r).with_context("read image index " + path));
+  return out;
+}
+
+Status save_index(const std::string& root, const std::vector<ImageRecord>& recs) {
+  json images = json::array();
+  for (const auto& r : recs) images.push_back(to_json(r));
+  json j = {{"version", kIndexVersion}, {"images", std::move(images)}};
+  return write_file_atomic(index_path(root), j.dump(2) + "\n");
+}
+
+Result<FileLock> lock_index(const std::string& root) {
+  return FileLock::acquire(path_join(root, "lock"));
+}
+
+bool is_hex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+/// What a user's string designated: records by index into `recs`.
+struct Match {
+  std::vector<size_t> which;
+  bool by_name = false;
+};
+
+Result<Match> resolve(const std::vector<ImageRecord>& recs, std::string_view s) {
+  Match m;
+  auto by_name = [&](std::string_view name) {
+    for (size_t i = 0; i < recs.size(); ++i)
+      if (recs[i].name == name) m.which.push_back(i);
+    m.by_name = !m.which.empty();
+    return m.by_name;
+  };
+  if (by_name(s)) return m;
+  if (auto ref = parse_reference(s); ref.ok() && by_name(ref->str())) return m;
+
+  // Image ID: the full config digest, or a prefix of its hex of 4+ digits.
+  std::string_view want = s;
+  bool full = s.substr(0, 7) == "sha256:";
+  if (full) want = s.substr(7);
+  if (want.size() >= 4 && want.size() <= 64 && is_hex(want) && (!full || want.size() == 64)) {
+    std::set<std::string> ids;
+    for (size_t i = 0; i < recs.size(); ++i) {
+      if (digest_hex(recs[i].config_digest).substr(0, want.size()) == want) {
+        m.which.push_back(i);
+        ids.insert(recs[i].config_digest);
+      }
+    }
+    if (ids.size() > 1)
+      return make_error("find image", std::string(s),
+                        "image ID prefix " + std::string(want) + " is ambiguous")
+          .with_hint("give more digits of the ID");
+    if (!m.which.empty()) return m;
+  }
+
+  // Manifest digest (or the index it was chosen from, as `pull` prints).
+  for (size_t i = 0; i < recs.size(); ++i)
+    if (recs[i].manifest_digest == s ||
+        (!recs[i].index_digest.empty() && recs[i].index_digest == s))
+      m.which.push_back(i);
+  if (!m.which.empty()) return m;
+  return make_error("find image", std::string(s), "no such image").with_hint("see 'berth images'");
+}
+
+}  // namespace
+
+Result<std::vector<ImageRecord>> Store::list_images() const {
+  auto recs = BERTH_TRY(load_index(root_));
+  std::stable_sort(recs.begin(), recs.end(),
+                   [](const ImageRecord& a, const ImageRecord& b) { return a.name < b.name; });
+  return recs;
+}
+
+Result<ImageRecord> Store::find_image(std::string_view name_or_id) const {
+  auto recs = BERTH_TRY(list_images());
+  Match m = BERTH_TRY(resolve(recs, name_or_id));
+  return recs[m.which.front()];  // sorted by name, so several tags of one ID give the first
+}
+
+Status Store::add_image(const ImageRecord& rec) {
+  BERTH_CHECK(check_record(rec));
+  FileLock lock = BERTH_TRY(lock_index(root_));
+  auto recs = BERTH_TRY(load_index(root_));
+  auto it = std::find_if(recs.begin(), recs.end(),
+                         [&](const ImageRecord& r) { return r.name == rec.name; });
+  if (it != recs.end())
+    *it = rec;
+  else
+    recs.push_back(rec);
+  return save_index(root_, recs);
+}
+
+Result<std::vector<std::string>> Store::remove_image(std::string_view name_or_id) {
+  FileLock lock = BERTH_TRY(lock_index(root_));
+  auto recs = BERTH_TRY(load_index(root_));
+  Match m = BERTH_TRY(resolve(recs, name_or_id));
+
+  std::vector<ImageRecord> removed, kept;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    bool hit = std::find(m.which.begin(), m.which.end(), i) != m.which.end();
+    (hit ? removed : kept).push_back(std::move(recs[i]));
+  }
+  // Index first: a crash in between leaves unused blobs, never a record
+  // pointing at deleted ones.
+  BERTH_CHECK(save_index(root_, kept));
+
+  std::set<std::string> in_use;
+  for (const auto& r : kept)
+    for (auto& d : blobs_of(r)) in_use.insert(std::move(d));
+  std::vector<std::string> names;
+  std::set<std::string> done;
+  for (const auto& r : removed) {
+    names.push_back(r.name);
+    for (const auto& d : blobs_of(r)) {
+      if (in_use.count(d) || !done.insert(d).second) continue;
+      std::string path = blob_path(d);
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) return sys_error("remove", path);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Result<std::vector<VerifyProblem>> Store::verify(const ImageRecord& rec) const {
+  std::vector<VerifyProblem> problems;
+  std::set<std::string> seen;  // images may repeat a layer (empty layers often are)
+  for (const auto& d : blobs_of(rec)) {
+    if (!seen.insert(d).second) continue;
+    if (!validate_digest(d).ok()) {
+      problems.push_back({d, "invalid digest"});
+      continue;
+    }
+    std::string path = blob_path(d);
+    if (!path_exists(path)) {
+      problems.push_back({d, "missing"});
+      continue;
+    }
+    auto actual = sha256_file(path);
+    if (!actual.ok()) {
+      problems.push_back({d, "unreadable: " + actual.error().message()});
+      continue;
+    }
+    if (*actual != d) problems.push_back({d, "digest mismatch: got " + *actual});
+  }
+  return problems;
+}
+
+}  // namespace berth

@@ -1,0 +1,210 @@
+// The blob half of the store: opening the layout, reading and publishing
+// blobs, and resumable locked downloads (BlobWriter). The image index lives
+// in image_index.cc.
+#include "image/store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace berth {
+
+namespace {
+
+constexpr int kLayoutVersion = 1;
+/// read_blob() is for manifests and configs; anything bigger is a layer.
+constexpr int64_t kMaxReadBlob = 16 << 20;
+
+/// Checks the layout version file, writing it when the store is new.
+Status check_layout_version(const std::string& root) {
+  std::string path = path_join(root, "version");
+  auto text = read_file(path);
+  if (!text.ok()) {
+    if (text.error().sys_errno != ENOENT) return std::move(text).error();
+    // Concurrent first opens both write the same bytes; the rename is atomic.
+    nlohmann::json j = {{"version", kLayoutVersion}};
+    return write_file_atomic(path, j.dump() + "\n");
+  }
+  int version = 0;
+  try {
+    auto j = nlohmann::json::parse(*text);
+    version = j.at("version").get<int>();
+  } catch (const nlohmann::json::exception& e) {
+    return make_error("open store", path, std::string("unreadable layout version: ") + e.what());
+  }
+  if (version != kLayoutVersion)
+    return make_error("open store", root,
+                      "layout version " + std::to_string(version) +
+                          " is not supported (this berth knows version " +
+                          std::to_string(kLayoutVersion) + ")")
+        .with_hint("use the berth release that created this store, or choose another BERTH_HOME");
+  return {};
+}
+
+Error mismatch_error(std::string_view expected, const std::string& actual) {
+  return make_error("digest mismatch for", std::string(expected), "got " + actual);
+}
+
+/// fsync on a directory so a rename in it survives a crash; best-effort
+/// because some file systems (and some network ones on clusters) refuse it.
+void sync_dir(const std::string& dir) {
+  auto fd = open_file(dir, O_RDONLY | O_DIRECTORY);
+  if (fd.ok()) (void)::fsync(fd->get());  // deliberately ignored: durability hint only
+}
+
+}  // namespace
+
+std::string ImageRecord::short_id() const {
+  return std::string(digest_hex(config_digest).substr(0, 12));
+}
+
+Result<Store> Store::open(std::string root) {
+  if (root.empty()) return make_error("open store", root, "empty store path");
+  BERTH_CHECK(make_dirs(root, 0755));
+  BERTH_CHECK(make_dirs(path_join(root, "blobs/sha256"), 0755));
+  BERTH_CHECK(make_dirs(path_join(root, "tmp"), 0755));
+  BERTH_CHECK(check_layout_version(root));
+  Store s;
+  s.root_ = std::move(root);
+  return s;
+}
+
+std::string Store::blob_path(std::string_view digest) const {
+  return path_join(root_, "blobs/sha256/" + std::string(digest_hex(digest)));
+}
+
+bool Store::has_blob(std::string_view digest) const {
+  return path_exists(blob_path(digest));
+}
+
+Result<std::string> Store::read_blob(std::string_view digest) const {
+  BERTH_CHECK(validate_digest(digest));
+  std::string path = blob_path(digest);
+  UniqueFd fd = BERTH_TRY(open_file(path, O_RDONLY));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return sys_error("stat", path);
+  if (st.st_size > kMaxReadBlob)
+    return make_error(
+        "read blob", std::string(digest),
+        "too large to read whole (" + std::to_string(st.st_size) + " bytes, limit 16 MiB)");
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::read(fd.get(), out.data() + got, out.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("read", path);
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
+Status Store::put_blob(std::string_view digest, std::string_view data) {
+  BERTH_CHECK(validate_digest(digest));
+  std::string actual = sha256_digest(data);
+  if (actual != digest) return mismatch_error(digest, actual);
+  auto w = BERTH_TRY(begin_blob(digest, static_cast<int64_t>(data.size())));
+  if (!w) return {};  // already stored
+  // A stale partial cannot help: we hold every byte, so start clean.
+  if (w->offset() != 0) BERTH_CHECK(w->restart());
+  BERTH_CHECK(w->write(data.data(), data.size()));
+  return w->commit();
+}
+
+Result<std::optional<BlobWriter>> Store::begin_blob(std::string_view digest,
+                                                    int64_t expected_size) {
+  BERTH_CHECK(validate_digest(digest));
+  std::string hex(digest_hex(digest));
+  std::string tmp = path_join(root_, "tmp");
+  BlobWriter w;
+  w.lock_ = BERTH_TRY(FileLock::acquire(path_join(tmp, hex + ".lock")));
+  w.digest_ = std::string(digest);
+  w.final_path_ = blob_path(digest);
+  // Whoever held the lock before us may have published the blob meanwhile.
+  if (path_exists(w.final_path_)) return std::optional<BlobWriter>();
+  w.partial_path_ = path_join(tmp, hex + ".partial");
+  w.expected_size_ = expected_size;
+  w.fd_ = BERTH_TRY(open_file(w.partial_path_, O_RDWR | O_CREAT, 0644));
+
+  struct stat st;
+  if (::fstat(w.fd_.get(), &st) != 0) return sys_error("stat", w.partial_path_);
+  if (expected_size >= 0 && st.st_size > expected_size) {
+    BERTH_CHECK(w.restart());
+  } else {
+    // Resume: hash what an interrupted download left behind.
+    std::string buf(1 << 20, '\0');
+    for (;;) {
+      ssize_t n = ::read(w.fd_.get(), buf.data(), buf.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return sys_error("read", w.partial_path_);
+      }
+      if (n == 0) break;
+      w.hash_.update(buf.data(), static_cast<size_t>(n));
+      w.offset_ += static_cast<uint64_t>(n);
+    }
+    if (::lseek(w.fd_.get(), static_cast<off_t>(w.offset_), SEEK_SET) < 0)
+      return sys_error("seek", w.partial_path_);
+  }
+  return std::optional<BlobWriter>(std::move(w));
+}
+
+Status BlobWriter::write(const char* data, size_t len) {
+  if (!fd_.valid()) return make_error("write blob", digest_, "writer is closed");
+  if (expected_size_ >= 0 && offset_ + len > static_cast<uint64_t>(expected_size_))
+    return make_error("write blob", digest_, "blob larger than the manifest says");
+  Status st = write_all(fd_.get(), std::string_view(data, len), partial_path_);
+  if (!st.ok()) {
+    // Cut back to what was hashed so the file and the hash stay in step.
+    if (::ftruncate(fd_.get(), static_cast<off_t>(offset_)) == 0)
+      (void)::lseek(fd_.get(), static_cast<off_t>(offset_), SEEK_SET);  // commit re-checks anyway
+    return st;
+  }
+  hash_.update(data, len);
+  offset_ += len;
+  return {};
+}
+
+Status BlobWriter::restart() {
+  if (!fd_.valid()) return make_error("restart blob", digest_, "writer is closed");
+  if (::ftruncate(fd_.get(), 0) != 0) return sys_error("truncate", partial_path_);
+  if (::lseek(fd_.get(), 0, SEEK_SET) < 0) return sys_error("seek", partial_path_);
+  hash_ = Sha256();
+  offset_ = 0;
+  return {};
+}
+
+Status BlobWriter::commit() {
+  if (!fd_.valid()) return make_error("commit blob", digest_, "writer is closed");
+  if (expected_size_ >= 0 && offset_ != static_cast<uint64_t>(expected_size_)) {
+    // Too short: keep the partial so the next attempt resumes from it.
+    return make_error("commit blob", digest_,
+                      "size mismatch: expected " + std::to_string(expected_size_) + " bytes, got " +
+                          std::to_string(offset_));
+  }
+  std::string actual = hash_.digest();
+  if (actual != digest_) {
+    fd_.reset();
+    ::unlink(partial_path_.c_str());  // bad bytes must not be resumed from
+    return mismatch_error(digest_, actual);
+  }
+  // The hasher is finalised now, so the writer is closed whatever happens;
+  // the verified partial stays for the next attempt if a step below fails.
+  UniqueFd fd = std::move(fd_);
+  if (::fsync(fd.get()) != 0) return sys_error("fsync", partial_path_);
+  if (::fchmod(fd.get(), 0444) != 0) return sys_error("chmod", partial_path_);
+  if (::rename(partial_path_.c_str(), final_path_.c_str()) != 0) {
+    Error e = sys_error("rename", partial_path_ + " -> " + final_path_);
+    (void)::fchmod(fd.get(), 0644);  // best-effort: keep the partial writable for a resume
+    return e;
+  }
+  sync_dir(final_path_.substr(0, final_path_.rfind('/')));
+  return {};
+}
+
+}  // namespace berth
