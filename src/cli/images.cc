@@ -126,8 +126,9 @@ Action setup_rmi(CLI::App& app, const GlobalOptions& g) {
   return [names, &g]() -> Status {
     Store store = BERTH_TRY(open_store(g));
     for (const std::string& n : *names) {
-      std::vector<std::string> removed = BERTH_TRY(store.remove_image(n));
-      for (const auto& r : removed) std::printf("Untagged: %s\n", r.c_str());
+      RemovedImages removed = BERTH_TRY(store.remove_image(n));
+      for (const auto& r : removed.names) std::printf("Untagged: %s\n", r.c_str());
+      std::printf("Deleted: %zu blobs\n", removed.blobs_deleted);
     }
     return {};
   };

@@ -188,7 +188,12 @@ Status Store::add_image(const ImageRecord& rec) {
   return save_index(root_, recs);
 }
 
-Result<std::vector<std::string>> Store::remove_image(std::string_view name_or_id) {
+Result<FileLock> Store::pin() const {
+  return FileLock::acquire(path_join(root_, "gc.lock"), FileLock::Mode::kShared);
+}
+
+Result<RemovedImages> Store::remove_image(std::string_view name_or_id) {
+  FileLock gc = BERTH_TRY(FileLock::acquire(path_join(root_, "gc.lock")));
   FileLock lock = BERTH_TRY(lock_index(root_));
   auto recs = BERTH_TRY(load_index(root_));
   Match m = BERTH_TRY(resolve(recs, name_or_id));
@@ -205,18 +210,21 @@ Result<std::vector<std::string>> Store::remove_image(std::string_view name_or_id
   std::set<std::string> in_use;
   for (const auto& r : kept)
     for (auto& d : blobs_of(r)) in_use.insert(std::move(d));
-  std::vector<std::string> names;
+  RemovedImages out;
   std::set<std::string> done;
   for (const auto& r : removed) {
-    names.push_back(r.name);
+    out.names.push_back(r.name);
     for (const auto& d : blobs_of(r)) {
       if (in_use.count(d) || !done.insert(d).second) continue;
       std::string path = blob_path(d);
-      if (::unlink(path.c_str()) != 0 && errno != ENOENT) return sys_error("remove", path);
+      if (::unlink(path.c_str()) == 0)
+        ++out.blobs_deleted;
+      else if (errno != ENOENT)
+        return sys_error("remove", path);
     }
   }
-  std::sort(names.begin(), names.end());
-  return names;
+  std::sort(out.names.begin(), out.names.end());
+  return out;
 }
 
 Result<std::vector<VerifyProblem>> Store::verify(const ImageRecord& rec) const {

@@ -141,6 +141,7 @@ Result<PullResult> pull_image(Store& store, const Reference& ref, const Credenti
   for (const Descriptor& l : manifest.layers) BERTH_TRY(layer_compression(l.media_type));
 
   std::string name = ref.str();
+  FileLock pin = BERTH_TRY(store.pin());  // no rmi may delete what we find present
   // Up to date: the same manifest under this name with every blob present.
   if (auto old = store.find_image(name); old.ok() && old->manifest_digest == chosen.digest) {
     bool complete = store.has_blob(old->config_digest);
@@ -169,8 +170,9 @@ Result<PullResult> pull_image(Store& store, const Reference& ref, const Credenti
   BERTH_CHECK(fetch_layers(ctx, manifest.layers, items));
 
   // Manifests go in last: an image whose layers are missing is never recorded.
-  if (!index_digest.empty()) BERTH_CHECK(store.put_blob(index_digest, top.body));
-  BERTH_CHECK(store.put_blob(chosen.digest, chosen.body));
+  if (!index_digest.empty() && !store.has_blob(index_digest))
+    BERTH_CHECK(store.put_blob(index_digest, top.body));
+  if (!store.has_blob(chosen.digest)) BERTH_CHECK(store.put_blob(chosen.digest, chosen.body));
 
   ImageRecord rec;
   rec.name = name;

@@ -44,7 +44,7 @@ Status check_layout_version(const std::string& root) {
 }
 
 Error mismatch_error(std::string_view expected, const std::string& actual) {
-  return make_error("digest mismatch for", std::string(expected), "got " + actual);
+  return make_error("verify", std::string(expected), "digest mismatch: got " + actual);
 }
 
 /// fsync on a directory so a rename in it survives a crash; best-effort

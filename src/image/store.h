@@ -5,6 +5,7 @@
 //   tmp/<hex>.lock           held (flock) by whoever downloads <hex>
 //   images.json              the image index, rewritten atomically
 //   lock                     flock held while images.json is read-modify-written
+//   gc.lock                  flock: shared by pulls, exclusive while blobs are deleted
 //   version                  {"version":1}: the layout version, checked by open()
 //
 // Many processes (a job array on one node) may pull the same image at once:
@@ -73,6 +74,11 @@ struct VerifyProblem {
   std::string what;  ///< "missing", "digest mismatch: got sha256:..."
 };
 
+struct RemovedImages {
+  std::vector<std::string> names;  ///< image names untagged, sorted
+  size_t blobs_deleted = 0;        ///< blobs no remaining image used
+};
+
 class Store {
  public:
   /// Opens (creating when missing) the store at `root`.
@@ -97,8 +103,11 @@ class Store {
   /// Adds or replaces (by name) an image record.
   Status add_image(const ImageRecord& rec);
   /// Removes the record(s) `name_or_id` designates and every blob no other
-  /// record uses; returns the names removed.
-  Result<std::vector<std::string>> remove_image(std::string_view name_or_id);
+  /// record uses. Waits for pulls in progress (see pin()).
+  Result<RemovedImages> remove_image(std::string_view name_or_id);
+  /// Held (shared) by a pull from its first blob check until its record is
+  /// added, so that remove_image cannot delete a blob the pull found present.
+  Result<FileLock> pin() const;
   /// Re-hashes every blob an image uses (manifest, index, config, layers).
   Result<std::vector<VerifyProblem>> verify(const ImageRecord& rec) const;
 

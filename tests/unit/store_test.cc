@@ -109,7 +109,7 @@ TEST_F(StoreTest, PutBlobRefusesWrongBytes) {
   std::string d = sha256_digest("hello");
   auto st = store().put_blob(d, "hellO");
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.error().message(), "digest mismatch for " + d + ": got " + sha256_digest("hellO"));
+  EXPECT_EQ(st.error().message(), "verify " + d + ": digest mismatch: got " + sha256_digest("hellO"));
   EXPECT_FALSE(store().has_blob(d));
   EXPECT_FALSE(store().put_blob("sha256:abc", "x").ok());
 }
@@ -196,7 +196,7 @@ TEST_F(StoreTest, TamperedBytesAreNeverPublished) {
   ASSERT_TRUE((*w)->write("evil", 4).ok());
   auto st = (*w)->commit();
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.error().message(), "digest mismatch for " + d + ": got " + sha256_digest("evil"));
+  EXPECT_EQ(st.error().message(), "verify " + d + ": digest mismatch: got " + sha256_digest("evil"));
   EXPECT_FALSE(store().has_blob(d));
   EXPECT_FALSE(path_exists(tmp_path(d, ".partial")));
   EXPECT_FALSE((*w)->commit().ok());  // the writer is closed
@@ -355,7 +355,8 @@ TEST_F(StoreTest, RemoveKeepsSharedBlobsUntilLastUser) {
 
   auto removed = store().remove_image("r.io/one:1");
   ASSERT_TRUE(removed.ok()) << removed.error().message();
-  EXPECT_EQ(*removed, std::vector<std::string>{"r.io/one:1"});
+  EXPECT_EQ(removed->names, std::vector<std::string>{"r.io/one:1"});
+  EXPECT_EQ(removed->blobs_deleted, 3u);  // its own layer, config and manifest
   EXPECT_TRUE(store().has_blob(base));
   EXPECT_FALSE(store().has_blob(sha256_digest("only-one")));
   EXPECT_FALSE(store().has_blob(one.config_digest));
@@ -365,7 +366,8 @@ TEST_F(StoreTest, RemoveKeepsSharedBlobsUntilLastUser) {
 
   removed = store().remove_image(two.short_id());
   ASSERT_TRUE(removed.ok());
-  EXPECT_EQ(*removed, std::vector<std::string>{"r.io/two:1"});
+  EXPECT_EQ(removed->names, std::vector<std::string>{"r.io/two:1"});
+  EXPECT_EQ(removed->blobs_deleted, 4u);  // now the shared base layer goes too
   EXPECT_FALSE(store().has_blob(base));
   EXPECT_FALSE(store().has_blob(two.config_digest));
   EXPECT_TRUE(store().list_images()->empty());
@@ -379,12 +381,12 @@ TEST_F(StoreTest, RemoveByNameKeepsOtherTagsAndByIdRemovesAll) {
   ImageRecord other = image("r.io/other:1", "other config", {"m"});
   for (const auto* r : {&a, &b, &other}) ASSERT_TRUE(store().add_image(*r).ok());
 
-  ASSERT_EQ(*store().remove_image("r.io/app:1"), std::vector<std::string>{"r.io/app:1"});
+  ASSERT_EQ(store().remove_image("r.io/app:1")->names, std::vector<std::string>{"r.io/app:1"});
   EXPECT_TRUE(store().has_blob(a.config_digest));  // still tagged r.io/app:latest
   ASSERT_TRUE(store().add_image(a).ok());
   auto removed = store().remove_image(a.config_digest);
   ASSERT_TRUE(removed.ok());
-  EXPECT_EQ(*removed, (std::vector<std::string>{"r.io/app:1", "r.io/app:latest"}));
+  EXPECT_EQ(removed->names, (std::vector<std::string>{"r.io/app:1", "r.io/app:latest"}));
   EXPECT_FALSE(store().has_blob(a.config_digest));
   EXPECT_FALSE(store().has_blob(sha256_digest("l")));
   EXPECT_TRUE(store().has_blob(other.config_digest));
