@@ -124,8 +124,12 @@ Result<HttpResponse> http_perform(const HttpRequest& req) {
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
   }
-  if (req.method == "POST") {
-    curl_easy_setopt(c, CURLOPT_POST, 1L);
+  if (req.method != "GET") {
+    if (req.method == "POST") {
+      curl_easy_setopt(c, CURLOPT_POST, 1L);
+    } else {
+      curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    }
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, req.post_body.c_str());
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.post_body.size()));
   }

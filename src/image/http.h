@@ -28,10 +28,10 @@ struct HttpResponse {
 };
 
 struct HttpRequest {
-  std::string method = "GET";  ///< "GET" or "POST"
+  std::string method = "GET";  ///< "GET", "POST" or "PUT"
   std::string url;
   std::vector<std::string> headers;  ///< "Name: value" lines
-  std::string post_body;             ///< form body for POST
+  std::string post_body;             ///< request body for POST and PUT
   bool follow_redirects = false;
   size_t max_body = 1 << 20;  ///< cap on a buffered body; larger is an error
   /// When set, a 2xx body goes here instead of being buffered; `head` holds

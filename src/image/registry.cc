@@ -234,6 +234,12 @@ Result<HttpResponse> RegistryClient::Impl::perform(HttpRequest req, const std::s
         if (!msg.empty() && msg != detail) detail += " (" + msg + ")";
         return login_hint_error(http_error(req.method, req.url, 401, detail));
       }
+      if (auth.starts_with("Authorization: Basic")) {
+        return bad_creds_error(http_error(req.method, req.url, 401,
+                                          "registry " + registry + " rejected the credentials"));
+      }
+      // A token obtained with the credentials was still refused: no access to
+      // this repository (or it does not exist).
       return bad_creds_error(http_error(
           req.method, req.url, 401,
           "registry " + registry + " denied access" + (msg.empty() ? "" : " (" + msg + ")")));

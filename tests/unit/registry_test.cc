@@ -2,9 +2,19 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <random>
 #include <thread>
 
+#include "core/fs.h"
 #include "core/sha256.h"
 #include "fake_http_server.h"
 #include "image/http.h"
@@ -238,6 +248,220 @@ TEST(RegistryFake, NetworkErrorNamesUrl) {
   EXPECT_EQ(m.error().op, "GET");
   EXPECT_EQ(m.error().subject, "http://127.0.0.1:" + std::to_string(port) + "/v2/a/manifests/v1");
   EXPECT_NE(m.error().detail.find("onnect"), std::string::npos) << m.error().detail;
+}
+
+// ---- RegistryLive: a real Debian docker-registry on 127.0.0.1 ----
+
+constexpr const char* kRegistryBin = "/usr/bin/docker-registry";
+
+int free_port() {
+  // Bound to port 0 for a moment to learn a free port; the registry binds it next.
+  FakeHttpServer probe([](const FakeRequest&) { return FakeResponse{}; });
+  return probe.port();
+}
+
+/// docker-registry serving from a temporary folder, optionally behind htpasswd
+/// (user "user", password "pass"). Stopped and removed on destruction.
+class LiveRegistry {
+ public:
+  bool start(bool htpasswd, std::string* why) {
+    char tmpl[] = "/tmp/berth-registry-XXXXXX";
+    if (!::mkdtemp(tmpl)) return *why = "mkdtemp failed", false;
+    dir_ = tmpl;
+    port_ = free_port();
+    std::string cfg =
+        "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: " + dir_ +
+        "/data\nhttp:\n  addr: 127.0.0.1:" + std::to_string(port_) + "\n";
+    if (htpasswd) {
+      FILE* p = ::popen("htpasswd -Bbn user pass 2>/dev/null", "r");
+      std::string line;
+      char buf[256];
+      while (p && ::fgets(buf, sizeof buf, p)) line += buf;
+      if (!p || ::pclose(p) != 0 || line.empty())
+        return *why = "htpasswd (apache2-utils) not available", false;
+      if (!write_file_atomic(dir_ + "/htpasswd", line).ok())
+        return *why = "cannot write htpasswd", false;
+      cfg += "auth:\n  htpasswd:\n    realm: berth-test\n    path: " + dir_ + "/htpasswd\n";
+    }
+    if (!write_file_atomic(dir_ + "/cfg.yml", cfg).ok()) return *why = "cannot write config", false;
+    const std::string log_path = dir_ + "/registry.log", cfg_path = dir_ + "/cfg.yml";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      // Only async-signal-safe calls here: no stdio, whose buffers hold the parent's output.
+      int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (log >= 0) {
+        ::dup2(log, 1);
+        ::dup2(log, 2);
+      }
+      ::execl(kRegistryBin, kRegistryBin, "serve", cfg_path.c_str(), (char*)nullptr);
+      ::_exit(127);
+    }
+    for (int i = 0; i < 150; ++i) {  // up to 15 s
+      HttpRequest r;
+      r.url = url("/v2/");
+      auto resp = http_perform(r);
+      if (resp.ok() && (resp->status == 200 || resp->status == 401)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    *why = "docker-registry did not answer on port " + std::to_string(port_);
+    return false;
+  }
+  ~LiveRegistry() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (!dir_.empty()) (void)remove_tree(dir_);
+  }
+  std::string host() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string url(const std::string& path) const { return "http://" + host() + path; }
+
+  /// Uploads a blob (POST then PUT) and returns its digest; "" on failure.
+  std::string push_blob(const std::string& repo, const std::string& data) {
+    std::string digest = sha256_digest(data);
+    HttpRequest post = with_auth(url("/v2/" + repo + "/blobs/uploads/"));
+    post.method = "POST";
+    auto started = http_perform(post);
+    if (!started.ok() || started->status != 202) return "";
+    std::string loc = started->header("location");
+    if (loc.starts_with("/")) loc = url(loc);
+    HttpRequest put = with_auth(loc + (loc.find('?') == std::string::npos ? "?" : "&") +
+                                "digest=" + url_escape(digest));
+    put.method = "PUT";
+    put.headers.push_back("Content-Type: application/octet-stream");
+    put.post_body = data;
+    auto done = http_perform(put);
+    return done.ok() && done->status == 201 ? digest : "";
+  }
+  bool push_manifest(const std::string& repo, const std::string& tag, const std::string& body) {
+    HttpRequest put = with_auth(url("/v2/" + repo + "/manifests/" + tag));
+    put.method = "PUT";
+    put.headers.push_back("Content-Type: application/vnd.oci.image.manifest.v1+json");
+    put.post_body = body;
+    auto done = http_perform(put);
+    return done.ok() && done->status == 201;
+  }
+  std::string auth_header;  ///< "Authorization: ..." for pushes, or ""
+
+ private:
+  HttpRequest with_auth(std::string u) {
+    HttpRequest r;
+    r.url = std::move(u);
+    if (!auth_header.empty()) r.headers.push_back(auth_header);
+    return r;
+  }
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+class RegistryLive : public ::testing::Test {
+ protected:
+  void start(bool htpasswd) {
+    if (::access(kRegistryBin, X_OK) != 0) GTEST_SKIP() << kRegistryBin << " is not installed";
+    std::string why;
+    if (!reg_.start(htpasswd, &why)) GTEST_SKIP() << why;
+    if (htpasswd) reg_.auth_header = "Authorization: Basic " + base64_encode("user:pass");
+    std::mt19937 rng(42);
+    layer_.resize(300000);
+    for (auto& ch : layer_) ch = static_cast<char>(rng());
+    std::string config =
+        R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}})";
+    std::string cd = reg_.push_blob("test/app", config);
+    std::string ld = reg_.push_blob("test/app", layer_);
+    ASSERT_FALSE(cd.empty());
+    ASSERT_FALSE(ld.empty());
+    layer_digest_ = ld;
+    manifest_ =
+        R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json",)"
+        R"("config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":")" +
+        cd + R"(","size":)" + std::to_string(config.size()) +
+        R"(},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":")" +
+        ld + R"(","size":)" + std::to_string(layer_.size()) + "}]}";
+    ASSERT_TRUE(reg_.push_manifest("test/app", "v1", manifest_));
+  }
+
+  Status fetch(RegistryClient& c, uint64_t offset, std::string* got, bool* restarted) {
+    return c.get_blob(
+        "test/app", layer_digest_, offset,
+        [&](const char* d, size_t n) -> Status {
+          got->append(d, n);
+          return {};
+        },
+        restarted);
+  }
+
+  LiveRegistry reg_;
+  std::string layer_, layer_digest_, manifest_;
+};
+
+TEST_F(RegistryLive, PlainManifestsBlobsRangeAndErrors) {
+  start(false);
+  if (IsSkipped() || HasFatalFailure()) return;
+  RegistryClient c(reg_.host(), {}, std::nullopt);
+  EXPECT_EQ(c.base_url(), reg_.url(""));
+  ASSERT_TRUE(c.check_login().ok());
+
+  auto m = c.get_manifest("test/app", "v1");
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  EXPECT_EQ(m->body, manifest_);
+  EXPECT_EQ(m->digest, sha256_digest(manifest_));
+  EXPECT_EQ(m->media_type, "application/vnd.oci.image.manifest.v1+json");
+  auto by_digest = c.get_manifest("test/app", m->digest);
+  ASSERT_TRUE(by_digest.ok()) << by_digest.error().message();
+  EXPECT_EQ(by_digest->body, manifest_);
+
+  std::string got;
+  bool restarted = true;
+  ASSERT_TRUE(fetch(c, 0, &got, &restarted).ok());
+  EXPECT_FALSE(restarted);
+  EXPECT_EQ(got, layer_);
+
+  got.clear();
+  restarted = true;
+  Status st = fetch(c, 123456, &got, &restarted);
+  ASSERT_TRUE(st.ok()) << st.error().message();
+  EXPECT_FALSE(restarted);  // 206: the rest only
+  EXPECT_EQ(got, layer_.substr(123456));
+
+  auto missing = c.get_manifest("nope", "latest");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message(),
+            "GET " + reg_.url("/v2/nope/manifests/latest") + ": manifest unknown (HTTP 404)");
+  std::string absent = "sha256:" + std::string(64, 'e');
+  Status no_blob = c.get_blob(
+      "test/app", absent, 0, [](const char*, size_t) { return Status(); }, nullptr);
+  ASSERT_FALSE(no_blob.ok());
+  EXPECT_EQ(no_blob.error().message(), "GET " + reg_.url("/v2/test/app/blobs/" + absent) +
+                                           ": blob unknown to registry (HTTP 404)");
+}
+
+TEST_F(RegistryLive, HtpasswdBasicAuth) {
+  start(true);
+  if (IsSkipped() || HasFatalFailure()) return;
+  RegistryClient anon(reg_.host(), {}, std::nullopt);
+  auto denied = anon.get_manifest("test/app", "v1");
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.error().message(), "GET " + reg_.url("/v2/test/app/manifests/v1") +
+                                          ": authentication required (HTTP 401)");
+  EXPECT_EQ(denied.error().hint, "run 'berth login " + reg_.host() + "'");
+
+  RegistryClient wrong(reg_.host(), {}, Credentials{"user", "nope", ""});
+  Status bad = wrong.check_login();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(), "GET " + reg_.url("/v2/") + ": registry " + reg_.host() +
+                                       " rejected the credentials (HTTP 401)");
+  EXPECT_EQ(bad.error().hint, "check the credentials given to 'berth login " + reg_.host() + "'");
+
+  RegistryClient good(reg_.host(), {}, Credentials{"user", "pass", ""});
+  ASSERT_TRUE(good.check_login().ok());
+  auto m = good.get_manifest("test/app", "v1");
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  EXPECT_EQ(m->body, manifest_);
+  std::string got;
+  bool restarted = false;
+  ASSERT_TRUE(fetch(good, 1000, &got, &restarted).ok());
+  EXPECT_EQ(got, layer_.substr(1000));
 }
 
 }  // namespace
