@@ -1,0 +1,204 @@
+#include "image/http.h"
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cctype>
+#include <memory>
+#include <mutex>
+
+namespace berth {
+
+namespace {
+
+void global_init_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+struct Transfer {
+  const HttpRequest* req;
+  CURL* curl;
+  HttpResponse resp;
+  std::optional<Error> sink_error;
+  bool too_large = false;
+};
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+size_t on_header(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  std::string_view line(data, size * n);
+  if (line.starts_with("HTTP/")) {
+    t->resp.headers.clear();  // a new response (redirect, 100-continue): keep only the last
+    return size * n;
+  }
+  auto colon = line.find(':');
+  if (colon == std::string_view::npos) return size * n;
+  std::string name(line.substr(0, colon));
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  t->resp.headers[name] = trim(line.substr(colon + 1));
+  return size * n;
+}
+
+size_t on_body(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  size_t len = size * n;
+  long status = 0;
+  curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+  t->resp.status = status;
+  if (t->req->sink && status >= 200 && status < 300) {
+    Status st = t->req->sink(t->resp, data, len);
+    if (!st.ok()) {
+      t->sink_error = std::move(st).error();
+      return 0;  // makes curl abort with CURLE_WRITE_ERROR
+    }
+    return len;
+  }
+  if (t->resp.body.size() + len > t->req->max_body) {
+    t->too_large = true;
+    return 0;
+  }
+  t->resp.body.append(data, len);
+  return len;
+}
+
+struct CurlDeleter {
+  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+};
+struct SlistDeleter {
+  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+};
+
+}  // namespace
+
+std::string HttpResponse::header(const std::string& lower_name) const {
+  auto it = headers.find(lower_name);
+  return it == headers.end() ? std::string() : it->second;
+}
+
+Result<HttpResponse> http_perform(const HttpRequest& req) {
+  global_init_once();
+  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
+  if (!curl) return make_error(req.method, req.url, "cannot create a curl handle");
+  CURL* c = curl.get();
+
+  Transfer t{&req, c, {}, std::nullopt, false};
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  std::unique_ptr<curl_slist, SlistDeleter> hdrs;
+  for (const auto& h : req.headers) {
+    // Appending returns the list head (new only for the first item), or NULL
+    // leaving the list intact.
+    curl_slist* head = curl_slist_append(hdrs.get(), h.c_str());
+    if (!head) return make_error(req.method, req.url, "out of memory building headers");
+    if (head != hdrs.get()) hdrs.reset(head);
+  }
+
+  curl_easy_setopt(c, CURLOPT_URL, req.url.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(c, CURLOPT_USERAGENT, "berth");
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  if (hdrs) curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs.get());
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, req.connect_timeout_s);
+  if (req.low_speed_timeout_s > 0) {
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, req.low_speed_timeout_s);
+  }
+  if (!req.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, req.ca_file.c_str());
+  if (req.follow_redirects) {
+    // A custom Authorization header is dropped by libcurl when a redirect
+    // leaves the original host or port (CURLOPT_UNRESTRICTED_AUTH stays off),
+    // so registry credentials never reach the storage backend.
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+  }
+  if (req.method != "GET") {
+    if (req.method == "POST") {
+      curl_easy_setopt(c, CURLOPT_POST, 1L);
+    } else {
+      curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    }
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, req.post_body.c_str());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.post_body.size()));
+  }
+
+  CURLcode rc = curl_easy_perform(c);
+  if (t.sink_error) return std::move(*t.sink_error);
+  if (t.too_large) {
+    return make_error(req.method, req.url,
+                      "response larger than " + std::to_string(req.max_body) + " bytes");
+  }
+  if (rc != CURLE_OK) {
+    std::string msg = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+    while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+    return make_error(req.method, req.url, msg);
+  }
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &t.resp.status);
+  char* eff = nullptr;
+  curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &eff);
+  if (eff) t.resp.effective_url = eff;
+  return std::move(t.resp);
+}
+
+std::string url_escape(std::string_view s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char ch : s) {
+    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+      out += static_cast<char>(ch);
+    } else {
+      out += '%';
+      out += hex[ch >> 4];
+      out += hex[ch & 15];
+    }
+  }
+  return out;
+}
+
+std::string base64_encode(std::string_view data) {
+  std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(data.data()),
+                          static_cast<int>(data.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+std::optional<std::string> base64_decode(std::string_view text) {
+  std::string in;
+  for (char ch : text) {
+    if (!std::isspace(static_cast<unsigned char>(ch))) in += ch;
+  }
+  while (in.size() % 4 != 0) in += '=';  // some writers drop the padding
+  size_t pad = 0;
+  for (size_t i = in.size(); i > 0 && in[i - 1] == '=' && pad < 2; --i) ++pad;
+  for (size_t i = 0; i < in.size() - pad; ++i) {
+    char ch = in[i];
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '+' && ch != '/') {
+      return std::nullopt;
+    }
+  }
+  if (in.empty()) return std::string();
+  std::string out(in.size() / 4 * 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(in.data()),
+                          static_cast<int>(in.size()));
+  if (n < 0) return std::nullopt;
+  // EVP_DecodeBlock counts the padding as zero bytes; drop them.
+  out.resize(static_cast<size_t>(n) - pad);
+  return out;
+}
+
+}  // namespace berth
