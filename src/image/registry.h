@@ -50,7 +50,8 @@ class RegistryClient {
 
   /// GET /v2/<repo>/blobs/<digest>, from byte `offset` (Range) when > 0.
   /// Sets *restarted when the registry ignored the Range and sent the whole
-  /// blob from byte 0 (the caller must then discard what it had).
+  /// blob from byte 0, before the first byte reaches the sink, so the sink
+  /// can check it and discard what it had. With restarted null that is an error.
   Status get_blob(const std::string& repo, const std::string& digest, uint64_t offset,
                   const ByteSink& sink, bool* restarted);
 
