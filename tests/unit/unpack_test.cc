@@ -1,0 +1,374 @@
+#include "image/unpack.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/fs.h"
+#include "image/rootfs_path.h"
+
+namespace berth {
+namespace {
+
+enum class Compression { kNone, kGzip, kZstd };
+
+/// One tar entry to write; `link` is the symlink or hard-link target.
+struct E {
+  std::string name;
+  mode_t type = AE_IFREG;
+  int perm = 0644;
+  std::string data;
+  std::string link;
+  bool hardlink = false;
+};
+
+E file(std::string n, std::string data, int perm = 0644) {
+  return {n, AE_IFREG, perm, data, ""};
+}
+E dir(std::string n, int perm = 0755) {
+  return {n, AE_IFDIR, perm, "", ""};
+}
+E symlink(std::string n, std::string target) {
+  return {n, AE_IFLNK, 0777, "", target};
+}
+E hardlink(std::string n, std::string target) {
+  return {n, AE_IFREG, 0644, "", target, true};
+}
+E special(std::string n, mode_t type) {
+  return {n, type, 0644, "", ""};
+}
+
+/// Writes a pax tar layer with libarchive's write API.
+void write_layer(const std::string& path, const std::vector<E>& entries,
+                 Compression c = Compression::kGzip) {
+  archive* a = archive_write_new();
+  archive_write_set_format_pax_restricted(a);
+  if (c == Compression::kGzip) archive_write_add_filter_gzip(a);
+  if (c == Compression::kZstd) archive_write_add_filter_zstd(a);
+  ASSERT_EQ(archive_write_open_filename(a, path.c_str()), ARCHIVE_OK) << archive_error_string(a);
+  for (const E& e : entries) {
+    archive_entry* en = archive_entry_new();
+    archive_entry_set_pathname(en, e.name.c_str());
+    archive_entry_set_filetype(en, e.type);
+    archive_entry_set_perm(en, e.perm);
+    archive_entry_set_mtime(en, 1600000000, 0);
+    if (e.hardlink) {
+      archive_entry_set_hardlink(en, e.link.c_str());
+    } else if (e.type == AE_IFLNK) {
+      archive_entry_set_symlink(en, e.link.c_str());
+    } else if (e.type == AE_IFREG) {
+      archive_entry_set_size(en, static_cast<la_int64_t>(e.data.size()));
+    }
+    if (e.type == AE_IFCHR) archive_entry_set_rdev(en, makedev(1, 3));
+    ASSERT_EQ(archive_write_header(a, en), ARCHIVE_OK) << archive_error_string(a);
+    if (!e.data.empty()) archive_write_data(a, e.data.data(), e.data.size());
+    archive_entry_free(en);
+  }
+  ASSERT_EQ(archive_write_close(a), ARCHIVE_OK);
+  archive_write_free(a);
+}
+
+std::string slurp(const std::string& path) {
+  auto r = read_file(path);
+  return r.ok() ? *r : "<missing>";
+}
+
+struct stat lstat_of(const std::string& path) {
+  struct stat st = {};
+  ::lstat(path.c_str(), &st);
+  return st;
+}
+
+class Unpack : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "berth-unpack-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    tmp_ = tmpl;
+    root_ = tmp_ + "/root";
+    sentinel_ = tmp_ + "/sentinel";
+    ASSERT_TRUE(make_dirs(root_).ok());
+    ASSERT_TRUE(make_dirs(sentinel_).ok());
+  }
+  void TearDown() override { (void)remove_tree(tmp_); }
+
+  std::string layer(const std::string& name, const std::vector<E>& entries,
+                    Compression c = Compression::kGzip) {
+    std::string p = tmp_ + "/" + name;
+    write_layer(p, entries, c);
+    return p;
+  }
+  std::string at(const std::string& rel) const { return root_ + "/" + rel; }
+  bool sentinel_empty() const { return std::filesystem::is_empty(sentinel_); }
+  /// Applies a layer that must fail, returning the error message.
+  std::string refused(const std::string& l) {
+    auto r = apply_layer(root_, l);
+    return r.ok() ? "<accepted>" : r.error().message();
+  }
+
+  std::string tmp_, root_, sentinel_;
+};
+
+class UnpackCompression : public Unpack, public ::testing::WithParamInterface<Compression> {};
+
+TEST_P(UnpackCompression, BuildsTree) {
+  std::string l = layer("l.tar",
+                        {dir("./"), dir("./etc/", 0750), file("./etc/hosts", "127.0.0.1\n", 0640),
+                         file("usr/bin/tool", "#!/bin/sh\n", 0755), symlink("bin", "usr/bin"),
+                         hardlink("usr/bin/tool2", "usr/bin/tool"), dir("ro", 0555)},
+                        GetParam());
+  auto r = apply_layer(root_, l);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->entries, 7u);
+  EXPECT_EQ(r->bytes, 20u);
+  EXPECT_EQ(slurp(at("etc/hosts")), "127.0.0.1\n");
+  EXPECT_EQ(lstat_of(at("etc/hosts")).st_mode & 07777, 0640u);
+  EXPECT_EQ(lstat_of(at("etc")).st_mode & 07777, 0750u);
+  EXPECT_EQ(lstat_of(at("usr/bin/tool")).st_mode & 07777, 0755u);
+  EXPECT_EQ(lstat_of(at("usr/bin/tool")).st_mtime, 1600000000);
+  EXPECT_EQ(lstat_of(at("usr")).st_mode & 07777, 0755u);  // made as a missing parent
+  EXPECT_EQ(std::filesystem::read_symlink(at("bin")).string(), "usr/bin");
+  EXPECT_EQ(lstat_of(at("usr/bin/tool2")).st_ino, lstat_of(at("usr/bin/tool")).st_ino);
+  EXPECT_EQ(lstat_of(at("ro")).st_mode & 07777, 0755u);  // owner keeps rwx
+  EXPECT_EQ(lstat_of(at("etc")).st_mtime, 1600000000);   // set after the layer's files
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCompressions, UnpackCompression,
+                         ::testing::Values(Compression::kNone, Compression::kGzip,
+                                           Compression::kZstd));
+
+TEST_F(Unpack, SetIdBitsDroppedUnlessOwnershipKept) {
+  std::string l = layer("l.tar", {file("su", "x", 04755), dir("shared", 02775)});
+  ASSERT_TRUE(apply_layer(root_, l).ok());
+  EXPECT_EQ(lstat_of(at("su")).st_mode & 07777, 0755u);
+  EXPECT_EQ(lstat_of(at("shared")).st_mode & 07777, 0775u);
+}
+
+TEST_F(Unpack, EntriesGoThroughRelativeSymlinksInsideTheRoot) {
+  std::string l = layer("l.tar", {dir("real"), symlink("lnk", "real"),
+                                  symlink("real/up", "../real"), file("lnk/up/f", "ok")});
+  auto r = apply_layer(root_, l);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(slurp(at("real/f")), "ok");
+}
+
+TEST_F(Unpack, FileReplacesSymlinkWithoutFollowingIt) {
+  std::string lower = layer("lower.tar", {symlink("f", sentinel_ + "/x"), symlink("d", sentinel_)});
+  std::string upper = layer("upper.tar", {file("f", "new"), dir("d")});
+  auto r = unpack_layers({lower, upper}, root_);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_TRUE(S_ISREG(lstat_of(at("f")).st_mode));
+  EXPECT_TRUE(S_ISDIR(lstat_of(at("d")).st_mode));
+  EXPECT_EQ(slurp(at("f")), "new");
+  EXPECT_TRUE(sentinel_empty());
+}
+
+TEST_F(Unpack, WhiteoutRemovesLowerFile) {
+  std::string lower = layer("lower.tar", {file("etc/a", "a"), file("etc/b", "b")});
+  std::string upper = layer("upper.tar", {file("etc/.wh.a", "")});
+  auto r = unpack_layers({lower, upper}, root_);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_FALSE(path_exists(at("etc/a")));
+  EXPECT_FALSE(path_exists(at("etc/.wh.a")));
+  EXPECT_EQ(slurp(at("etc/b")), "b");
+}
+
+TEST_F(Unpack, WhiteoutAtLayerRoot) {
+  std::string lower = layer("lower.tar", {file("top", "t"), file("keep", "k")});
+  std::string upper = layer("upper.tar", {file(".wh.top", ""), file("./.wh.absent", "")});
+  auto r = unpack_layers({lower, upper}, root_);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_FALSE(path_exists(at("top")));
+  EXPECT_TRUE(path_exists(at("keep")));
+}
+
+TEST_F(Unpack, WhiteoutRemovesDirectoryTreeAndSymlinkNotTarget) {
+  std::string lower = layer("lower.tar", {dir("opt/app", 0555), file("opt/app/x/y/z", "z", 0444),
+                                          symlink("opt/out", sentinel_), file("opt/stay", "s")});
+  ASSERT_TRUE(write_file_atomic(sentinel_ + "/keepme", "k").ok());
+  std::string upper = layer("upper.tar", {file("opt/.wh.app", ""), file("opt/.wh.out", "")});
+  auto r = unpack_layers({lower, upper}, root_);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_FALSE(path_exists(at("opt/app")));
+  EXPECT_FALSE(path_exists(at("opt/out")));
+  EXPECT_TRUE(path_exists(at("opt/stay")));
+  EXPECT_EQ(slurp(sentinel_ + "/keepme"), "k");
+}
+
+TEST_F(Unpack, OpaqueDirectoryKeepsThisLayersEntries) {
+  std::string lower = layer("lower.tar", {file("d/old", "o"), file("d/sub/old2", "o"),
+                                          file("d/sub2/old3", "o"), file("other", "o")});
+  // The opaque marker comes after entries of its own layer on purpose.
+  std::string upper = layer("upper.tar", {dir("d"), file("d/new", "n"), file("d/sub2/new2", "n"),
+                                          file("d/.wh..wh..opq", "")});
+  auto r = unpack_layers({lower, upper}, root_);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(slurp(at("d/new")), "n");
+  EXPECT_EQ(slurp(at("d/sub2/new2")), "n");
+  EXPECT_FALSE(path_exists(at("d/old")));
+  EXPECT_FALSE(path_exists(at("d/sub")));
+  EXPECT_FALSE(path_exists(at("d/sub2/old3")));
+  EXPECT_FALSE(path_exists(at("d/.wh..wh..opq")));
+  EXPECT_TRUE(path_exists(at("other")));
+}
+
+TEST_F(Unpack, DirectoryAndFileReplaceEachOther) {
+  std::string lower = layer("lower.tar", {file("was_dir/inner", "i"), file("was_file", "f")});
+  std::string upper = layer(
+      "upper.tar", {file("was_dir", "now a file"), dir("was_file"), file("was_file/child", "c")});
+  auto r = unpack_layers({lower, upper}, root_);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(slurp(at("was_dir")), "now a file");
+  EXPECT_TRUE(S_ISDIR(lstat_of(at("was_file")).st_mode));
+  EXPECT_EQ(slurp(at("was_file/child")), "c");
+}
+
+TEST_F(Unpack, DevicesSkippedFifoMade) {
+  std::string l = layer("l.tar", {special("dev/null", AE_IFCHR), special("dev/sda", AE_IFBLK),
+                                  special("run/pipe", AE_IFIFO)});
+  auto r = apply_layer(root_, l);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->skipped_devices, 2u);
+  EXPECT_FALSE(path_exists(at("dev/null")));
+  EXPECT_TRUE(S_ISFIFO(lstat_of(at("run/pipe")).st_mode));
+  EXPECT_EQ(lstat_of(at("run/pipe")).st_mode & 07777, 0644u);
+}
+
+TEST_F(Unpack, RefusesNamesThatEscape) {
+  for (const char* name : {"../evil", "/abs", "a/../../evil", "ok/.."}) {
+    std::string l = layer("l.tar", {file(name, "bad")});
+    EXPECT_EQ(refused(l), "unpack " + l + ": entry \"" + name + "\" escapes the root");
+  }
+  EXPECT_TRUE(sentinel_empty());
+  EXPECT_FALSE(path_exists(tmp_ + "/evil"));
+}
+
+TEST_F(Unpack, RefusesPathsThroughSymlinksLeavingTheRoot) {
+  for (const char* target : {"/", "../../..", "../sentinel", "/etc"}) {
+    std::string l = layer("l.tar", {symlink("link", target), file("link/evil", "bad")});
+    EXPECT_EQ(refused(l),
+              "unpack " + l + ": entry \"link/evil\" goes through a symlink outside the root")
+        << target;
+    ASSERT_TRUE(remove_tree(at("link")).ok());
+  }
+  std::string deep =
+      layer("deep.tar", {dir("a"), symlink("a/up", "../.."), file("a/up/sentinel/x", "bad")});
+  EXPECT_EQ(
+      refused(deep),
+      "unpack " + deep + ": entry \"a/up/sentinel/x\" goes through a symlink outside the root");
+  std::string wh = layer("wh.tar", {symlink("s", "../sentinel"), file("s/.wh.keepme", "")});
+  ASSERT_TRUE(write_file_atomic(sentinel_ + "/keepme", "k").ok());
+  EXPECT_EQ(refused(wh),
+            "unpack " + wh + ": entry \"s/.wh.keepme\" goes through a symlink outside the root");
+  EXPECT_EQ(slurp(sentinel_ + "/keepme"), "k");
+  ASSERT_TRUE(remove_tree(sentinel_ + "/keepme").ok());
+  EXPECT_TRUE(sentinel_empty());
+}
+
+TEST_F(Unpack, RefusedLayerRemovesTarget) {
+  std::string good = layer("good.tar", {file("a", "a")});
+  std::string bad = layer("bad.tar", {symlink("link", "/"), file("link/evil", "bad")});
+  std::string target = tmp_ + "/rootfs";
+  auto r = unpack_layers({good, bad}, target);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(),
+            "unpack " + bad + ": entry \"link/evil\" goes through a symlink outside the root");
+  EXPECT_FALSE(path_exists(target));
+  EXPECT_TRUE(sentinel_empty());
+}
+
+TEST_F(Unpack, RefusesHardLinksOutsideTheRoot) {
+  for (const char* target : {"../../etc/passwd", "/etc/passwd"}) {
+    std::string l = layer("l.tar", {hardlink("evil", target)});
+    EXPECT_EQ(refused(l),
+              "unpack " + l + ": entry \"evil\" links to \"" + target + "\" outside the root");
+  }
+  std::string via = layer("via.tar", {symlink("etc", "/etc"), hardlink("evil", "etc/passwd")});
+  EXPECT_EQ(refused(via), "unpack " + via +
+                              ": entry \"evil\" links to \"etc/passwd\" through a symlink outside "
+                              "the root");
+  std::string missing = layer("missing.tar", {hardlink("evil", "nope")});
+  EXPECT_EQ(refused(missing),
+            "unpack " + missing + ": entry \"evil\": link to \"nope\": No such file or directory");
+  EXPECT_FALSE(path_exists(at("evil")));
+}
+
+TEST_F(Unpack, RefusesInvalidWhiteout) {
+  std::string l = layer("l.tar", {file("d/.wh...", "")});
+  EXPECT_EQ(refused(l), "unpack " + l + ": entry \"d/.wh...\" is an invalid whiteout");
+}
+
+TEST_F(Unpack, TruncatedAndGarbageLayersFail) {
+  std::string big(1 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
+  std::string l = layer("l.tar.gz", {file("big", big), file("after", "a")});
+  std::string bytes = slurp(l);
+  ASSERT_TRUE(write_file_atomic(l, bytes.substr(0, bytes.size() / 2)).ok());
+  std::string msg = refused(l);
+  EXPECT_EQ(msg.rfind("unpack " + l + ": entry \"big\": ", 0), 0u) << msg;
+
+  std::string garbage = tmp_ + "/garbage";
+  ASSERT_TRUE(write_file_atomic(garbage, std::string(4096, 'z')).ok());
+  EXPECT_EQ(refused(garbage), "unpack " + garbage + ": Unrecognized archive format");
+
+  std::string target = tmp_ + "/rootfs";
+  auto r = unpack_layers({layer("ok.tar", {file("a", "a")}), l}, target);
+  EXPECT_FALSE(r.ok());
+  EXPECT_FALSE(path_exists(target));
+}
+
+TEST_F(Unpack, TargetMustBeEmpty) {
+  ASSERT_TRUE(write_file_atomic(root_ + "/x", "x").ok());
+  auto r = unpack_layers({layer("l.tar", {file("a", "a")})}, root_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(),
+            "unpack " + root_ + ": target exists and is not an empty directory");
+  EXPECT_TRUE(path_exists(root_ + "/x"));  // not removed: it was not ours
+}
+
+TEST(RootfsPath, NormalizesEntryNames) {
+  std::string out;
+  EXPECT_EQ(normalize_entry_name("./a//b/./c/", out), EntryName::kPath);
+  EXPECT_EQ(out, "a/b/c");
+  EXPECT_EQ(normalize_entry_name("./", out), EntryName::kRoot);
+  EXPECT_EQ(normalize_entry_name("a/..", out), EntryName::kEscapes);
+  EXPECT_EQ(normalize_entry_name("/a", out), EntryName::kEscapes);
+  EXPECT_EQ(normalize_entry_name("..a/b..", out), EntryName::kPath);
+}
+
+TEST_F(Unpack, FallbackWalkFollowsOnlyInRootSymlinks) {
+  std::string l = layer("l.tar", {dir("a/b"), symlink("a/rel", "b"), symlink("a/up", "../a/b"),
+                                  symlink("abs", "/"), symlink("a/out", "../.."), file("f", "")});
+  ASSERT_TRUE(apply_layer(root_, l).ok());
+  UniqueFd root(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  struct stat want = lstat_of(at("a/b"));
+  for (const char* p : {"a/b", "a/rel", "a/up", "a/up/../b"}) {
+    UniqueFd fd(open_beneath_walk(root.get(), p));
+    ASSERT_TRUE(fd.valid()) << p << ": " << std::strerror(errno);
+    struct stat st;
+    ASSERT_EQ(::fstat(fd.get(), &st), 0);
+    EXPECT_EQ(st.st_ino, want.st_ino) << p;
+  }
+  for (const char* p : {"abs", "a/out", "abs/tmp", ".."}) {
+    errno = 0;
+    EXPECT_EQ(open_beneath_walk(root.get(), p), -1) << p;
+    EXPECT_EQ(errno, EXDEV) << p;
+  }
+  EXPECT_EQ(open_beneath_walk(root.get(), "f"), -1);
+  EXPECT_EQ(errno, ENOTDIR);
+  EXPECT_EQ(open_beneath_walk(root.get(), "missing/x"), -1);
+  EXPECT_EQ(errno, ENOENT);
+}
+
+}  // namespace
+}  // namespace berth
