@@ -23,7 +23,7 @@ struct Reference {
   std::string str() const;
   /// As Docker shows it: "alpine:3.19", "ghcr.io/org/app:1" (no docker.io/library/).
   std::string familiar() const;
-  /// The tag when set, else the digest: what goes in /v2/<repo>/manifests/<here>.
+  /// The digest when set, else the tag: what goes in /v2/<repo>/manifests/<here>.
   std::string manifest_ref() const;
   /// The host to talk to: "registry-1.docker.io" for docker.io, else the registry itself.
   std::string api_host() const;
