@@ -23,10 +23,23 @@ void normalise(Platform& p) {
     const char* variant;
   };
   static const Alias aliases[] = {
-      {"x86_64", "amd64", ""}, {"x86-64", "amd64", ""}, {"aarch64", "arm64", ""},
-      {"armhf", "arm", "v7"},  {"armel", "arm", "v6"},  {"i386", "386", ""},
-      {"i686", "386", ""},     {"ppc64el", "ppc64le", ""},
+      {"x86_64", "amd64", ""},
+      {"x86-64", "amd64", ""},
+      {"aarch64", "arm64", ""},
+      {"armhf", "arm", "v7"},
+      {"armel", "arm", "v6"},
+      {"i386", "386", ""},
+      {"i686", "386", ""},
+      {"ppc64el", "ppc64le", ""},
+      {"mips64el", "mips64le", ""},
+      // uname -m on 32-bit ARM names the ISA level.
+      {"armv7l", "arm", "v7"},
+      {"armv6l", "arm", "v6"},
+      {"armv5tel", "arm", "v5"},
   };
+  // OCI platform values are lowercase; accept "Linux/AMD64" as typed.
+  for (std::string* field : {&p.os, &p.architecture, &p.variant})
+    for (char& c : *field) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   for (const Alias& a : aliases) {
     if (p.architecture == a.from) {
       p.architecture = a.arch;
