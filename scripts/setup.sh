@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install what Berth needs to build, test and benchmark on Debian 12, then build it.
+# Usage: scripts/setup.sh [--no-build]
+# Runs apt-get through sudo when not root. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  # build
+  build-essential cmake ninja-build pkg-config git
+  libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libarchive-dev libgtest-dev libgmock-dev
+  # end-to-end tier: a real registry and real image tools
+  docker-registry umoci skopeo apache2-utils openssl python3 python3-pytest
+  busybox-static zstd gzip tar util-linux procps curl ca-certificates
+  # peers measured by the benchmarks
+  proot charliecloud-runtime hyperfine
+)
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Debian's docker-registry package starts a system service on port 5000; the tests start their
+# own instances on free ports, so the system one is not needed.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker-registry 2>/dev/null; then
+  $sudo systemctl stop docker-registry || true   # not needed; failure to stop is harmless
+fi
+
+[ "${1:-}" = "--no-build" ] && exit 0
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_WERROR=ON >/dev/null
+cmake --build build

@@ -1,0 +1,65 @@
+// What one container run needs, fully resolved: the seam between the CLI
+// (which merges image config, container record and command-line options into
+// a ContainerSpec) and the engines (which only execute it).
+//
+// Nothing here touches the system; engines plan mounts from it (mount_plan.h)
+// and apply the plan inside new namespaces.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace berth {
+
+/// A bind mount from the host into the container (`-v HOST:CTR[:ro]`).
+struct Volume {
+  std::string host;       ///< absolute host path (file or directory)
+  std::string container;  ///< absolute path inside the container
+  bool read_only = false;
+};
+
+/// Everything an engine needs to start the workload.
+struct ContainerSpec {
+  std::string rootfs;                  ///< absolute host path of the container's root filesystem
+  std::vector<std::string> argv;       ///< argv[0] is looked up in the container's PATH when it has no '/'
+  std::vector<std::string> env;        ///< "K=V", final (image Env + -e + --env-file + --hostenv)
+  std::string cwd = "/";               ///< absolute, inside the container
+  uid_t uid = 0;                       ///< identity inside the container
+  gid_t gid = 0;
+  std::vector<gid_t> extra_gids;       ///< supplementary groups inside (mapped ones only)
+  std::string user_name;               ///< name for the /etc/passwd entry ("root" for 0)
+  std::string home;                    ///< HOME inside the container
+  std::string hostname;                ///< empty: keep the host's (no UTS namespace)
+  std::vector<Volume> volumes;         ///< user volumes, in command-line order (incl. --bind-home)
+  bool stdin_open = false;             ///< -i: keep stdin attached (otherwise /dev/null)
+  bool tty = false;                    ///< -t: the caller's terminal is passed through
+  bool pid_namespace = false;          ///< --pid: new PID namespace with a minimal init
+  bool host_dev = false;               ///< bind the host's /dev instead of a minimal one
+  bool writable_rootfs = true;         ///< the container's root is writable (it is a private copy)
+};
+
+/// How a run ended, for `berth run` to turn into its exit status.
+struct RunOutcome {
+  /// The workload's exit status, 128+N when killed by signal N; 125 when
+  /// Berth failed, 126 when the command could not be executed, 127 when it
+  /// was not found (Docker's conventions).
+  int exit_code = 0;
+  /// Set when exit_code is 125/126/127 because of Berth or exec: the one line
+  /// to print. Empty when the workload itself ran and exited.
+  std::optional<Error> error;
+};
+
+/// Whether unprivileged user namespaces can be used here; on failure the
+/// error is one line saying why and what to do (sysctl names, fallback engines).
+Status probe_user_namespaces();
+
+/// Runs `spec` in a new user + mount namespace, rootless, and waits for it.
+/// Forwards SIGTERM, SIGINT, SIGHUP (and SIGQUIT, SIGUSR1, SIGUSR2) to the workload.
+RunOutcome run_userns(const ContainerSpec& spec);
+
+}  // namespace berth
