@@ -23,7 +23,12 @@ constexpr std::string_view kDockerForeignLayer =
 struct Where {
   std::string op;
   std::string subject;
-  Error fail(std::string detail) const { return make_error(op, subject, std::move(detail)); }
+  /// A manifest that is not what its media type promises.
+  Error fail(std::string detail) const {
+    return make_error(op, subject, "malformed manifest: " + std::move(detail));
+  }
+  /// A well-formed document Berth cannot use here (unsupported, or the wrong kind).
+  Error plain(std::string detail) const { return make_error(op, subject, std::move(detail)); }
 };
 
 /// "application/json; charset=utf-8" -> "application/json".
@@ -48,9 +53,9 @@ Result<json> parse_object(std::string_view body, const Where& where) {
   try {
     j = json::parse(body);
   } catch (const json::exception& e) {
-    return where.fail("malformed manifest: " + json_error_text(e));
+    return where.fail(json_error_text(e));
   }
-  if (!j.is_object()) return where.fail("malformed manifest: not a JSON object");
+  if (!j.is_object()) return where.fail("not a JSON object");
   return j;
 }
 
@@ -65,7 +70,7 @@ bool is_schema1(std::string_view media_type) {
 }
 
 Error schema1_error(const Where& where) {
-  return where.fail("Docker schema 1 manifests are not supported")
+  return where.plain("Docker schema 1 manifests are not supported")
       .with_hint(
           "push the image again with a current Docker, or convert it with "
           "`skopeo copy --format v2s2`");
@@ -75,7 +80,7 @@ Status check_schema_version(const json& j, const Where& where) {
   auto it = j.find("schemaVersion");
   if (it == j.end()) return where.fail("schemaVersion is missing (expected 2)");
   if (!it->is_number_integer() || it->get<int64_t>() != 2)
-    return where.fail("unsupported schemaVersion " + it->dump() + " (expected 2)");
+    return where.plain("unsupported schemaVersion " + it->dump() + " (expected 2)");
   return {};
 }
 
@@ -182,9 +187,9 @@ Result<ImageManifest> parse_image_manifest(std::string_view body, std::string_vi
   ImageManifest m;
   m.media_type = media_type.empty() ? media_type_from_json(j, "") : std::string(media_type);
   if (is_index_media_type(m.media_type))
-    return where.fail("expected an image manifest, got an index");
+    return where.plain("expected an image manifest, got an index");
   if (m.media_type != media::kDockerManifest && m.media_type != media::kOciManifest)
-    return where.fail("unsupported manifest media type \"" + m.media_type + "\"");
+    return where.plain("unsupported manifest media type \"" + m.media_type + "\"");
   BERTH_CHECK(check_schema_version(j, where));
 
   auto config = j.find("config");
@@ -205,7 +210,7 @@ Result<IndexManifest> parse_index(std::string_view body, std::string_view media_
   IndexManifest index;
   index.media_type = media_type.empty() ? media_type_from_json(j, "") : std::string(media_type);
   if (!is_index_media_type(index.media_type))
-    return where.fail("expected an index, got \"" + index.media_type + "\"");
+    return where.plain("expected an index, got \"" + index.media_type + "\"");
   BERTH_CHECK(check_schema_version(j, where));
 
   auto manifests = j.find("manifests");

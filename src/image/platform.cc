@@ -47,7 +47,8 @@ void normalise(Platform& p) {
       break;
     }
   }
-  if (p.architecture == "arm64" && p.variant == "v8") p.variant.clear();
+  // arm64's "v8" is kept as declared (Docker Hub lists linux/arm64/v8); platform_matches
+  // treats it as equal to no variant.
 }
 }  // namespace
 

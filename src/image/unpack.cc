@@ -85,7 +85,7 @@ Error LayerApplier::entry_err(std::string_view raw, std::string_view what, int e
 
 Error LayerApplier::resolve_err(std::string_view raw, std::string_view what, int err) const {
   if (err == EXDEV)
-    return refuse(fmt::format("entry \"{}\" {} a symlink outside the root", raw, what));
+    return refuse(fmt::format("entry \"{}\" escapes the root: it {} a symlink outside", raw, what));
   if (err == ELOOP) return refuse(fmt::format("entry \"{}\" {} too many symlinks", raw, what));
   return entry_err(raw, "open parent directory", err);
 }
@@ -264,7 +264,7 @@ Status LayerApplier::make_hardlink(std::string_view raw, const char* target, int
                                    const char* base) {
   std::string tname;
   if (normalize_entry_name(target, tname) != EntryName::kPath) {
-    return refuse(fmt::format("entry \"{}\" links to \"{}\" outside the root", raw, target));
+    return refuse(fmt::format("entry \"{}\" escapes the root: it links to \"{}\"", raw, target));
   }
   if (tname == name_) return {};  // a link to itself: the file is already there
   size_t slash = tname.rfind('/');
@@ -274,8 +274,9 @@ Status LayerApplier::make_hardlink(std::string_view raw, const char* target, int
   if (!tfd.valid()) {
     int err = errno;
     if (err == EXDEV) {
-      return refuse(fmt::format("entry \"{}\" links to \"{}\" through a symlink outside the root",
-                                raw, target));
+      return refuse(fmt::format(
+          "entry \"{}\" escapes the root: it links to \"{}\" through a symlink outside", raw,
+          target));
     }
     return entry_err(raw, fmt::format("link to \"{}\"", target), err);
   }

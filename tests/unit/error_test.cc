@@ -1,5 +1,7 @@
 #include "core/error.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "core/fs.h"
@@ -64,7 +66,8 @@ TEST(Fs, AtomicWriteAndRead) {
 }
 
 TEST(Fs, TryLockSeesBusyLock) {
-  std::string path = ::testing::TempDir() + "/berth-lock-test";
+  // A name of this process alone: a fixed one left behind by another user (root) fails to open.
+  std::string path = ::testing::TempDir() + "/berth-lock-test-" + std::to_string(::getpid());
   auto a = FileLock::acquire(path);
   ASSERT_TRUE(a.ok());
   // flock locks belong to the open file description, so a second open in
@@ -72,6 +75,7 @@ TEST(Fs, TryLockSeesBusyLock) {
   auto b = FileLock::try_acquire(path);
   ASSERT_TRUE(b.ok());
   EXPECT_FALSE(b->held());
+  ::unlink(path.c_str());  // best effort: a leftover file in the temp dir is harmless
 }
 
 }  // namespace

@@ -231,37 +231,37 @@ TEST(Manifest, RejectsBadImageManifests) {
        p + "malformed manifest: parse error at line 1, column 21: syntax error while parsing "
            "object key - unexpected end of input; expected string literal"},
       {"[1,2]", oci, p + "malformed manifest: not a JSON object"},
-      {R"({"config":{},"layers":[]})", oci, p + "schemaVersion is missing (expected 2)"},
+      {R"({"config":{},"layers":[]})", oci, p + "malformed manifest: schemaVersion is missing (expected 2)"},
       {R"({"schemaVersion":"2","layers":[]})", oci,
        p + "unsupported schemaVersion \"2\" (expected 2)"},
       {R"({"schemaVersion":3,"layers":[]})", oci, p + "unsupported schemaVersion 3 (expected 2)"},
-      {R"({"schemaVersion":2,"layers":[]})", oci, p + "config is missing"},
+      {R"({"schemaVersion":2,"layers":[]})", oci, p + "malformed manifest: config is missing"},
       {R"({"schemaVersion":2,"config":{"size":1,"digest":")" + kConfig + R"("}})", oci,
-       p + "layers is missing"},
-      {R"({"schemaVersion":2,"config":[],"layers":[]})", oci, p + "config: not a JSON object"},
+       p + "malformed manifest: layers is missing"},
+      {R"({"schemaVersion":2,"config":[],"layers":[]})", oci, p + "malformed manifest: config: not a JSON object"},
       {R"({"schemaVersion":2,"config":{"size":1},"layers":[]})", oci,
-       p + "config: digest is missing"},
+       p + "malformed manifest: config: digest is missing"},
       {R"({"schemaVersion":2,"config":{"size":1,"digest":"sha256:abc"},"layers":[]})", oci,
-       p + "config: invalid digest \"sha256:abc\": not 64 hex digits"},
+       p + "malformed manifest: config: invalid digest \"sha256:abc\": not 64 hex digits"},
       {R"({"schemaVersion":2,"config":{"digest":")" + kConfig + R"("},"layers":[]})", oci,
-       p + "config: size must be a non-negative integer"},
+       p + "malformed manifest: config: size must be a non-negative integer"},
       {with_layer(R"({"size":-1,"digest":")" + kLayer1 + R"("})"), oci,
-       p + "layers[0]: size must be a non-negative integer"},
+       p + "malformed manifest: layers[0]: size must be a non-negative integer"},
       {with_layer(R"({"size":1.5,"digest":")" + kLayer1 + R"("})"), oci,
-       p + "layers[0]: size must be a non-negative integer"},
+       p + "malformed manifest: layers[0]: size must be a non-negative integer"},
       {with_layer(R"({"size":"12","digest":")" + kLayer1 + R"("})"), oci,
-       p + "layers[0]: size must be a non-negative integer"},
+       p + "malformed manifest: layers[0]: size must be a non-negative integer"},
       {with_layer(R"({"size":18446744073709551615,"digest":")" + kLayer1 + R"("})"), oci,
-       p + "layers[0]: size must be a non-negative integer"},
+       p + "malformed manifest: layers[0]: size must be a non-negative integer"},
       {with_layer(R"({"size":1,"digest":")" + kLayer1 + R"("},{"size":1,"digest":"md5:00"})"), oci,
-       p + "layers[1]: invalid digest \"md5:00\": only sha256 digests are supported"},
+       p + "malformed manifest: layers[1]: invalid digest \"md5:00\": only sha256 digests are supported"},
       {with_layer(R"({"size":1,"digest":"SHA256:)" + kLayer1.substr(7) + R"("})"), oci,
-       p + "layers[0]: invalid digest \"SHA256:" + kLayer1.substr(7) +
+       p + "malformed manifest: layers[0]: invalid digest \"SHA256:" + kLayer1.substr(7) +
            "\": only sha256 digests are supported"},
       {with_layer(R"({"mediaType":7,"size":1,"digest":")" + kLayer1 + R"("})"), oci,
-       p + "layers[0]: mediaType is not a string"},
+       p + "malformed manifest: layers[0]: mediaType is not a string"},
       {with_layer(R"({"size":1,"digest":")" + kLayer1 + R"(","annotations":[]})"), oci,
-       p + "layers[0]: annotations is not a JSON object"},
+       p + "malformed manifest: layers[0]: annotations is not a JSON object"},
       {kDockerListJson, kDockerList,
        "parse manifest " + kDockerList + ": expected an image manifest, got an index"},
       {kOciIndexJson, "", "parse manifest: expected an image manifest, got an index"},
@@ -310,8 +310,8 @@ TEST(Index, ParsesDockerManifestList) {
   EXPECT_EQ(idx->manifests[0].platform, (Platform{"linux", "amd64", ""}));
   EXPECT_EQ(idx->manifests[1].platform, (Platform{"linux", "arm", "v6"}));
   EXPECT_EQ(idx->manifests[2].platform, (Platform{"linux", "arm", "v7"}));
-  // arm64/v8 is normalised as parse_platform does: v8 is arm64's default.
-  EXPECT_EQ(idx->manifests[3].platform, (Platform{"linux", "arm64", ""}));
+  // arm64/v8 keeps its declared variant, so that errors list what the index says.
+  EXPECT_EQ(idx->manifests[3].platform, (Platform{"linux", "arm64", "v8"}));
 }
 
 TEST(Index, ParsesOciIndexWithAttestationAndPlatformlessEntries) {
@@ -354,15 +354,15 @@ TEST(Index, RejectsBadIndexes) {
       {"{", kOciIndex,
        p + "malformed manifest: parse error at line 1, column 2: syntax error while parsing "
            "object key - unexpected end of input; expected string literal"},
-      {R"({"schemaVersion":2})", kOciIndex, p + "manifests is missing"},
-      {R"({"schemaVersion":2,"manifests":{}})", kOciIndex, p + "manifests is missing"},
-      {R"({"manifests":[]})", kOciIndex, p + "schemaVersion is missing (expected 2)"},
+      {R"({"schemaVersion":2})", kOciIndex, p + "malformed manifest: manifests is missing"},
+      {R"({"schemaVersion":2,"manifests":{}})", kOciIndex, p + "malformed manifest: manifests is missing"},
+      {R"({"manifests":[]})", kOciIndex, p + "malformed manifest: schemaVersion is missing (expected 2)"},
       {R"({"schemaVersion":2,"manifests":[{"size":1,"digest":"sha256:"}]})", kOciIndex,
-       p + "manifests[0]: invalid digest \"sha256:\": not 64 hex digits"},
+       p + "malformed manifest: manifests[0]: invalid digest \"sha256:\": not 64 hex digits"},
       {R"({"schemaVersion":2,"manifests":[)" + entry + R"(,"platform":"linux/amd64"}]})", kOciIndex,
-       p + "manifests[0]: platform is not a JSON object"},
+       p + "malformed manifest: manifests[0]: platform is not a JSON object"},
       {R"({"schemaVersion":2,"manifests":[)" + entry + R"(,"platform":{"os":"linux"}}]})",
-       kOciIndex, p + "manifests[0]: platform needs \"os\" and \"architecture\""},
+       kOciIndex, p + "malformed manifest: manifests[0]: platform needs \"os\" and \"architecture\""},
       {kDockerManifestJson, std::string(media::kDockerManifest),
        "parse index " + std::string(media::kDockerManifest) + ": expected an index, got \"" +
            std::string(media::kDockerManifest) + "\""},
@@ -429,14 +429,14 @@ TEST(SelectPlatform, NoMatchListsWhatIsAvailable) {
   EXPECT_EQ(d.error().message(),
             "select platform linux/riscv64: no image for platform linux/riscv64 in "
             "application/vnd.docker.distribution.manifest.list.v2+json; available: linux/amd64, "
-            "linux/arm/v6, linux/arm/v7, linux/arm64");
+            "linux/arm/v6, linux/arm/v7, linux/arm64/v8");
 
   auto arm = select_platform(list, {"linux", "arm", "v5"});
   ASSERT_FALSE(arm.ok());
   EXPECT_EQ(arm.error().detail,
             "no image for platform linux/arm/v5 in "
             "application/vnd.docker.distribution.manifest.list.v2+json; available: linux/amd64, "
-            "linux/arm/v6, linux/arm/v7, linux/arm64");
+            "linux/arm/v6, linux/arm/v7, linux/arm64/v8");
 
   IndexManifest empty{"", {}};
   EXPECT_EQ(select_platform(empty, {"linux", "amd64", ""}).error().detail,

@@ -24,9 +24,9 @@ TEST(Platform, ParsesAndNormalises) {
       {"linux/arm/v7", {"linux", "arm", "v7"}},
       {"linux/arm/v6", {"linux", "arm", "v6"}},
       {"linux/arm64", {"linux", "arm64", ""}},
-      {"linux/arm64/v8", {"linux", "arm64", ""}},  // v8 is arm64's only variant in practice
+      {"linux/arm64/v8", {"linux", "arm64", "v8"}},  // kept as declared; matches arm64
       {"linux/aarch64", {"linux", "arm64", ""}},
-      {"linux/aarch64/v8", {"linux", "arm64", ""}},
+      {"linux/aarch64/v8", {"linux", "arm64", "v8"}},
       {"linux/x86_64", {"linux", "amd64", ""}},
       {"linux/x86-64", {"linux", "amd64", ""}},
       {"linux/armhf", {"linux", "arm", "v7"}},

@@ -257,7 +257,7 @@ TEST_F(Unpack, RefusesPathsThroughSymlinksLeavingTheRoot) {
   for (const char* target : {"/", "../../..", "../sentinel", "/etc"}) {
     std::string l = layer("l.tar", {symlink("link", target), file("link/evil", "bad")});
     EXPECT_EQ(refused(l),
-              "unpack " + l + ": entry \"link/evil\" goes through a symlink outside the root")
+              "unpack " + l + ": entry \"link/evil\" escapes the root: it goes through a symlink outside")
         << target;
     ASSERT_TRUE(remove_tree(at("link")).ok());
   }
@@ -265,11 +265,11 @@ TEST_F(Unpack, RefusesPathsThroughSymlinksLeavingTheRoot) {
       layer("deep.tar", {dir("a"), symlink("a/up", "../.."), file("a/up/sentinel/x", "bad")});
   EXPECT_EQ(
       refused(deep),
-      "unpack " + deep + ": entry \"a/up/sentinel/x\" goes through a symlink outside the root");
+      "unpack " + deep + ": entry \"a/up/sentinel/x\" escapes the root: it goes through a symlink outside");
   std::string wh = layer("wh.tar", {symlink("s", "../sentinel"), file("s/.wh.keepme", "")});
   ASSERT_TRUE(write_file_atomic(sentinel_ + "/keepme", "k").ok());
   EXPECT_EQ(refused(wh),
-            "unpack " + wh + ": entry \"s/.wh.keepme\" goes through a symlink outside the root");
+            "unpack " + wh + ": entry \"s/.wh.keepme\" escapes the root: it goes through a symlink outside");
   EXPECT_EQ(slurp(sentinel_ + "/keepme"), "k");
   ASSERT_TRUE(remove_tree(sentinel_ + "/keepme").ok());
   EXPECT_TRUE(sentinel_empty());
@@ -282,7 +282,7 @@ TEST_F(Unpack, RefusedLayerRemovesTarget) {
   auto r = unpack_layers({good, bad}, target);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message(),
-            "unpack " + bad + ": entry \"link/evil\" goes through a symlink outside the root");
+            "unpack " + bad + ": entry \"link/evil\" escapes the root: it goes through a symlink outside");
   EXPECT_FALSE(path_exists(target));
   EXPECT_TRUE(sentinel_empty());
 }
@@ -291,12 +291,12 @@ TEST_F(Unpack, RefusesHardLinksOutsideTheRoot) {
   for (const char* target : {"../../etc/passwd", "/etc/passwd"}) {
     std::string l = layer("l.tar", {hardlink("evil", target)});
     EXPECT_EQ(refused(l),
-              "unpack " + l + ": entry \"evil\" links to \"" + target + "\" outside the root");
+              "unpack " + l + ": entry \"evil\" escapes the root: it links to \"" + target + "\"");
   }
   std::string via = layer("via.tar", {symlink("etc", "/etc"), hardlink("evil", "etc/passwd")});
   EXPECT_EQ(refused(via), "unpack " + via +
-                              ": entry \"evil\" links to \"etc/passwd\" through a symlink outside "
-                              "the root");
+                              ": entry \"evil\" escapes the root: it links to \"etc/passwd\" "
+                              "through a symlink outside");
   std::string missing = layer("missing.tar", {hardlink("evil", "nope")});
   EXPECT_EQ(refused(missing),
             "unpack " + missing + ": entry \"evil\": link to \"nope\": No such file or directory");
