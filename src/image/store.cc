@@ -122,11 +122,15 @@ Result<std::optional<BlobWriter>> Store::begin_blob(std::string_view digest,
   std::string hex(digest_hex(digest));
   std::string tmp = path_join(root_, "tmp");
   BlobWriter w;
-  w.lock_ = BERTH_TRY(FileLock::acquire(path_join(tmp, hex + ".lock")));
+  w.lock_path_ = path_join(tmp, hex + ".lock");
+  w.lock_ = BERTH_TRY(FileLock::acquire(w.lock_path_));
   w.digest_ = std::string(digest);
   w.final_path_ = blob_path(digest);
   // Whoever held the lock before us may have published the blob meanwhile.
-  if (path_exists(w.final_path_)) return std::optional<BlobWriter>();
+  if (path_exists(w.final_path_)) {
+    w.drop_lock_file();
+    return std::optional<BlobWriter>();
+  }
   w.partial_path_ = path_join(tmp, hex + ".partial");
   w.expected_size_ = expected_size;
   w.fd_ = BERTH_TRY(open_file(w.partial_path_, O_RDWR | O_CREAT, 0644));
@@ -204,7 +208,15 @@ Status BlobWriter::commit() {
     return e;
   }
   sync_dir(final_path_.substr(0, final_path_.rfind('/')));
+  drop_lock_file();
   return {};
+}
+
+void BlobWriter::drop_lock_file() {
+  // Safe once the blob is published: whoever takes this lock (on the unlinked
+  // file) or a new one (on a fresh file) sees the blob present and writes
+  // nothing, and rmi cannot delete the blob while a pull is pinned.
+  (void)::unlink(lock_path_.c_str());  // best effort: a leftover lock file is only clutter
 }
 
 }  // namespace berth

@@ -2,7 +2,7 @@
 //
 //   blobs/sha256/<hex>       verified blobs (manifests, configs, layers), read-only
 //   tmp/<hex>.partial        a download in progress, resumable
-//   tmp/<hex>.lock           held (flock) by whoever downloads <hex>
+//   tmp/<hex>.lock           held (flock) by whoever downloads <hex>; removed once published
 //   images.json              the image index, rewritten atomically
 //   lock                     flock held while images.json is read-modify-written
 //   gc.lock                  flock: shared by pulls, exclusive while blobs are deleted
@@ -61,7 +61,9 @@ class BlobWriter {
 
  private:
   friend class Store;
-  std::string digest_, partial_path_, final_path_;
+  /// Removes the lock file once the blob is published, so tmp/ does not fill up.
+  void drop_lock_file();
+  std::string digest_, partial_path_, final_path_, lock_path_;
   int64_t expected_size_ = -1;
   uint64_t offset_ = 0;
   UniqueFd fd_;

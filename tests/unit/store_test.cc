@@ -103,6 +103,7 @@ TEST_F(StoreTest, PutReadAndHasBlob) {
   EXPECT_EQ(st.st_mode & 0777, 0444u);
   EXPECT_TRUE(store().put_blob(d, "hello").ok());  // idempotent
   EXPECT_TRUE(tmp_files(".partial").empty());
+  EXPECT_TRUE(tmp_files(".lock").empty());  // lock files go once the blob is published
 }
 
 TEST_F(StoreTest, PutBlobRefusesWrongBytes) {
@@ -152,6 +153,7 @@ TEST_F(StoreTest, InterruptedDownloadResumes) {
   ASSERT_TRUE((*w)->commit().ok());
   EXPECT_EQ(*store().read_blob(d), data);
   EXPECT_TRUE(tmp_files(".partial").empty());
+  EXPECT_TRUE(tmp_files(".lock").empty());
 }
 
 TEST_F(StoreTest, OversizedPartialIsRestarted) {
@@ -271,6 +273,7 @@ TEST_F(StoreTest, ConcurrentPullsOfOneBlobWriteItOnce) {
   EXPECT_EQ(found, kChildren - 1);
   EXPECT_EQ(*store().read_blob(d), data);
   EXPECT_TRUE(tmp_files(".partial").empty());
+  EXPECT_TRUE(tmp_files(".lock").empty());
 }
 
 TEST_F(StoreTest, IndexAddReplaceAndList) {
