@@ -148,8 +148,10 @@ class TokenServer:
     public token services do. Wrong credentials get 401."""
 
     def __init__(self, workdir: str, users: dict[str, str], service: str = "berth-test-registry",
-                 issuer: str = "berth-test-token-issuer"):
-        self.workdir = os.path.join(workdir, "token")
+                 issuer: str = "berth-test-token-issuer", host: str = "127.0.0.1",
+                 name: str = "token"):
+        self.workdir = os.path.join(workdir, name)
+        self.listen_host = host
         os.makedirs(self.workdir, exist_ok=True)
         self.users, self.service, self.issuer = users, service, issuer
         self.key = os.path.join(self.workdir, "key.pem")
@@ -162,8 +164,8 @@ class TokenServer:
                              stdout=subprocess.PIPE).stdout
         self.x5c = base64.b64encode(der).decode()  # x5c is standard base64, not base64url
         self.requests: list[dict] = []  # what clients asked for, for assertions
-        self.port = free_port()
-        self.realm = f"http://127.0.0.1:{self.port}/token"
+        self.port = free_port(host)
+        self.realm = f"http://{host}:{self.port}/token"
         self._lock = threading.Lock()
         self.httpd: http.server.ThreadingHTTPServer | None = None
 
@@ -234,7 +236,7 @@ class TokenServer:
             def log_message(self, *args):
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.httpd = http.server.ThreadingHTTPServer((self.listen_host, self.port), Handler)
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         return self
 
@@ -328,6 +330,7 @@ class FakeRegistry:
 
     def __init__(self):
         self.manifests: dict[tuple[str, str], tuple[str, bytes]] = {}
+        self.digest_header: dict[tuple[str, str], str] = {}  # a lying Docker-Content-Digest
         self.blobs: dict[str, bytes] = {}
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
@@ -343,7 +346,8 @@ class FakeRegistry:
             if (repo, ref) in self.manifests:
                 ctype, body = self.manifests[(repo, ref)]
                 status = 200
-                extra["Docker-Content-Digest"] = imagelib.digest_of(body)
+                extra["Docker-Content-Digest"] = self.digest_header.get(
+                    (repo, ref), imagelib.digest_of(body))
         elif "/blobs/" in path:
             digest = path.rpartition("/blobs/")[2]
             if digest in self.blobs:

@@ -143,3 +143,29 @@ def test_token_without_access_is_denied(berth, token_registry, secret_image):
     rc, _, err = berth("pull", ref, check=False)
     assert rc == 1
     assert "authentication required" in err and "(HTTP 401)" in err
+
+
+def test_credentials_never_go_to_a_plain_http_remote_realm(berth, scratch, secret_image):
+    """A token realm on plain HTTP at a host not marked insecure gets no password."""
+    import servers
+    tokens = servers.TokenServer(scratch, USERS, host="127.0.0.2", name="token-remote").start()
+    reg = servers.RegistryServer(scratch, auth=tokens.registry_auth(), name="registry-remote-realm")
+    try:
+        reg.start()
+        reg.pusher("pusher", USERS["pusher"]).push_image("private/app", "1", secret_image)
+        seen = len(tokens.requests)
+        rc, out, err = login(berth, reg.host, check=False)
+        assert (rc, out) == (1, "")
+        assert err == (f"berth: error: login {reg.host}: authenticate {tokens.realm}: token "
+                       "service uses plain HTTP; refusing to send credentials\n"
+                       "berth: hint: add 127.0.0.2:%d to the insecure registries if this is "
+                       "intended\n" % tokens.port)
+        assert tokens.requests[seen:] == []
+        # Marked insecure, it is trusted with them.
+        _, out, _ = berth("--insecure-registry", f"127.0.0.2:{tokens.port}", "login", "-u", USER,
+                          "--password-stdin", reg.host, input=PASSWORD + "\n")
+        assert out == "Login Succeeded\n"
+        assert [r["authorization"] for r in tokens.requests[seen:]] == ["Basic"]
+    finally:
+        reg.stop()
+        tokens.stop()

@@ -174,3 +174,35 @@ def test_unknown_image_for_each_command(berth):
         assert (rc, out) == (1, ""), args
         assert err.startswith("berth: error: find image ghost:1: no such image\n"), (args, err)
         assert err.endswith("berth: hint: see 'berth images'\n")
+
+
+def test_manifest_digest_header_mismatch(berth, fake_registry):
+    img = imagelib.make_image([imagelib.Layer([imagelib.File("x", b"x")])])
+    fake_registry.manifests[("liar", "1")] = (OCI_MANIFEST, img.manifest.data)
+    lie = "sha256:" + "0" * 64
+    fake_registry.digest_header[("liar", "1")] = lie
+    ref = f"{fake_registry.host}/liar:1"
+    rc, _, err = berth("pull", ref, check=False)
+    assert rc == 1
+    assert err == (f"berth: error: pull {ref}: GET http://{fake_registry.host}/v2/liar/manifests/1: "
+                   f"manifest digest {img.manifest.digest} does not match "
+                   f"Docker-Content-Digest {lie}\n")
+    assert berth.blobs() == set()
+
+
+def test_manifest_by_digest_must_match(berth, fake_registry):
+    img = imagelib.make_image([imagelib.Layer([imagelib.File("y", b"y")])])
+    other = "sha256:" + "1" * 64
+    fake_registry.manifests[("swapped", other)] = (OCI_MANIFEST, img.manifest.data)
+    fake_registry.digest_header[("swapped", other)] = other
+    ref = f"{fake_registry.host}/swapped@{other}"
+    rc, _, err = berth("pull", ref, check=False)
+    assert rc == 1
+    assert f"manifest digest {img.manifest.digest} does not match" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_inspect_by_manifest_digest(berth, pushed_busybox, busybox_image):
+    berth("pull", pushed_busybox)
+    info = berth.json("inspect", busybox_image.manifest.digest)
+    assert info["name"] == pushed_busybox
