@@ -98,14 +98,27 @@ class RegistryServer:
         return "\n".join(lines) + "\n"
 
     def start(self) -> "RegistryServer":
-        config = os.path.join(self.workdir, "config.yml")
-        with open(config, "w") as f:
-            f.write(self._config())
-        self.log = open(os.path.join(self.workdir, "registry.log"), "wb")
-        self.proc = subprocess.Popen(["docker-registry", "serve", config], stdout=self.log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        wait_http(self.url + "/v2/", proc=self.proc)
-        return self
+        # The free port may be taken by someone else before the registry binds
+        # it: then the registry exits at once, and another port is tried.
+        for attempt in range(3):
+            config = os.path.join(self.workdir, "config.yml")
+            with open(config, "w") as f:
+                f.write(self._config())
+            self.log = open(os.path.join(self.workdir, "registry.log"), "wb")
+            self.proc = subprocess.Popen(["docker-registry", "serve", config], stdout=self.log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            try:
+                wait_http(self.url + "/v2/", proc=self.proc)
+                return self
+            except RuntimeError:
+                self.stop()
+                if attempt == 2:
+                    with open(os.path.join(self.workdir, "registry.log")) as f:
+                        raise RuntimeError("docker-registry did not start:\n" + f.read()) from None
+                self.port = free_port()
+                self.host = f"127.0.0.1:{self.port}"
+                self.url = f"http://{self.host}"
+        raise AssertionError("unreachable")
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
