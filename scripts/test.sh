@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The one test command: install dependencies and build (scripts/setup.sh), then
+# run the unit tier (ctest) and the end-to-end tier (pytest, tests/e2e).
+# Usage: scripts/test.sh [unit|e2e] [-- extra pytest arguments]
+# Works as root (berth then runs as the unprivileged user "berthtest") or as a
+# sudo-capable user. Exits non-zero when any test fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tier="all"
+case "${1:-}" in
+  unit|e2e) tier="$1"; shift ;;
+  all) shift ;;
+esac
+[ "${1:-}" = "--" ] && shift
+
+bash scripts/setup.sh
+
+# pytest comes from Debian's python3-pytest: use Debian's interpreter even when
+# another python3 comes first in PATH.
+python=python3
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import pytest' 2>/dev/null; then
+  python=/usr/bin/python3
+fi
+
+status=0
+if [ "$tier" != "e2e" ]; then
+  echo "== unit tests"
+  ctest --test-dir build -j2 --output-on-failure || status=1
+fi
+if [ "$tier" != "unit" ]; then
+  echo "== end-to-end tests"
+  BERTH_BIN="$PWD/build/src/berth" "$python" -m pytest -q tests/e2e "$@" || status=1
+fi
+exit "$status"

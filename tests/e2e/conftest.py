@@ -1,0 +1,256 @@
+"""Fixtures for the end-to-end tier: the real berth binary, run as an
+unprivileged user, against real registries on 127.0.0.1.
+
+When the tests run as root, berth runs as the user `berthtest` (created here
+if missing) through setpriv; otherwise it runs as the current user. Every test
+gets a fresh HOME and BERTH_HOME owned by that user.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import imagelib  # noqa: E402
+import servers  # noqa: E402
+
+REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TEST_USER = "berthtest"
+
+# Credentials the authenticating registries accept.
+USERS = {"alice": "wonderland-7", "pusher": "push-it-real-good"}
+
+
+# ---------------------------------------------------------------------------
+# The unprivileged user and the binary
+
+
+class Identity:
+    """Who berth runs as, and the command prefix that makes it so."""
+
+    def __init__(self):
+        if os.geteuid() == 0:
+            try:
+                pwd.getpwnam(TEST_USER)
+            except KeyError:
+                subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", TEST_USER],
+                               check=True)
+            pw = pwd.getpwnam(TEST_USER)
+            self.uid, self.gid = pw.pw_uid, pw.pw_gid
+            self.prefix = ["setpriv", f"--reuid={TEST_USER}", f"--regid={TEST_USER}",
+                           "--init-groups", "--"]
+        else:
+            self.uid, self.gid = os.getuid(), os.getgid()
+            self.prefix = []
+
+    def chown(self, path: str) -> None:
+        if os.geteuid() == 0:
+            os.chown(path, self.uid, self.gid)
+
+    def make_dir(self, path: str, mode: int = 0o755) -> str:
+        os.makedirs(path, exist_ok=True)
+        os.chmod(path, mode)
+        self.chown(path)
+        return path
+
+    def write_file(self, path: str, text: str, mode: int = 0o644) -> str:
+        parent = os.path.dirname(path)
+        if not os.path.isdir(parent):
+            self.write_dirs(parent)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+        self.chown(path)
+        return path
+
+    def write_dirs(self, path: str) -> None:
+        missing = []
+        while not os.path.isdir(path):
+            missing.append(path)
+            path = os.path.dirname(path)
+        for p in reversed(missing):
+            self.make_dir(p)
+
+    def can_run(self, path: str) -> bool:
+        r = subprocess.run(self.prefix + ["test", "-x", path])
+        return r.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def identity() -> Identity:
+    return Identity()
+
+
+@pytest.fixture(scope="session")
+def scratch():
+    """A session folder under the system temp dir that every user can traverse
+    (pytest's own tmp_path lives under a 0700 folder)."""
+    d = tempfile.mkdtemp(prefix="berth-e2e-")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def berth_bin(identity, scratch) -> str:
+    path = os.environ.get("BERTH_BIN") or os.path.join(REPO_ROOT, "build", "src", "berth")
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        pytest.exit(f"berth binary not found at {path}: build it first or set BERTH_BIN", 2)
+    if not identity.can_run(path):
+        # The unprivileged user cannot reach the build tree: run a copy.
+        bindir = os.path.join(scratch, "bin")
+        os.makedirs(bindir, mode=0o755, exist_ok=True)
+        copy = os.path.join(bindir, "berth")
+        shutil.copy2(path, copy)
+        os.chmod(copy, 0o755)
+        path = copy
+    return path
+
+
+# ---------------------------------------------------------------------------
+# The per-test berth runner
+
+
+class Berth:
+    """Runs berth as the unprivileged user with a fresh HOME and BERTH_HOME."""
+
+    def __init__(self, binary: str, identity: Identity, workdir: str):
+        self.binary, self.identity, self.workdir = binary, identity, workdir
+        self.home = identity.make_dir(os.path.join(workdir, "home"))
+        self.berth_home = os.path.join(self.home, "berth-store")
+        self.env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+            "HOME": self.home,
+            "BERTH_HOME": self.berth_home,
+            "LANG": "C.UTF-8",
+        }
+
+    def command(self, args, env=None) -> tuple[list[str], dict]:
+        full_env = dict(self.env)
+        full_env.update(env or {})
+        return self.identity.prefix + [self.binary, *map(str, args)], full_env
+
+    def __call__(self, *args, check: bool = True, env: dict | None = None,
+                 input: str | None = None, timeout: float = 120):
+        """Runs berth; returns (rc, stdout, stderr). check=True asserts rc == 0."""
+        cmd, full_env = self.command(args, env)
+        r = subprocess.run(cmd, env=full_env, input=input if input is not None else "",
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=timeout, cwd=self.workdir)
+        if check:
+            assert r.returncode == 0, (
+                f"berth {' '.join(map(str, args))} exited {r.returncode}\n"
+                f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}")
+        return r.returncode, r.stdout, r.stderr
+
+    def popen(self, *args, env: dict | None = None) -> subprocess.Popen:
+        """Starts berth without waiting (setpriv execs, so the pid is berth's)."""
+        cmd, full_env = self.command(args, env)
+        return subprocess.Popen(cmd, env=full_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=self.workdir)
+
+    def json(self, *args, **kw):
+        _, out, _ = self(*args, **kw)
+        return json.loads(out)
+
+    # What the store holds, looked at from outside.
+    def blob_dir(self) -> str:
+        return os.path.join(self.berth_home, "blobs", "sha256")
+
+    def blobs(self) -> set[str]:
+        d = self.blob_dir()
+        return set(os.listdir(d)) if os.path.isdir(d) else set()
+
+    def tmp_files(self) -> set[str]:
+        d = os.path.join(self.berth_home, "tmp")
+        return set(os.listdir(d)) if os.path.isdir(d) else set()
+
+    def assert_blobs_verified(self) -> None:
+        """Every file under blobs/ hashes to its name: nothing half-written is visible."""
+        for name in self.blobs():
+            with open(os.path.join(self.blob_dir(), name), "rb") as f:
+                assert hashlib.sha256(f.read()).hexdigest() == name, f"blob {name} is corrupt"
+
+    def path(self, *parts) -> str:
+        return os.path.join(self.workdir, *parts)
+
+    def make_dir(self, *parts) -> str:
+        return self.identity.make_dir(self.path(*parts))
+
+    def write_file(self, rel: str, text: str, mode: int = 0o644) -> str:
+        return self.identity.write_file(self.path(rel), text, mode)
+
+
+@pytest.fixture
+def berth(berth_bin, identity, scratch, request) -> Berth:
+    name = request.node.name.replace("/", "_")[:80]
+    workdir = tempfile.mkdtemp(prefix=name + "-", dir=scratch)
+    identity.make_dir(workdir)
+    return Berth(berth_bin, identity, workdir)
+
+
+# ---------------------------------------------------------------------------
+# Registries (one of each per session)
+
+
+@pytest.fixture(scope="session")
+def registry(scratch):
+    """A plain registry on 127.0.0.1, no authentication."""
+    r = servers.RegistryServer(scratch, name="registry-plain").start()
+    yield r
+    r.stop()
+
+
+@pytest.fixture(scope="session")
+def htpasswd_registry(scratch):
+    path = servers.htpasswd_file(os.path.join(scratch, "htpasswd"), USERS)
+    r = servers.RegistryServer(scratch, auth=("htpasswd", path), name="registry-htpasswd").start()
+    yield r
+    r.stop()
+
+
+@pytest.fixture(scope="session")
+def token_server(scratch):
+    t = servers.TokenServer(scratch, USERS).start()
+    yield t
+    t.stop()
+
+
+@pytest.fixture(scope="session")
+def token_registry(scratch, token_server):
+    r = servers.RegistryServer(scratch, auth=token_server.registry_auth(),
+                               name="registry-token").start()
+    yield r
+    r.stop()
+
+
+@pytest.fixture(scope="session")
+def fake_registry():
+    f = servers.FakeRegistry().start()
+    yield f
+    f.stop()
+
+
+@pytest.fixture(scope="session")
+def busybox_image() -> imagelib.Image:
+    """A two-layer OCI image: busybox-static plus a file, gzip."""
+    note = imagelib.Layer([imagelib.File("etc/motd", b"hello from berth e2e\n")])
+    return imagelib.make_image([imagelib.busybox_layer(), note], fmt="oci")
+
+
+@pytest.fixture(scope="session")
+def pushed_busybox(registry, busybox_image) -> str:
+    """The busybox image pushed to the plain registry; returns its reference."""
+    registry.pusher().push_image("e2e/busybox", "1.0", busybox_image)
+    return f"{registry.host}/e2e/busybox:1.0"

@@ -1,0 +1,208 @@
+"""User-facing errors: unknown images, malformed manifests, bad flags, corrupt store."""
+
+import json
+import os
+
+import pytest
+
+import imagelib
+from imagelib import OCI_MANIFEST, DOCKER_MANIFEST, OCI_INDEX
+
+
+def test_unknown_repository(berth, registry):
+    ref = f"{registry.host}/no/such-repo:1"
+    rc, out, err = berth("pull", ref, check=False)
+    assert (rc, out) == (1, "")
+    assert err == (f"berth: error: pull {ref}: GET http://{registry.host}/v2/no/such-repo/"
+                   "manifests/1: manifest unknown (HTTP 404)\n")
+
+
+def test_unknown_tag(berth, registry, pushed_busybox):
+    repo = pushed_busybox.rsplit(":", 1)[0]
+    ref = f"{repo}:no-such-tag"
+    rc, out, err = berth("pull", ref, check=False)
+    assert (rc, out) == (1, "")
+    assert err == (f"berth: error: pull {ref}: GET http://{registry.host}/v2/e2e/busybox/"
+                   "manifests/no-such-tag: manifest unknown (HTTP 404)\n")
+    assert berth.json("images", "--json") == []
+
+
+def test_registry_not_listening(berth):
+    from servers import free_port
+    port = free_port()
+    rc, _, err = berth("pull", f"127.0.0.1:{port}/x:1", check=False)
+    assert rc == 1
+    assert err.startswith(f"berth: error: pull 127.0.0.1:{port}/x:1: GET "
+                          f"http://127.0.0.1:{port}/v2/x/manifests/1: ")
+    assert len(err.splitlines()) == 1
+
+
+# --------------------------------------------------------------------------
+# Manifests a real registry would not store, served by the fake registry.
+
+def _config():
+    return imagelib.make_image([imagelib.Layer([imagelib.File("x", b"x")])]).config
+
+
+MALFORMED = {
+    "invalid-json": (OCI_MANIFEST, b"{not json"),
+    "not-an-object": (OCI_MANIFEST, b"[1, 2, 3]"),
+    "missing-config": (OCI_MANIFEST, {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                                      "layers": []}),
+    "layers-not-a-list": (OCI_MANIFEST, {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                                         "config": "CONFIG", "layers": "many"}),
+    "size-is-a-string": (DOCKER_MANIFEST, {"schemaVersion": 2, "mediaType": DOCKER_MANIFEST,
+                                           "config": "CONFIG-SIZE-STRING", "layers": []}),
+    "digest-is-a-number": (OCI_MANIFEST, {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                                          "config": {"mediaType": imagelib.OCI_CONFIG,
+                                                     "digest": 12345, "size": 2},
+                                          "layers": []}),
+    "layer-not-an-object": (OCI_MANIFEST, {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                                           "config": "CONFIG", "layers": ["sha256:00"]}),
+    "index-manifests-not-a-list": (OCI_INDEX, {"schemaVersion": 2, "mediaType": OCI_INDEX,
+                                               "manifests": {"a": 1}}),
+}
+
+
+@pytest.fixture(scope="module")
+def malformed(fake_registry):
+    config = _config()
+    for name, (ctype, body) in MALFORMED.items():
+        if isinstance(body, dict):
+            if body.get("config") == "CONFIG":
+                body = dict(body, config=config.descriptor())
+            elif body.get("config") == "CONFIG-SIZE-STRING":
+                body = dict(body, config=config.descriptor(size=str(config.size)))
+            body = json.dumps(body).encode()
+        fake_registry.manifests[("bad", name)] = (ctype, body)
+    return fake_registry
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_malformed_manifest(berth, malformed, name):
+    ref = f"{malformed.host}/bad:{name}"
+    rc, out, err = berth("pull", ref, check=False)
+    assert (rc, out) == (1, "")
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"berth: error: pull {ref}: parse ")
+    assert "malformed manifest" in lines[0]
+    assert berth.json("images", "--json") == []
+    assert berth.blobs() == set()
+
+
+# --------------------------------------------------------------------------
+# Usage errors exit 125, as Docker's CLI does.
+
+@pytest.mark.parametrize("args, message", [
+    ((), "A subcommand is required"),
+    (("pull",), "IMAGE is required"),
+    (("pull", "--bogus", "x"), "The following argument was not expected: --bogus"),
+    (("images", "extra-arg"), "The following argument was not expected: extra-arg"),
+    (("unpack", "only-image"), "DIR is required"),
+    (("pull", "--platform"), "--platform: 1 required TEXT missing"),
+])
+def test_usage_errors(berth, args, message):
+    rc, out, err = berth(*args, check=False)
+    assert (rc, out) == (125, "")
+    assert err == f"berth: error: {message}\nberth: hint: see 'berth --help'\n"
+
+
+def test_unknown_command_is_named(berth):
+    rc, out, err = berth("no-such-command", check=False)
+    assert (rc, out) == (125, "")
+    assert "no-such-command" in err.splitlines()[0]
+    assert err.endswith("berth: hint: see 'berth --help'\n")
+
+
+def test_help_and_version(berth):
+    _, out, _ = berth("--help")
+    for cmd in ("pull", "images", "rmi", "inspect", "verify", "unpack", "login", "logout"):
+        assert f"  {cmd}" in out
+    _, out, _ = berth("--version")
+    assert out.startswith("berth ")
+
+
+# --------------------------------------------------------------------------
+# verify
+
+def test_verify_catches_a_corrupt_blob(berth, pushed_busybox, busybox_image):
+    berth("pull", pushed_busybox)
+    layer = busybox_image.layers[1].digest
+    path = os.path.join(berth.blob_dir(), layer.split(":")[1])
+    os.chmod(path, 0o644)
+    with open(path, "r+b") as f:
+        data = bytearray(f.read())
+        data[len(data) // 2] ^= 0xFF
+        f.seek(0)
+        f.write(data)
+    actual = "sha256:" + __import__("hashlib").sha256(bytes(data)).hexdigest()
+    rc, out, err = berth("verify", pushed_busybox, check=False)
+    assert rc == 1
+    assert out == f"{layer}: digest mismatch: got {actual}\n"
+    assert err == (f"berth: error: verify {pushed_busybox}: 1 of 4 blobs failed verification\n"
+                   f"berth: hint: pull the image again to repair it: berth rmi {pushed_busybox} "
+                   f"&& berth pull {pushed_busybox}\n")
+
+
+def test_verify_catches_a_missing_blob(berth, pushed_busybox, busybox_image):
+    berth("pull", pushed_busybox)
+    config = busybox_image.config.digest
+    os.unlink(os.path.join(berth.blob_dir(), config.split(":")[1]))
+    rc, out, err = berth("verify", pushed_busybox, check=False)
+    assert rc == 1
+    assert out == f"{config}: missing\n"
+    assert err.startswith(f"berth: error: verify {pushed_busybox}: 1 of 4 blobs failed")
+
+
+def test_unpack_refuses_a_non_empty_target(berth, pushed_busybox):
+    berth("pull", pushed_busybox)
+    target = berth.make_dir("full")
+    berth.write_file("full/keep", "mine\n")
+    rc, _, err = berth("unpack", pushed_busybox, target, check=False)
+    assert rc == 1
+    assert err == (f"berth: error: unpack {pushed_busybox}: unpack {target}: "
+                   "target exists and is not an empty directory\n")
+    assert os.listdir(target) == ["keep"]
+
+
+def test_unknown_image_for_each_command(berth):
+    for cmd in (("inspect",), ("verify",), ("unpack", "x:1"), ("rmi",)):
+        args = (cmd[0], "ghost:1", *cmd[1:]) if cmd[0] != "unpack" else ("unpack", "ghost:1",
+                                                                          berth.path("t"))
+        rc, out, err = berth(*args, check=False)
+        assert (rc, out) == (1, ""), args
+        assert err.startswith("berth: error: find image ghost:1: no such image\n"), (args, err)
+        assert err.endswith("berth: hint: see 'berth images'\n")
+
+
+def test_manifest_digest_header_mismatch(berth, fake_registry):
+    img = imagelib.make_image([imagelib.Layer([imagelib.File("x", b"x")])])
+    fake_registry.manifests[("liar", "1")] = (OCI_MANIFEST, img.manifest.data)
+    lie = "sha256:" + "0" * 64
+    fake_registry.digest_header[("liar", "1")] = lie
+    ref = f"{fake_registry.host}/liar:1"
+    rc, _, err = berth("pull", ref, check=False)
+    assert rc == 1
+    assert err == (f"berth: error: pull {ref}: GET http://{fake_registry.host}/v2/liar/manifests/1: "
+                   f"manifest digest {img.manifest.digest} does not match "
+                   f"Docker-Content-Digest {lie}\n")
+    assert berth.blobs() == set()
+
+
+def test_manifest_by_digest_must_match(berth, fake_registry):
+    img = imagelib.make_image([imagelib.Layer([imagelib.File("y", b"y")])])
+    other = "sha256:" + "1" * 64
+    fake_registry.manifests[("swapped", other)] = (OCI_MANIFEST, img.manifest.data)
+    fake_registry.digest_header[("swapped", other)] = other
+    ref = f"{fake_registry.host}/swapped@{other}"
+    rc, _, err = berth("pull", ref, check=False)
+    assert rc == 1
+    assert f"manifest digest {img.manifest.digest} does not match" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_inspect_by_manifest_digest(berth, pushed_busybox, busybox_image):
+    berth("pull", pushed_busybox)
+    info = berth.json("inspect", busybox_image.manifest.digest)
+    assert info["name"] == pushed_busybox

@@ -1,0 +1,141 @@
+"""Store safety: tampered registries, killed pulls, many pulls at once."""
+
+import hashlib
+import os
+import re
+import signal
+import time
+
+import pytest
+
+import imagelib
+import servers
+from imagelib import File, Layer
+
+MiB = 1 << 20
+
+
+def random_layer(name: str, size: int, compression: str = "gzip") -> Layer:
+    return Layer([File(name, os.urandom(size))], compression)
+
+
+def hex_of(digest: str) -> str:
+    return digest.split(":", 1)[1]
+
+
+def tamper(path: str) -> str:
+    """Flips one byte in the middle of a file (same size); returns the new digest."""
+    with open(path, "r+b") as f:
+        data = bytearray(f.read())
+        data[len(data) // 2] ^= 0xFF
+        f.seek(0)
+        f.write(data)
+    return "sha256:" + hashlib.sha256(bytes(data)).hexdigest()
+
+
+@pytest.mark.parametrize("which", ["layer", "config"])
+def test_tampered_blob_is_rejected(berth, registry, pushed_busybox, which):
+    # A store that already holds an image: it must stay exactly as it was.
+    berth("pull", pushed_busybox)
+    before_images = berth.json("images", "--json")
+    before_blobs = berth.blobs()
+
+    img = imagelib.make_image([random_layer("noise", 256 * 1024)], label="tamper-" + which)
+    repo = f"tamper/{which}"
+    registry.pusher().push_image(repo, "1", img)
+    bad = img.layers[0] if which == "layer" else img.config
+    actual = tamper(registry.blob_data_path(bad.digest))
+    ref = f"{registry.host}/{repo}:1"
+
+    rc, out, err = berth("pull", ref, check=False)
+    assert (rc, out) == (1, "")
+    assert err == f"berth: error: pull {ref}: verify {bad.digest}: digest mismatch: got {actual}\n"
+    assert berth.json("images", "--json") == before_images
+    assert hex_of(bad.digest) not in berth.blobs()
+    assert not any(n.endswith(".partial") for n in berth.tmp_files())
+    if which == "config":
+        assert berth.blobs() == before_blobs
+    else:
+        # The config was verified before the layer failed; it may stay, nothing else new.
+        assert berth.blobs() - before_blobs <= {hex_of(img.config.digest)}
+    berth.assert_blobs_verified()
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_killed_pull_leaves_nothing_half_written_and_resumes(berth, registry):
+    big = 8 * MiB
+    img = imagelib.make_image([Layer([File("small", b"small\n")]),
+                               random_layer("big", big, "none")], label="killed")
+    registry.pusher().push_image("kill/big", "1", img)
+    layer = img.layers[1]
+    partial = os.path.join(berth.berth_home, "tmp", hex_of(layer.digest) + ".partial")
+
+    proxy = servers.ThrottleProxy(registry.port, rate=1 * MiB).start()
+    try:
+        ref = f"{proxy.host}/kill/big:1"
+        p = berth.popen("pull", ref)
+        try:
+            wait_for(lambda: os.path.exists(partial) and os.path.getsize(partial) >= MiB, 30,
+                     "half the big layer")
+        finally:
+            p.send_signal(signal.SIGKILL)
+            p.communicate()
+        assert p.returncode == -signal.SIGKILL
+        got = os.path.getsize(partial)
+        assert MiB <= got < layer.size
+
+        # Nothing half-written is visible: no layer blob, no image, only verified blobs.
+        assert hex_of(layer.digest) not in berth.blobs()
+        assert berth.json("images", "--json") == []
+        berth.assert_blobs_verified()
+
+        # The next pull resumes where the killed one stopped.
+        proxy.rate = None
+        proxy.reset_counters()
+        _, out, err = berth("-v", "pull", ref)
+        assert out.endswith(ref + "\n")
+        m = re.search(rf"berth: resuming {layer.digest} at byte (\d+)\n", err)
+        assert m, err
+        assert int(m.group(1)) >= got - 64 * 1024
+        assert proxy.bytes_down < layer.size - got + 256 * 1024
+        assert not os.path.exists(partial)
+        _, out, _ = berth("verify", ref)
+        assert out == f"{ref}: 4 blobs verified\n"
+    finally:
+        proxy.stop()
+
+
+def test_many_pulls_at_once_share_one_store(berth, registry):
+    jobs = 6
+    layers = [imagelib.busybox_layer()] + [random_layer(f"part{i}", 512 * 1024) for i in range(3)]
+    img = imagelib.make_image(layers, label="job-array")
+    registry.pusher().push_image("jobs/array", "1", img)
+    layer_bytes = sum(b.size for b in img.layers)
+
+    # Slow enough that the pulls overlap, fast enough to finish in seconds.
+    proxy = servers.ThrottleProxy(registry.port, rate=8 * MiB).start()
+    try:
+        ref = f"{proxy.host}/jobs/array:1"
+        procs = [berth.popen("pull", "-q", ref) for _ in range(jobs)]
+        results = [(p.wait(120), *p.communicate()) for p in procs]
+    finally:
+        proxy.stop()
+    for rc, out, err in results:
+        assert (rc, out, err) == (0, ref + "\n", "")
+
+    [rec] = berth.json("images", "--json")
+    assert rec["name"] == ref and rec["digest"] == img.manifest.digest
+    assert berth.blobs() == {hex_of(b.digest) for b in [*img.blobs(), img.manifest]}
+    assert not any(n.endswith(".partial") for n in berth.tmp_files())
+    berth.assert_blobs_verified()
+    # Each layer crossed the wire once, not once per job.
+    assert proxy.bytes_down < layer_bytes * 1.5, (proxy.bytes_down, layer_bytes)
+    _, out, _ = berth("verify", ref)
+    assert out == f"{ref}: {len(layers) + 2} blobs verified\n"
