@@ -34,6 +34,25 @@ void print_error(const Error& e) {
   if (!e.hint.empty()) std::fprintf(stderr, "berth: hint: %s\n", e.hint.c_str());
 }
 
+/// The first word that is not a global option or its value: the command the user meant.
+std::string command_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--home" || a == "--insecure-registry") {
+      ++i;  // skip the option's value
+    } else if (a.empty() || a[0] != '-') {
+      return std::string(a);
+    }
+  }
+  return "";
+}
+
+bool is_command(const std::string& word) {
+  for (const Command& c : command_table())
+    if (word == c.name) return true;
+  return false;
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"berth: run container images rootless on HPC systems, with their GPUs", "berth"};
   app.require_subcommand(1);
@@ -61,7 +80,11 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "berth: error: %s\n", e.what());
+    // CLI11 reports an unknown command as "A subcommand is required"; name it, as Docker does.
+    if (std::string word = command_word(argc, argv); !word.empty() && !is_command(word))
+      std::fprintf(stderr, "berth: error: '%s' is not a berth command\n", word.c_str());
+    else
+      std::fprintf(stderr, "berth: error: %s\n", e.what());
     std::fprintf(stderr, "berth: hint: see 'berth --help'\n");
     return kExitUsage;
   }

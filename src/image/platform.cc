@@ -2,6 +2,7 @@
 
 #include <sys/utsname.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include <vector>
@@ -69,7 +70,16 @@ Result<Platform> parse_platform(std::string_view s) {
     }
   }
   Platform p;
-  if (parts.size() == 1 && !parts[0].empty()) {  // "arm64" alone: Linux is implied
+  if (parts.size() == 1 && !parts[0].empty()) {
+    // One word is an OS ("linux": this host's architecture) or an architecture ("arm64": Linux).
+    static constexpr std::string_view kOses[] = {"linux", "windows", "darwin", "freebsd"};
+    std::string word = parts[0];
+    for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (std::find(std::begin(kOses), std::end(kOses), word) != std::end(kOses)) {
+      p = host_platform();
+      p.os = word;
+      return p;
+    }
     p.os = "linux";
     p.architecture = parts[0];
   } else if ((parts.size() == 2 || parts.size() == 3) && !parts[0].empty() && !parts[1].empty() &&

@@ -59,6 +59,15 @@ TEST(Platform, ParsesAndNormalises) {
   }
 }
 
+TEST(Platform, OneWordIsAnOsOrAnArchitecture) {
+  auto os = parse_platform("linux");
+  ASSERT_TRUE(os.ok());
+  EXPECT_EQ(*os, host_platform());  // not "linux/linux"
+  auto arch = parse_platform("arm64");
+  ASSERT_TRUE(arch.ok());
+  EXPECT_EQ(*arch, (Platform{"linux", "arm64", ""}));
+}
+
 TEST(Platform, RejectsMalformed) {
   for (std::string in : {"", "/", "linux/", "/amd64", "linux//v7", "linux/arm/", "a/b/c/d",
                          "linux/am d64", "linux/arm/v7$", "linux//x$"}) {
