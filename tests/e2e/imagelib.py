@@ -200,8 +200,10 @@ def _layer_media_type(fmt: str, compression: str) -> str:
 
 
 def make_image(layers: list[Layer], fmt: str = "oci", platform: str = "linux/amd64",
-               cmd: list[str] | None = None, label: str = "") -> Image:
-    """Builds an image: fmt is "docker" (schema 2) or "oci"."""
+               cmd: list[str] | None = None, label: str = "",
+               config: dict | None = None) -> Image:
+    """Builds an image: fmt is "docker" (schema 2) or "oci". `config` adds to or replaces
+    fields of the image config's "config" object (Env, Entrypoint, WorkingDir, User...)."""
     plat = parse_platform(platform)
     layer_blobs, diff_ids = [], []
     for layer in layers:
@@ -214,7 +216,8 @@ def make_image(layers: list[Layer], fmt: str = "oci", platform: str = "linux/amd
         "created": "2024-01-01T00:00:00Z",
         "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
                    "Cmd": cmd or ["/bin/sh"],
-                   "Labels": {"berth.test": label} if label else {}},
+                   "Labels": {"berth.test": label} if label else {},
+                   **(config or {})},
         "rootfs": {"type": "layers", "diff_ids": diff_ids},
         "history": [{"created": "2024-01-01T00:00:00Z", "created_by": "berth e2e imagelib"}
                     for _ in layers],

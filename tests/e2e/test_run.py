@@ -1,0 +1,333 @@
+"""The runtime, end to end: `berth run/create/ps/rm/name/inspect` as an
+unprivileged user, with a static probe inside the image reporting what the
+container sees (identity, env, cwd, mounts, signals)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+import imagelib
+from conftest import REPO_ROOT
+
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def probe_bytes() -> bytes:
+    path = os.environ.get("BERTH_PROBE") or os.path.join(REPO_ROOT, "build", "tests",
+                                                         "berth_probe")
+    if not os.path.isfile(path):
+        pytest.exit(f"probe not found at {path}: build the berth_probe target", 2)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def userns_works(identity) -> bool:
+    r = subprocess.run(identity.prefix + ["unshare", "-Ur", "true"], capture_output=True)
+    return r.returncode == 0
+
+
+def kv(text: str) -> dict:
+    """The probe's key=value lines as a dict (the last value of a repeated key wins)."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+@pytest.fixture(scope="module")
+def run_image(registry, identity, berth_bin):
+    """An image with busybox, the probe at /probe, a user `app` (1234:1234) in
+    /etc/passwd, and config Env/WorkingDir; pushed once, referenced by name."""
+    if "run" not in subprocess.run([berth_bin, "--help"], capture_output=True, text=True).stdout:
+        pytest.skip("this berth has no run command yet")
+    if not userns_works(identity):
+        pytest.skip("unprivileged user namespaces are not available to the test user here")
+    passwd = b"root:x:0:0:root:/root:/bin/sh\napp:x:1234:1234:app:/home/app:/bin/sh\n"
+    group = b"root:x:0:\napp:x:1234:\nstaff:x:50:app\n"
+    extra = imagelib.Layer([
+        imagelib.File("probe", probe_bytes(), 0o755),
+        imagelib.File("etc/passwd", passwd),
+        imagelib.File("etc/group", group),
+        imagelib.File("etc/motd", b"motd from the image\n"),
+        imagelib.File("not-executable", b"#!/bin/sh\necho hi\n", 0o644),
+        imagelib.Dir("home"),
+        imagelib.Dir("home/app"),
+    ])
+    img = imagelib.make_image(
+        [imagelib.busybox_layer(), extra],
+        cmd=["/probe", "id"],
+        config={"Env": [f"PATH={PATH}", "FROM_IMAGE=image", "OVERRIDE=image"],
+                "WorkingDir": "/srv/work"})
+    registry.pusher().push_image("e2e/run", "1.0", img)
+    user_img = imagelib.make_image([imagelib.busybox_layer(), extra],
+                                   config={"User": "app", "Entrypoint": ["/probe"],
+                                           "Cmd": ["id"]})
+    registry.pusher().push_image("e2e/run", "user", user_img)
+    return f"{registry.host}/e2e/run"
+
+
+@pytest.fixture
+def img(berth, run_image):
+    berth("pull", f"{run_image}:1.0")
+    return f"{run_image}:1.0"
+
+
+# --- identity -----------------------------------------------------------------
+
+
+def test_default_user_is_root_inside(berth, img):
+    _, out, _ = berth("run", "--rm", img, "/probe", "id")
+    assert kv(out)["uid"] == "0" and kv(out)["gid"] == "0"
+
+
+def test_image_user_and_entrypoint_are_honoured(berth, run_image):
+    berth("pull", f"{run_image}:user")
+    _, out, _ = berth("run", "--rm", f"{run_image}:user")
+    assert (kv(out)["uid"], kv(out)["gid"]) == ("1234", "1234")
+    _, out, _ = berth("run", "--rm", f"{run_image}:user", "cwd")  # args replace Cmd
+    assert kv(out)["cwd"] == "/"
+
+
+def test_user_flag_keeps_host_identity(berth, img, identity):
+    _, out, _ = berth("run", "--rm", "-u", f"{identity.uid}:{identity.gid}", img, "/probe", "id")
+    assert (kv(out)["uid"], kv(out)["gid"]) == (str(identity.uid), str(identity.gid))
+
+
+def test_user_by_name_and_passwd_entry_added(berth, img):
+    _, out, _ = berth("run", "--rm", "-u", "app", img, "/probe", "id")
+    assert (kv(out)["uid"], kv(out)["gid"]) == ("1234", "1234")
+    _, out, _ = berth("run", "--rm", "-u", "4321:4321", img, "/probe", "cat", "/etc/passwd")
+    assert any(line.split(":")[2:4] == ["4321", "4321"] for line in out.splitlines()), out
+
+
+def test_unknown_user_is_an_error(berth, img):
+    rc, out, err = berth("run", "--rm", "-u", "nobody-here", img, "/probe", "id", check=False)
+    assert rc == 125
+    assert "nobody-here" in err.splitlines()[0]
+
+
+# --- environment, working directory, command ------------------------------------
+
+
+def test_env_merging(berth, img):
+    env_file = berth.write_file("vars.env", "# a comment\n\nFROM_FILE=file\nOVERRIDE=file\n")
+    _, out, _ = berth("run", "--rm", "--env-file", env_file, "-e", "OVERRIDE=cli",
+                      "-e", "FROM_HOST", img, "/probe", "env", env={"FROM_HOST": "host"})
+    env = dict(line[len("env="):].split("=", 1) for line in out.splitlines()
+               if line.startswith("env="))
+    assert env["FROM_IMAGE"] == "image"
+    assert env["FROM_FILE"] == "file"
+    assert env["OVERRIDE"] == "cli"
+    assert env["FROM_HOST"] == "host"
+    assert env["PATH"] == PATH
+    assert "BERTH_HOME" not in env  # the host environment stays out without --hostenv
+
+
+def test_hostenv_passes_the_host_environment(berth, img):
+    _, out, _ = berth("run", "--rm", "--hostenv", img, "/probe", "env",
+                      env={"ONLY_ON_HOST": "yes"})
+    assert "env=ONLY_ON_HOST=yes" in out.splitlines()
+
+
+def test_working_dir_from_image_and_flag(berth, img):
+    _, out, _ = berth("run", "--rm", img, "/probe", "cwd")
+    assert kv(out)["cwd"] == "/srv/work"
+    _, out, _ = berth("run", "--rm", "-w", "/tmp", img, "/probe", "cwd")
+    assert kv(out)["cwd"] == "/tmp"
+
+
+def test_image_cmd_runs_by_default_and_entrypoint_flag(berth, img):
+    _, out, _ = berth("run", "--rm", img)
+    assert kv(out)["uid"] == "0"
+    _, out, _ = berth("run", "--rm", "--entrypoint", "/probe", img, "hostname")
+    assert "hostname" in kv(out)
+
+
+def test_hostname_flag(berth, img):
+    _, out, _ = berth("run", "--rm", "--hostname", "box1", img, "/probe", "hostname")
+    assert kv(out)["hostname"] == "box1"
+
+
+def test_stdin_passes_through_with_i(berth, img):
+    _, out, _ = berth("run", "--rm", "-i", img, "/bin/cat", input="from stdin\n")
+    assert out == "from stdin\n"
+
+
+# --- mounts -----------------------------------------------------------------------
+
+
+def test_default_mounts(berth, img):
+    _, out, _ = berth("run", "--rm", img, "/probe", "mounts")
+    mounts = {line.split()[4]: line for line in out.splitlines()}
+    for target in ("/", "/proc", "/dev", "/sys", "/tmp", "/etc/resolv.conf", "/etc/hosts"):
+        assert target in mounts, f"{target} not mounted:\n{out}"
+    assert " ro," in mounts["/sys"] or " ro " in mounts["/sys"]
+    _, out, _ = berth("run", "--rm", img, "/probe", "ls", "/dev")
+    names = {line[len("name="):] for line in out.splitlines() if line.startswith("name=")}
+    assert {"null", "zero", "full", "random", "urandom", "tty", "pts", "shm"} <= names
+
+
+def test_volume_read_write_belongs_to_the_invoking_user(berth, img, identity):
+    host_dir = berth.make_dir("vol")
+    _, out, _ = berth("run", "--rm", "-v", f"{host_dir}:/data", img,
+                      "/probe", "write", "/data/out.txt", "written inside")
+    path = os.path.join(host_dir, "out.txt")
+    with open(path) as f:
+        assert f.read().startswith("written inside")
+    st = os.stat(path)
+    assert (st.st_uid, st.st_gid) == (identity.uid, identity.gid)
+
+
+def test_volume_read_only(berth, img):
+    host_dir = berth.make_dir("ro")
+    berth.write_file("ro/given.txt", "from the host\n")
+    _, out, _ = berth("run", "--rm", "-v", f"{host_dir}:/data:ro", img,
+                      "/probe", "cat", "/data/given.txt")
+    assert out == "from the host\n"
+    rc, _, err = berth("run", "--rm", "-v", f"{host_dir}:/data:ro", img,
+                       "/probe", "write", "/data/new.txt", "x", check=False)
+    assert rc != 0 and "Read-only file system" in err
+    assert not os.path.exists(os.path.join(host_dir, "new.txt"))
+
+
+def test_volume_with_missing_host_path_is_an_error(berth, img):
+    rc, out, err = berth("run", "--rm", "-v", "/no/such/dir:/data", img, "/probe", "true",
+                         check=False)
+    assert rc == 125
+    assert "/no/such/dir" in err.splitlines()[0]
+
+
+def test_volume_target_cannot_escape_through_a_symlink(berth, img):
+    host_dir = berth.make_dir("esc")
+    # /etc/../.. style targets are refused outright; a symlink in the image pointing outside
+    # resolves inside the root, so nothing lands on the host's /etc.
+    rc, _, err = berth("run", "--rm", "-v", f"{host_dir}:/../../x", img, "/probe", "true",
+                       check=False)
+    assert rc == 125 and err.startswith("berth: error:")
+
+
+# --- exit status and errors ------------------------------------------------------
+
+
+def test_exit_status_passes_through(berth, img):
+    rc, _, _ = berth("run", "--rm", img, "/probe", "exit", "7", check=False)
+    assert rc == 7
+
+
+def test_command_not_found_is_127(berth, img):
+    rc, _, err = berth("run", "--rm", img, "no-such-program", check=False)
+    assert rc == 127
+    assert len(err.splitlines()) >= 1 and "no-such-program" in err.splitlines()[0]
+
+
+def test_not_executable_is_126(berth, img):
+    rc, _, err = berth("run", "--rm", img, "/not-executable", check=False)
+    assert rc == 126
+    assert "/not-executable" in err.splitlines()[0]
+
+
+def test_unknown_image_is_125(berth):
+    rc, out, err = berth("run", "--rm", "no-such-image:1", "/bin/true", check=False)
+    assert rc == 125 and out == ""
+    assert err.startswith("berth: error:") and "no-such-image" in err.splitlines()[0]
+
+
+def test_signal_is_forwarded_to_the_workload(berth, img):
+    p = berth.popen("run", "--rm", img, "/probe", "signals", "20")
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        os.kill(p.pid, signal.SIGTERM)
+        out, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert "signal=15" in out
+    assert p.returncode == 128 + signal.SIGTERM
+
+
+def test_killed_workload_reports_128_plus_signal(berth, img):
+    rc, _, _ = berth("run", "--rm", img, "/bin/sh", "-c", "kill -9 $$", check=False)
+    assert rc == 128 + 9
+
+
+def test_two_containers_of_one_image_at_once(berth, img):
+    procs = [berth.popen("run", "--rm", img, "/probe", "signals", "30") for _ in range(2)]
+    try:
+        for p in procs:
+            assert p.stdout.readline().strip() == "ready"
+        # Both are running now; stop them.
+        for p in procs:
+            os.kill(p.pid, signal.SIGTERM)
+        for p in procs:
+            p.communicate(timeout=20)
+            assert p.returncode == 128 + signal.SIGTERM
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
+# --- containers: create, ps, name, inspect, rm --------------------------------------
+
+
+def test_container_lifecycle(berth, img):
+    _, out, _ = berth("create", "--name", "first", img)
+    cid = out.strip()
+    assert len(cid) == 64 and all(c in "0123456789abcdef" for c in cid)
+
+    ps = berth.json("ps", "--json")
+    assert [c["name"] for c in ps] == ["first"]
+    _, out, _ = berth("ps")
+    assert "first" in out and cid[:12] in out
+
+    # A container keeps its changes between runs.
+    berth("run", "first", "/probe", "write", "/kept.txt", "kept")
+    _, out, _ = berth("run", "first", "/probe", "cat", "/kept.txt")
+    assert out.startswith("kept")
+
+    berth("name", cid[:12], "second")
+    _, out, _ = berth("run", "second", "/probe", "cat", "/kept.txt")
+    assert out.startswith("kept")
+    berth("rmname", "second")
+
+    info = berth.json("inspect", "first")
+    info = info[0] if isinstance(info, list) else info
+    assert cid in json.dumps(info)
+
+    rc, _, err = berth("create", "--name", "first", img, check=False)
+    assert rc != 0 and "first" in err.splitlines()[0]  # names are unique
+
+    berth("rm", "first")
+    assert berth.json("ps", "--json") == []
+    rc, _, err = berth("rm", "first", check=False)
+    assert rc != 0 and "first" in err.splitlines()[0]
+
+
+def test_rm_flag_removes_the_container(berth, img):
+    berth("run", "--rm", img, "/probe", "true")
+    assert berth.json("ps", "--json") == []
+    berth("run", img, "/probe", "true")
+    assert len(berth.json("ps", "--json")) == 1
+
+
+def test_running_container_cannot_be_removed(berth, img):
+    berth("create", "--name", "busy", img)
+    p = berth.popen("run", "busy", "/probe", "signals", "30")
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        rc, _, err = berth("rm", "busy", check=False)
+        assert rc != 0 and "running" in err
+        os.kill(p.pid, signal.SIGTERM)
+        p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    berth("rm", "busy")
