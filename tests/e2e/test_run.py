@@ -235,7 +235,7 @@ def test_not_executable_is_126(berth, img):
     assert "/not-executable" in err.splitlines()[0]
 
 
-def test_unknown_image_is_125(berth):
+def test_unknown_image_is_125(berth, run_image):
     rc, out, err = berth("run", "--rm", "no-such-image:1", "/bin/true", check=False)
     assert rc == 125 and out == ""
     assert err.startswith("berth: error:") and "no-such-image" in err.splitlines()[0]
