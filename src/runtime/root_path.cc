@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 
 namespace berth {
@@ -27,7 +28,48 @@ int open_in_root(int root_fd, const char* path, int flags, mode_t mode) {
   }
 }
 
-int make_path_in_root(int root_fd, const char* path, bool last_is_file, mode_t dir_mode) {
+namespace {
+
+int make_path(int root_fd, const char* path, bool last_is_file, mode_t dir_mode, int depth);
+
+/// Component `name` of `buf` (which ends at `end`) exists as a symlink whose
+/// target is missing: re-walk with the link's text in its place, so that
+/// the directories it names are made inside the root (as runc does).
+/// Returns 1 when it was not such a link, else 0 or -1 from the re-walk.
+int follow_dangling(int root_fd, int parent, const char* name, const char* buf, size_t pos,
+                    size_t end, bool last_is_file, mode_t dir_mode, int depth) {
+  struct stat st;
+  if (::fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(st.st_mode)) return 1;
+  char through[PATH_MAX];
+  std::snprintf(through, sizeof through, "%.*s", static_cast<int>(end), buf);
+  int fd = open_in_root(root_fd, through, O_PATH);
+  if (fd >= 0) {
+    ::close(fd);
+    return 1;  // the link leads somewhere that exists: nothing to make here
+  }
+  if (errno != ENOENT) return -1;
+  if (depth >= 40) {
+    errno = ELOOP;
+    return -1;
+  }
+  char link[PATH_MAX];
+  ssize_t n = ::readlinkat(parent, name, link, sizeof link - 1);
+  if (n < 0) return -1;
+  link[n] = '\0';
+  char next[PATH_MAX];
+  int len;
+  if (link[0] == '/')
+    len = std::snprintf(next, sizeof next, "%s%s", link, buf + end);
+  else
+    len = std::snprintf(next, sizeof next, "%.*s%s%s", static_cast<int>(pos), buf, link, buf + end);
+  if (len < 0 || static_cast<size_t>(len) >= sizeof next) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  return make_path(root_fd, next, last_is_file, dir_mode, depth + 1);
+}
+
+int make_path(int root_fd, const char* path, bool last_is_file, mode_t dir_mode, int depth) {
   char buf[PATH_MAX];
   size_t len = std::strlen(path);
   if (len >= sizeof buf) {
@@ -35,7 +77,7 @@ int make_path_in_root(int root_fd, const char* path, bool last_is_file, mode_t d
     return -1;
   }
   std::memcpy(buf, path, len + 1);
-  // Walk the components: buf[0..end) is the prefix made so far.
+  // Walk the components: buf[0..pos) is the prefix made so far.
   size_t pos = 0;
   while (pos < len) {
     while (pos < len && buf[pos] == '/') ++pos;
@@ -43,7 +85,6 @@ int make_path_in_root(int root_fd, const char* path, bool last_is_file, mode_t d
     size_t end = pos;
     while (end < len && buf[end] != '/') ++end;
     bool last = end >= len;
-    // Split the prefix into parent dir (opened in the root) and this name.
     char saved = buf[pos - 1 + (pos == 0)];
     if (pos > 0) buf[pos - 1] = '\0';
     int parent = open_in_root(root_fd, pos > 0 ? buf : ".", O_PATH | O_DIRECTORY);
@@ -58,13 +99,19 @@ int make_path_in_root(int root_fd, const char* path, bool last_is_file, mode_t d
     }
     std::memcpy(name, buf + pos, n);
     name[n] = '\0';
-    int rc;
-    if (last && last_is_file) {
-      rc = ::mknodat(parent, name, S_IFREG | 0644, 0);
-    } else {
-      rc = ::mkdirat(parent, name, dir_mode);
-    }
+    int rc = last && last_is_file ? ::mknodat(parent, name, S_IFREG | 0644, 0)
+                                  : ::mkdirat(parent, name, dir_mode);
     int err = errno;
+    if (rc != 0 && err == EEXIST) {
+      int followed =
+          follow_dangling(root_fd, parent, name, buf, pos, end, last_is_file, dir_mode, depth);
+      if (followed != 1) {
+        err = errno;
+        ::close(parent);
+        errno = err;
+        return followed;
+      }
+    }
     ::close(parent);
     if (rc != 0 && err != EEXIST) {
       errno = err;
@@ -73,6 +120,12 @@ int make_path_in_root(int root_fd, const char* path, bool last_is_file, mode_t d
     pos = end;
   }
   return 0;
+}
+
+}  // namespace
+
+int make_path_in_root(int root_fd, const char* path, bool last_is_file, mode_t dir_mode) {
+  return make_path(root_fd, path, last_is_file, dir_mode, 0);
 }
 
 }  // namespace berth
