@@ -15,6 +15,8 @@
  *   probe ls DIR           name=... per entry, sorted by the kernel's order
  *   probe walk DIR         stats every file below DIR: files=N
  *   probe zombies          orphans a child that exits, waits: zombies=N
+ *   probe tty              tty=0|1 foreground=0|1 (stdin is a terminal whose
+ *                          foreground process group is ours)
  *   probe true             exits 0
  * Errors: error=<what>: <strerror> on stderr, exit 1. */
 #define _GNU_SOURCE
@@ -28,6 +30,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -173,7 +176,7 @@ static int cmd_zombies(void) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: probe id|env|cwd|mounts|hostname|pid|write|cat|exit|signals|ls|walk|zombies|true\n");
+    fprintf(stderr, "usage: probe id|env|cwd|mounts|hostname|pid|write|cat|exit|signals|ls|walk|zombies|tty|true\n");
     return 2;
   }
   const char* cmd = argv[1];
@@ -201,6 +204,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!strcmp(cmd, "zombies")) return cmd_zombies();
+  if (!strcmp(cmd, "tty")) {
+    int tty = isatty(0);
+    printf("tty=%d\nforeground=%d\n", tty, tty && tcgetpgrp(0) == getpgrp());
+    return 0;
+  }
   if (argc < 3) {
     fprintf(stderr, "probe %s: missing argument\n", cmd);
     return 2;
