@@ -6,13 +6,18 @@
 #include <pty.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -421,6 +426,34 @@ TEST_F(UsernsEngine, TtyMakesWorkloadForeground) {
     EXPECT_EQ(r.code, 0) << r.error;
     EXPECT_EQ(r.out, "tty=1\nforeground=1\n") << "pid namespace " << pidns;
   }
+}
+
+/// Refuses new user namespaces in this process with a seccomp filter, as
+/// some container platforms and hardened hosts do.
+void refuse_user_namespaces() {
+  struct sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 1, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_unshare, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_NEWUSER, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {static_cast<unsigned short>(std::size(f)), f};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+    ::_exit(90);
+}
+
+TEST_F(UsernsEngine, NoUserNamespacesIs125WithProbeError) {
+  int o, e;
+  pid_t pid = start(spec({"probe", "true"}), o, e, refuse_user_namespaces);
+  Ran r = finish(pid, o, e);
+  EXPECT_EQ(r.code, 125);
+  EXPECT_EQ(r.error, "unshare user namespace: Operation not permitted");
 }
 
 TEST_F(UsernsEngine, StartupIsFast) {
