@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/capability.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -85,6 +87,13 @@ void reset_signals() {
     if (::setpgid(0, 0) == 0) {
       (void)::tcsetpgrp(ctx.tty_fd, ::getpgrp());  // best effort: the job still runs without it
     }
+  }
+  // Without CAP_SYS_ADMIN a root workload cannot undo the plan, e.g. remount a
+  // read-only volume writable (those mounts were made in its own namespace,
+  // so the kernel does not lock them). Docker drops it too.
+  if (::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0) {
+    set_failure(&f, 125, errno, "drop capability", "CAP_SYS_ADMIN");
+    fail(ctx, f);
   }
   // Descriptors the caller left open must not leak into the container.
   (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // ENOSYS on old kernels: leak is harmless

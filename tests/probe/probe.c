@@ -15,6 +15,8 @@
  *   probe ls DIR           name=... per entry, sorted by the kernel's order
  *   probe walk DIR         stats every file below DIR: files=N
  *   probe zombies          orphans a child that exits, waits: zombies=N
+ *   probe remount PATH     tries to remount PATH read-write: remounted=PATH
+ *                          or error=...
  *   probe tty              tty=0|1 foreground=0|1 (stdin is a terminal whose
  *                          foreground process group is ours)
  *   probe true             exits 0
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -176,7 +179,7 @@ static int cmd_zombies(void) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: probe id|env|cwd|mounts|hostname|pid|write|cat|exit|signals|ls|walk|zombies|tty|true\n");
+    fprintf(stderr, "usage: probe id|env|cwd|mounts|hostname|pid|write|cat|exit|signals|ls|walk|zombies|remount|tty|true\n");
     return 2;
   }
   const char* cmd = argv[1];
@@ -218,6 +221,11 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "signals")) return cmd_signals(atoi(argv[2]));
   if (!strcmp(cmd, "ls")) return cmd_ls(argv[2]);
   if (!strcmp(cmd, "walk")) return cmd_walk(argv[2]);
+  if (!strcmp(cmd, "remount")) {
+    if (mount(NULL, argv[2], NULL, MS_REMOUNT | MS_BIND, NULL) != 0) return fail("remount", argv[2]);
+    printf("remounted=%s\n", argv[2]);
+    return 0;
+  }
   if (!strcmp(cmd, "write")) {
     if (argc < 4) {
       fprintf(stderr, "probe write: missing TEXT\n");

@@ -249,6 +249,9 @@ TEST_F(UsernsEngine, ReadOnlyAndReadWriteVolumes) {
   s.argv = {"probe", "cat", "/data/ro/in"};
   r = run(s);
   EXPECT_EQ(r.out, "data");
+  // Root in the container cannot make a read-only volume writable again.
+  s.argv = {"probe", "remount", "/data/ro"};
+  EXPECT_EQ(run(s).code, 1);
   s.argv = {"probe", "cat", "/etc/single"};
   EXPECT_EQ(run(s).out, "single");
   EXPECT_TRUE(fs::is_regular_file(rootfs_ + "/etc/single"));
