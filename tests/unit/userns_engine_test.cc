@@ -104,7 +104,7 @@ Ran finish(pid_t pid, int out_fd, int err_fd, std::string out = "") {
 }
 
 Ran run(const ContainerSpec& spec) {
-  int o, e;
+  int o = -1, e = -1;
   pid_t pid = start(spec, o, e, [] {});
   return finish(pid, o, e);
 }
@@ -267,7 +267,7 @@ TEST_F(UsernsEngine, ReadOnlyVolumeKeepsLockedFlags) {
   uid_t uid = ::getuid();
   gid_t gid = ::getgid();
   std::string locked = dir_ + "/locked";
-  int o, e;
+  int o = -1, e = -1;
   pid_t pid = start(s, o, e, [&] {
     if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) ::_exit(90);
     auto put = [](const char* f, const std::string& t) {
@@ -352,7 +352,7 @@ TEST_F(UsernsEngine, PidNamespaceInitReapsOrphans) {
 
 /// Starts `probe signals`, waits for "ready", sends `sigs` to the engine's process.
 Ran signal_run(const ContainerSpec& s, std::initializer_list<int> sigs) {
-  int o, e;
+  int o = -1, e = -1;
   pid_t pid = start(s, o, e, [] {});
   std::string out;
   char c;
@@ -381,7 +381,7 @@ TEST_F(UsernsEngine, SignalsAreForwardedThroughInit) {
 TEST_F(UsernsEngine, KilledWorkloadIs128PlusSignal) {
   // SIGKILL cannot be forwarded: kill the workload itself, the engine's only child.
   ContainerSpec s = spec({"probe", "signals", "10"});
-  int o, e;
+  int o = -1, e = -1;
   pid_t pid = start(s, o, e, [] {});
   std::string out;
   char c;
@@ -399,7 +399,7 @@ TEST_F(UsernsEngine, KilledWorkloadIs128PlusSignal) {
 TEST_F(UsernsEngine, StdinPassesThroughWhenOpen) {
   ContainerSpec s = spec({"probe", "cat", "/dev/stdin"});
   s.stdin_open = true;
-  int o, e;
+  int o = -1, e = -1;
   pid_t pid = start(s, o, e, [] {
     int in[2];
     if (::pipe(in) != 0 || ::write(in[1], "hello", 5) != 5) ::_exit(90);
@@ -417,7 +417,7 @@ TEST_F(UsernsEngine, TtyMakesWorkloadForeground) {
     s.tty = true;
     s.stdin_open = true;
     s.pid_namespace = pidns;
-    int o, e;
+    int o = -1, e = -1;
     pid_t pid = start(s, o, e, [] {
       // A new session with a pseudo-terminal as controlling terminal and stdin.
       int master, slave;
@@ -452,7 +452,7 @@ void refuse_user_namespaces() {
 }
 
 TEST_F(UsernsEngine, NoUserNamespacesIs125WithProbeError) {
-  int o, e;
+  int o = -1, e = -1;
   pid_t pid = start(spec({"probe", "true"}), o, e, refuse_user_namespaces);
   Ran r = finish(pid, o, e);
   EXPECT_EQ(r.code, 125);
