@@ -77,16 +77,16 @@ void reset_signals() {
 /// The workload's last steps: stdin, terminal, signals, fds, exec.
 [[noreturn]] void start_workload(const ChildContext& ctx) {
   ChildFailure f;
-  if (ctx.devnull_fd >= 0 && ::dup2(ctx.devnull_fd, STDIN_FILENO) < 0) {
-    set_failure(&f, 125, errno, "dup2", "/dev/null");
-    fail(ctx, f);
-  }
-  if (ctx.tty_fd >= 0) {
+  if (ctx.tty_fd >= 0) {  // before stdin may become /dev/null: tty_fd can be 0
     // Become the terminal's foreground process group so that ^C reaches the
     // workload. SIGTTOU is still blocked here (the parent blocked it).
     if (::setpgid(0, 0) == 0) {
       (void)::tcsetpgrp(ctx.tty_fd, ::getpgrp());  // best effort: the job still runs without it
     }
+  }
+  if (ctx.devnull_fd >= 0 && ::dup2(ctx.devnull_fd, STDIN_FILENO) < 0) {
+    set_failure(&f, 125, errno, "dup2", "/dev/null");
+    fail(ctx, f);
   }
   // Without CAP_SYS_ADMIN a root workload cannot undo the plan, e.g. remount a
   // read-only volume writable (those mounts were made in its own namespace,
