@@ -1,0 +1,258 @@
+// The child between clone and exec, and the minimal init of a PID namespace.
+#include "runtime/child.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <linux/capability.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "runtime/root_path.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+namespace berth {
+namespace {
+
+/// Signals the parent (and the init) forward to the workload.
+constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+/// The workload's pid, for the init's signal handler.
+volatile pid_t g_workload = 0;
+
+[[noreturn]] void fail(const ChildContext& ctx, const ChildFailure& f) {
+  // A short write leaves the parent with a truncated record, which it reports as such.
+  (void)!::write(ctx.report_fd, &f, sizeof f);
+  ::_exit(f.exit_code);
+}
+
+/// Writes `text` to /proc/self/`file`; -1 with errno on failure.
+int write_proc_self(const char* file, const char* text) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/%s", file);
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t len = std::strlen(text);
+  ssize_t n = ::write(fd, text, len);
+  int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(len)) {
+    errno = n < 0 ? err : EIO;
+    return -1;
+  }
+  return 0;
+}
+
+/// fork() without glibc's atfork handlers and malloc locks, which another
+/// thread of the parent may have held at clone time.
+pid_t raw_fork() { return static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0)); }
+
+/// Resets signal dispositions and the mask the parent left, right before exec.
+void reset_signals() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    (void)::sigaction(sig, &sa, nullptr);  // EINVAL for the few unsettable ones: nothing to reset
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+/// The workload's last steps: stdin, terminal, signals, fds, exec.
+[[noreturn]] void start_workload(const ChildContext& ctx) {
+  ChildFailure f;
+  if (ctx.tty_fd >= 0) {  // before stdin may become /dev/null: tty_fd can be 0
+    // Become the terminal's foreground process group so that ^C reaches the
+    // workload. SIGTTOU is still blocked here (the parent blocked it).
+    if (::setpgid(0, 0) == 0) {
+      (void)::tcsetpgrp(ctx.tty_fd, ::getpgrp());  // best effort: the job still runs without it
+    }
+  }
+  if (ctx.devnull_fd >= 0 && ::dup2(ctx.devnull_fd, STDIN_FILENO) < 0) {
+    set_failure(&f, 125, errno, "dup2", "/dev/null");
+    fail(ctx, f);
+  }
+  // Without CAP_SYS_ADMIN a root workload cannot undo the plan, e.g. remount a
+  // read-only volume writable (those mounts were made in its own namespace,
+  // so the kernel does not lock them). Docker drops it too.
+  if (::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0) {
+    set_failure(&f, 125, errno, "drop capability", "CAP_SYS_ADMIN");
+    fail(ctx, f);
+  }
+  // Descriptors the caller left open must not leak into the container.
+  (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // ENOSYS on old kernels: leak is harmless
+  reset_signals();
+  exec_workload(ctx, &f);
+  fail(ctx, f);
+}
+
+void forward_signal(int sig, siginfo_t* info, void*) {
+  // A terminal's signal (SI_KERNEL) already reached the workload's process group.
+  if (info != nullptr && info->si_code == SI_KERNEL) return;
+  pid_t pid = g_workload;
+  if (pid > 0) (void)::kill(pid, sig);
+}
+
+/// PID 1 of a new PID namespace: starts the workload, forwards signals to
+/// it, reaps every orphan, and exits with the workload's status.
+[[noreturn]] void run_init(const ChildContext& ctx) {
+  pid_t pid = raw_fork();
+  if (pid < 0) {
+    ChildFailure f;
+    set_failure(&f, 125, errno, "fork", "workload");
+    fail(ctx, f);
+  }
+  if (pid == 0) start_workload(ctx);
+  g_workload = pid;
+  ::close(ctx.report_fd);  // the workload's copy tells the parent about exec
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = forward_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  for (int sig : kForwarded) ::sigaction(sig, &sa, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (;;) {
+    int status;
+    pid_t got = ::waitpid(-1, &status, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      ::_exit(125);  // ECHILD before the workload was seen: cannot happen
+    }
+    if (got != pid) continue;  // an orphan, reaped
+    if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
+    if (WIFSIGNALED(status)) ::_exit(128 + WTERMSIG(status));
+  }
+}
+
+}  // namespace
+
+void exec_workload(const ChildContext& ctx, ChildFailure* f) {
+  const char* file = ctx.argv[0];
+  char op[320];
+  std::snprintf(op, sizeof op, "exec: \"%s\"", file);
+  if (std::strchr(file, '/') != nullptr) {
+    ::execve(file, ctx.argv.data(), ctx.envp.data());
+    int err = errno;
+    set_failure(f, err == ENOENT || err == ENOTDIR ? 127 : 126, err, op, "");
+    return;
+  }
+  size_t flen = std::strlen(file);
+  bool denied = false;
+  const char* p = ctx.path;
+  char buf[PATH_MAX];
+  for (;;) {
+    const char* colon = std::strchr(p, ':');
+    size_t dlen = colon ? static_cast<size_t>(colon - p) : std::strlen(p);
+    if (dlen + flen + 2 <= sizeof buf) {
+      if (dlen == 0) {
+        std::memcpy(buf, file, flen + 1);  // an empty PATH entry is the working directory
+      } else {
+        std::memcpy(buf, p, dlen);
+        buf[dlen] = '/';
+        std::memcpy(buf + dlen + 1, file, flen + 1);
+      }
+      ::execve(buf, ctx.argv.data(), ctx.envp.data());
+      int err = errno;
+      if (err == EACCES) {
+        denied = true;
+      } else if (err != ENOENT && err != ENOTDIR && err != ELOOP && err != ENAMETOOLONG) {
+        set_failure(f, 126, err, op, "");  // found but cannot run it: ENOEXEC, E2BIG, ...
+        return;
+      }
+    }
+    if (colon == nullptr) break;
+    p = colon + 1;
+  }
+  if (denied)
+    set_failure(f, 126, EACCES, op, "");
+  else
+    set_failure(f, 127, 0, op, "", "executable file not found in $PATH");
+}
+
+void child_main(const ChildContext& ctx) {
+  const ContainerSpec& spec = *ctx.spec;
+  ChildFailure f;
+  // Identity: one uid and one gid, mapped onto the caller's.
+  if (write_proc_self("setgroups", "deny") != 0 && errno != ENOENT) {
+    set_failure(&f, 125, errno, "write", "/proc/self/setgroups");
+    fail(ctx, f);
+  }
+  if (write_proc_self("uid_map", ctx.uid_map) != 0) {
+    set_failure(&f, 125, errno, "write", "/proc/self/uid_map");
+    fail(ctx, f);
+  }
+  if (write_proc_self("gid_map", ctx.gid_map) != 0) {
+    set_failure(&f, 125, errno, "write", "/proc/self/gid_map");
+    fail(ctx, f);
+  }
+  if (!spec.hostname.empty() && ::sethostname(spec.hostname.data(), spec.hostname.size()) != 0) {
+    set_failure(&f, 125, errno, "sethostname", spec.hostname.c_str());
+    fail(ctx, f);
+  }
+  // Mounts: nothing propagates back to the host; the root becomes a mount
+  // point of its own so that pivot_root accepts it.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    set_failure(&f, 125, errno, "make mounts private", "/");
+    fail(ctx, f);
+  }
+  const char* rootfs = spec.rootfs.c_str();
+  if (::mount(rootfs, rootfs, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+    set_failure(&f, 125, errno, "bind", rootfs);
+    fail(ctx, f);
+  }
+  int root_fd = ::open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root_fd < 0) {
+    set_failure(&f, 125, errno, "open", rootfs);
+    fail(ctx, f);
+  }
+  if (!apply_mount_plan(*ctx.plan, root_fd, &f)) fail(ctx, f);
+  if (!spec.writable_rootfs && remount_read_only(rootfs) != 0) {
+    set_failure(&f, 125, errno, "remount read-only", rootfs);
+    fail(ctx, f);
+  }
+  if (::fchdir(root_fd) != 0) {
+    set_failure(&f, 125, errno, "chdir", rootfs);
+    fail(ctx, f);
+  }
+  // pivot_root(".", ".") stacks the old root on the new one; detaching it
+  // leaves only the container's tree.
+  if (::syscall(SYS_pivot_root, ".", ".") != 0) {
+    set_failure(&f, 125, errno, "pivot_root", rootfs);
+    fail(ctx, f);
+  }
+  if (::umount2(".", MNT_DETACH) != 0) {
+    set_failure(&f, 125, errno, "detach old root", "/");
+    fail(ctx, f);
+  }
+  ::close(root_fd);
+  if (::chdir(spec.cwd.c_str()) != 0) {
+    // Docker creates a missing WorkingDir; so do we, as the container user.
+    if (errno != ENOENT || make_path_in_root(AT_FDCWD, spec.cwd.c_str(), false) != 0 ||
+        ::chdir(spec.cwd.c_str()) != 0) {
+      set_failure(&f, 125, errno, "chdir to working directory", spec.cwd.c_str());
+      fail(ctx, f);
+    }
+  }
+  if (spec.pid_namespace) run_init(ctx);
+  start_workload(ctx);
+}
+
+}  // namespace berth

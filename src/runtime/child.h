@@ -1,0 +1,61 @@
+// The part of the userns engine that runs between clone and exec.
+//
+// Everything the child needs is prepared by the parent as C strings and
+// pointer arrays (ChildContext); the child allocates nothing, throws
+// nothing and never returns: it applies the MountPlan, pivots into the root,
+// execs the workload, and on any failure writes one ChildFailure record to
+// the report pipe (close-on-exec, so a successful exec closes it) and _exits.
+#pragma once
+
+#include <sys/types.h>
+
+#include <vector>
+
+#include "runtime/container_spec.h"
+#include "runtime/mount_plan.h"
+
+namespace berth {
+
+/// The record a failing child writes to the report pipe.
+struct ChildFailure {
+  int exit_code = 125;  ///< 125 Berth failed, 126 cannot execute, 127 not found
+  int err = 0;          ///< errno, 0 when none
+  char op[320] = {};    ///< e.g. "mount", "exec: \"foo\""
+  char subject[1024] = {};
+  char detail[256] = {};
+};
+
+/// What the child needs, prepared by the parent before clone.
+struct ChildContext {
+  const ContainerSpec* spec = nullptr;
+  const MountPlan* plan = nullptr;
+  const char* uid_map = nullptr;  ///< "UID OUTER 1"
+  const char* gid_map = nullptr;
+  std::vector<char*> argv;        ///< null-terminated
+  std::vector<char*> envp;        ///< null-terminated
+  const char* path = nullptr;     ///< PATH for the command lookup
+  int report_fd = -1;             ///< write end of the report pipe (close-on-exec)
+  int devnull_fd = -1;            ///< stdin when !spec->stdin_open
+  int tty_fd = -1;                ///< the caller's terminal to hand over, or -1
+};
+
+/// Fills `f` (snprintf into the fixed buffers; nothing allocated).
+void set_failure(ChildFailure* f, int exit_code, int err, const char* op, const char* subject,
+                 const char* detail = "");
+
+/// Applies `plan` beneath the root at `root_fd` (before pivot_root); false
+/// with `f` filled when a required entry fails.
+bool apply_mount_plan(const MountPlan& plan, int root_fd, ChildFailure* f);
+
+/// Remounts the mount at `path` read-only, keeping its locked flags
+/// (nosuid, nodev, noexec, atime) without which the remount fails with EPERM.
+int remount_read_only(const char* path);
+
+/// Execs ctx's argv (PATH lookup when argv[0] has no '/'); returns only on
+/// failure, with `f` filled (127 not found, 126 cannot execute).
+void exec_workload(const ChildContext& ctx, ChildFailure* f);
+
+/// The child's entry point after clone; never returns.
+[[noreturn]] void child_main(const ChildContext& ctx);
+
+}  // namespace berth

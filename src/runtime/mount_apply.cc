@@ -1,0 +1,163 @@
+// Applying a MountPlan inside the child: no allocation, no exceptions.
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "runtime/child.h"
+#include "runtime/root_path.h"
+
+namespace berth {
+
+void set_failure(ChildFailure* f, int exit_code, int err, const char* op, const char* subject,
+                 const char* detail) {
+  f->exit_code = exit_code;
+  f->err = err;
+  std::snprintf(f->op, sizeof f->op, "%s", op);
+  std::snprintf(f->subject, sizeof f->subject, "%s", subject);
+  std::snprintf(f->detail, sizeof f->detail, "%s", detail);
+}
+
+int remount_read_only(const char* path) {
+  struct statvfs sv;
+  if (::statvfs(path, &sv) != 0) return -1;
+  // Flags locked by the user namespace must be repeated or the remount fails.
+  unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY;
+  if (sv.f_flag & ST_NOSUID) flags |= MS_NOSUID;
+  if (sv.f_flag & ST_NODEV) flags |= MS_NODEV;
+  if (sv.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+  if (sv.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+  if (sv.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+  if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+  return ::mount(nullptr, path, nullptr, flags, nullptr);
+}
+
+namespace {
+
+/// "/proc/self/fd/N" for an fd, so mount(2) acts on exactly what was resolved.
+void fd_path(char (&buf)[64], int fd) { std::snprintf(buf, sizeof buf, "/proc/self/fd/%d", fd); }
+
+/// Splits absolute `path` into its parent (in `dir`) and last component (returned).
+const char* split_parent(const char* path, char (&dir)[PATH_MAX]) {
+  std::snprintf(dir, sizeof dir, "%s", path);
+  char* slash = std::strrchr(dir, '/');
+  if (slash == nullptr) {
+    dir[0] = '/';
+    dir[1] = '\0';
+    return path;
+  }
+  const char* name = path + (slash - dir) + 1;
+  if (slash == dir) slash[1] = '\0'; else *slash = '\0';
+  return name;
+}
+
+/// Creates a symlink entry; -1 with errno on failure. An existing entry is kept.
+int make_symlink(int root_fd, const MountEntry& e) {
+  char dir[PATH_MAX];
+  const char* name = split_parent(e.target.c_str(), dir);
+  if (make_path_in_root(root_fd, dir, false) != 0) return -1;
+  int dfd = open_in_root(root_fd, dir, O_PATH | O_DIRECTORY);
+  if (dfd < 0) return -1;
+  int rc = ::symlinkat(e.source.c_str(), dfd, name);
+  int err = errno;
+  ::close(dfd);
+  if (rc != 0 && err != EEXIST) {
+    errno = err;
+    return -1;
+  }
+  return 0;
+}
+
+/// Applies one entry; false with `f` filled on failure.
+bool apply_entry(int root_fd, const MountEntry& e, ChildFailure* f) {
+  const char* target = e.target.c_str();
+  if (e.kind == MountKind::kSymlink) {
+    if (make_symlink(root_fd, e) == 0) return true;
+    set_failure(f, 125, errno, "symlink", target);
+    return false;
+  }
+  int fd = open_in_root(root_fd, target, O_PATH);
+  if (fd < 0 && errno == ENOENT) {
+    if (make_path_in_root(root_fd, target, e.target_kind == TargetKind::kFile) != 0) {
+      set_failure(f, 125, errno, "create mount target", target);
+      return false;
+    }
+    fd = open_in_root(root_fd, target, O_PATH);
+  }
+  if (fd < 0) {
+    set_failure(f, 125, errno, "open mount target", target);
+    return false;
+  }
+  char path[64];
+  fd_path(path, fd);
+  int rc;
+  if (e.kind == MountKind::kFs) {
+    rc = ::mount(e.source.c_str(), path, e.fstype.c_str(), e.flags,
+                 e.data.empty() ? nullptr : e.data.c_str());
+  } else {
+    unsigned long flags = MS_BIND | (e.kind == MountKind::kRbind ? MS_REC : 0);
+    rc = ::mount(e.source.c_str(), path, nullptr, flags, nullptr);
+  }
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) {
+    const char* what = e.kind == MountKind::kFs ? e.fstype.c_str() : e.source.c_str();
+    char op[320];
+    std::snprintf(op, sizeof op, "mount %s on", what);
+    set_failure(f, 125, err, op, target);
+    return false;
+  }
+  if (!e.read_only) return true;
+  // Reopen: the fd from before the mount names the directory under it.
+  fd = open_in_root(root_fd, target, O_PATH);
+  if (fd < 0) {
+    set_failure(f, 125, errno, "open mount", target);
+    return false;
+  }
+  fd_path(path, fd);
+  rc = remount_read_only(path);
+  err = errno;
+  if (rc == 0 && e.kind == MountKind::kRbind) {
+    // Submounts too, where the kernel has mount_setattr; the top is read-only
+    // either way, so ENOSYS on an old kernel is not an error.
+    struct mount_attr attr;
+    std::memset(&attr, 0, sizeof attr);
+    attr.attr_set = MOUNT_ATTR_RDONLY;
+    if (::syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) !=
+            0 &&
+        errno != ENOSYS) {
+      rc = -1;
+      err = errno;
+    }
+  }
+  if (rc != 0) {
+    // Never leave a mount meant to be read-only writable, even an optional one.
+    (void)::umount2(path, MNT_DETACH);  // best effort: the failure is reported below
+  }
+  ::close(fd);
+  if (rc != 0) {
+    set_failure(f, 125, err, "remount read-only", target);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool apply_mount_plan(const MountPlan& plan, int root_fd, ChildFailure* f) {
+  for (const MountEntry& e : plan.entries) {
+    if (apply_entry(root_fd, e, f)) continue;
+    if (e.required) return false;
+    // Optional entry (a device node, /sys, resolv.conf): the container goes without it.
+  }
+  return true;
+}
+
+}  // namespace berth

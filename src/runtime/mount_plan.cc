@@ -1,0 +1,161 @@
+#include "runtime/mount_plan.h"
+
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include <string_view>
+
+namespace berth {
+
+HostPathKind HostInfo::kind(const std::string& path) const {
+  auto it = paths.find(path);
+  return it == paths.end() ? HostPathKind::kMissing : it->second;
+}
+
+namespace {
+
+/// When a default mount applies.
+enum class When { kAlways, kPidNs, kNoPidNs, kMinimalDev, kHostDev };
+
+/// One row of the default-mount table.
+struct DefaultMount {
+  const char* target;
+  MountKind kind;
+  const char* source;  // host path for binds, fs source for kFs, link text for symlinks
+  const char* fstype;
+  unsigned long flags;
+  const char* data;
+  TargetKind target_kind;
+  bool read_only;
+  bool required;
+  When when;
+};
+
+constexpr unsigned long kNoSuidDevExec = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+constexpr auto kDir = TargetKind::kDirectory;
+constexpr auto kFile = TargetKind::kFile;
+
+// The default mounts, in the order they are applied. A bind whose host source
+// is missing is left out when optional and refused when required.
+// clang-format off
+constexpr DefaultMount kDefaults[] = {
+  // target             kind                source              fstype    flags                       data                                        target ro     required when
+  {"/proc",             MountKind::kFs,      "proc",            "proc",   kNoSuidDevExec,             "",                                         kDir,  false, true,  When::kPidNs},
+  {"/proc",             MountKind::kRbind,   "/proc",           "",       0,                          "",                                         kDir,  false, true,  When::kNoPidNs},
+  {"/dev",              MountKind::kRbind,   "/dev",            "",       0,                          "",                                         kDir,  false, true,  When::kHostDev},
+  {"/dev",              MountKind::kFs,      "tmpfs",           "tmpfs",  MS_NOSUID | MS_STRICTATIME, "mode=755,size=65536k",                     kDir,  false, true,  When::kMinimalDev},
+  {"/dev/null",         MountKind::kBind,    "/dev/null",       "",       0,                          "",                                         kFile, false, true,  When::kMinimalDev},
+  {"/dev/zero",         MountKind::kBind,    "/dev/zero",       "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
+  {"/dev/full",         MountKind::kBind,    "/dev/full",       "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
+  {"/dev/random",       MountKind::kBind,    "/dev/random",     "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
+  {"/dev/urandom",      MountKind::kBind,    "/dev/urandom",    "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
+  {"/dev/tty",          MountKind::kBind,    "/dev/tty",        "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
+  {"/dev/pts",          MountKind::kFs,      "devpts",          "devpts", MS_NOSUID | MS_NOEXEC,      "newinstance,ptmxmode=0666,mode=0620",      kDir,  false, false, When::kMinimalDev},
+  {"/dev/ptmx",         MountKind::kSymlink, "pts/ptmx",        "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
+  {"/dev/shm",          MountKind::kFs,      "shm",             "tmpfs",  kNoSuidDevExec,             "mode=1777,size=65536k",                    kDir,  false, false, When::kMinimalDev},
+  {"/dev/fd",           MountKind::kSymlink, "/proc/self/fd",   "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
+  {"/dev/stdin",        MountKind::kSymlink, "/proc/self/fd/0", "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
+  {"/dev/stdout",       MountKind::kSymlink, "/proc/self/fd/1", "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
+  {"/dev/stderr",       MountKind::kSymlink, "/proc/self/fd/2", "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
+  {"/sys",              MountKind::kRbind,   "/sys",            "",       0,                          "",                                         kDir,  true,  false, When::kAlways},
+  {"/tmp",              MountKind::kFs,      "tmpfs",           "tmpfs",  MS_NOSUID | MS_NODEV,       "mode=1777",                                kDir,  false, true,  When::kAlways},
+  {"/etc/resolv.conf",  MountKind::kBind,    "/etc/resolv.conf","",       0,                          "",                                         kFile, false, false, When::kAlways},
+  {"/etc/hosts",        MountKind::kBind,    "/etc/hosts",      "",       0,                          "",                                         kFile, false, false, When::kAlways},
+};
+// clang-format on
+
+bool applies(When when, const ContainerSpec& spec) {
+  switch (when) {
+    case When::kAlways: return true;
+    case When::kPidNs: return spec.pid_namespace;
+    case When::kNoPidNs: return !spec.pid_namespace;
+    case When::kMinimalDev: return !spec.host_dev;
+    case When::kHostDev: return spec.host_dev;
+  }
+  return false;
+}
+
+bool is_bind(MountKind k) { return k == MountKind::kBind || k == MountKind::kRbind; }
+
+}  // namespace
+
+Result<std::string> normalize_container_path(const std::string& path) {
+  if (path.empty() || path.front() != '/')
+    return make_error("mount", path, "container path must be absolute");
+  std::string out;
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    std::string_view comp(path.data() + i, j - i);
+    i = j + 1;
+    if (comp.empty() || comp == ".") continue;
+    if (comp == "..")
+      return make_error("mount", path, "container path must not contain \"..\"");
+    out += '/';
+    out += comp;
+  }
+  if (out.empty()) out = "/";
+  return out;
+}
+
+Result<MountPlan> plan_mounts(const ContainerSpec& spec, const HostInfo& host) {
+  MountPlan plan;
+  for (const DefaultMount& d : kDefaults) {
+    if (!applies(d.when, spec)) continue;
+    if (is_bind(d.kind) && host.kind(d.source) == HostPathKind::kMissing) {
+      if (d.required)
+        return make_error("mount", d.target,
+                          std::string("host path ") + d.source + " does not exist");
+      continue;  // optional and absent on this host: the container goes without it
+    }
+    MountEntry e;
+    e.kind = d.kind;
+    e.source = d.source;
+    e.target = d.target;
+    e.fstype = d.fstype;
+    e.flags = d.flags;
+    e.data = d.data;
+    e.target_kind = d.target_kind;
+    e.read_only = d.read_only;
+    e.required = d.required;
+    plan.entries.push_back(std::move(e));
+  }
+  for (const Volume& v : spec.volumes) {
+    std::string where = "volume " + v.host + ":" + v.container;
+    if (v.host.empty() || v.host.front() != '/')
+      return make_error("mount", where, "host path must be absolute");
+    auto target = normalize_container_path(v.container);
+    if (!target) return make_error("mount", where, target.error().detail);
+    if (*target == "/")
+      return make_error("mount", where, "cannot mount over the container's root");
+    HostPathKind kind = host.kind(v.host);
+    if (kind == HostPathKind::kMissing)
+      return make_error("mount", where, "bind source path does not exist");
+    MountEntry e;
+    e.kind = MountKind::kRbind;
+    e.source = v.host;
+    e.target = *target;
+    e.target_kind = kind == HostPathKind::kDirectory ? kDir : kFile;
+    e.read_only = v.read_only;
+    e.required = true;
+    plan.entries.push_back(std::move(e));
+  }
+  return plan;
+}
+
+HostInfo probe_host(const ContainerSpec& spec) {
+  HostInfo info;
+  auto add = [&info](const std::string& path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return;  // missing or unreadable: the plan decides
+    info.paths[path] = S_ISDIR(st.st_mode) ? HostPathKind::kDirectory : HostPathKind::kFile;
+  };
+  for (const DefaultMount& d : kDefaults) {
+    if (is_bind(d.kind) && applies(d.when, spec)) add(d.source);
+  }
+  for (const Volume& v : spec.volumes) add(v.host);
+  return info;
+}
+
+}  // namespace berth

@@ -1,0 +1,171 @@
+// run_userns(): the default engine. Plans in the parent, clones into new
+// user + mount (+ PID, UTS) namespaces, waits, forwards signals.
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "core/fs.h"
+#include "runtime/child.h"
+#include "runtime/container_spec.h"
+#include "runtime/identity.h"
+#include "runtime/mount_plan.h"
+
+namespace berth {
+namespace {
+
+constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The direct child, for the parent's signal handler.
+volatile pid_t g_child = 0;
+
+void forward_to_child(int sig, siginfo_t* info, void*) {
+  // A terminal's signal (SI_KERNEL) already reached the workload's process group.
+  if (info != nullptr && info->si_code == SI_KERNEL) return;
+  pid_t pid = g_child;
+  if (pid > 0) (void)::kill(pid, sig);
+}
+
+RunOutcome failed(Error e) { return RunOutcome{125, std::move(e)}; }
+
+/// The terminal to hand to the workload: the first of stdin/stdout/stderr
+/// that is a terminal whose foreground group is ours; -1 when none.
+int foreground_tty(const ContainerSpec& spec) {
+  if (!spec.tty) return -1;
+  for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
+    if (::isatty(fd) && ::tcgetpgrp(fd) == ::getpgrp()) return fd;
+  }
+  return -1;
+}
+
+/// Turns the child's failure record into the outcome's error.
+Error failure_error(const ChildFailure& f) {
+  ChildFailure c = f;
+  c.op[sizeof c.op - 1] = c.subject[sizeof c.subject - 1] = c.detail[sizeof c.detail - 1] = '\0';
+  Error e = c.detail[0] ? make_error(c.op, c.subject, c.detail) : sys_error(c.op, c.subject, c.err);
+  e.sys_errno = c.err;
+  return e;
+}
+
+}  // namespace
+
+RunOutcome run_userns(const ContainerSpec& spec) {
+  if (spec.argv.empty()) return failed(make_error("run", spec.rootfs, "no command given"));
+  if (spec.rootfs.empty() || spec.rootfs.front() != '/')
+    return failed(make_error("run", spec.rootfs, "root filesystem path must be absolute"));
+
+  // Plan everything while exceptions and allocation are still allowed.
+  auto plan = plan_mounts(spec, probe_host(spec));
+  if (!plan) return failed(std::move(plan).error());
+  {
+    UniqueFd root(::open(spec.rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!root.valid()) return failed(sys_error("open", spec.rootfs));
+    if (auto st = ensure_identity(root.get(), spec); !st)
+      return failed(std::move(st).error().with_context("set up /etc/passwd"));
+  }
+  std::string uid_map = std::to_string(spec.uid) + " " + std::to_string(::geteuid()) + " 1";
+  std::string gid_map = std::to_string(spec.gid) + " " + std::to_string(::getegid()) + " 1";
+  ChildContext ctx;
+  ctx.spec = &spec;
+  ctx.plan = &*plan;
+  ctx.uid_map = uid_map.c_str();
+  ctx.gid_map = gid_map.c_str();
+  for (const std::string& a : spec.argv) ctx.argv.push_back(const_cast<char*>(a.c_str()));
+  ctx.argv.push_back(nullptr);
+  ctx.path = kDefaultPath;
+  for (const std::string& e : spec.env) {
+    ctx.envp.push_back(const_cast<char*>(e.c_str()));
+    if (e.starts_with("PATH=")) ctx.path = e.c_str() + 5;
+  }
+  ctx.envp.push_back(nullptr);
+  ctx.tty_fd = foreground_tty(spec);
+
+  UniqueFd devnull;
+  if (!spec.stdin_open) {
+    devnull.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!devnull.valid()) return failed(sys_error("open", "/dev/null"));
+    ctx.devnull_fd = devnull.get();
+  }
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return failed(sys_error("pipe", "child report"));
+  UniqueFd report_r(fds[0]), report_w(fds[1]);
+  ctx.report_fd = report_w.get();
+
+  // Forwarded signals (and SIGTTOU, for the terminal hand-over) stay blocked
+  // until the handlers know the child's pid; the child inherits the mask.
+  sigset_t block, old_mask;
+  sigemptyset(&block);
+  for (int sig : kForwarded) sigaddset(&block, sig);
+  sigaddset(&block, SIGTTOU);
+  ::sigprocmask(SIG_BLOCK, &block, &old_mask);
+
+  unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | SIGCHLD;
+  if (spec.pid_namespace) flags |= CLONE_NEWPID;
+  if (!spec.hostname.empty()) flags |= CLONE_NEWUTS;
+  // A raw clone behaves like fork (the child runs on a copy of this stack)
+  // and, unlike unshare, works in a multi-threaded caller.
+  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, flags, 0, 0, 0, 0));
+  if (pid == 0) child_main(ctx);
+  int clone_err = errno;
+  if (pid < 0) {
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    if (auto probe = probe_user_namespaces(); !probe) return failed(std::move(probe).error());
+    return failed(sys_error("clone", "user namespace", clone_err));
+  }
+  g_child = pid;
+  struct sigaction sa, old_sa[std::size(kForwarded)];
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = forward_to_child;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &sa, &old_sa[i]);
+  sigset_t unblock = block;
+  sigdelset(&unblock, SIGTTOU);
+  ::sigprocmask(SIG_UNBLOCK, &unblock, nullptr);
+
+  // The report pipe closes on a successful exec (close-on-exec) or carries
+  // one ChildFailure record.
+  report_w.reset();
+  ChildFailure failure;
+  size_t got = 0;
+  while (got < sizeof failure) {
+    ssize_t n = ::read(report_r.get(), reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
+  for (size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &old_sa[i], nullptr);
+  if (ctx.tty_fd >= 0) {
+    // Take the terminal back (SIGTTOU is still blocked, so a background group may).
+    (void)::tcsetpgrp(ctx.tty_fd, ::getpgrp());  // best effort: the run itself is over
+  }
+  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+
+  RunOutcome out;
+  if (WIFEXITED(status))
+    out.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    out.exit_code = 128 + WTERMSIG(status);
+  if (got == sizeof failure) {
+    out.exit_code = failure.exit_code;
+    out.error = failure_error(failure);
+  } else if (got > 0) {
+    out.exit_code = 125;
+    out.error = make_error("run", spec.rootfs, "the container's setup died mid-report");
+  }
+  return out;
+}
+
+}  // namespace berth

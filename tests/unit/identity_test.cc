@@ -1,0 +1,106 @@
+#include "runtime/identity.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/fs.h"
+
+namespace berth {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct PasswdCase {
+  std::string before;
+  uid_t uid;
+  gid_t gid;
+  std::string name, home;
+  std::string after;
+};
+
+TEST(Identity, PasswdWithUser) {
+  const std::string base = "root:x:0:0:root:/root:/bin/bash\nbin:x:1:1:bin:/bin:/sbin/nologin\n";
+  const PasswdCase cases[] = {
+      // present by uid: unchanged
+      {base, 0, 0, "root", "/root", base},
+      {base, 1, 1, "other", "/x", base},
+      // missing: appended
+      {base, 1000, 1000, "alice", "/home/alice",
+       base + "alice:x:1000:1000:alice:/home/alice:/bin/sh\n"},
+      // name taken by another uid: a made-up name
+      {base, 1000, 100, "bin", "/h", base + "user1000:x:1000:100:user1000:/h:/bin/sh\n"},
+      // no name, no home
+      {base, 4242, 4242, "", "", base + "user4242:x:4242:4242:user4242:/:/bin/sh\n"},
+      // empty file; root's home defaults to /root
+      {"", 0, 0, "root", "", "root:x:0:0:root:/root:/bin/sh\n"},
+      // no trailing newline, comments and blank lines
+      {"# c\n\nroot:x:0:0::/root:/bin/sh", 5, 5, "u", "/u",
+       "# c\n\nroot:x:0:0::/root:/bin/sh\nu:x:5:5:u:/u:/bin/sh\n"},
+      // a uid that only prefixes another does not count
+      {"a:x:10000:1::/:/bin/sh\n", 1000, 1, "b", "/", "a:x:10000:1::/:/bin/sh\nb:x:1000:1:b:/:/bin/sh\n"},
+  };
+  for (const PasswdCase& c : cases)
+    EXPECT_EQ(passwd_with_user(c.before, c.uid, c.gid, c.name, c.home), c.after) << c.name;
+}
+
+TEST(Identity, GroupWithGroup) {
+  const std::string base = "root:x:0:\nusers:x:100:alice,bob\n";
+  EXPECT_EQ(group_with_group(base, 100, "x"), base);
+  EXPECT_EQ(group_with_group(base, 1000, "alice"), base + "alice:x:1000:\n");
+  EXPECT_EQ(group_with_group(base, 1000, "users"), base + "group1000:x:1000:\n");
+  EXPECT_EQ(group_with_group("", 7, ""), "group7:x:7:\n");
+}
+
+class IdentityFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/berth-identity-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    root_ = dir_ + "/root";
+    fs::create_directories(root_);
+  }
+  void TearDown() override { (void)remove_tree(dir_); }
+  std::string slurp(const std::string& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  Status ensure(const ContainerSpec& s) {
+    UniqueFd fd(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    return ensure_identity(fd.get(), s);
+  }
+  std::string dir_, root_;
+};
+
+TEST_F(IdentityFiles, CreatesEtcWhenMissing) {
+  ContainerSpec s;
+  ASSERT_TRUE(ensure(s));
+  EXPECT_EQ(slurp(root_ + "/etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n");
+  EXPECT_EQ(slurp(root_ + "/etc/group"), "root:x:0:\n");
+  ASSERT_TRUE(ensure(s));  // idempotent
+  EXPECT_EQ(slurp(root_ + "/etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n");
+}
+
+TEST_F(IdentityFiles, AbsoluteSymlinkStaysInsideRoot) {
+  // /etc -> /outside in the image: written to the root's /outside, not the host's.
+  fs::create_directories(root_ + "/outside");
+  fs::create_symlink("/outside", root_ + "/etc");
+  ContainerSpec s;
+  s.uid = 1234;
+  s.gid = 1234;
+  s.user_name = "u";
+  s.home = "/home/u";
+  ASSERT_TRUE(ensure(s));
+  EXPECT_EQ(slurp(root_ + "/outside/passwd"), "u:x:1234:1234:u:/home/u:/bin/sh\n");
+  EXPECT_EQ(slurp(root_ + "/outside/group"), "u:x:1234:\n");
+}
+
+}  // namespace
+}  // namespace berth

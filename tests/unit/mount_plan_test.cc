@@ -1,0 +1,191 @@
+#include "runtime/mount_plan.h"
+
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+
+#include <string>
+#include <vector>
+
+namespace berth {
+namespace {
+
+/// A host with every device node, /proc, /sys, resolv.conf and hosts.
+HostInfo full_host() {
+  HostInfo h;
+  for (const char* d : {"/proc", "/dev", "/sys"}) h.paths[d] = HostPathKind::kDirectory;
+  for (const char* f : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
+                        "/dev/tty", "/etc/resolv.conf", "/etc/hosts"})
+    h.paths[f] = HostPathKind::kFile;
+  return h;
+}
+
+/// "KIND target" per entry, for order checks.
+std::vector<std::string> summary(const MountPlan& p) {
+  std::vector<std::string> out;
+  for (const MountEntry& e : p.entries) {
+    std::string k = e.kind == MountKind::kBind    ? "bind"
+                    : e.kind == MountKind::kRbind ? "rbind"
+                    : e.kind == MountKind::kFs    ? e.fstype
+                                                  : "link";
+    out.push_back(k + " " + e.target + (e.read_only ? " ro" : "") + (e.required ? "" : " opt"));
+  }
+  return out;
+}
+
+ContainerSpec base() {
+  ContainerSpec s;
+  s.rootfs = "/r";
+  s.argv = {"true"};
+  return s;
+}
+
+TEST(MountPlan, DefaultMountsInOrder) {
+  auto p = plan_mounts(base(), full_host());
+  ASSERT_TRUE(p) << p.error().message();
+  std::vector<std::string> want = {
+      "rbind /proc",
+      "tmpfs /dev",
+      "bind /dev/null",
+      "bind /dev/zero opt",
+      "bind /dev/full opt",
+      "bind /dev/random opt",
+      "bind /dev/urandom opt",
+      "bind /dev/tty opt",
+      "devpts /dev/pts opt",
+      "link /dev/ptmx opt",
+      "tmpfs /dev/shm opt",
+      "link /dev/fd opt",
+      "link /dev/stdin opt",
+      "link /dev/stdout opt",
+      "link /dev/stderr opt",
+      "rbind /sys ro opt",
+      "tmpfs /tmp",
+      "bind /etc/resolv.conf opt",
+      "bind /etc/hosts opt",
+  };
+  EXPECT_EQ(summary(*p), want);
+  const MountEntry& ptmx = p->entries[9];
+  EXPECT_EQ(ptmx.source, "pts/ptmx");
+  const MountEntry& pts = p->entries[8];
+  EXPECT_EQ(pts.data, "newinstance,ptmxmode=0666,mode=0620");
+  EXPECT_EQ(p->entries[2].target_kind, TargetKind::kFile);
+  EXPECT_EQ(p->entries[1].target_kind, TargetKind::kDirectory);
+  EXPECT_EQ(p->entries[16].data, "mode=1777");
+  EXPECT_EQ(p->entries[16].flags, static_cast<unsigned long>(MS_NOSUID | MS_NODEV));
+}
+
+TEST(MountPlan, PidNamespaceGetsItsOwnProc) {
+  ContainerSpec s = base();
+  s.pid_namespace = true;
+  auto p = plan_mounts(s, full_host());
+  ASSERT_TRUE(p);
+  const MountEntry& proc = p->entries[0];
+  EXPECT_EQ(proc.kind, MountKind::kFs);
+  EXPECT_EQ(proc.fstype, "proc");
+  EXPECT_EQ(proc.target, "/proc");
+  EXPECT_EQ(proc.flags, static_cast<unsigned long>(MS_NOSUID | MS_NODEV | MS_NOEXEC));
+  EXPECT_TRUE(proc.required);
+}
+
+TEST(MountPlan, HostDevReplacesMinimalDev) {
+  ContainerSpec s = base();
+  s.host_dev = true;
+  auto p = plan_mounts(s, full_host());
+  ASSERT_TRUE(p);
+  std::vector<std::string> want = {"rbind /proc", "rbind /dev", "rbind /sys ro opt", "tmpfs /tmp",
+                                   "bind /etc/resolv.conf opt", "bind /etc/hosts opt"};
+  EXPECT_EQ(summary(*p), want);
+}
+
+TEST(MountPlan, OptionalHostPathsMissingAreLeftOut) {
+  HostInfo h = full_host();
+  h.paths.erase("/etc/resolv.conf");
+  h.paths.erase("/dev/tty");
+  h.paths.erase("/sys");
+  auto p = plan_mounts(base(), h);
+  ASSERT_TRUE(p);
+  for (const MountEntry& e : p->entries) {
+    EXPECT_NE(e.target, "/etc/resolv.conf");
+    EXPECT_NE(e.target, "/dev/tty");
+    EXPECT_NE(e.target, "/sys");
+  }
+}
+
+TEST(MountPlan, RequiredHostPathMissingIsAnError) {
+  HostInfo h = full_host();
+  h.paths.erase("/dev/null");
+  auto p = plan_mounts(base(), h);
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().message(), "mount /dev/null: host path /dev/null does not exist");
+}
+
+TEST(MountPlan, VolumesComeLastInCommandLineOrder) {
+  HostInfo h = full_host();
+  h.paths["/data"] = HostPathKind::kDirectory;
+  h.paths["/home/u/.bashrc"] = HostPathKind::kFile;
+  ContainerSpec s = base();
+  s.volumes = {{"/data", "/mnt//data/", true}, {"/home/u/.bashrc", "/root/./.bashrc", false}};
+  auto p = plan_mounts(s, h);
+  ASSERT_TRUE(p);
+  ASSERT_GE(p->entries.size(), 2u);
+  const MountEntry& a = p->entries[p->entries.size() - 2];
+  const MountEntry& b = p->entries.back();
+  EXPECT_EQ(a.kind, MountKind::kRbind);
+  EXPECT_EQ(a.source, "/data");
+  EXPECT_EQ(a.target, "/mnt/data");
+  EXPECT_TRUE(a.read_only);
+  EXPECT_TRUE(a.required);
+  EXPECT_EQ(a.target_kind, TargetKind::kDirectory);
+  EXPECT_EQ(b.target, "/root/.bashrc");
+  EXPECT_FALSE(b.read_only);
+  EXPECT_EQ(b.target_kind, TargetKind::kFile);
+}
+
+struct BadVolume {
+  Volume v;
+  std::string message;
+};
+
+TEST(MountPlan, BadVolumesAreRefused) {
+  HostInfo h = full_host();
+  h.paths["/data"] = HostPathKind::kDirectory;
+  const BadVolume cases[] = {
+      {{"/data", "/../etc", false},
+       "mount volume /data:/../etc: container path must not contain \"..\""},
+      {{"/data", "/a/../../etc", false},
+       "mount volume /data:/a/../../etc: container path must not contain \"..\""},
+      {{"/data", "relative", false}, "mount volume /data:relative: container path must be absolute"},
+      {{"/data", "/", false}, "mount volume /data:/: cannot mount over the container's root"},
+      {{"/data", "//./", false}, "mount volume /data://./: cannot mount over the container's root"},
+      {{"data", "/x", false}, "mount volume data:/x: host path must be absolute"},
+      {{"/nope", "/x", false}, "mount volume /nope:/x: bind source path does not exist"},
+  };
+  for (const BadVolume& c : cases) {
+    ContainerSpec s = base();
+    s.volumes = {c.v};
+    auto p = plan_mounts(s, h);
+    ASSERT_FALSE(p) << c.v.container;
+    EXPECT_EQ(p.error().message(), c.message);
+  }
+}
+
+TEST(MountPlan, NormalizeContainerPath) {
+  EXPECT_EQ(*normalize_container_path("/a//b/./c/"), "/a/b/c");
+  EXPECT_EQ(*normalize_container_path("/"), "/");
+  EXPECT_FALSE(normalize_container_path("a/b"));
+  EXPECT_FALSE(normalize_container_path(""));
+  EXPECT_FALSE(normalize_container_path("/a/.."));
+}
+
+TEST(MountPlan, ProbeHostSeesVolumeKinds) {
+  ContainerSpec s = base();
+  s.volumes = {{"/", "/host", true}, {"/proc/self/status", "/s", true}, {"/no/such", "/n", false}};
+  HostInfo h = probe_host(s);
+  EXPECT_EQ(h.kind("/"), HostPathKind::kDirectory);
+  EXPECT_EQ(h.kind("/proc/self/status"), HostPathKind::kFile);
+  EXPECT_EQ(h.kind("/no/such"), HostPathKind::kMissing);
+  EXPECT_EQ(h.kind("/dev/null"), HostPathKind::kFile);
+}
+
+}  // namespace
+}  // namespace berth
