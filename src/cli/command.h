@@ -29,6 +29,10 @@ struct Command {
   Action (*setup)(CLI::App& app, const GlobalOptions& global);
 };
 
+/// Sets the status main returns: when the action succeeds (run: the container's status), or
+/// instead of 1 when it fails (run and create: 125, Docker's "Berth itself failed").
+void set_exit_status(int status);
+
 /// Every subcommand, in the order `berth --help` lists them.
 const std::vector<Command>& command_table();
 
@@ -40,5 +44,11 @@ Action setup_verify(CLI::App& app, const GlobalOptions& g);
 Action setup_unpack(CLI::App& app, const GlobalOptions& g);
 Action setup_login(CLI::App& app, const GlobalOptions& g);
 Action setup_logout(CLI::App& app, const GlobalOptions& g);
+Action setup_create(CLI::App& app, const GlobalOptions& g);
+Action setup_run(CLI::App& app, const GlobalOptions& g);
+Action setup_ps(CLI::App& app, const GlobalOptions& g);
+Action setup_rm(CLI::App& app, const GlobalOptions& g);
+Action setup_name(CLI::App& app, const GlobalOptions& g);
+Action setup_rmname(CLI::App& app, const GlobalOptions& g);
 
 }  // namespace berth::cli

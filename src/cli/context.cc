@@ -8,8 +8,29 @@
 
 namespace berth::cli {
 
-Result<Store> open_store(const GlobalOptions& g) {
-  return Store::open(g.home.empty() ? berth_home() : g.home);
+namespace {
+std::string home_of(const GlobalOptions& g) { return g.home.empty() ? berth_home() : g.home; }
+}  // namespace
+
+Result<Store> open_store(const GlobalOptions& g) { return Store::open(home_of(g)); }
+
+Result<ContainerStore> open_containers(const GlobalOptions& g) {
+  return ContainerStore::open(home_of(g));
+}
+
+nlohmann::json container_json(const ContainerStore& cs, const ContainerRecord& c) {
+  nlohmann::json j = {{"id", c.id},
+                      {"names", c.names},
+                      {"name", c.names.empty() ? "" : c.names.front()},
+                      {"image", c.image},
+                      {"image_id", c.image_id},
+                      {"created", c.created},
+                      {"status", c.running ? "running" : c.last_exit ? "exited" : "created"},
+                      {"command", c.last_command},
+                      {"rootfs", cs.rootfs(c)},
+                      {"config", c.image_config}};
+  j["exit_code"] = c.last_exit ? nlohmann::json(*c.last_exit) : nlohmann::json(nullptr);
+  return j;
 }
 
 Result<RegistryOptions> registry_options(const GlobalOptions& g) {

@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "image/registry.h"
 #include "image/store.h"
+#include "runtime/containers.h"
 
 namespace berth::cli {
 
@@ -16,6 +17,10 @@ Result<Store> open_store(const GlobalOptions& g);
 /// Registry options from --insecure-registry, $BERTH_INSECURE_REGISTRIES and
 /// the "insecure-registries" list of $BERTH_CONFIG_DIR/config.json.
 Result<RegistryOptions> registry_options(const GlobalOptions& g);
+/// Opens the containers beside the store.
+Result<ContainerStore> open_containers(const GlobalOptions& g);
+/// A container as `ps --json` and `inspect` show it.
+nlohmann::json container_json(const ContainerStore& cs, const ContainerRecord& c);
 /// Prints JSON to stdout, indented, with a trailing newline.
 void print_json(const nlohmann::json& j);
 

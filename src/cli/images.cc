@@ -91,8 +91,14 @@ Action setup_images(CLI::App& app, const GlobalOptions& g) {
 
 Action setup_inspect(CLI::App& app, const GlobalOptions& g) {
   auto name = std::make_shared<std::string>();
-  app.add_option("IMAGE", *name, "Image name, ID or digest")->required();
+  app.add_option("NAME", *name, "Container name or ID, or image name, ID or digest")->required();
   return [name, &g]() -> Status {
+    // Containers first, as `docker inspect` does.
+    ContainerStore cs = BERTH_TRY(open_containers(g));
+    if (auto c = cs.find(*name); c.ok()) {
+      print_json(container_json(cs, *c));
+      return {};
+    }
     Store store = BERTH_TRY(open_store(g));
     ImageRecord rec = BERTH_TRY(store.find_image(*name));
     nlohmann::json manifest = BERTH_TRY(parse_blob_json(store, rec.manifest_digest));

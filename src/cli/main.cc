@@ -14,9 +14,15 @@ const std::vector<Command>& command_table() {
       {"pull", "Pull an image from a registry", setup_pull},
       {"images", "List images in the store", setup_images},
       {"rmi", "Remove images and the blobs only they use", setup_rmi},
-      {"inspect", "Show an image's manifest, config and layers as JSON", setup_inspect},
+      {"inspect", "Show a container or an image as JSON", setup_inspect},
       {"verify", "Re-check the digest of every blob of an image", setup_verify},
       {"unpack", "Unpack an image's layers into a directory", setup_unpack},
+      {"create", "Create a container from an image", setup_create},
+      {"run", "Run a command in a new or existing container", setup_run},
+      {"ps", "List containers", setup_ps},
+      {"rm", "Remove containers", setup_rm},
+      {"name", "Give a container a name", setup_name},
+      {"rmname", "Remove a container name", setup_rmname},
       {"login", "Log in to a registry", setup_login},
       {"logout", "Log out from a registry", setup_logout},
   };
@@ -27,6 +33,9 @@ namespace {
 
 /// Exit statuses, as Docker's CLI uses them.
 constexpr int kExitFailed = 1;
+
+// Set at most once per process, by the action that runs; read by run() below.
+int g_exit_status = -1;
 constexpr int kExitUsage = 125;
 
 void print_error(const Error& e) {
@@ -92,12 +101,15 @@ int run(int argc, char** argv) {
   Status st = action();
   if (!st.ok()) {
     print_error(st.error());
-    return kExitFailed;
+    return g_exit_status >= 0 ? g_exit_status : kExitFailed;
   }
-  return 0;
+  return g_exit_status >= 0 ? g_exit_status : 0;
 }
 
 }  // namespace
+
+void set_exit_status(int status) { g_exit_status = status; }
+
 }  // namespace berth::cli
 
 int main(int argc, char** argv) { return berth::cli::run(argc, argv); }

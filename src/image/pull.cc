@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "image/manifest.h"
 
@@ -92,15 +93,6 @@ Status fetch_layers(PullContext& ctx, const std::vector<Descriptor>& layers,
   for (auto& t : threads) t.join();
   if (first_error) return std::move(*first_error);
   return {};
-}
-
-std::string now_rfc3339() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm;
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 /// The platform an image config declares.

@@ -1,0 +1,277 @@
+// berth create, run, ps, rm, name, rmname: containers.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <memory>
+
+#include "cli/context.h"
+#include "core/env.h"
+#include "core/fs.h"
+#include "core/log.h"
+#include "runtime/container_config.h"
+#include "runtime/container_spec.h"
+#include "runtime/root_path.h"
+
+extern char** environ;
+
+namespace berth::cli {
+namespace {
+
+/// Docker's status for "Berth itself failed" (bad flag, missing image, mount failure).
+constexpr int kExitBerthFailed = 125;
+
+/// Reads a small file inside the container root ("" when it is missing), resolving the path
+/// inside the root so that an image symlink cannot point it at a host file.
+Result<std::string> read_in_root(const std::string& rootfs, const char* path) {
+  UniqueFd root = BERTH_TRY(open_file(rootfs, O_RDONLY | O_DIRECTORY));
+  UniqueFd fd(open_in_root(root.get(), path, O_RDONLY));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return std::string();
+    return sys_error("open", rootfs + path);
+  }
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) return sys_error("read", rootfs + path);
+    if (n == 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > (16u << 20)) return make_error("read", rootfs + path, "file too large");
+  }
+}
+
+std::vector<std::string> host_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
+/// Declares the options `run` and `create` share.
+void add_run_options(CLI::App& app, RunOptions& o, std::string& name) {
+  app.add_option("--name", name, "Name the container");
+  app.add_option("-e,--env", o.env, "Set a variable (KEY=VALUE, or KEY for the host's value)")
+      ->allow_extra_args(false);
+  app.add_option("--env-file", o.env_files, "Read variables from a file")->allow_extra_args(false);
+  app.add_option("-v,--volume", o.volumes, "Bind a host path: HOST:CONTAINER[:ro|:rw]")
+      ->allow_extra_args(false);
+  app.add_option("-w,--workdir", o.workdir, "Working directory inside the container");
+  app.add_option("-u,--user", o.user, "User inside: name|uid[:group|gid]");
+  app.add_option("--entrypoint", o.entrypoint, "Replace the image's entrypoint")
+      ->each([&o](const std::string&) { o.entrypoint_set = true; });
+  app.add_option("--hostname", o.hostname, "Host name inside the container");
+  app.add_flag("-i,--interactive", o.interactive, "Keep stdin attached");
+  app.add_flag("-t,--tty", o.tty, "The workload uses the caller's terminal");
+  app.add_flag("--pid-ns", o.pid_namespace, "New PID namespace with a minimal init");
+  app.add_flag("--bind-home", o.bind_home, "Bind your home directory at the same path");
+  app.add_flag("--hostenv", o.hostenv, "Pass the host's environment");
+  // Everything from the image on is positional: IMAGE [COMMAND [ARG...]].
+  app.prefix_command();
+}
+
+/// The container `what` names, or a new one made from the image `what` names.
+struct Target {
+  ContainerRecord container;
+  bool created = false;
+};
+
+Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const std::string& what,
+                              const std::string& name, bool allow_existing) {
+  if (allow_existing) {
+    if (auto c = cs.find(what); c.ok()) {
+      if (!name.empty())
+        return make_error("run", what, "--name applies to a new container, not to an existing one");
+      return Target{*c, false};
+    }
+  }
+  Store store = BERTH_TRY(open_store(g));
+  auto image = store.find_image(what);
+  if (!image.ok()) {
+    Error e = std::move(image).error();
+    if (allow_existing) e.detail = "no such container or image";
+    return std::move(e).with_hint("pull it first: berth pull " + what);
+  }
+  return Target{BERTH_TRY(cs.create(store, *image, name)), true};
+}
+
+Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, bool remove,
+              std::vector<std::string> rest) {
+  set_exit_status(kExitBerthFailed);  // until the workload runs
+  if (rest.empty())
+    return make_error("run", "IMAGE", "an image or container is required")
+        .with_hint("berth run [OPTIONS] IMAGE|CONTAINER [COMMAND [ARG...]]");
+  std::string what = rest.front();
+  opts.command.assign(rest.begin() + 1, rest.end());
+
+  HostContext host{host_environment(), home_dir(), ::getuid(), ::getgid()};
+  for (const std::string& path : opts.env_files) {
+    std::string text = BERTH_TRY(read_file(path));
+    auto vars = BERTH_TRY(parse_env_file(text, path, host.environ));
+    opts.file_env.insert(opts.file_env.end(), vars.begin(), vars.end());
+  }
+  ContainerStore cs = BERTH_TRY(open_containers(g));
+  Target t = BERTH_TRY(find_or_create(g, cs, what, name, true));
+  const ContainerRecord& c = t.container;
+  std::string rootfs = cs.rootfs(c);
+  FileLock lock = BERTH_TRY(cs.lock_for_run(c));
+
+  auto cleanup = [&]() {
+    if (!remove) return;
+    lock = FileLock();  // released, so that remove() sees the container stopped
+    if (auto st = cs.remove(c, true); !st.ok())
+      log::warn("{}", st.error().message());  // the run's own status matters more
+  };
+  auto passwd = read_in_root(rootfs, "/etc/passwd");
+  auto group = read_in_root(rootfs, "/etc/group");
+  if (!passwd.ok() || !group.ok()) {
+    cleanup();
+    return !passwd.ok() ? std::move(passwd).error() : std::move(group).error();
+  }
+  auto spec = build_spec(c.image_config, rootfs, opts, host, *passwd, *group);
+  if (!spec.ok()) {
+    cleanup();
+    return std::move(spec).error();
+  }
+  // Recording is bookkeeping for ps: a failure to write it must not stop the run.
+  if (auto st = cs.record_run(c, spec->argv, std::nullopt); !st.ok())
+    log::warn("{}", st.error().message());
+  RunOutcome outcome = run_userns(*spec);
+  if (!remove) {
+    if (auto st = cs.record_run(c, {}, outcome.exit_code); !st.ok())
+      log::warn("{}", st.error().message());
+  }
+  cleanup();
+  set_exit_status(outcome.exit_code);
+  if (outcome.error) return *outcome.error;
+  return {};
+}
+
+std::string ps_status(const ContainerRecord& c) {
+  if (c.running) return "Running";
+  if (c.last_exit) return "Exited (" + std::to_string(*c.last_exit) + ")";
+  return "Created";
+}
+
+std::string ps_command(const ContainerRecord& c) {
+  std::string cmd;
+  for (const std::string& a : c.last_command) cmd += (cmd.empty() ? "" : " ") + a;
+  if (cmd.size() > 30) cmd = cmd.substr(0, 27) + "...";
+  return "\"" + cmd + "\"";
+}
+
+}  // namespace
+
+Action setup_run(CLI::App& app, const GlobalOptions& g) {
+  struct Opts {
+    RunOptions run;
+    std::string name;
+    bool remove = false;
+  };
+  auto o = std::make_shared<Opts>();
+  add_run_options(app, o->run, o->name);
+  app.add_flag("--rm", o->remove, "Remove the container when it exits");
+  return [o, &g, &app]() -> Status {
+    return do_run(g, o->run, o->name, o->remove, app.remaining());
+  };
+}
+
+Action setup_create(CLI::App& app, const GlobalOptions& g) {
+  auto name = std::make_shared<std::string>();
+  app.add_option("--name", *name, "Name the container");
+  app.prefix_command();
+  return [name, &g, &app]() -> Status {
+    set_exit_status(kExitBerthFailed);
+    std::vector<std::string> rest = app.remaining();
+    if (rest.size() != 1)
+      return make_error("create", "IMAGE", "exactly one image is required")
+          .with_hint("berth create [--name NAME] IMAGE");
+    ContainerStore cs = BERTH_TRY(open_containers(g));
+    Target t = BERTH_TRY(find_or_create(g, cs, rest.front(), *name, false));
+    std::printf("%s\n", t.container.id.c_str());
+    set_exit_status(0);
+    return {};
+  };
+}
+
+Action setup_ps(CLI::App& app, const GlobalOptions& g) {
+  struct Opts {
+    bool json = false, quiet = false;
+  };
+  auto o = std::make_shared<Opts>();
+  app.add_flag("--json", o->json, "Print a JSON array");
+  app.add_flag("-q,--quiet", o->quiet, "Print container IDs only");
+  return [o, &g]() -> Status {
+    ContainerStore cs = BERTH_TRY(open_containers(g));
+    std::vector<ContainerRecord> all = BERTH_TRY(cs.list());
+    if (o->json) {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& c : all) arr.push_back(container_json(cs, c));
+      print_json(arr);
+      return {};
+    }
+    if (o->quiet) {
+      for (const auto& c : all) std::printf("%s\n", c.short_id().c_str());
+      return {};
+    }
+    std::vector<std::array<std::string, 6>> rows = {
+        {"CONTAINER ID", "IMAGE", "COMMAND", "CREATED", "STATUS", "NAMES"}};
+    for (const auto& c : all) {
+      std::string names;
+      for (const auto& n : c.names) names += (names.empty() ? "" : ",") + n;
+      rows.push_back({c.short_id(), c.image, ps_command(c), c.created, ps_status(c), names});
+    }
+    std::array<size_t, 6> width{};
+    for (const auto& row : rows)
+      for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    for (const auto& row : rows) {
+      std::string line;
+      for (size_t i = 0; i < row.size(); ++i)
+        line += row[i] + (i + 1 < row.size() ? std::string(width[i] - row[i].size() + 3, ' ') : "");
+      std::printf("%s\n", line.c_str());
+    }
+    return {};
+  };
+}
+
+Action setup_rm(CLI::App& app, const GlobalOptions& g) {
+  struct Opts {
+    std::vector<std::string> names;
+    bool force = false;
+  };
+  auto o = std::make_shared<Opts>();
+  app.add_flag("-f,--force", o->force, "Remove running containers too");
+  app.add_option("CONTAINER", o->names, "Container names or IDs")->required();
+  return [o, &g]() -> Status {
+    ContainerStore cs = BERTH_TRY(open_containers(g));
+    for (const std::string& n : o->names) {
+      ContainerRecord c = BERTH_TRY(cs.find(n));
+      BERTH_CHECK(cs.remove(c, o->force));
+      std::printf("%s\n", n.c_str());
+    }
+    return {};
+  };
+}
+
+Action setup_name(CLI::App& app, const GlobalOptions& g) {
+  auto args = std::make_shared<std::pair<std::string, std::string>>();
+  app.add_option("CONTAINER", args->first, "Container name or ID")->required();
+  app.add_option("NAME", args->second, "The new name")->required();
+  return [args, &g]() -> Status {
+    ContainerStore cs = BERTH_TRY(open_containers(g));
+    ContainerRecord c = BERTH_TRY(cs.find(args->first));
+    return cs.add_name(c, args->second);
+  };
+}
+
+Action setup_rmname(CLI::App& app, const GlobalOptions& g) {
+  auto name = std::make_shared<std::string>();
+  app.add_option("NAME", *name, "The name to remove")->required();
+  return [name, &g]() -> Status {
+    ContainerStore cs = BERTH_TRY(open_containers(g));
+    return cs.remove_name(*name);
+  };
+}
+
+}  // namespace berth::cli

@@ -1,0 +1,241 @@
+#include "runtime/container_config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+
+namespace berth {
+namespace {
+
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  for (;;) {
+    size_t at = s.find(sep);
+    out.push_back(s.substr(0, at));
+    if (at == std::string_view::npos) return out;
+    s.remove_prefix(at + 1);
+  }
+}
+
+std::optional<uint32_t> parse_id(std::string_view s) {
+  uint32_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+/// The fields of the first line of an /etc/passwd- or /etc/group-style text whose field
+/// `key_field` equals `key`.
+std::optional<std::vector<std::string_view>> find_entry(std::string_view text, size_t key_field,
+                                                        std::string_view key) {
+  for (std::string_view line : split(text, '\n')) {
+    if (line.empty() || line[0] == '#') continue;
+    auto f = split(line, ':');
+    if (f.size() > key_field && f[key_field] == key) return f;
+  }
+  return std::nullopt;
+}
+
+std::string_view env_key(std::string_view kv) { return kv.substr(0, kv.find('=')); }
+
+/// The host's value of `key` as "K=V", or nullopt.
+std::optional<std::string> host_value(const std::vector<std::string>& host_env,
+                                      std::string_view key) {
+  for (const std::string& kv : host_env)
+    if (env_key(kv) == key && kv.size() > key.size()) return kv;
+  return std::nullopt;
+}
+
+/// Sets or replaces K=V in env, keeping first-seen order.
+void set_env(std::vector<std::string>& env, std::string kv) {
+  std::string_view key = env_key(kv);
+  for (std::string& e : env)
+    if (env_key(e) == key) {
+      e = std::move(kv);
+      return;
+    }
+  env.push_back(std::move(kv));
+}
+
+Result<std::vector<std::string>> string_list(const nlohmann::json& config, const char* key) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::vector<std::string>{};
+  std::vector<std::string> out;
+  if (!it->is_array()) return make_error("image config", key, "not a list of strings");
+  for (const auto& v : *it) {
+    if (!v.is_string()) return make_error("image config", key, "not a list of strings");
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+/// config[key] when it is a string, else "".
+std::string string_field(const nlohmann::json& config, const char* key) {
+  auto it = config.find(key);
+  return it != config.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+Result<ResolvedUser> resolve_user(std::string_view user, std::string_view passwd,
+                                  std::string_view group) {
+  auto parts = split(user, ':');
+  if (parts.size() > 2 || parts[0].empty() || (parts.size() == 2 && parts[1].empty()))
+    return make_error("user", std::string(user), "expected USER[:GROUP], a name or a number");
+  ResolvedUser r;
+  std::optional<std::vector<std::string_view>> pw;
+  if (auto uid = parse_id(parts[0])) {
+    r.uid = *uid;
+    pw = find_entry(passwd, 2, parts[0]);
+    r.gid = 0;  // Docker: a uid without a passwd entry runs with group 0
+  } else {
+    pw = find_entry(passwd, 0, parts[0]);
+    if (!pw || pw->size() < 4 || !parse_id((*pw)[2]) || !parse_id((*pw)[3]))
+      return make_error("user", std::string(parts[0]),
+                        "unable to find user " + std::string(parts[0]) +
+                            ": no matching entries in the container's /etc/passwd");
+    r.uid = *parse_id((*pw)[2]);
+  }
+  if (pw && pw->size() >= 4) {
+    r.name = std::string((*pw)[0]);
+    if (auto g = parse_id((*pw)[3])) r.gid = *g;
+    if (pw->size() >= 6 && !(*pw)[5].empty()) r.home = std::string((*pw)[5]);
+  }
+  if (r.name.empty()) r.name = r.uid == 0 ? "root" : std::to_string(r.uid);
+  if (r.home.empty()) r.home = r.uid == 0 ? "/root" : "/";
+  if (parts.size() == 2) {
+    if (auto gid = parse_id(parts[1])) {
+      r.gid = *gid;
+    } else {
+      auto gr = find_entry(group, 0, parts[1]);
+      if (!gr || gr->size() < 3 || !parse_id((*gr)[2]))
+        return make_error("user", std::string(parts[1]),
+                          "unable to find group " + std::string(parts[1]) +
+                              ": no matching entries in the container's /etc/group");
+      r.gid = *parse_id((*gr)[2]);
+    }
+  }
+  return r;
+}
+
+Result<Volume> parse_volume(std::string_view text) {
+  auto parts = split(text, ':');
+  auto bad = [&](std::string why) {
+    return make_error("volume", std::string(text), std::move(why))
+        .with_hint("use -v HOST:CONTAINER[:ro|:rw] with absolute paths");
+  };
+  if (parts.size() < 2 || parts.size() > 3) return bad("expected HOST:CONTAINER[:ro|:rw]");
+  Volume v;
+  v.host = std::string(parts[0]);
+  v.container = std::string(parts[1]);
+  if (v.host.empty() || v.host[0] != '/') return bad("the host path must be absolute");
+  if (v.container.empty() || v.container[0] != '/')
+    return bad("the container path must be absolute");
+  if (parts.size() == 3) {
+    if (parts[2] == "ro") {
+      v.read_only = true;
+    } else if (parts[2] != "rw") {
+      return bad("unknown mode \"" + std::string(parts[2]) + "\" (ro or rw)");
+    }
+  }
+  return v;
+}
+
+Result<std::vector<std::string>> parse_env_file(std::string_view text, const std::string& path,
+                                                const std::vector<std::string>& host_env) {
+  std::vector<std::string> out;
+  size_t n = 0;
+  for (std::string_view line : split(text, '\n')) {
+    ++n;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    size_t first = line.find_first_not_of(" \t");
+    if (first == std::string_view::npos || line[first] == '#') continue;
+    line.remove_prefix(first);
+    std::string_view key = env_key(line);
+    if (key.empty() || key.find_first_of(" \t") != std::string_view::npos)
+      return make_error("read env file", path,
+                        "line " + std::to_string(n) + ": invalid variable name \"" +
+                            std::string(key) + "\"");
+    if (line.find('=') != std::string_view::npos) {
+      out.emplace_back(line);
+    } else if (auto v = host_value(host_env, key)) {
+      out.push_back(*v);
+    }
+  }
+  return out;
+}
+
+Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::string& rootfs,
+                                 const RunOptions& opts, const HostContext& host,
+                                 std::string_view passwd, std::string_view group) {
+  ContainerSpec spec;
+  spec.rootfs = rootfs;
+
+  // Command: Docker's Entrypoint/Cmd rules.
+  std::vector<std::string> entrypoint = BERTH_TRY(string_list(image_config, "Entrypoint"));
+  std::vector<std::string> cmd = BERTH_TRY(string_list(image_config, "Cmd"));
+  if (opts.entrypoint_set) {
+    entrypoint.clear();
+    if (!opts.entrypoint.empty()) entrypoint.push_back(opts.entrypoint);
+    cmd.clear();  // --entrypoint drops the image's Cmd
+  }
+  if (!opts.command.empty()) cmd = opts.command;
+  spec.argv = entrypoint;
+  spec.argv.insert(spec.argv.end(), cmd.begin(), cmd.end());
+  if (spec.argv.empty())
+    return make_error("run", "command", "no command specified: the image has no Cmd or Entrypoint")
+        .with_hint("give a command after the image name");
+
+  // Identity.
+  std::string user = opts.user;
+  if (user.empty()) user = string_field(image_config, "User");
+  ResolvedUser who = BERTH_TRY(resolve_user(user.empty() ? "0" : user, passwd, group));
+  spec.uid = who.uid;
+  spec.gid = who.gid;
+  spec.user_name = who.name;
+  spec.home = who.home;
+
+  // Environment: image < host (--hostenv) < --env-file < -e.
+  for (const std::string& kv : BERTH_TRY(string_list(image_config, "Env"))) set_env(spec.env, kv);
+  if (opts.hostenv)
+    for (const std::string& kv : host.environ) set_env(spec.env, kv);
+  for (const std::string& kv : opts.file_env) set_env(spec.env, kv);
+  for (const std::string& e : opts.env) {
+    if (env_key(e).empty())
+      return make_error("env", e, "invalid variable: expected KEY=VALUE or KEY");
+    if (e.find('=') != std::string::npos) {
+      set_env(spec.env, e);
+    } else if (auto v = host_value(host.environ, e)) {
+      set_env(spec.env, *v);
+    }
+  }
+
+  // Volumes, then --bind-home.
+  for (const std::string& v : opts.volumes) spec.volumes.push_back(BERTH_TRY(parse_volume(v)));
+  if (opts.bind_home) {
+    if (host.home.empty() || host.home[0] != '/')
+      return make_error("bind home", "$HOME", "HOME is not set to an absolute path");
+    spec.volumes.push_back(Volume{host.home, host.home, false});
+    spec.home = host.home;
+    set_env(spec.env, "HOME=" + host.home);
+  }
+  if (!host_value(spec.env, "PATH")) set_env(spec.env, std::string("PATH=") + kDefaultPath);
+  if (!host_value(spec.env, "HOME")) set_env(spec.env, "HOME=" + spec.home);
+  if (!opts.hostname.empty()) set_env(spec.env, "HOSTNAME=" + opts.hostname);
+
+  // Working directory.
+  spec.cwd = !opts.workdir.empty() ? opts.workdir : string_field(image_config, "WorkingDir");
+  if (spec.cwd.empty()) spec.cwd = "/";
+  if (spec.cwd[0] != '/')
+    return make_error("workdir", spec.cwd, "the working directory must be an absolute path");
+
+  spec.hostname = opts.hostname;
+  spec.stdin_open = opts.interactive;
+  spec.tty = opts.tty;
+  spec.pid_namespace = opts.pid_namespace;
+  return spec;
+}
+
+}  // namespace berth

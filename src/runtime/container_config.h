@@ -1,0 +1,72 @@
+// From what the user typed and what the image says to a ContainerSpec: Docker's rules for
+// Entrypoint/Cmd, environment merging, users and groups, volumes, working directory.
+// Pure functions of their inputs (the CLI reads the files), so tests cover every rule.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "runtime/container_spec.h"
+
+namespace berth {
+
+/// `berth run` / `create` options, as typed.
+struct RunOptions {
+  std::vector<std::string> env;        ///< -e K=V, or -e K for the host's value
+  std::vector<std::string> env_files;  ///< --env-file paths
+  std::vector<std::string> file_env;   ///< their variables, read by the caller (parse_env_file)
+  std::vector<std::string> volumes;    ///< -v HOST:CTR[:ro|:rw]
+  std::string workdir;                 ///< -w
+  std::string user;                    ///< -u USER[:GROUP]
+  std::string entrypoint;              ///< --entrypoint
+  bool entrypoint_set = false;         ///< --entrypoint given (even as "")
+  std::string hostname;                ///< --hostname
+  bool interactive = false;            ///< -i
+  bool tty = false;                    ///< -t
+  bool pid_namespace = false;          ///< --pid-ns
+  bool bind_home = false;              ///< --bind-home
+  bool hostenv = false;                ///< --hostenv
+  std::vector<std::string> command;    ///< everything after the image
+};
+
+/// What the caller's side contributes.
+struct HostContext {
+  std::vector<std::string> environ;  ///< the caller's environment, "K=V"
+  std::string home;                  ///< the caller's $HOME
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+/// The identity a -u / image User value resolves to.
+struct ResolvedUser {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string name;  ///< from passwd, else the number as text
+  std::string home;  ///< from passwd, else "/" ("/root" for root)
+};
+
+/// Resolves "name|uid[:group|gid]" against the container's /etc/passwd and /etc/group texts.
+Result<ResolvedUser> resolve_user(std::string_view user, std::string_view passwd,
+                                  std::string_view group);
+
+/// Parses -v HOST:CTR[:ro|:rw]; both paths must be absolute.
+Result<Volume> parse_volume(std::string_view text);
+
+/// Variables from an env file: "K=V" lines, "K" alone takes the host's value (skipped when the
+/// host has none), blank lines and '#' comments ignored. `path` is for errors.
+Result<std::vector<std::string>> parse_env_file(std::string_view text, const std::string& path,
+                                                const std::vector<std::string>& host_env);
+
+/// Merges everything into the spec the engine runs. `image_config` is the image config's
+/// "config" object; `passwd`/`group` are the container's files ("" when absent).
+Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::string& rootfs,
+                                 const RunOptions& opts, const HostContext& host,
+                                 std::string_view passwd, std::string_view group);
+
+}  // namespace berth

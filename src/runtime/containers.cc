@@ -1,0 +1,284 @@
+#include "runtime/containers.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/clock.h"
+#include "image/unpack.h"
+
+namespace berth {
+namespace {
+
+constexpr size_t kIdLength = 64;
+constexpr size_t kMinPrefix = 4;
+
+bool is_hex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+Result<std::string> random_id() {
+  unsigned char bytes[kIdLength / 2];
+  UniqueFd fd = BERTH_TRY(open_file("/dev/urandom", O_RDONLY));
+  if (::read(fd.get(), bytes, sizeof bytes) != static_cast<ssize_t>(sizeof bytes))
+    return sys_error("read", "/dev/urandom");
+  std::string id;
+  for (unsigned char b : bytes) {
+    char hex[3];
+    std::snprintf(hex, sizeof hex, "%02x", b);
+    id += hex;
+  }
+  return id;
+}
+
+/// The entries of a directory, "." and ".." left out; a missing directory is empty.
+std::vector<std::string> list_dir(const std::string& path) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(path.c_str());
+  if (!d) return out;  // missing: nothing there yet
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// The container ID a names/ link points to, or "" when it is not one of ours.
+std::string link_target_id(const std::string& link) {
+  char buf[256];
+  ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  std::string t(buf, static_cast<size_t>(n));
+  std::string_view prefix = "../containers/";
+  if (t.rfind(prefix, 0) != 0) return "";
+  std::string id = t.substr(prefix.size());
+  return id.size() == kIdLength && is_hex(id) ? id : "";
+}
+
+/// Holds no lock but tells whether someone holds `path` exclusively.
+bool lock_is_held(const std::string& path) {
+  auto l = FileLock::try_acquire(path, FileLock::Mode::kShared);
+  return l.ok() && !l->held();
+}
+
+}  // namespace
+
+Status validate_container_name(std::string_view name) {
+  auto ok_char = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '.' || c == '-';
+  };
+  bool valid = !name.empty() && name.size() <= 128 && ok_char(name[0]) && name[0] != '_' &&
+               name[0] != '.' && name[0] != '-' && std::all_of(name.begin(), name.end(), ok_char);
+  if (!valid)
+    return make_error("name", std::string(name),
+                      "invalid container name: only [a-zA-Z0-9][a-zA-Z0-9_.-]* is allowed");
+  if (name.size() == kIdLength && is_hex(name))
+    return make_error("name", std::string(name), "a name cannot look like a container ID");
+  return {};
+}
+
+Result<ContainerStore> ContainerStore::open(const std::string& berth_home) {
+  ContainerStore s;
+  s.root_ = berth_home;
+  BERTH_CHECK(make_dirs(path_join(berth_home, "containers")));
+  BERTH_CHECK(make_dirs(path_join(berth_home, "names")));
+  return s;
+}
+
+std::string ContainerStore::dir(const ContainerRecord& c) const {
+  return path_join(path_join(root_, "containers"), c.id);
+}
+
+Result<ContainerRecord> ContainerStore::load(const std::string& id) const {
+  std::string cdir = path_join(path_join(root_, "containers"), id);
+  std::string path = path_join(cdir, "container.json");
+  std::string text = BERTH_TRY(read_file(path));
+  ContainerRecord c;
+  try {
+    auto j = nlohmann::json::parse(text);
+    c.id = j.at("id").get<std::string>();
+    c.image = j.value("image", "");
+    c.image_id = j.value("image_id", "");
+    c.created = j.value("created", "");
+    c.image_config = j.value("image_config", nlohmann::json::object());
+    c.last_command = j.value("last_command", std::vector<std::string>{});
+    if (j.contains("last_exit") && j["last_exit"].is_number_integer())
+      c.last_exit = j["last_exit"].get<int>();
+  } catch (const nlohmann::json::exception& e) {
+    return make_error("read container", path, e.what());
+  }
+  for (const std::string& n : list_dir(path_join(root_, "names")))
+    if (link_target_id(path_join(path_join(root_, "names"), n)) == id) c.names.push_back(n);
+  c.running = lock_is_held(path_join(cdir, "run.lock"));
+  return c;
+}
+
+namespace {
+
+std::string record_text(const ContainerRecord& c) {
+  nlohmann::json j = {{"id", c.id},           {"image", c.image},
+                      {"image_id", c.image_id}, {"created", c.created},
+                      {"image_config", c.image_config}, {"last_command", c.last_command}};
+  if (c.last_exit) j["last_exit"] = *c.last_exit;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+Status ContainerStore::save(const ContainerRecord& c) const {
+  return write_file_atomic(path_join(dir(c), "container.json"), record_text(c));
+}
+
+Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageRecord& image,
+                                               const std::string& name) {
+  if (!name.empty()) {
+    BERTH_CHECK(validate_container_name(name));
+    if (auto holder = find(name); holder.ok())
+      return make_error("create", name,
+                        "the container name \"" + name + "\" is already in use by container " +
+                            holder->id)
+          .with_hint("remove or rename that container, or choose another name");
+  }
+  ContainerRecord c;
+  c.id = BERTH_TRY(random_id());
+  c.image = image.name;
+  c.image_id = image.config_digest;
+  c.created = now_rfc3339();
+  std::string config_text = BERTH_TRY(images.read_blob(image.config_digest));
+  try {
+    c.image_config = nlohmann::json::parse(config_text).value("config", nlohmann::json::object());
+    if (c.image_config.is_null()) c.image_config = nlohmann::json::object();
+  } catch (const nlohmann::json::exception& e) {
+    return make_error("parse config", images.blob_path(image.config_digest), e.what());
+  }
+  std::vector<std::string> layers;
+  for (const std::string& l : image.layers) {
+    if (!images.has_blob(l))
+      return make_error("create", image.name, "layer " + l + " is missing from the store")
+          .with_hint("pull the image again");
+    layers.push_back(images.blob_path(l));
+  }
+  // Built under a temporary name and renamed: a killed create leaves nothing that ps shows.
+  std::string containers = path_join(root_, "containers");
+  std::string tmp = path_join(containers, ".tmp-" + c.id);
+  BERTH_CHECK(make_dirs(tmp, 0700));
+  auto cleanup = [&tmp] { (void)remove_tree(tmp); };  // best effort; .tmp-* is never listed
+  if (auto st = unpack_layers(layers, path_join(tmp, "rootfs")); !st.ok()) {
+    cleanup();
+    return std::move(st).error().with_context("create container from " + image.name);
+  }
+  if (Status st = write_file_atomic(path_join(tmp, "container.json"), record_text(c)); !st.ok()) {
+    cleanup();
+    return st.error();
+  }
+  if (::chmod(tmp.c_str(), 0755) != 0 || ::rename(tmp.c_str(), dir(c).c_str()) != 0) {
+    Error e = sys_error("rename", tmp + " -> " + dir(c));
+    cleanup();
+    return e;
+  }
+  if (!name.empty()) {
+    if (Status st = add_name(c, name); !st.ok()) {
+      (void)remove_tree(dir(c));  // lost a race for the name: undo, the error says why
+      return st.error();
+    }
+    c.names.push_back(name);
+  }
+  return c;
+}
+
+Result<std::vector<ContainerRecord>> ContainerStore::list() const {
+  std::vector<ContainerRecord> out;
+  for (const std::string& id : list_dir(path_join(root_, "containers"))) {
+    if (id.size() != kIdLength || !is_hex(id)) continue;  // .tmp-* and strangers
+    out.push_back(BERTH_TRY(load(id)));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const ContainerRecord& a, const ContainerRecord& b) {
+    return a.created < b.created;
+  });
+  return out;
+}
+
+Result<ContainerRecord> ContainerStore::find(std::string_view name_or_id) const {
+  std::string key(name_or_id);
+  if (key.empty()) return make_error("find container", "\"\"", "empty name");
+  if (key.find('/') == std::string::npos) {
+    std::string id = link_target_id(path_join(path_join(root_, "names"), key));
+    if (!id.empty()) return load(id);
+  }
+  if (key.size() >= kMinPrefix && key.size() <= kIdLength && is_hex(key)) {
+    std::vector<std::string> hits;
+    for (const std::string& id : list_dir(path_join(root_, "containers")))
+      if (id.size() == kIdLength && id.rfind(key, 0) == 0) hits.push_back(id);
+    if (hits.size() == 1) return load(hits[0]);
+    if (hits.size() > 1)
+      return make_error("find container", key,
+                        "ambiguous ID prefix: " + std::to_string(hits.size()) + " containers match");
+  }
+  return make_error("find container", key, "no such container");
+}
+
+Status ContainerStore::add_name(const ContainerRecord& c, const std::string& name) {
+  BERTH_CHECK(validate_container_name(name));
+  std::string link = path_join(path_join(root_, "names"), name);
+  if (::symlink(("../containers/" + c.id).c_str(), link.c_str()) != 0) {
+    if (errno == EEXIST) {
+      std::string holder = link_target_id(link);
+      return make_error("name", name,
+                        "the container name \"" + name + "\" is already in use" +
+                            (holder.empty() ? std::string() : " by container " + holder));
+    }
+    return sys_error("symlink", link);
+  }
+  return {};
+}
+
+Status ContainerStore::remove_name(const std::string& name) {
+  std::string link = path_join(path_join(root_, "names"), name);
+  if (name.find('/') != std::string::npos || link_target_id(link).empty())
+    return make_error("rmname", name, "no such container name");
+  if (::unlink(link.c_str()) != 0) return sys_error("unlink", link);
+  return {};
+}
+
+Status ContainerStore::remove(const ContainerRecord& c, bool force) {
+  std::string cdir = dir(c);
+  auto lock = BERTH_TRY(FileLock::try_acquire(path_join(cdir, "run.lock")));
+  if (!lock.held() && !force)
+    return make_error("rm", c.names.empty() ? c.id : c.names.front(),
+                      "container " + c.short_id() + " is running")
+        .with_hint("stop it first, or use rm -f");
+  for (const std::string& n : c.names)
+    (void)::unlink(path_join(path_join(root_, "names"), n).c_str());  // gone with the container
+  // Renamed away first, so that a half-deleted container is never listed.
+  std::string doomed = path_join(path_join(root_, "containers"), ".tmp-" + c.id);
+  if (::rename(cdir.c_str(), doomed.c_str()) != 0) return sys_error("rename", cdir);
+  return remove_tree(doomed);
+}
+
+Result<FileLock> ContainerStore::lock_for_run(const ContainerRecord& c) const {
+  std::string path = path_join(dir(c), "run.lock");
+  auto lock = BERTH_TRY(FileLock::try_acquire(path));
+  if (!lock.held())
+    return make_error("run", c.names.empty() ? c.id : c.names.front(),
+                      "container " + c.short_id() + " is already running")
+        .with_hint("run the image instead to get a new container");
+  return lock;
+}
+
+Status ContainerStore::record_run(const ContainerRecord& c, const std::vector<std::string>& argv,
+                                  std::optional<int> exit_code) {
+  ContainerRecord now = BERTH_TRY(load(c.id));
+  if (!argv.empty()) now.last_command = argv;
+  now.last_exit = exit_code;
+  return save(now);
+}
+
+}  // namespace berth

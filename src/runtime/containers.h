@@ -1,0 +1,78 @@
+// Containers under $BERTH_HOME, beside the image store:
+//
+//   containers/<id>/rootfs          the container's private, writable root filesystem
+//   containers/<id>/container.json  what it was made from and how it runs (rewritten atomically)
+//   containers/<id>/run.lock        flock held while the container runs
+//   containers/.tmp-<id>/           a container being created; renamed into place when whole
+//   names/<name>                    symlink to ../containers/<id>: one per name, made with
+//                                   symlink(2), so two creates of one name cannot both win
+//
+// IDs are 64 hex digits, as Docker's; a unique prefix (at least 4 digits) designates one.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "image/store.h"
+
+namespace berth {
+
+/// One container, as container.json holds it.
+struct ContainerRecord {
+  std::string id;                    ///< 64 hex digits
+  std::vector<std::string> names;    ///< every name that designates it (names/ links), sorted
+  std::string image;                 ///< the image name it was created from
+  std::string image_id;              ///< the image's config digest
+  std::string created;               ///< RFC 3339 UTC
+  nlohmann::json image_config;       ///< the image config's "config" object (Env, Cmd, ...)
+  std::vector<std::string> last_command;  ///< argv of the last run, empty before the first
+  std::optional<int> last_exit;           ///< exit status of the last run that ended
+  bool running = false;                   ///< run.lock is held now (computed, not stored)
+
+  /// The first 12 hex digits, as `docker ps` shows.
+  std::string short_id() const { return id.substr(0, 12); }
+};
+
+class ContainerStore {
+ public:
+  /// Opens (creating when missing) the container folders under `berth_home`.
+  static Result<ContainerStore> open(const std::string& berth_home);
+
+  /// Unpacks `image` into a new container; `name` may be empty.
+  Result<ContainerRecord> create(const Store& images, const ImageRecord& image,
+                                 const std::string& name);
+  /// Every container, oldest first.
+  Result<std::vector<ContainerRecord>> list() const;
+  /// A container by name, full ID or unique ID prefix.
+  Result<ContainerRecord> find(std::string_view name_or_id) const;
+  /// Adds `name` for the container (a container may have several, as in udocker).
+  Status add_name(const ContainerRecord& c, const std::string& name);
+  /// Removes a name; the container stays.
+  Status remove_name(const std::string& name);
+  /// Deletes the container and its names; refuses a running one unless `force`.
+  Status remove(const ContainerRecord& c, bool force);
+  /// Takes the run lock; fails with "container ... is already running" when held.
+  Result<FileLock> lock_for_run(const ContainerRecord& c) const;
+  /// Records the command of a run that starts, or the exit status of one that ended.
+  Status record_run(const ContainerRecord& c, const std::vector<std::string>& argv,
+                    std::optional<int> exit_code);
+
+  std::string dir(const ContainerRecord& c) const;
+  std::string rootfs(const ContainerRecord& c) const { return path_join(dir(c), "rootfs"); }
+
+ private:
+  Result<ContainerRecord> load(const std::string& id) const;
+  Status save(const ContainerRecord& c) const;
+  std::string root_;  ///< $BERTH_HOME
+};
+
+/// Container names as Docker allows them: [a-zA-Z0-9][a-zA-Z0-9_.-]*, and not 64 hex digits.
+Status validate_container_name(std::string_view name);
+
+}  // namespace berth
