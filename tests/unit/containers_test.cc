@@ -1,0 +1,164 @@
+#include "runtime/containers.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/sha256.h"
+
+namespace berth {
+namespace {
+
+/// An uncompressed tar holding one file.
+std::string tar_with_file(const std::string& name, const std::string& data) {
+  std::string out;
+  archive* a = archive_write_new();
+  archive_write_set_format_pax_restricted(a);
+  archive_write_open(
+      a, &out, nullptr,
+      [](archive*, void* ctx, const void* buf, size_t n) -> la_ssize_t {
+        static_cast<std::string*>(ctx)->append(static_cast<const char*>(buf), n);
+        return static_cast<la_ssize_t>(n);
+      },
+      nullptr);
+  archive_entry* e = archive_entry_new();
+  archive_entry_set_pathname(e, name.c_str());
+  archive_entry_set_filetype(e, AE_IFREG);
+  archive_entry_set_perm(e, 0644);
+  archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
+  archive_write_header(a, e);
+  archive_write_data(a, data.data(), data.size());
+  archive_entry_free(e);
+  archive_write_close(a);
+  archive_write_free(a);
+  return out;
+}
+
+class ContainersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    home_ = ::testing::TempDir() + "/berth-containers-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" +
+            std::to_string(getpid());
+    ASSERT_TRUE(remove_tree(home_).ok());
+    auto s = Store::open(home_);
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    store_.emplace(std::move(*s));
+    std::string layer = tar_with_file("etc/motd", "hello\n");
+    std::string config = R"({"architecture":"amd64","os":"linux","config":{"Cmd":["/bin/sh"]}})";
+    image_.name = "127.0.0.1:5000/test/app:1";
+    image_.config_digest = sha256_digest(config);
+    image_.layers = {sha256_digest(layer)};
+    ASSERT_TRUE(store_->put_blob(image_.config_digest, config).ok());
+    ASSERT_TRUE(store_->put_blob(image_.layers[0], layer).ok());
+    auto cs = ContainerStore::open(home_);
+    ASSERT_TRUE(cs.ok());
+    cs_.emplace(std::move(*cs));
+  }
+  void TearDown() override { (void)remove_tree(home_); }  // best effort
+
+  std::string home_;
+  std::optional<Store> store_;
+  std::optional<ContainerStore> cs_;
+  ImageRecord image_;
+};
+
+TEST_F(ContainersTest, CreateUnpacksAndRecords) {
+  auto c = cs_->create(*store_, image_, "web");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->id.size(), 64u);
+  EXPECT_EQ(c->names, (std::vector<std::string>{"web"}));
+  EXPECT_EQ(c->image_config["Cmd"][0], "/bin/sh");
+  EXPECT_EQ(*read_file(cs_->rootfs(*c) + "/etc/motd"), "hello\n");
+
+  auto list = cs_->list();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].id, c->id);
+  EXPECT_FALSE((*list)[0].running);
+  EXPECT_FALSE((*list)[0].last_exit.has_value());
+}
+
+TEST_F(ContainersTest, FindByNameIdAndPrefix) {
+  auto c = *cs_->create(*store_, image_, "web");
+  EXPECT_EQ(cs_->find("web")->id, c.id);
+  EXPECT_EQ(cs_->find(c.id)->id, c.id);
+  EXPECT_EQ(cs_->find(c.id.substr(0, 6))->id, c.id);
+  EXPECT_EQ(cs_->find("nope").error().message(), "find container nope: no such container");
+  EXPECT_FALSE(cs_->find("../containers").ok());
+}
+
+TEST_F(ContainersTest, NamesAreUniqueAndValidated) {
+  auto c = *cs_->create(*store_, image_, "web");
+  auto clash = cs_->create(*store_, image_, "web");
+  ASSERT_FALSE(clash.ok());
+  EXPECT_EQ(clash.error().message(), "create web: the container name \"web\" is already in use by "
+                                     "container " + c.id);
+  EXPECT_EQ(cs_->list()->size(), 1u);  // the clash left nothing behind
+  for (const char* bad : {"-x", "a/b", "sp ace", ".hidden"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_FALSE(cs_->create(*store_, image_, bad).ok());
+  }
+  ASSERT_TRUE(cs_->add_name(c, "second").ok());
+  EXPECT_EQ(cs_->find("second")->names, (std::vector<std::string>{"second", "web"}));
+  ASSERT_TRUE(cs_->remove_name("web").ok());
+  EXPECT_FALSE(cs_->find("web").ok());
+  EXPECT_EQ(cs_->remove_name("web").error().message(), "rmname web: no such container name");
+}
+
+TEST_F(ContainersTest, RecordRunAndRemove) {
+  auto c = *cs_->create(*store_, image_, "");
+  ASSERT_TRUE(cs_->record_run(c, {"/bin/sh", "-c", "exit 3"}, std::nullopt).ok());
+  ASSERT_TRUE(cs_->record_run(c, {}, 3).ok());
+  auto again = *cs_->find(c.id);
+  EXPECT_EQ(again.last_command, (std::vector<std::string>{"/bin/sh", "-c", "exit 3"}));
+  EXPECT_EQ(again.last_exit, 3);
+  ASSERT_TRUE(cs_->remove(again, false).ok());
+  EXPECT_TRUE(cs_->list()->empty());
+  EXPECT_FALSE(path_exists(cs_->dir(again)));
+}
+
+TEST_F(ContainersTest, RunningContainerIsLockedAndNotRemoved) {
+  auto c = *cs_->create(*store_, image_, "busy");
+  int ready[2], done[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(done), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {  // another process runs the container: holds its lock until told to stop
+    auto lock = cs_->lock_for_run(c);
+    char b = lock.ok() ? 'y' : 'n';
+    (void)!write(ready[1], &b, 1);
+    (void)!read(done[0], &b, 1);
+    _exit(0);
+  }
+  char b = 0;
+  ASSERT_EQ(read(ready[0], &b, 1), 1);
+  ASSERT_EQ(b, 'y');
+  EXPECT_TRUE(cs_->find("busy")->running);
+  auto second = cs_->lock_for_run(c);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.error().detail, "container " + c.short_id() + " is already running");
+  auto rm = cs_->remove(c, false);
+  ASSERT_FALSE(rm.ok());
+  EXPECT_EQ(rm.error().detail, "container " + c.short_id() + " is running");
+  ASSERT_EQ(write(done[1], "x", 1), 1);
+  int status;
+  waitpid(pid, &status, 0);
+  EXPECT_FALSE(cs_->find("busy")->running);
+  EXPECT_TRUE(cs_->remove(c, false).ok());
+}
+
+TEST_F(ContainersTest, MissingLayerIsAClearError) {
+  image_.layers.push_back(sha256_digest("not stored"));
+  auto c = cs_->create(*store_, image_, "");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().message(), "create 127.0.0.1:5000/test/app:1: layer " + image_.layers[1] +
+                                     " is missing from the store");
+  EXPECT_TRUE(cs_->list()->empty());
+}
+
+}  // namespace
+}  // namespace berth
