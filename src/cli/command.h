@@ -40,5 +40,7 @@ Action setup_verify(CLI::App& app, const GlobalOptions& g);
 Action setup_unpack(CLI::App& app, const GlobalOptions& g);
 Action setup_login(CLI::App& app, const GlobalOptions& g);
 Action setup_logout(CLI::App& app, const GlobalOptions& g);
+Action setup_gpu(CLI::App& app, const GlobalOptions& g);
+Action setup_cdi(CLI::App& app, const GlobalOptions& g);
 
 }  // namespace berth::cli

@@ -19,6 +19,8 @@ const std::vector<Command>& command_table() {
       {"unpack", "Unpack an image's layers into a directory", setup_unpack},
       {"login", "Log in to a registry", setup_login},
       {"logout", "Log out from a registry", setup_logout},
+      {"gpu", "Show the host's GPUs and driver (gpu info)", setup_gpu},
+      {"cdi", "Write a CDI spec for the host's GPUs (cdi generate)", setup_cdi},
   };
   return table;
 }
