@@ -6,6 +6,7 @@ namespace berth {
 
 std::string Version::str() const {
   if (parts.empty()) return "unknown";
+  if (!text.empty()) return text;
   std::string s;
   for (size_t i = 0; i < parts.size(); ++i) {
     if (i) s += '.';
@@ -30,6 +31,7 @@ std::optional<Version> parse_version(std::string_view s) {
   }
   if (cur < 0) return std::nullopt;
   v.parts.push_back(cur);
+  v.text = std::string(s);
   return v;
 }
 
@@ -45,7 +47,7 @@ int compare_versions(const Version& a, const Version& b) {
 
 Version cuda_version_from_int(int v) {
   if (v <= 0) return {};
-  return Version{{v / 1000, (v % 1000) / 10}};
+  return Version{{v / 1000, (v % 1000) / 10}, {}};
 }
 
 }  // namespace berth

@@ -11,9 +11,10 @@ namespace berth {
 
 struct Version {
   std::vector<int> parts;  ///< {550, 54, 15}; empty means unknown
+  std::string text;        ///< as written ("535.104.05": leading zeros matter in file names)
 
   bool known() const { return !parts.empty(); }
-  /// "550.54.15"; "unknown" when empty.
+  /// The text as parsed, else the parts joined by dots; "unknown" when empty.
   std::string str() const;
   /// The first component, 0 when unknown.
   int major() const { return parts.empty() ? 0 : parts[0]; }
