@@ -25,6 +25,8 @@ const std::vector<Command>& command_table() {
       {"rmname", "Remove a container name", setup_rmname},
       {"login", "Log in to a registry", setup_login},
       {"logout", "Log out from a registry", setup_logout},
+      {"gpu", "Show the host's GPUs and driver (gpu info)", setup_gpu},
+      {"cdi", "Write a CDI spec for the host's GPUs (cdi generate)", setup_cdi},
   };
   return table;
 }

@@ -1,0 +1,33 @@
+// berth cdi generate [--output FILE]: a CDI spec for this host's NVIDIA GPUs.
+#include <cstdio>
+#include <memory>
+
+#include "cli/context.h"
+#include "core/env.h"
+#include "core/fs.h"
+#include "devices/cdi.h"
+
+namespace berth::cli {
+
+Action setup_cdi(CLI::App& app, const GlobalOptions&) {
+  app.require_subcommand(1);
+  CLI::App* gen = app.add_subcommand("generate", "Write a CDI spec (nvidia.com/gpu) for this host");
+  auto output = std::make_shared<std::string>();
+  gen->add_option("-o,--output", *output, "Write the spec to FILE (default: standard output)");
+  return [output]() -> Status {
+    DiscoveryOptions opts =
+        BERTH_TRY(discovery_options_from_env(path_join(berth_config_dir(), "config.json")));
+    NvidiaDriver nv = BERTH_TRY(discover_nvidia(opts));
+    if (!nv.found)
+      return make_error("cdi generate", "", "no NVIDIA driver found under " + opts.driver_root)
+          .with_hint("set BERTH_DRIVER_ROOT if the driver lives in another tree");
+    std::string text = make_cdi_spec(nv).dump(2) + "\n";
+    if (output->empty()) {
+      std::fputs(text.c_str(), stdout);
+      return {};
+    }
+    return write_file_atomic(*output, text);
+  };
+}
+
+}  // namespace berth::cli

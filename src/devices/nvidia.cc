@@ -1,0 +1,559 @@
+#include "devices/nvidia.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "core/env.h"
+#include "core/fs.h"
+#include "core/log.h"
+#include "devices/elf.h"
+#include "devices/ld_cache.h"
+
+namespace berth {
+namespace {
+
+/// Driver libraries by capability. A name ending in '*' matches by prefix.
+struct LibraryRule {
+  const char* base;
+  CapabilitySet caps;
+};
+const LibraryRule kLibraries[] = {
+    {"libnvidia-ml", kCapUtility},
+    {"libnvidia-cfg", kCapUtility},
+    {"libnvidia-nscq", kCapUtility},
+    {"libcuda", kCapCompute},
+    {"libcudadebugger", kCapCompute},
+    {"libnvidia-opencl", kCapCompute},
+    {"libnvidia-gpucomp", kCapCompute},
+    {"libnvidia-ptxjitcompiler", kCapCompute},
+    {"libnvidia-fatbinaryloader", kCapCompute},
+    {"libnvidia-allocator", kCapCompute},
+    {"libnvidia-compiler", kCapCompute},
+    {"libnvidia-pkcs11*", kCapCompute},
+    {"libnvidia-nvvm", kCapCompute},
+    {"libnvcuvid", kCapVideo},
+    {"libnvidia-encode", kCapVideo},
+    {"libnvidia-opticalflow", kCapVideo},
+    {"libvdpau_nvidia", kCapVideo},
+    {"libGLX_nvidia", kCapGraphics},
+    {"libEGL_nvidia", kCapGraphics},
+    {"libGLESv2_nvidia", kCapGraphics},
+    {"libGLESv1_CM_nvidia", kCapGraphics},
+    {"libnvidia-glcore", kCapGraphics},
+    {"libnvidia-tls", kCapGraphics},
+    {"libnvidia-glsi", kCapGraphics},
+    {"libnvidia-eglcore", kCapGraphics},
+    {"libnvidia-glvkspirv", kCapGraphics},
+    {"libnvidia-rtcore", kCapGraphics},
+    {"libnvoptix", kCapGraphics},
+    {"libnvidia-fbc", kCapGraphics | kCapDisplay},
+    {"libnvidia-ngx", kCapNgx},
+};
+
+/// Where libraries are looked for besides ld.so.cache (host namespace).
+const char* const kLibraryDirs[] = {
+    "/usr/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu/nvidia/current",
+    "/usr/lib/x86_64-linux-gnu/vdpau", "/lib/x86_64-linux-gnu", "/usr/lib64", "/lib64",
+    "/usr/lib64/vdpau", "/usr/lib", "/lib", "/usr/lib/vdpau",
+    "/usr/lib/i386-linux-gnu", "/usr/lib/i386-linux-gnu/vdpau", "/usr/lib32",
+};
+
+struct BinaryRule {
+  const char* name;
+  CapabilitySet caps;
+};
+const BinaryRule kBinaries[] = {
+    {"nvidia-smi", kCapUtility},
+    {"nvidia-debugdump", kCapUtility},
+    {"nvidia-persistenced", kCapUtility},
+    {"nvidia-cuda-mps-control", kCapCompute},
+    {"nvidia-cuda-mps-server", kCapCompute},
+};
+const char* const kBinaryDirs[] = {"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin"};
+
+/// ICD and loader configuration files, by capability.
+const BinaryRule kConfigFiles[] = {
+    {"/etc/vulkan/icd.d/nvidia_icd.json", kCapGraphics},
+    {"/usr/share/vulkan/icd.d/nvidia_icd.json", kCapGraphics},
+    {"/etc/vulkan/implicit_layer.d/nvidia_layers.json", kCapGraphics},
+    {"/usr/share/vulkan/implicit_layer.d/nvidia_layers.json", kCapGraphics},
+    {"/usr/share/glvnd/egl_vendor.d/10_nvidia.json", kCapGraphics},
+    {"/etc/glvnd/egl_vendor.d/10_nvidia.json", kCapGraphics},
+    {"/usr/share/egl/egl_external_platform.d/10_nvidia_wayland.json", kCapGraphics},
+    {"/usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json", kCapGraphics},
+    {"/usr/share/nvidia/nvoptix.bin", kCapGraphics},
+    {"/etc/OpenCL/vendors/nvidia.icd", kCapCompute},
+};
+
+/// Control device nodes and who needs them (0: always, with the driver).
+const BinaryRule kControlNodes[] = {
+    {"/dev/nvidiactl", 0},
+    {"/dev/nvidia-uvm", kCapCompute},
+    {"/dev/nvidia-uvm-tools", kCapCompute},
+    {"/dev/nvidia-modeset", kCapGraphics | kCapDisplay},
+};
+
+std::string under(const std::string& root, std::string_view path) {
+  return root == "/" ? std::string(path) : path_join(root, path);
+}
+
+std::string trim(std::string_view s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+std::string basename_of(std::string_view p) {
+  size_t s = p.rfind('/');
+  return std::string(s == std::string_view::npos ? p : p.substr(s + 1));
+}
+
+/// Entries of a directory (no "." / ".."), sorted; empty when it cannot be read.
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return out;  // a missing directory is normal on most hosts
+  while (dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) out.emplace_back(e->d_name);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Follows symlinks of `path` (host namespace) inside `root`, re-rooting
+/// absolute link targets, so a link never leads out of the driver root.
+/// Returns the final path in the host namespace, or empty when it does not resolve.
+std::string resolve_in_root(const std::string& root, const std::string& path) {
+  std::vector<std::string> done;
+  std::vector<std::string> todo;  // reversed: back() is next
+  auto push_parts = [&todo](std::string_view p) {
+    std::vector<std::string> parts;
+    size_t i = 0;
+    while (i <= p.size()) {
+      size_t j = p.find('/', i);
+      if (j == std::string_view::npos) j = p.size();
+      if (j > i) parts.emplace_back(p.substr(i, j - i));
+      i = j + 1;
+    }
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) todo.push_back(*it);
+  };
+  push_parts(path);
+  int hops = 0;
+  while (!todo.empty()) {
+    std::string part = std::move(todo.back());
+    todo.pop_back();
+    if (part == ".") continue;
+    if (part == "..") {
+      if (!done.empty()) done.pop_back();
+      continue;
+    }
+    done.push_back(part);
+    std::string cur;
+    for (const auto& d : done) cur += "/" + d;
+    std::string full = under(root, cur);
+    struct stat st;
+    if (lstat(full.c_str(), &st) != 0) return "";
+    if (!S_ISLNK(st.st_mode)) continue;
+    if (++hops > 40) return "";
+    char buf[4096];
+    ssize_t n = readlink(full.c_str(), buf, sizeof buf - 1);
+    if (n <= 0) return "";
+    std::string target(buf, static_cast<size_t>(n));
+    done.pop_back();
+    if (target[0] == '/') done.clear();
+    push_parts(target);
+  }
+  std::string out;
+  for (const auto& d : done) out += "/" + d;
+  return out.empty() ? "/" : out;
+}
+
+/// A node if `path` exists under the device root.
+bool find_node(const std::string& dev_root, const std::string& path, DeviceNode* node) {
+  std::string host = under(dev_root, path);
+  struct stat st;
+  if (stat(host.c_str(), &st) != 0) return false;
+  node->path = path;
+  node->host_path = host;
+  node->is_char = S_ISCHR(st.st_mode);
+  if (node->is_char) {
+    node->major = major(st.st_rdev);
+    node->minor = minor(st.st_rdev);
+  }
+  return true;
+}
+
+std::vector<DeviceNode> nodes_in(const std::string& dev_root, const std::string& dir) {
+  std::vector<DeviceNode> out;
+  for (const auto& name : list_dir(under(dev_root, dir))) {
+    DeviceNode n;
+    if (find_node(dev_root, dir + "/" + name, &n)) out.push_back(std::move(n));
+  }
+  return out;
+}
+
+/// "Key:   value" lines of a /proc information file.
+std::map<std::string, std::string> parse_info(std::string_view text) {
+  std::map<std::string, std::string> kv;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t e = text.find('\n', i);
+    if (e == std::string_view::npos) e = text.size();
+    std::string_view line = text.substr(i, e - i);
+    size_t c = line.find(':');
+    if (c != std::string_view::npos) kv[trim(line.substr(0, c))] = trim(line.substr(c + 1));
+    i = e + 1;
+  }
+  return kv;
+}
+
+void discover_gpus(const DiscoveryOptions& o, NvidiaDriver* d) {
+  const std::string gpus_dir = "/proc/driver/nvidia/gpus";
+  for (const auto& bus : list_dir(under(o.driver_root, gpus_dir))) {
+    NvidiaGpu g;
+    g.proc_dir = gpus_dir + "/" + bus;
+    g.proc_host_path = under(o.driver_root, g.proc_dir);
+    auto text = read_file(g.proc_host_path + "/information");
+    if (!text.ok()) {
+      d->warnings.push_back("cannot read " + g.proc_host_path + "/information: " +
+                            text.error().message());
+      continue;
+    }
+    auto kv = parse_info(*text);
+    g.model = kv["Model"];
+    g.uuid = kv["GPU UUID"];
+    g.bus_id = kv["Bus Location"].empty() ? bus : kv["Bus Location"];
+    const std::string& minor = kv["Device Minor"];
+    if (!minor.empty() && minor.find_first_not_of("0123456789") == std::string::npos)
+      g.minor = std::stoi(minor);
+    if (g.minor >= 0)
+      g.has_node = find_node(o.effective_dev_root(), "/dev/nvidia" + std::to_string(g.minor), &g.node);
+    d->gpus.push_back(std::move(g));
+  }
+  // nvidia-smi numbers GPUs in PCI bus order.
+  std::sort(d->gpus.begin(), d->gpus.end(),
+            [](const NvidiaGpu& a, const NvidiaGpu& b) { return a.bus_id < b.bus_id; });
+  for (size_t i = 0; i < d->gpus.size(); ++i) d->gpus[i].index = static_cast<int>(i);
+}
+
+std::vector<std::string> library_candidates(const DiscoveryOptions& o, NvidiaDriver* d) {
+  std::vector<std::string> out;
+  std::string cache_path = under(o.driver_root, "/etc/ld.so.cache");
+  if (path_exists(cache_path)) {
+    auto data = read_file(cache_path);
+    auto entries = data.ok() ? parse_ld_cache(*data, cache_path)
+                             : Result<std::vector<LdCacheEntry>>(data.error());
+    if (entries.ok()) {
+      for (const auto& e : *entries)
+        if (e.path.size() > 1 && e.path[0] == '/') out.push_back(e.path);
+    } else {
+      // Not fatal: the standard directories below still find a packaged driver.
+      d->warnings.push_back(entries.error().message());
+    }
+  }
+  for (const char* dir : kLibraryDirs)
+    for (const auto& name : list_dir(under(o.driver_root, dir)))
+      if (name.find(".so") != std::string::npos) out.push_back(std::string(dir) + "/" + name);
+  return out;
+}
+
+/// The version suffix of the library a soname link ("libcuda.so.1") resolves to.
+Version library_version_of(const DiscoveryOptions& o, const std::vector<std::string>& candidates,
+                           std::string_view soname_link, std::string_view base) {
+  for (const auto& c : candidates) {
+    if (basename_of(c) != soname_link) continue;
+    std::string real = resolve_in_root(o.driver_root, c);
+    std::string b, v;
+    if (real.empty() || !split_library_name(basename_of(real), &b, &v) || b != base) continue;
+    auto ver = parse_version(v);
+    if (!ver) continue;
+    auto elf = read_elf_info(under(o.driver_root, real));
+    if (elf.ok() && elf->machine == host_elf_machine()) return *ver;
+  }
+  return {};
+}
+
+void discover_libraries(const DiscoveryOptions& o, const std::vector<std::string>& candidates,
+                        NvidiaDriver* d) {
+  const std::string want = d->version.str();
+  std::set<std::string> seen;
+  for (const auto& c : candidates) {
+    std::string real = resolve_in_root(o.driver_root, c);
+    if (real.empty() || !seen.insert(real).second) continue;
+    std::string base, ver;
+    if (!split_library_name(basename_of(real), &base, &ver)) continue;
+    CapabilitySet caps = library_capabilities(base);
+    if (caps == 0) continue;
+    if (ver != want) {
+      log::debug("gpu: ignoring {}: version {} is not the driver's {}", real, ver, want);
+      continue;
+    }
+    DriverFile f;
+    f.path = real;
+    f.host_path = under(o.driver_root, real);
+    f.caps = caps;
+    auto elf = read_elf_info(f.host_path);
+    if (!elf.ok()) {
+      d->warnings.push_back("ignoring " + f.host_path + ": " + elf.error().message());
+      continue;
+    }
+    const bool native = elf->machine == host_elf_machine();
+    const bool x86_32 = host_elf_machine() == 62 /*EM_X86_64*/ && elf->machine == 3 /*EM_386*/;
+    if (!native && !x86_32) {
+      log::debug("gpu: ignoring {}: built for another machine ({})", real, elf->machine);
+      continue;
+    }
+    f.lib32 = !native;
+    f.soname = elf->soname;
+    d->libraries.push_back(std::move(f));
+  }
+  std::stable_sort(d->libraries.begin(), d->libraries.end(), [](const auto& a, const auto& b) {
+    return a.lib32 != b.lib32 ? !a.lib32 : a.path < b.path;
+  });
+}
+
+void discover_files(const DiscoveryOptions& o, NvidiaDriver* d) {
+  auto add = [&o](std::vector<DriverFile>& to, const std::string& path, CapabilitySet caps) {
+    std::string host = under(o.driver_root, path);
+    struct stat st;
+    if (stat(host.c_str(), &st) != 0) return false;
+    DriverFile f;
+    f.path = path;
+    f.host_path = host;
+    f.caps = caps;
+    f.is_dir = S_ISDIR(st.st_mode);
+    to.push_back(std::move(f));
+    return true;
+  };
+  for (const auto& b : kBinaries)
+    for (const char* dir : kBinaryDirs)
+      if (add(d->binaries, std::string(dir) + "/" + b.name, b.caps)) break;
+  for (const auto& c : kConfigFiles) add(d->config_files, c.name, c.caps);
+  for (const char* fw : {"/lib/firmware/nvidia/", "/usr/lib/firmware/nvidia/"}) {
+    std::string dir = fw + d->version.str();
+    for (const auto& name : list_dir(under(o.driver_root, dir))) add(d->firmware, dir + "/" + name, 0);
+    if (!d->firmware.empty()) break;
+  }
+  add(d->ipc, "/run/nvidia-persistenced/socket", kCapUtility | kCapCompute);
+  add(d->ipc, o.mps_pipe_dir, kCapCompute);
+}
+
+}  // namespace
+
+const std::vector<CapabilityName>& capability_names() {
+  static const std::vector<CapabilityName> names = {
+      {"utility", kCapUtility}, {"compute", kCapCompute}, {"video", kCapVideo},
+      {"graphics", kCapGraphics}, {"display", kCapDisplay}, {"ngx", kCapNgx},
+      {"compat32", kCapCompat32},
+  };
+  return names;
+}
+
+std::string capabilities_str(CapabilitySet caps) {
+  std::string s;
+  for (const auto& c : capability_names()) {
+    if (!(caps & c.cap)) continue;
+    if (!s.empty()) s += ',';
+    s += c.name;
+  }
+  return s;
+}
+
+Result<DiscoveryOptions> discovery_options_from_env(const std::string& config_path) {
+  DiscoveryOptions o;
+  if (path_exists(config_path)) {
+    std::string text = BERTH_TRY(read_file(config_path));
+    try {
+      auto j = nlohmann::json::parse(text);
+      if (j.contains("driver_root")) o.driver_root = j.at("driver_root").get<std::string>();
+      if (j.contains("dev_root")) o.dev_root = j.at("dev_root").get<std::string>();
+    } catch (const nlohmann::json::exception& e) {
+      return make_error("read config", config_path, e.what());
+    }
+  }
+  o.driver_root = env_or("BERTH_DRIVER_ROOT", o.driver_root);
+  o.dev_root = env_or("BERTH_DEV_ROOT", o.dev_root);
+  o.mps_pipe_dir = env_or("CUDA_MPS_PIPE_DIRECTORY", o.mps_pipe_dir);
+  std::string probe = env_or("BERTH_CUDA_PROBE", "auto");
+  if (probe == "never") o.cuda_probe = CudaProbe::kNever;
+  else if (probe == "always") o.cuda_probe = CudaProbe::kAlways;
+  else if (probe != "auto")
+    return make_error("read environment", "BERTH_CUDA_PROBE",
+                      "'" + probe + "' is not one of auto, never, always");
+  for (const std::string* r : {&o.driver_root, &o.dev_root})
+    if (!r->empty() && (*r)[0] != '/')
+      return make_error("read config", *r, "driver and device roots must be absolute paths");
+  return o;
+}
+
+std::optional<Version> parse_nvrm_version(std::string_view text) {
+  size_t at = text.find("NVRM version:");
+  if (at == std::string_view::npos) return std::nullopt;
+  size_t end = text.find('\n', at);
+  std::string_view line = text.substr(at, end == std::string_view::npos ? end : end - at);
+  size_t mod = line.find("Module");
+  if (mod == std::string_view::npos) return std::nullopt;
+  // The version is the first dotted number after "Kernel Module" (or "Open Kernel Module for x86_64").
+  size_t i = mod;
+  while (i < line.size()) {
+    size_t b = line.find_first_not_of(" \t", i);
+    if (b == std::string_view::npos) break;
+    size_t e = line.find_first_of(" \t", b);
+    std::string_view tok = line.substr(b, e == std::string_view::npos ? e : e - b);
+    if (tok.find('.') != std::string_view::npos)
+      if (auto v = parse_version(tok)) return v;
+    if (e == std::string_view::npos) break;
+    i = e;
+  }
+  return std::nullopt;
+}
+
+bool split_library_name(std::string_view name, std::string* base, std::string* version) {
+  size_t at = name.find(".so.");
+  if (at == std::string_view::npos) return false;
+  *base = std::string(name.substr(0, at));
+  *version = std::string(name.substr(at + 4));
+  return true;
+}
+
+CapabilitySet library_capabilities(std::string_view base) {
+  for (const auto& r : kLibraries) {
+    std::string_view rule = r.base;
+    if (rule.back() == '*' ? base.substr(0, rule.size() - 1) == rule.substr(0, rule.size() - 1)
+                           : base == rule)
+      return r.caps;
+  }
+  return 0;
+}
+
+Version probe_cuda_driver_version(const std::string& host_path, std::string* note) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    *note = "pipe: " + std::string(strerror(errno));
+    return {};
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    *note = "fork: " + std::string(strerror(errno));
+    close(fds[0]);
+    close(fds[1]);
+    return {};
+  }
+  if (pid == 0) {
+    // Child: Berth is single-threaded when it discovers, so dlopen after fork is safe.
+    close(fds[0]);
+    alarm(5);
+    int v = -1;
+    if (void* h = dlopen(host_path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      using Fn = int (*)(int*);
+      if (auto fn = reinterpret_cast<Fn>(dlsym(h, "cuDriverGetVersion"))) {
+        int out = 0;
+        if (fn(&out) == 0) v = out;
+      } else {
+        v = -2;
+      }
+    }
+    ssize_t w = write(fds[1], &v, sizeof v);
+    _exit(w == sizeof v ? 0 : 1);
+  }
+  close(fds[1]);
+  int v = -1;
+  ssize_t n;
+  do n = read(fds[0], &v, sizeof v);
+  while (n < 0 && errno == EINTR);
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (n != sizeof v) {
+    *note = WIFSIGNALED(status) ? "probing libcuda failed: killed by signal " +
+                                      std::to_string(WTERMSIG(status))
+                                : "probing libcuda failed";
+    return {};
+  }
+  if (v == -2) *note = "libcuda has no cuDriverGetVersion";
+  else if (v < 0) *note = "libcuda could not be loaded or cuDriverGetVersion failed";
+  return cuda_version_from_int(v);
+}
+
+Result<NvidiaDriver> discover_nvidia(const DiscoveryOptions& o) {
+  NvidiaDriver d;
+  d.options = o;
+  std::string vfile = under(o.driver_root, "/proc/driver/nvidia/version");
+  if (path_exists(vfile)) {
+    std::string text = BERTH_TRY(read_file(vfile));
+    if (auto v = parse_nvrm_version(text)) d.kernel_version = *v;
+    else d.warnings.push_back("cannot find the NVRM version in " + vfile);
+  }
+  std::vector<std::string> candidates = library_candidates(o, &d);
+  d.library_version = library_version_of(o, candidates, "libcuda.so.1", "libcuda");
+  if (!d.library_version.known())
+    d.library_version = library_version_of(o, candidates, "libnvidia-ml.so.1", "libnvidia-ml");
+  if (!d.library_version.known()) {
+    // No soname link: take the suffix of a versioned libcuda / libnvidia-ml itself.
+    for (const auto& c : candidates) {
+      std::string b, v;
+      if (split_library_name(basename_of(c), &b, &v) && (b == "libcuda" || b == "libnvidia-ml") &&
+          v.find('.') != std::string::npos)
+        if (auto ver = parse_version(v)) {
+          d.library_version = *ver;
+          break;
+        }
+    }
+  }
+  d.version = d.kernel_version.known() ? d.kernel_version : d.library_version;
+  if (d.kernel_version.known() && d.library_version.known() &&
+      compare_versions(d.kernel_version, d.library_version) != 0)
+    d.warnings.push_back("driver libraries " + d.library_version.str() +
+                         " do not match the kernel module " + d.kernel_version.str() +
+                         "; using the libraries of " + d.kernel_version.str());
+  d.found = d.version.known();
+  if (!d.found) return d;
+
+  discover_gpus(o, &d);
+  for (const auto& c : kControlNodes) {
+    DeviceNode n;
+    if (find_node(o.effective_dev_root(), c.name, &n)) d.control_nodes.push_back(std::move(n));
+  }
+  d.cap_nodes = nodes_in(o.effective_dev_root(), "/dev/nvidia-caps");
+  d.imex_nodes = nodes_in(o.effective_dev_root(), "/dev/nvidia-caps-imex-channels");
+  discover_libraries(o, candidates, &d);
+  discover_files(o, &d);
+  std::string params = under(o.driver_root, "/proc/driver/nvidia/params");
+  if (path_exists(params)) {
+    auto text = read_file(params);
+    if (text.ok()) d.proc_params = *text;
+    else d.warnings.push_back(text.error().message());
+  }
+
+  const DriverFile* libcuda = nullptr;
+  for (const auto& l : d.libraries)
+    if (!l.lib32 && basename_of(l.path).rfind("libcuda.so.", 0) == 0) libcuda = &l;
+  bool allowed = o.cuda_probe == CudaProbe::kAlways ||
+                 (o.cuda_probe == CudaProbe::kAuto && o.driver_root == "/");
+  if (!libcuda) d.cuda_version_note = "no libcuda for driver " + d.version.str();
+  else if (!allowed)
+    d.cuda_version_note = o.cuda_probe == CudaProbe::kNever
+                              ? "not probed (BERTH_CUDA_PROBE=never)"
+                              : "not probed under driver root " + o.driver_root +
+                                    " (BERTH_CUDA_PROBE=always allows it)";
+  else d.cuda_version = probe_cuda_driver_version(libcuda->host_path, &d.cuda_version_note);
+  return d;
+}
+
+}  // namespace berth

@@ -1,0 +1,130 @@
+// NVIDIA driver discovery on the host, through a driver-root prefix and a
+// device-root prefix (like nvidia-container-cli --root and nvidia-ctk cdi
+// generate --dev-root), so tests and sites with the driver in a side tree
+// can point it anywhere. Discovery only reads; planning is gpu_plan.h.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "devices/version.h"
+
+namespace berth {
+
+/// Driver capabilities, the names of NVIDIA_DRIVER_CAPABILITIES.
+enum Capability : unsigned {
+  kCapUtility = 1u << 0,
+  kCapCompute = 1u << 1,
+  kCapVideo = 1u << 2,
+  kCapGraphics = 1u << 3,
+  kCapDisplay = 1u << 4,
+  kCapNgx = 1u << 5,
+  kCapCompat32 = 1u << 6,
+};
+using CapabilitySet = unsigned;
+inline constexpr CapabilitySet kCapAll = (1u << 7) - 1;
+inline constexpr CapabilitySet kCapDefault = kCapUtility | kCapCompute;
+
+/// One capability's name and bit, in the order `all` expands to.
+struct CapabilityName {
+  const char* name;
+  Capability cap;
+};
+const std::vector<CapabilityName>& capability_names();
+/// "utility,compute" for a set, in table order.
+std::string capabilities_str(CapabilitySet caps);
+
+/// Whether discovery may dlopen the found libcuda to ask cuDriverGetVersion.
+enum class CudaProbe {
+  kAuto,    ///< only when the driver root is "/" (the library the container will load anyway)
+  kNever,
+  kAlways,  ///< also under another driver root: the caller trusts that tree's code
+};
+
+struct DiscoveryOptions {
+  std::string driver_root = "/";  ///< BERTH_DRIVER_ROOT / config driver_root
+  std::string dev_root;           ///< BERTH_DEV_ROOT / config dev_root; empty: the driver root
+  CudaProbe cuda_probe = CudaProbe::kAuto;
+  std::string mps_pipe_dir = "/tmp/nvidia-mps";  ///< CUDA_MPS_PIPE_DIRECTORY
+
+  const std::string& effective_dev_root() const { return dev_root.empty() ? driver_root : dev_root; }
+};
+
+/// Options from BERTH_DRIVER_ROOT, BERTH_DEV_ROOT, BERTH_CUDA_PROBE (auto|never|always),
+/// CUDA_MPS_PIPE_DIRECTORY, then "driver_root" / "dev_root" in the JSON config at
+/// `config_path` (a missing file is fine). Environment wins over the file.
+Result<DiscoveryOptions> discovery_options_from_env(const std::string& config_path);
+
+/// A device node: `path` as the container (and the host's /dev) names it,
+/// `host_path` where it is under the device root.
+struct DeviceNode {
+  std::string path;        ///< "/dev/nvidia0"
+  std::string host_path;   ///< "<dev root>/dev/nvidia0"
+  bool is_char = false;    ///< a real character device (stand-ins in tests are not)
+  unsigned major = 0, minor = 0;
+};
+
+struct NvidiaGpu {
+  int index = 0;            ///< position in PCI bus order, as nvidia-smi numbers GPUs
+  std::string model;        ///< "NVIDIA A100-SXM4-40GB"
+  std::string uuid;         ///< "GPU-..."
+  std::string bus_id;       ///< "0000:07:00.0"
+  int minor = -1;           ///< Device Minor: /dev/nvidia<minor>
+  std::string proc_dir;     ///< "/proc/driver/nvidia/gpus/<bus id>" (host namespace)
+  std::string proc_host_path;  ///< the same under the driver root
+  bool has_node = false;    ///< /dev/nvidia<minor> exists under the device root
+  DeviceNode node;
+};
+
+/// A driver file: a library, binary, firmware blob, ICD file or IPC endpoint.
+struct DriverFile {
+  std::string path;         ///< absolute, in the host's namespace ("/usr/lib64/libcuda.so.550.54.15")
+  std::string host_path;    ///< the same under the driver root (what to bind from)
+  CapabilitySet caps = 0;   ///< needed by any of these; 0 = whenever the driver is injected
+  std::string soname;       ///< libraries: DT_SONAME ("libcuda.so.1")
+  bool lib32 = false;       ///< libraries: a 32-bit x86 object (compat32)
+  bool is_dir = false;      ///< IPC: a directory (the MPS pipe directory)
+};
+
+struct NvidiaDriver {
+  DiscoveryOptions options;
+  bool found = false;               ///< a kernel module version or driver libraries were found
+  Version version;                  ///< the driver version libraries are matched against
+  Version kernel_version;           ///< from /proc/driver/nvidia/version
+  Version library_version;          ///< from the libcuda.so / libnvidia-ml.so suffix
+  Version cuda_version;             ///< from cuDriverGetVersion; unknown when not probed
+  std::string cuda_version_note;    ///< why cuda_version is unknown, empty when known
+  std::vector<NvidiaGpu> gpus;      ///< in index order
+  std::vector<DeviceNode> control_nodes;  ///< nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-modeset
+  std::vector<DeviceNode> cap_nodes;      ///< /dev/nvidia-caps/* (MIG)
+  std::vector<DeviceNode> imex_nodes;     ///< /dev/nvidia-caps-imex-channels/*
+  std::vector<DriverFile> libraries;      ///< version-matched, 64-bit first then 32-bit, by path
+  std::vector<DriverFile> binaries;
+  std::vector<DriverFile> firmware;       ///< GSP firmware for this version
+  std::vector<DriverFile> config_files;   ///< Vulkan/EGL/OpenCL ICDs and similar
+  std::vector<DriverFile> ipc;            ///< persistenced socket, MPS pipe directory
+  std::string proc_params;                ///< /proc/driver/nvidia/params, empty when absent
+  std::vector<std::string> warnings;      ///< one line each, for -v and `gpu info`
+};
+
+/// Discovers the driver under the options' roots. A host without a driver is
+/// not an error (found == false); errors are unreadable files that should be readable.
+Result<NvidiaDriver> discover_nvidia(const DiscoveryOptions& opts);
+
+/// Parses the NVRM line of /proc/driver/nvidia/version ("... Kernel Module  550.54.15  ...").
+std::optional<Version> parse_nvrm_version(std::string_view text);
+/// The "<base>.so.<version>" split of a library file name; false when it has no ".so." part.
+bool split_library_name(std::string_view name, std::string* base, std::string* version);
+/// The capabilities a driver library's base name ("libcuda") belongs to; 0 when it is not one.
+CapabilitySet library_capabilities(std::string_view base);
+
+/// Asks cuDriverGetVersion of the libcuda at `host_path` in a forked child, so a
+/// library that lacks the symbol, crashes or hangs (5 s) cannot harm Berth, and
+/// nothing from it stays loaded in Berth's own process. Unknown on any failure;
+/// `note` says why.
+Version probe_cuda_driver_version(const std::string& host_path, std::string* note);
+
+}  // namespace berth
