@@ -63,14 +63,16 @@ Status write_all(int fd, std::string_view data, const std::string& what) {
   return {};
 }
 
-Status write_file_atomic(const std::string& path, std::string_view data, int mode) {
+Status write_file_atomic(const std::string& path, std::string_view data, int mode,
+                         Durability durability) {
   static std::atomic<unsigned> counter{0};
   std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
                     std::to_string(counter.fetch_add(1));
   {
     UniqueFd fd = BERTH_TRY(open_file(tmp, O_WRONLY | O_CREAT | O_EXCL, mode));
     Status st = write_all(fd.get(), data, tmp);
-    if (st.ok() && ::fsync(fd.get()) != 0) st = sys_error("fsync", tmp);
+    if (st.ok() && durability == Durability::kSynced && ::fsync(fd.get()) != 0)
+      st = sys_error("fsync", tmp);
     if (!st.ok()) {
       ::unlink(tmp.c_str());
       return st;

@@ -37,8 +37,14 @@ Result<UniqueFd> open_file(const std::string& path, int flags, int mode = 0644);
 Result<std::string> read_file(const std::string& path);
 /// Writes all bytes to fd, retrying on short writes and EINTR.
 Status write_all(int fd, std::string_view data, const std::string& what);
-/// Writes a file atomically: a temporary beside it, fsync, rename over.
-Status write_file_atomic(const std::string& path, std::string_view data, int mode = 0644);
+/// How much a write must survive.
+enum class Durability {
+  kSynced,       ///< fsync before the rename: survives a crash of the machine
+  kProcessSafe,  ///< no fsync: readers see the old or the new file whole, never a mix
+};
+/// Writes a file atomically: a temporary beside it, fsync (unless kProcessSafe), rename over.
+Status write_file_atomic(const std::string& path, std::string_view data, int mode = 0644,
+                         Durability durability = Durability::kSynced);
 /// Creates a directory and its parents (like mkdir -p).
 Status make_dirs(const std::string& path, int mode = 0755);
 /// Removes a file or directory tree; a missing path is not an error.

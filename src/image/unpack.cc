@@ -13,16 +13,72 @@
 #include <unordered_set>
 #include <utility>
 
+#include "core/dynlib.h"
 #include "core/fs.h"
 #include "image/rootfs_path.h"
 
 namespace berth {
 namespace {
 
+/// The libarchive functions used here, resolved on first use (see core/dynlib.h).
+struct ArchiveApi {
+  decltype(&::archive_read_free) read_free;
+  decltype(&::archive_error_string) error_string;
+  decltype(&::archive_read_new) read_new;
+  decltype(&::archive_read_support_filter_gzip) read_support_filter_gzip;
+  decltype(&::archive_read_support_filter_zstd) read_support_filter_zstd;
+  decltype(&::archive_read_support_filter_none) read_support_filter_none;
+  decltype(&::archive_read_support_format_tar) read_support_format_tar;
+  decltype(&::archive_read_open_fd) read_open_fd;
+  decltype(&::archive_read_next_header) read_next_header;
+  decltype(&::archive_entry_pathname) entry_pathname;
+  decltype(&::archive_entry_filetype) entry_filetype;
+  decltype(&::archive_entry_hardlink) entry_hardlink;
+  decltype(&::archive_entry_perm) entry_perm;
+  decltype(&::archive_entry_symlink) entry_symlink;
+  decltype(&::archive_entry_mtime_is_set) entry_mtime_is_set;
+  decltype(&::archive_entry_mtime) entry_mtime;
+  decltype(&::archive_entry_mtime_nsec) entry_mtime_nsec;
+  decltype(&::archive_read_data_block) read_data_block;
+  decltype(&::archive_entry_size) entry_size;
+  decltype(&::archive_entry_uid) entry_uid;
+  decltype(&::archive_entry_gid) entry_gid;
+};
+
+const ArchiveApi& api() {
+  static const ArchiveApi a = [] {
+    LazyLibrary& l = libarchive();
+    return ArchiveApi{
+                    l.get(&::archive_read_free, "archive_read_free"),
+                    l.get(&::archive_error_string, "archive_error_string"),
+                    l.get(&::archive_read_new, "archive_read_new"),
+                    l.get(&::archive_read_support_filter_gzip, "archive_read_support_filter_gzip"),
+                    l.get(&::archive_read_support_filter_zstd, "archive_read_support_filter_zstd"),
+                    l.get(&::archive_read_support_filter_none, "archive_read_support_filter_none"),
+                    l.get(&::archive_read_support_format_tar, "archive_read_support_format_tar"),
+                    l.get(&::archive_read_open_fd, "archive_read_open_fd"),
+                    l.get(&::archive_read_next_header, "archive_read_next_header"),
+                    l.get(&::archive_entry_pathname, "archive_entry_pathname"),
+                    l.get(&::archive_entry_filetype, "archive_entry_filetype"),
+                    l.get(&::archive_entry_hardlink, "archive_entry_hardlink"),
+                    l.get(&::archive_entry_perm, "archive_entry_perm"),
+                    l.get(&::archive_entry_symlink, "archive_entry_symlink"),
+                    l.get(&::archive_entry_mtime_is_set, "archive_entry_mtime_is_set"),
+                    l.get(&::archive_entry_mtime, "archive_entry_mtime"),
+                    l.get(&::archive_entry_mtime_nsec, "archive_entry_mtime_nsec"),
+                    l.get(&::archive_read_data_block, "archive_read_data_block"),
+                    l.get(&::archive_entry_size, "archive_entry_size"),
+                    l.get(&::archive_entry_uid, "archive_entry_uid"),
+                    l.get(&::archive_entry_gid, "archive_entry_gid")};
+  }();
+  return a;
+}
+
+
 constexpr size_t kReadBlock = size_t{1} << 20;
 
 struct ArchiveFree {
-  void operator()(archive* a) const { archive_read_free(a); }
+  void operator()(archive* a) const { api().read_free(a); }
 };
 using ArchivePtr = std::unique_ptr<archive, ArchiveFree>;
 
@@ -71,7 +127,7 @@ class LayerApplier {
 };
 
 Error LayerApplier::archive_err(std::string_view raw) const {
-  const char* msg = archive_error_string(ar_);
+  const char* msg = api().error_string(ar_);
   if (msg == nullptr) msg = "unreadable archive";
   if (raw.empty()) return make_error("unpack", layer_, msg);
   return make_error("unpack", layer_, fmt::format("entry \"{}\": {}", raw, msg));
@@ -91,21 +147,21 @@ Error LayerApplier::resolve_err(std::string_view raw, std::string_view what, int
 }
 
 Status LayerApplier::run(int layer_fd) {
-  ArchivePtr a(archive_read_new());
+  ArchivePtr a(api().read_new());
   if (!a) return make_error("unpack", layer_, "out of memory");
   ar_ = a.get();
-  archive_read_support_filter_gzip(ar_);
-  archive_read_support_filter_zstd(ar_);
-  archive_read_support_filter_none(ar_);
-  archive_read_support_format_tar(ar_);
-  if (archive_read_open_fd(ar_, layer_fd, kReadBlock) != ARCHIVE_OK) return archive_err();
+  api().read_support_filter_gzip(ar_);
+  api().read_support_filter_zstd(ar_);
+  api().read_support_filter_none(ar_);
+  api().read_support_format_tar(ar_);
+  if (api().read_open_fd(ar_, layer_fd, kReadBlock) != ARCHIVE_OK) return archive_err();
   for (;;) {
     archive_entry* e = nullptr;
-    int r = archive_read_next_header(ar_, &e);
+    int r = api().read_next_header(ar_, &e);
     if (r == ARCHIVE_EOF) break;
     if (r == ARCHIVE_RETRY) continue;
     if (r < ARCHIVE_WARN) return archive_err();  // ARCHIVE_WARN: e.g. charset, harmless
-    const char* raw = archive_entry_pathname(e);
+    const char* raw = api().entry_pathname(e);
     if (raw == nullptr) return refuse("entry without a name");
     ++stats_.entries;
     BERTH_CHECK(apply_entry(e, raw));
@@ -117,12 +173,12 @@ Status LayerApplier::run(int layer_fd) {
 Status LayerApplier::apply_entry(archive_entry* e, std::string_view raw) {
   EntryName kind = normalize_entry_name(raw, name_);
   if (kind == EntryName::kEscapes) return refuse(fmt::format("entry \"{}\" escapes the root", raw));
-  mode_t type = archive_entry_filetype(e);
-  const char* hardlink = archive_entry_hardlink(e);
+  mode_t type = api().entry_filetype(e);
+  const char* hardlink = api().entry_hardlink(e);
   if (kind == EntryName::kRoot) {
     // The root itself: only its mode applies, and the owner keeps full access.
     if (type == AE_IFDIR && hardlink == nullptr &&
-        ::fchmod(root_fd_, (archive_entry_perm(e) & 07777) | 0700) != 0) {
+        ::fchmod(root_fd_, (api().entry_perm(e) & 07777) | 0700) != 0) {
       return entry_err(raw, "chmod", errno);
     }
     return {};
@@ -149,7 +205,7 @@ Status LayerApplier::apply_entry(archive_entry* e, std::string_view raw) {
   } else if (type == AE_IFDIR) {
     BERTH_CHECK(make_dir(e, raw, pfd, base));
   } else if (type == AE_IFLNK) {
-    const char* target = archive_entry_symlink(e);
+    const char* target = api().entry_symlink(e);
     if (target == nullptr)
       return refuse(fmt::format("entry \"{}\" is a symlink without a target", raw));
     // The target is stored verbatim: it is harmless until something goes through
@@ -159,14 +215,14 @@ Status LayerApplier::apply_entry(archive_entry* e, std::string_view raw) {
       if (int err = remove_at(pfd, base)) return entry_err(raw, "remove existing", err);
     }
     set_owner(pfd, base, e);
-    struct timespec ts[2] = {archive_entry_mtime_is_set(e)
-                                 ? timespec{archive_entry_mtime(e), archive_entry_mtime_nsec(e)}
+    struct timespec ts[2] = {api().entry_mtime_is_set(e)
+                                 ? timespec{api().entry_mtime(e), api().entry_mtime_nsec(e)}
                                  : timespec{0, UTIME_OMIT},
                              {}};
     ts[1] = ts[0];
     ::utimensat(pfd, base, ts, AT_SYMLINK_NOFOLLOW);  // times are cosmetic; ignore failure
   } else {                                            // FIFO
-    mode_t perm = archive_entry_perm(e) & 0777;
+    mode_t perm = api().entry_perm(e) & 0777;
     while (::mknodat(pfd, base, S_IFIFO | 0600, 0) != 0) {
       if (errno != EEXIST) return entry_err(raw, "mkfifo", errno);
       if (int err = remove_at(pfd, base)) return entry_err(raw, "remove existing", err);
@@ -208,7 +264,7 @@ Status LayerApplier::write_file(archive_entry* e, std::string_view raw, int pfd,
   la_int64_t offset = 0;
   int64_t end = 0;
   for (;;) {
-    int r = archive_read_data_block(ar_, &buf, &size, &offset);
+    int r = api().read_data_block(ar_, &buf, &size, &offset);
     if (r == ARCHIVE_EOF) break;
     if (r < ARCHIVE_WARN) return archive_err(raw);
     const char* p = static_cast<const char*>(buf);
@@ -227,15 +283,15 @@ Status LayerApplier::write_file(archive_entry* e, std::string_view raw, int pfd,
     stats_.bytes += size;
     end = offset + static_cast<int64_t>(size);
   }
-  int64_t want = archive_entry_size(e);
+  int64_t want = api().entry_size(e);
   if (end < want && ::ftruncate(fd.get(), want) != 0) return entry_err(raw, "truncate", errno);
   set_owner(pfd, base, e, fd.get());
-  mode_t perm = archive_entry_perm(e) & 07777;
+  mode_t perm = api().entry_perm(e) & 07777;
   if (strip_setid_) perm &= ~mode_t{S_ISUID | S_ISGID};
   // After chown (which clears set-id bits), and always: the create mode went through umask.
   if (::fchmod(fd.get(), perm) != 0) return entry_err(raw, "chmod", errno);
-  if (archive_entry_mtime_is_set(e)) {
-    struct timespec ts[2] = {{archive_entry_mtime(e), archive_entry_mtime_nsec(e)}, {}};
+  if (api().entry_mtime_is_set(e)) {
+    struct timespec ts[2] = {{api().entry_mtime(e), api().entry_mtime_nsec(e)}, {}};
     ts[1] = ts[0];
     ::futimens(fd.get(), ts);  // times are cosmetic; ignore failure
   }
@@ -250,12 +306,12 @@ Status LayerApplier::make_dir(archive_entry* e, std::string_view raw, int pfd, c
     if (int err = remove_at(pfd, base)) return entry_err(raw, "remove existing", err);
   }
   set_owner(pfd, base, e);
-  mode_t perm = archive_entry_perm(e) & 07777;
+  mode_t perm = api().entry_perm(e) & 07777;
   if (strip_setid_) perm &= ~mode_t{S_ISUID | S_ISGID};
   // Rootless: the owner keeps rwx so later layers (and rm) can still work inside.
   if (::fchmodat(pfd, base, perm | 0700, 0) != 0) return entry_err(raw, "chmod", errno);
-  if (archive_entry_mtime_is_set(e)) {
-    dir_times_.emplace_back(name_, timespec{archive_entry_mtime(e), archive_entry_mtime_nsec(e)});
+  if (api().entry_mtime_is_set(e)) {
+    dir_times_.emplace_back(name_, timespec{api().entry_mtime(e), api().entry_mtime_nsec(e)});
   }
   return {};
 }
@@ -347,8 +403,8 @@ void LayerApplier::mark_created_ancestors(const std::string& parent) {
 
 void LayerApplier::set_owner(int pfd, const char* base, archive_entry* e, int fd) {
   if (!chown_) return;
-  uid_t uid = static_cast<uid_t>(archive_entry_uid(e));
-  gid_t gid = static_cast<gid_t>(archive_entry_gid(e));
+  uid_t uid = static_cast<uid_t>(api().entry_uid(e));
+  gid_t gid = static_cast<gid_t>(api().entry_gid(e));
   // Ownership that cannot be set (unmapped ids) is ignored, as the contract says.
   if (fd >= 0) {
     (void)::fchown(fd, uid, gid);

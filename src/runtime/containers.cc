@@ -134,7 +134,10 @@ std::string record_text(const ContainerRecord& c) {
 }  // namespace
 
 Status ContainerStore::save(const ContainerRecord& c) const {
-  return write_file_atomic(path_join(dir(c), "container.json"), record_text(c));
+  // Run bookkeeping (last command, exit status) is rewritten on every run: an fsync would cost
+  // more than the container's start, and a crash losing the last status loses nothing else.
+  return write_file_atomic(path_join(dir(c), "container.json"), record_text(c), 0644,
+                           Durability::kProcessSafe);
 }
 
 Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageRecord& image,
