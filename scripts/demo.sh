@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Demo of what Berth does today: a registry on 127.0.0.1, a busybox image
 # built here and pushed to it, then berth pulling, listing, inspecting,
-# verifying and unpacking it. Run as root, berth runs as the unprivileged
-# user "berthtest", as it would for a researcher on a login node.
+# verifying and unpacking it, running containers from it, and GPU discovery.
+# Run as root, berth runs as the unprivileged user "berthtest", as it would for
+# a researcher on a login node.
 # Usage: scripts/demo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,12 +84,37 @@ berth unpack "$image" "$home/rootfs"
 echo "unpacked into $home/rootfs: $(ls "$home/rootfs" | tr "\n" " ")"
 echo "  bin/: $(ls "$home/rootfs/bin" | tr "\n" " ")"
 
-# --- PLACE FOR THE RUNTIME LAYER: `berth run` (not implemented yet).
-# When it exists: berth run "$image" /bin/busybox echo "hello from a rootless container"
-say "berth run: not implemented yet (runtime layer)"
+say "a rootless container: user + mount namespaces, no setuid helper, no daemon"
+berth run --rm "$image" /bin/sh -c 'echo "hello from a rootless container: uid $(id -u), $(cat /etc/os-release | head -1)"'
+berth create --name demo "$image"
+berth run demo /bin/sh -c 'echo kept > /kept.txt'
+berth run demo /bin/cat /kept.txt
+berth ps
+berth rm demo
 
-# --- PLACE FOR THE DEVICES LAYER: `berth gpu info` (not implemented yet).
-# When it exists: berth gpu info
-say "berth gpu info: not implemented yet (devices layer)"
+say "GPU discovery on this host"
+berth gpu info || echo "(no GPU driver on this machine: berth gpu info exits 1, as nvidia-smi does)"
+
+# A fabricated driver tree, as the tests build it: real ELF libraries carrying the driver's
+# sonames and version suffix, /proc/driver/nvidia files and stand-in device nodes.
+fake="$work/fake-driver"
+libs=build/tests/fake_gpu_libs
+if [ -f "$libs/libcuda.so.550.54.15" ]; then
+  say "GPU discovery on a fabricated driver root (BERTH_DRIVER_ROOT=$fake)"
+  ver=550.54.15
+  mkdir -p "$fake/usr/lib/x86_64-linux-gnu" "$fake/proc/driver/nvidia/gpus/0000:07:00.0" "$fake/dev"
+  for l in libcuda libnvidia-ml libnvidia-ptxjitcompiler; do
+    cp "$libs/$l.so.$ver" "$fake/usr/lib/x86_64-linux-gnu/"
+  done
+  echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  $ver  Tue Mar  5 22:23:56 UTC 2024" \
+    >"$fake/proc/driver/nvidia/version"
+  printf 'Model: \t\t NVIDIA H100 80GB HBM3\nGPU UUID: \t GPU-11111111-2222-3333-4444-555555555555\nBus Location: \t 0000:07:00.0\nDevice Minor: \t 0\n' \
+    >"$fake/proc/driver/nvidia/gpus/0000:07:00.0/information"
+  touch "$fake/dev/nvidiactl" "$fake/dev/nvidia0" "$fake/dev/nvidia-uvm"
+  chmod -R a+rX "$fake"
+  printf '\n$ BERTH_DRIVER_ROOT=%s berth gpu info\n' "$fake"
+  env -i PATH=/usr/bin:/bin HOME="$home" BERTH_HOME="$home/berth" BERTH_DRIVER_ROOT="$fake" \
+    "${runas[@]}" "$berth_bin" gpu info
+fi
 
 say "done; the registry stops and $work is removed on exit"
