@@ -134,12 +134,11 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     cleanup();
     return std::move(spec).error();
   }
-  // Recording is bookkeeping for ps: a failure to write it must not stop the run.
-  if (auto st = cs.record_run(c, spec->argv, std::nullopt); !st.ok())
-    log::warn("{}", st.error().message());
   RunOutcome outcome = run_userns(*spec);
+  // Bookkeeping for ps, written once the run ended (while it runs, ps sees the run lock); a
+  // failure to write it must not change the run's status.
   if (!remove) {
-    if (auto st = cs.record_run(c, {}, outcome.exit_code); !st.ok())
+    if (auto st = cs.record_run(c, spec->argv, outcome.exit_code); !st.ok())
       log::warn("{}", st.error().message());
   }
   cleanup();
