@@ -1,5 +1,6 @@
 #include "cli/context.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -50,6 +51,22 @@ Result<RegistryOptions> registry_options(const GlobalOptions& g) {
     return make_error("read config", path, e.what());
   }
   return opts;
+}
+
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 3, ' ');
+    }
+    std::printf("%s\n", line.c_str());
+  }
 }
 
 void print_json(const nlohmann::json& j) { std::puts(j.dump(2).c_str()); }

@@ -21,6 +21,8 @@ Result<RegistryOptions> registry_options(const GlobalOptions& g);
 Result<ContainerStore> open_containers(const GlobalOptions& g);
 /// A container as `ps --json` and `inspect` show it.
 nlohmann::json container_json(const ContainerStore& cs, const ContainerRecord& c);
+/// Prints rows as left-aligned columns three spaces apart, the first row being the header.
+void print_table(const std::vector<std::vector<std::string>>& rows);
 /// Prints JSON to stdout, indented, with a trailing newline.
 void print_json(const nlohmann::json& j);
 

@@ -68,23 +68,13 @@ Action setup_images(CLI::App& app, const GlobalOptions& g) {
       for (const auto& rec : images) std::printf("%s\n", rec.short_id().c_str());
       return {};
     }
-    std::vector<std::array<std::string, 5>> rows = {
+    std::vector<std::vector<std::string>> rows = {
         {"REPOSITORY", "TAG", "IMAGE ID", "PLATFORM", "SIZE"}};
     for (const auto& rec : images) {
       auto [repo, tag] = repo_and_tag(rec.name);
       rows.push_back({repo, tag, rec.short_id(), rec.platform.str(), human_size(rec.size)});
     }
-    std::array<size_t, 5> width{};
-    for (const auto& row : rows)
-      for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-    for (const auto& row : rows) {
-      std::string line;
-      for (size_t i = 0; i < row.size(); ++i) {
-        line += row[i];
-        if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 3, ' ');
-      }
-      std::printf("%s\n", line.c_str());
-    }
+    print_table(rows);
     return {};
   };
 }

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <memory>
 
@@ -214,22 +213,14 @@ Action setup_ps(CLI::App& app, const GlobalOptions& g) {
       for (const auto& c : all) std::printf("%s\n", c.short_id().c_str());
       return {};
     }
-    std::vector<std::array<std::string, 6>> rows = {
+    std::vector<std::vector<std::string>> rows = {
         {"CONTAINER ID", "IMAGE", "COMMAND", "CREATED", "STATUS", "NAMES"}};
     for (const auto& c : all) {
       std::string names;
       for (const auto& n : c.names) names += (names.empty() ? "" : ",") + n;
       rows.push_back({c.short_id(), c.image, ps_command(c), c.created, ps_status(c), names});
     }
-    std::array<size_t, 6> width{};
-    for (const auto& row : rows)
-      for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-    for (const auto& row : rows) {
-      std::string line;
-      for (size_t i = 0; i < row.size(); ++i)
-        line += row[i] + (i + 1 < row.size() ? std::string(width[i] - row[i].size() + 3, ' ') : "");
-      std::printf("%s\n", line.c_str());
-    }
+    print_table(rows);
     return {};
   };
 }
