@@ -332,3 +332,49 @@ def test_running_container_cannot_be_removed(berth, img):
         if p.poll() is None:
             p.kill()
     berth("rm", "busy")
+
+
+# --- PID namespace, home, terminal ---------------------------------------------------
+
+
+def test_pid_namespace_has_an_init_that_reaps(berth, img):
+    _, out, _ = berth("run", "--rm", "--pid-ns", img, "/probe", "pid")
+    assert kv(out)["ppid"] == "1"  # the minimal init is PID 1, the workload its child
+    _, out, _ = berth("run", "--rm", "--pid-ns", img, "/probe", "zombies")
+    assert kv(out)["zombies"] == "0"
+    rc, _, _ = berth("run", "--rm", "--pid-ns", img, "/probe", "exit", "9", check=False)
+    assert rc == 9
+
+
+def test_signal_reaches_the_workload_through_the_init(berth, img):
+    p = berth.popen("run", "--rm", "--pid-ns", img, "/probe", "signals", "20")
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        os.kill(p.pid, signal.SIGTERM)
+        out, _ = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert "signal=15" in out
+    assert p.returncode == 128 + signal.SIGTERM
+
+
+def test_bind_home(berth, img, identity):
+    _, out, _ = berth("run", "--rm", "--bind-home", img, "/probe", "write",
+                      os.path.join(berth.home, "from-container.txt"), "hi")
+    path = os.path.join(berth.home, "from-container.txt")
+    assert os.path.isfile(path)
+    assert os.stat(path).st_uid == identity.uid
+    _, out, _ = berth("run", "--rm", "--bind-home", img, "/probe", "env")
+    assert f"env=HOME={berth.home}" in out.splitlines()
+
+
+def test_stdin_is_empty_without_i(berth, img):
+    _, out, _ = berth("run", "--rm", img, "/bin/cat", input="not for the container\n")
+    assert out == ""
+
+
+def test_bad_flag_is_a_usage_error(berth, img):
+    rc, out, err = berth("run", "--no-such-flag", img, "/probe", "true", check=False)
+    assert rc == 125 and out == ""
+    assert err.startswith("berth: error:")
