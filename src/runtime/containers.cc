@@ -278,6 +278,9 @@ Result<FileLock> ContainerStore::lock_for_run(const ContainerRecord& c) const {
 
 Status ContainerStore::record_run(const ContainerRecord& c, const std::vector<std::string>& argv,
                                   std::optional<int> exit_code) {
+  // The same command ending the same way as last time (a loop of runs): nothing to write, and
+  // creating and renaming a file costs more than starting the container did.
+  if ((argv.empty() || argv == c.last_command) && exit_code == c.last_exit) return {};
   ContainerRecord now = BERTH_TRY(load(c.id));
   if (!argv.empty()) now.last_command = argv;
   now.last_exit = exit_code;

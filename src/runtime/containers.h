@@ -59,7 +59,8 @@ class ContainerStore {
   Status remove(const ContainerRecord& c, bool force);
   /// Takes the run lock; fails with "container ... is already running" when held.
   Result<FileLock> lock_for_run(const ContainerRecord& c) const;
-  /// Records the command of a run that starts, or the exit status of one that ended.
+  /// Records the command and exit status of a run (`c` as found before the run; nothing is
+  /// written when both are what `c` already holds).
   Status record_run(const ContainerRecord& c, const std::vector<std::string>& argv,
                     std::optional<int> exit_code);
 
