@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "image/pull.h"
 #include "image/registry.h"
 #include "image/store.h"
 #include "runtime/containers.h"
@@ -17,6 +18,9 @@ Result<Store> open_store(const GlobalOptions& g);
 /// Registry options from --insecure-registry, $BERTH_INSECURE_REGISTRIES and
 /// the "insecure-registries" list of $BERTH_CONFIG_DIR/config.json.
 Result<RegistryOptions> registry_options(const GlobalOptions& g);
+/// Pulls `name` (a reference as typed) into the store; progress on a terminal's stderr.
+Result<PullResult> pull_reference(const GlobalOptions& g, const std::string& name,
+                                  const std::string& platform, bool progress);
 /// Opens the containers beside the store.
 Result<ContainerStore> open_containers(const GlobalOptions& g);
 /// A container as `ps --json` and `inspect` show it.

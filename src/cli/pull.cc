@@ -7,6 +7,21 @@
 
 namespace berth::cli {
 
+Result<PullResult> pull_reference(const GlobalOptions& g, const std::string& name,
+                                  const std::string& platform, bool progress) {
+  Reference ref = BERTH_TRY(parse_reference(name));
+  PullOptions opts;
+  if (!platform.empty()) opts.platform = BERTH_TRY(parse_platform(platform));
+  opts.registry = BERTH_TRY(registry_options(g));
+  Store store = BERTH_TRY(open_store(g));
+  CredentialStore creds = BERTH_TRY(CredentialStore::load());
+  ProgressMeter meter(progress && ProgressMeter::stderr_is_terminal());
+  opts.progress = &meter;
+  PullResult r = BERTH_TRY(pull_image(store, ref, creds, opts).with_context("pull " + ref.str()));
+  meter.finish();
+  return r;
+}
+
 Action setup_pull(CLI::App& app, const GlobalOptions& g) {
   struct Opts {
     std::string ref, platform;
@@ -18,16 +33,7 @@ Action setup_pull(CLI::App& app, const GlobalOptions& g) {
   app.add_option("--platform", o->platform, "Platform to pull from an index: os/arch[/variant]");
   app.add_flag("-q,--quiet", o->quiet, "Print only the image reference");
   return [o, &g]() -> Status {
-    Reference ref = BERTH_TRY(parse_reference(o->ref));
-    PullOptions opts;
-    if (!o->platform.empty()) opts.platform = BERTH_TRY(parse_platform(o->platform));
-    opts.registry = BERTH_TRY(registry_options(g));
-    Store store = BERTH_TRY(open_store(g));
-    CredentialStore creds = BERTH_TRY(CredentialStore::load());
-    ProgressMeter meter(!o->quiet && !g.quiet && ProgressMeter::stderr_is_terminal());
-    opts.progress = &meter;
-    PullResult r = BERTH_TRY(pull_image(store, ref, creds, opts).with_context("pull " + ref.str()));
-    meter.finish();
+    PullResult r = BERTH_TRY(pull_reference(g, o->ref, o->platform, !o->quiet && !g.quiet));
     if (!o->quiet && !g.quiet) {
       std::printf("Digest: %s\n", r.record.manifest_digest.c_str());
       std::printf("Status: %s for %s\n",

@@ -48,6 +48,12 @@ std::vector<std::string> host_environment() {
   return env;
 }
 
+/// prefix_command() hands an unknown option over as if it were the image: say what it is.
+Error unknown_flag(const char* command, const std::string& flag) {
+  return make_error(command, flag, "unknown flag")
+      .with_hint(std::string("see 'berth ") + command + " --help'");
+}
+
 /// Declares the options `run` and `create` share.
 void add_run_options(CLI::App& app, RunOptions& o, std::string& name) {
   app.add_option("--name", name, "Name the container");
@@ -87,10 +93,14 @@ Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const 
   }
   Store store = BERTH_TRY(open_store(g));
   auto image = store.find_image(what);
+  if (!image.ok() && image.error().detail != "no such image") return std::move(image).error();
   if (!image.ok()) {
-    Error e = std::move(image).error();
-    if (allow_existing) e.detail = "no such container or image";
-    return std::move(e).with_hint("pull it first: berth pull " + what);
+    // As Docker does: an image that is not here is pulled first (progress and this line go to
+    // stderr; stdout belongs to the container).
+    std::fprintf(stderr, "Unable to find image '%s' locally\n", what.c_str());
+    std::fflush(stderr);
+    PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet));
+    image = std::move(pulled.record);
   }
   return Target{BERTH_TRY(cs.create(store, *image, name)), true};
 }
@@ -102,6 +112,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     return make_error("run", "IMAGE", "an image or container is required")
         .with_hint("berth run [OPTIONS] IMAGE|CONTAINER [COMMAND [ARG...]]");
   std::string what = rest.front();
+  if (what.starts_with("-")) return unknown_flag("run", what);
   opts.command.assign(rest.begin() + 1, rest.end());
 
   HostContext host{host_environment(), home_dir(), ::getuid(), ::getgid()};
@@ -182,6 +193,7 @@ Action setup_create(CLI::App& app, const GlobalOptions& g) {
   return [name, &g, &app]() -> Status {
     set_exit_status(kExitBerthFailed);
     std::vector<std::string> rest = app.remaining();
+    if (!rest.empty() && rest.front().starts_with("-")) return unknown_flag("create", rest.front());
     if (rest.size() != 1)
       return make_error("create", "IMAGE", "exactly one image is required")
           .with_hint("berth create [--name NAME] IMAGE");

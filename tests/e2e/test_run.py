@@ -235,10 +235,21 @@ def test_not_executable_is_126(berth, img):
     assert "/not-executable" in err.splitlines()[0]
 
 
-def test_unknown_image_is_125(berth, run_image):
-    rc, out, err = berth("run", "--rm", "no-such-image:1", "/bin/true", check=False)
+def test_unknown_image_is_125(berth, registry, run_image):
+    ref = f"{registry.host}/e2e/no-such-image:1"
+    rc, out, err = berth("run", "--rm", ref, "/bin/true", check=False)
     assert rc == 125 and out == ""
-    assert err.startswith("berth: error:") and "no-such-image" in err.splitlines()[0]
+    lines = err.splitlines()
+    assert lines[0] == f"Unable to find image '{ref}' locally"
+    assert lines[1].startswith("berth: error: pull ") and "(HTTP 404)" in lines[1]
+    assert berth.json("ps", "--json") == []
+
+
+def test_missing_image_is_pulled_first(berth, run_image):
+    rc, out, err = berth("run", "--rm", f"{run_image}:1.0", "/probe", "id")
+    assert kv(out)["uid"] == "0"
+    assert err.splitlines()[0] == f"Unable to find image '{run_image}:1.0' locally"
+    assert [i["name"] for i in berth.json("images", "--json")] == [f"{run_image}:1.0"]
 
 
 def test_signal_is_forwarded_to_the_workload(berth, img):
