@@ -70,6 +70,7 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name) {
   app.add_flag("-i,--interactive", o.interactive, "Keep stdin attached");
   app.add_flag("-t,--tty", o.tty, "The workload uses the caller's terminal");
   app.add_flag("--pid-ns", o.pid_namespace, "New PID namespace with a minimal init");
+  app.add_flag("--host-dev", o.host_dev, "Bind the host's /dev instead of a minimal one");
   app.add_flag("--bind-home", o.bind_home, "Bind your home directory at the same path");
   app.add_flag("--hostenv", o.hostenv, "Pass the host's environment");
   // Everything from the image on is positional: IMAGE [COMMAND [ARG...]].

@@ -235,6 +235,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   spec.stdin_open = opts.interactive;
   spec.tty = opts.tty;
   spec.pid_namespace = opts.pid_namespace;
+  spec.host_dev = opts.host_dev;
   return spec;
 }
 

@@ -30,6 +30,7 @@ struct RunOptions {
   bool interactive = false;            ///< -i
   bool tty = false;                    ///< -t
   bool pid_namespace = false;          ///< --pid-ns
+  bool host_dev = false;               ///< --host-dev: the host's /dev instead of a minimal one
   bool bind_home = false;              ///< --bind-home
   bool hostenv = false;                ///< --hostenv
   std::vector<std::string> command;    ///< everything after the image

@@ -176,6 +176,13 @@ def test_default_mounts(berth, img):
     assert {"null", "zero", "full", "random", "urandom", "tty", "pts", "shm"} <= names
 
 
+def test_host_dev_binds_the_hosts_dev(berth, img):
+    _, out, _ = berth("run", "--rm", "--host-dev", img, "/probe", "ls", "/dev")
+    names = {line[len("name="):] for line in out.splitlines() if line.startswith("name=")}
+    host = set(os.listdir("/dev"))
+    assert names == host  # the host's /dev, not the minimal one
+
+
 def test_volume_read_write_belongs_to_the_invoking_user(berth, img, identity):
     host_dir = berth.make_dir("vol")
     _, out, _ = berth("run", "--rm", "-v", f"{host_dir}:/data", img,

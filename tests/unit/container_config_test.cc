@@ -171,13 +171,13 @@ TEST(BuildSpec, UserWorkdirHostnameAndFlags) {
   o.user = "0:0";
   o.workdir = "/tmp";
   o.hostname = "box";
-  o.interactive = o.tty = o.pid_namespace = true;
+  o.interactive = o.tty = o.pid_namespace = o.host_dev = true;
   s = build(config, o);
   EXPECT_EQ(s.uid, 0u);
   EXPECT_EQ(s.cwd, "/tmp");
   EXPECT_EQ(s.hostname, "box");
   EXPECT_EQ(env_value(s, "HOSTNAME"), "box");
-  EXPECT_TRUE(s.stdin_open && s.tty && s.pid_namespace);
+  EXPECT_TRUE(s.stdin_open && s.tty && s.pid_namespace && s.host_dev);
 
   o.workdir = "relative";
   auto bad = build_spec(config, "/r", o, {}, kPasswd, kGroup);
