@@ -23,6 +23,30 @@ struct Volume {
   bool read_only = false;
 };
 
+/// One change a device layer (GPU injection, a CDI spec) makes to the container, applied in
+/// order after the volumes. Targets are absolute container paths; a missing target is created
+/// (as a directory when `is_dir`, else as a file).
+struct DeviceEdit {
+  enum class Kind {
+    kTmpfs,    ///< an empty tmpfs at target (a scratch directory that vanishes with the run)
+    kBind,     ///< bind host path `source` onto target
+    kSymlink,  ///< create target as a symlink whose text is `source`
+    kFile,     ///< write `source` as the content of a new file at target (under a kTmpfs)
+  };
+  Kind kind = Kind::kBind;
+  std::string source;
+  std::string target;
+  bool read_only = true;  ///< kBind: remount read-only (kTmpfs: mode 0555 instead of 0755)
+  bool is_dir = false;    ///< kBind: the source is a directory (recursive bind)
+  bool required = true;   ///< false: skipped when it cannot be applied (e.g. /proc/driver on a fake host)
+
+  bool operator==(const DeviceEdit&) const = default;
+};
+
+/// Where Berth's per-run scratch tmpfs goes in a container that gets device edits: injected
+/// libraries (kGpuLibDir is beneath it), the generated ld.so.conf and ld.so.cache.
+inline constexpr const char* kBerthRunDir = "/usr/lib/berth";
+
 /// Everything an engine needs to start the workload.
 struct ContainerSpec {
   std::string rootfs;                  ///< absolute host path of the container's root filesystem
@@ -41,6 +65,14 @@ struct ContainerSpec {
   bool pid_namespace = false;          ///< --pid: new PID namespace with a minimal init
   bool host_dev = false;               ///< bind the host's /dev instead of a minimal one
   bool writable_rootfs = true;         ///< the container's root is writable (it is a private copy)
+  /// Device layers' edits (GPU injection, CDI), applied after the volumes, in order.
+  std::vector<DeviceEdit> device_edits;
+  /// Library directories the container's loader must search. When not empty the engine runs
+  /// the image's ldconfig (`ldconfig_path`) before the workload with a generated configuration
+  /// (/etc/ld.so.conf plus these) and output in kBerthRunDir, and binds that cache over
+  /// /etc/ld.so.cache for this run only: nothing is written to the image.
+  std::vector<std::string> ld_library_dirs;
+  std::string ldconfig_path = "/sbin/ldconfig";
 };
 
 /// How a run ended, for `berth run` to turn into its exit status.
