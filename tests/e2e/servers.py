@@ -339,21 +339,32 @@ class ThrottleProxy:
 
 class FakeRegistry:
     """Answers GET/HEAD /v2/ and /v2/<repo>/manifests/<ref> from `manifests`:
-    {(repo, ref): (content_type, body_bytes)}; blobs from `blobs`: {digest: bytes}."""
+    {(repo, ref): (content_type, body_bytes)}; blobs from `blobs`: {digest: bytes}.
+    Offers no /v2/_catalog; offers Docker Hub's /v1/search?q= while `search_results`
+    (a list of result objects, filtered by q in their names) is set."""
 
     def __init__(self):
         self.manifests: dict[tuple[str, str], tuple[str, bytes]] = {}
         self.digest_header: dict[tuple[str, str], str] = {}  # a lying Docker-Content-Digest
         self.blobs: dict[str, bytes] = {}
+        self.search_results: list[dict] | None = None
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.httpd: http.server.ThreadingHTTPServer | None = None
 
     def _answer(self, h: http.server.BaseHTTPRequestHandler, head: bool) -> None:
-        path = urllib.parse.urlsplit(h.path).path
+        split = urllib.parse.urlsplit(h.path)
+        path = split.path
         status, ctype, body, extra = 404, "application/json", b"", {}
         if path == "/v2/":
             status, body = 200, b"{}"
+        elif path == "/v1/search" and self.search_results is not None:
+            query = urllib.parse.parse_qs(split.query)
+            q = query.get("q", [""])[0]
+            n = int(query.get("n", ["25"])[0])
+            hits = [r for r in self.search_results if q in r["name"]][:n]
+            status = 200
+            body = json.dumps({"num_results": len(hits), "query": q, "results": hits}).encode()
         elif "/manifests/" in path:
             repo, _, ref = path[len("/v2/"):].rpartition("/manifests/")
             if (repo, ref) in self.manifests:
