@@ -272,9 +272,12 @@ Result<std::vector<StagedImage>> read_oci_layout(Staging& staging, const Archive
     img.record.config_digest = m.config.digest;
     img.record.platform = facts.platform;
 
+    // The entry's own name; Docker's manifest.json only for an entry without one.
     std::string name = name_from_annotations(top.annotations);
     if (!name.empty()) BERTH_CHECK(add_name(img.names, name, files.what()));
-    for (const std::string& t : tags[m.config.digest]) BERTH_CHECK(add_name(img.names, t, files.what()));
+    else
+      for (const std::string& t : tags[m.config.digest])
+        BERTH_CHECK(add_name(img.names, t, files.what()));
     if (img.names.empty()) {
       std::string tag = top.annotations.is_object() ? top.annotations.value(kRefNameAnnotation, "")
                                                     : "";
