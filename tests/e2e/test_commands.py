@@ -106,7 +106,7 @@ def test_import_file_and_gzip_stdin_with_changes(berth, identity):
 BAD_IMPORTS = {
     "truncated-tar": (lambda: imagelib.tar_bytes(rootfs_entries())[:3000],
                       "berth: error: import: unpack {file}: entry \"bin/busybox\": "
-                      "Truncated tar archive detected while reading data\n"),
+                      "Truncated tar archive\n"),
     "truncated-gzip": (lambda: gzip.compress(imagelib.tar_bytes(rootfs_entries()))[:4000],
                        None),
     "not-a-tar": (lambda: b"hello, this is not an archive\n" * 40,
@@ -157,8 +157,6 @@ def test_import_errors_name_the_input(berth):
 
 def _kill_mid_stream(berth, args: list[str], data: bytes):
     """Feeds `data` to berth's stdin slowly and kills it (-9) half-way."""
-    proc = berth.popen(*args)
-    proc.stdin = None
     cmd, env = berth.command(args)
     proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=berth.workdir)
@@ -516,7 +514,7 @@ def test_info(berth, imported, identity):
                     for d in berth.env["PATH"].split(":"))
         assert engines[name]["found"] == found, name
     _, out, _ = berth("info")
-    assert f"Store:" in out and berth.berth_home in out and "Engines:" in out
+    assert "Store:" in out and berth.berth_home in out and "Engines:" in out
     assert re.search(r"^\s+proot\s+(yes|no)", out, re.M)
 
 
@@ -530,5 +528,6 @@ def test_options_before_image_command_after(berth, imported, identity):
     _, out, _ = berth("run", "--rm", "-e", "A=1", "-w", "/etc", imported,
                       "/bin/sh", "-c", "echo $A $(pwd)")
     assert out == "1 /etc\n"
-    _, out, _ = berth("run", "--rm", imported, "echo", "-e", "--rm", "-w")
-    assert out == "-e --rm -w\n"
+    _, out, _ = berth("run", "--rm", imported, "/bin/sh", "-c", 'printf "%s," "$@"', "sh",
+                      "-e", "--rm", "-w", "x")
+    assert out == "-e,--rm,-w,x,"
