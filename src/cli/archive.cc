@@ -24,8 +24,9 @@ struct Input {
 Result<Input> open_input(const std::string& path) {
   Input in;
   if (path == "-") {
-    if (::isatty(0)) return make_error("read", "stdin", "refusing to read an archive from a terminal")
-                         .with_hint("give a file, or pipe the archive in");
+    if (::isatty(0))
+      return make_error("read", "stdin", "refusing to read an archive from a terminal")
+          .with_hint("give a file, or pipe the archive in");
     in.what = "stdin";
     return in;
   }
@@ -83,7 +84,8 @@ Action setup_import(CLI::App& app, const GlobalOptions& g) {
     if (!ref.digest.empty())
       return make_error("import", o->name, "the name cannot carry a digest")
           .with_hint("use REPO[:TAG]");
-    o->import.platform = o->platform.empty() ? host_platform() : BERTH_TRY(parse_platform(o->platform));
+    o->import.platform =
+        o->platform.empty() ? host_platform() : BERTH_TRY(parse_platform(o->platform));
     Store store = BERTH_TRY(open_store(g));
     Input in = BERTH_TRY(open_input(o->file));
     ImageRecord rec = BERTH_TRY(import_rootfs(store, in.fd, in.what, ref, o->import));

@@ -143,15 +143,15 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
       print_json(j);
       return {};
     }
-    print_table({{"Version:", BERTH_VERSION},
-                 {"Store:", store.root()},
-                 {"Store usage:", human_size(usage)},
-                 {"Images:", std::to_string(images)},
-                 {"Containers:", std::to_string(containers)},
-                 {"Kernel:", kernel_release()},
-                 {"Platform:", host_platform().str()},
-                 {"User namespaces:",
-                  userns.ok() ? "yes" : "no (" + userns.error().message() + ")"}});
+    print_table(
+        {{"Version:", BERTH_VERSION},
+         {"Store:", store.root()},
+         {"Store usage:", human_size(usage)},
+         {"Images:", std::to_string(images)},
+         {"Containers:", std::to_string(containers)},
+         {"Kernel:", kernel_release()},
+         {"Platform:", host_platform().str()},
+         {"User namespaces:", userns.ok() ? "yes" : "no (" + userns.error().message() + ")"}});
     std::printf("Engines:\n");
     std::vector<std::vector<std::string>> rows = {{"  ENGINE", "FOUND", "PATH"}};
     for (const auto& e : engines)

@@ -29,7 +29,11 @@ Action setup(CLI::App& app, const GlobalOptions& g, bool on) {
 
 }  // namespace
 
-Action setup_protect(CLI::App& app, const GlobalOptions& g) { return setup(app, g, true); }
-Action setup_unprotect(CLI::App& app, const GlobalOptions& g) { return setup(app, g, false); }
+Action setup_protect(CLI::App& app, const GlobalOptions& g) {
+  return setup(app, g, true);
+}
+Action setup_unprotect(CLI::App& app, const GlobalOptions& g) {
+  return setup(app, g, false);
+}
 
 }  // namespace berth::cli

@@ -33,8 +33,7 @@ Action setup_search(CLI::App& app, const GlobalOptions& g) {
   return [o, &g]() -> Status {
     auto [registry, words] = split_search_term(o->term);
     auto client = BERTH_TRY(client_for(g, registry));
-    std::vector<SearchHit> hits =
-        BERTH_TRY(search_registry(*client, registry, words, o->limit));
+    std::vector<SearchHit> hits = BERTH_TRY(search_registry(*client, registry, words, o->limit));
     if (o->json) {
       nlohmann::json arr = nlohmann::json::array();
       for (const auto& h : hits)
@@ -56,7 +55,8 @@ Action setup_search(CLI::App& app, const GlobalOptions& g) {
 
 Action setup_manifest(CLI::App& app, const GlobalOptions& g) {
   app.require_subcommand(1);
-  CLI::App* inspect = app.add_subcommand("inspect", "Show an image's manifest or index from its registry");
+  CLI::App* inspect =
+      app.add_subcommand("inspect", "Show an image's manifest or index from its registry");
   struct Opts {
     std::string ref;
     bool json = false;
@@ -76,7 +76,8 @@ Action setup_manifest(CLI::App& app, const GlobalOptions& g) {
     }
     auto j = nlohmann::ordered_json::parse(m.body, nullptr, false);
     if (j.is_discarded())
-      return make_error("manifest inspect", ref.str(), "the registry sent a manifest that is not JSON");
+      return make_error("manifest inspect", ref.str(),
+                        "the registry sent a manifest that is not JSON");
     std::printf("%s\n", j.dump(3).c_str());
     return {};
   };

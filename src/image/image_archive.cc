@@ -145,8 +145,8 @@ Result<StagedFile> ArchiveFiles::blob(const std::string& digest, int64_t size) c
   const StagedFile* f = find(name);
   if (!f) return make_error("load", what_, "blob " + digest + " is missing from the archive");
   if (f->digest != digest)
-    return make_error("load", what_, "blob " + digest + ": digest mismatch: the archive holds " +
-                                         f->digest);
+    return make_error("load", what_,
+                      "blob " + digest + ": digest mismatch: the archive holds " + f->digest);
   if (size >= 0 && f->size != size)
     return make_error("load", what_,
                       "blob " + digest + ": size mismatch: expected " + std::to_string(size) +
@@ -163,8 +163,9 @@ struct ConfigFacts {
 Result<ConfigFacts> config_facts(const ArchiveFiles& files, const StagedFile& config) {
   std::string text = BERTH_TRY(read_file(config.path));
   json j = json::parse(text, nullptr, false);
-  if (!j.is_object()) return make_error("load", files.what(), "image config " + config.digest +
-                                                                  " is not a JSON object");
+  if (!j.is_object())
+    return make_error("load", files.what(),
+                      "image config " + config.digest + " is not a JSON object");
   ConfigFacts f;
   f.platform.os = j.value("os", "");
   f.platform.architecture = j.value("architecture", "");
@@ -244,8 +245,7 @@ Result<std::vector<StagedImage>> read_oci_layout(Staging& staging, const Archive
     std::string body = BERTH_TRY(read_file(top_file.path));
     std::string type = d.media_type.empty() ? detect_manifest_media_type(body, "") : d.media_type;
     if (is_index_media_type(type)) {
-      IndexManifest inner =
-          BERTH_TRY(parse_index(body, type).with_context("load " + files.what()));
+      IndexManifest inner = BERTH_TRY(parse_index(body, type).with_context("load " + files.what()));
       d = BERTH_TRY(select_platform(inner, host_platform()).with_context("load " + files.what()));
       StagedFile f = BERTH_TRY(files.blob(d.digest, d.size));
       img.files.push_back(f);
@@ -274,13 +274,14 @@ Result<std::vector<StagedImage>> read_oci_layout(Staging& staging, const Archive
 
     // The entry's own name; Docker's manifest.json only for an entry without one.
     std::string name = name_from_annotations(top.annotations);
-    if (!name.empty()) BERTH_CHECK(add_name(img.names, name, files.what()));
+    if (!name.empty())
+      BERTH_CHECK(add_name(img.names, name, files.what()));
     else
       for (const std::string& t : tags[m.config.digest])
         BERTH_CHECK(add_name(img.names, t, files.what()));
     if (img.names.empty()) {
-      std::string tag = top.annotations.is_object() ? top.annotations.value(kRefNameAnnotation, "")
-                                                    : "";
+      std::string tag =
+          top.annotations.is_object() ? top.annotations.value(kRefNameAnnotation, "") : "";
       BERTH_CHECK(add_name(img.names, unnamed_image_name(m.config.digest, tag), files.what()));
     }
     out.push_back(std::move(img));
@@ -303,9 +304,9 @@ Result<std::vector<StagedImage>> read_docker_save(Staging& staging, const Archiv
     std::string base = config_name.substr(config_name.rfind('/') + 1);
     if (base.ends_with(".json")) base.resize(base.size() - 5);
     if (validate_digest("sha256:" + base).ok() && config.digest != "sha256:" + base)
-      return make_error("load", files.what(), "config \"" + config_name +
-                                                  "\": digest mismatch: the archive holds " +
-                                                  config.digest);
+      return make_error(
+          "load", files.what(),
+          "config \"" + config_name + "\": digest mismatch: the archive holds " + config.digest);
     StagedImage img;
     img.files.push_back(config);
     json layer_descs = json::array();
@@ -316,9 +317,8 @@ Result<std::vector<StagedImage>> read_docker_save(Staging& staging, const Archiv
       StagedFile f = BERTH_TRY(files.get(path));
       std::string lb = path.substr(path.rfind('/') + 1);
       if (path.starts_with("blobs/sha256/") && f.digest != "sha256:" + lb)
-        return make_error("load", files.what(), "layer \"" + path +
-                                                    "\": digest mismatch: the archive holds " +
-                                                    f.digest);
+        return make_error("load", files.what(),
+                          "layer \"" + path + "\": digest mismatch: the archive holds " + f.digest);
       UniqueFd fd = BERTH_TRY(open_file(f.path, O_RDONLY));
       char head[8] = {};
       ssize_t n = ::read(fd.get(), head, sizeof head);
@@ -333,11 +333,12 @@ Result<std::vector<StagedImage>> read_docker_save(Staging& staging, const Archiv
     ConfigFacts facts = BERTH_TRY(config_facts(files, config));
     BERTH_CHECK(check_layers(staging, files, facts, layers));
     img.files.insert(img.files.end(), layers.begin(), layers.end());
-    json m = {{"schemaVersion", 2},
-              {"mediaType", media::kOciManifest},
-              {"config",
-               {{"mediaType", media::kOciConfig}, {"digest", config.digest}, {"size", config.size}}},
-              {"layers", layer_descs}};
+    json m = {
+        {"schemaVersion", 2},
+        {"mediaType", media::kOciManifest},
+        {"config",
+         {{"mediaType", media::kOciConfig}, {"digest", config.digest}, {"size", config.size}}},
+        {"layers", layer_descs}};
     std::string text = m.dump();
     img.record.manifest_digest = sha256_digest(text);
     img.made.emplace_back(img.record.manifest_digest, text);

@@ -25,7 +25,8 @@ std::string_view trim(std::string_view s) {
 json command_form(std::string_view args) {
   if (args.starts_with("[")) {
     json j = json::parse(args, nullptr, false);
-    if (j.is_array() && std::all_of(j.begin(), j.end(), [](const json& x) { return x.is_string(); }))
+    if (j.is_array() &&
+        std::all_of(j.begin(), j.end(), [](const json& x) { return x.is_string(); }))
       return j;
   }
   return json::array({"/bin/sh", "-c", std::string(args)});
@@ -83,8 +84,10 @@ Status apply_change(json& config, std::string_view change) {
       auto it = std::find_if(env.begin(), env.end(), [&](const json& e) {
         return e.is_string() && e.get<std::string>().starts_with(prefix);
       });
-      if (it != env.end()) *it = prefix + v;
-      else env.push_back(prefix + v);
+      if (it != env.end())
+        *it = prefix + v;
+      else
+        env.push_back(prefix + v);
     }
     config["Env"] = env;
   } else if (op == "LABEL") {
@@ -126,8 +129,8 @@ Status apply_change(json& config, std::string_view change) {
   return {};
 }
 
-json import_config(const std::string& diff_id, const Platform& platform,
-                   const std::string& created, const json& config, const std::string& comment) {
+json import_config(const std::string& diff_id, const Platform& platform, const std::string& created,
+                   const json& config, const std::string& comment) {
   json history = {{"created", created}, {"created_by", "berth import"}};
   if (!comment.empty()) history["comment"] = comment;
   json j = {{"architecture", platform.architecture},
@@ -162,16 +165,14 @@ Result<ImageRecord> import_rootfs(Store& store, int fd, const std::string& what,
   std::string config_text =
       import_config(info.diff_id, opts.platform, created, config, opts.message).dump();
   std::string config_digest = sha256_digest(config_text);
-  json manifest = {{"schemaVersion", 2},
-                   {"mediaType", media::kOciManifest},
-                   {"config",
-                    {{"mediaType", media::kOciConfig},
-                     {"digest", config_digest},
-                     {"size", config_text.size()}}},
-                   {"layers",
-                    json::array({{{"mediaType", oci_layer_media_type(info.compression)},
-                                  {"digest", layer.digest},
-                                  {"size", layer.size}}})}};
+  json manifest = {
+      {"schemaVersion", 2},
+      {"mediaType", media::kOciManifest},
+      {"config",
+       {{"mediaType", media::kOciConfig}, {"digest", config_digest}, {"size", config_text.size()}}},
+      {"layers", json::array({{{"mediaType", oci_layer_media_type(info.compression)},
+                               {"digest", layer.digest},
+                               {"size", layer.size}}})}};
   std::string manifest_text = manifest.dump();
   StagedImage img;
   img.record.manifest_digest = sha256_digest(manifest_text);

@@ -15,7 +15,9 @@ Result<Compression> sniff_compression(std::string_view head, const std::string& 
   if (head.starts_with("BZh"))
     return make_error("read", what, "bzip2 compression is not supported")
         .with_hint("decompress it first (bunzip2), or use gzip or zstd");
-  if (head.starts_with(std::string_view("\xfd" "7zXZ\0", 6)))
+  if (head.starts_with(std::string_view("\xfd"
+                                        "7zXZ\0",
+                                        6)))
     return make_error("read", what, "xz compression is not supported")
         .with_hint("decompress it first (unxz), or use gzip or zstd");
   return Compression::kNone;
@@ -23,9 +25,12 @@ Result<Compression> sniff_compression(std::string_view head, const std::string& 
 
 std::string_view oci_layer_media_type(Compression c) {
   switch (c) {
-    case Compression::kGzip: return media::kOciLayerGzip;
-    case Compression::kZstd: return media::kOciLayerZstd;
-    case Compression::kNone: break;
+    case Compression::kGzip:
+      return media::kOciLayerGzip;
+    case Compression::kZstd:
+      return media::kOciLayerZstd;
+    case Compression::kNone:
+      break;
   }
   return media::kOciLayerTar;
 }

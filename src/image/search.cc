@@ -56,7 +56,7 @@ Result<std::optional<std::vector<std::string>>> catalog(RegistryClient& client) 
 
 /// GET /v1/search?q=; nullopt when the registry does not offer it.
 Result<std::optional<std::vector<SearchHit>>> v1_search(RegistryClient& client,
-                                                       const std::string& term, size_t limit) {
+                                                        const std::string& term, size_t limit) {
   std::string path = "/v1/search?q=" + url_escape(term) + "&n=" + std::to_string(limit);
   ApiResponse r = BERTH_TRY(client.get_api(path, ""));
   json j = r.status == 200 ? json::parse(r.body, nullptr, false) : json();

@@ -86,7 +86,9 @@ Staging::~Staging() {
   if (!dir_.empty()) (void)remove_tree(dir_);  // best effort: the next staging sweeps it
 }
 
-std::string Staging::new_path() { return path_join(dir_, "f" + std::to_string(next_++)); }
+std::string Staging::new_path() {
+  return path_join(dir_, "f" + std::to_string(next_++));
+}
 
 Result<StagedWriter> Staging::begin() {
   StagedWriter w;
@@ -109,7 +111,6 @@ Result<StagedFile> Staging::stage_fd(int fd, const std::string& what) {
   }
   return w.finish();
 }
-
 
 Result<std::vector<ImageRecord>> publish_staged(Store& store, const StagedImage& image) {
   FileLock pin = BERTH_TRY(store.pin());  // no rmi may delete a blob found present

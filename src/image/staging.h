@@ -71,9 +71,9 @@ class StagedWriter {
 
 /// An image read into a staging area, ready to become visible in the store.
 struct StagedImage {
-  ImageRecord record;                ///< all but the name; `pulled` is set when published
-  std::vector<std::string> names;    ///< references to record it under, at least one
-  std::vector<StagedFile> files;     ///< staged blobs (layers; configs and manifests from archives)
+  ImageRecord record;              ///< all but the name; `pulled` is set when published
+  std::vector<std::string> names;  ///< references to record it under, at least one
+  std::vector<StagedFile> files;   ///< staged blobs (layers; configs and manifests from archives)
   std::vector<std::pair<std::string, std::string>> made;  ///< {digest, bytes} made in memory
 };
 

@@ -69,8 +69,8 @@ struct TarWriter::State {
   Status walk(int dirfd, const std::string& host, const std::string& prefix);
 };
 
-Status TarWriter::State::header(const std::string& name, const struct stat& st,
-                                const char* symlink, const char* hardlink) {
+Status TarWriter::State::header(const std::string& name, const struct stat& st, const char* symlink,
+                                const char* hardlink) {
   const ArchiveApi& a = archive_api();
   EntryPtr e(a.entry_new());
   a.entry_set_pathname(e.get(), name.c_str());
@@ -166,12 +166,12 @@ TarWriter& TarWriter::operator=(TarWriter&&) noexcept = default;
 TarWriter::~TarWriter() = default;
 
 Status TarWriter::add_bytes(const std::string& name, std::string_view data, int mode) {
-  struct stat st{};
+  struct stat st {};
   st.st_mode = S_IFREG | static_cast<mode_t>(mode);
   st.st_size = static_cast<off_t>(data.size());
   BERTH_CHECK(s_->header(name, st, nullptr, nullptr));
-  if (!data.empty() &&
-      archive_api().write_data(s_->ar, data.data(), data.size()) != static_cast<ssize_t>(data.size()))
+  if (!data.empty() && archive_api().write_data(s_->ar, data.data(), data.size()) !=
+                           static_cast<ssize_t>(data.size()))
     return s_->err(name);
   return {};
 }
@@ -180,7 +180,7 @@ Status TarWriter::add_file(const std::string& name, const std::string& path, int
   UniqueFd fd = BERTH_TRY(open_file(path, O_RDONLY));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return sys_error("stat", path);
-  struct stat hdr{};
+  struct stat hdr {};
   hdr.st_mode = S_IFREG | static_cast<mode_t>(mode);
   hdr.st_size = st.st_size;
   BERTH_CHECK(s_->header(name, hdr, nullptr, nullptr));
@@ -188,7 +188,7 @@ Status TarWriter::add_file(const std::string& name, const std::string& path, int
 }
 
 Status TarWriter::add_dir(const std::string& name, int mode) {
-  struct stat st{};
+  struct stat st {};
   st.st_mode = S_IFDIR | static_cast<mode_t>(mode);
   return s_->header(name, st, nullptr, nullptr);
 }

@@ -199,8 +199,7 @@ TEST_F(ArchiveTest, LoadRefusesADigestMismatch) {
   auto r = load_file(*store_, path);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message(), "load " + path + ": blob " + wrong +
-                                     ": digest mismatch: the archive holds " +
-                                     sha256_digest(blob));
+                                     ": digest mismatch: the archive holds " + sha256_digest(blob));
   EXPECT_TRUE(store_->list_images()->empty());
   EXPECT_FALSE(store_->has_blob(sha256_digest(blob)));
 }
@@ -260,14 +259,15 @@ TEST_F(ArchiveTest, LoadRefusesGarbageAndTruncatedArchives) {
 }
 
 TEST(Annotations, NamesFromIndexEntries) {
-  EXPECT_EQ(name_from_annotations({{kContainerdNameAnnotation, "docker.io/library/a:1"},
-                                   {kRefNameAnnotation, "1"}}),
+  EXPECT_EQ(name_from_annotations(
+                {{kContainerdNameAnnotation, "docker.io/library/a:1"}, {kRefNameAnnotation, "1"}}),
             "docker.io/library/a:1");
   EXPECT_EQ(name_from_annotations({{kRefNameAnnotation, "example.org/a:2"}}), "example.org/a:2");
   EXPECT_EQ(name_from_annotations({{kRefNameAnnotation, "latest"}}), "");
   EXPECT_EQ(name_from_annotations(nullptr), "");
   std::string id = sha256_digest("config");
-  EXPECT_EQ(unnamed_image_name(id, "v1"), "localhost/" + std::string(digest_hex(id)).substr(0, 12) + ":v1");
+  EXPECT_EQ(unnamed_image_name(id, "v1"),
+            "localhost/" + std::string(digest_hex(id)).substr(0, 12) + ":v1");
   EXPECT_EQ(unnamed_image_name(id, "no good!"),
             "localhost/" + std::string(digest_hex(id)).substr(0, 12) + ":latest");
 }
