@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/context.h"
+#include "cli/run_devices.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -73,6 +74,10 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name) {
   app.add_flag("--host-dev", o.host_dev, "Bind the host's /dev instead of a minimal one");
   app.add_flag("--bind-home", o.bind_home, "Bind your home directory at the same path");
   app.add_flag("--hostenv", o.hostenv, "Pass the host's environment");
+  app.add_option("--gpus", o.gpus, "GPUs to inject: all | N | device=0,2 | GPU-uuid[,capabilities=...]");
+  app.add_option("--device", o.devices,
+                 "A CDI device (vendor.com/class=name) or a host device HOST[:CONTAINER[:rwm]]")
+      ->allow_extra_args(false);
   // Everything from the image on is positional: IMAGE [COMMAND [ARG...]].
   app.prefix_command();
 }
@@ -144,6 +149,10 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
   if (!spec.ok()) {
     cleanup();
     return std::move(spec).error();
+  }
+  if (auto st = add_run_devices(opts, host, *spec); !st.ok()) {
+    cleanup();
+    return std::move(st).error();
   }
   RunOutcome outcome = run_userns(*spec);
   // Bookkeeping for ps, written once the run ended (while it runs, ps sees the run lock); a
