@@ -1,7 +1,10 @@
 // berth create, run, ps, rm, name, rmname: containers.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
+#include <cstdlib>
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -111,6 +114,38 @@ Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const 
   return Target{BERTH_TRY(cs.create(store, *image, name)), true};
 }
 
+/// A root filesystem directory rather than an image or container: a path, which no image
+/// reference or container name can be ("/...", "./...", "../...").
+bool is_directory_argument(const std::string& what) {
+  return what.starts_with("/") || what.starts_with("./") || what.starts_with("../") || what == "." ||
+         what == "..";
+}
+
+/// `berth run DIR CMD`: runs a root filesystem directory in place, as ch-run and Apptainer's
+/// sandboxes do (shared, read-mostly trees on a cluster file system). No container record, no
+/// image config: the command must be given; changes land in the directory itself.
+Status run_directory(const RunOptions& opts, const std::string& name, bool remove,
+                     const std::string& dir, const HostContext& host) {
+  if (!name.empty() || remove)
+    return make_error("run", dir, "--name and --rm apply to containers, not to a directory");
+  if (opts.command.empty() && !opts.entrypoint_set)
+    return make_error("run", dir, "a directory has no image config: give the command to run");
+  char real[PATH_MAX];
+  if (::realpath(dir.c_str(), real) == nullptr) return sys_error("run", dir);
+  struct stat st;
+  if (::stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) return make_error("run", dir, "not a directory");
+  std::string rootfs = real;
+  std::string passwd = BERTH_TRY(read_in_root(rootfs, "/etc/passwd"));
+  std::string group = BERTH_TRY(read_in_root(rootfs, "/etc/group"));
+  ContainerSpec spec =
+      BERTH_TRY(build_spec(nlohmann::json::object(), rootfs, opts, host, passwd, group));
+  BERTH_CHECK(add_run_devices(opts, host, spec));
+  RunOutcome outcome = run_userns(spec);
+  set_exit_status(outcome.exit_code);
+  if (outcome.error) return *outcome.error;
+  return {};
+}
+
 Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, bool remove,
               std::vector<std::string> rest) {
   set_exit_status(kExitBerthFailed);  // until the workload runs
@@ -127,6 +162,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     auto vars = BERTH_TRY(parse_env_file(text, path, host.environ));
     opts.file_env.insert(opts.file_env.end(), vars.begin(), vars.end());
   }
+  if (is_directory_argument(what)) return run_directory(opts, name, remove, what, host);
   ContainerStore cs = BERTH_TRY(open_containers(g));
   Target t = BERTH_TRY(find_or_create(g, cs, what, name, true));
   const ContainerRecord& c = t.container;
