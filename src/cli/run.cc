@@ -30,20 +30,7 @@ constexpr int kExitBerthFailed = 125;
 /// inside the root so that an image symlink cannot point it at a host file.
 Result<std::string> read_in_root(const std::string& rootfs, const char* path) {
   UniqueFd root = BERTH_TRY(open_file(rootfs, O_RDONLY | O_DIRECTORY));
-  UniqueFd fd(open_in_root(root.get(), path, O_RDONLY));
-  if (!fd.valid()) {
-    if (errno == ENOENT) return std::string();
-    return sys_error("open", rootfs + path);
-  }
-  std::string out;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0) return sys_error("read", rootfs + path);
-    if (n == 0) return out;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > (16u << 20)) return make_error("read", rootfs + path, "file too large");
-  }
+  return read_file_in_root(root.get(), path);
 }
 
 std::vector<std::string> host_environment() {
