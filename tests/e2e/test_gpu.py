@@ -18,6 +18,7 @@ from conftest import REPO_ROOT
 from test_run import kv, probe_bytes, userns_works
 
 VERSION = "550.54.15"
+COMPAT = "560.28.03"  # a newer driver's libcuda, as CUDA's forward-compatibility package has
 UUID0 = "GPU-11111111-2222-3333-4444-555555555555"
 UUID1 = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 LIBDIR = "/usr/lib/berth/nvidia"
@@ -140,16 +141,26 @@ def images(registry, identity, berth_bin, scratch):
     cuda_env = [f"PATH={PATH}", "NVIDIA_VISIBLE_DEVICES=all",
                 "NVIDIA_DRIVER_CAPABILITIES=compute,utility", "CUDA_VERSION=12.2.0",
                 "NVIDIA_REQUIRE_CUDA=cuda>=12.2 brand=tesla,driver>=470,driver<471"]
+    compat_lib = os.path.join(work, "libcuda-compat.so")
+    cc(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", compat_lib,
+        os.path.join(REPO_ROOT, "tests", "fake_gpu", "cuda.c")])
+    with open(compat_lib, "rb") as f:
+        compat = imagelib.Layer([imagelib.Dir("usr/local/cuda"), imagelib.Dir("usr/local/cuda/compat"),
+                                 imagelib.File(f"usr/local/cuda/compat/libcuda.so.{COMPAT}", f.read(), 0o755),
+                                 imagelib.Symlink("usr/local/cuda/compat/libcuda.so.1",
+                                                  f"libcuda.so.{COMPAT}")])
     variants = {
         "plain": (glibc, {}),
         "cuda": (glibc, {"Env": cuda_env}),
         "future": (glibc, {"Env": [f"PATH={PATH}", "NVIDIA_VISIBLE_DEVICES=all",
                                    "NVIDIA_REQUIRE_CUDA=cuda>=13.0"]}),
+        "compat": (glibc, {}),
         "noldconfig": (glibc_layer(work, False), {"Env": [f"PATH={PATH}",
                                                           "LD_LIBRARY_PATH=/opt/app/lib"]}),
     }
     for tag, (layer, config) in variants.items():
-        img = imagelib.make_image([base, layer], cmd=["/usr/local/bin/gpucheck", "libcuda.so.1"],
+        layers = [base, layer] + ([compat] if tag == "compat" else [])
+        img = imagelib.make_image(layers, cmd=["/usr/local/bin/gpucheck", "libcuda.so.1"],
                                   config=config)
         pusher.push_image("e2e/gpu", tag, img)
         refs[tag] = f"{registry.host}/e2e/gpu:{tag}"
@@ -264,6 +275,17 @@ def test_bad_gpus_values_are_refused(berth, host, pulled):
                          check=False)
         assert rc == 125, value
         assert len(err.splitlines()) <= 2 and err.startswith("berth: error: "), err
+
+
+def test_forward_compatibility_uses_the_images_newer_libcuda(berth, host, pulled):
+    _, out, _ = run(berth, host, "--gpus", "all", pulled["compat"], "gpucheck", "libcuda.so.1",
+                    "libnvidia-ptxjitcompiler.so.1")
+    facts = kv(out)
+    assert facts["real.libcuda.so.1"] == f"/usr/local/cuda/compat/libcuda.so.{COMPAT}", out
+    assert facts["real.libnvidia-ptxjitcompiler.so.1"] == f"{LIBDIR}/libnvidia-ptxjitcompiler.so.{VERSION}"
+    # Without it (the plain image), the host's own libcuda.
+    _, out, _ = run(berth, host, "--gpus", "all", pulled["plain"], "gpucheck", "libcuda.so.1")
+    assert kv(out)["real.libcuda.so.1"] == f"{LIBDIR}/libcuda.so.{VERSION}"
 
 
 def test_image_without_ldconfig_gets_ld_library_path(berth, host, pulled):
