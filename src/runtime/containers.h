@@ -10,6 +10,7 @@
 // IDs are 64 hex digits, as Docker's; a unique prefix (at least 4 digits) designates one.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -79,6 +80,12 @@ class ContainerStore {
 
  private:
   Result<ContainerRecord> load(const std::string& id) const;
+  /// Fails when `name` (may be empty) is invalid or held by a container.
+  Status check_name_free(const char* op, const std::string& name) const;
+  /// Makes container `c` under a temporary folder, its root filesystem by `fill`, then
+  /// renames it into place and names it.
+  Result<ContainerRecord> build(ContainerRecord c, const std::string& name,
+                                const std::function<Status(const std::string& rootfs)>& fill);
   Status save(const ContainerRecord& c) const;
   std::string root_;  ///< $BERTH_HOME
 };

@@ -404,7 +404,8 @@ def test_export_clone_rename(berth, imported):
                    f"container {cid}\n")
     rc, _, err = berth("clone", "--name", "web", "renamed", check=False)
     assert err == (f"berth: error: clone web: the container name \"web\" is already in use by "
-                   f"container {cid}\n")
+                   f"container {cid}\nberth: hint: remove or rename that container, or choose "
+                   "another name\n")
     assert len(berth.json("ps", "--json")) == 2
     rc, _, err = berth("rename", "nope", "x", check=False)
     assert (rc, err) == (1, "berth: error: find container nope: no such container\n")
