@@ -144,7 +144,8 @@ Status ContainerStore::save(const ContainerRecord& c) const {
 }
 
 Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageRecord& image,
-                                               const std::string& name) {
+                                               const std::string& name,
+                                               const std::vector<std::string>& command) {
   BERTH_CHECK(check_name_free("create", name));
   ContainerRecord c;
   c.id = BERTH_TRY(random_id());
@@ -158,6 +159,7 @@ Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageR
   } catch (const nlohmann::json::exception& e) {
     return make_error("parse config", images.blob_path(image.config_digest), e.what());
   }
+  if (!command.empty()) c.image_config["Cmd"] = command;
   std::vector<std::string> layers;
   for (const std::string& l : image.layers) {
     if (!images.has_blob(l))

@@ -46,9 +46,11 @@ class ContainerStore {
   /// Opens (creating when missing) the container folders under `berth_home`.
   static Result<ContainerStore> open(const std::string& berth_home);
 
-  /// Unpacks `image` into a new container; `name` may be empty.
+  /// Unpacks `image` into a new container; `name` may be empty. A `command` replaces the
+  /// image's Cmd for this container, as `docker create IMAGE COMMAND...` does.
   Result<ContainerRecord> create(const Store& images, const ImageRecord& image,
-                                 const std::string& name);
+                                 const std::string& name,
+                                 const std::vector<std::string>& command = {});
   /// Every container, oldest first.
   Result<std::vector<ContainerRecord>> list() const;
   /// A container by name, full ID or unique ID prefix.

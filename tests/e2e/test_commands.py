@@ -537,3 +537,9 @@ def test_options_before_image_command_after(berth, imported, identity):
     _, out, _ = berth("run", "--rm", imported, "/bin/sh", "-c", 'printf "%s," "$@"', "sh",
                       "-e", "--rm", "-w", "x")
     assert out == "-e,--rm,-w,x,"
+    # create as well: the command after the image is the container's own.
+    berth("create", "--name", "greeter", imported, "/bin/echo", "--name", "x")
+    assert berth("run", "greeter")[1] == "--name x\n"
+    rc, _, err = berth("create", "--bogus", imported, check=False)
+    assert (rc, err) == (125, "berth: error: create --bogus: unknown flag\n"
+                              "berth: hint: see 'berth create --help'\n")
