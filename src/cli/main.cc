@@ -23,6 +23,7 @@ const std::vector<Command>& command_table() {
       {"rm", "Remove containers", setup_rm},
       {"name", "Give a container a name", setup_name},
       {"rmname", "Remove a container name", setup_rmname},
+      {"setup", "Show or set a container's engine (setup --engine=NAME)", setup_setup},
       {"login", "Log in to a registry", setup_login},
       {"logout", "Log out from a registry", setup_logout},
       {"gpu", "Show the host's GPUs and driver (gpu info)", setup_gpu},
