@@ -106,9 +106,8 @@ bool is_under(const std::string& path, const std::string& dir) {
                          path[dir.size()] == '/');
 }
 
-/// Appends the spec's device edits: generated files go into Berth's run
-/// directory (a tmpfs that vanishes with the run) and are bound from there
-/// when their target lies elsewhere.
+}  // namespace
+
 Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan) {
   std::vector<MountEntry> out;
   std::vector<std::string> tmpfs_dirs;
@@ -194,7 +193,6 @@ Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan) {
   return {};
 }
 
-}  // namespace
 
 Result<MountPlan> plan_mounts(const ContainerSpec& spec, const HostInfo& host) {
   MountPlan plan;
@@ -238,7 +236,6 @@ Result<MountPlan> plan_mounts(const ContainerSpec& spec, const HostInfo& host) {
     e.required = true;
     plan.entries.push_back(std::move(e));
   }
-  BERTH_CHECK(plan_device_edits(spec, plan));
   return plan;
 }
 
