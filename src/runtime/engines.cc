@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/log.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "runtime/identity.h"
@@ -274,6 +275,12 @@ Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std:
   };
   for (const DeviceEdit& d : spec.device_edits) {
     std::string target = BERTH_TRY(normalize_container_path(d.target));
+    // runc refuses mounts inside /proc (but for a fixed few): the optional /proc/driver/nvidia
+    // narrowing is left out there, as it is on a host without the driver's /proc entries.
+    if (engine == "oci" && !d.required && (target == "/proc" || target.starts_with("/proc/"))) {
+      log::debug("oci engine: {} left out (runc mounts nothing inside /proc)", target);
+      continue;
+    }
     switch (d.kind) {
       case DeviceEdit::Kind::kBind:
         if (!path_exists(d.source)) {
@@ -293,6 +300,12 @@ Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std:
       case DeviceEdit::Kind::kFile:
       case DeviceEdit::Kind::kSymlink: {
         std::string host = under_tmpfs(target);
+        if (host.empty() && !d.required) {
+          // An optional convenience (a binary's link in /usr/bin, a /proc override): this
+          // engine cannot write it without changing the image, so it goes without.
+          log::debug("{} engine: {} left out", engine, target);
+          continue;
+        }
         if (host.empty())
           return make_error("device", target,
                             std::string("the ") + std::string(engine) +

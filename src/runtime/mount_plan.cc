@@ -117,6 +117,10 @@ Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan) {
     auto target = normalize_container_path(d.target);
     if (!target) return make_error("device edit", d.target, target.error().detail);
     if (*target == "/") return make_error("device edit", d.target, "cannot replace the container's root");
+    if (d.kind == DeviceEdit::Kind::kTmpfs && *target == kBerthRunDir) {
+      need_run_dir = true;  // mounted first, below, with the loader configuration in it
+      continue;
+    }
     MountEntry e;
     e.target = *target;
     e.required = d.required;

@@ -192,6 +192,7 @@ TEST(MountPlan, DeviceEditsFollowVolumesWithARunDirectory) {
   ContainerSpec s = base();
   using K = DeviceEdit::Kind;
   s.device_edits = {
+      {K::kTmpfs, "", "/usr/lib/berth", false, true},  // folded into the run directory
       {K::kBind, "/drv/dev/nvidia0", "/dev/nvidia0", false},
       {K::kBind, "/drv/lib/libcuda.so.550", "/usr/lib/berth/nvidia/libcuda.so.550"},
       {K::kSymlink, "libcuda.so.550", "/usr/lib/berth/nvidia/libcuda.so.1"},
