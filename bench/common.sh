@@ -27,10 +27,12 @@ bench_drop_root() {
 }
 
 # Builds $BENCH_DIR/rootfs: static busybox with its applets, /etc files, and $FILES small files
-# under /data in 100-file directories. Kept between runs.
+# under /data in 100-file directories; plus the host's GNU `true` and `ls` as /usr/bin/gnu-true
+# and /usr/bin/gnu-ls with their glibc libraries, for the fakechroot engine (which covers only
+# dynamically linked programs). Kept between runs.
 bench_make_rootfs() {
   local root=$BENCH_DIR/rootfs
-  [ -f "$root/.complete-$FILES" ] && return 0
+  [ -f "$root/.complete-$FILES-glibc" ] && return 0
   rm -rf "$root"
   mkdir -p "$root"/{bin,etc,dev,proc,sys,tmp,home,root,data}
   cp /bin/busybox "$root/bin/busybox"
@@ -52,8 +54,24 @@ for i in range(n):
     with open(os.path.join(d, "f%05d.txt" % i), "w") as f:
         f.write("file %d\n" % i)
 PY
-  touch "$root/.complete-$FILES"
+  mkdir -p "$root/usr/bin" "$root/lib64"
+  local prog lib
+  for prog in true ls; do
+    cp "$(command -v $prog)" "$root/usr/bin/gnu-$prog"
+    for lib in $(ldd "$(command -v $prog)" | awk '$3 ~ /^\// {print $3} $1 ~ /^\/lib64/ {print $1}'); do
+      mkdir -p "$root$(dirname "$lib")"
+      cp -L "$lib" "$root$lib"
+    done
+  done
+  touch "$root/.complete-$FILES-glibc"
 }
+
+# The engines measured besides the default userns one, each on a container of its own (fakechroot
+# rewrites the rootfs's absolute links for itself).
+BENCH_ENGINES="proot fakechroot oci"
+
+# Prints the ratio of two hyperfine means: bench_ratio NUMERATOR DENOMINATOR.
+bench_ratio() { python3 -c 'import sys; print("%.2f" % (float(sys.argv[1]) / float(sys.argv[2])))' "$1" "$2"; }
 
 # Starts docker-registry on a free loopback port; sets REGISTRY (host:port) and REGISTRY_PID.
 bench_start_registry() {
@@ -83,9 +101,10 @@ bench_stop_registry() {
 }
 
 # Packs $BENCH_DIR/rootfs into an OCI image with umoci, pushes it with skopeo, pulls it with berth
-# and creates container $1 from it (recreated every run, so that it matches the rootfs).
+# and creates container $1 from it (recreated every run, so that it matches the rootfs), and one
+# container $1-ENGINE per engine of $BENCH_ENGINES, set up for that engine.
 bench_make_container() {
-  local name=$1 oci=$BENCH_DIR/oci bundle=$BENCH_DIR/bundle
+  local name=$1 oci=$BENCH_DIR/oci bundle=$BENCH_DIR/bundle engine
   rm -rf "$oci" "$bundle"
   umoci init --layout "$oci"
   umoci new --image "$oci:bench"
@@ -98,6 +117,11 @@ bench_make_container() {
   "$BERTH" -q pull "$REGISTRY/bench/busybox:latest" >/dev/null
   "$BERTH" rm -f "$name" >/dev/null 2>&1 || true  # absent on the first run
   "$BERTH" create --name "$name" "$REGISTRY/bench/busybox:latest" >/dev/null
+  for engine in $BENCH_ENGINES; do
+    "$BERTH" rm -f "$name-$engine" >/dev/null 2>&1 || true  # absent on the first run
+    "$BERTH" create --name "$name-$engine" "$REGISTRY/bench/busybox:latest" >/dev/null
+    "$BERTH" setup --engine="$engine" "$name-$engine"
+  done
 }
 
 # Prints the mean in milliseconds from a hyperfine JSON export: bench_mean FILE INDEX.

@@ -13,8 +13,10 @@ packages=(
   # end-to-end tier: a real registry and real image tools
   docker-registry umoci skopeo apache2-utils openssl python3 python3-pytest
   busybox-static zstd gzip tar util-linux procps curl ca-certificates
+  # fallback engines (berth run --engine=proot|fakechroot|oci), also peers for the benchmarks
+  proot fakechroot libfakechroot runc crun
   # peers measured by the benchmarks
-  proot charliecloud-runtime hyperfine
+  charliecloud-runtime hyperfine
 )
 
 sudo=""

@@ -50,6 +50,7 @@ Action setup_ps(CLI::App& app, const GlobalOptions& g);
 Action setup_rm(CLI::App& app, const GlobalOptions& g);
 Action setup_name(CLI::App& app, const GlobalOptions& g);
 Action setup_rmname(CLI::App& app, const GlobalOptions& g);
+Action setup_setup(CLI::App& app, const GlobalOptions& g);
 Action setup_gpu(CLI::App& app, const GlobalOptions& g);
 Action setup_cdi(CLI::App& app, const GlobalOptions& g);
 Action setup_import(CLI::App& app, const GlobalOptions& g);

@@ -34,6 +34,7 @@ const std::vector<Command>& command_table() {
       {"export", "Write a container's root filesystem as a tar archive", setup_export},
       {"protect", "Protect an image or container from rmi and rm", setup_protect},
       {"unprotect", "Remove the protection of an image or container", setup_unprotect},
+      {"setup", "Show or set a container's engine (setup --engine=NAME)", setup_setup},
       {"login", "Log in to a registry", setup_login},
       {"logout", "Log out from a registry", setup_logout},
       {"gpu", "Show the host's GPUs and driver (gpu info)", setup_gpu},

@@ -11,11 +11,13 @@
 
 #include "cli/context.h"
 #include "cli/run_devices.h"
+#include "cli/engine.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/log.h"
 #include "runtime/container_config.h"
 #include "runtime/container_spec.h"
+#include "runtime/engines.h"
 #include "runtime/root_path.h"
 
 extern char** environ;
@@ -135,7 +137,7 @@ Status run_directory(const RunOptions& opts, const std::string& name, bool remov
 }
 
 Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, bool remove,
-              std::vector<std::string> rest) {
+              const std::string& engine, std::vector<std::string> rest) {
   set_exit_status(kExitBerthFailed);  // until the workload runs
   if (rest.empty())
     return make_error("run", "IMAGE", "an image or container is required")
@@ -143,6 +145,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
   std::string what = rest.front();
   if (what.starts_with("-")) return unknown_flag("run", what);
   opts.command.assign(rest.begin() + 1, rest.end());
+  if (!engine.empty()) BERTH_CHECK(validate_engine_name(engine));
 
   HostContext host{host_environment(), home_dir(), ::getuid(), ::getgid()};
   for (const std::string& path : opts.env_files) {
@@ -178,7 +181,12 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     cleanup();
     return std::move(st).error();
   }
-  RunOutcome outcome = run_userns(*spec);
+  auto ran = run_with_engine(cs, c, *spec, engine);
+  if (!ran.ok()) {
+    cleanup();
+    return std::move(ran).error();
+  }
+  RunOutcome outcome = std::move(ran).value();
   // Bookkeeping for ps, written once the run ended (while it runs, ps sees the run lock); a
   // failure to write it must not change the run's status.
   if (!remove) {
@@ -209,14 +217,15 @@ std::string ps_command(const ContainerRecord& c) {
 Action setup_run(CLI::App& app, const GlobalOptions& g) {
   struct Opts {
     RunOptions run;
-    std::string name;
+    std::string name, engine;
     bool remove = false;
   };
   auto o = std::make_shared<Opts>();
   add_run_options(app, o->run, o->name);
   app.add_flag("--rm", o->remove, "Remove the container when it exits");
+  app.add_option("--engine", o->engine, "Engine for this run: " + engine_names());
   return [o, &g, &app]() -> Status {
-    return do_run(g, o->run, o->name, o->remove, app.remaining());
+    return do_run(g, o->run, o->name, o->remove, o->engine, app.remaining());
   };
 }
 

@@ -114,6 +114,8 @@ Result<ContainerRecord> ContainerStore::load(const std::string& id) const {
     if (j.contains("last_exit") && j["last_exit"].is_number_integer())
       c.last_exit = j["last_exit"].get<int>();
     c.is_protected = j.value("protected", false);
+    c.engine = j.value("engine", "");
+    c.link_prefix = j.value("link_prefix", "");
   } catch (const nlohmann::json::exception& e) {
     return make_error("read container", path, e.what());
   }
@@ -131,6 +133,8 @@ std::string record_text(const ContainerRecord& c) {
                       {"image_config", c.image_config}, {"last_command", c.last_command}};
   if (c.last_exit) j["last_exit"] = *c.last_exit;
   if (c.is_protected) j["protected"] = true;
+  if (!c.engine.empty()) j["engine"] = c.engine;
+  if (!c.link_prefix.empty()) j["link_prefix"] = c.link_prefix;
   return j.dump(2) + "\n";
 }
 
@@ -334,6 +338,18 @@ Status ContainerStore::record_run(const ContainerRecord& c, const std::vector<st
   ContainerRecord now = BERTH_TRY(load(c.id));
   if (!argv.empty()) now.last_command = argv;
   now.last_exit = exit_code;
+  return save(now);
+}
+
+Status ContainerStore::set_engine(const ContainerRecord& c, const std::string& engine) {
+  ContainerRecord now = BERTH_TRY(load(c.id));
+  now.engine = engine;
+  return save(now);
+}
+
+Status ContainerStore::set_link_prefix(const ContainerRecord& c, const std::string& prefix) {
+  ContainerRecord now = BERTH_TRY(load(c.id));
+  now.link_prefix = prefix;
   return save(now);
 }
 

@@ -35,6 +35,10 @@ struct ContainerRecord {
   std::vector<std::string> last_command;  ///< argv of the last run, empty before the first
   std::optional<int> last_exit;           ///< exit status of the last run that ended
   bool is_protected = false;              ///< `berth protect`: rm refuses it, even with -f
+  std::string engine;                     ///< default engine (`berth setup --engine`); "" userns
+  /// The host prefix absolute symlinks in the rootfs carry now: "" as unpacked, the rootfs
+  /// path after a fakechroot run (see rewrite_symlinks() in runtime/engines.h).
+  std::string link_prefix;
   bool running = false;                   ///< run.lock is held now (computed, not stored)
 
   /// The first 12 hex digits, as `docker ps` shows.
@@ -76,6 +80,11 @@ class ContainerStore {
   /// written when both are what `c` already holds).
   Status record_run(const ContainerRecord& c, const std::vector<std::string>& argv,
                     std::optional<int> exit_code);
+
+  /// Records the container's default engine ("" for the default).
+  Status set_engine(const ContainerRecord& c, const std::string& engine);
+  /// Records the prefix the rootfs's absolute symlinks carry now.
+  Status set_link_prefix(const ContainerRecord& c, const std::string& prefix);
 
   std::string dir(const ContainerRecord& c) const;
   std::string rootfs(const ContainerRecord& c) const { return path_join(dir(c), "rootfs"); }

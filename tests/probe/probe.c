@@ -8,8 +8,10 @@
  *   probe hostname         hostname=
  *   probe pid              pid= ppid=
  *   probe write PATH TEXT  writes TEXT to PATH; wrote=PATH or error=...
- *   probe cat PATH         the file's bytes
+ *   probe cat PATH         the file's bytes ("-": stdin's)
+ *   probe readlink PATH    link=<the symlink's text>
  *   probe exit N           exits with status N
+ *   probe raise N          kills itself with signal N
  *   probe signals SECONDS  ready, then signal=N per signal; exit 0 after the
  *                          timeout, 128+15 on SIGTERM
  *   probe ls DIR           name=... per entry, sorted by the kernel's order
@@ -54,7 +56,7 @@ static int cmd_id(void) {
 }
 
 static int cmd_cat(const char* path) {
-  int fd = open(path, O_RDONLY);
+  int fd = strcmp(path, "-") == 0 ? dup(0) : open(path, O_RDONLY);
   if (fd < 0) return fail("open", path);
   char buf[65536];
   ssize_t n;
@@ -179,7 +181,7 @@ static int cmd_zombies(void) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: probe id|env|cwd|mounts|hostname|pid|write|cat|exit|signals|ls|walk|zombies|remount|tty|true\n");
+    fprintf(stderr, "usage: probe id|env|cwd|mounts|hostname|pid|write|cat|readlink|exit|raise|signals|ls|walk|zombies|remount|tty|true\n");
     return 2;
   }
   const char* cmd = argv[1];
@@ -217,7 +219,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!strcmp(cmd, "exit")) return atoi(argv[2]);
+  if (!strcmp(cmd, "raise")) {
+    signal(atoi(argv[2]), SIG_DFL);
+    kill(getpid(), atoi(argv[2]));
+    return 1;
+  }
   if (!strcmp(cmd, "cat")) return cmd_cat(argv[2]);
+  if (!strcmp(cmd, "readlink")) {
+    char buf[4096];
+    ssize_t n = readlink(argv[2], buf, sizeof buf - 1);
+    if (n < 0) return fail("readlink", argv[2]);
+    buf[n] = '\0';
+    printf("link=%s\n", buf);
+    return 0;
+  }
   if (!strcmp(cmd, "signals")) return cmd_signals(atoi(argv[2]));
   if (!strcmp(cmd, "ls")) return cmd_ls(argv[2]);
   if (!strcmp(cmd, "walk")) return cmd_walk(argv[2]);

@@ -1,0 +1,23 @@
+// Choosing the engine for a run (--engine, the container's recorded default, userns) and
+// keeping the rootfs in the form that engine needs.
+#pragma once
+
+#include <string>
+
+#include "core/error.h"
+#include "runtime/container_spec.h"
+#include "runtime/containers.h"
+
+namespace berth::cli {
+
+/// The engine used when neither --engine nor `berth setup --engine` says otherwise.
+inline constexpr const char* kDefaultEngine = "userns";
+
+/// Runs `spec` for container `c` with engine `requested` (--engine; "" for the container's
+/// default): checks the engine is available, says once on stderr what `auto` chose, rewrites
+/// the rootfs's absolute symlinks when the engine needs another form (and records it).
+/// An error here means the workload never started.
+Result<RunOutcome> run_with_engine(ContainerStore& cs, const ContainerRecord& c,
+                                   const ContainerSpec& spec, const std::string& requested);
+
+}  // namespace berth::cli
