@@ -15,6 +15,7 @@
 
 #include "core/env.h"
 #include "core/fs.h"
+#include "core/log.h"
 #include "runtime/identity.h"
 #include "runtime/mount_plan.h"
 #include "runtime/root_path.h"
@@ -96,14 +97,8 @@ Result<std::string> find_tool(const char* name, const char* env_var, const char*
       return make_error("engine", std::string(env_var) + "=" + v, "not an executable file");
     }
   }
-  std::string path = env_or("PATH", "");
-  path += ":/usr/sbin:/sbin";  // runc is in /usr/sbin, not always on a user's PATH
-  size_t i = 0;
-  while (i <= path.size()) {
-    size_t j = path.find(':', i);
-    if (j == std::string::npos) j = path.size();
-    std::string dir = path.substr(i, j - i);
-    i = j + 1;
+  // runc is in /usr/sbin, not always on a user's PATH.
+  for (const std::string& dir : split_path(env_or("PATH", "") + ":/usr/sbin:/sbin")) {
     if (dir.empty() || dir.front() != '/') continue;
     std::string candidate = path_join(dir, name);
     if (executable(candidate)) return candidate;
@@ -112,6 +107,31 @@ Result<std::string> find_tool(const char* name, const char* env_var, const char*
   if (package != nullptr && *package != '\0')
     return std::move(e).with_hint(std::string("install the Debian package '") + package + "'");
   return e;
+}
+
+std::vector<std::string> split_path(std::string_view list) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i <= list.size()) {
+    size_t j = list.find(':', i);
+    if (j == std::string_view::npos) j = list.size();
+    out.emplace_back(list.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+Status refuse_unsupported(const ContainerSpec& spec, std::string_view engine) {
+  for (const Volume& v : spec.volumes)
+    if (v.read_only)
+      return make_error("mount", "volume " + v.host + ":" + v.container + ":ro",
+                        "the " + std::string(engine) + " engine cannot make a volume read-only")
+          .with_hint("use the userns or oci engine, or drop :ro");
+  if (spec.pid_namespace)
+    log::warn("the {} engine has no PID namespace: --pid-ns ignored", engine);
+  if (!spec.hostname.empty())
+    log::warn("the {} engine cannot set the host name: --hostname ignored", engine);
+  return {};
 }
 
 std::string spec_path(const ContainerSpec& spec) {
@@ -145,14 +165,8 @@ Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code, P
     *exit_code = err == ENOENT || err == ENOTDIR ? 127 : 126;
     return sys_error(op, "", err);
   }
-  std::string path = spec_path(spec);
   bool denied = false;
-  size_t i = 0;
-  while (i <= path.size()) {
-    size_t j = path.find(':', i);
-    if (j == std::string::npos) j = path.size();
-    std::string dir = path.substr(i, j - i);
-    i = j + 1;
+  for (std::string dir : split_path(spec_path(spec))) {
     if (dir.empty() || dir.front() != '/') dir = path_join(spec.cwd, dir);
     std::string candidate = path_join(dir, file);
     int err = check(candidate);

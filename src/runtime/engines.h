@@ -64,6 +64,13 @@ Result<const Engine*> choose_engine(std::string_view name, std::string* said);
 /// /usr/sbin and /sbin. Fails with "NAME is not installed" and a hint naming `package`.
 Result<std::string> find_tool(const char* name, const char* env_var, const char* package);
 
+/// A colon-separated list (PATH, LD_LIBRARY_PATH) as its entries, empty ones kept.
+std::vector<std::string> split_path(std::string_view list);
+
+/// For engines without read-only binds, PID or UTS namespaces: refuses a read-only volume
+/// (naming `engine`), warns that --pid-ns and --hostname are ignored.
+Status refuse_unsupported(const ContainerSpec& spec, std::string_view engine);
+
 /// The spec's PATH ("PATH=..." in spec.env), else the default search path.
 std::string spec_path(const ContainerSpec& spec);
 

@@ -10,7 +10,6 @@
 
 #include "core/env.h"
 #include "core/fs.h"
-#include "core/log.h"
 #include "runtime/engines.h"
 
 extern char** environ;

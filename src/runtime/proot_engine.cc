@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include "core/fs.h"
-#include "core/log.h"
 #include "runtime/engines.h"
 
 namespace berth {
@@ -56,13 +55,7 @@ RunOutcome run_proot(const EngineRun& run) {
   auto failed = [](Error e) { return RunOutcome{125, std::move(e)}; };
   auto proot = find_tool("proot", "BERTH_PROOT", "proot");
   if (!proot) return failed(std::move(proot).error());
-  for (const Volume& v : spec.volumes)
-    if (v.read_only)
-      return failed(make_error("mount", "volume " + v.host + ":" + v.container + ":ro",
-                               "the proot engine cannot make a volume read-only")
-                        .with_hint("use the userns or oci engine, or drop :ro"));
-  if (spec.pid_namespace) log::warn("the proot engine has no PID namespace: --pid-ns ignored");
-  if (!spec.hostname.empty()) log::warn("the proot engine cannot set the host name: --hostname ignored");
+  if (auto st = refuse_unsupported(spec, "proot"); !st) return failed(std::move(st).error());
   auto plan = plan_mounts(spec, probe_host(spec));
   if (!plan) return failed(std::move(plan).error());
   if (auto st = prepare_rootfs(spec, true); !st) return failed(std::move(st).error());

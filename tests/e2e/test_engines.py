@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 
 import pytest
 
 import imagelib
 from conftest import REPO_ROOT
-from test_run import PATH, kv, userns_works
+from test_run import PATH, assert_sigterm_forwarded, kv, userns_works
 
 ENGINES = ["userns", "proot", "fakechroot", "oci"]
 MULTIARCH = "x86_64-linux-gnu"
@@ -175,16 +174,8 @@ def case_stdin(berth, img, engine):
 
 
 def case_signal(berth, img, engine):
-    p = berth.popen("run", "--rm", f"--engine={engine}", img, "/probe", "signals", "20")
-    try:
-        assert p.stdout.readline().strip() == "ready"
-        os.kill(p.pid, signal.SIGTERM)
-        out, err = p.communicate(timeout=20)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert "signal=15" in out, err
-    assert p.returncode == 128 + signal.SIGTERM
+    assert_sigterm_forwarded(
+        berth.popen("run", "--rm", f"--engine={engine}", img, "/probe", "signals", "20"))
 
 
 def case_not_found(berth, img, engine):
