@@ -115,6 +115,11 @@ if [ -f "$libs/libcuda.so.550.54.15" ]; then
   printf '\n$ BERTH_DRIVER_ROOT=%s berth gpu info\n' "$fake"
   env -i PATH=/usr/bin:/bin HOME="$home" BERTH_HOME="$home/berth" BERTH_DRIVER_ROOT="$fake" \
     "${runas[@]}" "$berth_bin" gpu info
+  say "the same driver injected into an unmodified image: berth run --gpus all"
+  printf '\n$ BERTH_DRIVER_ROOT=%s berth run --rm --gpus all %s /bin/sh -c ...\n' "$fake" "$image"
+  env -i PATH=/usr/bin:/bin HOME="$home" BERTH_HOME="$home/berth" BERTH_DRIVER_ROOT="$fake" \
+    "${runas[@]}" "$berth_bin" run --rm --gpus all "$image" /bin/sh -c \
+    'echo "devices: $(ls /dev | grep nvidia | tr "\n" " ")"; echo "driver libraries: $(ls /usr/lib/berth/nvidia | tr "\n" " ")"; env | grep -E "^(NVIDIA_|LD_LIBRARY_PATH)" | sort'
 fi
 
 say "done; the registry stops and $work is removed on exit"

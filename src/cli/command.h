@@ -53,5 +53,18 @@ Action setup_rmname(CLI::App& app, const GlobalOptions& g);
 Action setup_setup(CLI::App& app, const GlobalOptions& g);
 Action setup_gpu(CLI::App& app, const GlobalOptions& g);
 Action setup_cdi(CLI::App& app, const GlobalOptions& g);
+Action setup_import(CLI::App& app, const GlobalOptions& g);
+Action setup_load(CLI::App& app, const GlobalOptions& g);
+Action setup_save(CLI::App& app, const GlobalOptions& g);
+Action setup_export(CLI::App& app, const GlobalOptions& g);
+Action setup_tag(CLI::App& app, const GlobalOptions& g);
+Action setup_clone(CLI::App& app, const GlobalOptions& g);
+Action setup_rename(CLI::App& app, const GlobalOptions& g);
+Action setup_protect(CLI::App& app, const GlobalOptions& g);
+Action setup_unprotect(CLI::App& app, const GlobalOptions& g);
+Action setup_search(CLI::App& app, const GlobalOptions& g);
+Action setup_manifest(CLI::App& app, const GlobalOptions& g);
+Action setup_version(CLI::App& app, const GlobalOptions& g);
+Action setup_info(CLI::App& app, const GlobalOptions& g);
 
 }  // namespace berth::cli

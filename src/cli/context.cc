@@ -29,7 +29,8 @@ nlohmann::json container_json(const ContainerStore& cs, const ContainerRecord& c
                       {"status", c.running ? "running" : c.last_exit ? "exited" : "created"},
                       {"command", c.last_command},
                       {"rootfs", cs.rootfs(c)},
-                      {"config", c.image_config}};
+                      {"config", c.image_config},
+                      {"protected", c.is_protected}};
   j["exit_code"] = c.last_exit ? nlohmann::json(*c.last_exit) : nlohmann::json(nullptr);
   return j;
 }

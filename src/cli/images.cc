@@ -1,4 +1,4 @@
-// berth images [--json] [-q], berth inspect IMAGE, berth rmi IMAGE...
+// berth images [--json] [-q], berth inspect IMAGE, berth rmi IMAGE..., berth tag SOURCE TARGET
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -34,7 +34,8 @@ nlohmann::json record_json(const ImageRecord& rec) {
           {"platform", rec.platform.str()},
           {"size", rec.size},
           {"layers", rec.layers},
-          {"pulled", rec.pulled}};
+          {"pulled", rec.pulled},
+          {"protected", rec.is_protected}};
 }
 
 Result<nlohmann::json> parse_blob_json(const Store& store, const std::string& digest) {
@@ -109,6 +110,7 @@ Action setup_inspect(CLI::App& app, const GlobalOptions& g) {
                   {"variant", rec.platform.variant}}},
                 {"size", rec.size},
                 {"pulled", rec.pulled},
+                {"protected", rec.is_protected},
                 {"layers", layers},
                 {"config", config},
                 {"manifest", manifest}});
@@ -126,6 +128,20 @@ Action setup_rmi(CLI::App& app, const GlobalOptions& g) {
       for (const auto& r : removed.names) std::printf("Untagged: %s\n", r.c_str());
       std::printf("Deleted: %zu blobs\n", removed.blobs_deleted);
     }
+    return {};
+  };
+}
+
+Action setup_tag(CLI::App& app, const GlobalOptions& g) {
+  struct Opts {
+    std::string source, target;
+  };
+  auto o = std::make_shared<Opts>();
+  app.add_option("SOURCE", o->source, "Image name, ID or digest")->required();
+  app.add_option("TARGET", o->target, "New name: REPO[:TAG]")->required();
+  return [o, &g]() -> Status {
+    Store store = BERTH_TRY(open_store(g));
+    BERTH_TRY(store.tag_image(o->source, o->target));
     return {};
   };
 }

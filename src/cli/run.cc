@@ -1,13 +1,17 @@
 // berth create, run, ps, rm, name, rmname: containers.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
+#include <cstdlib>
 #include <algorithm>
 #include <cstdio>
 #include <memory>
 
 #include "cli/context.h"
 #include "cli/engine.h"
+#include "cli/run_devices.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -28,20 +32,7 @@ constexpr int kExitBerthFailed = 125;
 /// inside the root so that an image symlink cannot point it at a host file.
 Result<std::string> read_in_root(const std::string& rootfs, const char* path) {
   UniqueFd root = BERTH_TRY(open_file(rootfs, O_RDONLY | O_DIRECTORY));
-  UniqueFd fd(open_in_root(root.get(), path, O_RDONLY));
-  if (!fd.valid()) {
-    if (errno == ENOENT) return std::string();
-    return sys_error("open", rootfs + path);
-  }
-  std::string out;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0) return sys_error("read", rootfs + path);
-    if (n == 0) return out;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > (16u << 20)) return make_error("read", rootfs + path, "file too large");
-  }
+  return read_file_in_root(root.get(), path);
 }
 
 std::vector<std::string> host_environment() {
@@ -75,6 +66,10 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name) {
   app.add_flag("--host-dev", o.host_dev, "Bind the host's /dev instead of a minimal one");
   app.add_flag("--bind-home", o.bind_home, "Bind your home directory at the same path");
   app.add_flag("--hostenv", o.hostenv, "Pass the host's environment");
+  app.add_option("--gpus", o.gpus, "GPUs to inject: all | N | device=0,2 | GPU-uuid[,capabilities=...]");
+  app.add_option("--device", o.devices,
+                 "A CDI device (vendor.com/class=name) or a host device HOST[:CONTAINER[:rwm]]")
+      ->allow_extra_args(false);
   // Everything from the image on is positional: IMAGE [COMMAND [ARG...]].
   app.prefix_command();
 }
@@ -108,6 +103,38 @@ Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const 
   return Target{BERTH_TRY(cs.create(store, *image, name)), true};
 }
 
+/// A root filesystem directory rather than an image or container: a path, which no image
+/// reference or container name can be ("/...", "./...", "../...").
+bool is_directory_argument(const std::string& what) {
+  return what.starts_with("/") || what.starts_with("./") || what.starts_with("../") || what == "." ||
+         what == "..";
+}
+
+/// `berth run DIR CMD`: runs a root filesystem directory in place, as ch-run and Apptainer's
+/// sandboxes do (shared, read-mostly trees on a cluster file system). No container record, no
+/// image config: the command must be given; changes land in the directory itself.
+Status run_directory(const RunOptions& opts, const std::string& name, bool remove,
+                     const std::string& dir, const HostContext& host) {
+  if (!name.empty() || remove)
+    return make_error("run", dir, "--name and --rm apply to containers, not to a directory");
+  if (opts.command.empty() && !opts.entrypoint_set)
+    return make_error("run", dir, "a directory has no image config: give the command to run");
+  char real[PATH_MAX];
+  if (::realpath(dir.c_str(), real) == nullptr) return sys_error("run", dir);
+  struct stat st;
+  if (::stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) return make_error("run", dir, "not a directory");
+  std::string rootfs = real;
+  std::string passwd = BERTH_TRY(read_in_root(rootfs, "/etc/passwd"));
+  std::string group = BERTH_TRY(read_in_root(rootfs, "/etc/group"));
+  ContainerSpec spec =
+      BERTH_TRY(build_spec(nlohmann::json::object(), rootfs, opts, host, passwd, group));
+  BERTH_CHECK(add_run_devices(opts, host, spec));
+  RunOutcome outcome = run_userns(spec);
+  set_exit_status(outcome.exit_code);
+  if (outcome.error) return *outcome.error;
+  return {};
+}
+
 Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, bool remove,
               const std::string& engine, std::vector<std::string> rest) {
   set_exit_status(kExitBerthFailed);  // until the workload runs
@@ -124,6 +151,13 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     std::string text = BERTH_TRY(read_file(path));
     auto vars = BERTH_TRY(parse_env_file(text, path, host.environ));
     opts.file_env.insert(opts.file_env.end(), vars.begin(), vars.end());
+  }
+  if (is_directory_argument(what)) {
+    // The fallback engines keep per-container state (bundles, fakechroot's symlink form).
+    if (!engine.empty() && engine != kDefaultEngine)
+      return make_error("run", what, "a directory runs with the userns engine only")
+          .with_hint("create a container (berth import, berth create) to use --engine=" + engine);
+    return run_directory(opts, name, remove, what, host);
   }
   ContainerStore cs = BERTH_TRY(open_containers(g));
   Target t = BERTH_TRY(find_or_create(g, cs, what, name, true));
@@ -147,6 +181,10 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
   if (!spec.ok()) {
     cleanup();
     return std::move(spec).error();
+  }
+  if (auto st = add_run_devices(opts, host, *spec); !st.ok()) {
+    cleanup();
+    return std::move(st).error();
   }
   auto ran = run_with_engine(cs, c, *spec, engine);
   if (!ran.ok()) {

@@ -5,9 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <sys/sendfile.h>
+
 #include <atomic>
 #include <filesystem>
+#include <map>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 namespace berth {
 
@@ -104,6 +110,112 @@ Status remove_tree(const std::string& path) {
   std::filesystem::remove_all(path, ec);
   if (ec) return sys_error("remove", path, ec.value());
   return {};
+}
+
+namespace {
+
+/// What a copy needs across the whole tree: the first copy of each multi-link file.
+struct TreeCopy {
+  std::map<std::pair<dev_t, ino_t>, std::string> links;  // -> the copy's path
+};
+
+Status copy_file_at(int sfd, int dfd, const char* name, const struct stat& st,
+                    const std::string& path) {
+  UniqueFd in(::openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!in.valid()) return sys_error("open", path);
+  UniqueFd out(::openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!out.valid()) return sys_error("create", path);
+  for (off_t left = st.st_size; left > 0;) {
+    ssize_t n = ::copy_file_range(in.get(), nullptr, out.get(), nullptr,
+                                  static_cast<size_t>(left), 0);
+    if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL))
+      n = ::sendfile(out.get(), in.get(), nullptr, static_cast<size_t>(left));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("copy", path);
+    }
+    if (n == 0) break;  // the file shrank meanwhile
+    left -= n;
+  }
+  if (::fchmod(out.get(), st.st_mode & 07777) != 0) return sys_error("chmod", path);
+  struct timespec ts[2] = {st.st_atim, st.st_mtim};
+  (void)::futimens(out.get(), ts);  // times are cosmetic
+  return {};
+}
+
+/// Copies directory `sfd` (at `path`) into `dfd` (at `dpath`, a directory this copy made).
+Status copy_dir(TreeCopy& tc, int sfd, int dfd, const std::string& path,
+                const std::string& dpath) {
+  int dup = ::dup(sfd);
+  DIR* d = dup >= 0 ? ::fdopendir(dup) : nullptr;
+  if (!d) {
+    if (dup >= 0) ::close(dup);
+    return sys_error("opendir", path);
+  }
+  std::vector<std::string> names;
+  while (dirent* de = ::readdir(d)) {
+    std::string_view n = de->d_name;
+    if (n != "." && n != "..") names.emplace_back(n);
+  }
+  ::closedir(d);
+  for (const std::string& n : names) {
+    std::string p = path_join(path, n);
+    struct stat st;
+    if (::fstatat(sfd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return sys_error("stat", p);
+    if (S_ISDIR(st.st_mode)) {
+      if (::mkdirat(dfd, n.c_str(), 0700) != 0) return sys_error("mkdir", p);
+      UniqueFd s(::openat(sfd, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd t(::openat(dfd, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!s.valid() || !t.valid()) return sys_error("open", p);
+      BERTH_CHECK(copy_dir(tc, s.get(), t.get(), p, path_join(dpath, n)));
+      if (::fchmod(t.get(), st.st_mode & 07777) != 0) return sys_error("chmod", p);
+      struct timespec ts[2] = {st.st_atim, st.st_mtim};
+      (void)::futimens(t.get(), ts);  // times are cosmetic
+    } else if (S_ISLNK(st.st_mode)) {
+      std::string target(static_cast<size_t>(st.st_size) + 1, '\0');
+      ssize_t len = ::readlinkat(sfd, n.c_str(), target.data(), target.size());
+      if (len < 0) return sys_error("readlink", p);
+      target.resize(static_cast<size_t>(len));
+      if (::symlinkat(target.c_str(), dfd, n.c_str()) != 0) return sys_error("symlink", p);
+      struct timespec ts[2] = {st.st_atim, st.st_mtim};
+      (void)::utimensat(dfd, n.c_str(), ts, AT_SYMLINK_NOFOLLOW);  // cosmetic
+    } else if (S_ISREG(st.st_mode)) {
+      if (st.st_nlink > 1) {
+        auto key = std::make_pair(st.st_dev, st.st_ino);
+        if (auto it = tc.links.find(key); it != tc.links.end()) {
+          // Every directory on the copy's path was made by this copy: no symlink on the way.
+          if (::linkat(AT_FDCWD, it->second.c_str(), dfd, n.c_str(), 0) != 0)
+            return sys_error("link", p);
+          continue;
+        }
+        tc.links[key] = path_join(dpath, n);
+      }
+      BERTH_CHECK(copy_file_at(sfd, dfd, n.c_str(), st, p));
+    } else if (S_ISFIFO(st.st_mode)) {
+      if (::mknodat(dfd, n.c_str(), S_IFIFO | (st.st_mode & 07777), 0) != 0)
+        return sys_error("mkfifo", p);
+    }
+    // Device nodes and sockets: a rootless tree holds none worth copying.
+  }
+  return {};
+}
+
+}  // namespace
+
+Status copy_tree(const std::string& from, const std::string& to) {
+  UniqueFd src = BERTH_TRY(open_file(from, O_RDONLY | O_DIRECTORY));
+  struct stat st;
+  if (::fstat(src.get(), &st) != 0) return sys_error("stat", from);
+  if (::mkdir(to.c_str(), 0700) != 0) return sys_error("mkdir", to);
+  TreeCopy tc;
+  Status s = [&]() -> Status {
+    UniqueFd dst = BERTH_TRY(open_file(to, O_RDONLY | O_DIRECTORY));
+    BERTH_CHECK(copy_dir(tc, src.get(), dst.get(), from, to));
+    if (::fchmod(dst.get(), st.st_mode & 07777) != 0) return sys_error("chmod", to);
+    return {};
+  }();
+  if (!s.ok()) (void)remove_tree(to);  // best effort: the copy's own error is the one to report
+  return s;
 }
 
 bool path_exists(const std::string& path) {

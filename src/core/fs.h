@@ -49,6 +49,11 @@ Status write_file_atomic(const std::string& path, std::string_view data, int mod
 Status make_dirs(const std::string& path, int mode = 0755);
 /// Removes a file or directory tree; a missing path is not an error.
 Status remove_tree(const std::string& path);
+/// Copies the directory tree `from` to `to` (which must not exist), as `cp -a` would for
+/// its own files: regular files (hard links kept), directories, symlinks (never followed),
+/// FIFOs, with modes and times; owners are not changed. Device nodes and sockets are left
+/// out. On failure the partial copy is removed.
+Status copy_tree(const std::string& from, const std::string& to);
 /// True when the path exists (lstat succeeds).
 bool path_exists(const std::string& path);
 /// Joins two path pieces with exactly one slash between them.

@@ -136,11 +136,8 @@ Result<GpuPlan> plan_gpus(const NvidiaDriver& driver, const GpuPlanInput& in) {
     if (f.caps & plan.caps) plan.files.push_back({f.host_path, f.path, false, f.is_dir});
 
   if (!plan.libraries.empty() || !plan.links.empty()) {
-    std::string dirs = std::string(kGpuLibDir) + (any32 ? std::string(":") + kGpuLib32Dir : "");
-    std::string conf = std::string(kGpuLibDir) + "\n" + (any32 ? std::string(kGpuLib32Dir) + "\n" : "");
-    plan.generated.push_back({kGpuLdConf, conf});
-    plan.run_ldconfig = true;
-    plan.ld_library_path_fallback = dirs;
+    plan.library_dirs.push_back(kGpuLibDir);
+    if (any32) plan.library_dirs.push_back(kGpuLib32Dir);
   }
   if (!driver.proc_params.empty())
     plan.generated.push_back({"/proc/driver/nvidia/params", params_without_modify(driver.proc_params)});

@@ -8,13 +8,19 @@
 //    over the image's own files: the image's lib dirs stay as built, a driver
 //    upgrade on the host cannot collide with an image file, and one directory
 //    is easy to point the loader at whatever the image's distribution.
-//  - The loader finds them through an ld.so.conf.d drop-in plus ldconfig run in
-//    the container (the rootfs is a private copy), like the NVIDIA toolkit's
-//    update-ldcache hook. LD_LIBRARY_PATH is left alone because images reset
-//    it and it outranks the cache for every child process; it is only the
-//    fallback for images without ldconfig (musl, distroless).
-//  - Binaries go to /usr/bin, which every image's PATH has.
+//  - The loader finds them through the image's own ldconfig, run in the
+//    container over /etc/ld.so.conf plus these directories, its cache bound
+//    over /etc/ld.so.cache for the run only (ContainerSpec::ld_library_dirs),
+//    like the NVIDIA toolkit's update-ldcache hook but without writing to the
+//    image. LD_LIBRARY_PATH is left alone because images reset it and it
+//    outranks the cache for every child process; it is only the fallback for
+//    images without ldconfig (musl, distroless).
+//  - Binaries are named in /usr/bin, which every image's PATH has.
 //  - Firmware, ICD files and IPC endpoints keep their host paths.
+//  - inject.h turns the plan into a ContainerSpec's device edits: every file
+//    is bound into Berth's per-run tmpfs and linked from where it is expected,
+//    so a run leaves at most dangling links in the image, never empty files
+//    that would shadow a later driver.
 #pragma once
 
 #include <optional>
@@ -29,7 +35,6 @@ namespace berth {
 
 inline constexpr const char* kGpuLibDir = "/usr/lib/berth/nvidia";
 inline constexpr const char* kGpuLib32Dir = "/usr/lib/berth/nvidia32";
-inline constexpr const char* kGpuLdConf = "/etc/ld.so.conf.d/000-berth-nvidia.conf";
 
 /// A bind mount from the host (already under the driver/device root) into the container.
 struct GpuBind {
@@ -65,11 +70,10 @@ struct GpuPlan {
   /// container's /proc lists only its own GPUs.
   std::string proc_mask = "/proc/driver/nvidia/gpus";
   std::vector<GpuBind> proc_gpus;
-  std::vector<GpuFile> generated;    ///< ld.so.conf.d drop-in, /proc/driver/nvidia/params override
+  std::vector<GpuFile> generated;    ///< the /proc/driver/nvidia/params override
   std::vector<std::string> env;      ///< "K=V" to set, overriding the image's values
-  bool run_ldconfig = false;         ///< run the container's ldconfig (as container root) before the workload
-  /// Append to LD_LIBRARY_PATH when the container has no ldconfig.
-  std::string ld_library_path_fallback;
+  /// The directories the container's loader must search (kGpuLibDir, kGpuLib32Dir).
+  std::vector<std::string> library_dirs;
   std::vector<std::string> warnings; ///< one line each, for the runtime to log
 };
 

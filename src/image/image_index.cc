@@ -36,7 +36,8 @@ json to_json(const ImageRecord& r) {
                 {"variant", r.platform.variant}}},
               {"layers", r.layers},
               {"size", r.size},
-              {"pulled", r.pulled}};
+              {"pulled", r.pulled},
+              {"protected", r.is_protected}};
 }
 
 /// Throws nlohmann exceptions on a malformed record; the caller converts them.
@@ -56,6 +57,7 @@ ImageRecord from_json(const json& j) {
   r.layers = j.at("layers").get<std::vector<std::string>>();
   r.size = j.value("size", int64_t{0});
   r.pulled = j.value("pulled", "");
+  r.is_protected = j.value("protected", false);
   return r;
 }
 
@@ -181,11 +183,52 @@ Status Store::add_image(const ImageRecord& rec) {
   auto recs = BERTH_TRY(load_index(root_));
   auto it = std::find_if(recs.begin(), recs.end(),
                          [&](const ImageRecord& r) { return r.name == rec.name; });
-  if (it != recs.end())
+  if (it != recs.end()) {
+    bool was_protected = it->is_protected;
     *it = rec;
-  else
+    it->is_protected = it->is_protected || was_protected;
+  } else
     recs.push_back(rec);
   return save_index(root_, recs);
+}
+
+Result<ImageRecord> Store::tag_image(std::string_view source, const std::string& target) {
+  Reference ref = BERTH_TRY(parse_reference(target).with_context("tag " + target));
+  if (!ref.digest.empty())
+    return make_error("tag", target, "a tag cannot carry a digest").with_hint("use REPO[:TAG]");
+  FileLock lock = BERTH_TRY(lock_index(root_));
+  auto recs = BERTH_TRY(load_index(root_));
+  Match m = BERTH_TRY(resolve(recs, source));
+  ImageRecord rec = recs[m.which.front()];
+  rec.name = ref.str();
+  rec.is_protected = false;
+  auto it = std::find_if(recs.begin(), recs.end(),
+                         [&](const ImageRecord& r) { return r.name == rec.name; });
+  if (it != recs.end()) {
+    if (it->is_protected && it->config_digest != rec.config_digest)
+      return make_error("tag", rec.name, "image " + rec.name + " is protected")
+          .with_hint("run 'berth unprotect " + rec.name + "' first");
+    rec.is_protected = it->is_protected;
+    *it = rec;
+  } else {
+    recs.push_back(rec);
+  }
+  BERTH_CHECK(save_index(root_, recs));
+  return rec;
+}
+
+Result<std::vector<std::string>> Store::set_protected(std::string_view name_or_id, bool on) {
+  FileLock lock = BERTH_TRY(lock_index(root_));
+  auto recs = BERTH_TRY(load_index(root_));
+  Match m = BERTH_TRY(resolve(recs, name_or_id));
+  std::vector<std::string> names;
+  for (size_t i : m.which) {
+    recs[i].is_protected = on;
+    names.push_back(recs[i].name);
+  }
+  BERTH_CHECK(save_index(root_, recs));
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 Result<FileLock> Store::pin() const {
@@ -197,6 +240,10 @@ Result<RemovedImages> Store::remove_image(std::string_view name_or_id) {
   FileLock lock = BERTH_TRY(lock_index(root_));
   auto recs = BERTH_TRY(load_index(root_));
   Match m = BERTH_TRY(resolve(recs, name_or_id));
+  for (size_t i : m.which)
+    if (recs[i].is_protected)
+      return make_error("rmi", std::string(name_or_id), "image " + recs[i].name + " is protected")
+          .with_hint("run 'berth unprotect " + recs[i].name + "' first");
 
   std::vector<ImageRecord> removed, kept;
   for (size_t i = 0; i < recs.size(); ++i) {

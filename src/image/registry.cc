@@ -344,6 +344,14 @@ Status RegistryClient::get_blob(const std::string& repo, const std::string& dige
   return {};
 }
 
+Result<ApiResponse> RegistryClient::get_api(const std::string& path_and_query,
+                                            const std::string& scope) {
+  HttpRequest req = impl_->request(impl_->base + path_and_query);
+  req.max_body = kMaxManifestBytes;
+  HttpResponse r = BERTH_TRY(impl_->perform(req, scope));
+  return ApiResponse{r.status, std::move(r.body), r.header("link")};
+}
+
 Status RegistryClient::check_login() {
   std::string url = impl_->base + "/v2/";
   HttpResponse r = BERTH_TRY(impl_->perform(impl_->request(url), ""));

@@ -33,6 +33,13 @@ struct FetchedManifest {
   std::string digest;      ///< sha256 of body (checked against Docker-Content-Digest when sent)
 };
 
+/// A registry API answer, whatever its status.
+struct ApiResponse {
+  long status = 0;
+  std::string body;
+  std::string link;  ///< the Link header (pagination), "" when absent
+};
+
 /// Receives blob bytes as they arrive; an error aborts the transfer.
 using ByteSink = std::function<Status(const char* data, size_t len)>;
 
@@ -54,6 +61,10 @@ class RegistryClient {
   /// can check it and discard what it had. With restarted null that is an error.
   Status get_blob(const std::string& repo, const std::string& digest, uint64_t offset,
                   const ByteSink& sink, bool* restarted);
+
+  /// GET `path_and_query` ("/v2/_catalog?n=100") with authentication for `scope` (may be
+  /// empty); any HTTP status is returned, not an error. Bodies are capped at 4 MiB.
+  Result<ApiResponse> get_api(const std::string& path_and_query, const std::string& scope);
 
   /// GET /v2/ with authentication: checks that credentials are accepted
   /// (used by `berth login`).

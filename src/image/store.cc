@@ -116,6 +116,27 @@ Status Store::put_blob(std::string_view digest, std::string_view data) {
   return w->commit();
 }
 
+Status Store::adopt_blob(std::string_view digest, const std::string& path) {
+  BERTH_CHECK(validate_digest(digest));
+  std::string hex(digest_hex(digest));
+  std::string lock_path = path_join(path_join(root_, "tmp"), hex + ".lock");
+  // The same lock a download of this blob takes: never two writers of one blob at once.
+  FileLock lock = BERTH_TRY(FileLock::acquire(lock_path));
+  std::string final_path = blob_path(digest);
+  if (path_exists(final_path)) {
+    (void)::unlink(path.c_str());  // best effort: the staging folder goes away anyway
+  } else {
+    UniqueFd fd = BERTH_TRY(open_file(path, O_RDONLY));
+    if (::fsync(fd.get()) != 0) return sys_error("fsync", path);
+    if (::fchmod(fd.get(), 0444) != 0) return sys_error("chmod", path);
+    if (::rename(path.c_str(), final_path.c_str()) != 0)
+      return sys_error("rename", path + " -> " + final_path);
+    sync_dir(final_path.substr(0, final_path.rfind('/')));
+  }
+  (void)::unlink(lock_path.c_str());  // as BlobWriter::drop_lock_file: only clutter otherwise
+  return {};
+}
+
 Result<std::optional<BlobWriter>> Store::begin_blob(std::string_view digest,
                                                     int64_t expected_size) {
   BERTH_CHECK(validate_digest(digest));

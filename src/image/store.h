@@ -38,7 +38,8 @@ struct ImageRecord {
   Platform platform;
   std::vector<std::string> layers;  ///< layer digests, bottom first
   int64_t size = 0;                 ///< sum of layer sizes (compressed)
-  std::string pulled;               ///< RFC 3339 UTC time of the pull
+  std::string pulled;               ///< RFC 3339 UTC time of the pull (or import, load)
+  bool is_protected = false;        ///< `berth protect`: rmi refuses it
 
   /// The first 12 hex digits of the config digest, as `docker images` shows.
   std::string short_id() const;
@@ -102,10 +103,20 @@ class Store {
   /// Finds an image by full or short name ("alpine" = docker.io/library/alpine:latest),
   /// by image ID or a unique prefix of it (>= 4 hex digits), or by manifest digest.
   Result<ImageRecord> find_image(std::string_view name_or_id) const;
-  /// Adds or replaces (by name) an image record.
+  /// Adds or replaces (by name) an image record; a replaced record's protection stays.
   Status add_image(const ImageRecord& rec);
+  /// Records the image `source` designates under the reference `target` as well (Docker's
+  /// tag: an existing `target` is replaced). Returns the new record.
+  Result<ImageRecord> tag_image(std::string_view source, const std::string& target);
+  /// Marks (or unmarks) the record(s) `name_or_id` designates as protected from rmi;
+  /// returns the names changed.
+  Result<std::vector<std::string>> set_protected(std::string_view name_or_id, bool on);
+  /// Publishes a file under tmp/ whose bytes the caller hashed to `digest` (see
+  /// image/staging.h), by rename; when the blob is already present the file is removed.
+  Status adopt_blob(std::string_view digest, const std::string& path);
   /// Removes the record(s) `name_or_id` designates and every blob no other
-  /// record uses. Waits for pulls in progress (see pin()).
+  /// record uses; refuses when one of them is protected. Waits for pulls in progress
+  /// (see pin()).
   Result<RemovedImages> remove_image(std::string_view name_or_id);
   /// Held (shared) by a pull from its first blob check until its record is
   /// added, so that remove_image cannot delete a blob the pull found present.

@@ -1,7 +1,5 @@
 #include "image/unpack.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/core.h>
@@ -13,74 +11,18 @@
 #include <unordered_set>
 #include <utility>
 
-#include "core/dynlib.h"
 #include "core/fs.h"
+#include "image/archive_api.h"
 #include "image/rootfs_path.h"
 
 namespace berth {
 namespace {
 
-/// The libarchive functions used here, resolved on first use (see core/dynlib.h).
-struct ArchiveApi {
-  decltype(&::archive_read_free) read_free;
-  decltype(&::archive_error_string) error_string;
-  decltype(&::archive_read_new) read_new;
-  decltype(&::archive_read_support_filter_gzip) read_support_filter_gzip;
-  decltype(&::archive_read_support_filter_zstd) read_support_filter_zstd;
-  decltype(&::archive_read_support_filter_none) read_support_filter_none;
-  decltype(&::archive_read_support_format_tar) read_support_format_tar;
-  decltype(&::archive_read_open_fd) read_open_fd;
-  decltype(&::archive_read_next_header) read_next_header;
-  decltype(&::archive_entry_pathname) entry_pathname;
-  decltype(&::archive_entry_filetype) entry_filetype;
-  decltype(&::archive_entry_hardlink) entry_hardlink;
-  decltype(&::archive_entry_perm) entry_perm;
-  decltype(&::archive_entry_symlink) entry_symlink;
-  decltype(&::archive_entry_mtime_is_set) entry_mtime_is_set;
-  decltype(&::archive_entry_mtime) entry_mtime;
-  decltype(&::archive_entry_mtime_nsec) entry_mtime_nsec;
-  decltype(&::archive_read_data_block) read_data_block;
-  decltype(&::archive_entry_size) entry_size;
-  decltype(&::archive_entry_uid) entry_uid;
-  decltype(&::archive_entry_gid) entry_gid;
-};
-
-const ArchiveApi& api() {
-  static const ArchiveApi a = [] {
-    LazyLibrary& l = libarchive();
-    return ArchiveApi{
-                    l.get(&::archive_read_free, "archive_read_free"),
-                    l.get(&::archive_error_string, "archive_error_string"),
-                    l.get(&::archive_read_new, "archive_read_new"),
-                    l.get(&::archive_read_support_filter_gzip, "archive_read_support_filter_gzip"),
-                    l.get(&::archive_read_support_filter_zstd, "archive_read_support_filter_zstd"),
-                    l.get(&::archive_read_support_filter_none, "archive_read_support_filter_none"),
-                    l.get(&::archive_read_support_format_tar, "archive_read_support_format_tar"),
-                    l.get(&::archive_read_open_fd, "archive_read_open_fd"),
-                    l.get(&::archive_read_next_header, "archive_read_next_header"),
-                    l.get(&::archive_entry_pathname, "archive_entry_pathname"),
-                    l.get(&::archive_entry_filetype, "archive_entry_filetype"),
-                    l.get(&::archive_entry_hardlink, "archive_entry_hardlink"),
-                    l.get(&::archive_entry_perm, "archive_entry_perm"),
-                    l.get(&::archive_entry_symlink, "archive_entry_symlink"),
-                    l.get(&::archive_entry_mtime_is_set, "archive_entry_mtime_is_set"),
-                    l.get(&::archive_entry_mtime, "archive_entry_mtime"),
-                    l.get(&::archive_entry_mtime_nsec, "archive_entry_mtime_nsec"),
-                    l.get(&::archive_read_data_block, "archive_read_data_block"),
-                    l.get(&::archive_entry_size, "archive_entry_size"),
-                    l.get(&::archive_entry_uid, "archive_entry_uid"),
-                    l.get(&::archive_entry_gid, "archive_entry_gid")};
-  }();
-  return a;
-}
-
+const ArchiveApi& api() { return archive_api(); }
 
 constexpr size_t kReadBlock = size_t{1} << 20;
 
-struct ArchiveFree {
-  void operator()(archive* a) const { api().read_free(a); }
-};
-using ArchivePtr = std::unique_ptr<archive, ArchiveFree>;
+using ArchivePtr = ArchiveReader;
 
 /// Applies the entries of one layer onto a root directory.
 class LayerApplier {

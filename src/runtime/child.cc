@@ -142,6 +142,55 @@ void forward_signal(int sig, siginfo_t* info, void*) {
   }
 }
 
+/// Runs the image's ldconfig over Berth's generated configuration (see
+/// ContainerSpec::ld_library_dirs), then binds the cache it wrote over
+/// /etc/ld.so.cache for this run. Called after pivot_root, before the workload.
+void update_ld_cache(const ChildContext& ctx) {
+  ChildFailure f;
+  pid_t pid = raw_fork();
+  if (pid < 0) {
+    set_failure(&f, 125, errno, "fork", "ldconfig");
+    fail(ctx, f);
+  }
+  if (pid == 0) {
+    // Its warnings are no business of the workload's streams; its status says whether it worked.
+    int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null_fd >= 0) {
+      (void)::dup2(null_fd, STDIN_FILENO);
+      (void)::dup2(null_fd, STDOUT_FILENO);
+      (void)::dup2(null_fd, STDERR_FILENO);
+    }
+    reset_signals();
+    char* const envp[] = {nullptr};
+    ::execve(ctx.ldconfig_argv[0], ctx.ldconfig_argv.data(), envp);
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno == EINTR) continue;
+    set_failure(&f, 125, errno, "wait", "ldconfig");
+    fail(ctx, f);
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    char detail[128];
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+      std::snprintf(detail, sizeof detail, "could not be executed");
+    else if (WIFEXITED(status))
+      std::snprintf(detail, sizeof detail, "exited with status %d", WEXITSTATUS(status));
+    else
+      std::snprintf(detail, sizeof detail, "killed by signal %d", WTERMSIG(status));
+    set_failure(&f, 125, 0, "update the loader cache: ldconfig", ctx.ldconfig_argv[0], detail);
+    fail(ctx, f);
+  }
+  int root = ::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) {
+    set_failure(&f, 125, errno, "open", "/");
+    fail(ctx, f);
+  }
+  if (!apply_mount_plan(*ctx.ld_cache_plan, root, &f)) fail(ctx, f);
+  ::close(root);
+}
+
 }  // namespace
 
 void exec_workload(const ChildContext& ctx, ChildFailure* f) {
@@ -243,6 +292,7 @@ void child_main(const ChildContext& ctx) {
     fail(ctx, f);
   }
   ::close(root_fd);
+  if (!ctx.ldconfig_argv.empty()) update_ld_cache(ctx);
   if (::chdir(spec.cwd.c_str()) != 0) {
     // Docker creates a missing WorkingDir; so do we, as the container user.
     if (errno != ENOENT || make_path_in_root(AT_FDCWD, spec.cwd.c_str(), false) != 0 ||

@@ -34,6 +34,10 @@ struct ChildContext {
   std::vector<char*> argv;        ///< null-terminated
   std::vector<char*> envp;        ///< null-terminated
   const char* path = nullptr;     ///< PATH for the command lookup
+  /// ldconfig's argv (null-terminated; empty: no loader cache update), and the plan that
+  /// binds its output over /etc/ld.so.cache once it succeeded.
+  std::vector<char*> ldconfig_argv;
+  const MountPlan* ld_cache_plan = nullptr;
   int report_fd = -1;             ///< write end of the report pipe (close-on-exec)
   int devnull_fd = -1;            ///< stdin when !spec->stdin_open
   int tty_fd = -1;                ///< the caller's terminal to hand over, or -1

@@ -1,5 +1,7 @@
 #include "runtime/container_config.h"
 
+#include "runtime/identity.h"
+
 #include <algorithm>
 #include <charconv>
 #include <optional>
@@ -24,18 +26,6 @@ std::optional<uint32_t> parse_id(std::string_view s) {
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
   return v;
-}
-
-/// The fields of the first line of an /etc/passwd- or /etc/group-style text whose field
-/// `key_field` equals `key`.
-std::optional<std::vector<std::string_view>> find_entry(std::string_view text, size_t key_field,
-                                                        std::string_view key) {
-  for (std::string_view line : split(text, '\n')) {
-    if (line.empty() || line[0] == '#') continue;
-    auto f = split(line, ':');
-    if (f.size() > key_field && f[key_field] == key) return f;
-  }
-  return std::nullopt;
 }
 
 std::string_view env_key(std::string_view kv) { return kv.substr(0, kv.find('=')); }
@@ -88,10 +78,10 @@ Result<ResolvedUser> resolve_user(std::string_view user, std::string_view passwd
   std::optional<std::vector<std::string_view>> pw;
   if (auto uid = parse_id(parts[0])) {
     r.uid = *uid;
-    pw = find_entry(passwd, 2, parts[0]);
+    pw = find_account(passwd, 2, parts[0]);
     r.gid = 0;  // Docker: a uid without a passwd entry runs with group 0
   } else {
-    pw = find_entry(passwd, 0, parts[0]);
+    pw = find_account(passwd, 0, parts[0]);
     if (!pw || pw->size() < 4 || !parse_id((*pw)[2]) || !parse_id((*pw)[3]))
       return make_error("user", std::string(parts[0]),
                         "unable to find user " + std::string(parts[0]) +
@@ -109,7 +99,7 @@ Result<ResolvedUser> resolve_user(std::string_view user, std::string_view passwd
     if (auto gid = parse_id(parts[1])) {
       r.gid = *gid;
     } else {
-      auto gr = find_entry(group, 0, parts[1]);
+      auto gr = find_account(group, 0, parts[1]);
       if (!gr || gr->size() < 3 || !parse_id((*gr)[2]))
         return make_error("user", std::string(parts[1]),
                           "unable to find group " + std::string(parts[1]) +

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,8 @@ struct RunOptions {
   bool host_dev = false;               ///< --host-dev: the host's /dev instead of a minimal one
   bool bind_home = false;              ///< --bind-home
   bool hostenv = false;                ///< --hostenv
+  std::optional<std::string> gpus;     ///< --gpus (Docker's syntax)
+  std::vector<std::string> devices;    ///< --device: CDI names (vendor.com/class=name)
   std::vector<std::string> command;    ///< everything after the image
 };
 

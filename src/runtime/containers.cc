@@ -114,6 +114,7 @@ Result<ContainerRecord> ContainerStore::load(const std::string& id) const {
       c.last_exit = j["last_exit"].get<int>();
     c.engine = j.value("engine", "");
     c.link_prefix = j.value("link_prefix", "");
+    c.is_protected = j.value("protected", false);
   } catch (const nlohmann::json::exception& e) {
     return make_error("read container", path, e.what());
   }
@@ -132,6 +133,7 @@ std::string record_text(const ContainerRecord& c) {
   if (c.last_exit) j["last_exit"] = *c.last_exit;
   if (!c.engine.empty()) j["engine"] = c.engine;
   if (!c.link_prefix.empty()) j["link_prefix"] = c.link_prefix;
+  if (c.is_protected) j["protected"] = true;
   return j.dump(2) + "\n";
 }
 
@@ -255,7 +257,70 @@ Status ContainerStore::remove_name(const std::string& name) {
   return {};
 }
 
+Status ContainerStore::rename(const ContainerRecord& c, const std::string& name) {
+  BERTH_CHECK(validate_container_name(name));
+  if (c.names.size() == 1 && c.names.front() == name)
+    return make_error("rename", name, "the container is already named \"" + name + "\"");
+  bool had = std::find(c.names.begin(), c.names.end(), name) != c.names.end();
+  // The new name first: symlink(2) makes it ours or fails, so two renames cannot both win.
+  if (!had) BERTH_CHECK(add_name(c, name));
+  for (const std::string& n : c.names)
+    if (n != name) BERTH_CHECK(remove_name(n));
+  return {};
+}
+
+Result<ContainerRecord> ContainerStore::clone(const ContainerRecord& c, const std::string& name) {
+  if (!name.empty()) {
+    BERTH_CHECK(validate_container_name(name));
+    if (auto holder = find(name); holder.ok())
+      return make_error("clone", name,
+                        "the container name \"" + name + "\" is already in use by container " +
+                            holder->id);
+  }
+  // Copied while no run can change it.
+  FileLock run = BERTH_TRY(lock_for_run(c).with_context("clone"));
+  ContainerRecord copy = c;
+  copy.id = BERTH_TRY(random_id());
+  copy.names.clear();
+  copy.is_protected = false;
+  copy.created = now_rfc3339();
+  copy.running = false;
+  // As create: built under a temporary name and renamed, so ps never shows half a copy.
+  std::string tmp = path_join(path_join(root_, "containers"), ".tmp-" + copy.id);
+  BERTH_CHECK(make_dirs(tmp, 0700));
+  auto fail = [&tmp](Error e) {
+    (void)remove_tree(tmp);  // best effort; .tmp-* is never listed
+    return e;
+  };
+  if (Status st = copy_tree(rootfs(c), path_join(tmp, "rootfs")); !st.ok())
+    return fail(std::move(st).error().with_context("clone " + c.id));
+  if (Status st = write_file_atomic(path_join(tmp, "container.json"), record_text(copy));
+      !st.ok())
+    return fail(std::move(st).error());
+  if (::chmod(tmp.c_str(), 0755) != 0 || ::rename(tmp.c_str(), dir(copy).c_str()) != 0)
+    return fail(sys_error("rename", tmp + " -> " + dir(copy)));
+  if (!name.empty()) {
+    if (Status st = add_name(copy, name); !st.ok()) {
+      (void)remove_tree(dir(copy));  // lost a race for the name: undo, the error says why
+      return st.error();
+    }
+    copy.names.push_back(name);
+  }
+  return copy;
+}
+
+Status ContainerStore::set_protected(const ContainerRecord& c, bool on) {
+  ContainerRecord now = BERTH_TRY(load(c.id));
+  now.is_protected = on;
+  return write_file_atomic(path_join(dir(now), "container.json"), record_text(now));
+}
+
 Status ContainerStore::remove(const ContainerRecord& c, bool force) {
+  if (c.is_protected)
+    return make_error("rm", c.names.empty() ? c.id : c.names.front(),
+                      "container " + c.short_id() + " is protected")
+        .with_hint("run 'berth unprotect " + (c.names.empty() ? c.short_id() : c.names.front()) +
+                   "' first");
   std::string cdir = dir(c);
   auto lock = BERTH_TRY(FileLock::try_acquire(path_join(cdir, "run.lock")));
   if (!lock.held() && !force)

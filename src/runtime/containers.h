@@ -37,6 +37,7 @@ struct ContainerRecord {
   /// The host prefix absolute symlinks in the rootfs carry now: "" as unpacked, the rootfs
   /// path after a fakechroot run (see rewrite_symlinks() in runtime/engines.h).
   std::string link_prefix;
+  bool is_protected = false;              ///< `berth protect`: rm refuses it, even with -f
   bool running = false;                   ///< run.lock is held now (computed, not stored)
 
   /// The first 12 hex digits, as `docker ps` shows.
@@ -59,7 +60,16 @@ class ContainerStore {
   Status add_name(const ContainerRecord& c, const std::string& name);
   /// Removes a name; the container stays.
   Status remove_name(const std::string& name);
-  /// Deletes the container and its names; refuses a running one unless `force`.
+  /// Docker's rename: `name` becomes the container's only name. Refuses a name another
+  /// container holds, and the container's own sole name.
+  Status rename(const ContainerRecord& c, const std::string& name);
+  /// A copy of the container (root filesystem, config, last run) under a new ID, with
+  /// `name` (may be empty) and no protection; refuses a running container.
+  Result<ContainerRecord> clone(const ContainerRecord& c, const std::string& name);
+  /// Marks or unmarks the container as protected from rm.
+  Status set_protected(const ContainerRecord& c, bool on);
+  /// Deletes the container and its names; refuses a protected one, and a running one
+  /// unless `force`.
   Status remove(const ContainerRecord& c, bool force);
   /// Takes the run lock; fails with "container ... is already running" when held.
   Result<FileLock> lock_for_run(const ContainerRecord& c) const;

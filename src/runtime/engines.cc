@@ -274,18 +274,42 @@ RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::stri
   return out;
 }
 
+namespace {
+
+bool is_under(const std::string& path, const std::string& dir) {
+  return path.size() > dir.size() && path.starts_with(dir) && path[dir.size()] == '/';
+}
+
+}  // namespace
+
 Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std::string& scratch,
                                            std::string_view engine, bool write) {
   std::vector<HostBind> out;
   // kTmpfs targets and the scratch folders standing in for them.
   std::vector<std::pair<std::string, std::string>> tmpfs;
   std::vector<std::string> sealed;  // read-only kTmpfs folders, closed once filled
+  auto add_tmpfs = [&](const std::string& target, bool read_only) -> Status {
+    std::string host = path_join(scratch, "tmpfs" + std::to_string(tmpfs.size()));
+    if (write) BERTH_CHECK(make_dirs(host));
+    if (read_only) sealed.push_back(host);
+    tmpfs.emplace_back(target, host);
+    out.push_back({host, target, false});
+    return {};
+  };
   auto under_tmpfs = [&tmpfs](const std::string& target) -> std::string {
     for (const auto& [ctr, host] : tmpfs)
-      if (target.size() > ctr.size() && target.starts_with(ctr) && target[ctr.size()] == '/')
-        return host + target.substr(ctr.size());
+      if (is_under(target, ctr)) return host + target.substr(ctr.size());
     return "";
   };
+  // As plan_mounts() does: Berth's run directory is a scratch folder whenever an edit lands in
+  // it and no edit makes it one.
+  bool run_dir_needed = false, run_dir_given = false;
+  for (const DeviceEdit& d : spec.device_edits) {
+    run_dir_needed |= is_under(d.target, kBerthRunDir);
+    run_dir_given |= d.kind == DeviceEdit::Kind::kTmpfs && d.target == kBerthRunDir;
+  }
+  if (run_dir_needed && !run_dir_given) BERTH_CHECK(add_tmpfs(kBerthRunDir, false));
+  int files = 0;
   for (const DeviceEdit& d : spec.device_edits) {
     std::string target = BERTH_TRY(normalize_container_path(d.target));
     switch (d.kind) {
@@ -296,21 +320,21 @@ Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std:
         }
         out.push_back({d.source, target, d.read_only});
         break;
-      case DeviceEdit::Kind::kTmpfs: {
-        std::string host = path_join(scratch, "tmpfs" + std::to_string(tmpfs.size()));
-        if (write) BERTH_CHECK(make_dirs(host));
-        if (d.read_only) sealed.push_back(host);
-        tmpfs.emplace_back(target, host);
-        out.push_back({host, target, false});
+      case DeviceEdit::Kind::kTmpfs:
+        BERTH_CHECK(add_tmpfs(target, d.read_only));
         break;
-      }
       case DeviceEdit::Kind::kFile:
       case DeviceEdit::Kind::kSymlink: {
         std::string host = under_tmpfs(target);
+        if (host.empty() && d.kind == DeviceEdit::Kind::kFile) {
+          // Written beside the scratch folders and bound read-only over the target.
+          host = path_join(scratch, "file" + std::to_string(files++));
+          out.push_back({host, target, true});
+        }
         if (host.empty())
           return make_error("device", target,
                             std::string("the ") + std::string(engine) +
-                                " engine cannot create files in the image")
+                                " engine cannot create links in the image")
               .with_hint("--gpus and --device need the userns or oci engine");
         if (!write) break;
         BERTH_CHECK(make_dirs(host.substr(0, host.rfind('/'))));
@@ -335,6 +359,13 @@ Status prepare_rootfs(const ContainerSpec& spec, bool identity) {
     return sys_error("create working directory", spec.cwd);
   if (identity) return ensure_identity(root.get(), spec).with_context("set up /etc/passwd");
   return {};
+}
+
+ContainerSpec without_device_edits(const ContainerSpec& spec) {
+  ContainerSpec s = spec;
+  s.device_edits.clear();
+  s.ld_library_dirs.clear();
+  return s;
 }
 
 std::vector<std::string> env_with_library_dirs(const ContainerSpec& spec) {

@@ -109,11 +109,11 @@ struct HostBind {
   bool operator==(const HostBind&) const = default;
 };
 
-/// The spec's device edits as host binds: a kTmpfs becomes a folder under `scratch` (which
-/// the caller creates and removes), a kFile or kSymlink beneath a kTmpfs target is written
-/// there; kBind stays a bind. A kFile or kSymlink anywhere else cannot be expressed without
-/// changing the image: an error naming the engine. Touches the disk only under `scratch`
-/// (and only when `write` is true, so tests can plan without writing).
+/// The spec's device edits as host binds: a kTmpfs (and Berth's run directory when an edit lands
+/// in it) becomes a folder under `scratch` (which the caller removes), a kSymlink or kFile
+/// beneath one is written there, a kFile elsewhere is written beside them and bound read-only;
+/// kBind stays a bind. A kSymlink outside a kTmpfs cannot be made without changing the image:
+/// an error naming the engine. Writes nothing unless `write` (tests plan without writing).
 Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std::string& scratch,
                                            std::string_view engine, bool write);
 
@@ -121,6 +121,11 @@ Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std:
 /// directory is created when missing and, with `identity`, /etc/passwd and /etc/group gain the
 /// user's entries (as the userns engine does).
 Status prepare_rootfs(const ContainerSpec& spec, bool identity);
+
+/// `spec` without its device edits and library dirs: what fallback engines hand plan_mounts(),
+/// whose plan for those (a tmpfs, ldconfig's files) only the userns engine can apply; they use
+/// device_binds() and env_with_library_dirs() instead.
+ContainerSpec without_device_edits(const ContainerSpec& spec);
 
 /// spec.env with spec.ld_library_dirs put in front of LD_LIBRARY_PATH (fallback engines do not
 /// regenerate the loader cache).

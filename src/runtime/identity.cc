@@ -12,42 +12,11 @@
 namespace berth {
 namespace {
 
-/// The fields of one colon-separated line.
-std::vector<std::string_view> split_fields(std::string_view line) {
-  std::vector<std::string_view> out;
-  size_t i = 0;
-  for (;;) {
-    size_t j = line.find(':', i);
-    if (j == std::string_view::npos) {
-      out.push_back(line.substr(i));
-      return out;
-    }
-    out.push_back(line.substr(i, j - i));
-    i = j + 1;
-  }
-}
-
-/// Whether some line of a passwd/group file has `name` in field 0 or id `id`
-/// in field `id_field`; sets the matching flags.
+/// Whether an entry has `name` in field 0, and whether one has id `id` in field `id_field`.
 void scan(std::string_view text, size_t id_field, unsigned long id, std::string_view name,
           bool& id_found, bool& name_found) {
-  id_found = name_found = false;
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t j = text.find('\n', i);
-    if (j == std::string_view::npos) j = text.size();
-    std::string_view line = text.substr(i, j - i);
-    i = j + 1;
-    if (line.empty() || line.front() == '#') continue;
-    auto f = split_fields(line);
-    if (!name.empty() && f[0] == name) name_found = true;
-    if (f.size() > id_field) {
-      unsigned long v = 0;
-      auto s = f[id_field];
-      auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (r.ec == std::errc() && r.ptr == s.data() + s.size() && v == id) id_found = true;
-    }
-  }
+  name_found = !name.empty() && find_account(text, 0, name).has_value();
+  id_found = find_account(text, id_field, std::to_string(id)).has_value();
 }
 
 std::string appended(std::string_view text, const std::string& line) {
@@ -68,25 +37,28 @@ Status append_in_root(int root_fd, const char* path, std::string_view old,
   return write_all(fd.get(), std::string_view(updated).substr(old.size()), path);
 }
 
-/// Reads file `path` in the root; empty when it does not exist.
-Result<std::string> read_in_root(int root_fd, const char* path) {
-  UniqueFd fd(open_in_root(root_fd, path, O_RDONLY));
-  if (!fd.valid()) {
-    if (errno == ENOENT) return std::string();
-    return sys_error("open", path);
-  }
-  std::string out;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return sys_error("read", path);
-    if (n == 0) return out;
-    out.append(buf, static_cast<size_t>(n));
-  }
-}
-
 }  // namespace
+
+std::optional<std::vector<std::string_view>> find_account(std::string_view text, size_t key_field,
+                                                          std::string_view key) {
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = text.find('\n', i);
+    if (j == std::string_view::npos) j = text.size();
+    std::string_view line = text.substr(i, j - i);
+    i = j + 1;
+    if (line.empty() || line.front() == '#') continue;
+    std::vector<std::string_view> f;
+    for (size_t k = 0;;) {
+      size_t c = line.find(':', k);
+      f.push_back(line.substr(k, c == std::string_view::npos ? std::string_view::npos : c - k));
+      if (c == std::string_view::npos) break;
+      k = c + 1;
+    }
+    if (f.size() > key_field && f[key_field] == key) return f;
+  }
+  return std::nullopt;
+}
 
 std::string passwd_with_user(std::string_view passwd, uid_t uid, gid_t gid,
                              std::string_view name, std::string_view home) {
@@ -109,10 +81,10 @@ std::string group_with_group(std::string_view group, gid_t gid, std::string_view
 
 Status ensure_identity(int root_fd, const ContainerSpec& spec) {
   std::string name = spec.user_name.empty() && spec.uid == 0 ? "root" : spec.user_name;
-  std::string passwd = BERTH_TRY(read_in_root(root_fd, "/etc/passwd"));
+  std::string passwd = BERTH_TRY(read_file_in_root(root_fd, "/etc/passwd"));
   BERTH_CHECK(append_in_root(root_fd, "/etc/passwd", passwd,
                              passwd_with_user(passwd, spec.uid, spec.gid, name, spec.home)));
-  std::string group = BERTH_TRY(read_in_root(root_fd, "/etc/group"));
+  std::string group = BERTH_TRY(read_file_in_root(root_fd, "/etc/group"));
   return append_in_root(root_fd, "/etc/group", group, group_with_group(group, spec.gid, name));
 }
 

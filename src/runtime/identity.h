@@ -8,13 +8,20 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/error.h"
 #include "runtime/container_spec.h"
 
 namespace berth {
+
+/// The fields of the first entry of an /etc/passwd- or /etc/group-style text whose field
+/// `key_field` equals `key` (blank lines and '#' comments skipped).
+std::optional<std::vector<std::string_view>> find_account(std::string_view text, size_t key_field,
+                                                          std::string_view key);
 
 /// `passwd` with a line for `uid` appended when none has that uid; the name
 /// is `name`, or "user<uid>" when empty or taken by another uid. Unchanged

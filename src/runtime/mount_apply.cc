@@ -75,6 +75,28 @@ int make_symlink(int root_fd, const MountEntry& e) {
   return 0;
 }
 
+/// Creates a new file holding e.data; -1 with errno on failure.
+int write_new_file(int root_fd, const MountEntry& e) {
+  if (make_path_in_root(root_fd, e.target.c_str(), true) != 0) return -1;
+  int fd = open_in_root(root_fd, e.target.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW);
+  if (fd < 0) return -1;
+  const char* p = e.data.data();
+  size_t left = e.data.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      errno = err;
+      return -1;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return ::close(fd);
+}
+
 /// Applies one entry; false with `f` filled on failure.
 bool apply_entry(int root_fd, const MountEntry& e, ChildFailure* f) {
   const char* target = e.target.c_str();
@@ -83,6 +105,30 @@ bool apply_entry(int root_fd, const MountEntry& e, ChildFailure* f) {
     set_failure(f, 125, errno, "symlink", target);
     return false;
   }
+  if (e.kind == MountKind::kWriteFile) {
+    if (write_new_file(root_fd, e) == 0) return true;
+    set_failure(f, 125, errno, "write", target);
+    return false;
+  }
+  // A source inside the container is resolved beneath its root, never through the host's.
+  int src_fd = -1;
+  char src_path[64];
+  const char* source = e.source.c_str();
+  if (e.source_in_root) {
+    src_fd = open_in_root(root_fd, source, O_PATH);
+    if (src_fd < 0) {
+      set_failure(f, 125, errno, "open bind source", source);
+      return false;
+    }
+    fd_path(src_path, src_fd);
+    source = src_path;
+  }
+  struct SourceCloser {
+    int fd;
+    ~SourceCloser() {
+      if (fd >= 0) ::close(fd);
+    }
+  } closer{src_fd};
   int fd = open_in_root(root_fd, target, O_PATH);
   if (fd < 0 && errno == ENOENT) {
     if (make_path_in_root(root_fd, target, e.target_kind == TargetKind::kFile) != 0) {
@@ -103,7 +149,7 @@ bool apply_entry(int root_fd, const MountEntry& e, ChildFailure* f) {
                  e.data.empty() ? nullptr : e.data.c_str());
   } else {
     unsigned long flags = MS_BIND | (e.kind == MountKind::kRbind ? MS_REC : 0);
-    rc = ::mount(e.source.c_str(), path, nullptr, flags, nullptr);
+    rc = ::mount(source, path, nullptr, flags, nullptr);
   }
   int err = errno;
   ::close(fd);

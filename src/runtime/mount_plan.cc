@@ -99,6 +99,103 @@ Result<std::string> normalize_container_path(const std::string& path) {
   return out;
 }
 
+namespace {
+
+bool is_under(const std::string& path, const std::string& dir) {
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                         path[dir.size()] == '/');
+}
+
+/// Appends the spec's device edits: generated files go into Berth's run
+/// directory (a tmpfs that vanishes with the run) and are bound from there
+/// when their target lies elsewhere.
+Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan) {
+  std::vector<MountEntry> out;
+  std::vector<std::string> tmpfs_dirs;
+  bool need_run_dir = !spec.ld_library_dirs.empty();
+  int generated = 0;
+  for (const DeviceEdit& d : spec.device_edits) {
+    auto target = normalize_container_path(d.target);
+    if (!target) return make_error("device edit", d.target, target.error().detail);
+    if (*target == "/") return make_error("device edit", d.target, "cannot replace the container's root");
+    MountEntry e;
+    e.target = *target;
+    e.required = d.required;
+    switch (d.kind) {
+      case DeviceEdit::Kind::kTmpfs:
+        e.kind = MountKind::kFs;
+        e.source = "tmpfs";
+        e.fstype = "tmpfs";
+        e.flags = MS_NOSUID | MS_NODEV;
+        e.data = d.read_only ? "mode=555" : "mode=755";
+        tmpfs_dirs.push_back(*target);
+        break;
+      case DeviceEdit::Kind::kBind:
+        if (d.source.empty() || d.source.front() != '/')
+          return make_error("device edit", d.source, "host path must be absolute");
+        e.kind = d.is_dir ? MountKind::kRbind : MountKind::kBind;
+        e.source = d.source;
+        e.target_kind = d.is_dir ? kDir : kFile;
+        e.read_only = d.read_only;
+        break;
+      case DeviceEdit::Kind::kSymlink:
+        e.kind = MountKind::kSymlink;
+        e.source = d.source;
+        e.target_kind = kFile;
+        break;
+      case DeviceEdit::Kind::kFile: {
+        bool in_tmpfs = is_under(*target, kBerthRunDir);
+        for (const auto& t : tmpfs_dirs) in_tmpfs |= is_under(*target, t);
+        e.kind = MountKind::kWriteFile;
+        e.data = d.source;
+        e.target_kind = kFile;
+        if (!in_tmpfs) {
+          // Written in the run directory, then bound read-only over the target.
+          e.target = std::string(kBerthRunDir) + "/files/" + std::to_string(generated++);
+          e.required = true;
+          out.push_back(e);
+          e = MountEntry{};
+          e.kind = MountKind::kBind;
+          e.source = std::string(kBerthRunDir) + "/files/" + std::to_string(generated - 1);
+          e.source_in_root = true;
+          e.target = *target;
+          e.target_kind = kFile;
+          e.read_only = true;
+          e.required = d.required;
+        }
+        break;
+      }
+    }
+    need_run_dir |= is_under(e.target, kBerthRunDir) || e.source_in_root;
+    out.push_back(std::move(e));
+  }
+  if (!need_run_dir) {
+    plan.entries.insert(plan.entries.end(), out.begin(), out.end());
+    return {};
+  }
+  MountEntry run_dir;
+  run_dir.kind = MountKind::kFs;
+  run_dir.source = "tmpfs";
+  run_dir.fstype = "tmpfs";
+  run_dir.flags = MS_NOSUID | MS_NODEV;
+  run_dir.data = "mode=755";
+  run_dir.target = kBerthRunDir;
+  plan.entries.push_back(std::move(run_dir));
+  if (!spec.ld_library_dirs.empty()) {
+    MountEntry conf;
+    conf.kind = MountKind::kWriteFile;
+    conf.target = kBerthLdConf;
+    conf.target_kind = kFile;
+    conf.data = "include /etc/ld.so.conf\n";
+    for (const auto& dir : spec.ld_library_dirs) conf.data += dir + "\n";
+    plan.entries.push_back(std::move(conf));
+  }
+  plan.entries.insert(plan.entries.end(), out.begin(), out.end());
+  return {};
+}
+
+}  // namespace
+
 Result<MountPlan> plan_mounts(const ContainerSpec& spec, const HostInfo& host) {
   MountPlan plan;
   for (const DefaultMount& d : kDefaults) {
@@ -141,6 +238,7 @@ Result<MountPlan> plan_mounts(const ContainerSpec& spec, const HostInfo& host) {
     e.required = true;
     plan.entries.push_back(std::move(e));
   }
+  BERTH_CHECK(plan_device_edits(spec, plan));
   return plan;
 }
 

@@ -38,6 +38,7 @@ enum class MountKind {
   kRbind,    ///< recursive bind, submounts included
   kFs,       ///< a new file system instance: `fstype` with `data`
   kSymlink,  ///< create target as a symlink to `source` (no mount)
+  kWriteFile,  ///< create target as a new file holding `data` (inside a tmpfs the plan mounted)
 };
 
 /// What a missing target is created as.
@@ -54,6 +55,9 @@ struct MountEntry {
   TargetKind target_kind = TargetKind::kDirectory;
   bool read_only = false;  ///< remounted read-only after the bind (locked flags kept)
   bool required = true;    ///< a failure aborts the run; otherwise the entry is skipped
+  /// Binds only: `source` is a path inside the container, resolved beneath its root (a
+  /// file Berth wrote into its run directory), not a host path.
+  bool source_in_root = false;
 
   bool operator==(const MountEntry&) const = default;
 };
@@ -66,8 +70,13 @@ struct MountPlan {
 /// when it is relative or has a ".." component (it could leave the root).
 Result<std::string> normalize_container_path(const std::string& path);
 
+/// The configuration Berth's ldconfig run reads, and the cache it writes (kBerthRunDir).
+inline constexpr const char* kBerthLdConf = "/usr/lib/berth/ld.so.conf";
+inline constexpr const char* kBerthLdCache = "/usr/lib/berth/ld.so.cache";
+
 /// Computes the mounts for `spec`: /proc, /dev, /sys, /tmp, resolv.conf and
-/// hosts from the default table, then the user volumes in order.
+/// hosts from the default table, then the user volumes in order, then the
+/// device edits (after a tmpfs on kBerthRunDir when any edit needs it).
 Result<MountPlan> plan_mounts(const ContainerSpec& spec, const HostInfo& host);
 
 }  // namespace berth

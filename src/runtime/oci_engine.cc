@@ -122,6 +122,8 @@ Result<nlohmann::json> oci_config(const ContainerSpec& spec, uid_t host_uid, gid
         break;
       case MountKind::kSymlink:
         break;  // runc makes /dev/fd, /dev/stdin, ... and /dev/ptmx
+      case MountKind::kWriteFile:
+        break;  // device edits only, planned by device_binds() instead
     }
   }
   for (const HostBind& b : extra) mounts.push_back(bind_mount(b.host, b.container, true, b.read_only));
@@ -152,7 +154,7 @@ RunOutcome run_oci(const EngineRun& run) {
     runtime = find_tool("crun", nullptr, "crun");
     if (!runtime) return failed(find_tool("runc", "BERTH_RUNC", "runc").error());
   }
-  auto plan = plan_mounts(spec, probe_host(spec));
+  auto plan = plan_mounts(without_device_edits(spec), probe_host(spec));
   if (!plan) return failed(std::move(plan).error());
   int code;
   auto command = resolve_command(spec, &code);

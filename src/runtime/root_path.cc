@@ -128,4 +128,26 @@ int make_path_in_root(int root_fd, const char* path, bool last_is_file, mode_t d
   return make_path(root_fd, path, last_is_file, dir_mode, 0);
 }
 
+Result<std::string> read_file_in_root(int root_fd, const char* path) {
+  int fd = open_in_root(root_fd, path, O_RDONLY);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::string();
+    return sys_error("open", path);
+  }
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || out.size() > (16u << 20)) {
+      int err = errno;
+      ::close(fd);
+      if (n < 0) return sys_error("read", path, err);
+      if (n > 0) return make_error("read", path, "file too large");
+      return out;
+    }
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
 }  // namespace berth

@@ -10,6 +10,10 @@
 
 #include <sys/types.h>
 
+#include <string>
+
+#include "core/error.h"
+
 namespace berth {
 
 /// openat2(root_fd, path, flags, mode) with RESOLVE_IN_ROOT and no magic
@@ -20,5 +24,9 @@ int open_in_root(int root_fd, const char* path, int flags, mode_t mode = 0);
 /// mkdir -p) and, when `last_is_file`, the last component as an empty file.
 /// Existing components are left as they are. Returns 0 or -1 with errno.
 int make_path_in_root(int root_fd, const char* path, bool last_is_file, mode_t dir_mode = 0755);
+
+/// Reads a small file inside the root ("" when it does not exist); for the parent side only
+/// (it allocates). Larger than 16 MiB is an error.
+Result<std::string> read_file_in_root(int root_fd, const char* path);
 
 }  // namespace berth

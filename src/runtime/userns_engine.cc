@@ -92,6 +92,22 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   }
   ctx.envp.push_back(nullptr);
   ctx.tty_fd = foreground_tty(spec);
+  // Device layers asked for loader directories: ldconfig runs inside before the workload.
+  const std::string ld_args[] = {spec.ldconfig_path, "-X", "-f", kBerthLdConf, "-C", kBerthLdCache};
+  MountPlan ld_cache_plan;
+  if (!spec.ld_library_dirs.empty()) {
+    for (const std::string& a : ld_args) ctx.ldconfig_argv.push_back(const_cast<char*>(a.c_str()));
+    ctx.ldconfig_argv.push_back(nullptr);
+    MountEntry cache;
+    cache.kind = MountKind::kBind;
+    cache.source = kBerthLdCache;
+    cache.source_in_root = true;
+    cache.target = "/etc/ld.so.cache";
+    cache.target_kind = TargetKind::kFile;
+    cache.read_only = true;
+    ld_cache_plan.entries.push_back(std::move(cache));
+    ctx.ld_cache_plan = &ld_cache_plan;
+  }
 
   UniqueFd devnull;
   if (!spec.stdin_open) {

@@ -154,7 +154,40 @@ def _b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-class TokenServer:
+class _HttpServer:
+    """A threaded http.server on 127.0.0.1 (or `listen_host`) answering GET and HEAD through
+    `_answer(handler, head)`; start() and stop() for the fixtures."""
+
+    listen_host = "127.0.0.1"
+    httpd: http.server.ThreadingHTTPServer | None = None
+
+    def _answer(self, handler: http.server.BaseHTTPRequestHandler, head: bool) -> None:
+        raise NotImplementedError
+
+    def start(self):
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's naming)
+                server._answer(self, head=False)
+
+            def do_HEAD(self):  # noqa: N802
+                server._answer(self, head=True)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer((self.listen_host, self.port), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self.httpd:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+
+
+class TokenServer(_HttpServer):
     """The Docker registry token flow: GET /token?service=S&scope=repository:R:A
     with optional Basic credentials. Known users get the actions they ask for;
     anonymous requests and unknown scopes get a token with no access, as
@@ -180,7 +213,6 @@ class TokenServer:
         self.port = free_port(host)
         self.realm = f"http://{host}:{self.port}/token"
         self._lock = threading.Lock()
-        self.httpd: http.server.ThreadingHTTPServer | None = None
 
     def registry_auth(self) -> tuple:
         return ("token", {"realm": self.realm, "service": self.service, "issuer": self.issuer,
@@ -194,7 +226,7 @@ class TokenServer:
                              input=signing_input.encode(), stdout=subprocess.PIPE).stdout
         return signing_input + "." + _b64url(sig)
 
-    def _handle(self, handler: http.server.BaseHTTPRequestHandler) -> None:
+    def _answer(self, handler: http.server.BaseHTTPRequestHandler, head: bool = False) -> None:
         url = urllib.parse.urlsplit(handler.path)
         query = urllib.parse.parse_qs(url.query)
         user = ""
@@ -238,25 +270,6 @@ class TokenServer:
         handler.send_header("Content-Length", str(len(data)))
         handler.end_headers()
         handler.wfile.write(data)
-
-    def start(self) -> "TokenServer":
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 (http.server's naming)
-                server._handle(self)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer((self.listen_host, self.port), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self.httpd:
-            self.httpd.shutdown()
-            self.httpd.server_close()
 
 
 class ThrottleProxy:
@@ -337,23 +350,33 @@ class ThrottleProxy:
                 s.close()
 
 
-class FakeRegistry:
+class FakeRegistry(_HttpServer):
     """Answers GET/HEAD /v2/ and /v2/<repo>/manifests/<ref> from `manifests`:
-    {(repo, ref): (content_type, body_bytes)}; blobs from `blobs`: {digest: bytes}."""
+    {(repo, ref): (content_type, body_bytes)}; blobs from `blobs`: {digest: bytes}.
+    Offers no /v2/_catalog; offers Docker Hub's /v1/search?q= while `search_results`
+    (a list of result objects, filtered by q in their names) is set."""
 
     def __init__(self):
         self.manifests: dict[tuple[str, str], tuple[str, bytes]] = {}
         self.digest_header: dict[tuple[str, str], str] = {}  # a lying Docker-Content-Digest
         self.blobs: dict[str, bytes] = {}
+        self.search_results: list[dict] | None = None
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
-        self.httpd: http.server.ThreadingHTTPServer | None = None
 
     def _answer(self, h: http.server.BaseHTTPRequestHandler, head: bool) -> None:
-        path = urllib.parse.urlsplit(h.path).path
+        split = urllib.parse.urlsplit(h.path)
+        path = split.path
         status, ctype, body, extra = 404, "application/json", b"", {}
         if path == "/v2/":
             status, body = 200, b"{}"
+        elif path == "/v1/search" and self.search_results is not None:
+            query = urllib.parse.parse_qs(split.query)
+            q = query.get("q", [""])[0]
+            n = int(query.get("n", ["25"])[0])
+            hits = [r for r in self.search_results if q in r["name"]][:n]
+            status = 200
+            body = json.dumps({"num_results": len(hits), "query": q, "results": hits}).encode()
         elif "/manifests/" in path:
             repo, _, ref = path[len("/v2/"):].rpartition("/manifests/")
             if (repo, ref) in self.manifests:
@@ -377,25 +400,3 @@ class FakeRegistry:
         h.end_headers()
         if not head:
             h.wfile.write(body)
-
-    def start(self) -> "FakeRegistry":
-        fake = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
-                fake._answer(self, head=False)
-
-            def do_HEAD(self):  # noqa: N802
-                fake._answer(self, head=True)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self.httpd:
-            self.httpd.shutdown()
-            self.httpd.server_close()

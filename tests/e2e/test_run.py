@@ -388,3 +388,19 @@ def test_bad_flag_is_a_usage_error(berth, img):
     rc, out, err = berth("run", "--no-such-flag", img, "/probe", "true", check=False)
     assert rc == 125 and out == ""
     assert err.startswith("berth: error:")
+
+
+def test_run_a_root_filesystem_directory(berth, img):
+    """`berth run DIR CMD` runs an unpacked tree in place, as ch-run and Apptainer sandboxes do."""
+    root = berth.path("tree")
+    berth("unpack", img, root)
+    _, out, _ = berth("run", root, "/probe", "write", "/made-inside", "x")
+    assert os.path.exists(os.path.join(root, "made-inside"))  # changes land in the directory
+    _, out, _ = berth("run", "-w", "/etc", root, "/probe", "cwd")
+    assert kv(out)["cwd"] == "/etc"
+    rc, _, err = berth("run", root, check=False)
+    assert rc == 125
+    assert err.splitlines()[0] == (f"berth: error: run {root}: a directory has no image config: "
+                                   "give the command to run")
+    rc, _, err = berth("run", "--rm", root, "/probe", "true", check=False)
+    assert rc == 125 and "--name and --rm apply to containers" in err

@@ -3,6 +3,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -158,6 +159,64 @@ TEST_F(ContainersTest, MissingLayerIsAClearError) {
   EXPECT_EQ(c.error().message(), "create 127.0.0.1:5000/test/app:1: layer " + image_.layers[1] +
                                      " is missing from the store");
   EXPECT_TRUE(cs_->list()->empty());
+}
+
+TEST_F(ContainersTest, RenameReplacesNamesAndRefusesATakenOne) {
+  auto c = *cs_->create(*store_, image_, "web");
+  ASSERT_TRUE(cs_->add_name(c, "alias").ok());
+  auto other = *cs_->create(*store_, image_, "db");
+  c = *cs_->find("web");
+  ASSERT_TRUE(cs_->rename(c, "front").ok());
+  EXPECT_EQ(cs_->find("front")->names, (std::vector<std::string>{"front"}));
+  EXPECT_FALSE(cs_->find("web").ok());
+  auto clash = cs_->rename(*cs_->find("front"), "db");
+  ASSERT_FALSE(clash.ok());
+  EXPECT_EQ(clash.error().message(),
+            "name db: the container name \"db\" is already in use by container " + other.id);
+  EXPECT_EQ(cs_->find("front")->names, (std::vector<std::string>{"front"}));  // unchanged
+  EXPECT_EQ(cs_->rename(*cs_->find("front"), "front").error().detail,
+            "the container is already named \"front\"");
+  EXPECT_FALSE(cs_->rename(*cs_->find("front"), "bad/name").ok());
+}
+
+TEST_F(ContainersTest, CloneCopiesRootfsUnderANewId) {
+  auto c = *cs_->create(*store_, image_, "web");
+  ASSERT_TRUE(write_file_atomic(cs_->rootfs(c) + "/etc/changed", "local edit\n").ok());
+  ASSERT_EQ(::link((cs_->rootfs(c) + "/etc/changed").c_str(),
+                   (cs_->rootfs(c) + "/etc/linked").c_str()), 0);
+  ASSERT_EQ(::symlink("motd", (cs_->rootfs(c) + "/etc/motd.link").c_str()), 0);
+  auto copy = cs_->clone(c, "copy");
+  ASSERT_TRUE(copy.ok()) << copy.error().message();
+  EXPECT_NE(copy->id, c.id);
+  EXPECT_EQ(copy->names, (std::vector<std::string>{"copy"}));
+  EXPECT_EQ(copy->image, c.image);
+  EXPECT_EQ(*read_file(cs_->rootfs(*copy) + "/etc/changed"), "local edit\n");
+  struct stat a, b;
+  ASSERT_EQ(::stat((cs_->rootfs(*copy) + "/etc/changed").c_str(), &a), 0);
+  ASSERT_EQ(::stat((cs_->rootfs(*copy) + "/etc/linked").c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);  // hard links stay links
+  char target[16] = {};
+  ASSERT_GT(::readlink((cs_->rootfs(*copy) + "/etc/motd.link").c_str(), target, sizeof target), 0);
+  EXPECT_STREQ(target, "motd");
+  EXPECT_EQ(cs_->list()->size(), 2u);
+  EXPECT_EQ(cs_->clone(c, "web").error().detail,
+            "the container name \"web\" is already in use by container " + c.id);
+  EXPECT_EQ(cs_->list()->size(), 2u);
+}
+
+TEST_F(ContainersTest, ProtectedContainerIsNotRemoved) {
+  auto c = *cs_->create(*store_, image_, "keep");
+  ASSERT_TRUE(cs_->set_protected(c, true).ok());
+  auto found = *cs_->find("keep");
+  EXPECT_TRUE(found.is_protected);
+  auto rm = cs_->remove(found, true);
+  ASSERT_FALSE(rm.ok());
+  EXPECT_EQ(rm.error().message(), "rm keep: container " + c.short_id() + " is protected");
+  EXPECT_EQ(rm.error().hint, "run 'berth unprotect keep' first");
+  ASSERT_TRUE(cs_->record_run(found, {"/bin/true"}, 0).ok());
+  EXPECT_TRUE(cs_->find("keep")->is_protected);  // a run keeps the mark
+  ASSERT_TRUE(cs_->set_protected(found, false).ok());
+  EXPECT_TRUE(cs_->remove(*cs_->find("keep"), false).ok());
 }
 
 }  // namespace

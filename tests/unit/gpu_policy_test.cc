@@ -391,13 +391,10 @@ TEST_F(GpuPlanTest, AllWithDefaultCapabilities) {
   EXPECT_FALSE(p->files[2].read_only);
   EXPECT_EQ(containers(p->proc_gpus), (std::vector<std::string>{"/proc/driver/nvidia/gpus/0000:07:00.0",
                                                                 "/proc/driver/nvidia/gpus/0000:85:00.0"}));
-  ASSERT_EQ(p->generated.size(), 2u);
-  EXPECT_EQ(p->generated[0].container, "/etc/ld.so.conf.d/000-berth-nvidia.conf");
-  EXPECT_EQ(p->generated[0].content, "/usr/lib/berth/nvidia\n");
-  EXPECT_EQ(p->generated[1].container, "/proc/driver/nvidia/params");
-  EXPECT_EQ(p->generated[1].content, "ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 0\n");
-  EXPECT_TRUE(p->run_ldconfig);
-  EXPECT_EQ(p->ld_library_path_fallback, "/usr/lib/berth/nvidia");
+  ASSERT_EQ(p->generated.size(), 1u);
+  EXPECT_EQ(p->generated[0].container, "/proc/driver/nvidia/params");
+  EXPECT_EQ(p->generated[0].content, "ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 0\n");
+  EXPECT_EQ(p->library_dirs, std::vector<std::string>{"/usr/lib/berth/nvidia"});
   EXPECT_EQ(p->env, (std::vector<std::string>{
                         "NVIDIA_VISIBLE_DEVICES=" + std::string(testing::kUuid0) + "," + testing::kUuid1,
                         "NVIDIA_DRIVER_CAPABILITIES=utility,compute"}));
@@ -447,8 +444,8 @@ TEST_F(GpuPlanTest, GraphicsVideoAndCompat32) {
   ASSERT_TRUE(p.ok());
   if (testing::have_32bit_fake()) {
     EXPECT_EQ(p->libraries.back().container, "/usr/lib/berth/nvidia32/libcuda.so.550.54.15");
-    EXPECT_EQ(p->generated[0].content, "/usr/lib/berth/nvidia\n/usr/lib/berth/nvidia32\n");
-    EXPECT_EQ(p->ld_library_path_fallback, "/usr/lib/berth/nvidia:/usr/lib/berth/nvidia32");
+    EXPECT_EQ(p->library_dirs,
+              (std::vector<std::string>{"/usr/lib/berth/nvidia", "/usr/lib/berth/nvidia32"}));
   }
 }
 

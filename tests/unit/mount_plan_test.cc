@@ -26,6 +26,7 @@ std::vector<std::string> summary(const MountPlan& p) {
     std::string k = e.kind == MountKind::kBind    ? "bind"
                     : e.kind == MountKind::kRbind ? "rbind"
                     : e.kind == MountKind::kFs    ? e.fstype
+                    : e.kind == MountKind::kWriteFile ? "file"
                                                   : "link";
     out.push_back(k + " " + e.target + (e.read_only ? " ro" : "") + (e.required ? "" : " opt"));
   }
@@ -185,6 +186,61 @@ TEST(MountPlan, ProbeHostSeesVolumeKinds) {
   EXPECT_EQ(h.kind("/proc/self/status"), HostPathKind::kFile);
   EXPECT_EQ(h.kind("/no/such"), HostPathKind::kMissing);
   EXPECT_EQ(h.kind("/dev/null"), HostPathKind::kFile);
+}
+
+TEST(MountPlan, DeviceEditsFollowVolumesWithARunDirectory) {
+  ContainerSpec s = base();
+  using K = DeviceEdit::Kind;
+  s.device_edits = {
+      {K::kBind, "/drv/dev/nvidia0", "/dev/nvidia0", false},
+      {K::kBind, "/drv/lib/libcuda.so.550", "/usr/lib/berth/nvidia/libcuda.so.550"},
+      {K::kSymlink, "libcuda.so.550", "/usr/lib/berth/nvidia/libcuda.so.1"},
+      {K::kTmpfs, "", "/proc/driver/nvidia/gpus", true, true, false},
+      {K::kFile, "ModifyDeviceFiles: 0\n", "/proc/driver/nvidia/params", true, false, false},
+  };
+  s.ld_library_dirs = {"/usr/lib/berth/nvidia"};
+  auto p = plan_mounts(s, full_host());
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  std::vector<std::string> all = summary(*p);
+  std::vector<std::string> tail(all.end() - 8, all.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{
+                      "tmpfs /usr/lib/berth",
+                      "file /usr/lib/berth/ld.so.conf",
+                      "bind /dev/nvidia0",
+                      "bind /usr/lib/berth/nvidia/libcuda.so.550 ro",
+                      "link /usr/lib/berth/nvidia/libcuda.so.1",
+                      "tmpfs /proc/driver/nvidia/gpus opt",
+                      "file /usr/lib/berth/files/0",
+                      "bind /proc/driver/nvidia/params ro opt",
+                  }));
+  const MountEntry& conf = p->entries[all.size() - 7];
+  EXPECT_EQ(conf.data, "include /etc/ld.so.conf\n/usr/lib/berth/nvidia\n");
+  const MountEntry& params = p->entries.back();
+  EXPECT_TRUE(params.source_in_root);  // resolved beneath the root, never on the host
+  EXPECT_EQ(params.source, "/usr/lib/berth/files/0");
+  EXPECT_EQ(p->entries[all.size() - 2].data, "ModifyDeviceFiles: 0\n");
+  EXPECT_EQ(p->entries[all.size() - 3].data, "mode=555");
+}
+
+TEST(MountPlan, NoRunDirectoryWithoutNeed) {
+  ContainerSpec s = base();
+  s.device_edits = {{DeviceEdit::Kind::kBind, "/dev/fuse", "/dev/fuse", false}};
+  auto p = plan_mounts(s, full_host());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(summary(*p).back(), "bind /dev/fuse");
+  for (const auto& e : p->entries) EXPECT_NE(e.target, "/usr/lib/berth");
+}
+
+TEST(MountPlan, BadDeviceEditsAreRefused) {
+  ContainerSpec s = base();
+  s.device_edits = {{DeviceEdit::Kind::kBind, "/x", "/usr/../etc/passwd"}};
+  auto p = plan_mounts(s, full_host());
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().message(), "device edit /usr/../etc/passwd: container path must not contain \"..\"");
+  s.device_edits = {{DeviceEdit::Kind::kBind, "relative/lib.so", "/lib.so"}};
+  p = plan_mounts(s, full_host());
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().message(), "device edit relative/lib.so: host path must be absolute");
 }
 
 }  // namespace

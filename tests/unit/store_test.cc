@@ -396,6 +396,41 @@ TEST_F(StoreTest, RemoveByNameKeepsOtherTagsAndByIdRemovesAll) {
   EXPECT_EQ(store().list_images()->size(), 1u);
 }
 
+TEST_F(StoreTest, TagAddsANameAndRefusesAMissingImage) {
+  ImageRecord a = image("docker.io/library/app:1", "cfg-a", {"l1"});
+  ASSERT_TRUE(store().add_image(a).ok());
+  auto t = store().tag_image("app:1", "example.org/team/app:stable");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  EXPECT_EQ(t->name, "example.org/team/app:stable");
+  EXPECT_EQ(store().find_image("example.org/team/app:stable")->config_digest, a.config_digest);
+  EXPECT_EQ(store().list_images()->size(), 2u);
+  auto missing = store().tag_image("nope:1", "x:1");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message(), "find image nope:1: no such image");
+  EXPECT_FALSE(store().tag_image("app:1", "Bad Name").ok());
+  EXPECT_EQ(store().list_images()->size(), 2u);
+}
+
+TEST_F(StoreTest, ProtectedImageIsNotRemoved) {
+  ImageRecord a = image("docker.io/library/app:1", "cfg-a", {"l1"});
+  ASSERT_TRUE(store().add_image(a).ok());
+  ASSERT_TRUE(store().tag_image("app:1", "app:2").ok());
+  auto names = store().set_protected("app:1", true);
+  ASSERT_TRUE(names.ok());
+  EXPECT_EQ(*names, std::vector<std::string>{"docker.io/library/app:1"});
+  auto rm = store().remove_image("app:1");
+  ASSERT_FALSE(rm.ok());
+  EXPECT_EQ(rm.error().message(), "rmi app:1: image docker.io/library/app:1 is protected");
+  EXPECT_EQ(rm.error().hint, "run 'berth unprotect docker.io/library/app:1' first");
+  EXPECT_FALSE(store().remove_image(a.short_id()).ok());  // by ID it would take app:1 too
+  ASSERT_TRUE(store().remove_image("app:2").ok());        // the other tag goes
+  EXPECT_TRUE(store().has_blob(a.layers[0]));
+  ASSERT_TRUE(store().add_image(a).ok());  // a new pull of the name keeps the mark
+  EXPECT_TRUE(store().find_image("app:1")->is_protected);
+  ASSERT_TRUE(store().set_protected("app:1", false).ok());
+  EXPECT_TRUE(store().remove_image("app:1").ok());
+}
+
 TEST_F(StoreTest, CorruptIndexIsReportedWithItsPath) {
   ASSERT_TRUE(write_file_atomic(root_ + "/images.json", "{\"version\":1,\"images\":[{").ok());
   auto r = store().list_images();

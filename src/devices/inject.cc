@@ -1,0 +1,110 @@
+#include "devices/inject.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "core/fs.h"
+#include "runtime/root_path.h"
+
+namespace berth {
+namespace {
+
+using Kind = DeviceEdit::Kind;
+
+DeviceEdit bind(const std::string& host, const std::string& target, bool read_only, bool is_dir,
+                bool required = true) {
+  return DeviceEdit{Kind::kBind, host, target, read_only, is_dir, required};
+}
+
+/// Binds `host` into the run tmpfs at the same relative place and links `path` to it, so that
+/// nothing but a link is left in the image's tree once the run is over.
+void bind_and_link(const GpuBind& b, std::vector<DeviceEdit>& out) {
+  std::string staged = std::string(kBerthRunDir) + "/host" + b.container;
+  out.push_back(bind(b.host, staged, b.read_only, b.is_dir));
+  out.push_back(DeviceEdit{Kind::kSymlink, staged, b.container, true, false, false});
+}
+
+}  // namespace
+
+void set_env(std::vector<std::string>& env, const std::string& kv) {
+  std::string key = kv.substr(0, kv.find('=') + 1);
+  for (std::string& e : env)
+    if (e.compare(0, key.size(), key) == 0) {
+      e = kv;
+      return;
+    }
+  env.push_back(kv);
+}
+
+void inject_gpu_plan(const GpuPlan& plan, ContainerSpec& spec) {
+  if (!plan.inject) return;
+  auto& out = spec.device_edits;
+  // /dev is the container's own tmpfs (or the host's, with --host-dev): nodes leave nothing.
+  for (const DeviceNode& n : plan.devices) out.push_back(bind(n.host_path, n.path, false, false));
+  for (const GpuBind& b : plan.libraries) out.push_back(bind(b.host, b.container, true, false));
+  for (const GpuLink& l : plan.links) out.push_back(DeviceEdit{Kind::kSymlink, l.target, l.path});
+  for (const GpuBind& b : plan.binaries) bind_and_link(b, out);
+  for (const GpuBind& b : plan.files) bind_and_link(b, out);
+  // /proc/driver/nvidia exists only where the driver is loaded (not on a fabricated host):
+  // those edits are optional.
+  if (!plan.proc_mask.empty()) {
+    out.push_back(DeviceEdit{Kind::kTmpfs, "", plan.proc_mask, true, true, false});
+    for (const GpuBind& b : plan.proc_gpus) out.push_back(bind(b.host, b.container, true, true, false));
+  }
+  for (const GpuFile& g : plan.generated)
+    out.push_back(DeviceEdit{Kind::kFile, g.content, g.container, true, false, false});
+  add_library_dirs(plan.library_dirs, spec);
+  for (const auto& kv : plan.env) set_env(spec.env, kv);
+}
+
+void add_library_dirs(const std::vector<std::string>& dirs, ContainerSpec& spec) {
+  if (dirs.empty()) return;
+  if (std::string ldconfig = find_image_ldconfig(spec.rootfs); !ldconfig.empty()) {
+    spec.ldconfig_path = ldconfig;
+    spec.ld_library_dirs.insert(spec.ld_library_dirs.end(), dirs.begin(), dirs.end());
+    return;
+  }
+  std::string path;
+  for (const auto& e : spec.env)
+    if (e.starts_with("LD_LIBRARY_PATH=")) path = e.substr(16);
+  for (const auto& d : dirs) path += (path.empty() ? "" : ":") + d;
+  set_env(spec.env, "LD_LIBRARY_PATH=" + path);
+}
+
+std::string find_image_ldconfig(const std::string& rootfs) {
+  UniqueFd root(::open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return "";
+  for (const char* p : {"/sbin/ldconfig", "/usr/sbin/ldconfig"}) {
+    UniqueFd fd(open_in_root(root.get(), p, O_PATH));
+    struct stat st;
+    if (fd.valid() && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111))
+      return p;
+  }
+  return "";
+}
+
+std::vector<std::string> list_dir_in_root(const std::string& rootfs, const std::string& path) {
+  std::vector<std::string> names;
+  UniqueFd root(::open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return names;
+  int fd = open_in_root(root.get(), path.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return names;
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    ::close(fd);
+    return names;
+  }
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace berth

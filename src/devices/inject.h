@@ -1,0 +1,39 @@
+// From device plans to a ContainerSpec's edits: what the engines apply.
+//
+// A GPU plan (gpu_plan.h) and a CDI device's containerEdits (cdi.h) both end
+// up as ContainerSpec::device_edits, ld_library_dirs and env, so every engine
+// that can apply device edits gets GPUs and CDI devices the same way.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "devices/gpu_plan.h"
+#include "runtime/container_spec.h"
+
+namespace berth {
+
+/// Sets "K=V" in `env`, replacing an existing K (keeping its position).
+void set_env(std::vector<std::string>& env, const std::string& kv);
+
+/// Adds a GPU plan to `spec`: device nodes bound at their paths; libraries
+/// bound into kGpuLibDir (inside Berth's run tmpfs) with their links;
+/// binaries, firmware, ICD files and IPC endpoints bound into the run tmpfs
+/// and linked from their expected paths; /proc/driver/nvidia narrowed to the
+/// selected GPUs; the plan's env; its library directories (add_library_dirs).
+void inject_gpu_plan(const GpuPlan& plan, ContainerSpec& spec);
+
+/// Makes the container's loader search `dirs`: through ld_library_dirs (the image's ldconfig,
+/// run by the engine) when the image under spec.rootfs has one, else by appending them to
+/// LD_LIBRARY_PATH.
+void add_library_dirs(const std::vector<std::string>& dirs, ContainerSpec& spec);
+
+/// The image's ldconfig as a container path ("" when it has none), looked up
+/// beneath `rootfs` without following links out of it.
+std::string find_image_ldconfig(const std::string& rootfs);
+
+/// The names in directory `path` of the container root (sorted; empty when it is missing),
+/// resolved beneath `rootfs`.
+std::vector<std::string> list_dir_in_root(const std::string& rootfs, const std::string& path);
+
+}  // namespace berth

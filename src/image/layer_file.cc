@@ -1,0 +1,82 @@
+#include "image/layer_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "core/fs.h"
+#include "core/sha256.h"
+#include "image/archive_api.h"
+
+namespace berth {
+
+Result<Compression> sniff_compression(std::string_view head, const std::string& what) {
+  if (head.starts_with("\x1f\x8b")) return Compression::kGzip;
+  if (head.starts_with("\x28\xb5\x2f\xfd")) return Compression::kZstd;
+  if (head.starts_with("BZh"))
+    return make_error("read", what, "bzip2 compression is not supported")
+        .with_hint("decompress it first (bunzip2), or use gzip or zstd");
+  if (head.starts_with(std::string_view("\xfd"
+                                        "7zXZ\0",
+                                        6)))
+    return make_error("read", what, "xz compression is not supported")
+        .with_hint("decompress it first (unxz), or use gzip or zstd");
+  return Compression::kNone;
+}
+
+std::string_view oci_layer_media_type(Compression c) {
+  switch (c) {
+    case Compression::kGzip:
+      return media::kOciLayerGzip;
+    case Compression::kZstd:
+      return media::kOciLayerZstd;
+    case Compression::kNone:
+      break;
+  }
+  return media::kOciLayerTar;
+}
+
+Result<LayerFileInfo> inspect_layer_file(const std::string& path, const std::string& digest,
+                                         const std::string& what_in) {
+  const std::string& what = what_in.empty() ? path : what_in;
+  LayerFileInfo info;
+  {
+    UniqueFd fd = BERTH_TRY(open_file(path, O_RDONLY));
+    char head[8] = {};
+    ssize_t n = ::read(fd.get(), head, sizeof head);
+    if (n < 0) return sys_error("read", path);
+    info.compression = BERTH_TRY(sniff_compression(std::string_view(head, n), what));
+  }
+  if (info.compression == Compression::kNone) {
+    info.diff_id = digest.empty() ? BERTH_TRY(sha256_file(path)) : digest;
+    return info;
+  }
+  const ArchiveApi& a = archive_api();
+  ArchiveReader ar(a.read_new());
+  if (!ar) return make_error("read", what, "out of memory");
+  a.read_support_filter_gzip(ar.get());
+  a.read_support_filter_zstd(ar.get());
+  a.read_support_format_raw(ar.get());
+  UniqueFd fd = BERTH_TRY(open_file(path, O_RDONLY));
+  auto fail = [&]() -> Error {
+    const char* msg = a.error_string(ar.get());
+    return make_error("decompress", what, msg ? msg : "unreadable");
+  };
+  archive_entry* e = nullptr;
+  if (a.read_open_fd(ar.get(), fd.get(), size_t{1} << 20) != ARCHIVE_OK ||
+      a.read_next_header(ar.get(), &e) != ARCHIVE_OK)
+    return fail();
+  Sha256 hash;
+  for (;;) {
+    const void* buf = nullptr;
+    size_t size = 0;
+    la_int64_t offset = 0;
+    int r = a.read_data_block(ar.get(), &buf, &size, &offset);
+    if (r == ARCHIVE_EOF) break;
+    if (r < ARCHIVE_WARN) return fail();
+    hash.update(buf, size);
+  }
+  info.diff_id = hash.digest();
+  return info;
+}
+
+}  // namespace berth

@@ -1,0 +1,120 @@
+#include "image/search.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+
+#include "image/http.h"
+
+namespace berth {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int kMaxCatalogPages = 100;
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+/// The next page's path from a Link header: `</v2/_catalog?last=x&n=100>; rel="next"`.
+std::string next_page(const std::string& link) {
+  size_t open = link.find('<'), close = link.find('>');
+  if (open == std::string::npos || close == std::string::npos || close < open) return "";
+  if (link.find("rel=\"next\"") == std::string::npos) return "";
+  std::string target = link.substr(open + 1, close - open - 1);
+  if (size_t scheme = target.find("://"); scheme != std::string::npos)
+    target = target.substr(target.find('/', scheme + 3));
+  return target.starts_with("/v2/_catalog") ? target : "";
+}
+
+/// GET /v2/_catalog, every page; nullopt when the registry does not offer it.
+Result<std::optional<std::vector<std::string>>> catalog(RegistryClient& client) {
+  std::vector<std::string> repos;
+  std::string path = "/v2/_catalog?n=1000";
+  for (int page = 0; page < kMaxCatalogPages && !path.empty(); ++page) {
+    ApiResponse r = BERTH_TRY(client.get_api(path, "registry:catalog:*"));
+    if (r.status == 404 || r.status == 405 || r.status == 401 || r.status == 403)
+      return std::optional<std::vector<std::string>>();
+    if (r.status != 200)
+      return http_error("GET", client.base_url() + path, static_cast<int>(r.status),
+                        "unexpected response");
+    json j = json::parse(r.body, nullptr, false);
+    if (!j.is_object() || !j.contains("repositories") || !j["repositories"].is_array())
+      return std::optional<std::vector<std::string>>();  // not a catalog: some other service
+    for (const auto& name : j["repositories"])
+      if (name.is_string()) repos.push_back(name.get<std::string>());
+    path = next_page(r.link);
+  }
+  return std::optional<std::vector<std::string>>(std::move(repos));
+}
+
+/// GET /v1/search?q=; nullopt when the registry does not offer it.
+Result<std::optional<std::vector<SearchHit>>> v1_search(RegistryClient& client,
+                                                        const std::string& term, size_t limit) {
+  std::string path = "/v1/search?q=" + url_escape(term) + "&n=" + std::to_string(limit);
+  ApiResponse r = BERTH_TRY(client.get_api(path, ""));
+  json j = r.status == 200 ? json::parse(r.body, nullptr, false) : json();
+  if (!j.is_object() || !j.contains("results") || !j["results"].is_array())
+    return std::optional<std::vector<SearchHit>>();
+  std::vector<SearchHit> hits;
+  for (const auto& item : j["results"]) {
+    if (!item.is_object() || !item.contains("name") || !item["name"].is_string()) continue;
+    SearchHit h;
+    h.name = item["name"].get<std::string>();
+    if (item.contains("description") && item["description"].is_string())
+      h.description = item["description"].get<std::string>();
+    if (item.contains("star_count") && item["star_count"].is_number_integer())
+      h.stars = item["star_count"].get<int>();
+    h.official = item.contains("is_official") && item["is_official"].is_boolean() &&
+                 item["is_official"].get<bool>();
+    hits.push_back(std::move(h));
+    if (hits.size() >= limit) break;
+  }
+  return std::optional<std::vector<SearchHit>>(std::move(hits));
+}
+
+}  // namespace
+
+std::pair<std::string, std::string> split_search_term(std::string_view term) {
+  size_t slash = term.find('/');
+  if (slash != std::string_view::npos) {
+    std::string_view first = term.substr(0, slash);
+    if (first.find_first_of(".:") != std::string_view::npos || first == "localhost")
+      return {std::string(first), std::string(term.substr(slash + 1))};
+  }
+  return {"docker.io", std::string(term)};
+}
+
+std::vector<std::string> filter_catalog(const std::vector<std::string>& repositories,
+                                        std::string_view term, size_t limit) {
+  std::string want = lower(term);
+  std::vector<std::string> out;
+  for (const std::string& r : repositories)
+    if (lower(r).find(want) != std::string::npos) out.push_back(r);
+  std::sort(out.begin(), out.end());
+  if (out.size() > limit) out.resize(limit);
+  return out;
+}
+
+Result<std::vector<SearchHit>> search_registry(RegistryClient& client, const std::string& registry,
+                                               const std::string& term, size_t limit) {
+  auto repos = BERTH_TRY(catalog(client));
+  if (repos) {
+    std::vector<SearchHit> hits;
+    for (const std::string& name : filter_catalog(*repos, term, limit))
+      hits.push_back({registry + "/" + name, "", -1, false});
+    return hits;
+  }
+  auto hits = BERTH_TRY(v1_search(client, term, limit));
+  if (hits) return std::move(*hits);
+  return make_error("search", registry,
+                    "the registry offers no search: neither /v2/_catalog nor /v1/search");
+}
+
+}  // namespace berth

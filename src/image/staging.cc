@@ -1,0 +1,131 @@
+#include "image/staging.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <utility>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/sha256.h"
+#include "image/store.h"
+
+namespace berth {
+
+namespace {
+
+constexpr char kPrefix[] = "stage-";
+
+/// Removes staging folders whose lock nobody holds: their import or load was killed.
+void remove_abandoned(const std::string& tmp) {
+  DIR* d = ::opendir(tmp.c_str());
+  if (!d) return;  // no tmp/ yet: nothing abandoned
+  std::vector<std::string> names;
+  while (dirent* de = ::readdir(d))
+    if (std::string_view(de->d_name).starts_with(kPrefix)) names.emplace_back(de->d_name);
+  ::closedir(d);
+  for (const std::string& n : names) {
+    std::string dir = path_join(tmp, n);
+    auto lock = FileLock::try_acquire(path_join(dir, "lock"));
+    // Best effort: a folder that cannot be removed now is tried again next time.
+    if (lock.ok() && lock->held()) (void)remove_tree(dir);
+  }
+}
+
+}  // namespace
+
+struct StagedWriter::State {
+  StagedFile file;
+  UniqueFd fd;
+  Sha256 hash;
+};
+
+StagedWriter::StagedWriter() : s_(std::make_unique<State>()) {}
+StagedWriter::StagedWriter(StagedWriter&&) noexcept = default;
+StagedWriter& StagedWriter::operator=(StagedWriter&&) noexcept = default;
+StagedWriter::~StagedWriter() = default;
+
+Status StagedWriter::write(const char* data, size_t len) {
+  BERTH_CHECK(write_all(s_->fd.get(), std::string_view(data, len), s_->file.path));
+  s_->hash.update(data, len);
+  s_->file.size += static_cast<int64_t>(len);
+  return {};
+}
+
+Result<StagedFile> StagedWriter::finish() {
+  if (::close(s_->fd.release()) != 0) return sys_error("close", s_->file.path);
+  s_->file.digest = s_->hash.digest();
+  return s_->file;
+}
+
+Result<Staging> Staging::create(const Store& store) {
+  std::string tmp = path_join(store.root(), "tmp");
+  remove_abandoned(tmp);
+  // Made under a name the sweep above ignores, and renamed once its lock is held, so that
+  // no other process can take this folder for an abandoned one.
+  std::string pattern = path_join(tmp, ".new-XXXXXX");
+  if (::mkdtemp(pattern.data()) == nullptr) return sys_error("mkdtemp", pattern);
+  Staging s;
+  s.lock_ = BERTH_TRY(FileLock::acquire(path_join(pattern, "lock")));
+  s.dir_ = path_join(tmp, kPrefix + pattern.substr(pattern.size() - 6));
+  if (::rename(pattern.c_str(), s.dir_.c_str()) != 0) {
+    Error e = sys_error("rename", pattern + " -> " + s.dir_);
+    (void)remove_tree(pattern);  // best effort: the rename error is the one to report
+    s.dir_.clear();
+    return e;
+  }
+  return s;
+}
+
+Staging::Staging(Staging&& o) noexcept
+    : dir_(std::exchange(o.dir_, std::string())), lock_(std::move(o.lock_)), next_(o.next_) {}
+
+Staging::~Staging() {
+  if (!dir_.empty()) (void)remove_tree(dir_);  // best effort: the next staging sweeps it
+}
+
+std::string Staging::new_path() {
+  return path_join(dir_, "f" + std::to_string(next_++));
+}
+
+Result<StagedWriter> Staging::begin() {
+  StagedWriter w;
+  w.s_->file.path = new_path();
+  w.s_->fd = BERTH_TRY(open_file(w.s_->file.path, O_WRONLY | O_CREAT | O_EXCL, 0644));
+  return w;
+}
+
+Result<StagedFile> Staging::stage_fd(int fd, const std::string& what) {
+  StagedWriter w = BERTH_TRY(begin());
+  std::string buf(size_t{1} << 20, '\0');
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("read", what);
+    }
+    if (n == 0) break;
+    BERTH_CHECK(w.write(buf.data(), static_cast<size_t>(n)));
+  }
+  return w.finish();
+}
+
+Result<std::vector<ImageRecord>> publish_staged(Store& store, const StagedImage& image) {
+  FileLock pin = BERTH_TRY(store.pin());  // no rmi may delete a blob found present
+  for (const StagedFile& f : image.files) BERTH_CHECK(store.adopt_blob(f.digest, f.path));
+  for (const auto& [digest, bytes] : image.made)
+    if (!store.has_blob(digest)) BERTH_CHECK(store.put_blob(digest, bytes));
+  std::vector<ImageRecord> out;
+  for (const std::string& name : image.names) {
+    ImageRecord rec = image.record;
+    rec.name = name;
+    rec.pulled = now_rfc3339();
+    BERTH_CHECK(store.add_image(rec));
+    out.push_back(std::move(rec));
+  }
+  return out;
+}
+
+}  // namespace berth

@@ -1,0 +1,44 @@
+// Writing tar archives (POSIX pax format) with libarchive: the files of `berth save` and the
+// root filesystem of `berth export`.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+
+struct archive;
+
+namespace berth {
+
+/// A tar archive being written to a file descriptor (not owned). finish() writes the end
+/// blocks; an archive dropped without finish() is incomplete, which the caller removes.
+class TarWriter {
+ public:
+  /// Starts an archive on `fd`; `what` names the destination in errors ("-" for stdout).
+  static Result<TarWriter> open(int fd, std::string what);
+  TarWriter(TarWriter&&) noexcept;
+  TarWriter& operator=(TarWriter&&) noexcept;
+  ~TarWriter();
+
+  /// A regular file holding `data`.
+  Status add_bytes(const std::string& name, std::string_view data, int mode = 0644);
+  /// A regular file with the contents of the host file `path`.
+  Status add_file(const std::string& name, const std::string& path, int mode = 0644);
+  /// A directory entry.
+  Status add_dir(const std::string& name, int mode = 0755);
+  /// Everything under the directory `root`, names relative to it, sorted: directories,
+  /// files, symlinks (never followed), FIFOs and hard links (stored once, then linked), with
+  /// mode, owner and mtime as stored. Sockets and device nodes are left out.
+  Status add_tree(const std::string& root);
+  /// Writes the end of the archive.
+  Status finish();
+
+ private:
+  TarWriter() = default;
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace berth
