@@ -10,6 +10,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -140,7 +141,8 @@ std::string spec_path(const ContainerSpec& spec) {
   return kDefaultPath;
 }
 
-Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code, PathView view) {
+Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code, PathView view,
+                                    const std::vector<HostBind>& binds) {
   *exit_code = 125;
   if (spec.argv.empty()) return make_error("run", spec.rootfs, "no command given");
   UniqueFd root = BERTH_TRY(open_file(spec.rootfs, O_PATH | O_DIRECTORY));
@@ -148,9 +150,11 @@ Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code, P
   std::string op = "exec: \"" + file + "\"";
   // What execve would say about one candidate: 0 when it is a regular executable file.
   auto check = [&](const std::string& path) -> int {
-    UniqueFd fd(view == PathView::kInRoot
-                    ? open_in_root(root.get(), path.c_str(), O_PATH)
-                    : ::openat(root.get(), path.c_str() + 1, O_PATH | O_CLOEXEC));
+    auto bound = std::find_if(binds.begin(), binds.end(),
+                              [&path](const HostBind& b) { return b.container == path; });
+    UniqueFd fd(bound != binds.end()           ? ::open(bound->host.c_str(), O_PATH | O_CLOEXEC)
+                : view == PathView::kInRoot ? open_in_root(root.get(), path.c_str(), O_PATH)
+                                            : ::openat(root.get(), path.c_str() + 1, O_PATH | O_CLOEXEC));
     if (!fd.valid()) return errno;
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) return errno;
@@ -330,6 +334,17 @@ Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std:
           // Written beside the scratch folders and bound read-only over the target.
           host = path_join(scratch, "file" + std::to_string(files++));
           out.push_back({host, target, true});
+        }
+        if (host.empty() && d.kind == DeviceEdit::Kind::kSymlink) {
+          // A link to a path an earlier edit bound (a host binary staged in the run directory):
+          // the same host file bound at the link's place does what the link would.
+          auto bound = std::find_if(out.begin(), out.end(),
+                                    [&d](const HostBind& b) { return b.container == d.source; });
+          if (bound != out.end()) {
+            out.push_back({bound->host, target, bound->read_only});
+            break;
+          }
+          if (!d.required) continue;  // optional: the container goes without it
         }
         if (host.empty())
           return make_error("device", target,

@@ -80,11 +80,21 @@ enum class PathView {
   kHost,    ///< as the host kernel sees rootfs + path (fakechroot's view, whose links are host paths)
 };
 
+/// A bind a fallback engine expresses itself (proot -b, an OCI bind mount).
+struct HostBind {
+  std::string host;
+  std::string container;
+  bool read_only = false;
+  bool operator==(const HostBind&) const = default;
+};
+
 /// Resolves the workload's argv[0] inside the rootfs the way execvp would inside the
-/// container: an absolute container path to a regular executable file. On failure
-/// `exit_code` says 127 (not found) or 126 (not executable), else 125.
+/// container: an absolute container path to a regular executable file, found in the rootfs or
+/// bound there by one of `binds` (a host binary a device layer adds). On failure `exit_code`
+/// says 127 (not found) or 126 (not executable), else 125.
 Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code,
-                                    PathView view = PathView::kInRoot);
+                                    PathView view = PathView::kInRoot,
+                                    const std::vector<HostBind>& binds = {});
 
 /// Where spawn_and_wait() sends the signals it forwards.
 enum class Forward {
@@ -101,19 +111,12 @@ RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::stri
                           const std::vector<std::string>& envp, const std::string& cwd = "",
                           Forward forward = Forward::kChild);
 
-/// A bind a fallback engine expresses itself (proot -b, an OCI bind mount).
-struct HostBind {
-  std::string host;
-  std::string container;
-  bool read_only = false;
-  bool operator==(const HostBind&) const = default;
-};
-
 /// The spec's device edits as host binds: a kTmpfs (and Berth's run directory when an edit lands
 /// in it) becomes a folder under `scratch` (which the caller removes), a kSymlink or kFile
 /// beneath one is written there, a kFile elsewhere is written beside them and bound read-only;
-/// kBind stays a bind. A kSymlink outside a kTmpfs cannot be made without changing the image:
-/// an error naming the engine. Writes nothing unless `write` (tests plan without writing).
+/// kBind stays a bind. A kSymlink outside a kTmpfs to a path an earlier edit bound becomes a
+/// bind of that host path; any other cannot be made without changing the image: skipped when
+/// optional, else an error naming the engine. Writes nothing unless `write` (tests plan without writing).
 Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std::string& scratch,
                                            std::string_view engine, bool write);
 

@@ -10,6 +10,7 @@
 
 #include "core/env.h"
 #include "core/fs.h"
+#include "core/log.h"
 #include "runtime/engines.h"
 
 extern char** environ;
@@ -156,9 +157,6 @@ RunOutcome run_oci(const EngineRun& run) {
   }
   auto plan = plan_mounts(without_device_edits(spec), probe_host(spec));
   if (!plan) return failed(std::move(plan).error());
-  int code;
-  auto command = resolve_command(spec, &code);
-  if (!command) return RunOutcome{code, std::move(command).error()};
   if (auto st = prepare_rootfs(spec, true); !st) return failed(std::move(st).error());
   auto state = state_root();
   if (!state) return failed(std::move(state).error());
@@ -166,10 +164,23 @@ RunOutcome run_oci(const EngineRun& run) {
   std::string bundle = path_join(run.work_dir, "oci-" + run.run_name);
   auto cleanup = [&bundle] { (void)remove_tree(bundle); };  // best effort: a leftover is harmless
   if (auto st = make_dirs(bundle, 0700); !st) return failed(std::move(st).error());
-  auto extra = device_binds(spec, path_join(bundle, "scratch"), "oci", true);
+  // runc refuses mount points inside /proc; what the device layers put there (the GPU mask of
+  // /proc/driver/nvidia/gpus) is optional, so the container goes without it.
+  ContainerSpec devices = spec;
+  std::erase_if(devices.device_edits, [](const DeviceEdit& d) {
+    if (!d.target.starts_with("/proc/")) return false;
+    log::debug("oci: {} left out: runc does not mount inside /proc", d.target);
+    return true;
+  });
+  auto extra = device_binds(devices, path_join(bundle, "scratch"), "oci", true);
   if (!extra) {
     cleanup();
     return failed(std::move(extra).error());
+  }
+  int code;
+  if (auto command = resolve_command(spec, &code, PathView::kInRoot, *extra); !command) {
+    cleanup();
+    return RunOutcome{code, std::move(command).error()};
   }
   auto config = oci_config(spec, ::geteuid(), ::getegid(), *plan, *extra);
   if (!config) {

@@ -61,14 +61,17 @@ RunOutcome run_proot(const EngineRun& run) {
   auto plan = plan_mounts(without_device_edits(spec), probe_host(spec));
   if (!plan) return failed(std::move(plan).error());
   if (auto st = prepare_rootfs(spec, true); !st) return failed(std::move(st).error());
-  int code;
-  auto command = resolve_command(spec, &code);
-  if (!command) return RunOutcome{code, std::move(command).error()};
   std::string scratch = path_join(run.work_dir, "proot-" + run.run_name);
   auto extra = device_binds(spec, scratch, "proot", true);
   if (!extra) {
     (void)remove_tree(scratch);  // best effort: the error matters more
     return failed(std::move(extra).error());
+  }
+  int code;
+  auto command = resolve_command(spec, &code, PathView::kInRoot, *extra);
+  if (!command) {
+    (void)remove_tree(scratch);  // best effort, as above
+    return RunOutcome{code, std::move(command).error()};
   }
   // proot ignores SIGTERM and the like: they go to its process group, the workload's.
   RunOutcome out = spawn_and_wait(spec, proot_argv(spec, *proot, *plan, *command, *extra),

@@ -280,3 +280,32 @@ def test_fakechroot_refuses_a_static_program(berth, img):
                                    "run a statically linked program (it would see the host's "
                                    "files)")
 
+
+
+# --- GPU injection (test_gpu.py's fabricated host and images) ----------------------------------
+
+from test_gpu import LIBDIR as GPU_LIBDIR, host, images, pulled  # noqa: E402,F401
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_gpus_through_the_engine(berth, host, pulled, engine):  # noqa: F811
+    missing = tool_missing(engine)
+    if missing:
+        pytest.skip(f"{engine}: {missing}")
+    args = ["run", "--rm", f"--engine={engine}", "--gpus", "all", pulled["plain"]]
+    if engine == "fakechroot":
+        rc, _, err = berth(*args, "gpucheck", "libcuda.so.1", env=host.env(), check=False)
+        assert rc == 125
+        assert err.splitlines()[1] == "berth: hint: --gpus needs the userns or oci engine", err
+        pytest.skip("fakechroot: cannot bind device nodes or driver libraries (refusal checked)")
+    _, out, _ = berth(*args, "gpucheck", "libcuda.so.1", "libnvidia-ml.so.1", env=host.env())
+    facts = kv(out)
+    assert facts["lib.libcuda.so.1"].startswith(GPU_LIBDIR + "/"), out
+    assert facts["cuda_driver_version"] == "12040"
+    _, out, _ = berth(*args, "nvidia-smi", env=host.env())  # a host binary, linked or bound
+    assert out.startswith("fake nvidia-smi GPU-")
+    if engine == "proot":
+        return  # its binds on the host's /dev do not show in a listing of /dev
+    _, out, _ = berth(*args, "/probe", "ls", "/dev", env=host.env())
+    assert {"nvidiactl", "nvidia0", "nvidia1"} <= {line[5:] for line in out.splitlines()
+                                                   if line.startswith("name=")}

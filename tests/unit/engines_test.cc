@@ -193,6 +193,23 @@ TEST(DeviceBinds, BerthsRunDirectoryIsAScratchFolderWhenUsed) {
   EXPECT_EQ(*binds, want);
 }
 
+TEST(DeviceBinds, ALinkToAStagedBindBecomesABind) {
+  ContainerSpec s = base();
+  s.device_edits = {
+      {DeviceEdit::Kind::kBind, "/bin/sh", "/usr/lib/berth/host/usr/bin/nvidia-smi", true,
+       false, true},
+      {DeviceEdit::Kind::kSymlink, "/usr/lib/berth/host/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi",
+       true, false, false},
+      {DeviceEdit::Kind::kSymlink, "/elsewhere", "/usr/bin/other", true, false, false},
+  };
+  auto binds = device_binds(s, "/s", "proot", false);
+  ASSERT_TRUE(binds) << binds.error().message();
+  std::vector<HostBind> want = {{"/s/tmpfs0", "/usr/lib/berth", false},
+                                {"/bin/sh", "/usr/lib/berth/host/usr/bin/nvidia-smi", true},
+                                {"/bin/sh", "/usr/bin/nvidia-smi", true}};
+  EXPECT_EQ(*binds, want);
+}
+
 TEST(DeviceBinds, ALinkOutsideATmpfsIsRefused) {
   ContainerSpec s = base();
   s.device_edits = {{DeviceEdit::Kind::kSymlink, "x", "/usr/lib/libcuda.so", true, false, true}};
