@@ -36,8 +36,9 @@ Status userns_available() { return probe_user_namespaces(); }
 RunOutcome run_userns_engine(const EngineRun& run) { return run_userns(*run.spec); }
 
 const std::vector<Engine>& engine_table() {
-  // Fallbacks in the order `auto` prefers them: runc isolates like userns does, proot emulates
-  // everything but is slow on system calls, fakechroot needs a glibc image.
+  // Fallbacks in order of preference: runc isolates like userns does (but needs user namespaces
+  // as well, so `auto` passes it over), proot emulates everything but is slow on system calls,
+  // fakechroot needs a glibc image.
   static const std::vector<Engine> table = {
       {"userns", "user + mount namespaces (the default)", "", userns_available, run_userns_engine},
       {"oci", "an OCI bundle run by runc (or crun)", "runc", oci_probe, run_oci},
@@ -80,6 +81,8 @@ Result<const Engine*> choose_engine(std::string_view name, std::string* said) {
   std::string why = userns.error().message();
   for (const Engine& e : engine_table()) {
     if (std::string_view(e.name) == "userns" || !e.available().ok()) continue;
+    // Berth's OCI bundles ask for a user namespace too (rootless runc needs one): no help here.
+    if (std::string_view(e.name) == "oci") continue;
     if (said) *said = "engine auto: " + why + "; using " + e.name;
     return &e;
   }

@@ -5,7 +5,7 @@
 //   fakechroot  Debian's libfakechroot by LD_PRELOAD, glibc images only (fakechroot_engine.cc)
 //   oci         an OCI bundle run by runc (crun when runc is missing) (oci_engine.cc)
 //   apptainer   Apptainer / SingularityCE when installed (apptainer_engine.cc)
-//   auto        userns when the kernel allows it, else the best installed fallback
+//   auto        userns when the kernel allows it, else proot, else fakechroot
 //
 // Each engine has an availability probe (its tool on PATH, the kernel feature) whose error is
 // one line naming the package to install, and a run function. The argv / config.json each
@@ -54,8 +54,9 @@ std::string engine_names();
 Status validate_engine_name(std::string_view name);
 
 /// The engine `name` designates, available here. For "auto": userns when user namespaces
-/// work, else the first available fallback; `said` receives the line to print once (empty
-/// when no choice was made for the user).
+/// work, else the first available fallback that needs none (proot, fakechroot: Berth's OCI
+/// bundles ask for a user namespace too); `said` receives the line to print once (empty when
+/// no choice was made).
 Result<const Engine*> choose_engine(std::string_view name, std::string* said);
 
 // --- shared by the engines (engines.cc) -----------------------------------------------------

@@ -248,6 +248,24 @@ def test_auto_uses_user_namespaces_when_they_work(berth, img):
     assert ": the userns engine" in err and "engine auto:" not in err
 
 
+def test_auto_falls_back_when_user_namespaces_are_disabled(berth, img):
+    if tool_missing("proot"):
+        pytest.skip(f"proot: {tool_missing('proot')}")
+    # berth runs in a user namespace whose own limit forbids further ones (the sysctl is per
+    # user namespace), as on a host with user.max_user_namespaces=0.
+    cmd, env = berth.command(["run", "--rm", "--engine=auto", img, "/probe", "exit", "3"])
+    at = cmd.index(berth.binary)
+    cmd[at:] = ["unshare", "--user", "--map-root-user", "sh", "-c",
+                'echo 0 >/proc/sys/user/max_user_namespaces && exec "$@"', "sh", *cmd[at:]]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, cwd=berth.workdir)
+    if r.stderr.startswith(("sh:", "unshare:")):
+        pytest.skip(f"auto: cannot make a user namespace without further ones here: {r.stderr}")
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.splitlines() == [
+        "berth: engine auto: probe user namespaces: user namespaces are disabled "
+        "(user.max_user_namespaces=0); using proot"]
+
+
 def test_missing_engine_tool_names_the_package(berth, img):
     # berth itself gets a PATH without proot (the setpriv in front still needs the usual one).
     cmd, env = berth.command(["run", "--rm", "--engine=proot", img, "/probe", "true"])
