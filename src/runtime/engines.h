@@ -44,7 +44,7 @@ struct Engine {
   RunOutcome (*run)(const EngineRun& run);
 };
 
-/// Every engine, "auto" excluded, in the order `auto` prefers fallbacks after userns.
+/// Every engine, "auto" excluded, in order of preference.
 const std::vector<Engine>& engine_table();
 
 /// The names `--engine` accepts: the table's and "auto".
