@@ -57,8 +57,8 @@ PY
   mkdir -p "$root/usr/bin" "$root/lib64"
   local prog lib
   for prog in true ls; do
-    cp "$(command -v $prog)" "$root/usr/bin/gnu-$prog"
-    for lib in $(ldd "$(command -v $prog)" | awk '$3 ~ /^\// {print $3} $1 ~ /^\/lib64/ {print $1}'); do
+    cp "$(type -P "$prog")" "$root/usr/bin/gnu-$prog"
+    for lib in $(ldd "$(type -P "$prog")" | awk '$3 ~ /^\// {print $3} $1 ~ /^\/lib64/ {print $1}'); do
       mkdir -p "$root$(dirname "$lib")"
       cp -L "$lib" "$root$lib"
     done

@@ -10,8 +10,8 @@
 #include <memory>
 
 #include "cli/context.h"
-#include "cli/run_devices.h"
 #include "cli/engine.h"
+#include "cli/run_devices.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -153,7 +153,13 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     auto vars = BERTH_TRY(parse_env_file(text, path, host.environ));
     opts.file_env.insert(opts.file_env.end(), vars.begin(), vars.end());
   }
-  if (is_directory_argument(what)) return run_directory(opts, name, remove, what, host);
+  if (is_directory_argument(what)) {
+    // The fallback engines keep per-container state (bundles, fakechroot's symlink form).
+    if (!engine.empty() && engine != kDefaultEngine)
+      return make_error("run", what, "a directory runs with the userns engine only")
+          .with_hint("create a container (berth import, berth create) to use --engine=" + engine);
+    return run_directory(opts, name, remove, what, host);
+  }
   ContainerStore cs = BERTH_TRY(open_containers(g));
   Target t = BERTH_TRY(find_or_create(g, cs, what, name, true));
   const ContainerRecord& c = t.container;

@@ -10,12 +10,13 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
-#include "core/log.h"
 #include "core/env.h"
 #include "core/fs.h"
+#include "core/log.h"
 #include "runtime/identity.h"
 #include "runtime/mount_plan.h"
 #include "runtime/root_path.h"
@@ -35,8 +36,9 @@ Status userns_available() { return probe_user_namespaces(); }
 RunOutcome run_userns_engine(const EngineRun& run) { return run_userns(*run.spec); }
 
 const std::vector<Engine>& engine_table() {
-  // Fallbacks in the order `auto` prefers them: runc isolates like userns does, proot emulates
-  // everything but is slow on system calls, fakechroot needs a glibc image.
+  // Fallbacks in order of preference: runc isolates like userns does (but needs user namespaces
+  // as well, so `auto` passes it over), proot emulates everything but is slow on system calls,
+  // fakechroot needs a glibc image.
   static const std::vector<Engine> table = {
       {"userns", "user + mount namespaces (the default)", "", userns_available, run_userns_engine},
       {"oci", "an OCI bundle run by runc (or crun)", "runc", oci_probe, run_oci},
@@ -79,6 +81,8 @@ Result<const Engine*> choose_engine(std::string_view name, std::string* said) {
   std::string why = userns.error().message();
   for (const Engine& e : engine_table()) {
     if (std::string_view(e.name) == "userns" || !e.available().ok()) continue;
+    // Berth's OCI bundles ask for a user namespace too (rootless runc needs one): no help here.
+    if (std::string_view(e.name) == "oci") continue;
     if (said) *said = "engine auto: " + why + "; using " + e.name;
     return &e;
   }
@@ -97,14 +101,8 @@ Result<std::string> find_tool(const char* name, const char* env_var, const char*
       return make_error("engine", std::string(env_var) + "=" + v, "not an executable file");
     }
   }
-  std::string path = env_or("PATH", "");
-  path += ":/usr/sbin:/sbin";  // runc is in /usr/sbin, not always on a user's PATH
-  size_t i = 0;
-  while (i <= path.size()) {
-    size_t j = path.find(':', i);
-    if (j == std::string::npos) j = path.size();
-    std::string dir = path.substr(i, j - i);
-    i = j + 1;
+  // runc is in /usr/sbin, not always on a user's PATH.
+  for (const std::string& dir : split_path(env_or("PATH", "") + ":/usr/sbin:/sbin")) {
     if (dir.empty() || dir.front() != '/') continue;
     std::string candidate = path_join(dir, name);
     if (executable(candidate)) return candidate;
@@ -115,13 +113,39 @@ Result<std::string> find_tool(const char* name, const char* env_var, const char*
   return e;
 }
 
+std::vector<std::string> split_path(std::string_view list) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i <= list.size()) {
+    size_t j = list.find(':', i);
+    if (j == std::string_view::npos) j = list.size();
+    out.emplace_back(list.substr(i, j - i));
+    i = j + 1;
+  }
+  return out;
+}
+
+Status refuse_unsupported(const ContainerSpec& spec, std::string_view engine) {
+  for (const Volume& v : spec.volumes)
+    if (v.read_only)
+      return make_error("mount", "volume " + v.host + ":" + v.container + ":ro",
+                        "the " + std::string(engine) + " engine cannot make a volume read-only")
+          .with_hint("use the userns or oci engine, or drop :ro");
+  if (spec.pid_namespace)
+    log::warn("the {} engine has no PID namespace: --pid-ns ignored", engine);
+  if (!spec.hostname.empty())
+    log::warn("the {} engine cannot set the host name: --hostname ignored", engine);
+  return {};
+}
+
 std::string spec_path(const ContainerSpec& spec) {
   for (const std::string& e : spec.env)
     if (e.starts_with("PATH=")) return e.substr(5);
   return kDefaultPath;
 }
 
-Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code, PathView view) {
+Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code, PathView view,
+                                    const std::vector<HostBind>& binds) {
   *exit_code = 125;
   if (spec.argv.empty()) return make_error("run", spec.rootfs, "no command given");
   UniqueFd root = BERTH_TRY(open_file(spec.rootfs, O_PATH | O_DIRECTORY));
@@ -129,9 +153,11 @@ Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code, P
   std::string op = "exec: \"" + file + "\"";
   // What execve would say about one candidate: 0 when it is a regular executable file.
   auto check = [&](const std::string& path) -> int {
-    UniqueFd fd(view == PathView::kInRoot
-                    ? open_in_root(root.get(), path.c_str(), O_PATH)
-                    : ::openat(root.get(), path.c_str() + 1, O_PATH | O_CLOEXEC));
+    auto bound = std::find_if(binds.begin(), binds.end(),
+                              [&path](const HostBind& b) { return b.container == path; });
+    UniqueFd fd(bound != binds.end()           ? ::open(bound->host.c_str(), O_PATH | O_CLOEXEC)
+                : view == PathView::kInRoot ? open_in_root(root.get(), path.c_str(), O_PATH)
+                                            : ::openat(root.get(), path.c_str() + 1, O_PATH | O_CLOEXEC));
     if (!fd.valid()) return errno;
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) return errno;
@@ -146,14 +172,8 @@ Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code, P
     *exit_code = err == ENOENT || err == ENOTDIR ? 127 : 126;
     return sys_error(op, "", err);
   }
-  std::string path = spec_path(spec);
   bool denied = false;
-  size_t i = 0;
-  while (i <= path.size()) {
-    size_t j = path.find(':', i);
-    if (j == std::string::npos) j = path.size();
-    std::string dir = path.substr(i, j - i);
-    i = j + 1;
+  for (std::string dir : split_path(spec_path(spec))) {
     if (dir.empty() || dir.front() != '/') dir = path_join(spec.cwd, dir);
     std::string candidate = path_join(dir, file);
     int err = check(candidate);
@@ -261,26 +281,44 @@ RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::stri
   return out;
 }
 
+namespace {
+
+bool is_under(const std::string& path, const std::string& dir) {
+  return path.size() > dir.size() && path.starts_with(dir) && path[dir.size()] == '/';
+}
+
+}  // namespace
+
 Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std::string& scratch,
                                            std::string_view engine, bool write) {
   std::vector<HostBind> out;
   // kTmpfs targets and the scratch folders standing in for them.
   std::vector<std::pair<std::string, std::string>> tmpfs;
   std::vector<std::string> sealed;  // read-only kTmpfs folders, closed once filled
+  auto add_tmpfs = [&](const std::string& target, bool read_only) -> Status {
+    std::string host = path_join(scratch, "tmpfs" + std::to_string(tmpfs.size()));
+    if (write) BERTH_CHECK(make_dirs(host));
+    if (read_only) sealed.push_back(host);
+    tmpfs.emplace_back(target, host);
+    out.push_back({host, target, false});
+    return {};
+  };
   auto under_tmpfs = [&tmpfs](const std::string& target) -> std::string {
     for (const auto& [ctr, host] : tmpfs)
-      if (target.size() > ctr.size() && target.starts_with(ctr) && target[ctr.size()] == '/')
-        return host + target.substr(ctr.size());
+      if (is_under(target, ctr)) return host + target.substr(ctr.size());
     return "";
   };
+  // As plan_mounts() does: Berth's run directory is a scratch folder whenever an edit lands in
+  // it and no edit makes it one.
+  bool run_dir_needed = false, run_dir_given = false;
+  for (const DeviceEdit& d : spec.device_edits) {
+    run_dir_needed |= is_under(d.target, kBerthRunDir);
+    run_dir_given |= d.kind == DeviceEdit::Kind::kTmpfs && d.target == kBerthRunDir;
+  }
+  if (run_dir_needed && !run_dir_given) BERTH_CHECK(add_tmpfs(kBerthRunDir, false));
+  int files = 0;
   for (const DeviceEdit& d : spec.device_edits) {
     std::string target = BERTH_TRY(normalize_container_path(d.target));
-    // runc refuses mounts inside /proc (but for a fixed few): the optional /proc/driver/nvidia
-    // narrowing is left out there, as it is on a host without the driver's /proc entries.
-    if (engine == "oci" && !d.required && (target == "/proc" || target.starts_with("/proc/"))) {
-      log::debug("oci engine: {} left out (runc mounts nothing inside /proc)", target);
-      continue;
-    }
     switch (d.kind) {
       case DeviceEdit::Kind::kBind:
         if (!path_exists(d.source)) {
@@ -289,27 +327,32 @@ Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std:
         }
         out.push_back({d.source, target, d.read_only});
         break;
-      case DeviceEdit::Kind::kTmpfs: {
-        std::string host = path_join(scratch, "tmpfs" + std::to_string(tmpfs.size()));
-        if (write) BERTH_CHECK(make_dirs(host));
-        if (d.read_only) sealed.push_back(host);
-        tmpfs.emplace_back(target, host);
-        out.push_back({host, target, false});
+      case DeviceEdit::Kind::kTmpfs:
+        BERTH_CHECK(add_tmpfs(target, d.read_only));
         break;
-      }
       case DeviceEdit::Kind::kFile:
       case DeviceEdit::Kind::kSymlink: {
         std::string host = under_tmpfs(target);
-        if (host.empty() && !d.required) {
-          // An optional convenience (a binary's link in /usr/bin, a /proc override): this
-          // engine cannot write it without changing the image, so it goes without.
-          log::debug("{} engine: {} left out", engine, target);
-          continue;
+        if (host.empty() && d.kind == DeviceEdit::Kind::kFile) {
+          // Written beside the scratch folders and bound read-only over the target.
+          host = path_join(scratch, "file" + std::to_string(files++));
+          out.push_back({host, target, true});
+        }
+        if (host.empty() && d.kind == DeviceEdit::Kind::kSymlink) {
+          // A link to a path an earlier edit bound (a host binary staged in the run directory):
+          // the same host file bound at the link's place does what the link would.
+          auto bound = std::find_if(out.begin(), out.end(),
+                                    [&d](const HostBind& b) { return b.container == d.source; });
+          if (bound != out.end()) {
+            out.push_back({bound->host, target, bound->read_only});
+            break;
+          }
+          if (!d.required) continue;  // optional: the container goes without it
         }
         if (host.empty())
           return make_error("device", target,
                             std::string("the ") + std::string(engine) +
-                                " engine cannot create files in the image")
+                                " engine cannot create links in the image")
               .with_hint("--gpus and --device need the userns or oci engine");
         if (!write) break;
         BERTH_CHECK(make_dirs(host.substr(0, host.rfind('/'))));
@@ -334,6 +377,13 @@ Status prepare_rootfs(const ContainerSpec& spec, bool identity) {
     return sys_error("create working directory", spec.cwd);
   if (identity) return ensure_identity(root.get(), spec).with_context("set up /etc/passwd");
   return {};
+}
+
+ContainerSpec without_device_edits(const ContainerSpec& spec) {
+  ContainerSpec s = spec;
+  s.device_edits.clear();
+  s.ld_library_dirs.clear();
+  return s;
 }
 
 std::vector<std::string> env_with_library_dirs(const ContainerSpec& spec) {

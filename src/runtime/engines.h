@@ -5,7 +5,7 @@
 //   fakechroot  Debian's libfakechroot by LD_PRELOAD, glibc images only (fakechroot_engine.cc)
 //   oci         an OCI bundle run by runc (crun when runc is missing) (oci_engine.cc)
 //   apptainer   Apptainer / SingularityCE when installed (apptainer_engine.cc)
-//   auto        userns when the kernel allows it, else the best installed fallback
+//   auto        userns when the kernel allows it, else proot, else fakechroot
 //
 // Each engine has an availability probe (its tool on PATH, the kernel feature) whose error is
 // one line naming the package to install, and a run function. The argv / config.json each
@@ -44,7 +44,7 @@ struct Engine {
   RunOutcome (*run)(const EngineRun& run);
 };
 
-/// Every engine, "auto" excluded, in the order `auto` prefers fallbacks after userns.
+/// Every engine, "auto" excluded, in order of preference.
 const std::vector<Engine>& engine_table();
 
 /// The names `--engine` accepts: the table's and "auto".
@@ -54,8 +54,9 @@ std::string engine_names();
 Status validate_engine_name(std::string_view name);
 
 /// The engine `name` designates, available here. For "auto": userns when user namespaces
-/// work, else the first available fallback; `said` receives the line to print once (empty
-/// when no choice was made for the user).
+/// work, else the first available fallback that needs none (proot, fakechroot: Berth's OCI
+/// bundles ask for a user namespace too); `said` receives the line to print once (empty when
+/// no choice was made).
 Result<const Engine*> choose_engine(std::string_view name, std::string* said);
 
 // --- shared by the engines (engines.cc) -----------------------------------------------------
@@ -63,6 +64,13 @@ Result<const Engine*> choose_engine(std::string_view name, std::string* said);
 /// Finds a tool: $`env_var` when set (must be executable), else `name` in $PATH, then in
 /// /usr/sbin and /sbin. Fails with "NAME is not installed" and a hint naming `package`.
 Result<std::string> find_tool(const char* name, const char* env_var, const char* package);
+
+/// A colon-separated list (PATH, LD_LIBRARY_PATH) as its entries, empty ones kept.
+std::vector<std::string> split_path(std::string_view list);
+
+/// For engines without read-only binds, PID or UTS namespaces: refuses a read-only volume
+/// (naming `engine`), warns that --pid-ns and --hostname are ignored.
+Status refuse_unsupported(const ContainerSpec& spec, std::string_view engine);
 
 /// The spec's PATH ("PATH=..." in spec.env), else the default search path.
 std::string spec_path(const ContainerSpec& spec);
@@ -73,11 +81,21 @@ enum class PathView {
   kHost,    ///< as the host kernel sees rootfs + path (fakechroot's view, whose links are host paths)
 };
 
+/// A bind a fallback engine expresses itself (proot -b, an OCI bind mount).
+struct HostBind {
+  std::string host;
+  std::string container;
+  bool read_only = false;
+  bool operator==(const HostBind&) const = default;
+};
+
 /// Resolves the workload's argv[0] inside the rootfs the way execvp would inside the
-/// container: an absolute container path to a regular executable file. On failure
-/// `exit_code` says 127 (not found) or 126 (not executable), else 125.
+/// container: an absolute container path to a regular executable file, found in the rootfs or
+/// bound there by one of `binds` (a host binary a device layer adds). On failure `exit_code`
+/// says 127 (not found) or 126 (not executable), else 125.
 Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code,
-                                    PathView view = PathView::kInRoot);
+                                    PathView view = PathView::kInRoot,
+                                    const std::vector<HostBind>& binds = {});
 
 /// Where spawn_and_wait() sends the signals it forwards.
 enum class Forward {
@@ -94,19 +112,12 @@ RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::stri
                           const std::vector<std::string>& envp, const std::string& cwd = "",
                           Forward forward = Forward::kChild);
 
-/// A bind a fallback engine expresses itself (proot -b, an OCI bind mount).
-struct HostBind {
-  std::string host;
-  std::string container;
-  bool read_only = false;
-  bool operator==(const HostBind&) const = default;
-};
-
-/// The spec's device edits as host binds: a kTmpfs becomes a folder under `scratch` (which
-/// the caller creates and removes), a kFile or kSymlink beneath a kTmpfs target is written
-/// there; kBind stays a bind. A kFile or kSymlink anywhere else cannot be expressed without
-/// changing the image: an error naming the engine. Touches the disk only under `scratch`
-/// (and only when `write` is true, so tests can plan without writing).
+/// The spec's device edits as host binds: a kTmpfs (and Berth's run directory when an edit lands
+/// in it) becomes a folder under `scratch` (which the caller removes), a kSymlink or kFile
+/// beneath one is written there, a kFile elsewhere is written beside them and bound read-only;
+/// kBind stays a bind. A kSymlink outside a kTmpfs to a path an earlier edit bound becomes a
+/// bind of that host path; any other cannot be made without changing the image: skipped when
+/// optional, else an error naming the engine. Writes nothing unless `write` (tests plan without writing).
 Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std::string& scratch,
                                            std::string_view engine, bool write);
 
@@ -114,6 +125,11 @@ Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std:
 /// directory is created when missing and, with `identity`, /etc/passwd and /etc/group gain the
 /// user's entries (as the userns engine does).
 Status prepare_rootfs(const ContainerSpec& spec, bool identity);
+
+/// `spec` without its device edits and library dirs: what fallback engines hand plan_mounts(),
+/// whose plan for those (a tmpfs, ldconfig's files) only the userns engine can apply; they use
+/// device_binds() and env_with_library_dirs() instead.
+ContainerSpec without_device_edits(const ContainerSpec& spec);
 
 /// spec.env with spec.ld_library_dirs put in front of LD_LIBRARY_PATH (fallback engines do not
 /// regenerate the loader cache).

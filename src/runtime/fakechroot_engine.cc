@@ -17,7 +17,6 @@
 
 #include "core/env.h"
 #include "core/fs.h"
-#include "core/log.h"
 #include "runtime/engines.h"
 #include "runtime/root_path.h"
 
@@ -185,14 +184,8 @@ FakechrootLaunch fakechroot_launch(const ContainerSpec& spec, const std::string&
   std::string libpath;
   // The image's own LD_LIBRARY_PATH first, as host paths (the loader does not go through
   // libfakechroot), then its standard folders.
-  std::string image_libpath = var(spec.env, "LD_LIBRARY_PATH");
-  for (size_t i = 0; i < image_libpath.size();) {
-    size_t j = image_libpath.find(':', i);
-    if (j == std::string::npos) j = image_libpath.size();
-    std::string d = image_libpath.substr(i, j - i);
-    i = j + 1;
+  for (const std::string& d : split_path(var(spec.env, "LD_LIBRARY_PATH")))
     if (d.starts_with("/")) libpath += (libpath.empty() ? "" : ":") + root + d;
-  }
   for (const std::string& d : lib_dirs) libpath += (libpath.empty() ? "" : ":") + root + d;
 
   FakechrootLaunch l;
@@ -287,14 +280,7 @@ RunOutcome run_fakechroot(const EngineRun& run) {
                              "the fakechroot engine cannot change the user: the workload runs as "
                              "the calling user")
                       .with_hint("use the proot or userns engine for -u"));
-  for (const Volume& v : spec.volumes)
-    if (v.read_only)
-      return failed(make_error("mount", "volume " + v.host + ":" + v.container + ":ro",
-                               "the fakechroot engine cannot make a volume read-only")
-                        .with_hint("use the userns or oci engine, or drop :ro"));
-  if (spec.pid_namespace) log::warn("the fakechroot engine has no PID namespace: --pid-ns ignored");
-  if (!spec.hostname.empty())
-    log::warn("the fakechroot engine cannot set the host name: --hostname ignored");
+  if (auto st = refuse_unsupported(spec, "fakechroot"); !st) return failed(std::move(st).error());
   if (auto plan = plan_mounts(spec, probe_host(spec)); !plan) return failed(std::move(plan).error());
   std::string cwd = spec.rootfs + (spec.cwd == "/" ? "" : spec.cwd);
   if (auto st = make_dirs(cwd); !st) return failed(std::move(st).error());

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include "core/fs.h"
-#include "core/log.h"
 #include "runtime/engines.h"
 
 namespace berth {
@@ -42,8 +41,9 @@ std::vector<std::string> proot_argv(const ContainerSpec& spec, const std::string
         if (e.target == "/proc" || e.target == "/dev") bind(e.target, e.target);
         break;
       case MountKind::kSymlink:
-      case MountKind::kWriteFile:  // only device edits make these; device_binds() covers them
         break;  // under the host's /dev already
+      case MountKind::kWriteFile:
+        break;  // device edits only, planned by device_binds() instead
     }
   }
   for (const HostBind& b : extra) bind(b.host, b.container);
@@ -57,24 +57,21 @@ RunOutcome run_proot(const EngineRun& run) {
   auto failed = [](Error e) { return RunOutcome{125, std::move(e)}; };
   auto proot = find_tool("proot", "BERTH_PROOT", "proot");
   if (!proot) return failed(std::move(proot).error());
-  for (const Volume& v : spec.volumes)
-    if (v.read_only)
-      return failed(make_error("mount", "volume " + v.host + ":" + v.container + ":ro",
-                               "the proot engine cannot make a volume read-only")
-                        .with_hint("use the userns or oci engine, or drop :ro"));
-  if (spec.pid_namespace) log::warn("the proot engine has no PID namespace: --pid-ns ignored");
-  if (!spec.hostname.empty()) log::warn("the proot engine cannot set the host name: --hostname ignored");
-  auto plan = plan_mounts(spec, probe_host(spec));
+  if (auto st = refuse_unsupported(spec, "proot"); !st) return failed(std::move(st).error());
+  auto plan = plan_mounts(without_device_edits(spec), probe_host(spec));
   if (!plan) return failed(std::move(plan).error());
   if (auto st = prepare_rootfs(spec, true); !st) return failed(std::move(st).error());
-  int code;
-  auto command = resolve_command(spec, &code);
-  if (!command) return RunOutcome{code, std::move(command).error()};
   std::string scratch = path_join(run.work_dir, "proot-" + run.run_name);
   auto extra = device_binds(spec, scratch, "proot", true);
   if (!extra) {
     (void)remove_tree(scratch);  // best effort: the error matters more
     return failed(std::move(extra).error());
+  }
+  int code;
+  auto command = resolve_command(spec, &code, PathView::kInRoot, *extra);
+  if (!command) {
+    (void)remove_tree(scratch);  // best effort, as above
+    return RunOutcome{code, std::move(command).error()};
   }
   // proot ignores SIGTERM and the like: they go to its process group, the workload's.
   RunOutcome out = spawn_and_wait(spec, proot_argv(spec, *proot, *plan, *command, *extra),

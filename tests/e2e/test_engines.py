@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 
 import pytest
 
 import imagelib
 from conftest import REPO_ROOT
-from test_run import PATH, kv, userns_works
+from test_run import PATH, assert_sigterm_forwarded, kv, userns_works
 
 ENGINES = ["userns", "proot", "fakechroot", "oci"]
 MULTIARCH = "x86_64-linux-gnu"
@@ -175,16 +174,8 @@ def case_stdin(berth, img, engine):
 
 
 def case_signal(berth, img, engine):
-    p = berth.popen("run", "--rm", f"--engine={engine}", img, "/probe", "signals", "20")
-    try:
-        assert p.stdout.readline().strip() == "ready"
-        os.kill(p.pid, signal.SIGTERM)
-        out, err = p.communicate(timeout=20)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert "signal=15" in out, err
-    assert p.returncode == 128 + signal.SIGTERM
+    assert_sigterm_forwarded(
+        berth.popen("run", "--rm", f"--engine={engine}", img, "/probe", "signals", "20"))
 
 
 def case_not_found(berth, img, engine):
@@ -257,6 +248,24 @@ def test_auto_uses_user_namespaces_when_they_work(berth, img):
     assert ": the userns engine" in err and "engine auto:" not in err
 
 
+def test_auto_falls_back_when_user_namespaces_are_disabled(berth, img):
+    if tool_missing("proot"):
+        pytest.skip(f"proot: {tool_missing('proot')}")
+    # berth runs in a user namespace whose own limit forbids further ones (the sysctl is per
+    # user namespace), as on a host with user.max_user_namespaces=0.
+    cmd, env = berth.command(["run", "--rm", "--engine=auto", img, "/probe", "exit", "3"])
+    at = cmd.index(berth.binary)
+    cmd[at:] = ["unshare", "--user", "--map-root-user", "sh", "-c",
+                'echo 0 >/proc/sys/user/max_user_namespaces && exec "$@"', "sh", *cmd[at:]]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, cwd=berth.workdir)
+    if r.stderr.startswith(("sh:", "unshare:")):
+        pytest.skip(f"auto: cannot make a user namespace without further ones here: {r.stderr}")
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.splitlines() == [
+        "berth: engine auto: probe user namespaces: user namespaces are disabled "
+        "(user.max_user_namespaces=0); using proot"]
+
+
 def test_missing_engine_tool_names_the_package(berth, img):
     # berth itself gets a PATH without proot (the setpriv in front still needs the usual one).
     cmd, env = berth.command(["run", "--rm", "--engine=proot", img, "/probe", "true"])
@@ -289,3 +298,32 @@ def test_fakechroot_refuses_a_static_program(berth, img):
                                    "run a statically linked program (it would see the host's "
                                    "files)")
 
+
+
+# --- GPU injection (test_gpu.py's fabricated host and images) ----------------------------------
+
+from test_gpu import LIBDIR as GPU_LIBDIR, host, images, pulled  # noqa: E402,F401
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_gpus_through_the_engine(berth, host, pulled, engine):  # noqa: F811
+    missing = tool_missing(engine)
+    if missing:
+        pytest.skip(f"{engine}: {missing}")
+    args = ["run", "--rm", f"--engine={engine}", "--gpus", "all", pulled["plain"]]
+    if engine == "fakechroot":
+        rc, _, err = berth(*args, "gpucheck", "libcuda.so.1", env=host.env(), check=False)
+        assert rc == 125
+        assert err.splitlines()[1] == "berth: hint: --gpus needs the userns or oci engine", err
+        pytest.skip("fakechroot: cannot bind device nodes or driver libraries (refusal checked)")
+    _, out, _ = berth(*args, "gpucheck", "libcuda.so.1", "libnvidia-ml.so.1", env=host.env())
+    facts = kv(out)
+    assert facts["lib.libcuda.so.1"].startswith(GPU_LIBDIR + "/"), out
+    assert facts["cuda_driver_version"] == "12040"
+    _, out, _ = berth(*args, "nvidia-smi", env=host.env())  # a host binary, linked or bound
+    assert out.startswith("fake nvidia-smi GPU-")
+    if engine == "proot":
+        return  # its binds on the host's /dev do not show in a listing of /dev
+    _, out, _ = berth(*args, "/probe", "ls", "/dev", env=host.env())
+    assert {"nvidiactl", "nvidia0", "nvidia1"} <= {line[5:] for line in out.splitlines()
+                                                   if line.startswith("name=")}

@@ -259,9 +259,8 @@ def test_missing_image_is_pulled_first(berth, run_image):
     assert [i["name"] for i in berth.json("images", "--json")] == [f"{run_image}:1.0"]
 
 
-@pytest.mark.parametrize("flags", [[], ["--pid-ns"]], ids=["direct", "through-init"])
-def test_signal_is_forwarded_to_the_workload(berth, img, flags):
-    p = berth.popen("run", "--rm", *flags, img, "/probe", "signals", "20")
+def assert_sigterm_forwarded(p: subprocess.Popen) -> None:
+    """`p` runs `/probe signals N`: once it is ready, SIGTERM to berth must reach the probe."""
     try:
         assert p.stdout.readline().strip() == "ready"
         os.kill(p.pid, signal.SIGTERM)
@@ -269,8 +268,13 @@ def test_signal_is_forwarded_to_the_workload(berth, img, flags):
     finally:
         if p.poll() is None:
             p.kill()
-    assert "signal=15" in out
+    assert "signal=15" in out, err
     assert p.returncode == 128 + signal.SIGTERM
+
+
+@pytest.mark.parametrize("flags", [[], ["--pid-ns"]], ids=["direct", "through-init"])
+def test_signal_is_forwarded_to_the_workload(berth, img, flags):
+    assert_sigterm_forwarded(berth.popen("run", "--rm", *flags, img, "/probe", "signals", "20"))
 
 
 def test_killed_workload_reports_128_plus_signal(berth, img):

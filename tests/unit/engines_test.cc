@@ -164,12 +164,15 @@ TEST(DeviceBinds, TmpfsFilesAndLinksBecomeAScratchFolder) {
       {DeviceEdit::Kind::kSymlink, "libcuda.so.1", "/usr/lib/berth/gpu/libcuda.so", true, false, true},
       {DeviceEdit::Kind::kBind, t.path, "/usr/lib/berth/gpu/dir", true, true, true},
       {DeviceEdit::Kind::kBind, "/no/such", "/proc/driver/nvidia", true, true, false},
+      {DeviceEdit::Kind::kFile, "x=1\n", "/etc/extra.conf", true, false, true},
   };
   auto binds = device_binds(s, t.path + "/scratch", "proot", true);
   ASSERT_TRUE(binds) << binds.error().message();
   std::vector<HostBind> want = {{t.path + "/scratch/tmpfs0", "/usr/lib/berth", false},
-                                {t.path, "/usr/lib/berth/gpu/dir", true}};
+                                {t.path, "/usr/lib/berth/gpu/dir", true},
+                                {t.path + "/scratch/file0", "/etc/extra.conf", true}};
   EXPECT_EQ(*binds, want);
+  EXPECT_EQ(*read_file(t.path + "/scratch/file0"), "x=1\n");
   EXPECT_EQ(*read_file(t.path + "/scratch/tmpfs0/ld.so.conf"), "conf\n");
   char buf[256];
   ssize_t len = ::readlink((t.path + "/scratch/tmpfs0/gpu/libcuda.so").c_str(), buf, sizeof buf);
@@ -180,13 +183,40 @@ TEST(DeviceBinds, TmpfsFilesAndLinksBecomeAScratchFolder) {
   ::chmod((t.path + "/scratch/tmpfs0").c_str(), 0755);  // so that the folder can be removed
 }
 
-TEST(DeviceBinds, AFileOutsideATmpfsIsRefused) {
+TEST(DeviceBinds, BerthsRunDirectoryIsAScratchFolderWhenUsed) {
+  ContainerSpec s = base();
+  s.device_edits = {{DeviceEdit::Kind::kBind, "/", "/usr/lib/berth/gpu/x", true, false, true}};
+  auto binds = device_binds(s, "/s", "oci", false);
+  ASSERT_TRUE(binds) << binds.error().message();
+  std::vector<HostBind> want = {{"/s/tmpfs0", "/usr/lib/berth", false},
+                                {"/", "/usr/lib/berth/gpu/x", true}};
+  EXPECT_EQ(*binds, want);
+}
+
+TEST(DeviceBinds, ALinkToAStagedBindBecomesABind) {
+  ContainerSpec s = base();
+  s.device_edits = {
+      {DeviceEdit::Kind::kBind, "/bin/sh", "/usr/lib/berth/host/usr/bin/nvidia-smi", true,
+       false, true},
+      {DeviceEdit::Kind::kSymlink, "/usr/lib/berth/host/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi",
+       true, false, false},
+      {DeviceEdit::Kind::kSymlink, "/elsewhere", "/usr/bin/other", true, false, false},
+  };
+  auto binds = device_binds(s, "/s", "proot", false);
+  ASSERT_TRUE(binds) << binds.error().message();
+  std::vector<HostBind> want = {{"/s/tmpfs0", "/usr/lib/berth", false},
+                                {"/bin/sh", "/usr/lib/berth/host/usr/bin/nvidia-smi", true},
+                                {"/bin/sh", "/usr/bin/nvidia-smi", true}};
+  EXPECT_EQ(*binds, want);
+}
+
+TEST(DeviceBinds, ALinkOutsideATmpfsIsRefused) {
   ContainerSpec s = base();
   s.device_edits = {{DeviceEdit::Kind::kSymlink, "x", "/usr/lib/libcuda.so", true, false, true}};
   auto binds = device_binds(s, "/nowhere", "proot", false);
   ASSERT_FALSE(binds);
   EXPECT_EQ(binds.error().message(),
-            "device /usr/lib/libcuda.so: the proot engine cannot create files in the image");
+            "device /usr/lib/libcuda.so: the proot engine cannot create links in the image");
   EXPECT_EQ(binds.error().hint, "--gpus and --device need the userns or oci engine");
 }
 
