@@ -519,7 +519,10 @@ def test_info(berth, imported, identity):
         found = any(os.access(os.path.join(d, name), os.X_OK)
                     for d in berth.env["PATH"].split(":"))
         assert engines[name]["found"] == found, name
+    assert ("userns" in info["engines_available"]) == info["user_namespaces"]
+    assert ("proot" in info["engines_available"]) == engines["proot"]["found"]
     _, out, _ = berth("info")
+    assert "Engines available: " in out
     assert "Store:" in out and berth.berth_home in out and "Engines:" in out
     assert re.search(r"^\s+proot\s+(yes|no)", out, re.M)
 
