@@ -335,6 +335,27 @@ def test_load_refuses_bad_archives(berth, imported):
     assert berth("load", "-i", good)[1] == "Loaded image: example.org/x/app:1\n"
 
 
+def test_load_docker_save_with_a_linked_layer(berth):
+    """Legacy `docker save` stores a layer two images share once and links the other copy."""
+    layer = imagelib.tar_bytes(rootfs_entries())
+    entries = [imagelib.File("aaa/layer.tar", layer),
+               imagelib.Symlink("bbb/layer.tar", "../aaa/layer.tar")]
+    manifest = []
+    for tag, layer_path in (("one:1", "aaa/layer.tar"), ("two:1", "bbb/layer.tar")):
+        cfg = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Cmd": [tag]},
+                          "rootfs": {"type": "layers",
+                                     "diff_ids": [imagelib.digest_of(layer)]}}).encode()
+        name = imagelib.digest_of(cfg).split(":")[1] + ".json"
+        entries.append(imagelib.File(name, cfg))
+        manifest.append({"Config": name, "RepoTags": [tag], "Layers": [layer_path]})
+    entries.append(imagelib.File("manifest.json", json.dumps(manifest).encode()))
+    path = write_bytes(berth, "legacy.tar", imagelib.tar_bytes(entries))
+    assert berth("load", "-i", path)[1] == "Loaded image: one:1\nLoaded image: two:1\n"
+    images = berth.json("images", "--json")
+    assert [i["layers"] for i in images] == [[imagelib.digest_of(layer)]] * 2
+    berth("verify", "two:1")
+
+
 def test_interrupted_load_leaves_nothing_visible(berth, imported):
     image = imagelib.make_image([imagelib.busybox_layer(),
                                  imagelib.Layer([imagelib.File("big", os.urandom(4 << 20))],
