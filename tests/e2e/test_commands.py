@@ -407,6 +407,9 @@ def test_export_clone_rename(berth, imported):
     assert set(tar_members(berth.path("stdout.tar"))) == set(members)
     rc, _, err = berth("export", "nope", check=False)
     assert (rc, err) == (1, "berth: error: find container nope: no such container\n")
+    bad = berth.path("no-such-dir", "web.tar")
+    rc, _, err = berth("export", "-o", bad, "web", check=False)
+    assert (rc, err) == (1, f"berth: error: create {bad}: No such file or directory\n")
 
     # An export imports again.
     berth("import", out, "local/again:1")
