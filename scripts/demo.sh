@@ -90,6 +90,13 @@ berth create --name demo "$image"
 berth run demo /bin/sh -c 'echo kept > /kept.txt'
 berth run demo /bin/cat /kept.txt
 berth ps
+say "archives: save and load an image; export the container and import it as an image"
+berth save -o "$home/image.tar" "$image"
+berth rmi "$image"
+berth load -i "$home/image.tar"
+berth export -o "$home/demo.tar" demo
+berth import "$home/demo.tar" demo/exported:1
+berth images
 berth rm demo
 
 say "GPU discovery on this host"

@@ -81,7 +81,8 @@ struct Target {
 };
 
 Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const std::string& what,
-                              const std::string& name, bool allow_existing) {
+                              const std::string& name, bool allow_existing,
+                              const std::vector<std::string>& command = {}) {
   if (allow_existing) {
     if (auto c = cs.find(what); c.ok()) {
       if (!name.empty())
@@ -100,7 +101,7 @@ Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const 
     PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet));
     image = std::move(pulled.record);
   }
-  return Target{BERTH_TRY(cs.create(store, *image, name)), true};
+  return Target{BERTH_TRY(cs.create(store, *image, name, command)), true};
 }
 
 /// A root filesystem directory rather than an image or container: a path, which no image
@@ -242,11 +243,12 @@ Action setup_create(CLI::App& app, const GlobalOptions& g) {
     set_exit_status(kExitBerthFailed);
     std::vector<std::string> rest = app.remaining();
     if (!rest.empty() && rest.front().starts_with("-")) return unknown_flag("create", rest.front());
-    if (rest.size() != 1)
-      return make_error("create", "IMAGE", "exactly one image is required")
-          .with_hint("berth create [--name NAME] IMAGE");
+    if (rest.empty())
+      return make_error("create", "IMAGE", "an image is required")
+          .with_hint("berth create [--name NAME] IMAGE [COMMAND [ARG...]]");
     ContainerStore cs = BERTH_TRY(open_containers(g));
-    Target t = BERTH_TRY(find_or_create(g, cs, rest.front(), *name, false));
+    std::vector<std::string> command(rest.begin() + 1, rest.end());
+    Target t = BERTH_TRY(find_or_create(g, cs, rest.front(), *name, false, command));
     std::printf("%s\n", t.container.id.c_str());
     set_exit_status(0);
     return {};

@@ -112,6 +112,17 @@ Status remove_tree(const std::string& path) {
   return {};
 }
 
+int open_readable_at(int dirfd, const char* name, const struct stat& st) {
+  int fd = ::openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0 || errno != EACCES || st.st_uid != ::geteuid()) return fd;
+  if (::fchmodat(dirfd, name, (st.st_mode & 07777) | S_IRUSR, 0) != 0) return -1;
+  fd = ::openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  int err = errno;
+  (void)::fchmodat(dirfd, name, st.st_mode & 07777, 0);  // best effort: the copy is what matters
+  errno = err;
+  return fd;
+}
+
 namespace {
 
 /// What a copy needs across the whole tree: the first copy of each multi-link file.
@@ -121,7 +132,7 @@ struct TreeCopy {
 
 Status copy_file_at(int sfd, int dfd, const char* name, const struct stat& st,
                     const std::string& path) {
-  UniqueFd in(::openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd in(open_readable_at(sfd, name, st));
   if (!in.valid()) return sys_error("open", path);
   UniqueFd out(::openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!out.valid()) return sys_error("create", path);

@@ -4,6 +4,8 @@
 // helpers are for Berth's own files.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <string>
 #include <string_view>
 
@@ -49,6 +51,10 @@ Status write_file_atomic(const std::string& path, std::string_view data, int mod
 Status make_dirs(const std::string& path, int mode = 0755);
 /// Removes a file or directory tree; a missing path is not an error.
 Status remove_tree(const std::string& path);
+/// Opens `name` in `dirfd` for reading without following a symlink. A file of ours whose
+/// mode denies reading (CentOS's 0000 /etc/shadow, unpacked rootless) is made readable for
+/// the open and its mode put back. Returns -1 with errno on failure.
+int open_readable_at(int dirfd, const char* name, const struct stat& st);
 /// Copies the directory tree `from` to `to` (which must not exist), as `cp -a` would for
 /// its own files: regular files (hard links kept), directories, symlinks (never followed),
 /// FIFOs, with modes and times; owners are not changed. Device nodes and sockets are left

@@ -159,6 +159,7 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
       } else {
         // Nothing there in the image: bound in the run tmpfs and linked, so the run leaves no
         // empty mount point behind.
+        ensure_run_dir(spec);
         std::string staged = std::string(kBerthRunDir) + "/host" + ctr;
         spec.device_edits.push_back({Kind::kBind, host, staged, ro, is_dir, true});
         spec.device_edits.push_back({Kind::kSymlink, staged, ctr, true, false, false});

@@ -40,8 +40,16 @@ void set_env(std::vector<std::string>& env, const std::string& kv) {
   env.push_back(kv);
 }
 
+void ensure_run_dir(ContainerSpec& spec) {
+  for (const DeviceEdit& d : spec.device_edits)
+    if (d.kind == Kind::kTmpfs && d.target == kBerthRunDir) return;
+  spec.device_edits.insert(spec.device_edits.begin(),
+                           DeviceEdit{Kind::kTmpfs, "", kBerthRunDir, false, true, true});
+}
+
 void inject_gpu_plan(const GpuPlan& plan, ContainerSpec& spec) {
   if (!plan.inject) return;
+  ensure_run_dir(spec);
   auto& out = spec.device_edits;
   // /dev is the container's own tmpfs (or the host's, with --host-dev): nodes leave nothing.
   for (const DeviceNode& n : plan.devices) out.push_back(bind(n.host_path, n.path, false, false));

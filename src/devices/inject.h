@@ -23,6 +23,10 @@ void set_env(std::vector<std::string>& env, const std::string& kv);
 /// selected GPUs; the plan's env; its library directories (add_library_dirs).
 void inject_gpu_plan(const GpuPlan& plan, ContainerSpec& spec);
 
+/// Puts a kTmpfs edit on kBerthRunDir first in spec.device_edits (once): what other edits
+/// stage into it, every engine can then place.
+void ensure_run_dir(ContainerSpec& spec);
+
 /// Makes the container's loader search `dirs`: through ld_library_dirs (the image's ldconfig,
 /// run by the engine) when the image under spec.rootfs has one, else by appending them to
 /// LD_LIBRARY_PATH.

@@ -55,4 +55,26 @@ const ArchiveApi& archive_api() {
   return a;
 }
 
+std::string archive_message(archive* a, const char* fallback) {
+  const char* msg = archive_api().error_string(a);
+  return msg ? msg : fallback;
+}
+
+Result<ArchiveReader> open_archive_reader(int fd, ArchiveFormat format, const char* op,
+                                          const std::string& what) {
+  const ArchiveApi& api = archive_api();
+  ArchiveReader ar(api.read_new());
+  if (!ar) return make_error(op, what, "out of memory");
+  api.read_support_filter_gzip(ar.get());
+  api.read_support_filter_zstd(ar.get());
+  api.read_support_filter_none(ar.get());
+  if (format == ArchiveFormat::kTar)
+    api.read_support_format_tar(ar.get());
+  else
+    api.read_support_format_raw(ar.get());
+  if (api.read_open_fd(ar.get(), fd, size_t{1} << 20) != ARCHIVE_OK)
+    return make_error(op, what, archive_message(ar.get()));
+  return ar;
+}
+
 }  // namespace berth

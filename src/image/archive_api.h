@@ -6,6 +6,9 @@
 #include <archive_entry.h>
 
 #include <memory>
+#include <string>
+
+#include "core/error.h"
 
 namespace berth {
 
@@ -64,5 +67,16 @@ struct ArchiveReadFree {
 };
 /// An archive opened for reading, freed on destruction.
 using ArchiveReader = std::unique_ptr<archive, ArchiveReadFree>;
+
+/// What a reader takes: tar entries, or the decompressed bytes as one raw entry.
+enum class ArchiveFormat { kTar, kRaw };
+
+/// A reader of `fd` (not owned) for `format`, plain or gzip/zstd compressed; on failure the
+/// error is "`op` `what`: libarchive's message".
+Result<ArchiveReader> open_archive_reader(int fd, ArchiveFormat format, const char* op,
+                                          const std::string& what);
+
+/// libarchive's message for the last failure on `a`, else `fallback`.
+std::string archive_message(archive* a, const char* fallback = "unreadable archive");
 
 }  // namespace berth

@@ -24,8 +24,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kReadBlock = size_t{1} << 20;
-
 std::string blob_name(std::string_view digest) {
   return "blobs/sha256/" + std::string(digest_hex(digest));
 }
@@ -57,19 +55,12 @@ class ArchiveFiles {
 
 Status ArchiveFiles::read(int fd) {
   const ArchiveApi& a = archive_api();
-  ArchiveReader ar(a.read_new());
-  if (!ar) return make_error("load", what_, "out of memory");
-  a.read_support_filter_gzip(ar.get());
-  a.read_support_filter_zstd(ar.get());
-  a.read_support_filter_none(ar.get());
-  a.read_support_format_tar(ar.get());
+  ArchiveReader ar = BERTH_TRY(open_archive_reader(fd, ArchiveFormat::kTar, "load", what_));
   auto fail = [&](const std::string& entry) -> Error {
-    const char* msg = a.error_string(ar.get());
-    std::string detail = msg ? msg : "unreadable archive";
+    std::string detail = archive_message(ar.get());
     if (!entry.empty()) detail = "entry \"" + entry + "\": " + detail;
     return make_error("load", what_, detail);
   };
-  if (a.read_open_fd(ar.get(), fd, kReadBlock) != ARCHIVE_OK) return fail("");
   for (;;) {
     archive_entry* e = nullptr;
     int r = a.read_next_header(ar.get(), &e);

@@ -51,20 +51,12 @@ Result<LayerFileInfo> inspect_layer_file(const std::string& path, const std::str
     return info;
   }
   const ArchiveApi& a = archive_api();
-  ArchiveReader ar(a.read_new());
-  if (!ar) return make_error("read", what, "out of memory");
-  a.read_support_filter_gzip(ar.get());
-  a.read_support_filter_zstd(ar.get());
-  a.read_support_format_raw(ar.get());
   UniqueFd fd = BERTH_TRY(open_file(path, O_RDONLY));
-  auto fail = [&]() -> Error {
-    const char* msg = a.error_string(ar.get());
-    return make_error("decompress", what, msg ? msg : "unreadable");
-  };
+  ArchiveReader ar =
+      BERTH_TRY(open_archive_reader(fd.get(), ArchiveFormat::kRaw, "decompress", what));
+  auto fail = [&]() { return make_error("decompress", what, archive_message(ar.get())); };
   archive_entry* e = nullptr;
-  if (a.read_open_fd(ar.get(), fd.get(), size_t{1} << 20) != ARCHIVE_OK ||
-      a.read_next_header(ar.get(), &e) != ARCHIVE_OK)
-    return fail();
+  if (a.read_next_header(ar.get(), &e) != ARCHIVE_OK) return fail();
   Sha256 hash;
   for (;;) {
     const void* buf = nullptr;

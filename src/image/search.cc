@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 
 #include "image/http.h"
 
@@ -14,6 +15,7 @@ namespace {
 using nlohmann::json;
 
 constexpr int kMaxCatalogPages = 100;
+constexpr const char* kDockerHubIndex = "https://index.docker.io";
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -54,11 +56,14 @@ Result<std::optional<std::vector<std::string>>> catalog(RegistryClient& client) 
   return std::optional<std::vector<std::string>>(std::move(repos));
 }
 
+/// Fetches a path of the search API.
+using Fetch = std::function<Result<ApiResponse>(const std::string& path)>;
+
 /// GET /v1/search?q=; nullopt when the registry does not offer it.
-Result<std::optional<std::vector<SearchHit>>> v1_search(RegistryClient& client,
-                                                        const std::string& term, size_t limit) {
+Result<std::optional<std::vector<SearchHit>>> v1_search(const Fetch& fetch, const std::string& term,
+                                                        size_t limit) {
   std::string path = "/v1/search?q=" + url_escape(term) + "&n=" + std::to_string(limit);
-  ApiResponse r = BERTH_TRY(client.get_api(path, ""));
+  ApiResponse r = BERTH_TRY(fetch(path));
   json j = r.status == 200 ? json::parse(r.body, nullptr, false) : json();
   if (!j.is_object() || !j.contains("results") || !j["results"].is_array())
     return std::optional<std::vector<SearchHit>>();
@@ -104,6 +109,18 @@ std::vector<std::string> filter_catalog(const std::vector<std::string>& reposito
 
 Result<std::vector<SearchHit>> search_registry(RegistryClient& client, const std::string& registry,
                                                const std::string& term, size_t limit) {
+  if (registry == "docker.io") {
+    // Docker Hub offers no catalog; its search lives on the index host, not the registry's.
+    Fetch hub = [](const std::string& path) -> Result<ApiResponse> {
+      HttpRequest req;
+      req.url = std::string(kDockerHubIndex) + path;
+      HttpResponse r = BERTH_TRY(http_perform(req));
+      return ApiResponse{r.status, std::move(r.body), ""};
+    };
+    auto hits = BERTH_TRY(v1_search(hub, term, limit));
+    if (hits) return std::move(*hits);
+    return make_error("search", kDockerHubIndex, "unexpected answer from Docker Hub's search");
+  }
   auto repos = BERTH_TRY(catalog(client));
   if (repos) {
     std::vector<SearchHit> hits;
@@ -111,7 +128,8 @@ Result<std::vector<SearchHit>> search_registry(RegistryClient& client, const std
       hits.push_back({registry + "/" + name, "", -1, false});
     return hits;
   }
-  auto hits = BERTH_TRY(v1_search(client, term, limit));
+  Fetch fetch = [&](const std::string& path) { return client.get_api(path, ""); };
+  auto hits = BERTH_TRY(v1_search(fetch, term, limit));
   if (hits) return std::move(*hits);
   return make_error("search", registry,
                     "the registry offers no search: neither /v2/_catalog nor /v1/search");

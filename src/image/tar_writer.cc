@@ -135,7 +135,7 @@ Status TarWriter::State::walk(int dirfd, const std::string& host, const std::str
           continue;
         }
       }
-      UniqueFd fd(::openat(dirfd, base.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd fd(open_readable_at(dirfd, base.c_str(), st));
       if (!fd.valid()) return sys_error("open", hpath);
       BERTH_CHECK(header(name, st, nullptr, nullptr));
       BERTH_CHECK(copy_data(name, fd.get(), hpath));

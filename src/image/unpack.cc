@@ -20,8 +20,6 @@ namespace {
 
 const ArchiveApi& api() { return archive_api(); }
 
-constexpr size_t kReadBlock = size_t{1} << 20;
-
 using ArchivePtr = ArchiveReader;
 
 /// Applies the entries of one layer onto a root directory.
@@ -69,8 +67,7 @@ class LayerApplier {
 };
 
 Error LayerApplier::archive_err(std::string_view raw) const {
-  const char* msg = api().error_string(ar_);
-  if (msg == nullptr) msg = "unreadable archive";
+  std::string msg = archive_message(ar_);
   if (raw.empty()) return make_error("unpack", layer_, msg);
   return make_error("unpack", layer_, fmt::format("entry \"{}\": {}", raw, msg));
 }
@@ -89,14 +86,8 @@ Error LayerApplier::resolve_err(std::string_view raw, std::string_view what, int
 }
 
 Status LayerApplier::run(int layer_fd) {
-  ArchivePtr a(api().read_new());
-  if (!a) return make_error("unpack", layer_, "out of memory");
+  ArchivePtr a = BERTH_TRY(open_archive_reader(layer_fd, ArchiveFormat::kTar, "unpack", layer_));
   ar_ = a.get();
-  api().read_support_filter_gzip(ar_);
-  api().read_support_filter_zstd(ar_);
-  api().read_support_filter_none(ar_);
-  api().read_support_format_tar(ar_);
-  if (api().read_open_fd(ar_, layer_fd, kReadBlock) != ARCHIVE_OK) return archive_err();
   for (;;) {
     archive_entry* e = nullptr;
     int r = api().read_next_header(ar_, &e);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 
 #include "core/clock.h"
 #include "image/unpack.h"
@@ -112,9 +113,9 @@ Result<ContainerRecord> ContainerStore::load(const std::string& id) const {
     c.last_command = j.value("last_command", std::vector<std::string>{});
     if (j.contains("last_exit") && j["last_exit"].is_number_integer())
       c.last_exit = j["last_exit"].get<int>();
+    c.is_protected = j.value("protected", false);
     c.engine = j.value("engine", "");
     c.link_prefix = j.value("link_prefix", "");
-    c.is_protected = j.value("protected", false);
   } catch (const nlohmann::json::exception& e) {
     return make_error("read container", path, e.what());
   }
@@ -131,9 +132,9 @@ std::string record_text(const ContainerRecord& c) {
                       {"image_id", c.image_id}, {"created", c.created},
                       {"image_config", c.image_config}, {"last_command", c.last_command}};
   if (c.last_exit) j["last_exit"] = *c.last_exit;
+  if (c.is_protected) j["protected"] = true;
   if (!c.engine.empty()) j["engine"] = c.engine;
   if (!c.link_prefix.empty()) j["link_prefix"] = c.link_prefix;
-  if (c.is_protected) j["protected"] = true;
   return j.dump(2) + "\n";
 }
 
@@ -147,15 +148,9 @@ Status ContainerStore::save(const ContainerRecord& c) const {
 }
 
 Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageRecord& image,
-                                               const std::string& name) {
-  if (!name.empty()) {
-    BERTH_CHECK(validate_container_name(name));
-    if (auto holder = find(name); holder.ok())
-      return make_error("create", name,
-                        "the container name \"" + name + "\" is already in use by container " +
-                            holder->id)
-          .with_hint("remove or rename that container, or choose another name");
-  }
+                                               const std::string& name,
+                                               const std::vector<std::string>& command) {
+  BERTH_CHECK(check_name_free("create", name));
   ContainerRecord c;
   c.id = BERTH_TRY(random_id());
   c.image = image.name;
@@ -168,6 +163,7 @@ Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageR
   } catch (const nlohmann::json::exception& e) {
     return make_error("parse config", images.blob_path(image.config_digest), e.what());
   }
+  if (!command.empty()) c.image_config["Cmd"] = command;
   std::vector<std::string> layers;
   for (const std::string& l : image.layers) {
     if (!images.has_blob(l))
@@ -175,32 +171,10 @@ Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageR
           .with_hint("pull the image again");
     layers.push_back(images.blob_path(l));
   }
-  // Built under a temporary name and renamed: a killed create leaves nothing that ps shows.
-  std::string containers = path_join(root_, "containers");
-  std::string tmp = path_join(containers, ".tmp-" + c.id);
-  BERTH_CHECK(make_dirs(tmp, 0700));
-  auto cleanup = [&tmp] { (void)remove_tree(tmp); };  // best effort; .tmp-* is never listed
-  if (auto st = unpack_layers(layers, path_join(tmp, "rootfs")); !st.ok()) {
-    cleanup();
-    return std::move(st).error().with_context("create container from " + image.name);
-  }
-  if (Status st = write_file_atomic(path_join(tmp, "container.json"), record_text(c)); !st.ok()) {
-    cleanup();
-    return st.error();
-  }
-  if (::chmod(tmp.c_str(), 0755) != 0 || ::rename(tmp.c_str(), dir(c).c_str()) != 0) {
-    Error e = sys_error("rename", tmp + " -> " + dir(c));
-    cleanup();
-    return e;
-  }
-  if (!name.empty()) {
-    if (Status st = add_name(c, name); !st.ok()) {
-      (void)remove_tree(dir(c));  // lost a race for the name: undo, the error says why
-      return st.error();
-    }
-    c.names.push_back(name);
-  }
-  return c;
+  return build(std::move(c), name, [&](const std::string& rootfs) -> Status {
+    BERTH_TRY(unpack_layers(layers, rootfs).with_context("create container from " + image.name));
+    return {};
+  });
 }
 
 Result<std::vector<ContainerRecord>> ContainerStore::list() const {
@@ -270,13 +244,7 @@ Status ContainerStore::rename(const ContainerRecord& c, const std::string& name)
 }
 
 Result<ContainerRecord> ContainerStore::clone(const ContainerRecord& c, const std::string& name) {
-  if (!name.empty()) {
-    BERTH_CHECK(validate_container_name(name));
-    if (auto holder = find(name); holder.ok())
-      return make_error("clone", name,
-                        "the container name \"" + name + "\" is already in use by container " +
-                            holder->id);
-  }
+  BERTH_CHECK(check_name_free("clone", name));
   // Copied while no run can change it.
   FileLock run = BERTH_TRY(lock_for_run(c).with_context("clone"));
   ContainerRecord copy = c;
@@ -285,28 +253,45 @@ Result<ContainerRecord> ContainerStore::clone(const ContainerRecord& c, const st
   copy.is_protected = false;
   copy.created = now_rfc3339();
   copy.running = false;
-  // As create: built under a temporary name and renamed, so ps never shows half a copy.
-  std::string tmp = path_join(path_join(root_, "containers"), ".tmp-" + copy.id);
+  return build(std::move(copy), name, [&](const std::string& rootfs) {
+    return copy_tree(this->rootfs(c), rootfs).with_context("clone " + c.id);
+  });
+}
+
+Status ContainerStore::check_name_free(const char* op, const std::string& name) const {
+  if (name.empty()) return {};
+  BERTH_CHECK(validate_container_name(name));
+  if (auto holder = find(name); holder.ok())
+    return make_error(op, name,
+                      "the container name \"" + name + "\" is already in use by container " +
+                          holder->id)
+        .with_hint("remove or rename that container, or choose another name");
+  return {};
+}
+
+Result<ContainerRecord> ContainerStore::build(
+    ContainerRecord c, const std::string& name,
+    const std::function<Status(const std::string& rootfs)>& fill) {
+  // Built under a temporary name and renamed: a killed create leaves nothing that ps shows.
+  std::string tmp = path_join(path_join(root_, "containers"), ".tmp-" + c.id);
   BERTH_CHECK(make_dirs(tmp, 0700));
   auto fail = [&tmp](Error e) {
     (void)remove_tree(tmp);  // best effort; .tmp-* is never listed
     return e;
   };
-  if (Status st = copy_tree(rootfs(c), path_join(tmp, "rootfs")); !st.ok())
-    return fail(std::move(st).error().with_context("clone " + c.id));
-  if (Status st = write_file_atomic(path_join(tmp, "container.json"), record_text(copy));
-      !st.ok())
+  if (Status st = fill(path_join(tmp, "rootfs")); !st.ok()) return fail(std::move(st).error());
+  if (Status st = write_file_atomic(path_join(tmp, "container.json"), record_text(c)); !st.ok())
     return fail(std::move(st).error());
-  if (::chmod(tmp.c_str(), 0755) != 0 || ::rename(tmp.c_str(), dir(copy).c_str()) != 0)
-    return fail(sys_error("rename", tmp + " -> " + dir(copy)));
+  if (::chmod(tmp.c_str(), 0755) != 0 || ::rename(tmp.c_str(), dir(c).c_str()) != 0)
+    return fail(sys_error("rename", tmp + " -> " + dir(c)));
   if (!name.empty()) {
-    if (Status st = add_name(copy, name); !st.ok()) {
-      (void)remove_tree(dir(copy));  // lost a race for the name: undo, the error says why
+    if (Status st = add_name(c, name); !st.ok()) {
+      (void)remove_tree(dir(c));  // lost a race for the name: undo, the error says why
       return st.error();
     }
-    copy.names.push_back(name);
+    c.names.push_back(name);
   }
-  return copy;
+  return c;
 }
 
 Status ContainerStore::set_protected(const ContainerRecord& c, bool on) {

@@ -10,6 +10,7 @@
 // IDs are 64 hex digits, as Docker's; a unique prefix (at least 4 digits) designates one.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,11 +34,11 @@ struct ContainerRecord {
   nlohmann::json image_config;       ///< the image config's "config" object (Env, Cmd, ...)
   std::vector<std::string> last_command;  ///< argv of the last run, empty before the first
   std::optional<int> last_exit;           ///< exit status of the last run that ended
+  bool is_protected = false;              ///< `berth protect`: rm refuses it, even with -f
   std::string engine;                     ///< default engine (`berth setup --engine`); "" userns
   /// The host prefix absolute symlinks in the rootfs carry now: "" as unpacked, the rootfs
   /// path after a fakechroot run (see rewrite_symlinks() in runtime/engines.h).
   std::string link_prefix;
-  bool is_protected = false;              ///< `berth protect`: rm refuses it, even with -f
   bool running = false;                   ///< run.lock is held now (computed, not stored)
 
   /// The first 12 hex digits, as `docker ps` shows.
@@ -49,9 +50,11 @@ class ContainerStore {
   /// Opens (creating when missing) the container folders under `berth_home`.
   static Result<ContainerStore> open(const std::string& berth_home);
 
-  /// Unpacks `image` into a new container; `name` may be empty.
+  /// Unpacks `image` into a new container; `name` may be empty. A `command` replaces the
+  /// image's Cmd for this container, as `docker create IMAGE COMMAND...` does.
   Result<ContainerRecord> create(const Store& images, const ImageRecord& image,
-                                 const std::string& name);
+                                 const std::string& name,
+                                 const std::vector<std::string>& command = {});
   /// Every container, oldest first.
   Result<std::vector<ContainerRecord>> list() const;
   /// A container by name, full ID or unique ID prefix.
@@ -88,6 +91,12 @@ class ContainerStore {
 
  private:
   Result<ContainerRecord> load(const std::string& id) const;
+  /// Fails when `name` (may be empty) is invalid or held by a container.
+  Status check_name_free(const char* op, const std::string& name) const;
+  /// Makes container `c` under a temporary folder, its root filesystem by `fill`, then
+  /// renames it into place and names it.
+  Result<ContainerRecord> build(ContainerRecord c, const std::string& name,
+                                const std::function<Status(const std::string& rootfs)>& fill);
   Status save(const ContainerRecord& c) const;
   std::string root_;  ///< $BERTH_HOME
 };

@@ -106,9 +106,8 @@ bool is_under(const std::string& path, const std::string& dir) {
                          path[dir.size()] == '/');
 }
 
-/// Appends the spec's device edits: generated files go into Berth's run
-/// directory (a tmpfs that vanishes with the run) and are bound from there
-/// when their target lies elsewhere.
+}  // namespace
+
 Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan) {
   std::vector<MountEntry> out;
   std::vector<std::string> tmpfs_dirs;
@@ -118,6 +117,10 @@ Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan) {
     auto target = normalize_container_path(d.target);
     if (!target) return make_error("device edit", d.target, target.error().detail);
     if (*target == "/") return make_error("device edit", d.target, "cannot replace the container's root");
+    if (d.kind == DeviceEdit::Kind::kTmpfs && *target == kBerthRunDir) {
+      need_run_dir = true;  // mounted first, below, with the loader configuration in it
+      continue;
+    }
     MountEntry e;
     e.target = *target;
     e.required = d.required;
@@ -194,7 +197,6 @@ Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan) {
   return {};
 }
 
-}  // namespace
 
 Result<MountPlan> plan_mounts(const ContainerSpec& spec, const HostInfo& host) {
   MountPlan plan;
@@ -238,7 +240,6 @@ Result<MountPlan> plan_mounts(const ContainerSpec& spec, const HostInfo& host) {
     e.required = true;
     plan.entries.push_back(std::move(e));
   }
-  BERTH_CHECK(plan_device_edits(spec, plan));
   return plan;
 }
 

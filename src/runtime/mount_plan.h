@@ -75,8 +75,13 @@ inline constexpr const char* kBerthLdConf = "/usr/lib/berth/ld.so.conf";
 inline constexpr const char* kBerthLdCache = "/usr/lib/berth/ld.so.cache";
 
 /// Computes the mounts for `spec`: /proc, /dev, /sys, /tmp, resolv.conf and
-/// hosts from the default table, then the user volumes in order, then the
-/// device edits (after a tmpfs on kBerthRunDir when any edit needs it).
+/// hosts from the default table, then the user volumes in order.
 Result<MountPlan> plan_mounts(const ContainerSpec& spec, const HostInfo& host);
+
+/// Appends the spec's device edits to `plan` (the userns engine; fallback engines
+/// translate them their own way, see engines.h device_binds()): a tmpfs on
+/// kBerthRunDir first when any edit needs it, generated files written there
+/// and bound from there when their target lies elsewhere.
+Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan);
 
 }  // namespace berth

@@ -70,6 +70,7 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   // Plan everything while exceptions and allocation are still allowed.
   auto plan = plan_mounts(spec, probe_host(spec));
   if (!plan) return failed(std::move(plan).error());
+  if (auto st = plan_device_edits(spec, *plan); !st) return failed(std::move(st).error());
   {
     UniqueFd root(::open(spec.rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!root.valid()) return failed(sys_error("open", spec.rootfs));

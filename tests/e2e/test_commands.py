@@ -22,7 +22,10 @@ MOTD = b"imported by berth\n"
 
 
 def rootfs_entries(extra=None):
-    return imagelib.busybox_layer().entries + [imagelib.File("etc/motd", MOTD)] + (extra or [])
+    # /etc/shadow as CentOS ships it: mode 0000, which a rootless owner must still copy.
+    return imagelib.busybox_layer().entries + [imagelib.File("etc/motd", MOTD),
+                                               imagelib.File("etc/shadow", b"root:*::\n", 0)
+                                               ] + (extra or [])
 
 
 def write_bytes(berth, name: str, data: bytes) -> str:
@@ -375,6 +378,7 @@ def test_export_clone_rename(berth, imported):
     assert members["etc/motd"].isfile() and members["bin/sh"].issym()
     assert members["bin/sh"].linkname == "busybox"
     assert members["etc/motd"].uid == berth.identity.uid  # ownership as stored
+    assert members["etc/shadow"].mode == 0
     with tarfile.open(out) as tf:
         assert tf.extractfile("etc/motd").read() == MOTD
     with open(berth.path("stdout.tar"), "wb") as f:
@@ -394,6 +398,7 @@ def test_export_clone_rename(berth, imported):
     assert ps[copy_id]["names"] == ["copy"] and ps[copy_id]["image"] == ps[cid]["image"]
     with open(os.path.join(ps[copy_id]["rootfs"], "etc/motd"), "rb") as f:
         assert f.read() == MOTD
+    assert os.stat(os.path.join(ps[copy_id]["rootfs"], "etc/shadow")).st_mode & 0o7777 == 0
 
     berth("rename", "copy", "renamed")
     ps = {c["id"]: c for c in berth.json("ps", "--json")}
@@ -404,7 +409,8 @@ def test_export_clone_rename(berth, imported):
                    f"container {cid}\n")
     rc, _, err = berth("clone", "--name", "web", "renamed", check=False)
     assert err == (f"berth: error: clone web: the container name \"web\" is already in use by "
-                   f"container {cid}\n")
+                   f"container {cid}\nberth: hint: remove or rename that container, or choose "
+                   "another name\n")
     assert len(berth.json("ps", "--json")) == 2
     rc, _, err = berth("rename", "nope", "x", check=False)
     assert (rc, err) == (1, "berth: error: find container nope: no such container\n")
@@ -531,3 +537,9 @@ def test_options_before_image_command_after(berth, imported, identity):
     _, out, _ = berth("run", "--rm", imported, "/bin/sh", "-c", 'printf "%s," "$@"', "sh",
                       "-e", "--rm", "-w", "x")
     assert out == "-e,--rm,-w,x,"
+    # create as well: the command after the image is the container's own.
+    berth("create", "--name", "greeter", imported, "/bin/echo", "--name", "x")
+    assert berth("run", "greeter")[1] == "--name x\n"
+    rc, _, err = berth("create", "--bogus", imported, check=False)
+    assert (rc, err) == (125, "berth: error: create --bogus: unknown flag\n"
+                              "berth: hint: see 'berth create --help'\n")

@@ -185,6 +185,7 @@ TEST_F(ContainersTest, CloneCopiesRootfsUnderANewId) {
   ASSERT_EQ(::link((cs_->rootfs(c) + "/etc/changed").c_str(),
                    (cs_->rootfs(c) + "/etc/linked").c_str()), 0);
   ASSERT_EQ(::symlink("motd", (cs_->rootfs(c) + "/etc/motd.link").c_str()), 0);
+  ASSERT_TRUE(write_file_atomic(cs_->rootfs(c) + "/etc/shadow", "secret\n", 0).ok());
   auto copy = cs_->clone(c, "copy");
   ASSERT_TRUE(copy.ok()) << copy.error().message();
   EXPECT_NE(copy->id, c.id);
@@ -198,6 +199,11 @@ TEST_F(ContainersTest, CloneCopiesRootfsUnderANewId) {
   char target[16] = {};
   ASSERT_GT(::readlink((cs_->rootfs(*copy) + "/etc/motd.link").c_str(), target, sizeof target), 0);
   EXPECT_STREQ(target, "motd");
+  struct stat shadow;  // unreadable by its mode, copied all the same, mode kept
+  ASSERT_EQ(::stat((cs_->rootfs(*copy) + "/etc/shadow").c_str(), &shadow), 0);
+  EXPECT_EQ(shadow.st_mode & 07777, 0u);
+  ASSERT_EQ(::stat((cs_->rootfs(c) + "/etc/shadow").c_str(), &shadow), 0);
+  EXPECT_EQ(shadow.st_mode & 07777, 0u);
   EXPECT_EQ(cs_->list()->size(), 2u);
   EXPECT_EQ(cs_->clone(c, "web").error().detail,
             "the container name \"web\" is already in use by container " + c.id);

@@ -55,6 +55,7 @@ TEST(InjectGpuPlan, EditsInOrderAndLoaderThroughLdconfig) {
   inject_gpu_plan(sample_plan(), s);
   using K = DeviceEdit::Kind;
   std::vector<DeviceEdit> want = {
+      {K::kTmpfs, "", "/usr/lib/berth", false, true},
       {K::kBind, "/h/dev/nvidiactl", "/dev/nvidiactl", false},
       {K::kBind, "/h/dev/nvidia0", "/dev/nvidia0", false},
       {K::kBind, "/h/lib/libcuda.so.550.54.15", "/usr/lib/berth/nvidia/libcuda.so.550.54.15"},
@@ -151,6 +152,7 @@ TEST(Cdi, LoadApplyAndPrecedence) {
   EXPECT_EQ(s.env, (std::vector<std::string>{"COMMON=1", "WHICH=high", "LD_LIBRARY_PATH=/usr/lib64"}));
   using K = DeviceEdit::Kind;
   std::vector<DeviceEdit> want = {
+      {K::kTmpfs, "", "/usr/lib/berth", false, true},
       {K::kBind, d.path + "/host/node", "/dev/vd0", false},
       {K::kBind, d.path + "/host/data", "/etc/existing", true},
       {K::kBind, d.path + "/host/data", "/usr/lib/berth/host/opt/new", false},

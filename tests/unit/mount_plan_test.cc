@@ -192,6 +192,7 @@ TEST(MountPlan, DeviceEditsFollowVolumesWithARunDirectory) {
   ContainerSpec s = base();
   using K = DeviceEdit::Kind;
   s.device_edits = {
+      {K::kTmpfs, "", "/usr/lib/berth", false, true},  // folded into the run directory
       {K::kBind, "/drv/dev/nvidia0", "/dev/nvidia0", false},
       {K::kBind, "/drv/lib/libcuda.so.550", "/usr/lib/berth/nvidia/libcuda.so.550"},
       {K::kSymlink, "libcuda.so.550", "/usr/lib/berth/nvidia/libcuda.so.1"},
@@ -201,6 +202,7 @@ TEST(MountPlan, DeviceEditsFollowVolumesWithARunDirectory) {
   s.ld_library_dirs = {"/usr/lib/berth/nvidia"};
   auto p = plan_mounts(s, full_host());
   ASSERT_TRUE(p.ok()) << p.error().message();
+  ASSERT_TRUE(plan_device_edits(s, *p).ok());
   std::vector<std::string> all = summary(*p);
   std::vector<std::string> tail(all.end() - 8, all.end());
   EXPECT_EQ(tail, (std::vector<std::string>{
@@ -227,6 +229,7 @@ TEST(MountPlan, NoRunDirectoryWithoutNeed) {
   s.device_edits = {{DeviceEdit::Kind::kBind, "/dev/fuse", "/dev/fuse", false}};
   auto p = plan_mounts(s, full_host());
   ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(plan_device_edits(s, *p).ok());
   EXPECT_EQ(summary(*p).back(), "bind /dev/fuse");
   for (const auto& e : p->entries) EXPECT_NE(e.target, "/usr/lib/berth");
 }
@@ -234,13 +237,14 @@ TEST(MountPlan, NoRunDirectoryWithoutNeed) {
 TEST(MountPlan, BadDeviceEditsAreRefused) {
   ContainerSpec s = base();
   s.device_edits = {{DeviceEdit::Kind::kBind, "/x", "/usr/../etc/passwd"}};
-  auto p = plan_mounts(s, full_host());
-  ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.error().message(), "device edit /usr/../etc/passwd: container path must not contain \"..\"");
+  MountPlan p;
+  auto st = plan_device_edits(s, p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message(), "device edit /usr/../etc/passwd: container path must not contain \"..\"");
   s.device_edits = {{DeviceEdit::Kind::kBind, "relative/lib.so", "/lib.so"}};
-  p = plan_mounts(s, full_host());
-  ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.error().message(), "device edit relative/lib.so: host path must be absolute");
+  st = plan_device_edits(s, p);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().message(), "device edit relative/lib.so: host path must be absolute");
 }
 
 }  // namespace
