@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "cli/engine.h"
 #include "core/env.h"
 #include "core/fs.h"
 
@@ -29,6 +30,7 @@ nlohmann::json container_json(const ContainerStore& cs, const ContainerRecord& c
                       {"status", c.running ? "running" : c.last_exit ? "exited" : "created"},
                       {"command", c.last_command},
                       {"rootfs", cs.rootfs(c)},
+                      {"engine", c.engine.empty() ? kDefaultEngine : c.engine},
                       {"config", c.image_config},
                       {"protected", c.is_protected}};
   j["exit_code"] = c.last_exit ? nlohmann::json(*c.last_exit) : nlohmann::json(nullptr);

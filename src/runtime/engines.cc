@@ -319,6 +319,12 @@ Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std:
   int files = 0;
   for (const DeviceEdit& d : spec.device_edits) {
     std::string target = BERTH_TRY(normalize_container_path(d.target));
+    // runc refuses mounts inside /proc (but for a fixed few): the optional /proc/driver/nvidia
+    // narrowing is left out there, as it is on a host without the driver's /proc entries.
+    if (engine == "oci" && !d.required && (target == "/proc" || target.starts_with("/proc/"))) {
+      log::debug("oci engine: {} left out (runc mounts nothing inside /proc)", target);
+      continue;
+    }
     switch (d.kind) {
       case DeviceEdit::Kind::kBind:
         if (!path_exists(d.source)) {
@@ -347,7 +353,12 @@ Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std:
             out.push_back({bound->host, target, bound->read_only});
             break;
           }
-          if (!d.required) continue;  // optional: the container goes without it
+          if (!d.required) {
+            // An optional convenience (a binary's link in /usr/bin): this engine cannot write
+            // it without changing the image, so it goes without.
+            log::debug("{} engine: {} left out", engine, target);
+            continue;
+          }
         }
         if (host.empty())
           return make_error("device", target,
@@ -377,13 +388,6 @@ Status prepare_rootfs(const ContainerSpec& spec, bool identity) {
     return sys_error("create working directory", spec.cwd);
   if (identity) return ensure_identity(root.get(), spec).with_context("set up /etc/passwd");
   return {};
-}
-
-ContainerSpec without_device_edits(const ContainerSpec& spec) {
-  ContainerSpec s = spec;
-  s.device_edits.clear();
-  s.ld_library_dirs.clear();
-  return s;
 }
 
 std::vector<std::string> env_with_library_dirs(const ContainerSpec& spec) {

@@ -126,11 +126,6 @@ Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std:
 /// user's entries (as the userns engine does).
 Status prepare_rootfs(const ContainerSpec& spec, bool identity);
 
-/// `spec` without its device edits and library dirs: what fallback engines hand plan_mounts(),
-/// whose plan for those (a tmpfs, ldconfig's files) only the userns engine can apply; they use
-/// device_binds() and env_with_library_dirs() instead.
-ContainerSpec without_device_edits(const ContainerSpec& spec);
-
 /// spec.env with spec.ld_library_dirs put in front of LD_LIBRARY_PATH (fallback engines do not
 /// regenerate the loader cache).
 std::vector<std::string> env_with_library_dirs(const ContainerSpec& spec);

@@ -122,9 +122,8 @@ Result<nlohmann::json> oci_config(const ContainerSpec& spec, uid_t host_uid, gid
         mounts.push_back(bind_mount(e.source, e.target, e.kind == MountKind::kRbind, e.read_only));
         break;
       case MountKind::kSymlink:
+      case MountKind::kWriteFile:  // only device edits make these; device_binds() covers them
         break;  // runc makes /dev/fd, /dev/stdin, ... and /dev/ptmx
-      case MountKind::kWriteFile:
-        break;  // device edits only, planned by device_binds() instead
     }
   }
   for (const HostBind& b : extra) mounts.push_back(bind_mount(b.host, b.container, true, b.read_only));
@@ -155,7 +154,7 @@ RunOutcome run_oci(const EngineRun& run) {
     runtime = find_tool("crun", nullptr, "crun");
     if (!runtime) return failed(find_tool("runc", "BERTH_RUNC", "runc").error());
   }
-  auto plan = plan_mounts(without_device_edits(spec), probe_host(spec));
+  auto plan = plan_mounts(spec, probe_host(spec));
   if (!plan) return failed(std::move(plan).error());
   if (auto st = prepare_rootfs(spec, true); !st) return failed(std::move(st).error());
   auto state = state_root();
@@ -164,15 +163,7 @@ RunOutcome run_oci(const EngineRun& run) {
   std::string bundle = path_join(run.work_dir, "oci-" + run.run_name);
   auto cleanup = [&bundle] { (void)remove_tree(bundle); };  // best effort: a leftover is harmless
   if (auto st = make_dirs(bundle, 0700); !st) return failed(std::move(st).error());
-  // runc refuses mount points inside /proc; what the device layers put there (the GPU mask of
-  // /proc/driver/nvidia/gpus) is optional, so the container goes without it.
-  ContainerSpec devices = spec;
-  std::erase_if(devices.device_edits, [](const DeviceEdit& d) {
-    if (!d.target.starts_with("/proc/")) return false;
-    log::debug("oci: {} left out: runc does not mount inside /proc", d.target);
-    return true;
-  });
-  auto extra = device_binds(devices, path_join(bundle, "scratch"), "oci", true);
+  auto extra = device_binds(spec, path_join(bundle, "scratch"), "oci", true);
   if (!extra) {
     cleanup();
     return failed(std::move(extra).error());

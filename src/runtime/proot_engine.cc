@@ -41,9 +41,8 @@ std::vector<std::string> proot_argv(const ContainerSpec& spec, const std::string
         if (e.target == "/proc" || e.target == "/dev") bind(e.target, e.target);
         break;
       case MountKind::kSymlink:
+      case MountKind::kWriteFile:  // only device edits make these; device_binds() covers them
         break;  // under the host's /dev already
-      case MountKind::kWriteFile:
-        break;  // device edits only, planned by device_binds() instead
     }
   }
   for (const HostBind& b : extra) bind(b.host, b.container);
@@ -58,7 +57,7 @@ RunOutcome run_proot(const EngineRun& run) {
   auto proot = find_tool("proot", "BERTH_PROOT", "proot");
   if (!proot) return failed(std::move(proot).error());
   if (auto st = refuse_unsupported(spec, "proot"); !st) return failed(std::move(st).error());
-  auto plan = plan_mounts(without_device_edits(spec), probe_host(spec));
+  auto plan = plan_mounts(spec, probe_host(spec));
   if (!plan) return failed(std::move(plan).error());
   if (auto st = prepare_rootfs(spec, true); !st) return failed(std::move(st).error());
   std::string scratch = path_join(run.work_dir, "proot-" + run.run_name);
