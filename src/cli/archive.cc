@@ -48,7 +48,8 @@ Status write_output(const std::string& path, const std::string& op,
   }
   std::string tmp = path + ".berth-tmp-" + std::to_string(::getpid());
   Status st = [&]() -> Status {
-    UniqueFd fd = BERTH_TRY(open_file(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644));
+    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd.valid()) return sys_error("create", path);  // the user's name, not the temporary
     BERTH_CHECK(write(fd.get(), path));
     if (::fsync(fd.get()) != 0) return sys_error("fsync", tmp);
     if (::rename(tmp.c_str(), path.c_str()) != 0) return sys_error("rename", tmp + " -> " + path);

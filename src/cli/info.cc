@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <memory>
 #include <set>
-#include <sstream>
 
 #include "cli/context.h"
 #include "core/env.h"
@@ -15,44 +14,45 @@
 #include "core/progress.h"
 #include "image/platform.h"
 #include "runtime/container_spec.h"
+#include "runtime/engines.h"
 
 namespace berth::cli {
 namespace {
 
-/// The engines `info` looks for: an executable on PATH, or a library in known folders.
-struct EngineProbe {
+/// The tools the fallback engines use, as `info` lists them: an executable found as the
+/// engines find it (runtime/engines.h), or a library in known folders.
+struct ToolProbe {
   const char* name;
   const char* file;                  ///< executable or library file name
-  std::vector<const char*> folders;  ///< library folders; empty: search PATH
+  const char* env_var;               ///< the variable that points the engine at it, or null
+  std::vector<const char*> folders;  ///< library folders; empty: an executable
 };
 
-const std::vector<EngineProbe>& engine_table() {
-  static const std::vector<EngineProbe> table = {
-      {"proot", "proot", {}},
-      {"runc", "runc", {}},
-      {"crun", "crun", {}},
+const std::vector<ToolProbe>& tool_table() {
+  static const std::vector<ToolProbe> table = {
+      {"proot", "proot", "BERTH_PROOT", {}},
+      {"runc", "runc", "BERTH_RUNC", {}},
+      {"crun", "crun", nullptr, {}},
       {"fakechroot",
        "libfakechroot.so",
+       nullptr,
        {"/usr/lib/x86_64-linux-gnu/fakechroot", "/usr/lib/aarch64-linux-gnu/fakechroot",
         "/usr/lib/powerpc64le-linux-gnu/fakechroot", "/usr/lib64/fakechroot",
         "/usr/lib/fakechroot"}},
-      {"apptainer", "apptainer", {}},
-      {"singularity", "singularity", {}},
+      {"apptainer", "apptainer", nullptr, {}},
+      {"singularity", "singularity", nullptr, {}},
   };
   return table;
 }
 
-/// Where an engine is, or "" when it is not here.
-std::string find_engine(const EngineProbe& e) {
-  if (!e.folders.empty()) {
-    for (const char* dir : e.folders)
-      if (std::string p = path_join(dir, e.file); ::access(p.c_str(), R_OK) == 0) return p;
-    return "";
+/// Where a tool is, or "" when it is not here.
+std::string find(const ToolProbe& t) {
+  if (t.folders.empty()) {
+    auto path = find_tool(t.file, t.env_var, t.name);
+    return path.ok() ? *path : "";
   }
-  std::stringstream path(env_or("PATH", "/usr/local/bin:/usr/bin:/bin"));
-  for (std::string dir; std::getline(path, dir, ':');)
-    if (std::string p = path_join(dir.empty() ? "." : dir, e.file); ::access(p.c_str(), X_OK) == 0)
-      return p;
+  for (const char* dir : t.folders)
+    if (std::string p = path_join(dir, t.file); ::access(p.c_str(), R_OK) == 0) return p;
   return "";
 }
 
@@ -125,10 +125,13 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
     Status userns = probe_user_namespaces();
     nlohmann::json engines = nlohmann::json::array();
     engines.push_back({{"name", "userns"}, {"found", userns.ok()}, {"path", "(built in)"}});
-    for (const EngineProbe& e : engine_table()) {
-      std::string where = find_engine(e);
-      engines.push_back({{"name", e.name}, {"found", !where.empty()}, {"path", where}});
+    for (const ToolProbe& t : tool_table()) {
+      std::string where = find(t);
+      engines.push_back({{"name", t.name}, {"found", !where.empty()}, {"path", where}});
     }
+    std::vector<std::string> usable;  // what `run --engine` can use here
+    for (const Engine& e : engine_table())
+      if (e.available().ok()) usable.push_back(e.name);
     nlohmann::json j = {{"version", BERTH_VERSION},
                         {"store", store.root()},
                         {"store_bytes", usage},
@@ -137,7 +140,8 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
                         {"kernel", kernel_release()},
                         {"platform", host_platform().str()},
                         {"user_namespaces", userns.ok()},
-                        {"engines", engines}};
+                        {"engines", engines},
+                        {"engines_available", usable}};
     if (!userns.ok()) j["user_namespaces_error"] = userns.error().message();
     if (*json) {
       print_json(j);
@@ -158,6 +162,9 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
       rows.push_back({"  " + e["name"].get<std::string>(), e["found"].get<bool>() ? "yes" : "no",
                       e["path"].get<std::string>()});
     print_table(rows);
+    std::string list;
+    for (const std::string& n : usable) list += (list.empty() ? "" : ", ") + n;
+    std::printf("Engines available: %s\n", list.empty() ? "none" : list.c_str());
     return {};
   };
 }

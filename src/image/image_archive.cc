@@ -28,6 +28,32 @@ std::string blob_name(std::string_view digest) {
   return "blobs/sha256/" + std::string(digest_hex(digest));
 }
 
+/// The archive name a symlink entry `name` pointing at `target` designates, ".." resolved
+/// lexically; "" when it leaves the archive.
+std::string resolve_link(const std::string& name, const std::string& target) {
+  std::vector<std::string> parts;
+  std::string path =
+      target.starts_with("/") ? target : name.substr(0, name.rfind('/') + 1) + target;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    std::string comp = path.substr(i, j - i);
+    i = j + 1;
+    if (comp.empty() || comp == ".") continue;
+    if (comp != "..") {
+      parts.push_back(comp);
+    } else if (parts.empty()) {
+      return "";
+    } else {
+      parts.pop_back();
+    }
+  }
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "/") + p;
+  return out;
+}
+
 /// The archive's files, staged, by normalised name; links resolved to their targets.
 class ArchiveFiles {
  public:
@@ -77,13 +103,10 @@ Status ArchiveFiles::read(int fd) {
     if (hardlink) {
       std::string target;
       if (normalize_entry_name(hardlink, target) == EntryName::kPath) links_[name] = target;
-    } else if (type == AE_IFLNK) {
+    } else if (type == AE_IFLNK && a.entry_symlink(e) != nullptr) {
       // docker save links a layer seen twice to its first copy: "../<id>/layer.tar".
-      std::string dir = name.substr(0, name.rfind('/') == std::string::npos ? 0 : name.rfind('/'));
-      std::string target;
-      if (normalize_entry_name(path_join(dir.empty() ? "." : dir, a.entry_symlink(e)), target) ==
-          EntryName::kPath)
-        links_[name] = target;
+      std::string target = resolve_link(name, a.entry_symlink(e));
+      if (!target.empty()) links_[name] = target;
     } else if (type == AE_IFREG) {
       StagedWriter w = BERTH_TRY(staging_.begin());
       for (;;) {

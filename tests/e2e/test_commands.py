@@ -335,6 +335,27 @@ def test_load_refuses_bad_archives(berth, imported):
     assert berth("load", "-i", good)[1] == "Loaded image: example.org/x/app:1\n"
 
 
+def test_load_docker_save_with_a_linked_layer(berth):
+    """Legacy `docker save` stores a layer two images share once and links the other copy."""
+    layer = imagelib.tar_bytes(rootfs_entries())
+    entries = [imagelib.File("aaa/layer.tar", layer),
+               imagelib.Symlink("bbb/layer.tar", "../aaa/layer.tar")]
+    manifest = []
+    for tag, layer_path in (("one:1", "aaa/layer.tar"), ("two:1", "bbb/layer.tar")):
+        cfg = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Cmd": [tag]},
+                          "rootfs": {"type": "layers",
+                                     "diff_ids": [imagelib.digest_of(layer)]}}).encode()
+        name = imagelib.digest_of(cfg).split(":")[1] + ".json"
+        entries.append(imagelib.File(name, cfg))
+        manifest.append({"Config": name, "RepoTags": [tag], "Layers": [layer_path]})
+    entries.append(imagelib.File("manifest.json", json.dumps(manifest).encode()))
+    path = write_bytes(berth, "legacy.tar", imagelib.tar_bytes(entries))
+    assert berth("load", "-i", path)[1] == "Loaded image: one:1\nLoaded image: two:1\n"
+    images = berth.json("images", "--json")
+    assert [i["layers"] for i in images] == [[imagelib.digest_of(layer)]] * 2
+    berth("verify", "two:1")
+
+
 def test_interrupted_load_leaves_nothing_visible(berth, imported):
     image = imagelib.make_image([imagelib.busybox_layer(),
                                  imagelib.Layer([imagelib.File("big", os.urandom(4 << 20))],
@@ -386,6 +407,9 @@ def test_export_clone_rename(berth, imported):
     assert set(tar_members(berth.path("stdout.tar"))) == set(members)
     rc, _, err = berth("export", "nope", check=False)
     assert (rc, err) == (1, "berth: error: find container nope: no such container\n")
+    bad = berth.path("no-such-dir", "web.tar")
+    rc, _, err = berth("export", "-o", bad, "web", check=False)
+    assert (rc, err) == (1, f"berth: error: create {bad}: No such file or directory\n")
 
     # An export imports again.
     berth("import", out, "local/again:1")
@@ -519,7 +543,10 @@ def test_info(berth, imported, identity):
         found = any(os.access(os.path.join(d, name), os.X_OK)
                     for d in berth.env["PATH"].split(":"))
         assert engines[name]["found"] == found, name
+    assert ("userns" in info["engines_available"]) == info["user_namespaces"]
+    assert ("proot" in info["engines_available"]) == engines["proot"]["found"]
     _, out, _ = berth("info")
+    assert "Engines available: " in out
     assert "Store:" in out and berth.berth_home in out and "Engines:" in out
     assert re.search(r"^\s+proot\s+(yes|no)", out, re.M)
 

@@ -380,20 +380,3 @@ devices:
                      "/probe", "true", env=env, check=False)
     assert rc == 125 and "no CDI spec for nosuch.org/thing found" in err.splitlines()[0]
 
-
-@pytest.mark.parametrize("engine", ["oci", "proot"])
-def test_gpus_through_fallback_engines(berth, host, pulled, engine):
-    """The same device edits, placed by a fallback engine: the driver through LD_LIBRARY_PATH."""
-    tool = {"oci": "runc", "proot": "proot"}[engine]
-    if shutil.which(tool) is None:
-        pytest.skip(f"{engine}: {tool} is not installed")
-    _, out, _ = run(berth, host, "--engine", engine, "--gpus", "device=1", pulled["plain"],
-                    "gpucheck", "libcuda.so.1")
-    assert kv(out)["cuda_driver_version"] == "12040"
-    _, out, _ = run(berth, host, "--engine", engine, "--gpus", "device=1", pulled["plain"],
-                    "/bin/sh", "-c", "for d in nvidia0 nvidia1 nvidiactl; do "
-                    "test -e /dev/$d && echo node=$d; done; true")
-    nodes = {line[5:] for line in out.splitlines() if line.startswith("node=")}
-    assert {"nvidia1", "nvidiactl"} <= nodes
-    if engine == "oci":  # proot shows the host's whole /dev (here without NVIDIA nodes)
-        assert "nvidia0" not in nodes
