@@ -319,8 +319,8 @@ Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std:
   int files = 0;
   for (const DeviceEdit& d : spec.device_edits) {
     std::string target = BERTH_TRY(normalize_container_path(d.target));
-    // runc refuses mounts inside /proc (but for a fixed few): the optional /proc/driver/nvidia
-    // narrowing is left out there, as it is on a host without the driver's /proc entries.
+    // runc refuses mount points inside /proc: the optional /proc/driver/nvidia narrowing is left
+    // out there, as it is on a host without the driver's /proc entries.
     if (engine == "oci" && !d.required && (target == "/proc" || target.starts_with("/proc/"))) {
       log::debug("oci engine: {} left out (runc mounts nothing inside /proc)", target);
       continue;

@@ -122,8 +122,9 @@ Result<nlohmann::json> oci_config(const ContainerSpec& spec, uid_t host_uid, gid
         mounts.push_back(bind_mount(e.source, e.target, e.kind == MountKind::kRbind, e.read_only));
         break;
       case MountKind::kSymlink:
-      case MountKind::kWriteFile:  // only device edits make these; device_binds() covers them
         break;  // runc makes /dev/fd, /dev/stdin, ... and /dev/ptmx
+      case MountKind::kWriteFile:
+        break;  // device edits only (plan_device_edits()); device_binds() covers them here
     }
   }
   for (const HostBind& b : extra) mounts.push_back(bind_mount(b.host, b.container, true, b.read_only));

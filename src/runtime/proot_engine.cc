@@ -41,8 +41,9 @@ std::vector<std::string> proot_argv(const ContainerSpec& spec, const std::string
         if (e.target == "/proc" || e.target == "/dev") bind(e.target, e.target);
         break;
       case MountKind::kSymlink:
-      case MountKind::kWriteFile:  // only device edits make these; device_binds() covers them
         break;  // under the host's /dev already
+      case MountKind::kWriteFile:
+        break;  // device edits only (plan_device_edits()); device_binds() covers them here
     }
   }
   for (const HostBind& b : extra) bind(b.host, b.container);

@@ -210,6 +210,18 @@ TEST(DeviceBinds, ALinkToAStagedBindBecomesABind) {
   EXPECT_EQ(*binds, want);
 }
 
+TEST(DeviceBinds, OciLeavesOutOptionalEditsInsideProc) {
+  ContainerSpec s = base();
+  s.device_edits = {{DeviceEdit::Kind::kTmpfs, "", "/proc/driver/nvidia/gpus", true, true, false},
+                    {DeviceEdit::Kind::kBind, "/", "/proc/driver/nvidia/gpus/0", true, true, false}};
+  auto oci = device_binds(s, "/s", "oci", false);
+  ASSERT_TRUE(oci);
+  EXPECT_TRUE(oci->empty());
+  auto proot = device_binds(s, "/s", "proot", false);
+  ASSERT_TRUE(proot);
+  EXPECT_EQ(proot->size(), 2u);
+}
+
 TEST(DeviceBinds, ALinkOutsideATmpfsIsRefused) {
   ContainerSpec s = base();
   s.device_edits = {{DeviceEdit::Kind::kSymlink, "x", "/usr/lib/libcuda.so", true, false, true}};
