@@ -12,6 +12,7 @@
 #include "devices/gpu_select.h"
 #include "devices/inject.h"
 #include "devices/yaml.h"
+#include "runtime/engines.h"
 #include "runtime/root_path.h"
 
 namespace berth {
@@ -90,18 +91,6 @@ namespace {
 
 bool has_suffix(const std::string& s, const char* suffix) { return s.ends_with(suffix); }
 
-std::vector<std::string> split_colon(const std::string& s) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i <= s.size()) {
-    size_t j = s.find(':', i);
-    if (j == std::string::npos) j = s.size();
-    if (j > i) out.push_back(s.substr(i, j - i));
-    i = j + 1;
-  }
-  return out;
-}
-
 /// Whether `path` exists in the container's root (not following links out of it).
 bool exists_in_root(const std::string& rootfs, const std::string& path) {
   UniqueFd root(::open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
@@ -159,10 +148,7 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
       } else {
         // Nothing there in the image: bound in the run tmpfs and linked, so the run leaves no
         // empty mount point behind.
-        ensure_run_dir(spec);
-        std::string staged = std::string(kBerthRunDir) + "/host" + ctr;
-        spec.device_edits.push_back({Kind::kBind, host, staged, ro, is_dir, true});
-        spec.device_edits.push_back({Kind::kSymlink, staged, ctr, true, false, false});
+        stage_and_link(host, ctr, ro, is_dir, spec);
       }
     }
     for (const auto& h : edits.value("hooks", nlohmann::json::array())) {
@@ -194,7 +180,11 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
 }  // namespace
 
 std::vector<std::string> cdi_spec_dirs(const std::vector<std::string>& env, const std::string& home) {
-  if (auto dirs = env_lookup(env, "BERTH_CDI_SPEC_DIRS")) return split_colon(*dirs);
+  if (auto dirs = env_lookup(env, "BERTH_CDI_SPEC_DIRS")) {
+    std::vector<std::string> out = split_path(*dirs);
+    std::erase(out, "");
+    return out;
+  }
   std::string user = env_lookup(env, "XDG_CONFIG_HOME").value_or("");
   if (user.empty()) user = home.empty() ? "" : home + "/.config";
   std::vector<std::string> out = {"/etc/cdi", "/var/run/cdi"};

@@ -15,30 +15,12 @@ namespace {
 
 using Kind = DeviceEdit::Kind;
 
-DeviceEdit bind(const std::string& host, const std::string& target, bool read_only, bool is_dir,
+DeviceEdit host_bind(const std::string& host, const std::string& target, bool read_only, bool is_dir,
                 bool required = true) {
   return DeviceEdit{Kind::kBind, host, target, read_only, is_dir, required};
 }
 
-/// Binds `host` into the run tmpfs at the same relative place and links `path` to it, so that
-/// nothing but a link is left in the image's tree once the run is over.
-void bind_and_link(const GpuBind& b, std::vector<DeviceEdit>& out) {
-  std::string staged = std::string(kBerthRunDir) + "/host" + b.container;
-  out.push_back(bind(b.host, staged, b.read_only, b.is_dir));
-  out.push_back(DeviceEdit{Kind::kSymlink, staged, b.container, true, false, false});
-}
-
 }  // namespace
-
-void set_env(std::vector<std::string>& env, const std::string& kv) {
-  std::string key = kv.substr(0, kv.find('=') + 1);
-  for (std::string& e : env)
-    if (e.compare(0, key.size(), key) == 0) {
-      e = kv;
-      return;
-    }
-  env.push_back(kv);
-}
 
 void ensure_run_dir(ContainerSpec& spec) {
   for (const DeviceEdit& d : spec.device_edits)
@@ -47,21 +29,29 @@ void ensure_run_dir(ContainerSpec& spec) {
                            DeviceEdit{Kind::kTmpfs, "", kBerthRunDir, false, true, true});
 }
 
+void stage_and_link(const std::string& host, const std::string& container, bool read_only,
+                    bool is_dir, ContainerSpec& spec) {
+  ensure_run_dir(spec);
+  std::string staged = std::string(kBerthRunDir) + "/host" + container;
+  spec.device_edits.push_back(host_bind(host, staged, read_only, is_dir));
+  spec.device_edits.push_back(DeviceEdit{Kind::kSymlink, staged, container, true, false, false});
+}
+
 void inject_gpu_plan(const GpuPlan& plan, ContainerSpec& spec) {
   if (!plan.inject) return;
   ensure_run_dir(spec);
   auto& out = spec.device_edits;
   // /dev is the container's own tmpfs (or the host's, with --host-dev): nodes leave nothing.
-  for (const DeviceNode& n : plan.devices) out.push_back(bind(n.host_path, n.path, false, false));
-  for (const GpuBind& b : plan.libraries) out.push_back(bind(b.host, b.container, true, false));
+  for (const DeviceNode& n : plan.devices) out.push_back(host_bind(n.host_path, n.path, false, false));
+  for (const GpuBind& b : plan.libraries) out.push_back(host_bind(b.host, b.container, true, false));
   for (const GpuLink& l : plan.links) out.push_back(DeviceEdit{Kind::kSymlink, l.target, l.path});
-  for (const GpuBind& b : plan.binaries) bind_and_link(b, out);
-  for (const GpuBind& b : plan.files) bind_and_link(b, out);
+  for (const auto* group : {&plan.binaries, &plan.files})
+    for (const GpuBind& b : *group) stage_and_link(b.host, b.container, b.read_only, b.is_dir, spec);
   // /proc/driver/nvidia exists only where the driver is loaded (not on a fabricated host):
   // those edits are optional.
   if (!plan.proc_mask.empty()) {
     out.push_back(DeviceEdit{Kind::kTmpfs, "", plan.proc_mask, true, true, false});
-    for (const GpuBind& b : plan.proc_gpus) out.push_back(bind(b.host, b.container, true, true, false));
+    for (const GpuBind& b : plan.proc_gpus) out.push_back(host_bind(b.host, b.container, true, true, false));
   }
   for (const GpuFile& g : plan.generated)
     out.push_back(DeviceEdit{Kind::kFile, g.content, g.container, true, false, false});
@@ -76,9 +66,7 @@ void add_library_dirs(const std::vector<std::string>& dirs, ContainerSpec& spec)
     spec.ld_library_dirs.insert(spec.ld_library_dirs.end(), dirs.begin(), dirs.end());
     return;
   }
-  std::string path;
-  for (const auto& e : spec.env)
-    if (e.starts_with("LD_LIBRARY_PATH=")) path = e.substr(16);
+  std::string path = env_lookup(spec.env, "LD_LIBRARY_PATH").value_or("");
   for (const auto& d : dirs) path += (path.empty() ? "" : ":") + d;
   set_env(spec.env, "LD_LIBRARY_PATH=" + path);
 }

@@ -9,12 +9,10 @@
 #include <vector>
 
 #include "devices/gpu_plan.h"
+#include "runtime/container_config.h"
 #include "runtime/container_spec.h"
 
 namespace berth {
-
-/// Sets "K=V" in `env`, replacing an existing K (keeping its position).
-void set_env(std::vector<std::string>& env, const std::string& kv);
 
 /// Adds a GPU plan to `spec`: device nodes bound at their paths; libraries
 /// bound into kGpuLibDir (inside Berth's run tmpfs) with their links;
@@ -26,6 +24,12 @@ void inject_gpu_plan(const GpuPlan& plan, ContainerSpec& spec);
 /// Puts a kTmpfs edit on kBerthRunDir first in spec.device_edits (once): what other edits
 /// stage into it, every engine can then place.
 void ensure_run_dir(ContainerSpec& spec);
+
+/// Binds host path `host` into the run tmpfs (kBerthRunDir/host<container>) and links
+/// `container` to it (an optional link: an image file already there is kept), so that nothing
+/// but a link is left in the image's tree once the run is over.
+void stage_and_link(const std::string& host, const std::string& container, bool read_only,
+                    bool is_dir, ContainerSpec& spec);
 
 /// Makes the container's loader search `dirs`: through ld_library_dirs (the image's ldconfig,
 /// run by the engine) when the image under spec.rootfs has one, else by appending them to

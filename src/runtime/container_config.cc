@@ -38,16 +38,6 @@ std::optional<std::string> host_value(const std::vector<std::string>& host_env,
   return std::nullopt;
 }
 
-/// Sets or replaces K=V in env, keeping first-seen order.
-void set_env(std::vector<std::string>& env, std::string kv) {
-  std::string_view key = env_key(kv);
-  for (std::string& e : env)
-    if (env_key(e) == key) {
-      e = std::move(kv);
-      return;
-    }
-  env.push_back(std::move(kv));
-}
 
 Result<std::vector<std::string>> string_list(const nlohmann::json& config, const char* key) {
   auto it = config.find(key);
@@ -227,6 +217,16 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   spec.pid_namespace = opts.pid_namespace;
   spec.host_dev = opts.host_dev;
   return spec;
+}
+
+void set_env(std::vector<std::string>& env, std::string kv) {
+  std::string_view key = env_key(kv);
+  for (std::string& e : env)
+    if (env_key(e) == key) {
+      e = std::move(kv);
+      return;
+    }
+  env.push_back(std::move(kv));
 }
 
 }  // namespace berth
