@@ -13,10 +13,10 @@
 #include "cli/container_target.h"
 #include "cli/context.h"
 #include "cli/engine.h"
-#include "cli/run_devices.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "devices/run_devices.h"
 #include "runtime/container_config.h"
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
@@ -74,6 +74,25 @@ bool is_directory_argument(const std::string& what) {
          what == "..";
 }
 
+/// The spec a run executes, for a container and a directory alike: the root's /etc/passwd and
+/// /etc/group read inside it, the image config and the options merged, the devices asked for
+/// added.
+Result<ContainerSpec> prepare_spec(const nlohmann::json& image_config, const std::string& rootfs,
+                                   const RunOptions& opts, const HostContext& host) {
+  std::string passwd = BERTH_TRY(read_in_root(rootfs, "/etc/passwd"));
+  std::string group = BERTH_TRY(read_in_root(rootfs, "/etc/group"));
+  ContainerSpec spec = BERTH_TRY(build_spec(image_config, rootfs, opts, host, passwd, group));
+  BERTH_CHECK(add_run_devices(opts, host, spec));
+  return spec;
+}
+
+/// The run's status becomes berth's; an error from Berth or exec is the one line to print.
+Status finish(const RunOutcome& outcome) {
+  set_exit_status(outcome.exit_code);
+  if (outcome.error) return *outcome.error;
+  return {};
+}
+
 /// `berth run DIR CMD`: runs a root filesystem directory in place, as ch-run and Apptainer's
 /// sandboxes do (shared, read-mostly trees on a cluster file system). No container record, no
 /// image config: the command must be given; changes land in the directory itself.
@@ -87,16 +106,8 @@ Status run_directory(const RunOptions& opts, const std::string& name, bool remov
   if (::realpath(dir.c_str(), real) == nullptr) return sys_error("run", dir);
   struct stat st;
   if (::stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) return make_error("run", dir, "not a directory");
-  std::string rootfs = real;
-  std::string passwd = BERTH_TRY(read_in_root(rootfs, "/etc/passwd"));
-  std::string group = BERTH_TRY(read_in_root(rootfs, "/etc/group"));
-  ContainerSpec spec =
-      BERTH_TRY(build_spec(nlohmann::json::object(), rootfs, opts, host, passwd, group));
-  BERTH_CHECK(add_run_devices(opts, host, spec));
-  RunOutcome outcome = run_userns(spec);
-  set_exit_status(outcome.exit_code);
-  if (outcome.error) return *outcome.error;
-  return {};
+  ContainerSpec spec = BERTH_TRY(prepare_spec(nlohmann::json::object(), real, opts, host));
+  return finish(run_userns(spec));
 }
 
 Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, bool remove,
@@ -135,20 +146,10 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     if (auto st = cs.remove(c, true); !st.ok())
       log::warn("{}", st.error().message());  // the run's own status matters more
   };
-  auto passwd = read_in_root(rootfs, "/etc/passwd");
-  auto group = read_in_root(rootfs, "/etc/group");
-  if (!passwd.ok() || !group.ok()) {
-    cleanup();
-    return !passwd.ok() ? std::move(passwd).error() : std::move(group).error();
-  }
-  auto spec = build_spec(c.image_config, rootfs, opts, host, *passwd, *group);
+  auto spec = prepare_spec(c.image_config, rootfs, opts, host);
   if (!spec.ok()) {
     cleanup();
     return std::move(spec).error();
-  }
-  if (auto st = add_run_devices(opts, host, *spec); !st.ok()) {
-    cleanup();
-    return std::move(st).error();
   }
   auto ran = run_with_engine(cs, c, *spec, engine);
   if (!ran.ok()) {
@@ -163,9 +164,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
       log::warn("{}", st.error().message());
   }
   cleanup();
-  set_exit_status(outcome.exit_code);
-  if (outcome.error) return *outcome.error;
-  return {};
+  return finish(outcome);
 }
 
 }  // namespace
