@@ -9,6 +9,7 @@
 #include "cli/context.h"
 #include "core/log.h"
 #include "runtime/engines.h"
+#include "runtime/fakechroot_engine.h"
 
 namespace berth::cli {
 

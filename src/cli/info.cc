@@ -15,12 +15,13 @@
 #include "image/platform.h"
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
+#include "runtime/tool.h"
 
 namespace berth::cli {
 namespace {
 
 /// The tools the fallback engines use, as `info` lists them: an executable found as the
-/// engines find it (runtime/engines.h), or a library in known folders.
+/// engines find it (runtime/tool.h), or a library in known folders.
 struct ToolProbe {
   const char* name;
   const char* file;                  ///< executable or library file name

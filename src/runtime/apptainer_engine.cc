@@ -1,9 +1,12 @@
 // The apptainer engine: hands the rootfs folder (a sandbox, in Apptainer's words) to Apptainer or
 // SingularityCE when one is installed. Debian 12 packages neither, so this is not tested here;
 // the command line is built from the spec by apptainer_argv() and unit-tested.
+#include "runtime/apptainer_engine.h"
+
 #include <unistd.h>
 
-#include "runtime/engines.h"
+#include "runtime/spawn.h"
+#include "runtime/tool.h"
 
 extern char** environ;
 

@@ -5,6 +5,8 @@
 // the host: absolute links in the rootfs must name host paths (rewrite_symlinks(), done by the
 // caller and recorded with the container). Volumes are links to the host path, excluded from
 // translation, removed after the run.
+#include "runtime/fakechroot_engine.h"
+
 #include <elf.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -17,8 +19,11 @@
 
 #include "core/env.h"
 #include "core/fs.h"
-#include "runtime/engines.h"
+#include "runtime/fallback.h"
+#include "runtime/mount_plan.h"
 #include "runtime/root_path.h"
+#include "runtime/spawn.h"
+#include "runtime/tool.h"
 
 namespace berth {
 namespace {

@@ -2,6 +2,8 @@
 // crun when runc is missing. Rootless: a user namespace mapping container root to the caller,
 // no cgroups (rootless runc skips them when no cgroupsPath is given), state under a per-user
 // folder. runc's own log goes to a file in the bundle; an error there is the run's error.
+#include "runtime/oci_engine.h"
+
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,7 +13,9 @@
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/log.h"
-#include "runtime/engines.h"
+#include "runtime/fallback.h"
+#include "runtime/spawn.h"
+#include "runtime/tool.h"
 
 extern char** environ;
 

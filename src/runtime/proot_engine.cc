@@ -1,10 +1,14 @@
 // The proot engine: Debian's proot translates every path by ptrace, so it needs no namespaces.
 // Emulated root (-0) or -i UID:GID; binds with -b; the workload's environment is proot's own.
 // Slow on system calls (every one stops in the tracer) and without read-only binds.
+#include "runtime/proot_engine.h"
+
 #include <unistd.h>
 
 #include "core/fs.h"
-#include "runtime/engines.h"
+#include "runtime/fallback.h"
+#include "runtime/spawn.h"
+#include "runtime/tool.h"
 
 namespace berth {
 

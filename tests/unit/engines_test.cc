@@ -1,6 +1,12 @@
 // The fallback engines' pure parts: argv and config.json from a spec, symlink forms, device
 // edits as binds, command resolution in a rootfs.
-#include "runtime/engines.h"
+#include "runtime/apptainer_engine.h"
+#include "runtime/device_binds.h"
+#include "runtime/fakechroot_engine.h"
+#include "runtime/fallback.h"
+#include "runtime/oci_engine.h"
+#include "runtime/proot_engine.h"
+#include "runtime/tool.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
