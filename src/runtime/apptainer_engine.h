@@ -15,7 +15,7 @@ namespace berth {
 Result<std::vector<std::string>> apptainer_argv(const ContainerSpec& spec, const std::string& tool);
 
 /// apptainer or singularity is on PATH (one line saying where to get it when not).
-Status apptainer_probe();
+Status apptainer_probe(const Engine& engine);
 
 /// Runs `run` under Apptainer (engine_table() points here).
 RunOutcome run_apptainer(const EngineRun& run);

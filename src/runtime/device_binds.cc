@@ -20,7 +20,7 @@ bool is_under(const std::string& path, const std::string& dir) {
 }  // namespace
 
 Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std::string& scratch,
-                                           std::string_view engine, bool write) {
+                                           const Engine& engine, bool write) {
   std::vector<HostBind> out;
   // kTmpfs targets and the scratch folders standing in for them.
   std::vector<std::pair<std::string, std::string>> tmpfs;
@@ -49,10 +49,11 @@ Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std:
   int files = 0;
   for (const DeviceEdit& d : spec.device_edits) {
     std::string target = BERTH_TRY(normalize_container_path(d.target));
-    // runc refuses mount points inside /proc: the optional /proc/driver/nvidia narrowing is left
-    // out there, as it is on a host without the driver's /proc entries.
-    if (engine == "oci" && !d.required && (target == "/proc" || target.starts_with("/proc/"))) {
-      log::debug("oci engine: {} left out (runc mounts nothing inside /proc)", target);
+    // Where the engine cannot mount inside /proc (runc refuses to), the optional
+    // /proc/driver/nvidia narrowing is left out, as on a host without the driver's /proc entries.
+    bool in_proc = target == "/proc" || target.starts_with("/proc/");
+    if (in_proc && !engine.mounts_in_proc && !d.required) {
+      log::debug("{} engine: {} left out (it mounts nothing inside /proc)", engine.name, target);
       continue;
     }
     switch (d.kind) {
@@ -86,13 +87,13 @@ Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std:
           if (!d.required) {
             // An optional convenience (a binary's link in /usr/bin): this engine cannot write
             // it without changing the image, so it goes without.
-            log::debug("{} engine: {} left out", engine, target);
+            log::debug("{} engine: {} left out", engine.name, target);
             continue;
           }
         }
         if (host.empty())
           return make_error("device", target,
-                            std::string("the ") + std::string(engine) +
+                            std::string("the ") + engine.name +
                                 " engine cannot create links in the image")
               .with_hint("--gpus and --device need the userns or oci engine");
         if (!write) break;

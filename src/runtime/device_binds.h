@@ -4,11 +4,11 @@
 #pragma once
 
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "core/error.h"
 #include "runtime/container_spec.h"
+#include "runtime/engines.h"
 
 namespace berth {
 
@@ -25,8 +25,9 @@ struct HostBind {
 /// beneath one is written there, a kFile elsewhere is written beside them and bound read-only;
 /// kBind stays a bind. A kSymlink outside a kTmpfs to a path an earlier edit bound becomes a
 /// bind of that host path; any other cannot be made without changing the image: skipped when
-/// optional, else an error naming the engine. Writes nothing unless `write` (tests plan without writing).
+/// optional, else an error naming the engine. Optional edits inside /proc are left out for an
+/// engine that cannot mount there. Writes nothing unless `write` (tests plan without writing).
 Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std::string& scratch,
-                                           std::string_view engine, bool write);
+                                           const Engine& engine, bool write);
 
 }  // namespace berth

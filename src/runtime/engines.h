@@ -23,20 +23,42 @@
 
 namespace berth {
 
+struct Engine;
+
 /// What one run gives an engine besides the spec.
 struct EngineRun {
   const ContainerSpec* spec = nullptr;
+  const Engine* engine = nullptr;  ///< the row of engine_table() that runs it
   std::string work_dir;  ///< a per-container folder the engine may use (bundle, scratch); exists
   std::string run_name;  ///< unique among running containers (runc's container ID)
 };
 
+/// One host program or library an engine runs, and how it is found.
+struct EngineTool {
+  const char* name;     ///< as `berth info` lists it; the executable looked up on PATH
+  const char* env_var;  ///< the variable that names it explicitly ("BERTH_RUNC"), or nullptr
+  /// How it is found when it is not an executable on PATH (a library); nullptr: find_tool().
+  Result<std::string> (*find)(const EngineTool& tool, const char* package) = nullptr;
+};
+
+/// One engine as a row of facts: what it can do, what it needs, how it runs. Runtime and cli
+/// read these columns instead of comparing engine names.
 struct Engine {
   const char* name;
   const char* summary;
-  /// Debian package that provides the engine's tool ("" for none).
-  const char* package;
+  bool root_inside;            ///< the default user (root) is uid 0 inside, real or emulated
+  bool read_only_volumes;      ///< honours -v HOST:CTR:ro
+  bool devices;                ///< takes Berth's device edits (--gpus, --device, CDI)
+  bool mounts_in_proc;         ///< can mount inside /proc (runc refuses to)
+  bool pid_namespace;          ///< honours --pid-ns
+  bool hostname;               ///< honours --hostname (a UTS namespace)
+  bool needs_user_namespaces;  ///< cannot run where unprivileged user namespaces are disabled
+  bool host_path_links;        ///< the rootfs's absolute symlinks must name host paths while it runs
+  std::vector<EngineTool> tools;  ///< the host tools it can run, the first found used; none: built in
+  const char* package;            ///< Debian package that provides the tool ("" for none)
+  const char* alias;              ///< another name --engine accepts, or nullptr
   /// Empty Status when the engine can run here; else one line saying what is missing.
-  Status (*available)();
+  Status (*available)(const Engine& engine);
   RunOutcome (*run)(const EngineRun& run);
 };
 
@@ -54,6 +76,19 @@ Status validate_engine_name(std::string_view name);
 /// bundles ask for a user namespace too); `said` receives the line to print once (empty when
 /// no choice was made).
 Result<const Engine*> choose_engine(std::string_view name, std::string* said);
+
+/// The names of the engines whose column `fact` is true, for a hint: "userns, oci or proot".
+std::string engines_with(bool Engine::*fact);
+
+/// The row named `name` (or by its alias), nullptr when there is none ("auto" included).
+const Engine* find_engine(std::string_view name);
+
+/// Where the engine's tool is: the first of `engine.tools` found, else the first one's error
+/// (one line naming the Debian package). An error for a built-in engine.
+Result<std::string> engine_tool(const Engine& engine);
+
+/// The availability probe of an engine with a tool: engine_tool() finds one.
+Status tool_available(const Engine& engine);
 
 /// The userns engine's run function (run_userns() for the table).
 RunOutcome run_userns_engine(const EngineRun& run);

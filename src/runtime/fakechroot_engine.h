@@ -45,8 +45,9 @@ Result<size_t> rewrite_symlinks(const std::string& rootfs, std::string_view from
 /// when the file is not a 64-bit ELF for this machine (`what` names it in the error).
 Result<std::string> elf_interpreter(int fd, const std::string& what);
 
-/// libfakechroot is installed (one line naming the Debian package when not).
-Status fakechroot_probe();
+/// libfakechroot.so on the host, for the engine table's tool column: $`tool.env_var` when set,
+/// else Debian's multiarch folder; one line naming `package` when it is not installed.
+Result<std::string> find_libfakechroot(const EngineTool& tool, const char* package);
 
 /// Runs `run` with libfakechroot (engine_table() points here).
 RunOutcome run_fakechroot(const EngineRun& run);

@@ -22,16 +22,21 @@ constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/
 
 }  // namespace
 
-Status refuse_unsupported(const ContainerSpec& spec, std::string_view engine) {
+Status refuse_unsupported(const ContainerSpec& spec, const Engine& engine) {
+  std::string name = engine.name;
+  if (!engine.devices && !spec.device_edits.empty())
+    return make_error("run", "--gpus/--device", "the " + name + " engine cannot inject devices")
+        .with_hint("--gpus needs the " + engines_with(&Engine::devices) + " engine");
   for (const Volume& v : spec.volumes)
-    if (v.read_only)
+    if (v.read_only && !engine.read_only_volumes)
       return make_error("mount", "volume " + v.host + ":" + v.container + ":ro",
-                        "the " + std::string(engine) + " engine cannot make a volume read-only")
-          .with_hint("use the userns or oci engine, or drop :ro");
-  if (spec.pid_namespace)
-    log::warn("the {} engine has no PID namespace: --pid-ns ignored", engine);
-  if (!spec.hostname.empty())
-    log::warn("the {} engine cannot set the host name: --hostname ignored", engine);
+                        "the " + name + " engine cannot make a volume read-only")
+          .with_hint("use the " + engines_with(&Engine::read_only_volumes) +
+                     " engine, or drop :ro");
+  if (spec.pid_namespace && !engine.pid_namespace)
+    log::warn("the {} engine has no PID namespace: --pid-ns ignored", name);
+  if (!spec.hostname.empty() && !engine.hostname)
+    log::warn("the {} engine cannot set the host name: --hostname ignored", name);
   return {};
 }
 

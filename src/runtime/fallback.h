@@ -10,12 +10,14 @@
 #include "core/error.h"
 #include "runtime/container_spec.h"
 #include "runtime/device_binds.h"
+#include "runtime/engines.h"
 
 namespace berth {
 
-/// For engines without read-only binds, PID or UTS namespaces: refuses a read-only volume
-/// (naming `engine`), warns that --pid-ns and --hostname are ignored.
-Status refuse_unsupported(const ContainerSpec& spec, std::string_view engine);
+/// What every fallback engine checks first, from its row's facts: refuses device edits when it
+/// takes none and a read-only volume when it cannot make one (naming the engine and, in the
+/// hint, those that can); warns that --pid-ns and --hostname are ignored where they are.
+Status refuse_unsupported(const ContainerSpec& spec, const Engine& engine);
 
 /// The spec's PATH ("PATH=..." in spec.env), else the default search path.
 std::string spec_path(const ContainerSpec& spec);

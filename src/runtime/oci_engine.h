@@ -22,9 +22,6 @@ namespace berth {
 Result<nlohmann::json> oci_config(const ContainerSpec& spec, uid_t host_uid, gid_t host_gid,
                                   const MountPlan& plan, const std::vector<HostBind>& extra);
 
-/// runc or crun is installed (one line naming the Debian package when not).
-Status oci_probe();
-
 /// Runs `run` as an OCI bundle (engine_table() points here).
 RunOutcome run_oci(const EngineRun& run);
 

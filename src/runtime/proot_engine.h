@@ -19,9 +19,6 @@ std::vector<std::string> proot_argv(const ContainerSpec& spec, const std::string
                                     const MountPlan& plan, const std::string& command,
                                     const std::vector<HostBind>& extra);
 
-/// proot is installed (one line naming the Debian package when not).
-Status proot_probe();
-
 /// Runs `run` under proot (engine_table() points here).
 RunOutcome run_proot(const EngineRun& run);
 
