@@ -1,11 +1,11 @@
 #include "devices/amd.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
 #include <algorithm>
 
+#include "core/dir.h"
 #include "core/fs.h"
 
 namespace berth {
@@ -33,14 +33,10 @@ AmdDevices discover_amd(const DiscoveryOptions& o) {
   a.found = node_at(dev, "/dev/kfd", &a.kfd);
   if (!a.found) return a;
   std::string dri = dev == "/" ? "/dev/dri" : path_join(dev, "/dev/dri");
-  if (DIR* d = opendir(dri.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string name = e->d_name;
-      DeviceNode n;
-      if (name.rfind("renderD", 0) == 0 && node_at(dev, "/dev/dri/" + name, &n))
-        a.render_nodes.push_back(std::move(n));
-    }
-    closedir(d);
+  for (const std::string& name : list_dir(dri)) {
+    DeviceNode n;
+    if (name.rfind("renderD", 0) == 0 && node_at(dev, "/dev/dri/" + name, &n))
+      a.render_nodes.push_back(std::move(n));
   }
   std::sort(a.render_nodes.begin(), a.render_nodes.end(),
             [](const DeviceNode& x, const DeviceNode& y) { return x.path < y.path; });

@@ -4,13 +4,11 @@
 #include <map>
 #include <set>
 
+#include "core/env_list.h"
+#include "core/strings.h"
+
 namespace berth {
 namespace {
-
-std::string basename_of(const std::string& p) {
-  size_t s = p.rfind('/');
-  return s == std::string::npos ? p : p.substr(s + 1);
-}
 
 /// Libraries that also get an unversioned "<base>.so" link (what build systems and
 /// some dlopen calls look for), and extra aliases some loaders expect.

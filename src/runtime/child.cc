@@ -18,7 +18,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "runtime/root_path.h"
+#include "core/root_path.h"
+#include "core/signals.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -26,9 +27,6 @@
 
 namespace berth {
 namespace {
-
-/// Signals the parent (and the init) forward to the workload.
-constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
 /// The workload's pid, for the init's signal handler.
 volatile pid_t g_workload = 0;
@@ -121,11 +119,7 @@ void forward_signal(int sig, siginfo_t* info, void*) {
   if (pid == 0) start_workload(ctx);
   g_workload = pid;
   ::close(ctx.report_fd);  // the workload's copy tells the parent about exec
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = forward_signal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  for (int sig : kForwarded) ::sigaction(sig, &sa, nullptr);
+  set_forward_handlers(forward_signal, nullptr);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -15,18 +15,18 @@
 #include <cstring>
 
 #include "core/env.h"
+#include "core/env_list.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "core/root_path.h"
 #include "runtime/identity.h"
 #include "runtime/mount_plan.h"
-#include "runtime/root_path.h"
 
 extern char** environ;
 
 namespace berth {
 namespace {
 
-constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
 Status userns_available() { return probe_user_namespaces(); }
@@ -111,18 +111,6 @@ Result<std::string> find_tool(const char* name, const char* env_var, const char*
   if (package != nullptr && *package != '\0')
     return std::move(e).with_hint(std::string("install the Debian package '") + package + "'");
   return e;
-}
-
-std::vector<std::string> split_path(std::string_view list) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i <= list.size()) {
-    size_t j = list.find(':', i);
-    if (j == std::string_view::npos) j = list.size();
-    out.emplace_back(list.substr(i, j - i));
-    i = j + 1;
-  }
-  return out;
 }
 
 Status refuse_unsupported(const ContainerSpec& spec, std::string_view engine) {

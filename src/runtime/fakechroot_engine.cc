@@ -16,9 +16,10 @@
 #include <cstring>
 
 #include "core/env.h"
+#include "core/env_list.h"
 #include "core/fs.h"
+#include "core/root_path.h"
 #include "runtime/engines.h"
-#include "runtime/root_path.h"
 
 namespace berth {
 namespace {
@@ -126,23 +127,6 @@ void unlink_volumes(const std::vector<VolumeLink>& links) {
   }
 }
 
-/// `env` with `name` set to `value` (replacing an earlier entry).
-void set_var(std::vector<std::string>& env, const std::string& name, const std::string& value) {
-  for (std::string& e : env) {
-    if (e.starts_with(name + "=")) {
-      e = name + "=" + value;
-      return;
-    }
-  }
-  env.push_back(name + "=" + value);
-}
-
-std::string var(const std::vector<std::string>& env, const std::string& name) {
-  for (const std::string& e : env)
-    if (e.starts_with(name + "=")) return e.substr(name.size() + 1);
-  return "";
-}
-
 }  // namespace
 
 Status fakechroot_probe() {
@@ -184,7 +168,7 @@ FakechrootLaunch fakechroot_launch(const ContainerSpec& spec, const std::string&
   std::string libpath;
   // The image's own LD_LIBRARY_PATH first, as host paths (the loader does not go through
   // libfakechroot), then its standard folders.
-  for (const std::string& d : split_path(var(spec.env, "LD_LIBRARY_PATH")))
+  for (const std::string& d : split_path(env_lookup(spec.env, "LD_LIBRARY_PATH").value_or("")))
     if (d.starts_with("/")) libpath += (libpath.empty() ? "" : ":") + root + d;
   for (const std::string& d : lib_dirs) libpath += (libpath.empty() ? "" : ":") + root + d;
 
@@ -196,12 +180,12 @@ FakechrootLaunch fakechroot_launch(const ContainerSpec& spec, const std::string&
   // and volumes (same path inside, or the host end of a volume link).
   std::string exclude = "/dev:/proc:/sys:/etc/resolv.conf:/etc/hosts";
   for (const Volume& v : spec.volumes) exclude += ":" + v.host;
-  std::string preload = var(spec.env, "LD_PRELOAD");
-  set_var(l.env, "LD_PRELOAD", library + (preload.empty() ? "" : ":" + preload));
-  set_var(l.env, "LD_LIBRARY_PATH", libpath);
-  set_var(l.env, "FAKECHROOT_BASE", root);
-  set_var(l.env, "FAKECHROOT_ELFLOADER", root + loader);
-  set_var(l.env, "FAKECHROOT_EXCLUDE_PATH", exclude);
+  std::string preload = env_lookup(spec.env, "LD_PRELOAD").value_or("");
+  set_env(l.env, "LD_PRELOAD=" + library + (preload.empty() ? "" : ":" + preload));
+  set_env(l.env, "LD_LIBRARY_PATH=" + libpath);
+  set_env(l.env, "FAKECHROOT_BASE=" + root);
+  set_env(l.env, "FAKECHROOT_ELFLOADER=" + root + loader);
+  set_env(l.env, "FAKECHROOT_EXCLUDE_PATH=" + exclude);
   return l;
 }
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/fs.h"
-#include "runtime/root_path.h"
+#include "core/root_path.h"
 
 namespace berth {
 namespace {
