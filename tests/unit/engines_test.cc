@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/fs.h"
+#include "test_util.h"
 
 namespace berth {
 namespace {
@@ -40,16 +41,6 @@ MountPlan plan_of(const ContainerSpec& s) {
   EXPECT_TRUE(p) << p.error().message();
   return p ? *p : MountPlan{};
 }
-
-/// A temporary folder removed at the end of the test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/berth-engines-test.XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { (void)remove_tree(path); }
-};
 
 TEST(ProotArgv, RootBindsWorkdirAndCommand) {
   ContainerSpec s = base();
