@@ -5,7 +5,6 @@
 // the host: absolute links in the rootfs must name host paths (rewrite_symlinks(), done by the
 // caller and recorded with the container). Volumes are links to the host path, excluded from
 // translation, removed after the run.
-#include <elf.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <glob.h>
@@ -15,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/elf.h"
 #include "core/env.h"
 #include "core/env_list.h"
 #include "core/fs.h"
@@ -26,12 +26,10 @@ namespace {
 
 #if defined(__x86_64__)
 constexpr const char* kMultiarch = "x86_64-linux-gnu";
-constexpr int kElfMachine = EM_X86_64;
 #elif defined(__aarch64__)
 constexpr const char* kMultiarch = "aarch64-linux-gnu";
-constexpr int kElfMachine = EM_AARCH64;
 #else
-#error "add this architecture's multiarch tuple and ELF machine"
+#error "add this architecture's multiarch tuple"
 #endif
 
 /// libfakechroot.so on the host: $BERTH_LIBFAKECHROOT, else Debian's multiarch path.
@@ -133,31 +131,6 @@ Status fakechroot_probe() {
   auto lib = find_library();
   if (!lib) return std::move(lib).error();
   return {};
-}
-
-Result<std::string> elf_interpreter(int fd, const std::string& what) {
-  Elf64_Ehdr eh;
-  if (::pread(fd, &eh, sizeof eh, 0) != static_cast<ssize_t>(sizeof eh) ||
-      std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
-    return make_error("exec", what, "not an ELF executable");
-  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != kElfMachine)
-    return make_error("exec", what, "not a 64-bit executable for this machine");
-  if (eh.e_phentsize != sizeof(Elf64_Phdr)) return make_error("exec", what, "bad ELF header");
-  for (unsigned i = 0; i < eh.e_phnum; ++i) {
-    Elf64_Phdr ph;
-    off_t at = static_cast<off_t>(eh.e_phoff + i * sizeof ph);
-    if (::pread(fd, &ph, sizeof ph, at) != static_cast<ssize_t>(sizeof ph))
-      return make_error("exec", what, "truncated ELF program headers");
-    if (ph.p_type != PT_INTERP) continue;
-    if (ph.p_filesz == 0 || ph.p_filesz > 4096) return make_error("exec", what, "bad PT_INTERP");
-    std::string interp(ph.p_filesz, '\0');
-    if (::pread(fd, interp.data(), interp.size(), static_cast<off_t>(ph.p_offset)) !=
-        static_cast<ssize_t>(interp.size()))
-      return make_error("exec", what, "truncated PT_INTERP");
-    interp.resize(std::strlen(interp.c_str()));
-    return interp;
-  }
-  return std::string();
 }
 
 FakechrootLaunch fakechroot_launch(const ContainerSpec& spec, const std::string& loader,

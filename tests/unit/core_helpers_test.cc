@@ -1,6 +1,7 @@
-// The small core modules: strings, environment lists, directory listings,
+// The small core modules: strings, environment lists, directory listings, ELF reading,
 // JSON field reads, the scope guard and the forwarded-signal table.
 #include <dirent.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "core/dir.h"
+#include "core/elf.h"
 #include "core/env_list.h"
 #include "core/json.h"
 #include "core/scope_guard.h"
@@ -199,6 +201,46 @@ TEST(Signals, TableHandlersAndRestore) {
   ASSERT_EQ(::sigaction(SIGUSR1, nullptr, &now), 0);
   EXPECT_EQ(now.sa_handler, old[4].sa_handler);
   EXPECT_FALSE(now.sa_flags & SA_SIGINFO);
+}
+
+}  // namespace
+}  // namespace berth
+
+namespace berth {
+namespace {
+
+TEST(Elf, OneReaderForSonameAndInterpreter) {
+  auto sh = read_elf_info("/bin/sh");
+  ASSERT_TRUE(sh) << sh.error().message();
+  EXPECT_EQ(sh->elf_class, 64);
+  EXPECT_EQ(sh->machine, host_elf_machine());
+  EXPECT_TRUE(sh->interpreter.starts_with("/lib")) << sh->interpreter;
+  UniqueFd fd(::open("/bin/sh", O_RDONLY | O_CLOEXEC));
+  auto interp = elf_interpreter(fd.get(), "/bin/sh");
+  ASSERT_TRUE(interp) << interp.error().message();
+  EXPECT_EQ(*interp, sh->interpreter);
+
+  auto probe = read_elf_info(BERTH_PROBE_PATH);  // static: no loader, no SONAME
+  ASSERT_TRUE(probe) << probe.error().message();
+  EXPECT_EQ(probe->interpreter, "");
+  EXPECT_EQ(probe->soname, "");
+}
+
+TEST(Elf, TruncatedAndForeignObjectsAreNamed) {
+  TempDir t("elf");
+  auto sh = read_file("/bin/sh");
+  ASSERT_TRUE(sh);
+  std::string cut = t.write("cut", sh->substr(0, 20));
+  UniqueFd fd(::open(cut.c_str(), O_RDONLY | O_CLOEXEC));
+  EXPECT_EQ(elf_interpreter(fd.get(), "/cut").error().message(), "exec /cut: truncated ELF header");
+  std::string other = *sh;
+  other[EI_CLASS] = ELFCLASS32;
+  std::string p32 = t.write("p32", other);
+  UniqueFd fd32(::open(p32.c_str(), O_RDONLY | O_CLOEXEC));
+  EXPECT_EQ(elf_interpreter(fd32.get(), "/p32").error().message(),
+            "exec /p32: not a 64-bit executable for this machine");
+  UniqueFd dir(::open(t.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  EXPECT_EQ(elf_interpreter(dir.get(), "/d").error().message(), "exec /d: not an ELF executable");
 }
 
 }  // namespace
