@@ -33,6 +33,12 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   }
 }
 
+std::vector<std::string_view> split_lines(std::string_view text) {
+  if (text.empty()) return {};
+  if (text.back() == '\n') text.remove_suffix(1);
+  return split(text, '\n');
+}
+
 std::vector<std::string> split_trimmed(std::string_view s, char sep) {
   std::vector<std::string> out;
   for (std::string_view piece : split(s, sep)) out.emplace_back(trim(piece));

@@ -16,6 +16,9 @@ std::string lower(std::string_view s);
 /// The pieces of `s` between each `sep`: n separators give n+1 pieces, empty ones kept
 /// ("a::b" gives "a", "", "b"; "" gives one empty piece). Views into `s`.
 std::vector<std::string_view> split(std::string_view s, char sep);
+/// The lines of `text`: split at '\n', a final newline ending the last line rather than
+/// starting an empty one ("a\n\nb\n" gives "a", "", "b"; "" gives none). Views into `text`.
+std::vector<std::string_view> split_lines(std::string_view text);
 /// As split(), each piece trimmed and copied; empty pieces kept.
 std::vector<std::string> split_trimmed(std::string_view s, char sep);
 /// True when every byte of `s` is 0-9 or a-f (digests and IDs are lowercase); true for "".

@@ -13,18 +13,14 @@
 
 #include "core/dir.h"
 #include "core/fs.h"
+#include "core/strings.h"
 
 namespace berth {
 
 EntryName normalize_entry_name(std::string_view raw, std::string& out) {
   out.clear();
   if (!raw.empty() && raw.front() == '/') return EntryName::kEscapes;
-  size_t i = 0;
-  while (i < raw.size()) {
-    size_t j = raw.find('/', i);
-    if (j == std::string_view::npos) j = raw.size();
-    std::string_view comp = raw.substr(i, j - i);
-    i = j + 1;
+  for (std::string_view comp : split(raw, '/')) {
     if (comp.empty() || comp == ".") continue;
     if (comp == "..") return EntryName::kEscapes;
     if (!out.empty()) out += '/';

@@ -19,6 +19,7 @@
 #include "core/env_list.h"
 #include "core/fs.h"
 #include "core/root_path.h"
+#include "core/strings.h"
 #include "runtime/engines.h"
 
 namespace berth {
@@ -58,14 +59,8 @@ std::vector<std::string> library_dirs(const std::string& rootfs) {
     for (size_t i = 0; i < g.gl_pathc; ++i) {
       auto text = read_file(g.gl_pathv[i]);
       if (!text) continue;  // unreadable configuration: the standard folders remain
-      size_t pos = 0;
-      while (pos < text->size()) {
-        size_t end = text->find('\n', pos);
-        if (end == std::string::npos) end = text->size();
-        std::string line = text->substr(pos, end - pos);
-        pos = end + 1;
-        if (line.starts_with("/")) dirs.push_back(line.substr(0, line.find_first_of(" \t#")));
-      }
+      for (std::string_view line : split_lines(*text))
+        if (line.starts_with("/")) dirs.emplace_back(line.substr(0, line.find_first_of(" \t#")));
     }
     ::globfree(&g);
   }

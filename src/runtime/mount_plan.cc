@@ -85,12 +85,7 @@ Result<std::string> normalize_container_path(const std::string& path) {
   if (path.empty() || path.front() != '/')
     return make_error("mount", path, "container path must be absolute");
   std::string out;
-  size_t i = 0;
-  while (i < path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string::npos) j = path.size();
-    std::string_view comp(path.data() + i, j - i);
-    i = j + 1;
+  for (std::string_view comp : split(path, '/')) {
     if (comp.empty() || comp == ".") continue;
     if (comp == "..")
       return make_error("mount", path, "container path must not contain \"..\"");

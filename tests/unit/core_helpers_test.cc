@@ -48,6 +48,13 @@ TEST(Strings, SplitKeepsEveryPiece) {
   EXPECT_EQ(split("one", ':'), (Views{"one"}));
 }
 
+TEST(Strings, SplitLinesEndsAtTheFinalNewline) {
+  EXPECT_EQ(split_lines("a\n\nb\n"), (Views{"a", "", "b"}));
+  EXPECT_EQ(split_lines("a\nb"), (Views{"a", "b"}));
+  EXPECT_EQ(split_lines("\n"), (Views{""}));
+  EXPECT_EQ(split_lines(""), Views{});
+}
+
 TEST(Strings, SplitTrimmedTrimsEachPieceAndKeepsEmptyOnes) {
   EXPECT_EQ(split_trimmed(" 0, 1 ,,GPU-x ", ','), (Strings{"0", "1", "", "GPU-x"}));
   EXPECT_EQ(split_trimmed("", ','), (Strings{""}));
