@@ -13,19 +13,6 @@
 #include "core/signals.h"
 
 namespace berth {
-namespace {
-
-/// Where forwarded signals go: the running child's pid, or minus its process group.
-volatile pid_t g_engine_child = 0;
-
-void forward_to_engine_child(int sig, siginfo_t* info, void*) {
-  // A terminal's signal (SI_KERNEL) already reached the child: it is in our process group.
-  if (info != nullptr && info->si_code == SI_KERNEL) return;
-  pid_t pid = g_engine_child;
-  if (pid != 0) (void)::kill(pid, sig);
-}
-
-}  // namespace
 
 RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::string>& argv,
                           const std::vector<std::string>& envp, const std::string& cwd,
@@ -79,9 +66,8 @@ RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::stri
     return RunOutcome{125, sys_error("fork", argv.front(), err)};
   }
   if (own_group) (void)::setpgid(pid, pid);  // EACCES once it has exec'd: it did it itself
-  g_engine_child = own_group ? -pid : pid;
   ForwardedActions old_actions;
-  set_forward_handlers(forward_to_engine_child, &old_actions);
+  forward_signals_to(own_group ? -pid : pid, &old_actions);  // the child, or its own group
   ::sigprocmask(SIG_UNBLOCK, &block, nullptr);
 
   report_w.reset();
@@ -92,8 +78,7 @@ RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::stri
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  g_engine_child = 0;
-  restore_forward_handlers(old_actions);
+  stop_forwarding(old_actions);
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   if (n == sizeof exec_err) return RunOutcome{125, sys_error("exec", argv.front(), exec_err)};
   RunOutcome out;

@@ -24,16 +24,6 @@
 namespace berth {
 namespace {
 
-/// The direct child, for the parent's signal handler.
-volatile pid_t g_child = 0;
-
-void forward_to_child(int sig, siginfo_t* info, void*) {
-  // A terminal's signal (SI_KERNEL) already reached the workload's process group.
-  if (info != nullptr && info->si_code == SI_KERNEL) return;
-  pid_t pid = g_child;
-  if (pid > 0) (void)::kill(pid, sig);
-}
-
 RunOutcome failed(Error e) { return RunOutcome{125, std::move(e)}; }
 
 /// The terminal to hand to the workload: the first of stdin/stdout/stderr
@@ -162,9 +152,8 @@ RunOutcome run_userns(const ContainerSpec& spec) {
     if (auto probe = probe_user_namespaces(); !probe) return failed(std::move(probe).error());
     return failed(sys_error("clone", "user namespace", clone_err));
   }
-  g_child = pid;
   ForwardedActions old_actions;
-  set_forward_handlers(forward_to_child, &old_actions);
+  forward_signals_to(pid, &old_actions);
   sigset_t unblock = block;
   sigdelset(&unblock, SIGTTOU);
   ::sigprocmask(SIG_UNBLOCK, &unblock, nullptr);
@@ -183,8 +172,7 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  g_child = 0;
-  restore_forward_handlers(old_actions);
+  stop_forwarding(old_actions);
   if (ctx.tty_fd >= 0) {
     // Take the terminal back (SIGTTOU is still blocked, so a background group may).
     (void)::tcsetpgrp(ctx.tty_fd, ::getpgrp());  // best effort: the run itself is over

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
@@ -181,12 +182,7 @@ TEST(ScopeGuard, RunsOnceAtScopeEndUnlessDismissed) {
   EXPECT_EQ(runs, 1);
 }
 
-volatile sig_atomic_t g_seen = 0;
-void note_signal(int sig, siginfo_t*, void*) {
-  g_seen = sig;
-}
-
-TEST(Signals, TableHandlersAndRestore) {
+TEST(Signals, TheTableAndForwardingToAChild) {
   EXPECT_EQ(kForwardedSignalCount, 6u);
   sigset_t set;
   sigemptyset(&set);
@@ -196,18 +192,26 @@ TEST(Signals, TableHandlersAndRestore) {
   EXPECT_EQ(sigismember(&set, SIGKILL), 0);
   EXPECT_EQ(sigismember(&set, SIGCHLD), 0);
 
+  struct sigaction before;
+  ASSERT_EQ(::sigaction(SIGUSR1, nullptr, &before), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::pause();  // until a signal's default action ends it
+    ::_exit(0);
+  }
   ForwardedActions old;
-  set_forward_handlers(note_signal, &old);
-  g_seen = 0;
-  ASSERT_EQ(::raise(SIGUSR2), 0);
-  EXPECT_EQ(g_seen, SIGUSR2);
-  struct sigaction now;
-  ASSERT_EQ(::sigaction(SIGUSR1, nullptr, &now), 0);
-  EXPECT_EQ(now.sa_flags & (SA_SIGINFO | SA_RESTART), SA_SIGINFO | SA_RESTART);
-  restore_forward_handlers(old);
-  ASSERT_EQ(::sigaction(SIGUSR1, nullptr, &now), 0);
-  EXPECT_EQ(now.sa_handler, old[4].sa_handler);
-  EXPECT_FALSE(now.sa_flags & SA_SIGINFO);
+  forward_signals_to(child, &old);
+  ASSERT_EQ(::raise(SIGUSR1), 0);  // this process survives it: the child gets it
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  stop_forwarding(old);
+  ASSERT_TRUE(WIFSIGNALED(status)) << status;
+  EXPECT_EQ(WTERMSIG(status), SIGUSR1);
+  struct sigaction after;
+  ASSERT_EQ(::sigaction(SIGUSR1, nullptr, &after), 0);
+  EXPECT_EQ(after.sa_handler, before.sa_handler);
+  EXPECT_EQ(after.sa_flags & SA_SIGINFO, before.sa_flags & SA_SIGINFO);
 }
 
 }  // namespace
