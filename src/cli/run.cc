@@ -52,7 +52,9 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name) {
   app.add_option("-u,--user", o.user, "User inside: name|uid[:group|gid]");
   app.add_option("--entrypoint", o.entrypoint, "Replace the image's entrypoint")
       ->each([&o](const std::string&) { o.entrypoint_set = true; });
-  app.add_option("--hostname", o.hostname, "Host name inside the container");
+  // -h is the host name, as in `docker run`/`create`; help stays --help.
+  app.set_help_flag("--help", "Print this help message and exit");
+  app.add_option("-h,--hostname", o.hostname, "Host name inside the container");
   app.add_flag("-i,--interactive", o.interactive, "Keep stdin attached");
   app.add_flag("-t,--tty", o.tty, "The workload uses the caller's terminal");
   app.add_flag("--pid-ns", o.pid_namespace, "New PID namespace with a minimal init");

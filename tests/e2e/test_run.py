@@ -155,6 +155,11 @@ def test_image_cmd_runs_by_default_and_entrypoint_flag(berth, img):
 def test_hostname_flag(berth, img):
     _, out, _ = berth("run", "--rm", "--hostname", "box1", img, "/probe", "hostname")
     assert kv(out)["hostname"] == "box1"
+    # -h is --hostname, as in docker run (before: -h printed the help); --help stays help.
+    _, out, _ = berth("run", "--rm", "-h", "box2", img, "/probe", "hostname")
+    assert kv(out)["hostname"] == "box2"
+    _, out, _ = berth("run", "--help")
+    assert "-h,--hostname" in out
 
 
 def test_stdin_passes_through_with_i(berth, img):
