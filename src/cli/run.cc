@@ -182,6 +182,15 @@ Action setup_run(CLI::App& app, const GlobalOptions& g) {
   app.add_flag("--rm", o->remove, "Remove the container when it exits");
   app.add_option("--engine", o->engine, "Engine for this run: " + engine_names());
   return [o, &g, &app]() -> Status {
+    // The caller's terminal is handed to the workload: without one there is nothing to hand
+    // (with -i, Docker's words: it refuses the same way).
+    if (o->run.tty && o->run.interactive && !::isatty(STDIN_FILENO))
+      return make_error("run", "-it", "the input device is not a TTY")
+          .with_hint("run from a terminal, or leave out -t");
+    if (o->run.tty && !::isatty(STDIN_FILENO) && !::isatty(STDOUT_FILENO) &&
+        !::isatty(STDERR_FILENO))
+      return make_error("run", "-t", "no terminal to hand to the container")
+          .with_hint("run from a terminal, or leave out -t");
     return do_run(g, o->run, o->name, o->remove, o->engine, app.remaining());
   };
 }
