@@ -193,7 +193,7 @@ Status check_layers(Staging& staging, const ArchiveFiles& files, const ConfigFac
     return make_error("load", files.what(),
                       "the image config lists " + std::to_string(facts.diff_ids.size()) +
                           " layers, the manifest " + std::to_string(layers.size()));
-  std::vector<std::string> paths;
+  std::vector<LayerInput> paths;
   for (size_t i = 0; i < layers.size(); ++i) {
     std::string layer_what = files.what() + " (layer " + std::to_string(i + 1) + ")";
     LayerFileInfo info = BERTH_TRY(
@@ -208,7 +208,7 @@ Status check_layers(Staging& staging, const ArchiveFiles& files, const ConfigFac
   if (auto st = unpack_layers(paths, check); !st.ok()) {
     Error e = std::move(st).error();
     for (size_t i = 0; i < paths.size(); ++i)  // the archive's layer, not the staged copy
-      if (e.subject == paths[i])
+      if (e.subject == paths[i].path)
         e.subject = files.what() + " (layer " + std::to_string(i + 1) + ")";
     return std::move(e).with_context("load");
   }
