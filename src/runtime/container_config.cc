@@ -1,5 +1,6 @@
 #include "runtime/container_config.h"
 
+#include "image/image_config.h"
 #include "runtime/identity.h"
 
 #include <algorithm>
@@ -38,24 +39,6 @@ std::optional<std::string> host_value(const std::vector<std::string>& host_env,
   return std::nullopt;
 }
 
-
-Result<std::vector<std::string>> string_list(const nlohmann::json& config, const char* key) {
-  auto it = config.find(key);
-  if (it == config.end() || it->is_null()) return std::vector<std::string>{};
-  std::vector<std::string> out;
-  if (!it->is_array()) return make_error("image config", key, "not a list of strings");
-  for (const auto& v : *it) {
-    if (!v.is_string()) return make_error("image config", key, "not a list of strings");
-    out.push_back(v.get<std::string>());
-  }
-  return out;
-}
-
-/// config[key] when it is a string, else "".
-std::string string_field(const nlohmann::json& config, const char* key) {
-  auto it = config.find(key);
-  return it != config.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 }  // namespace
 
@@ -153,9 +136,11 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   ContainerSpec spec;
   spec.rootfs = rootfs;
 
+  RunSettings image = BERTH_TRY(parse_run_settings(image_config));
+
   // Command: Docker's Entrypoint/Cmd rules.
-  std::vector<std::string> entrypoint = BERTH_TRY(string_list(image_config, "Entrypoint"));
-  std::vector<std::string> cmd = BERTH_TRY(string_list(image_config, "Cmd"));
+  std::vector<std::string> entrypoint = image.entrypoint;
+  std::vector<std::string> cmd = image.cmd;
   if (opts.entrypoint_set) {
     entrypoint.clear();
     if (!opts.entrypoint.empty()) entrypoint.push_back(opts.entrypoint);
@@ -170,7 +155,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
 
   // Identity.
   std::string user = opts.user;
-  if (user.empty()) user = string_field(image_config, "User");
+  if (user.empty()) user = image.user;
   ResolvedUser who = BERTH_TRY(resolve_user(user.empty() ? "0" : user, passwd, group));
   spec.uid = who.uid;
   spec.gid = who.gid;
@@ -178,7 +163,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   spec.home = who.home;
 
   // Environment: image < host (--hostenv) < --env-file < -e.
-  for (const std::string& kv : BERTH_TRY(string_list(image_config, "Env"))) set_env(spec.env, kv);
+  for (const std::string& kv : image.env) set_env(spec.env, kv);
   if (opts.hostenv)
     for (const std::string& kv : host.environ) set_env(spec.env, kv);
   for (const std::string& kv : opts.file_env) set_env(spec.env, kv);
@@ -206,7 +191,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   if (!opts.hostname.empty()) set_env(spec.env, "HOSTNAME=" + opts.hostname);
 
   // Working directory.
-  spec.cwd = !opts.workdir.empty() ? opts.workdir : string_field(image_config, "WorkingDir");
+  spec.cwd = !opts.workdir.empty() ? opts.workdir : image.working_dir;
   if (spec.cwd.empty()) spec.cwd = "/";
   if (spec.cwd[0] != '/')
     return make_error("workdir", spec.cwd, "the working directory must be an absolute path");

@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "core/clock.h"
+#include "image/image_config.h"
 #include "image/unpack.h"
 
 namespace berth {
@@ -157,12 +158,8 @@ Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageR
   c.image_id = image.config_digest;
   c.created = now_rfc3339();
   std::string config_text = BERTH_TRY(images.read_blob(image.config_digest));
-  try {
-    c.image_config = nlohmann::json::parse(config_text).value("config", nlohmann::json::object());
-    if (c.image_config.is_null()) c.image_config = nlohmann::json::object();
-  } catch (const nlohmann::json::exception& e) {
-    return make_error("parse config", images.blob_path(image.config_digest), e.what());
-  }
+  c.image_config = BERTH_TRY(parse_image_config(config_text, images.blob_path(image.config_digest)))
+                       .config;
   if (!command.empty()) c.image_config["Cmd"] = command;
   std::vector<LayerInput> layers = BERTH_TRY(images.layer_inputs(image, "create"));
   return build(std::move(c), name, [&](const std::string& rootfs) -> Status {
