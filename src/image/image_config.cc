@@ -1,5 +1,7 @@
 #include "image/image_config.h"
 
+#include "core/json.h"
+
 namespace berth {
 namespace {
 
@@ -12,12 +14,6 @@ bool optional_string(const json& j, const char* key, std::string& out) {
   if (!it->is_string()) return false;
   out = it->get<std::string>();
   return true;
-}
-
-/// config[key] when it is a string, else "".
-std::string string_field(const json& config, const char* key) {
-  auto it = config.find(key);
-  return it != config.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 Result<std::vector<std::string>> string_list(const json& config, const char* key) {

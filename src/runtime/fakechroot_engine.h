@@ -41,10 +41,6 @@ std::optional<std::string> rewrite_link_target(std::string_view target, std::str
 Result<size_t> rewrite_symlinks(const std::string& rootfs, std::string_view from,
                                 std::string_view to);
 
-/// The ELF interpreter (PT_INTERP) of the file at `fd`: "" for a static executable; an error
-/// when the file is not a 64-bit ELF for this machine (`what` names it in the error).
-Result<std::string> elf_interpreter(int fd, const std::string& what);
-
 /// libfakechroot.so on the host, for the engine table's tool column: $`tool.env_var` when set,
 /// else Debian's multiarch folder; one line naming `package` when it is not installed.
 Result<std::string> find_libfakechroot(const EngineTool& tool, const char* package);

@@ -2,6 +2,7 @@
 // edits as binds, command resolution in a rootfs.
 #include "runtime/apptainer_engine.h"
 #include "runtime/device_binds.h"
+#include "core/elf.h"
 #include "runtime/fakechroot_engine.h"
 #include "runtime/fallback.h"
 #include "runtime/oci_engine.h"
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "core/fs.h"
+#include "test_util.h"
 
 namespace berth {
 namespace {
@@ -53,16 +55,6 @@ MountPlan plan_of(const ContainerSpec& s) {
   EXPECT_TRUE(p) << p.error().message();
   return p ? *p : MountPlan{};
 }
-
-/// A temporary folder removed at the end of the test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/berth-engines-test.XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { (void)remove_tree(path); }
-};
 
 TEST(ProotArgv, RootBindsWorkdirAndCommand) {
   ContainerSpec s = base();
