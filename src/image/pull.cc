@@ -147,7 +147,11 @@ Result<PullResult> pull_image(Store& store, const Reference& ref, const Credenti
   std::string name = ref.str();
   FileLock pin = BERTH_TRY(store.pin());  // no rmi may delete what we find present
   // Up to date: the same manifest under this name with every blob present.
-  if (auto old = store.find_image(name); old.ok() && old->manifest_digest == chosen.digest) {
+  // (A single-platform manifest stored for another platform than --platform asks is not up to
+  // date: it goes on to the platform check below, which says so.)
+  if (auto old = store.find_image(name);
+      old.ok() && old->manifest_digest == chosen.digest &&
+      (!opts.platform || platform_matches(*opts.platform, old->platform))) {
     bool complete = store.has_blob(old->config_digest);
     for (const auto& l : old->layers) complete = complete && store.has_blob(l);
     if (complete) return PullResult{*old, true};
