@@ -44,17 +44,18 @@ Result<RegistryOptions> registry_options(const GlobalOptions& g) {
   std::stringstream env(env_or("BERTH_INSECURE_REGISTRIES", ""));
   for (std::string item; std::getline(env, item, ',');)
     if (!item.empty()) opts.insecure.push_back(item);
-  std::string path = path_join(berth_config_dir(), "config.json");
-  if (!path_exists(path)) return opts;
-  std::string text = BERTH_TRY(read_file(path));
-  try {
-    auto j = nlohmann::json::parse(text);
-    for (const auto& r : j.value("insecure-registries", nlohmann::json::array()))
-      opts.insecure.push_back(r.get<std::string>());
-  } catch (const nlohmann::json::exception& e) {
-    return make_error("read config", path, e.what());
-  }
+  SiteConfig site = BERTH_TRY(g.site);
+  opts.insecure.insert(opts.insecure.end(), site.insecure_registries.begin(),
+                       site.insecure_registries.end());
   return opts;
+}
+
+Result<DiscoveryOptions> discovery_options(const GlobalOptions& g) {
+  SiteConfig site = BERTH_TRY(g.site);
+  DiscoveryOptions configured;
+  if (!site.driver_root.empty()) configured.driver_root = site.driver_root;
+  configured.dev_root = site.dev_root;
+  return discovery_options_from_env(configured);
 }
 
 void print_table(const std::vector<std::vector<std::string>>& cells) {

@@ -9,6 +9,7 @@
 
 #include "image/archive_api.h"
 #include "image/image_archive.h"
+#include "image/image_config.h"
 #include "image/layer_file.h"
 #include "image/manifest.h"
 #include "image/platform.h"
@@ -163,31 +164,15 @@ Result<StagedFile> ArchiveFiles::blob(const std::string& digest, int64_t size) c
   return *f;
 }
 
-/// The platform and diff IDs an image config declares.
-struct ConfigFacts {
-  Platform platform;
-  std::vector<std::string> diff_ids;
-};
-
-Result<ConfigFacts> config_facts(const ArchiveFiles& files, const StagedFile& config) {
+/// The platform and diff IDs the archive's image config declares.
+Result<ImageConfig> config_facts(const ArchiveFiles& files, const StagedFile& config) {
   std::string text = BERTH_TRY(read_file(config.path));
-  json j = json::parse(text, nullptr, false);
-  if (!j.is_object())
-    return make_error("load", files.what(),
-                      "image config " + config.digest + " is not a JSON object");
-  ConfigFacts f;
-  f.platform.os = j.value("os", "");
-  f.platform.architecture = j.value("architecture", "");
-  f.platform.variant = j.value("variant", "");
-  if (auto r = j.find("rootfs"); r != j.end() && r->is_object())
-    for (const auto& d : r->value("diff_ids", json::array()))
-      if (d.is_string()) f.diff_ids.push_back(d.get<std::string>());
-  return f;
+  return parse_image_config(text, config.digest).with_context("load " + files.what());
 }
 
 /// Checks the layers against the config's diff IDs and unpacks them once, as `create`
 /// will: a corrupt layer or an entry escaping the root is refused now.
-Status check_layers(Staging& staging, const ArchiveFiles& files, const ConfigFacts& facts,
+Status check_layers(Staging& staging, const ArchiveFiles& files, const ImageConfig& facts,
                     const std::vector<StagedFile>& layers) {
   if (facts.diff_ids.size() != layers.size())
     return make_error("load", files.what(),
@@ -273,7 +258,7 @@ Result<std::vector<StagedImage>> read_oci_layout(Staging& staging, const Archive
       img.record.layers.push_back(l.digest);
       img.record.size += l.size;
     }
-    ConfigFacts facts = BERTH_TRY(config_facts(files, config));
+    ImageConfig facts = BERTH_TRY(config_facts(files, config));
     BERTH_CHECK(check_layers(staging, files, facts, layers));
     img.files.insert(img.files.end(), layers.begin(), layers.end());
     img.record.manifest_digest = d.digest;
@@ -339,7 +324,7 @@ Result<std::vector<StagedImage>> read_docker_save(Staging& staging, const Archiv
       img.record.layers.push_back(f.digest);
       img.record.size += f.size;
     }
-    ConfigFacts facts = BERTH_TRY(config_facts(files, config));
+    ImageConfig facts = BERTH_TRY(config_facts(files, config));
     BERTH_CHECK(check_layers(staging, files, facts, layers));
     img.files.insert(img.files.end(), layers.begin(), layers.end());
     json m = {

@@ -380,3 +380,21 @@ devices:
                      "/probe", "true", env=env, check=False)
     assert rc == 125 and "no CDI spec for nosuch.org/thing found" in err.splitlines()[0]
 
+
+
+def test_driver_roots_from_the_config_file(berth, host, pulled):
+    # The configuration file ($BERTH_CONFIG_DIR/config.json, site/config.h) gives the roots when
+    # the environment does not; a run that asks for no GPU never needs them.
+    config_dir = berth.make_dir("config")
+    berth.write_file("config/config.json",
+                     json.dumps({"driver_root": host.root, "dev_root": host.dev}))
+    _, out, _ = berth("gpu", "info", "--json", env={"BERTH_CONFIG_DIR": config_dir})
+    info = json.loads(out)
+    assert info["driver_root"] == host.root and info["dev_root"] == host.dev
+    assert info["nvidia"]["found"] is True
+    path = berth.write_file("config/config.json", "{broken")
+    berth("run", "--rm", pulled["plain"], "/probe", "true", env={"BERTH_CONFIG_DIR": config_dir})
+    rc, _, err = berth("run", "--rm", "--gpus", "all", pulled["plain"], "/probe", "true",
+                       env={"BERTH_CONFIG_DIR": config_dir}, check=False)
+    assert rc == 125
+    assert err.startswith(f"berth: error: read config {path}: ")
