@@ -4,6 +4,7 @@
 #include "runtime/device_binds.h"
 #include "runtime/fakechroot_engine.h"
 #include "runtime/fallback.h"
+#include "runtime/link_form.h"
 #include "runtime/oci_engine.h"
 #include "runtime/proot_engine.h"
 #include "runtime/tool.h"
