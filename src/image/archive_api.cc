@@ -17,6 +17,7 @@ const ArchiveApi& archive_api() {
         l.get(&::archive_read_support_format_tar, "archive_read_support_format_tar"),
         l.get(&::archive_read_support_format_raw, "archive_read_support_format_raw"),
         l.get(&::archive_read_open_fd, "archive_read_open_fd"),
+        l.get(&::archive_read_open, "archive_read_open"),
         l.get(&::archive_read_next_header, "archive_read_next_header"),
         l.get(&::archive_entry_pathname, "archive_entry_pathname"),
         l.get(&::archive_entry_filetype, "archive_entry_filetype"),
@@ -60,8 +61,10 @@ std::string archive_message(archive* a, const char* fallback) {
   return msg ? msg : fallback;
 }
 
-Result<ArchiveReader> open_archive_reader(int fd, ArchiveFormat format, const char* op,
-                                          const std::string& what) {
+namespace {
+
+/// A new reader for `format`, plain or gzip/zstd compressed, not yet opened.
+Result<ArchiveReader> new_reader(ArchiveFormat format, const char* op, const std::string& what) {
   const ArchiveApi& api = archive_api();
   ArchiveReader ar(api.read_new());
   if (!ar) return make_error(op, what, "out of memory");
@@ -72,7 +75,24 @@ Result<ArchiveReader> open_archive_reader(int fd, ArchiveFormat format, const ch
     api.read_support_format_tar(ar.get());
   else
     api.read_support_format_raw(ar.get());
-  if (api.read_open_fd(ar.get(), fd, size_t{1} << 20) != ARCHIVE_OK)
+  return ar;
+}
+
+}  // namespace
+
+Result<ArchiveReader> open_archive_reader(int fd, ArchiveFormat format, const char* op,
+                                          const std::string& what) {
+  ArchiveReader ar = BERTH_TRY(new_reader(format, op, what));
+  if (archive_api().read_open_fd(ar.get(), fd, size_t{1} << 20) != ARCHIVE_OK)
+    return make_error(op, what, archive_message(ar.get()));
+  return ar;
+}
+
+Result<ArchiveReader> open_archive_stream(void* client, archive_read_callback* read,
+                                          ArchiveFormat format, const char* op,
+                                          const std::string& what) {
+  ArchiveReader ar = BERTH_TRY(new_reader(format, op, what));
+  if (archive_api().read_open(ar.get(), client, nullptr, read, nullptr) != ARCHIVE_OK)
     return make_error(op, what, archive_message(ar.get()));
   return ar;
 }

@@ -23,6 +23,7 @@ struct ArchiveApi {
   decltype(&::archive_read_support_format_tar) read_support_format_tar;
   decltype(&::archive_read_support_format_raw) read_support_format_raw;
   decltype(&::archive_read_open_fd) read_open_fd;
+  decltype(&::archive_read_open) read_open;
   decltype(&::archive_read_next_header) read_next_header;
   decltype(&::archive_entry_pathname) entry_pathname;
   decltype(&::archive_entry_filetype) entry_filetype;
@@ -74,6 +75,12 @@ enum class ArchiveFormat { kTar, kRaw };
 /// A reader of `fd` (not owned) for `format`, plain or gzip/zstd compressed; on failure the
 /// error is "`op` `what`: libarchive's message".
 Result<ArchiveReader> open_archive_reader(int fd, ArchiveFormat format, const char* op,
+                                          const std::string& what);
+
+/// A reader of what `read` returns for `client` (libarchive's read callback), as
+/// open_archive_reader() does for an fd.
+Result<ArchiveReader> open_archive_stream(void* client, archive_read_callback* read,
+                                          ArchiveFormat format, const char* op,
                                           const std::string& what);
 
 /// libarchive's message for the last failure on `a`, else `fallback`.
