@@ -89,6 +89,7 @@ const std::vector<Engine>& engine_table() {
        .summary = "Apptainer or SingularityCE, when installed",
        .root_inside = true,  // --fakeroot
        .read_only_volumes = true,
+       // device_binds() could become --bind options, but no Apptainer here to test them with.
        .devices = false,
        .mounts_in_proc = false,
        .pid_namespace = true,  // --containall

@@ -95,20 +95,4 @@ Status prepare_rootfs(const ContainerSpec& spec, bool identity) {
   return {};
 }
 
-std::vector<std::string> env_with_library_dirs(const ContainerSpec& spec) {
-  std::vector<std::string> env = spec.env;
-  if (spec.ld_library_dirs.empty()) return env;
-  std::string dirs;
-  for (const std::string& d : spec.ld_library_dirs) dirs += (dirs.empty() ? "" : ":") + d;
-  for (std::string& e : env) {
-    if (e.starts_with("LD_LIBRARY_PATH=")) {
-      std::string old = e.substr(16);
-      e = "LD_LIBRARY_PATH=" + dirs + (old.empty() ? "" : ":" + old);
-      return env;
-    }
-  }
-  env.push_back("LD_LIBRARY_PATH=" + dirs);
-  return env;
-}
-
 }  // namespace berth

@@ -14,6 +14,7 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "runtime/fallback.h"
+#include "runtime/library_path.h"
 #include "runtime/spawn.h"
 
 extern char** environ;

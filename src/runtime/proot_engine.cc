@@ -7,6 +7,7 @@
 
 #include "core/fs.h"
 #include "runtime/fallback.h"
+#include "runtime/library_path.h"
 #include "runtime/spawn.h"
 
 namespace berth {
