@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include "core/log.h"
 
 namespace berth {
@@ -70,32 +72,60 @@ Result<size_t> rewrite_symlinks(const std::string& rootfs, std::string_view from
   return walk.changed;
 }
 
+namespace {
+
+/// Present while a rewrite is under way: the links may be in both forms (a killed rewrite), so
+/// the next use rewrites again whatever the record says (both directions are idempotent).
+std::string rewrite_marker(const ContainerStore& cs, const ContainerRecord& c) {
+  return path_join(cs.dir(c), "links.rewriting");
+}
+
+/// Rewrites container `now`'s links from `from` to `to` (one of them ""), under the marker, and
+/// records `to`: recorded before links gain a prefix, after they lose it, so that the record
+/// always names any prefix a link may carry.
+Status rewrite_links(ContainerStore& cs, const ContainerRecord& now, const std::string& from,
+                     const std::string& to) {
+  std::string marker = rewrite_marker(cs, now);
+  BERTH_CHECK(write_file_atomic(marker, "", 0644, Durability::kProcessSafe));
+  if (!to.empty()) BERTH_CHECK(cs.set_link_prefix(now, to));
+  size_t n = BERTH_TRY(rewrite_symlinks(cs.rootfs(now), from, to));
+  log::debug("{}: {} absolute symlinks {}", now.short_id(), n,
+             to.empty() ? "back in the image's form" : "made host paths");
+  if (to.empty()) BERTH_CHECK(cs.set_link_prefix(now, ""));
+  if (::unlink(marker.c_str()) != 0) return sys_error("unlink", marker);
+  return {};
+}
+
+}  // namespace
+
 Status canonical_links(ContainerStore& cs, const ContainerRecord& c) {
   ContainerRecord now = BERTH_TRY(cs.find(c.id));  // `c` may be older than the last run
-  if (now.link_prefix.empty()) return {};
-  size_t n = BERTH_TRY(rewrite_symlinks(cs.rootfs(now), now.link_prefix, ""));
-  log::debug("{}: {} absolute symlinks back in the image's form", now.short_id(), n);
-  return cs.set_link_prefix(now, "");
+  if (!now.link_prefix.empty()) return rewrite_links(cs, now, now.link_prefix, "");
+  // No prefix recorded: no link carries one (it is recorded before links gain it, cleared after
+  // they lose it), whatever a marker left by a killed rewrite says.
+  std::string marker = rewrite_marker(cs, now);
+  if (::unlink(marker.c_str()) != 0 && errno != ENOENT) return sys_error("unlink", marker);
+  return {};
 }
 
 Result<RunOutcome> run_with_link_form(ContainerStore& cs, const ContainerRecord& c,
                                       const EngineRun& run) {
-  // Links a killed run left in another form go back first; an engine that needs host paths
-  // gets them recorded before they change, so that a run killed meanwhile is undone next time
-  // (the rewrite leaves links that have the prefix already as they are).
-  BERTH_CHECK(canonical_links(cs, c));
-  if (!run.engine->host_path_links) return run.engine->run(run);
-  std::string rootfs = cs.rootfs(c);
-  BERTH_CHECK(cs.set_link_prefix(c, rootfs));
-  size_t n = BERTH_TRY(rewrite_symlinks(rootfs, "", rootfs));
-  log::debug("{}: {} absolute symlinks made host paths for the {} engine", c.short_id(), n,
-             run.engine->name);
-  RunOutcome out = run.engine->run(run);
-  if (Status st = canonical_links(cs, c); !st.ok()) {
-    // The run's own outcome matters more; the next use of the container tries again.
-    log::warn("{}", st.error().message());
+  // `c` was read just before the caller took the run lock; nothing else rewrites links.
+  std::string want = run.engine->host_path_links ? cs.rootfs(c) : "";
+  bool unfinished = path_exists(rewrite_marker(cs, c));
+  if (c.link_prefix != want || unfinished) {
+    // Back to the image's form first: from another engine's form, or another prefix (the
+    // rootfs moved), or whatever a cut-short rewrite left.
+    if (c.link_prefix != want || want.empty()) BERTH_CHECK(canonical_links(cs, c));
+    if (!want.empty()) {
+      ContainerRecord now = BERTH_TRY(cs.find(c.id));
+      BERTH_CHECK(rewrite_links(cs, now, "", want));
+    }
   }
-  return out;
+  // The host form stays after the run: converting back costs a block per long link on most
+  // file systems, seconds per run for an ordinary image. Every other reader goes through
+  // canonical_links() first (another engine above, clone, export).
+  return run.engine->run(run);
 }
 
 Result<FileLock> lock_canonical(ContainerStore& cs, const ContainerRecord& c, const char* op) {

@@ -1,10 +1,11 @@
 // The form of a container rootfs's absolute symlinks. An image's links name container paths
-// ("/lib/x"); the fakechroot engine leaves symlink resolution to the host kernel, so while it runs
+// ("/lib/x"); the fakechroot engine leaves symlink resolution to the host kernel, so while it owns
 // a container they must name host paths ("<rootfs>/lib/x"). Runtime owns that form: a run puts
-// the links in the form its engine needs (Engine::host_path_links) and back in the image's form
-// when it ends, the form is recorded in container.json (link_prefix) before the links change,
-// and whatever else reads the rootfs (export, clone, another engine) gets the image's form,
-// also after a killed run.
+// the links in the form its engine needs (Engine::host_path_links), the form is recorded in
+// container.json (link_prefix) and a marker file stands while a rewrite is under way, and
+// whatever else reads the rootfs (export, clone, another engine) gets the image's form first,
+// also after a killed run or rewrite. The host form stays between fakechroot runs: a long link
+// takes a data block, so converting every run would cost seconds for an ordinary image.
 #pragma once
 
 #include <optional>
@@ -30,13 +31,13 @@ std::optional<std::string> rewrite_link_target(std::string_view target, std::str
 Result<size_t> rewrite_symlinks(const std::string& rootfs, std::string_view from,
                                 std::string_view to);
 
-/// With container `c`'s run lock held: its links in the image's form again when a run left
-/// them otherwise (as recorded), recorded so. Nothing to do otherwise.
+/// With container `c`'s run lock held: its links in the image's form again when an engine
+/// left them otherwise (as recorded), recorded so. Nothing to do otherwise.
 Status canonical_links(ContainerStore& cs, const ContainerRecord& c);
 
 /// Runs `run` (its spec, engine, work folder and name filled) for container `c`, whose run
-/// lock the caller holds: the links in the form the engine needs for the run, in the image's
-/// form after it (whatever the workload did). An error here means the workload never started.
+/// lock the caller holds, with the links in the form the engine needs (rewritten only when they
+/// are not in it, or a rewrite was cut short). An error here means the workload never started.
 Result<RunOutcome> run_with_link_form(ContainerStore& cs, const ContainerRecord& c,
                                       const EngineRun& run);
 

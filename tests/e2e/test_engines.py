@@ -332,15 +332,15 @@ def rootfs_of(berth, container: str) -> str:
 
 
 def test_export_and_clone_after_a_fakechroot_run_hold_the_images_links(berth, img):
-    # fakechroot needs host-path links while it runs; every reader of the rootfs afterwards
-    # (export, clone) sees the image's own form, as the image had it.
+    # fakechroot needs host-path links while it owns the container; every other reader of the
+    # rootfs (export, clone) sees the image's own form, as the image had it.
     if tool_missing("fakechroot"):
         pytest.skip(f"fakechroot: {tool_missing('fakechroot')}")
     berth("create", "--name", "box", img)
     berth("run", "--engine=fakechroot", "box", "/probe", "true")
     link = "lib64/ld-linux-x86-64.so.2"
-    assert os.readlink(os.path.join(rootfs_of(berth, "box"), link)) == LOADER
     assert exported_link(berth, "box", link) == LOADER
+    assert os.readlink(os.path.join(rootfs_of(berth, "box"), link)) == LOADER
     berth("clone", "--name", "copy", "box")
     assert os.readlink(os.path.join(rootfs_of(berth, "copy"), link)) == LOADER
     assert exported_link(berth, "copy", link) == LOADER
@@ -349,6 +349,8 @@ def test_export_and_clone_after_a_fakechroot_run_hold_the_images_links(berth, im
 
 
 def test_links_a_killed_fakechroot_run_left_are_put_back(berth, img):
+    # Berth killed under the workload: nothing of it runs afterwards, and the next reader still
+    # gets the image's form.
     if tool_missing("fakechroot"):
         pytest.skip(f"fakechroot: {tool_missing('fakechroot')}")
     berth("create", "--name", "box", img)
@@ -361,7 +363,7 @@ def test_links_a_killed_fakechroot_run_left_are_put_back(berth, img):
         if p.poll() is None:
             p.kill()
     link = "lib64/ld-linux-x86-64.so.2"
-    assert os.readlink(os.path.join(rootfs_of(berth, "box"), link)) != LOADER  # as it was left
+    assert os.readlink(os.path.join(rootfs_of(berth, "box"), link)) != LOADER  # host form
     assert exported_link(berth, "box", link) == LOADER
     assert os.readlink(os.path.join(rootfs_of(berth, "box"), link)) == LOADER
 
