@@ -16,11 +16,11 @@
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "core/root_path.h"
 #include "devices/run_devices.h"
 #include "runtime/container_config.h"
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
-#include "runtime/root_path.h"
 
 extern char** environ;
 

@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <dirent.h>
 #include <sys/sendfile.h>
 
 #include <atomic>
@@ -14,6 +13,8 @@
 #include <system_error>
 #include <utility>
 #include <vector>
+
+#include "core/dir.h"
 
 namespace berth {
 
@@ -157,19 +158,10 @@ Status copy_file_at(int sfd, int dfd, const char* name, const struct stat& st,
 /// Copies directory `sfd` (at `path`) into `dfd` (at `dpath`, a directory this copy made).
 Status copy_dir(TreeCopy& tc, int sfd, int dfd, const std::string& path,
                 const std::string& dpath) {
-  int dup = ::dup(sfd);
-  DIR* d = dup >= 0 ? ::fdopendir(dup) : nullptr;
-  if (!d) {
-    if (dup >= 0) ::close(dup);
-    return sys_error("opendir", path);
-  }
-  std::vector<std::string> names;
-  while (dirent* de = ::readdir(d)) {
-    std::string_view n = de->d_name;
-    if (n != "." && n != "..") names.emplace_back(n);
-  }
-  ::closedir(d);
-  for (const std::string& n : names) {
+  std::vector<DirEntry> entries;
+  if (int err = list_dir_at(sfd, entries)) return sys_error("opendir", path, err);
+  for (const DirEntry& e : entries) {
+    const std::string& n = e.name;
     std::string p = path_join(path, n);
     struct stat st;
     if (::fstatat(sfd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return sys_error("stat", p);

@@ -1,6 +1,6 @@
 // File-system helpers: an owning fd, whole-file reads, atomic writes,
 // directory creation and advisory locks. Paths inside a container root are
-// resolved against the root's fd elsewhere (see image/unpack.h); these
+// resolved against the root's fd elsewhere (core/root_path.h, image/rootfs_path.h); these
 // helpers are for Berth's own files.
 #pragma once
 

@@ -1,6 +1,5 @@
 #include "devices/cdi.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,12 +7,13 @@
 #include <algorithm>
 #include <set>
 
+#include "core/dir.h"
+#include "core/env_list.h"
 #include "core/fs.h"
+#include "core/root_path.h"
 #include "devices/gpu_select.h"
 #include "devices/inject.h"
 #include "devices/yaml.h"
-#include "runtime/root_path.h"
-#include "runtime/tool.h"
 
 namespace berth {
 namespace {
@@ -196,16 +196,9 @@ Result<std::vector<CdiSpec>> load_cdi_specs(const std::vector<std::string>& dirs
                                             std::vector<std::string>* warnings) {
   std::vector<CdiSpec> specs;
   for (const std::string& dir : dirs) {
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) continue;  // a CDI directory that does not exist holds no specs
-    std::vector<std::string> names;
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (has_suffix(n, ".json") || has_suffix(n, ".yaml") || has_suffix(n, ".yml")) names.push_back(n);
-    }
-    ::closedir(d);
-    std::sort(names.begin(), names.end());
-    for (const std::string& n : names) {
+    // A CDI directory that does not exist lists empty: it holds no specs.
+    for (const std::string& n : list_dir(dir)) {
+      if (!n.ends_with(".json") && !n.ends_with(".yaml") && !n.ends_with(".yml")) continue;
       std::string path = path_join(dir, n);
       auto text = read_file(path);
       if (!text) {

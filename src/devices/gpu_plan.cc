@@ -4,13 +4,11 @@
 #include <map>
 #include <set>
 
+#include "core/env_list.h"
+#include "core/strings.h"
+
 namespace berth {
 namespace {
-
-std::string basename_of(const std::string& p) {
-  size_t s = p.rfind('/');
-  return s == std::string::npos ? p : p.substr(s + 1);
-}
 
 /// Libraries that also get an unversioned "<base>.so" link (what build systems and
 /// some dlopen calls look for), and extra aliases some loaders expect.
@@ -34,14 +32,9 @@ std::string describe(const GpuPlanInput& in) {
 /// libraries inside do not try to create device nodes (they cannot, rootless).
 std::string params_without_modify(const std::string& params) {
   std::string out;
-  size_t i = 0;
-  while (i < params.size()) {
-    size_t e = params.find('\n', i);
-    std::string line = params.substr(i, e == std::string::npos ? std::string::npos : e - i);
-    if (line.rfind("ModifyDeviceFiles:", 0) == 0) line = "ModifyDeviceFiles: 0";
-    out += line + "\n";
-    if (e == std::string::npos) break;
-    i = e + 1;
+  for (std::string_view line : split_lines(params)) {
+    if (line.starts_with("ModifyDeviceFiles:")) line = "ModifyDeviceFiles: 0";
+    out.append(line) += '\n';
   }
   return out;
 }

@@ -3,31 +3,11 @@
 #include <algorithm>
 #include <cctype>
 
+#include "core/env_list.h"
+#include "core/strings.h"
+
 namespace berth {
 namespace {
-
-std::string trim(std::string_view s) {
-  size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string_view::npos) return "";
-  size_t e = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(b, e - b + 1));
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::vector<std::string> split(std::string_view s, char sep) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (true) {
-    size_t j = s.find(sep, i);
-    out.push_back(trim(s.substr(i, j == std::string_view::npos ? j : j - i)));
-    if (j == std::string_view::npos) return out;
-    i = j + 1;
-  }
-}
 
 bool all_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -102,7 +82,7 @@ Result<GpuRequest> parse_gpus_flag(std::string_view value) {
   std::vector<std::string> caps;
   bool have_caps = false;
   for (std::string f : fields) {
-    f = trim(f);
+    f = std::string(trim(f));
     if (f.empty()) return make_error("parse", what, "empty field");
     size_t eq = f.find('=');
     if (eq == std::string::npos) {
@@ -121,7 +101,7 @@ Result<GpuRequest> parse_gpus_flag(std::string_view value) {
       }
       continue;
     }
-    std::string key = lower(trim(f.substr(0, eq))), val = trim(f.substr(eq + 1));
+    std::string key = lower(trim(f.substr(0, eq))), val(trim(f.substr(eq + 1)));
     list = nullptr;
     if (key == "count") {
       if (have_count) return make_error("parse", what, "the GPU count is given twice");
@@ -130,11 +110,11 @@ Result<GpuRequest> parse_gpus_flag(std::string_view value) {
       if (val != "all") r.count = BERTH_TRY(parse_count(val, what));
     } else if (key == "device" || key == "devices") {
       have_devices = true;
-      for (auto& d : split(val, ',')) r.devices.push_back(d);
+      for (auto& d : split_trimmed(val, ',')) r.devices.push_back(d);
       list = &r.devices;
     } else if (key == "capabilities") {
       have_caps = true;
-      for (auto& c : split(val, ',')) caps.push_back(c);
+      for (auto& c : split_trimmed(val, ',')) caps.push_back(c);
       list = &caps;
     } else if (key == "driver") {
       if (val != "nvidia") return make_error("parse", what, "only the nvidia driver is supported");
@@ -169,7 +149,7 @@ Result<GpuRequest> parse_gpus_flag(std::string_view value) {
 Result<GpuRequest> parse_visible_devices(std::optional<std::string_view> value) {
   GpuRequest r;
   if (!value) return r;
-  std::string v = trim(*value);
+  std::string v(trim(*value));
   if (v.empty() || v == "void") return r;
   if (v == "none") {
     r.kind = GpuRequest::Kind::kNoDevices;
@@ -177,7 +157,7 @@ Result<GpuRequest> parse_visible_devices(std::optional<std::string_view> value) 
     r.kind = GpuRequest::Kind::kAll;
   } else {
     r.kind = GpuRequest::Kind::kList;
-    r.devices = split(v, ',');
+    r.devices = split_trimmed(v, ',');
     for (const auto& d : r.devices)
       if (d.empty())
         return make_error("parse", "NVIDIA_VISIBLE_DEVICES=" + v, "empty device in the list");
@@ -188,7 +168,7 @@ Result<GpuRequest> parse_visible_devices(std::optional<std::string_view> value) 
 Result<CapabilitySet> parse_capabilities(std::optional<std::string_view> value) {
   if (!value || trim(*value).empty()) return kCapDefault;
   CapabilitySet set = 0;
-  for (const auto& name : split(*value, ',')) {
+  for (const auto& name : split_trimmed(*value, ',')) {
     if (name.empty()) continue;
     if (name == "all") {
       set |= kCapAll;
@@ -209,9 +189,9 @@ std::optional<std::vector<int>> parse_cuda_visible_devices(std::optional<std::st
                                                            const std::vector<NvidiaGpu>& gpus) {
   if (!value) return std::nullopt;
   std::vector<int> out;
-  std::string v = trim(*value);
+  std::string v(trim(*value));
   if (v.empty() || v == "NoDevFiles") return out;
-  for (const auto& e : split(v, ',')) {
+  for (const auto& e : split_trimmed(v, ',')) {
     int idx = -1;
     if (all_digits(e) && e.size() < 6) {
       idx = std::stoi(e);
@@ -284,10 +264,10 @@ Result<Requirement> parse_requirement(std::string_view expr) {
   std::string e(expr);
   for (char& c : e)
     if (c == '\t' || c == '\n') c = ' ';
-  for (const auto& alt : split(e, ' ')) {
+  for (const auto& alt : split_trimmed(e, ' ')) {
     if (alt.empty()) continue;
     std::vector<Constraint> all;
-    for (const auto& term : split(alt, ',')) {
+    for (const auto& term : split_trimmed(alt, ',')) {
       if (term.empty()) continue;
       size_t k = 0;
       while (k < term.size() && std::isalpha(static_cast<unsigned char>(term[k]))) ++k;
@@ -296,7 +276,7 @@ Result<Requirement> parse_requirement(std::string_view expr) {
       size_t o = k;
       while (o < term.size() && (term[o] == '<' || term[o] == '>' || term[o] == '=')) ++o;
       c.op = term.substr(k, o - k);
-      c.value = trim(term.substr(o));
+      c.value = std::string(trim(term.substr(o)));
       if (c.key != "cuda" && c.key != "driver" && c.key != "arch" && c.key != "brand")
         return make_error("parse requirement", term,
                           "unknown key '" + c.key + "' (known: cuda, driver, arch, brand)");
@@ -320,16 +300,6 @@ bool requirement_met(const Requirement& req, const HostFacts& f) {
     if (std::all_of(alt.begin(), alt.end(), [&f](const Constraint& c) { return constraint_holds(c, f); }))
       return true;
   return false;
-}
-
-std::optional<std::string> env_lookup(const std::vector<std::string>& env, std::string_view key) {
-  std::optional<std::string> out;
-  for (const auto& kv : env)
-    if (kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=')
-      out = kv.substr(key.size() + 1);
-    else if (kv == key)
-      out = std::nullopt;  // "K" alone unsets
-  return out;
 }
 
 Status check_requirements(const std::vector<std::string>& env, const HostFacts& facts) {

@@ -85,7 +85,5 @@ bool use_cuda_compat(const Version& host_driver, const Version& compat_driver);
 /// The compat libcuda version among the file names of /usr/local/cuda/compat; unknown when none.
 Version compat_libcuda_version(const std::vector<std::string>& names);
 
-/// The value of `key` in a "K=V" list (last one wins); nullopt when absent.
-std::optional<std::string> env_lookup(const std::vector<std::string>& env, std::string_view key);
 
 }  // namespace berth

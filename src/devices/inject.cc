@@ -7,9 +7,10 @@
 
 #include <algorithm>
 
+#include "core/env_list.h"
 #include "core/fs.h"
+#include "core/root_path.h"
 #include "runtime/library_path.h"
-#include "runtime/root_path.h"
 
 namespace berth {
 namespace {
@@ -83,26 +84,6 @@ std::string find_image_ldconfig(const std::string& rootfs) {
       return p;
   }
   return "";
-}
-
-std::vector<std::string> list_dir_in_root(const std::string& rootfs, const std::string& path) {
-  std::vector<std::string> names;
-  UniqueFd root(::open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root.valid()) return names;
-  int fd = open_in_root(root.get(), path.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return names;
-  DIR* d = ::fdopendir(fd);
-  if (d == nullptr) {
-    ::close(fd);
-    return names;
-  }
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 }  // namespace berth

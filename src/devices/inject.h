@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "devices/gpu_plan.h"
-#include "runtime/container_config.h"
 #include "runtime/container_spec.h"
 
 namespace berth {
@@ -40,9 +39,5 @@ void add_library_dirs(const std::vector<std::string>& dirs, ContainerSpec& spec)
 /// The image's ldconfig as a container path ("" when it has none), looked up
 /// beneath `rootfs` without following links out of it.
 std::string find_image_ldconfig(const std::string& rootfs);
-
-/// The names in directory `path` of the container root (sorted; empty when it is missing),
-/// resolved beneath `rootfs`.
-std::vector<std::string> list_dir_in_root(const std::string& rootfs, const std::string& path);
 
 }  // namespace berth

@@ -1,18 +1,18 @@
 #include "devices/nvidia_discover.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <set>
 
+#include "core/dir.h"
+#include "core/elf.h"
 #include "core/fs.h"
 #include "core/log.h"
-#include "devices/elf.h"
+#include "core/strings.h"
 #include "devices/ld_cache.h"
 #include "devices/nvidia_probe.h"
 
@@ -66,31 +66,6 @@ std::string under(const std::string& root, std::string_view path) {
   return root == "/" ? std::string(path) : path_join(root, path);
 }
 
-std::string trim(std::string_view s) {
-  size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string_view::npos) return "";
-  size_t e = s.find_last_not_of(" \t\r\n");
-  return std::string(s.substr(b, e - b + 1));
-}
-
-std::string basename_of(std::string_view p) {
-  size_t s = p.rfind('/');
-  return std::string(s == std::string_view::npos ? p : p.substr(s + 1));
-}
-
-/// Entries of a directory (no "." / ".."), sorted; empty when it cannot be read.
-std::vector<std::string> list_dir(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = opendir(dir.c_str());
-  if (!d) return out;  // a missing directory is normal on most hosts
-  while (dirent* e = readdir(d)) {
-    if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) out.emplace_back(e->d_name);
-  }
-  closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 /// Follows symlinks of `path` (host namespace) inside `root`, re-rooting
 /// absolute link targets, so a link never leads out of the driver root.
 /// Returns the final path in the host namespace, or empty when it does not resolve.
@@ -98,15 +73,9 @@ std::string resolve_in_root(const std::string& root, const std::string& path) {
   std::vector<std::string> done;
   std::vector<std::string> todo;  // reversed: back() is next
   auto push_parts = [&todo](std::string_view p) {
-    std::vector<std::string> parts;
-    size_t i = 0;
-    while (i <= p.size()) {
-      size_t j = p.find('/', i);
-      if (j == std::string_view::npos) j = p.size();
-      if (j > i) parts.emplace_back(p.substr(i, j - i));
-      i = j + 1;
-    }
-    for (auto it = parts.rbegin(); it != parts.rend(); ++it) todo.push_back(*it);
+    std::vector<std::string_view> parts = split(p, '/');
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it)
+      if (!it->empty()) todo.emplace_back(*it);
   };
   push_parts(path);
   int hops = 0;
@@ -139,7 +108,8 @@ std::string resolve_in_root(const std::string& root, const std::string& path) {
   return out.empty() ? "/" : out;
 }
 
-/// A node if `path` exists under the device root.
+}  // namespace
+
 bool find_node(const std::string& dev_root, const std::string& path, DeviceNode* node) {
   std::string host = under(dev_root, path);
   struct stat st;
@@ -154,6 +124,8 @@ bool find_node(const std::string& dev_root, const std::string& path, DeviceNode*
   return true;
 }
 
+namespace {
+
 std::vector<DeviceNode> nodes_in(const std::string& dev_root, const std::string& dir) {
   std::vector<DeviceNode> out;
   for (const auto& name : list_dir(under(dev_root, dir))) {
@@ -166,14 +138,10 @@ std::vector<DeviceNode> nodes_in(const std::string& dev_root, const std::string&
 /// "Key:   value" lines of a /proc information file.
 std::map<std::string, std::string> parse_info(std::string_view text) {
   std::map<std::string, std::string> kv;
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t e = text.find('\n', i);
-    if (e == std::string_view::npos) e = text.size();
-    std::string_view line = text.substr(i, e - i);
+  for (std::string_view line : split_lines(text)) {
     size_t c = line.find(':');
-    if (c != std::string_view::npos) kv[trim(line.substr(0, c))] = trim(line.substr(c + 1));
-    i = e + 1;
+    if (c != std::string_view::npos)
+      kv[std::string(trim(line.substr(0, c)))] = trim(line.substr(c + 1));
   }
   return kv;
 }

@@ -27,6 +27,10 @@ struct DeviceNode {
   unsigned major = 0, minor = 0;
 };
 
+/// Fills `node` when `path` ("/dev/kfd") exists under `dev_root` ("/" or a test's stand-in);
+/// false when it does not.
+bool find_node(const std::string& dev_root, const std::string& path, DeviceNode* node);
+
 struct NvidiaGpu {
   int index = 0;            ///< position in PCI bus order, as nvidia-smi numbers GPUs
   std::string model;        ///< "NVIDIA A100-SXM4-40GB"

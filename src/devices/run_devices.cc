@@ -2,7 +2,9 @@
 
 #include <sys/stat.h>
 
+#include "core/dir.h"
 #include "core/env.h"
+#include "core/env_list.h"
 #include "core/fs.h"
 #include "core/log.h"
 #include "devices/amd.h"

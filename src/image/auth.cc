@@ -7,6 +7,7 @@
 
 #include "core/env.h"
 #include "core/fs.h"
+#include "core/strings.h"
 #include "image/http.h"
 
 namespace berth {
@@ -17,13 +18,6 @@ constexpr std::string_view kDockerIndexKey = "https://index.docker.io/v1/";
 
 bool is_space(char c) {
   return c == ' ' || c == '\t';
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return out;
 }
 
 /// "https://myreg:5000/v2/" -> "myreg:5000".

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "core/dynlib.h"
+#include "core/strings.h"
 
 namespace berth {
 
@@ -63,12 +64,6 @@ struct Transfer {
   bool too_large = false;
 };
 
-std::string trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return std::string(s);
-}
-
 size_t on_header(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   std::string_view line(data, size * n);
@@ -78,10 +73,7 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   }
   auto colon = line.find(':');
   if (colon == std::string_view::npos) return size * n;
-  std::string name(line.substr(0, colon));
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  t->resp.headers[name] = trim(line.substr(colon + 1));
+  t->resp.headers[lower(line.substr(0, colon))] = std::string(trim(line.substr(colon + 1)));
   return size * n;
 }
 

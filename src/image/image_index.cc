@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/strings.h"
 #include "image/reference.h"
 #include "image/store.h"
 
@@ -112,11 +113,6 @@ Result<FileLock> lock_index(const std::string& root) {
   return FileLock::acquire(path_join(root, "lock"));
 }
 
-bool is_hex(std::string_view s) {
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
 /// What a user's string designated: records by index into `recs`.
 struct Match {
   std::vector<size_t> which;
@@ -138,7 +134,7 @@ Result<Match> resolve(const std::vector<ImageRecord>& recs, std::string_view s) 
   std::string_view want = s;
   bool full = s.substr(0, 7) == "sha256:";
   if (full) want = s.substr(7);
-  if (want.size() >= 4 && want.size() <= 64 && is_hex(want) && (!full || want.size() == 64)) {
+  if (want.size() >= 4 && want.size() <= 64 && is_lower_hex(want) && (!full || want.size() == 64)) {
     std::set<std::string> ids;
     for (size_t i = 0; i < recs.size(); ++i) {
       if (digest_hex(recs[i].config_digest).substr(0, want.size()) == want) {

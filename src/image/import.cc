@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "core/clock.h"
+#include "core/strings.h"
 #include "image/layer_file.h"
 #include "image/manifest.h"
 #include "image/staging.h"
@@ -14,12 +15,6 @@ namespace berth {
 namespace {
 
 using nlohmann::json;
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 /// CMD/ENTRYPOINT: the JSON (exec) form, else the shell form wrapped in /bin/sh -c.
 json command_form(std::string_view args) {

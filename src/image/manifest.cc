@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/json.h"
 #include "core/sha256.h"
 
 namespace berth {
@@ -57,12 +58,6 @@ Result<json> parse_object(std::string_view body, const Where& where) {
   }
   if (!j.is_object()) return where.fail("not a JSON object");
   return j;
-}
-
-/// The string at j[key], or "" when absent or not a string.
-std::string string_field(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 bool is_schema1(std::string_view media_type) {

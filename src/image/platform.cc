@@ -7,6 +7,8 @@
 
 #include <vector>
 
+#include "core/strings.h"
+
 namespace berth {
 
 std::string Platform::str() const {
@@ -39,8 +41,7 @@ void normalise(Platform& p) {
       {"armv5tel", "arm", "v5"},
   };
   // OCI platform values are lowercase; accept "Linux/AMD64" as typed.
-  for (std::string* field : {&p.os, &p.architecture, &p.variant})
-    for (char& c : *field) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (std::string* field : {&p.os, &p.architecture, &p.variant}) *field = lower(*field);
   for (const Alias& a : aliases) {
     if (p.architecture == a.from) {
       p.architecture = a.arch;
@@ -73,8 +74,7 @@ Result<Platform> parse_platform(std::string_view s) {
   if (parts.size() == 1 && !parts[0].empty()) {
     // One word is an OS ("linux": this host's architecture) or an architecture ("arm64": Linux).
     static constexpr std::string_view kOses[] = {"linux", "windows", "darwin", "freebsd"};
-    std::string word = parts[0];
-    for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string word = lower(parts[0]);
     if (std::find(std::begin(kOses), std::end(kOses), word) != std::end(kOses)) {
       p = host_platform();
       p.os = word;

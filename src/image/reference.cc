@@ -10,6 +10,7 @@
 #include "image/reference.h"
 
 #include "core/sha256.h"
+#include "core/strings.h"
 
 namespace berth {
 
@@ -37,9 +38,6 @@ bool is_alnum(char c) {
 }
 bool is_hex(char c) {
   return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-bool is_lower_hex(char c) {
-  return is_digit(c) || (c >= 'a' && c <= 'f');
 }
 bool is_word(char c) {
   return is_alnum(c) || c == '_';
@@ -147,7 +145,7 @@ Status check_repository(std::string_view input, std::string_view repo) {
 
 Result<Reference> parse_reference(std::string_view input) {
   if (input.empty()) return bad(input, "reference is empty");
-  if (input.size() == 64 && all_of(input, is_lower_hex))
+  if (input.size() == 64 && is_lower_hex(input))
     return bad(input, "a 64-character hex string cannot be a repository name");
 
   Reference ref;

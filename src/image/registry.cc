@@ -10,6 +10,7 @@
 
 #include "core/log.h"
 #include "core/sha256.h"
+#include "core/strings.h"
 #include "image/http.h"
 #include "image/manifest.h"
 
@@ -76,9 +77,7 @@ std::string registry_error_detail(const std::string& body) {
 std::string origin_of(std::string_view url) {
   auto scheme_end = url.find("://");
   if (scheme_end == std::string_view::npos) return std::string();
-  std::string o(url.substr(0, url.find_first_of("/?#", scheme_end + 3)));
-  std::transform(o.begin(), o.end(), o.begin(), [](unsigned char c) { return std::tolower(c); });
-  return o;
+  return lower(url.substr(0, url.find_first_of("/?#", scheme_end + 3)));
 }
 
 bool is_redirect(long status) {
@@ -90,13 +89,8 @@ bool is_redirect(long status) {
 Result<std::string> resolve_location(const std::string& from, std::string_view location) {
   std::string where(location);
   if (where.empty()) return make_error("GET", from, "redirect without a Location header");
-  auto lowered = [](std::string_view s) {
-    std::string l(s.substr(0, 8));
-    std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
-    return l;
-  };
   if (where.find("://") != std::string::npos) {
-    std::string head = lowered(where);
+    std::string head = lower(std::string_view(where).substr(0, 8));
     if (!head.starts_with("http://") && !head.starts_with("https://")) {
       return make_error("GET", from, "redirect to a URL that is not http or https");
     }

@@ -11,19 +11,16 @@
 #include <cerrno>
 #include <vector>
 
+#include "core/dir.h"
 #include "core/fs.h"
+#include "core/strings.h"
 
 namespace berth {
 
 EntryName normalize_entry_name(std::string_view raw, std::string& out) {
   out.clear();
   if (!raw.empty() && raw.front() == '/') return EntryName::kEscapes;
-  size_t i = 0;
-  while (i < raw.size()) {
-    size_t j = raw.find('/', i);
-    if (j == std::string_view::npos) j = raw.size();
-    std::string_view comp = raw.substr(i, j - i);
-    i = j + 1;
+  for (std::string_view comp : split(raw, '/')) {
     if (comp.empty() || comp == ".") continue;
     if (comp == "..") return EntryName::kEscapes;
     if (!out.empty()) out += '/';
@@ -123,39 +120,15 @@ int open_beneath(int root_fd, const std::string& path) {
   return open_beneath_walk(root_fd, path);
 }
 
-namespace {
-
-/// Lists the children of directory `dirfd` (names and d_type); 0 or errno.
-int list_dir(int dirfd, std::vector<std::pair<std::string, unsigned char>>& out) {
-  int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  DIR* d = ::fdopendir(fd);
-  if (d == nullptr) {
-    int err = errno;
-    ::close(fd);
-    return err;
-  }
-  errno = 0;
-  while (struct dirent* de = ::readdir(d)) {
-    std::string_view n(de->d_name);
-    if (n != "." && n != "..") out.emplace_back(n, de->d_type);
-  }
-  int err = errno;
-  ::closedir(d);
-  return err;
-}
-
-}  // namespace
-
 int remove_at(int dirfd, const char* name) {
   if (::unlinkat(dirfd, name, 0) == 0 || errno == ENOENT) return 0;
   if (errno != EISDIR) return errno;
   UniqueFd dir(::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dir.valid()) return errno;
-  std::vector<std::pair<std::string, unsigned char>> children;
-  if (int err = list_dir(dir.get(), children)) return err;
-  for (const auto& [child, type] : children) {
-    if (int err = remove_at(dir.get(), child.c_str())) return err;
+  std::vector<DirEntry> children;
+  if (int err = list_dir_at(dir.get(), children)) return err;
+  for (const DirEntry& child : children) {
+    if (int err = remove_at(dir.get(), child.name.c_str())) return err;
   }
   if (::unlinkat(dirfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT) return errno;
   return 0;
@@ -163,8 +136,8 @@ int remove_at(int dirfd, const char* name) {
 
 int clear_dir_except(int dirfd, const std::string& dir_path,
                      const std::unordered_set<std::string>& keep) {
-  std::vector<std::pair<std::string, unsigned char>> children;
-  if (int err = list_dir(dirfd, children)) return err;
+  std::vector<DirEntry> children;
+  if (int err = list_dir_at(dirfd, children)) return err;
   std::string child_path;
   for (const auto& [child, type] : children) {
     child_path = dir_path.empty() ? child : dir_path + '/' + child;

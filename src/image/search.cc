@@ -6,6 +6,7 @@
 #include <cctype>
 #include <functional>
 
+#include "core/strings.h"
 #include "image/http.h"
 
 namespace berth {
@@ -16,13 +17,6 @@ using nlohmann::json;
 
 constexpr int kMaxCatalogPages = 100;
 constexpr const char* kDockerHubIndex = "https://index.docker.io";
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 /// The next page's path from a Link header: `</v2/_catalog?last=x&n=100>; rel="next"`.
 std::string next_page(const std::string& link) {

@@ -1,6 +1,5 @@
 #include "image/staging.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -9,6 +8,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/dir.h"
 #include "core/sha256.h"
 #include "image/store.h"
 
@@ -20,13 +20,8 @@ constexpr char kPrefix[] = "stage-";
 
 /// Removes staging folders whose lock nobody holds: their import or load was killed.
 void remove_abandoned(const std::string& tmp) {
-  DIR* d = ::opendir(tmp.c_str());
-  if (!d) return;  // no tmp/ yet: nothing abandoned
-  std::vector<std::string> names;
-  while (dirent* de = ::readdir(d))
-    if (std::string_view(de->d_name).starts_with(kPrefix)) names.emplace_back(de->d_name);
-  ::closedir(d);
-  for (const std::string& n : names) {
+  for (const std::string& n : list_dir(tmp)) {  // no tmp/ yet lists empty: nothing abandoned
+    if (!n.starts_with(kPrefix)) continue;
     std::string dir = path_join(tmp, n);
     auto lock = FileLock::try_acquire(path_join(dir, "lock"));
     // Best effort: a folder that cannot be removed now is tried again next time.

@@ -1,6 +1,5 @@
 #include "image/tar_writer.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/dir.h"
 #include "core/fs.h"
 #include "image/archive_api.h"
 
@@ -26,23 +26,10 @@ using EntryPtr = std::unique_ptr<archive_entry, EntryFree>;
 
 /// The sorted names in directory `fd`, "." and ".." left out.
 Result<std::vector<std::string>> sorted_entries(int fd, const std::string& path) {
-  int dup = ::dup(fd);
-  if (dup < 0) return sys_error("dup", path);
-  DIR* d = ::fdopendir(dup);
-  if (!d) {
-    Error e = sys_error("opendir", path);
-    ::close(dup);
-    return e;
-  }
+  std::vector<DirEntry> entries;
+  if (int err = list_dir_at(fd, entries)) return sys_error("readdir", path, err);
   std::vector<std::string> out;
-  errno = 0;
-  while (dirent* de = ::readdir(d)) {
-    std::string n = de->d_name;
-    if (n != "." && n != "..") out.push_back(std::move(n));
-  }
-  int err = errno;
-  ::closedir(d);
-  if (err != 0) return sys_error("readdir", path, err);
+  for (DirEntry& e : entries) out.push_back(std::move(e.name));
   std::sort(out.begin(), out.end());
   return out;
 }

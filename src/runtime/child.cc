@@ -18,7 +18,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "runtime/root_path.h"
+#include "core/root_path.h"
+#include "core/signals.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -26,12 +27,6 @@
 
 namespace berth {
 namespace {
-
-/// Signals the parent (and the init) forward to the workload.
-constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-
-/// The workload's pid, for the init's signal handler.
-volatile pid_t g_workload = 0;
 
 [[noreturn]] void fail(const ChildContext& ctx, const ChildFailure& f) {
   // A short write leaves the parent with a truncated record, which it reports as such.
@@ -102,13 +97,6 @@ void reset_signals() {
   fail(ctx, f);
 }
 
-void forward_signal(int sig, siginfo_t* info, void*) {
-  // A terminal's signal (SI_KERNEL) already reached the workload's process group.
-  if (info != nullptr && info->si_code == SI_KERNEL) return;
-  pid_t pid = g_workload;
-  if (pid > 0) (void)::kill(pid, sig);
-}
-
 /// PID 1 of a new PID namespace: starts the workload, forwards signals to
 /// it, reaps every orphan, and exits with the workload's status.
 [[noreturn]] void run_init(const ChildContext& ctx) {
@@ -119,13 +107,8 @@ void forward_signal(int sig, siginfo_t* info, void*) {
     fail(ctx, f);
   }
   if (pid == 0) start_workload(ctx);
-  g_workload = pid;
   ::close(ctx.report_fd);  // the workload's copy tells the parent about exec
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = forward_signal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  for (int sig : kForwarded) ::sigaction(sig, &sa, nullptr);
+  forward_signals_to(pid, nullptr);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);

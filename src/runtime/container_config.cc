@@ -1,5 +1,8 @@
 #include "runtime/container_config.h"
 
+#include "core/env_list.h"
+#include "core/json.h"
+#include "core/strings.h"
 #include "runtime/identity.h"
 
 #include <algorithm>
@@ -9,33 +12,11 @@
 namespace berth {
 namespace {
 
-constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  for (;;) {
-    size_t at = s.find(sep);
-    out.push_back(s.substr(0, at));
-    if (at == std::string_view::npos) return out;
-    s.remove_prefix(at + 1);
-  }
-}
-
 std::optional<uint32_t> parse_id(std::string_view s) {
   uint32_t v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
   return v;
-}
-
-std::string_view env_key(std::string_view kv) { return kv.substr(0, kv.find('=')); }
-
-/// The host's value of `key` as "K=V", or nullopt.
-std::optional<std::string> host_value(const std::vector<std::string>& host_env,
-                                      std::string_view key) {
-  for (const std::string& kv : host_env)
-    if (env_key(kv) == key && kv.size() > key.size()) return kv;
-  return std::nullopt;
 }
 
 
@@ -49,12 +30,6 @@ Result<std::vector<std::string>> string_list(const nlohmann::json& config, const
     out.push_back(v.get<std::string>());
   }
   return out;
-}
-
-/// config[key] when it is a string, else "".
-std::string string_field(const nlohmann::json& config, const char* key) {
-  auto it = config.find(key);
-  return it != config.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 }  // namespace
@@ -133,15 +108,15 @@ Result<std::vector<std::string>> parse_env_file(std::string_view text, const std
     size_t first = line.find_first_not_of(" \t");
     if (first == std::string_view::npos || line[first] == '#') continue;
     line.remove_prefix(first);
-    std::string_view key = env_key(line);
+    std::string_view key = env_name(line);
     if (key.empty() || key.find_first_of(" \t") != std::string_view::npos)
       return make_error("read env file", path,
                         "line " + std::to_string(n) + ": invalid variable name \"" +
                             std::string(key) + "\"");
     if (line.find('=') != std::string_view::npos) {
       out.emplace_back(line);
-    } else if (auto v = host_value(host_env, key)) {
-      out.push_back(*v);
+    } else if (auto v = env_lookup(host_env, key)) {
+      out.push_back(std::string(key) + "=" + *v);
     }
   }
   return out;
@@ -183,12 +158,12 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
     for (const std::string& kv : host.environ) set_env(spec.env, kv);
   for (const std::string& kv : opts.file_env) set_env(spec.env, kv);
   for (const std::string& e : opts.env) {
-    if (env_key(e).empty())
+    if (env_name(e).empty())
       return make_error("env", e, "invalid variable: expected KEY=VALUE or KEY");
     if (e.find('=') != std::string::npos) {
       set_env(spec.env, e);
-    } else if (auto v = host_value(host.environ, e)) {
-      set_env(spec.env, *v);
+    } else if (auto v = env_lookup(host.environ, e)) {
+      set_env(spec.env, e + "=" + *v);
     }
   }
 
@@ -201,8 +176,8 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
     spec.home = host.home;
     set_env(spec.env, "HOME=" + host.home);
   }
-  if (!host_value(spec.env, "PATH")) set_env(spec.env, std::string("PATH=") + kDefaultPath);
-  if (!host_value(spec.env, "HOME")) set_env(spec.env, "HOME=" + spec.home);
+  if (!env_lookup(spec.env, "PATH")) set_env(spec.env, std::string("PATH=") + kDefaultPath);
+  if (!env_lookup(spec.env, "HOME")) set_env(spec.env, "HOME=" + spec.home);
   if (!opts.hostname.empty()) set_env(spec.env, "HOSTNAME=" + opts.hostname);
 
   // Working directory.
@@ -217,16 +192,6 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   spec.pid_namespace = opts.pid_namespace;
   spec.host_dev = opts.host_dev;
   return spec;
-}
-
-void set_env(std::vector<std::string>& env, std::string kv) {
-  std::string_view key = env_key(kv);
-  for (std::string& e : env)
-    if (env_key(e) == key) {
-      e = std::move(kv);
-      return;
-    }
-  env.push_back(std::move(kv));
 }
 
 }  // namespace berth

@@ -59,8 +59,6 @@ struct ResolvedUser {
 Result<ResolvedUser> resolve_user(std::string_view user, std::string_view passwd,
                                   std::string_view group);
 
-/// Sets or replaces K=V in `env`, keeping first-seen order.
-void set_env(std::vector<std::string>& env, std::string kv);
 
 /// Parses -v HOST:CTR[:ro|:rw]; both paths must be absolute.
 Result<Volume> parse_volume(std::string_view text);

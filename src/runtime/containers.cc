@@ -1,6 +1,5 @@
 #include "runtime/containers.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +9,8 @@
 #include <functional>
 
 #include "core/clock.h"
+#include "core/dir.h"
+#include "core/strings.h"
 #include "image/unpack.h"
 #include "runtime/link_form.h"
 
@@ -18,11 +19,6 @@ namespace {
 
 constexpr size_t kIdLength = 64;
 constexpr size_t kMinPrefix = 4;
-
-bool is_hex(std::string_view s) {
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
 
 Result<std::string> random_id() {
   unsigned char bytes[kIdLength / 2];
@@ -38,20 +34,6 @@ Result<std::string> random_id() {
   return id;
 }
 
-/// The entries of a directory, "." and ".." left out; a missing directory is empty.
-std::vector<std::string> list_dir(const std::string& path) {
-  std::vector<std::string> out;
-  DIR* d = ::opendir(path.c_str());
-  if (!d) return out;  // missing: nothing there yet
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") out.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 /// The container ID a names/ link points to, or "" when it is not one of ours.
 std::string link_target_id(const std::string& link) {
   char buf[256];
@@ -61,7 +43,7 @@ std::string link_target_id(const std::string& link) {
   std::string_view prefix = "../containers/";
   if (t.rfind(prefix, 0) != 0) return "";
   std::string id = t.substr(prefix.size());
-  return id.size() == kIdLength && is_hex(id) ? id : "";
+  return id.size() == kIdLength && is_lower_hex(id) ? id : "";
 }
 
 /// Holds no lock but tells whether someone holds `path` exclusively.
@@ -82,7 +64,7 @@ Status validate_container_name(std::string_view name) {
   if (!valid)
     return make_error("name", std::string(name),
                       "invalid container name: only [a-zA-Z0-9][a-zA-Z0-9_.-]* is allowed");
-  if (name.size() == kIdLength && is_hex(name))
+  if (name.size() == kIdLength && is_lower_hex(name))
     return make_error("name", std::string(name), "a name cannot look like a container ID");
   return {};
 }
@@ -92,6 +74,8 @@ Result<ContainerStore> ContainerStore::open(const std::string& berth_home) {
   s.root_ = berth_home;
   BERTH_CHECK(make_dirs(path_join(berth_home, "containers")));
   BERTH_CHECK(make_dirs(path_join(berth_home, "names")));
+  for (const char* dir : {"", "containers", "names"})
+    BERTH_CHECK(check_private_dir(*dir ? path_join(berth_home, dir) : berth_home));
   return s;
 }
 
@@ -175,7 +159,7 @@ Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageR
 Result<std::vector<ContainerRecord>> ContainerStore::list() const {
   std::vector<ContainerRecord> out;
   for (const std::string& id : list_dir(path_join(root_, "containers"))) {
-    if (id.size() != kIdLength || !is_hex(id)) continue;  // .tmp-* and strangers
+    if (id.size() != kIdLength || !is_lower_hex(id)) continue;  // .tmp-* and strangers
     out.push_back(BERTH_TRY(load(id)));
   }
   std::stable_sort(out.begin(), out.end(), [](const ContainerRecord& a, const ContainerRecord& b) {
@@ -191,7 +175,7 @@ Result<ContainerRecord> ContainerStore::find(std::string_view name_or_id) const 
     std::string id = link_target_id(path_join(path_join(root_, "names"), key));
     if (!id.empty()) return load(id);
   }
-  if (key.size() >= kMinPrefix && key.size() <= kIdLength && is_hex(key)) {
+  if (key.size() >= kMinPrefix && key.size() <= kIdLength && is_lower_hex(key)) {
     std::vector<std::string> hits;
     for (const std::string& id : list_dir(path_join(root_, "containers")))
       if (id.size() == kIdLength && id.rfind(key, 0) == 0) hits.push_back(id);

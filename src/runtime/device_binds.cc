@@ -8,16 +8,10 @@
 
 #include "core/fs.h"
 #include "core/log.h"
+#include "core/strings.h"
 #include "runtime/mount_plan.h"
 
 namespace berth {
-namespace {
-
-bool is_under(const std::string& path, const std::string& dir) {
-  return path.size() > dir.size() && path.starts_with(dir) && path[dir.size()] == '/';
-}
-
-}  // namespace
 
 Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std::string& scratch,
                                            const Engine& engine, bool write) {

@@ -7,7 +7,6 @@
 // translation, removed after the run.
 #include "runtime/fakechroot_engine.h"
 
-#include <elf.h>
 #include <fcntl.h>
 #include <glob.h>
 #include <sys/stat.h>
@@ -16,11 +15,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/elf.h"
 #include "core/env.h"
+#include "core/env_list.h"
 #include "core/fs.h"
+#include "core/root_path.h"
+#include "core/strings.h"
 #include "runtime/fallback.h"
 #include "runtime/mount_plan.h"
-#include "runtime/root_path.h"
 #include "runtime/spawn.h"
 #include "runtime/tool.h"
 
@@ -29,12 +31,10 @@ namespace {
 
 #if defined(__x86_64__)
 constexpr const char* kMultiarch = "x86_64-linux-gnu";
-constexpr int kElfMachine = EM_X86_64;
 #elif defined(__aarch64__)
 constexpr const char* kMultiarch = "aarch64-linux-gnu";
-constexpr int kElfMachine = EM_AARCH64;
 #else
-#error "add this architecture's multiarch tuple and ELF machine"
+#error "add this architecture's multiarch tuple"
 #endif
 
 }  // namespace
@@ -66,14 +66,8 @@ std::vector<std::string> library_dirs(const std::string& rootfs) {
     for (size_t i = 0; i < g.gl_pathc; ++i) {
       auto text = read_file(g.gl_pathv[i]);
       if (!text) continue;  // unreadable configuration: the standard folders remain
-      size_t pos = 0;
-      while (pos < text->size()) {
-        size_t end = text->find('\n', pos);
-        if (end == std::string::npos) end = text->size();
-        std::string line = text->substr(pos, end - pos);
-        pos = end + 1;
-        if (line.starts_with("/")) dirs.push_back(line.substr(0, line.find_first_of(" \t#")));
-      }
+      for (std::string_view line : split_lines(*text))
+        if (line.starts_with("/")) dirs.emplace_back(line.substr(0, line.find_first_of(" \t#")));
     }
     ::globfree(&g);
   }
@@ -133,49 +127,7 @@ void unlink_volumes(const std::vector<VolumeLink>& links) {
   }
 }
 
-/// `env` with `name` set to `value` (replacing an earlier entry).
-void set_var(std::vector<std::string>& env, const std::string& name, const std::string& value) {
-  for (std::string& e : env) {
-    if (e.starts_with(name + "=")) {
-      e = name + "=" + value;
-      return;
-    }
-  }
-  env.push_back(name + "=" + value);
-}
-
-std::string var(const std::vector<std::string>& env, const std::string& name) {
-  for (const std::string& e : env)
-    if (e.starts_with(name + "=")) return e.substr(name.size() + 1);
-  return "";
-}
-
 }  // namespace
-
-Result<std::string> elf_interpreter(int fd, const std::string& what) {
-  Elf64_Ehdr eh;
-  if (::pread(fd, &eh, sizeof eh, 0) != static_cast<ssize_t>(sizeof eh) ||
-      std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
-    return make_error("exec", what, "not an ELF executable");
-  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != kElfMachine)
-    return make_error("exec", what, "not a 64-bit executable for this machine");
-  if (eh.e_phentsize != sizeof(Elf64_Phdr)) return make_error("exec", what, "bad ELF header");
-  for (unsigned i = 0; i < eh.e_phnum; ++i) {
-    Elf64_Phdr ph;
-    off_t at = static_cast<off_t>(eh.e_phoff + i * sizeof ph);
-    if (::pread(fd, &ph, sizeof ph, at) != static_cast<ssize_t>(sizeof ph))
-      return make_error("exec", what, "truncated ELF program headers");
-    if (ph.p_type != PT_INTERP) continue;
-    if (ph.p_filesz == 0 || ph.p_filesz > 4096) return make_error("exec", what, "bad PT_INTERP");
-    std::string interp(ph.p_filesz, '\0');
-    if (::pread(fd, interp.data(), interp.size(), static_cast<off_t>(ph.p_offset)) !=
-        static_cast<ssize_t>(interp.size()))
-      return make_error("exec", what, "truncated PT_INTERP");
-    interp.resize(std::strlen(interp.c_str()));
-    return interp;
-  }
-  return std::string();
-}
 
 FakechrootLaunch fakechroot_launch(const ContainerSpec& spec, const std::string& loader,
                                    const std::string& command,
@@ -185,7 +137,7 @@ FakechrootLaunch fakechroot_launch(const ContainerSpec& spec, const std::string&
   std::string libpath;
   // The image's own LD_LIBRARY_PATH first, as host paths (the loader does not go through
   // libfakechroot), then its standard folders.
-  for (const std::string& d : split_path(var(spec.env, "LD_LIBRARY_PATH")))
+  for (const std::string& d : split_path(env_lookup(spec.env, "LD_LIBRARY_PATH").value_or("")))
     if (d.starts_with("/")) libpath += (libpath.empty() ? "" : ":") + root + d;
   for (const std::string& d : lib_dirs) libpath += (libpath.empty() ? "" : ":") + root + d;
 
@@ -197,12 +149,12 @@ FakechrootLaunch fakechroot_launch(const ContainerSpec& spec, const std::string&
   // and volumes (same path inside, or the host end of a volume link).
   std::string exclude = "/dev:/proc:/sys:/etc/resolv.conf:/etc/hosts";
   for (const Volume& v : spec.volumes) exclude += ":" + v.host;
-  std::string preload = var(spec.env, "LD_PRELOAD");
-  set_var(l.env, "LD_PRELOAD", library + (preload.empty() ? "" : ":" + preload));
-  set_var(l.env, "LD_LIBRARY_PATH", libpath);
-  set_var(l.env, "FAKECHROOT_BASE", root);
-  set_var(l.env, "FAKECHROOT_ELFLOADER", root + loader);
-  set_var(l.env, "FAKECHROOT_EXCLUDE_PATH", exclude);
+  std::string preload = env_lookup(spec.env, "LD_PRELOAD").value_or("");
+  set_env(l.env, "LD_PRELOAD=" + library + (preload.empty() ? "" : ":" + preload));
+  set_env(l.env, "LD_LIBRARY_PATH=" + libpath);
+  set_env(l.env, "FAKECHROOT_BASE=" + root);
+  set_env(l.env, "FAKECHROOT_ELFLOADER=" + root + loader);
+  set_env(l.env, "FAKECHROOT_EXCLUDE_PATH=" + exclude);
   return l;
 }
 

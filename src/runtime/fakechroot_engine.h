@@ -28,10 +28,6 @@ FakechrootLaunch fakechroot_launch(const ContainerSpec& spec, const std::string&
                                    const std::vector<std::string>& lib_dirs,
                                    const std::string& library);
 
-/// The ELF interpreter (PT_INTERP) of the file at `fd`: "" for a static executable; an error
-/// when the file is not a 64-bit ELF for this machine (`what` names it in the error).
-Result<std::string> elf_interpreter(int fd, const std::string& what);
-
 /// libfakechroot.so on the host, for the engine table's tool column: $`tool.env_var` when set,
 /// else Debian's multiarch folder; one line naming `package` when it is not installed.
 Result<std::string> find_libfakechroot(const EngineTool& tool, const char* package);

@@ -9,19 +9,13 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "core/env_list.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "core/root_path.h"
 #include "runtime/identity.h"
-#include "runtime/root_path.h"
-#include "runtime/tool.h"
 
 namespace berth {
-namespace {
-
-constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-}  // namespace
-
 Status refuse_unsupported(const ContainerSpec& spec, const Engine& engine) {
   std::string name = engine.name;
   if (!engine.devices && !spec.device_edits.empty())
@@ -41,9 +35,7 @@ Status refuse_unsupported(const ContainerSpec& spec, const Engine& engine) {
 }
 
 std::string spec_path(const ContainerSpec& spec) {
-  for (const std::string& e : spec.env)
-    if (e.starts_with("PATH=")) return e.substr(5);
-  return kDefaultPath;
+  return env_lookup(spec.env, "PATH").value_or(kDefaultPath);
 }
 
 Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code, PathView view,

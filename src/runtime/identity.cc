@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "core/fs.h"
-#include "runtime/root_path.h"
+#include "core/root_path.h"
+#include "core/strings.h"
 
 namespace berth {
 namespace {
@@ -41,20 +42,9 @@ Status append_in_root(int root_fd, const char* path, std::string_view old,
 
 std::optional<std::vector<std::string_view>> find_account(std::string_view text, size_t key_field,
                                                           std::string_view key) {
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t j = text.find('\n', i);
-    if (j == std::string_view::npos) j = text.size();
-    std::string_view line = text.substr(i, j - i);
-    i = j + 1;
+  for (std::string_view line : split_lines(text)) {
     if (line.empty() || line.front() == '#') continue;
-    std::vector<std::string_view> f;
-    for (size_t k = 0;;) {
-      size_t c = line.find(':', k);
-      f.push_back(line.substr(k, c == std::string_view::npos ? std::string_view::npos : c - k));
-      if (c == std::string_view::npos) break;
-      k = c + 1;
-    }
+    std::vector<std::string_view> f = split(line, ':');
     if (f.size() > key_field && f[key_field] == key) return f;
   }
   return std::nullopt;

@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/root_path.h"
 #include "runtime/child.h"
-#include "runtime/root_path.h"
 
 namespace berth {
 

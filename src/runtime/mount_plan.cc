@@ -5,6 +5,8 @@
 
 #include <string_view>
 
+#include "core/strings.h"
+
 namespace berth {
 
 HostPathKind HostInfo::kind(const std::string& path) const {
@@ -83,12 +85,7 @@ Result<std::string> normalize_container_path(const std::string& path) {
   if (path.empty() || path.front() != '/')
     return make_error("mount", path, "container path must be absolute");
   std::string out;
-  size_t i = 0;
-  while (i < path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string::npos) j = path.size();
-    std::string_view comp(path.data() + i, j - i);
-    i = j + 1;
+  for (std::string_view comp : split(path, '/')) {
     if (comp.empty() || comp == ".") continue;
     if (comp == "..")
       return make_error("mount", path, "container path must not contain \"..\"");
@@ -98,15 +95,6 @@ Result<std::string> normalize_container_path(const std::string& path) {
   if (out.empty()) out = "/";
   return out;
 }
-
-namespace {
-
-bool is_under(const std::string& path, const std::string& dir) {
-  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
-                         path[dir.size()] == '/');
-}
-
-}  // namespace
 
 Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan) {
   std::vector<MountEntry> out;
@@ -147,8 +135,8 @@ Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan) {
         e.target_kind = kFile;
         break;
       case DeviceEdit::Kind::kFile: {
-        bool in_tmpfs = is_under(*target, kBerthRunDir);
-        for (const auto& t : tmpfs_dirs) in_tmpfs |= is_under(*target, t);
+        bool in_tmpfs = is_at_or_under(*target, kBerthRunDir);
+        for (const auto& t : tmpfs_dirs) in_tmpfs |= is_at_or_under(*target, t);
         e.kind = MountKind::kWriteFile;
         e.data = d.source;
         e.target_kind = kFile;
@@ -169,7 +157,7 @@ Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan) {
         break;
       }
     }
-    need_run_dir |= is_under(e.target, kBerthRunDir) || e.source_in_root;
+    need_run_dir |= is_at_or_under(e.target, kBerthRunDir) || e.source_in_root;
     out.push_back(std::move(e));
   }
   if (!need_run_dir) {

@@ -13,6 +13,7 @@
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "core/scope_guard.h"
 #include "runtime/fallback.h"
 #include "runtime/library_path.h"
 #include "runtime/spawn.h"
@@ -158,30 +159,21 @@ RunOutcome run_oci(const EngineRun& run) {
   if (!state) return failed(std::move(state).error());
 
   std::string bundle = path_join(run.work_dir, "oci-" + run.run_name);
-  auto cleanup = [&bundle] { (void)remove_tree(bundle); };  // best effort: a leftover is harmless
+  // Best effort, on every way out: a leftover bundle is harmless.
+  auto cleanup = on_scope_exit([&bundle] { (void)remove_tree(bundle); });
   if (auto st = make_dirs(bundle, 0700); !st) return failed(std::move(st).error());
   auto extra = device_binds(spec, path_join(bundle, "scratch"), *run.engine, true);
-  if (!extra) {
-    cleanup();
-    return failed(std::move(extra).error());
-  }
+  if (!extra) return failed(std::move(extra).error());
   int code;
-  if (auto command = resolve_command(spec, &code, PathView::kInRoot, *extra); !command) {
-    cleanup();
+  if (auto command = resolve_command(spec, &code, PathView::kInRoot, *extra); !command)
     return RunOutcome{code, std::move(command).error()};
-  }
   auto config = oci_config(spec, ::geteuid(), ::getegid(), *plan, *extra);
-  if (!config) {
-    cleanup();
-    return failed(std::move(config).error());
-  }
+  if (!config) return failed(std::move(config).error());
   std::string log_path = path_join(bundle, "runtime.log");
   if (auto st = write_file_atomic(path_join(bundle, "config.json"), config->dump(1), 0600,
                                   Durability::kProcessSafe);
-      !st) {
-    cleanup();
+      !st)
     return failed(std::move(st).error());
-  }
   std::vector<std::string> argv = {*runtime, "--root", *state, "--log", log_path,
                                    "--log-format", "json", "run", "--bundle", bundle, run.run_name};
   // The runtime gets the caller's environment (it may need XDG_RUNTIME_DIR and the like); the
@@ -193,7 +185,6 @@ RunOutcome run_oci(const EngineRun& run) {
     if (std::string err = logged_error(log_path); !err.empty())
       out = RunOutcome{125, make_error(*runtime, run.run_name, err)};
   }
-  cleanup();
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "core/fs.h"
+#include "core/scope_guard.h"
 #include "runtime/fallback.h"
 #include "runtime/library_path.h"
 #include "runtime/spawn.h"
@@ -60,22 +61,16 @@ RunOutcome run_proot(const EngineRun& run) {
   if (!plan) return failed(std::move(plan).error());
   if (auto st = prepare_rootfs(spec, true); !st) return failed(std::move(st).error());
   std::string scratch = path_join(run.work_dir, "proot-" + run.run_name);
+  // Best effort, on every way out: a leftover is harmless and an error matters more.
+  auto cleanup = on_scope_exit([&scratch] { (void)remove_tree(scratch); });
   auto extra = device_binds(spec, scratch, *run.engine, true);
-  if (!extra) {
-    (void)remove_tree(scratch);  // best effort: the error matters more
-    return failed(std::move(extra).error());
-  }
+  if (!extra) return failed(std::move(extra).error());
   int code;
   auto command = resolve_command(spec, &code, PathView::kInRoot, *extra);
-  if (!command) {
-    (void)remove_tree(scratch);  // best effort, as above
-    return RunOutcome{code, std::move(command).error()};
-  }
+  if (!command) return RunOutcome{code, std::move(command).error()};
   // proot ignores SIGTERM and the like: they go to its process group, the workload's.
-  RunOutcome out = spawn_and_wait(spec, proot_argv(spec, *proot, *plan, *command, *extra),
-                                  env_with_library_dirs(spec), "", Forward::kGroup);
-  if (!spec.device_edits.empty()) (void)remove_tree(scratch);  // a leftover is harmless
-  return out;
+  return spawn_and_wait(spec, proot_argv(spec, *proot, *plan, *command, *extra),
+                        env_with_library_dirs(spec), "", Forward::kGroup);
 }
 
 }  // namespace berth

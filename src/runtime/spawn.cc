@@ -8,27 +8,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-#include <iterator>
 
 #include "core/fs.h"
+#include "core/signals.h"
 
 namespace berth {
-namespace {
-
-constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-
-/// Where forwarded signals go: the running child's pid, or minus its process group.
-volatile pid_t g_engine_child = 0;
-
-void forward_to_engine_child(int sig, siginfo_t* info, void*) {
-  // A terminal's signal (SI_KERNEL) already reached the child: it is in our process group.
-  if (info != nullptr && info->si_code == SI_KERNEL) return;
-  pid_t pid = g_engine_child;
-  if (pid != 0) (void)::kill(pid, sig);
-}
-
-}  // namespace
 
 RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::string>& argv,
                           const std::vector<std::string>& envp, const std::string& cwd,
@@ -54,14 +38,11 @@ RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::stri
 
   sigset_t block, old_mask;
   sigemptyset(&block);
-  for (int sig : kForwarded) sigaddset(&block, sig);
+  add_forwarded_signals(&block);
   ::sigprocmask(SIG_BLOCK, &block, &old_mask);
   pid_t pid = ::fork();
   if (pid == 0) {
-    struct sigaction dfl;
-    std::memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (int sig : kForwarded) (void)::sigaction(sig, &dfl, nullptr);  // cannot fail for these
+    reset_forwarded_signals();
     ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     if (own_group) (void)::setpgid(0, 0);  // the parent does it too; one of them wins the race
     if (devnull.valid() && ::dup2(devnull.get(), STDIN_FILENO) < 0) {
@@ -85,13 +66,8 @@ RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::stri
     return RunOutcome{125, sys_error("fork", argv.front(), err)};
   }
   if (own_group) (void)::setpgid(pid, pid);  // EACCES once it has exec'd: it did it itself
-  g_engine_child = own_group ? -pid : pid;
-  struct sigaction sa, old_sa[std::size(kForwarded)];
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = forward_to_engine_child;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  for (size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &sa, &old_sa[i]);
+  ForwardedActions old_actions;
+  forward_signals_to(own_group ? -pid : pid, &old_actions);  // the child, or its own group
   ::sigprocmask(SIG_UNBLOCK, &block, nullptr);
 
   report_w.reset();
@@ -102,8 +78,7 @@ RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::stri
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  g_engine_child = 0;
-  for (size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &old_sa[i], nullptr);
+  stop_forwarding(old_actions);
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   if (n == sizeof exec_err) return RunOutcome{125, sys_error("exec", argv.front(), exec_err)};
   RunOutcome out;

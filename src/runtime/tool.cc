@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/env.h"
+#include "core/env_list.h"
 #include "core/fs.h"
 
 namespace berth {
@@ -30,18 +31,6 @@ Result<std::string> find_tool(const char* name, const char* env_var, const char*
   if (package != nullptr && *package != '\0')
     return std::move(e).with_hint(std::string("install the Debian package '") + package + "'");
   return e;
-}
-
-std::vector<std::string> split_path(std::string_view list) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i <= list.size()) {
-    size_t j = list.find(':', i);
-    if (j == std::string_view::npos) j = list.size();
-    out.emplace_back(list.substr(i, j - i));
-    i = j + 1;
-  }
-  return out;
 }
 
 }  // namespace berth

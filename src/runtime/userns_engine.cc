@@ -13,7 +13,9 @@
 #include <cstring>
 #include <string>
 
+#include "core/env_list.h"
 #include "core/fs.h"
+#include "core/signals.h"
 #include "runtime/child.h"
 #include "runtime/container_spec.h"
 #include "runtime/identity.h"
@@ -21,19 +23,6 @@
 
 namespace berth {
 namespace {
-
-constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/// The direct child, for the parent's signal handler.
-volatile pid_t g_child = 0;
-
-void forward_to_child(int sig, siginfo_t* info, void*) {
-  // A terminal's signal (SI_KERNEL) already reached the workload's process group.
-  if (info != nullptr && info->si_code == SI_KERNEL) return;
-  pid_t pid = g_child;
-  if (pid > 0) (void)::kill(pid, sig);
-}
 
 RunOutcome failed(Error e) { return RunOutcome{125, std::move(e)}; }
 
@@ -125,7 +114,7 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   // until the handlers know the child's pid; the child inherits the mask.
   sigset_t block, old_mask;
   sigemptyset(&block);
-  for (int sig : kForwarded) sigaddset(&block, sig);
+  add_forwarded_signals(&block);
   sigaddset(&block, SIGTTOU);
   ::sigprocmask(SIG_BLOCK, &block, &old_mask);
 
@@ -163,13 +152,8 @@ RunOutcome run_userns(const ContainerSpec& spec) {
     if (auto probe = probe_user_namespaces(); !probe) return failed(std::move(probe).error());
     return failed(sys_error("clone", "user namespace", clone_err));
   }
-  g_child = pid;
-  struct sigaction sa, old_sa[std::size(kForwarded)];
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = forward_to_child;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  for (size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &sa, &old_sa[i]);
+  ForwardedActions old_actions;
+  forward_signals_to(pid, &old_actions);
   sigset_t unblock = block;
   sigdelset(&unblock, SIGTTOU);
   ::sigprocmask(SIG_UNBLOCK, &unblock, nullptr);
@@ -188,8 +172,7 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  g_child = 0;
-  for (size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &old_sa[i], nullptr);
+  stop_forwarding(old_actions);
   if (ctx.tty_fd >= 0) {
     // Take the terminal back (SIGTTOU is still blocked, so a background group may).
     (void)::tcsetpgrp(ctx.tty_fd, ::getpgrp());  // best effort: the run itself is over

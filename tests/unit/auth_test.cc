@@ -6,6 +6,7 @@
 
 #include "core/fs.h"
 #include "image/http.h"
+#include "test_util.h"
 
 namespace berth {
 namespace {
@@ -78,9 +79,7 @@ TEST(Base64, RoundTripAndErrors) {
 class CredentialStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/berth-auth-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = tmp_.path;
     ::setenv("BERTH_CONFIG_DIR", (dir_ + "/cfg/berth").c_str(), 1);
     ::setenv("DOCKER_CONFIG", (dir_ + "/docker").c_str(), 1);
     ASSERT_TRUE(make_dirs(dir_ + "/docker").ok());
@@ -88,11 +87,11 @@ class CredentialStoreTest : public ::testing::Test {
   void TearDown() override {
     ::unsetenv("BERTH_CONFIG_DIR");
     ::unsetenv("DOCKER_CONFIG");
-    (void)remove_tree(dir_);
   }
   void write_docker(const std::string& text) {
     ASSERT_TRUE(write_file_atomic(dir_ + "/docker/config.json", text).ok());
   }
+  TempDir tmp_{"auth"};
   std::string dir_;
 };
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/sha256.h"
+#include "test_util.h"
 
 namespace berth {
 namespace {
@@ -40,10 +41,7 @@ std::string tar_with_file(const std::string& name, const std::string& data) {
 class ContainersTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    home_ = ::testing::TempDir() + "/berth-containers-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" +
-            std::to_string(getpid());
-    ASSERT_TRUE(remove_tree(home_).ok());
+    home_ = tmp_.path;
     auto s = Store::open(home_);
     ASSERT_TRUE(s.ok()) << s.error().message();
     store_.emplace(std::move(*s));
@@ -60,8 +58,7 @@ class ContainersTest : public ::testing::Test {
     ASSERT_TRUE(cs.ok());
     cs_.emplace(std::move(*cs));
   }
-  void TearDown() override { (void)remove_tree(home_); }  // best effort
-
+  TempDir tmp_{"containers"};
   std::string home_;
   std::optional<Store> store_;
   std::optional<ContainerStore> cs_;

@@ -10,28 +10,12 @@
 #include "devices/inject.h"
 #include "devices/yaml.h"
 #include "runtime/library_path.h"
+#include "test_util.h"
 
 namespace berth {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/berth-inject-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;  // best effort
-    fs::remove_all(path, ec);
-  }
-  void write(const std::string& rel, const std::string& text, fs::perms mode = fs::perms::owner_read) {
-    fs::create_directories(fs::path(path + "/" + rel).parent_path());
-    std::ofstream(path + "/" + rel) << text;
-    fs::permissions(path + "/" + rel, mode | fs::perms::owner_read, fs::perm_options::add);
-  }
-  std::string path;
-};
 
 GpuPlan sample_plan() {
   GpuPlan p;
@@ -49,7 +33,7 @@ GpuPlan sample_plan() {
 
 TEST(InjectGpuPlan, EditsInOrderAndLoaderThroughLdconfig) {
   TempDir root;
-  root.write("sbin/ldconfig", "#!", fs::perms::owner_exec);
+  root.write("sbin/ldconfig", "#!", S_IXUSR);
   ContainerSpec s;
   s.rootfs = root.path;
   s.env = {"PATH=/bin", "NVIDIA_VISIBLE_DEVICES=all"};
@@ -89,7 +73,7 @@ TEST(InjectGpuPlan, ImageWithoutLdconfigGetsLdLibraryPath) {
 
 TEST(InjectGpuPlan, ImageWithLdconfigAndLdLibraryPathGetsBerthsFolderFirst) {
   TempDir root;
-  root.write("sbin/ldconfig", "#!", fs::perms::owner_exec);
+  root.write("sbin/ldconfig", "#!", S_IXUSR);
   ContainerSpec s;
   s.rootfs = root.path;
   s.env = {"LD_LIBRARY_PATH=/opt/lib"};

@@ -2,6 +2,7 @@
 // edits as binds, command resolution in a rootfs.
 #include "runtime/apptainer_engine.h"
 #include "runtime/device_binds.h"
+#include "core/elf.h"
 #include "runtime/fakechroot_engine.h"
 #include "runtime/fallback.h"
 #include "runtime/library_path.h"
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "core/fs.h"
+#include "test_util.h"
 
 namespace berth {
 namespace {
@@ -55,16 +57,6 @@ MountPlan plan_of(const ContainerSpec& s) {
   EXPECT_TRUE(p) << p.error().message();
   return p ? *p : MountPlan{};
 }
-
-/// A temporary folder removed at the end of the test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/berth-engines-test.XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { (void)remove_tree(path); }
-};
 
 TEST(ProotArgv, RootBindsWorkdirAndCommand) {
   ContainerSpec s = base();

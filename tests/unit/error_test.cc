@@ -6,6 +6,7 @@
 
 #include "core/fs.h"
 #include "core/sha256.h"
+#include "test_util.h"
 
 namespace berth {
 namespace {
@@ -54,7 +55,8 @@ TEST(Sha256, ValidateDigest) {
 }
 
 TEST(Fs, AtomicWriteAndRead) {
-  std::string dir = ::testing::TempDir() + "/berth-fs-test";
+  TempDir t("fs");
+  std::string dir = t / "tree";
   ASSERT_TRUE(make_dirs(dir + "/a/b").ok());
   ASSERT_TRUE(write_file_atomic(dir + "/a/b/f", "hello").ok());
   EXPECT_EQ(*read_file(dir + "/a/b/f"), "hello");
@@ -66,8 +68,8 @@ TEST(Fs, AtomicWriteAndRead) {
 }
 
 TEST(Fs, TryLockSeesBusyLock) {
-  // A name of this process alone: a fixed one left behind by another user (root) fails to open.
-  std::string path = ::testing::TempDir() + "/berth-lock-test-" + std::to_string(::getpid());
+  TempDir t("lock");
+  std::string path = t / "lock";
   auto a = FileLock::acquire(path);
   ASSERT_TRUE(a.ok());
   // flock locks belong to the open file description, so a second open in
@@ -75,7 +77,6 @@ TEST(Fs, TryLockSeesBusyLock) {
   auto b = FileLock::try_acquire(path);
   ASSERT_TRUE(b.ok());
   EXPECT_FALSE(b->held());
-  ::unlink(path.c_str());  // best effort: a leftover file in the temp dir is harmless
 }
 
 }  // namespace

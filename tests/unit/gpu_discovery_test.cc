@@ -8,7 +8,7 @@
 
 #include "devices/amd.h"
 #include "devices/cdi.h"
-#include "devices/elf.h"
+#include "core/elf.h"
 #include "devices/gpu_report.h"
 #include "devices/ld_cache.h"
 #include "devices/nvidia_discover.h"

@@ -17,10 +17,12 @@
 #include <vector>
 
 #include "core/fs.h"
+#include "test_util.h"
 
 namespace berth::testing {
 
 namespace fs = std::filesystem;
+using berth::write_text;  // test_util.h
 
 /// Serialises ld.so.cache entries ({name, path, flags}) in glibc's formats.
 struct CacheEntry {
@@ -75,11 +77,6 @@ inline std::string old_format_cache(const std::vector<CacheEntry>& es, bool then
   return out + new_format_cache(es);
 }
 
-inline void write_text(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << text;
-}
-
 inline void copy_lib(const std::string& name, const std::string& to) {
   fs::create_directories(fs::path(to).parent_path());
   fs::copy_file(std::string(BERTH_FAKE_GPU_LIBS) + "/" + name, to,
@@ -106,10 +103,8 @@ inline constexpr const char* kUuid1 = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 class FakeHost {
  public:
   FakeHost() {
-    char tmpl[] = "/tmp/berth-gpu-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    root = dir_ + "/root";
-    dev = dir_ + "/dev-root";
+    root = dir_.path + "/root";
+    dev = dir_.path + "/dev-root";
     const std::string lib = root + "/usr/lib/x86_64-linux-gnu";
     write_text(root + "/proc/driver/nvidia/version",
                "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
@@ -150,14 +145,10 @@ class FakeHost {
                           "nvidia-caps/nvidia-cap1", "nvidia-caps/nvidia-cap2", "kfd", "dri/renderD128"})
       fifo(dev + "/dev/" + n);
   }
-  ~FakeHost() {
-    std::error_code ec;  // best effort: a leftover temp dir is harmless
-    fs::remove_all(dir_, ec);
-  }
   std::string root, dev;
 
  private:
-  std::string dir_;
+  TempDir dir_{"gpu"};
 };
 
 inline bool have_32bit_fake() {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/fs.h"
+#include "test_util.h"
 
 namespace berth {
 namespace {
@@ -59,23 +60,15 @@ TEST(Identity, GroupWithGroup) {
 class IdentityFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/berth-identity-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = tmp_.path;
     root_ = dir_ + "/root";
     fs::create_directories(root_);
-  }
-  void TearDown() override { (void)remove_tree(dir_); }
-  std::string slurp(const std::string& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
   }
   Status ensure(const ContainerSpec& s) {
     UniqueFd fd(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     return ensure_identity(fd.get(), s);
   }
+  TempDir tmp_{"identity"};
   std::string dir_, root_;
 };
 

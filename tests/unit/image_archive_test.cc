@@ -15,6 +15,7 @@
 #include "image/search.h"
 #include "image/staging.h"
 #include "image/tar_writer.h"
+#include "test_util.h"
 
 namespace berth {
 namespace {
@@ -43,15 +44,10 @@ std::string rootfs_tar_bytes(const std::string& dir, const std::string& motd) {
 class ArchiveTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/berth-archive-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" +
-           std::to_string(getpid());
-    ASSERT_TRUE(remove_tree(dir_).ok());
-    ASSERT_TRUE(make_dirs(dir_).ok());
+    dir_ = tmp_.path;
     store_.emplace(*Store::open(dir_ + "/a"));
     other_.emplace(*Store::open(dir_ + "/b"));
   }
-  void TearDown() override { (void)remove_tree(dir_); }  // best effort
 
   std::string file(const std::string& name, const std::string& data) {
     std::string p = dir_ + "/" + name;
@@ -83,6 +79,7 @@ class ArchiveTest : public ::testing::Test {
     return json::parse(*s.read_blob(r.config_digest));
   }
 
+  TempDir tmp_{"archive"};
   std::string dir_;
   std::optional<Store> store_, other_;
 };

@@ -18,6 +18,7 @@
 #include "core/sha256.h"
 #include "fake_http_server.h"
 #include "image/http.h"
+#include "test_util.h"
 
 namespace berth {
 namespace {
@@ -265,9 +266,7 @@ int free_port() {
 class LiveRegistry {
  public:
   bool start(bool htpasswd, std::string* why) {
-    char tmpl[] = "/tmp/berth-registry-XXXXXX";
-    if (!::mkdtemp(tmpl)) return *why = "mkdtemp failed", false;
-    dir_ = tmpl;
+    dir_ = tmp_.path;
     port_ = free_port();
     std::string cfg =
         "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: " + dir_ +
@@ -311,7 +310,6 @@ class LiveRegistry {
       ::kill(pid_, SIGTERM);
       ::waitpid(pid_, nullptr, 0);
     }
-    if (!dir_.empty()) (void)remove_tree(dir_);
   }
   std::string host() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string url(const std::string& path) const { return "http://" + host() + path; }
@@ -350,6 +348,7 @@ class LiveRegistry {
     if (!auth_header.empty()) r.headers.push_back(auth_header);
     return r;
   }
+  TempDir tmp_{"registry"};
   std::string dir_;
   int port_ = 0;
   pid_t pid_ = -1;

@@ -1,4 +1,5 @@
 #include "image/store.h"
+#include "test_util.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -15,14 +16,11 @@ namespace {
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    root_ = ::testing::TempDir() + "/berth-store-" + info->name() + "-" + std::to_string(getpid());
-    ASSERT_TRUE(remove_tree(root_).ok());
+    root_ = tmp_.path;
     auto s = Store::open(root_);
     ASSERT_TRUE(s.ok()) << s.error().message();
     store_.emplace(std::move(*s));
   }
-  void TearDown() override { (void)remove_tree(root_); }
 
   Store& store() { return *store_; }
   std::string tmp_path(const std::string& digest, const char* ext) {
@@ -62,6 +60,7 @@ class StoreTest : public ::testing::Test {
     return r;
   }
 
+  TempDir tmp_{"store"};
   std::string root_;
   std::optional<Store> store_;
 };

@@ -18,6 +18,7 @@
 #include "core/sha256.h"
 #include "image/layer_file.h"
 #include "image/rootfs_path.h"
+#include "test_util.h"
 
 namespace berth {
 namespace {
@@ -80,11 +81,6 @@ void write_layer(const std::string& path, const std::vector<E>& entries,
   archive_write_free(a);
 }
 
-std::string slurp(const std::string& path) {
-  auto r = read_file(path);
-  return r.ok() ? *r : "<missing>";
-}
-
 struct stat lstat_of(const std::string& path) {
   struct stat st = {};
   ::lstat(path.c_str(), &st);
@@ -94,15 +90,12 @@ struct stat lstat_of(const std::string& path) {
 class Unpack : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "berth-unpack-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    tmp_ = tmpl;
+    tmp_ = tmp_dir_.path;
     root_ = tmp_ + "/root";
     sentinel_ = tmp_ + "/sentinel";
     ASSERT_TRUE(make_dirs(root_).ok());
     ASSERT_TRUE(make_dirs(sentinel_).ok());
   }
-  void TearDown() override { (void)remove_tree(tmp_); }
 
   std::string layer(const std::string& name, const std::vector<E>& entries,
                     Compression c = Compression::kGzip) {
@@ -118,6 +111,7 @@ class Unpack : public ::testing::Test {
     return r.ok() ? "<accepted>" : r.error().message();
   }
 
+  TempDir tmp_dir_{"unpack"};
   std::string tmp_, root_, sentinel_;
 };
 

@@ -26,6 +26,7 @@
 
 #include "core/fs.h"
 #include "runtime/container_spec.h"
+#include "test_util.h"
 
 namespace berth {
 namespace {
@@ -35,13 +36,6 @@ namespace fs = std::filesystem;
 std::string probe_path() {
   const char* p = std::getenv("BERTH_PROBE");
   return p != nullptr ? p : BERTH_PROBE_PATH;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 /// What one run printed and returned.
@@ -117,9 +111,7 @@ class UsernsEngine : public ::testing::Test {
                       "the e2e tier runs them as an unprivileged user";
     if (auto st = probe_user_namespaces(); !st)
       GTEST_SKIP() << "no user namespaces here: " << st.error().message();
-    char tmpl[] = "/tmp/berth-engine-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = tmp_.path;
     rootfs_ = dir_ + "/rootfs";
     fs::create_directories(rootfs_ + "/bin");
     fs::create_directories(rootfs_ + "/etc");
@@ -128,16 +120,13 @@ class UsernsEngine : public ::testing::Test {
     spec_.rootfs = rootfs_;
     spec_.env = {"PATH=/usr/bin:/bin", "HOME=/root"};
   }
-  void TearDown() override {
-    if (!dir_.empty()) (void)remove_tree(dir_);
-  }
-
   ContainerSpec spec(std::vector<std::string> argv) {
     ContainerSpec s = spec_;
     s.argv = std::move(argv);
     return s;
   }
 
+  TempDir tmp_{"engine"};
   std::string dir_, rootfs_;
   ContainerSpec spec_;
 };

@@ -1,4 +1,4 @@
-#include "runtime/root_path.h"
+#include "core/root_path.h"
 
 #include <fcntl.h>
 #include <linux/openat2.h>

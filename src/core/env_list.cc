@@ -1,0 +1,37 @@
+#include "core/env_list.h"
+
+#include "core/strings.h"
+
+namespace berth {
+
+std::string_view env_name(std::string_view kv) {
+  return kv.substr(0, kv.find('='));
+}
+
+std::optional<std::string> env_lookup(const std::vector<std::string>& env, std::string_view key) {
+  std::optional<std::string> out;
+  for (const auto& kv : env)
+    if (kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=')
+      out = kv.substr(key.size() + 1);
+    else if (kv == key)
+      out = std::nullopt;  // "K" alone unsets
+  return out;
+}
+
+void set_env(std::vector<std::string>& env, std::string kv) {
+  std::string_view key = env_name(kv);
+  for (std::string& e : env)
+    if (env_name(e) == key) {
+      e = std::move(kv);
+      return;
+    }
+  env.push_back(std::move(kv));
+}
+
+std::vector<std::string> split_path(std::string_view list) {
+  std::vector<std::string> out;
+  for (std::string_view entry : split(list, ':')) out.emplace_back(entry);
+  return out;
+}
+
+}  // namespace berth

@@ -1,0 +1,26 @@
+// Environment lists: a container's (or the host's) variables as "K=V" strings, in
+// order, and the colon-separated lists (PATH, LD_LIBRARY_PATH) some values hold.
+// For the invoking process's own environment see core/env.h.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace berth {
+
+/// The PATH a container gets when neither its image nor the user sets one (Docker's).
+inline constexpr const char* kDefaultPath =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The name part of "K=V" (all of `kv` when it has no '=').
+std::string_view env_name(std::string_view kv);
+/// The value of `key` in a "K=V" list (the last one wins; a bare "K" unsets); nullopt when absent.
+std::optional<std::string> env_lookup(const std::vector<std::string>& env, std::string_view key);
+/// Sets or replaces K=V in `env`, keeping first-seen order.
+void set_env(std::vector<std::string>& env, std::string kv);
+/// A colon-separated list (PATH, LD_LIBRARY_PATH) as its entries, empty ones kept.
+std::vector<std::string> split_path(std::string_view list);
+
+}  // namespace berth
