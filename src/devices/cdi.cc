@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/dir.h"
+#include "core/elf.h"
 #include "core/env_list.h"
 #include "core/fs.h"
 #include "core/root_path.h"
@@ -112,7 +113,8 @@ std::vector<std::string> flag_values(const std::vector<std::string>& args, const
 
 /// One containerEdits object applied to `spec`.
 Status apply_edits(const nlohmann::json& edits, const std::string& where, ContainerSpec& spec,
-                   std::vector<std::string>& ld_dirs, std::vector<std::string>& warnings) {
+                   std::vector<std::string>& ld_dirs, std::vector<std::pair<std::string, std::string>>& files,
+                   std::vector<std::string>& warnings) {
   if (!edits.is_object()) return {};
   using Kind = DeviceEdit::Kind;
   try {
@@ -143,6 +145,7 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
       struct stat st;
       if (::stat(host.c_str(), &st) != 0) return sys_error("CDI " + where + ": mount source", host);
       bool is_dir = S_ISDIR(st.st_mode);
+      if (S_ISREG(st.st_mode)) files.emplace_back(host, ctr);
       if (exists_in_root(spec.rootfs, ctr)) {
         spec.device_edits.push_back({Kind::kBind, host, ctr, ro, is_dir, true});
       } else {
@@ -175,6 +178,27 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
     return make_error("CDI", where, std::string("malformed containerEdits: ") + e.what());
   }
   return {};
+}
+
+/// What the ldconfig of an update-ldcache hook would add: a soname link for each library
+/// mounted into one of `ld_dirs` under another name. nvidia-ctk mounts only the versioned
+/// files (libcuda.so.550.54.15) and counts on that ldconfig, run in the container, for
+/// libcuda.so.1; Berth builds the loader cache without writing to the image, so the links are
+/// made here. Optional links: a file the image has, a mount or a hook's link there wins.
+void add_soname_links(const std::vector<std::pair<std::string, std::string>>& files,
+                      const std::vector<std::string>& ld_dirs, ContainerSpec& spec) {
+  for (const auto& [host, ctr] : files) {
+    std::string dir = dirname_of(ctr);
+    if (std::find(ld_dirs.begin(), ld_dirs.end(), dir) == ld_dirs.end()) continue;
+    auto elf = read_elf_info(host);
+    if (!elf.ok() || elf->soname.empty() || elf->soname.find('/') != std::string::npos) continue;
+    std::string link = path_join(dir, elf->soname);
+    bool taken = std::any_of(spec.device_edits.begin(), spec.device_edits.end(),
+                             [&link](const DeviceEdit& e) { return e.target == link; });
+    if (link == ctr || taken) continue;
+    spec.device_edits.push_back(
+        {DeviceEdit::Kind::kSymlink, ctr.substr(dir.size() + (dir == "/" ? 0 : 1)), link, true, false, false});
+  }
 }
 
 }  // namespace
@@ -260,10 +284,12 @@ Result<std::vector<std::string>> apply_cdi_device(const std::vector<CdiSpec>& sp
                    "(or $BERTH_CDI_SPEC_DIRS); `berth cdi generate` writes one for NVIDIA GPUs");
   std::vector<std::string> warnings;
   std::vector<std::string> ld_dirs;
+  std::vector<std::pair<std::string, std::string>> files;
   BERTH_CHECK(apply_edits(found->doc.value("containerEdits", nlohmann::json::object()),
-                          found->path, spec, ld_dirs, warnings));
+                          found->path, spec, ld_dirs, files, warnings));
   BERTH_CHECK(apply_edits(found_dev->value("containerEdits", nlohmann::json::object()),
-                          found->path + " (" + device + ")", spec, ld_dirs, warnings));
+                          found->path + " (" + device + ")", spec, ld_dirs, files, warnings));
+  add_soname_links(files, ld_dirs, spec);
   add_library_dirs(ld_dirs, spec);
   return warnings;
 }

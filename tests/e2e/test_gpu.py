@@ -398,3 +398,47 @@ def test_driver_roots_from_the_config_file(berth, host, pulled):
                        env={"BERTH_CONFIG_DIR": config_dir}, check=False)
     assert rc == 125
     assert err.startswith(f"berth: error: read config {path}: ")
+
+
+def nvidia_ctk_spec(host) -> dict:
+    """A spec as `nvidia-ctk cdi generate --driver-root R --dev-root D` writes it: libraries
+    mounted at their own (versioned) paths only; its update-ldcache hook runs the image's
+    ldconfig, which makes the soname links, and create-symlinks adds libcuda.so."""
+    libdir = "/usr/lib/x86_64-linux-gnu"
+    libs = [f"libcuda.so.{VERSION}", f"libnvidia-ml.so.{VERSION}",
+            f"libnvidia-ptxjitcompiler.so.{VERSION}"]
+    mounts = [{"hostPath": host.root + f"{libdir}/{lib}", "containerPath": f"{libdir}/{lib}",
+               "options": ["ro", "nosuid", "nodev", "bind"]} for lib in libs]
+    mounts.append({"hostPath": host.root + "/usr/bin/nvidia-smi", "containerPath": "/usr/bin/nvidia-smi",
+                   "options": ["ro", "nosuid", "nodev", "bind"]})
+    # Like nvidia-ctk, only the development link: the soname links are ldconfig's to make.
+    links = [f"libcuda.so.1::{libdir}/libcuda.so"]
+    hooks = [{"hookName": "createContainer", "path": "/usr/bin/nvidia-ctk",
+              "args": ["nvidia-ctk", "hook", "create-symlinks",
+                       *[a for link in links for a in ("--link", link)]]},
+             {"hookName": "createContainer", "path": "/usr/bin/nvidia-ctk",
+              "args": ["nvidia-ctk", "hook", "update-ldcache", "--folder", libdir]}]
+    node = lambda n: {"path": f"/dev/{n}", "hostPath": os.path.join(host.dev, "dev", n)}
+    return {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu",
+            "devices": [{"name": "0", "containerEdits": {"deviceNodes": [node("nvidia0")]}},
+                        {"name": UUID1, "containerEdits": {"deviceNodes": [node("nvidia1")]}},
+                        {"name": "all", "containerEdits": {"deviceNodes": [node("nvidia0"), node("nvidia1")]}}],
+            "containerEdits": {"env": ["NVIDIA_VISIBLE_DEVICES=void"],
+                               "deviceNodes": [node("nvidiactl"), node("nvidia-uvm")],
+                               "mounts": mounts, "hooks": hooks}}
+
+
+@pytest.mark.parametrize("image", ["plain", "noldconfig"])
+def test_cdi_spec_from_nvidia_ctk_gives_a_working_gpu(berth, host, pulled, image):
+    cdi_dir = berth.make_dir("cdi")
+    berth.write_file("cdi/nvidia.json", json.dumps(nvidia_ctk_spec(host)))
+    env = host.env(BERTH_CDI_SPEC_DIRS=cdi_dir)
+    rc, out, err = run(berth, host, "--device", "nvidia.com/gpu=0", pulled[image], "gpucheck",
+                       "libcuda.so.1", "libnvidia-ml.so.1", env=env, check=False)
+    facts = kv(out)
+    assert rc == 0, out + err
+    assert facts["cuda_driver_version"] == "12040"
+    assert facts["real.libcuda.so.1"].endswith(f"libcuda.so.{VERSION}"), out
+    _, out, _ = run(berth, host, "--device", "nvidia.com/gpu=0", pulled[image], "/probe", "ls",
+                    "/dev", env=env)
+    assert {"nvidia0", "nvidiactl", "nvidia-uvm"} <= names(out) and "nvidia1" not in names(out)
