@@ -13,6 +13,7 @@
 #include "core/strings.h"
 #include "image/image_config.h"
 #include "image/unpack.h"
+#include "runtime/link_form.h"
 
 namespace berth {
 namespace {
@@ -227,7 +228,10 @@ Result<ContainerRecord> ContainerStore::clone(const ContainerRecord& c, const st
   BERTH_CHECK(check_name_free("clone", name));
   // Copied while no run can change it.
   FileLock run = BERTH_TRY(lock_for_run(c).with_context("clone"));
+  // The copy starts from the image's symlink form, as every reader of a rootfs sees it.
+  BERTH_CHECK(canonical_links(*this, c).with_context("clone"));
   ContainerRecord copy = c;
+  copy.link_prefix.clear();
   copy.id = BERTH_TRY(random_id());
   copy.names.clear();
   copy.is_protected = false;

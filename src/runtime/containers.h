@@ -38,8 +38,8 @@ struct ContainerRecord {
   std::optional<int> last_exit;           ///< exit status of the last run that ended
   bool is_protected = false;              ///< `berth protect`: rm refuses it, even with -f
   std::string engine;                     ///< default engine (`berth setup --engine`); "" userns
-  /// The host prefix absolute symlinks in the rootfs carry now: "" as unpacked, the rootfs
-  /// path after a fakechroot run (see rewrite_symlinks() in runtime/fakechroot_engine.h).
+  /// The host prefix absolute symlinks in the rootfs may carry now: "" as unpacked, the rootfs
+  /// path while a fakechroot run owns it, or after one was killed (runtime/link_form.h).
   std::string link_prefix;
   bool running = false;                   ///< run.lock is held now (computed, not stored)
 

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/scope_guard.h"
 #include "runtime/fallback.h"
+#include "runtime/library_path.h"
 #include "runtime/spawn.h"
 
 extern char** environ;

@@ -290,7 +290,9 @@ def test_forward_compatibility_uses_the_images_newer_libcuda(berth, host, pulled
 
 def test_image_without_ldconfig_gets_ld_library_path(berth, host, pulled):
     _, out, _ = run(berth, host, "--gpus", "all", pulled["noldconfig"], "/probe", "env")
-    assert env_of(out)["LD_LIBRARY_PATH"] == f"/opt/app/lib:{LIBDIR}"
+    # Berth's driver folder first, as every engine orders it: a library the image ships (an old
+    # libcuda, a stub) must never win over the host driver's, which matches the kernel module.
+    assert env_of(out)["LD_LIBRARY_PATH"] == f"{LIBDIR}:/opt/app/lib"
     _, out, _ = run(berth, host, "--gpus", "all", pulled["noldconfig"])
     assert kv(out)["cuda_driver_version"] == "12040"
 
