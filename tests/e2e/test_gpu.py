@@ -333,6 +333,17 @@ def test_cdi_spec_from_berth_drives_device(berth, host, pulled):
     _, out, _ = run(berth, host, "--device", "nvidia.com/gpu=all", pulled["plain"], "gpucheck",
                     "libcuda.so.1", env=env)
     assert kv(out)["cuda_driver_version"] == "12040"
+    # YAML by the output file's extension (or --format), read back the same way.
+    yaml_dir = berth.make_dir("cdi-yaml")
+    berth("cdi", "generate", "-o", os.path.join(yaml_dir, "nvidia.yaml"), env=host.env())
+    with open(os.path.join(yaml_dir, "nvidia.yaml")) as f:
+        text = f.read()
+    assert text.startswith("---\n") and '"cdiVersion": "0.5.0"' in text, text
+    _, out, _ = berth("cdi", "generate", "--format", "yaml", env=host.env())
+    assert out == text
+    _, out, _ = run(berth, host, "--device", "nvidia.com/gpu=0", pulled["plain"], "gpucheck",
+                    "libcuda.so.1", env=host.env(BERTH_CDI_SPEC_DIRS=yaml_dir))
+    assert kv(out)["cuda_driver_version"] == "12040"
 
 
 def test_cdi_yaml_spec_of_any_vendor(berth, host, pulled, scratch):
