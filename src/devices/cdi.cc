@@ -303,7 +303,8 @@ std::string spec_problem(const json& doc) {
       if (!valid_name_part(name, true)) return "invalid device name \"" + name + "\"";
       if (!seen.insert(name).second) return "device \"" + name + "\" defined twice";
       const json edits = d.value("containerEdits", json::object());
-      static const char* kEdits[] = {"env", "deviceNodes", "hooks", "mounts", "additionalGids", "intelRdt"};
+      static const char* kEdits[] = {"env",      "deviceNodes",    "hooks",
+                                     "mounts",   "additionalGids", "intelRdt", "netDevices"};
       if (std::none_of(std::begin(kEdits), std::end(kEdits), [&edits](const char* k) { return non_empty(edits, k); }))
         return "device \"" + name + "\" has no containerEdits";
       if (auto why = check_edits(edits, "device \"" + name + "\": "); !why.empty()) return why;
@@ -586,7 +587,9 @@ Result<std::vector<std::string>> apply_cdi_device(const std::vector<CdiSpec>& sp
   if (found != nullptr)
     for (const auto& [dev, other] : found->conflicts)
       if (dev == device)
-        return make_error("--device", name, "conflicting definitions in " + found->path + " and " + other)
+        return make_error("--device", name,
+                          "conflicting definitions in " + std::min(found->path, other) + " and " +
+                              std::max(found->path, other))
             .with_hint("a device may be defined by only one spec file of a CDI directory");
   if (found == nullptr)
     return make_error("--device", name,

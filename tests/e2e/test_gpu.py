@@ -395,6 +395,36 @@ devices:
 
 
 
+def test_cdi_tmpfs_mounts_read_only_nodes_and_refusals(berth, host, pulled):
+    node = berth.path("rw-node")
+    os.mkfifo(node, 0o666)
+    cdi_dir = berth.make_dir("cdi-edits")
+    spec = {"cdiVersion": "0.5.0", "kind": "example.com/scratch",
+            "devices": [{"name": "s", "containerEdits": {
+                "deviceNodes": [{"path": "/dev/ro0", "hostPath": node, "permissions": "r"}],
+                "mounts": [{"hostPath": "tmpfs", "containerPath": "/usr/scratch", "type": "tmpfs",
+                            "options": ["nosuid", "nodev"]}]}},
+                        {"name": "net", "containerEdits": {
+                            "netDevices": [{"hostInterfaceName": "eth0", "name": "eth9"}]}}]}
+    berth.write_file("cdi-edits/example.json", json.dumps(spec))
+    env = host.env(BERTH_CDI_SPEC_DIRS=cdi_dir)
+    # 0.5.0 is too old for netDevices: the whole spec is refused, in one line.
+    rc, _, err = run(berth, host, "--device", "example.com/scratch=s", pulled["plain"], "/probe",
+                     "true", env=env, check=False)
+    assert rc == 125 and "cdiVersion 0.5.0 is too old for the fields used; they need 1.1.0" in err
+    spec["cdiVersion"] = "1.1.0"
+    berth.write_file("cdi-edits/example.json", json.dumps(spec))
+    _, out, _ = run(berth, host, "--device", "example.com/scratch=s", pulled["plain"], "/probe",
+                    "mounts", env=env)
+    lines = {line.split()[4]: line for line in out.splitlines() if len(line.split()) > 5}
+    assert "/usr/scratch" in lines and " - tmpfs " in lines["/usr/scratch"], out
+    assert lines["/dev/ro0"].split()[5].split(",")[0] == "ro", out  # permissions "r"
+    rc, out, err = run(berth, host, "--device", "example.com/scratch=net", pulled["plain"],
+                       "/probe", "true", env=env, check=False)
+    assert rc == 125 and len(err.splitlines()) <= 2, err
+    assert err.startswith("berth: error: CDI ") and "netDevices cannot be honoured" in err, err
+
+
 def test_driver_roots_from_the_config_file(berth, host, pulled):
     # The configuration file ($BERTH_CONFIG_DIR/config.json, site/config.h) gives the roots when
     # the environment does not; a run that asks for no GPU never needs them.
