@@ -146,6 +146,9 @@ Action setup_export(CLI::App& app, const GlobalOptions& g) {
     FileLock held = BERTH_TRY(lock_canonical(cs, c, "export"));
     return write_output(o->output, "export", [&](int fd, const std::string& what) -> Status {
       TarWriter w = BERTH_TRY(TarWriter::open(fd, what));
+      // Rootless, the files are ours on the host and root's inside: write what the container
+      // sees, as docker export does (as root, host and container IDs are the same).
+      if (::geteuid() != 0) w.set_owner_view(::geteuid(), ::getegid());
       BERTH_CHECK(w.add_tree(cs.rootfs(c)).with_context("export " + o->container));
       return w.finish();
     });
