@@ -13,6 +13,7 @@
 #include "devices/ld_cache.h"
 #include "devices/nvidia_discover.h"
 #include "devices/nvidia_probe.h"
+#include "devices/yaml.h"
 #include "gpu_fixture.h"
 
 namespace berth {
@@ -380,7 +381,10 @@ TEST(Cdi, SpecStructure) {
   auto nv = discover_nvidia(options(h));
   ASSERT_TRUE(nv.ok());
   nlohmann::json s = make_cdi_spec(*nv);
-  EXPECT_EQ(s["cdiVersion"], "0.6.0");
+  // The lowest version its fields need (device names starting with a digit, hostPath: 0.5.0),
+  // so Podman 4.3 (CDI 0.5) accepts it; and it passes Berth's own validation.
+  EXPECT_EQ(s["cdiVersion"], "0.5.0");
+  EXPECT_TRUE(validate_cdi_spec(s, "generated").ok());
   EXPECT_EQ(s["kind"], "nvidia.com/gpu");
   std::vector<std::string> names;
   for (const auto& d : s["devices"]) names.push_back(d["name"]);
@@ -410,10 +414,17 @@ TEST(Cdi, SpecStructure) {
   EXPECT_TRUE(no32);
   ASSERT_EQ(e["hooks"].size(), 1u);
   EXPECT_EQ(e["hooks"][0]["hookName"], "createContainer");
-  EXPECT_EQ(e["hooks"][0]["path"], "/usr/bin/nvidia-cdi-hook");
+  // Where the hook is on this host: under the driver root.
+  EXPECT_EQ(e["hooks"][0]["path"], h.root + "/usr/bin/nvidia-cdi-hook");
   EXPECT_EQ(e["hooks"][0]["args"],
             nlohmann::json({"nvidia-cdi-hook", "update-ldcache", "--folder", "/opt/nvidia/lib", "--folder",
                             "/usr/lib/x86_64-linux-gnu"}));
+  // As YAML, the same document.
+  std::string yaml = cdi_spec_text(s, true);
+  auto back = parse_yaml(yaml, "generated.yaml");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(*back, s) << yaml;
+  EXPECT_EQ(nlohmann::json::parse(cdi_spec_text(s, false)), s);
 }
 
 }  // namespace
