@@ -164,9 +164,12 @@ Result<HttpResponse> http_perform(const HttpRequest& req) {
                       "response larger than " + std::to_string(req.max_body) + " bytes");
   }
   if (rc == CURLE_OPERATION_TIMEDOUT && req.timeout_ms > 0) {
-    long long total = 0;  // curl says "timed out" for both limits: tell them apart
-    api().easy_getinfo(c, CURLINFO_TOTAL_TIME_T, &total);
-    if (total / 1000 >= req.timeout_ms)
+    // curl says "timed out" for both limits: the low-speed one cannot fire before its window
+    // has passed, and curl stops for the whole-request one within a few ms of it.
+    curl_off_t total_us = 0;
+    api().easy_getinfo(c, CURLINFO_TOTAL_TIME_T, &total_us);
+    long long ms = static_cast<long long>(total_us) / 1000;
+    if (ms < req.low_speed_time_s * 1000LL || ms + 200 >= req.timeout_ms)
       return make_error(req.method, req.url, "the deadline passed before the transfer ended");
   }
   if (rc == CURLE_OPERATION_TIMEDOUT && req.low_speed_time_s > 0)

@@ -39,9 +39,11 @@ Status check_diff_id(PullContext& ctx, const Descriptor& desc, const std::string
                         diff_id + " the image config lists");
 }
 
-/// Whether the pull's overall deadline has passed (no retry then).
+/// Whether the pull's overall deadline has (all but) passed: no retry then.
 bool past_deadline(const PullContext& ctx) {
-  return ctx.deadline && std::chrono::steady_clock::now() >= *ctx.deadline;
+  // curl may stop a hair before the deadline it was given; a retry with so little left is moot.
+  return ctx.deadline &&
+         std::chrono::steady_clock::now() + std::chrono::milliseconds(250) >= *ctx.deadline;
 }
 
 /// Downloads one blob into the store (resuming a .partial, retrying
