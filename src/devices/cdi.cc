@@ -155,7 +155,7 @@ bool valid_kind(const std::string& kind) {
 
 using Version = std::array<int, 3>;
 
-std::optional<Version> parse_version(std::string v) {
+std::optional<Version> parse_cdi_version(std::string v) {
   if (v.starts_with("v")) v.erase(0, 1);
   Version out{};
   size_t at = 0;
@@ -286,11 +286,11 @@ std::string check_edits(const json& e, const std::string& where) {
 std::string spec_problem(const json& doc) {
   try {
     std::string version = doc.at("cdiVersion").get<std::string>();
-    auto v = parse_version(version);
+    auto v = parse_cdi_version(version);
     if (!v || std::find(std::begin(kKnownVersions), std::end(kKnownVersions), *v) == std::end(kKnownVersions))
       return "unknown cdiVersion \"" + version + "\"";
     std::string need = cdi_required_version(doc);
-    if (*v < *parse_version(need))
+    if (*v < *parse_cdi_version(need))
       return std::string("cdiVersion " + version + " is too old for the fields used; they need " + need);
     std::string kind = doc.at("kind").get<std::string>();
     if (!valid_kind(kind))

@@ -269,6 +269,19 @@ def test_unmet_cuda_requirement_is_one_line(berth, host, pulled):
     assert kv(out)["cuda_driver_version"] == "12040"
 
 
+def test_cuda_requirement_checked_under_a_driver_root_by_default(berth, host, pulled):
+    # BERTH_CUDA_PROBE unset: libcuda under the driver root is probed (in a forked child).
+    env = {"BERTH_CUDA_PROBE": "auto"}
+    _, out, _ = berth("gpu", "info", env=host.env(**env))
+    assert out.startswith(f"NVIDIA driver {VERSION}, CUDA 12.4\n"), out
+    rc, _, err = run(berth, host, pulled["future"], env=env, check=False)
+    assert rc == 125 and 'NVIDIA_REQUIRE_CUDA="cuda>=13.0"' in err.splitlines()[0], err
+    # Not probed: derived from the driver branch, and said so.
+    _, out, _ = berth("gpu", "info", env=host.env(BERTH_CUDA_PROBE="never"))
+    assert out.startswith(f"NVIDIA driver {VERSION}, CUDA 12.4 (derived from driver branch 550; "
+                          "not probed (BERTH_CUDA_PROBE=never))\n"), out
+
+
 def test_bad_gpus_values_are_refused(berth, host, pulled):
     for value in ("device=7", "lots", "all,capabilities=warp-drive"):
         rc, _, err = run(berth, host, "--gpus", value, pulled["plain"], "/probe", "true",
