@@ -396,7 +396,14 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
       bool ro = false;
       for (const auto& o : m.value("options", nlohmann::json::array())) ro |= o == "ro";
       if (type == "tmpfs") {  // a fresh tmpfs: mounted in the run's own mount namespace, rootless
-        spec.device_edits.push_back({Kind::kTmpfs, "", ctr, ro, true, true});
+        if (exists_in_root(spec.rootfs, ctr)) {
+          spec.device_edits.push_back({Kind::kTmpfs, "", ctr, ro, true, true});
+        } else {  // in the run tmpfs and linked, leaving no mount point in the image
+          ensure_run_dir(spec);
+          std::string staged = std::string(kBerthRunDir) + "/host" + ctr;
+          spec.device_edits.push_back({Kind::kTmpfs, "", staged, ro, true, true});
+          spec.device_edits.push_back({Kind::kSymlink, staged, ctr, true, false, false});
+        }
         continue;
       }
       if (type != "bind" && type != "rbind" && type != "") {

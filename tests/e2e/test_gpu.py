@@ -430,7 +430,12 @@ def test_cdi_tmpfs_mounts_read_only_nodes_and_refusals(berth, host, pulled):
     _, out, _ = run(berth, host, "--device", "example.com/scratch=s", pulled["plain"], "/probe",
                     "mounts", env=env)
     lines = {line.split()[4]: line for line in out.splitlines() if len(line.split()) > 5}
-    assert "/usr/scratch" in lines and " - tmpfs " in lines["/usr/scratch"], out
+    # Not in the image: mounted in the run tmpfs and linked from /usr/scratch.
+    staged = "/usr/lib/berth/host/usr/scratch"
+    assert staged in lines and " - tmpfs " in lines[staged], out
+    _, out, _ = run(berth, host, "--device", "example.com/scratch=s", pulled["plain"], "/probe",
+                    "readlink", "/usr/scratch", env=env)
+    assert staged in out, out
     assert lines["/dev/ro0"].split()[5].split(",")[0] == "ro", out  # permissions "r"
     rc, out, err = run(berth, host, "--device", "example.com/scratch=net", pulled["plain"],
                        "/probe", "true", env=env, check=False)
