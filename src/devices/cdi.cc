@@ -218,9 +218,9 @@ std::string cdi_required_version(const json& doc) {
     return "0.7.0";
   const json devices = doc.contains("devices") && doc["devices"].is_array() ? doc["devices"] : json::array();
   std::string kind = doc.value("kind", "");
-  bool v060 = non_empty(doc, "annotations") ||
-              kind.find('.', kind.find('/') == std::string::npos ? kind.size() : kind.find('/')) !=
-                  std::string::npos;
+  size_t slash = kind.find('/');
+  bool dotted_class = slash != std::string::npos && kind.find('.', slash) != std::string::npos;
+  bool v060 = non_empty(doc, "annotations") || dotted_class;
   for (const auto& d : devices) v060 |= d.is_object() && non_empty(d, "annotations");
   if (v060) return "0.6.0";
   bool v050 = any_edit([&list](const json& e) {
