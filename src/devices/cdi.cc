@@ -155,7 +155,7 @@ bool valid_kind(const std::string& kind) {
 
 using Version = std::array<int, 3>;
 
-std::optional<Version> parse_version(std::string v) {
+std::optional<Version> parse_cdi_version(std::string v) {
   if (v.starts_with("v")) v.erase(0, 1);
   Version out{};
   size_t at = 0;
@@ -218,9 +218,9 @@ std::string cdi_required_version(const json& doc) {
     return "0.7.0";
   const json devices = doc.contains("devices") && doc["devices"].is_array() ? doc["devices"] : json::array();
   std::string kind = doc.value("kind", "");
-  bool v060 = non_empty(doc, "annotations") ||
-              kind.find('.', kind.find('/') == std::string::npos ? kind.size() : kind.find('/')) !=
-                  std::string::npos;
+  size_t slash = kind.find('/');
+  bool dotted_class = slash != std::string::npos && kind.find('.', slash) != std::string::npos;
+  bool v060 = non_empty(doc, "annotations") || dotted_class;
   for (const auto& d : devices) v060 |= d.is_object() && non_empty(d, "annotations");
   if (v060) return "0.6.0";
   bool v050 = any_edit([&list](const json& e) {
@@ -286,11 +286,11 @@ std::string check_edits(const json& e, const std::string& where) {
 std::string spec_problem(const json& doc) {
   try {
     std::string version = doc.at("cdiVersion").get<std::string>();
-    auto v = parse_version(version);
+    auto v = parse_cdi_version(version);
     if (!v || std::find(std::begin(kKnownVersions), std::end(kKnownVersions), *v) == std::end(kKnownVersions))
       return "unknown cdiVersion \"" + version + "\"";
     std::string need = cdi_required_version(doc);
-    if (*v < *parse_version(need))
+    if (*v < *parse_cdi_version(need))
       return std::string("cdiVersion " + version + " is too old for the fields used; they need " + need);
     std::string kind = doc.at("kind").get<std::string>();
     if (!valid_kind(kind))
@@ -396,7 +396,14 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
       bool ro = false;
       for (const auto& o : m.value("options", nlohmann::json::array())) ro |= o == "ro";
       if (type == "tmpfs") {  // a fresh tmpfs: mounted in the run's own mount namespace, rootless
-        spec.device_edits.push_back({Kind::kTmpfs, "", ctr, ro, true, true});
+        if (exists_in_root(spec.rootfs, ctr)) {
+          spec.device_edits.push_back({Kind::kTmpfs, "", ctr, ro, true, true});
+        } else {  // in the run tmpfs and linked, leaving no mount point in the image
+          ensure_run_dir(spec);
+          std::string staged = std::string(kBerthRunDir) + "/host" + ctr;
+          spec.device_edits.push_back({Kind::kTmpfs, "", staged, ro, true, true});
+          spec.device_edits.push_back({Kind::kSymlink, staged, ctr, true, false, false});
+        }
         continue;
       }
       if (type != "bind" && type != "rbind" && type != "") {

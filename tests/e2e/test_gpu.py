@@ -269,6 +269,19 @@ def test_unmet_cuda_requirement_is_one_line(berth, host, pulled):
     assert kv(out)["cuda_driver_version"] == "12040"
 
 
+def test_cuda_requirement_checked_under_a_driver_root_by_default(berth, host, pulled):
+    # BERTH_CUDA_PROBE unset: libcuda under the driver root is probed (in a forked child).
+    env = {"BERTH_CUDA_PROBE": "auto"}
+    _, out, _ = berth("gpu", "info", env=host.env(**env))
+    assert out.startswith(f"NVIDIA driver {VERSION}, CUDA 12.4\n"), out
+    rc, _, err = run(berth, host, pulled["future"], env=env, check=False)
+    assert rc == 125 and 'NVIDIA_REQUIRE_CUDA="cuda>=13.0"' in err.splitlines()[0], err
+    # Not probed: derived from the driver branch, and said so.
+    _, out, _ = berth("gpu", "info", env=host.env(BERTH_CUDA_PROBE="never"))
+    assert out.startswith(f"NVIDIA driver {VERSION}, CUDA 12.4 (derived from driver branch 550; "
+                          "not probed (BERTH_CUDA_PROBE=never))\n"), out
+
+
 def test_bad_gpus_values_are_refused(berth, host, pulled):
     for value in ("device=7", "lots", "all,capabilities=warp-drive"):
         rc, _, err = run(berth, host, "--gpus", value, pulled["plain"], "/probe", "true",
@@ -417,7 +430,12 @@ def test_cdi_tmpfs_mounts_read_only_nodes_and_refusals(berth, host, pulled):
     _, out, _ = run(berth, host, "--device", "example.com/scratch=s", pulled["plain"], "/probe",
                     "mounts", env=env)
     lines = {line.split()[4]: line for line in out.splitlines() if len(line.split()) > 5}
-    assert "/usr/scratch" in lines and " - tmpfs " in lines["/usr/scratch"], out
+    # Not in the image: mounted in the run tmpfs and linked from /usr/scratch.
+    staged = "/usr/lib/berth/host/usr/scratch"
+    assert staged in lines and " - tmpfs " in lines[staged], out
+    _, out, _ = run(berth, host, "--device", "example.com/scratch=s", pulled["plain"], "/probe",
+                    "readlink", "/usr/scratch", env=env)
+    assert staged in out, out
     assert lines["/dev/ro0"].split()[5].split(",")[0] == "ro", out  # permissions "r"
     rc, out, err = run(berth, host, "--device", "example.com/scratch=net", pulled["plain"],
                        "/probe", "true", env=env, check=False)

@@ -319,7 +319,16 @@ TEST(Cdi, TmpfsMountsGroupsAndWhatCannotBeHonoured) {
                               {"additionalGids", {::getegid()}}});
   auto r = apply_cdi_device(specs, "vendor.com/dev=a", s);
   ASSERT_TRUE(r.ok()) << r.error().message();
-  EXPECT_EQ(s.device_edits, (std::vector<DeviceEdit>{{K::kTmpfs, "", "/scratch", false, true, true}}));
+  // Not in the image: in the run tmpfs and linked, so no mount point is left behind.
+  EXPECT_EQ(s.device_edits, (std::vector<DeviceEdit>{{K::kTmpfs, "", "/usr/lib/berth", false, true},
+                                                     {K::kTmpfs, "", "/usr/lib/berth/host/scratch", false, true, true},
+                                                     {K::kSymlink, "/usr/lib/berth/host/scratch", "/scratch", true,
+                                                      false, false}}));
+  d.write("rootfs/scratch/.keep", "");
+  ContainerSpec in_image;
+  in_image.rootfs = d.path + "/rootfs";
+  ASSERT_TRUE(apply_cdi_device(specs, "vendor.com/dev=a", in_image).ok());
+  EXPECT_EQ(in_image.device_edits, (std::vector<DeviceEdit>{{K::kTmpfs, "", "/scratch", false, true, true}}));
   std::vector<std::pair<nlohmann::json, std::string>> refused = {
       {{{"netDevices", {{{"hostInterfaceName", "eth0"}, {"name", "e"}}}}},
        "netDevices cannot be honoured by a rootless run"},
