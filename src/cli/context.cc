@@ -7,6 +7,7 @@
 #include "cli/engine.h"
 #include "core/env.h"
 #include "core/fs.h"
+#include "core/json.h"
 #include "core/safe_text.h"
 
 namespace berth::cli {
@@ -47,12 +48,16 @@ Result<RegistryOptions> registry_options(const GlobalOptions& g) {
   std::string path = path_join(berth_config_dir(), "config.json");
   if (!path_exists(path)) return opts;
   std::string text = BERTH_TRY(read_file(path));
-  try {
-    auto j = nlohmann::json::parse(text);
-    for (const auto& r : j.value("insecure-registries", nlohmann::json::array()))
+  auto j = parse_json(text, path);
+  if (!j) return make_error("read config", path, j.error().detail);
+  if (auto list = j->find("insecure-registries"); list != j->end()) {
+    if (!list->is_array())
+      return make_error("read config", path, "\"insecure-registries\" is not a list");
+    for (const auto& r : *list) {
+      if (!r.is_string())
+        return make_error("read config", path, "\"insecure-registries\" holds a non-string");
       opts.insecure.push_back(r.get<std::string>());
-  } catch (const nlohmann::json::exception& e) {
-    return make_error("read config", path, e.what());
+    }
   }
   return opts;
 }

@@ -10,6 +10,7 @@
 #include "core/dir.h"
 #include "core/env_list.h"
 #include "core/fs.h"
+#include "core/json.h"
 #include "core/root_path.h"
 #include "devices/gpu_select.h"
 #include "devices/inject.h"
@@ -172,7 +173,7 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
       }
     }
   } catch (const nlohmann::json::exception& e) {
-    return make_error("CDI", where, std::string("malformed containerEdits: ") + e.what());
+    return make_error("CDI", where, "malformed containerEdits: " + json_error_text(e));
   }
   return {};
 }
@@ -207,11 +208,12 @@ Result<std::vector<CdiSpec>> load_cdi_specs(const std::vector<std::string>& dirs
       }
       nlohmann::json doc;
       if (has_suffix(n, ".json")) {
-        doc = nlohmann::json::parse(*text, nullptr, false);
-        if (doc.is_discarded()) {
-          warnings->push_back("CDI spec " + path + ": not valid JSON; skipped");
+        auto parsed = parse_json(*text, "CDI spec " + path);
+        if (!parsed) {
+          warnings->push_back(parsed.error().message() + "; skipped");
           continue;
         }
+        doc = std::move(*parsed);
       } else {
         auto y = parse_yaml(*text, path);
         if (!y) {
@@ -247,7 +249,7 @@ Result<std::vector<std::string>> apply_cdi_device(const std::vector<CdiSpec>& sp
     if (s.kind != kind) continue;
     kind_known = true;
     for (const auto& d : s.doc["devices"])
-      if (d.is_object() && d.value("name", "") == device) {
+      if (string_field(d, "name") == device) {
         found = &s;
         found_dev = &d;
       }

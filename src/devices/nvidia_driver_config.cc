@@ -4,6 +4,7 @@
 
 #include "core/env.h"
 #include "core/fs.h"
+#include "core/json.h"
 
 namespace berth {
 
@@ -11,12 +12,14 @@ Result<DiscoveryOptions> discovery_options_from_env(const std::string& config_pa
   DiscoveryOptions o;
   if (path_exists(config_path)) {
     std::string text = BERTH_TRY(read_file(config_path));
-    try {
-      auto j = nlohmann::json::parse(text);
-      if (j.contains("driver_root")) o.driver_root = j.at("driver_root").get<std::string>();
-      if (j.contains("dev_root")) o.dev_root = j.at("dev_root").get<std::string>();
-    } catch (const nlohmann::json::exception& e) {
-      return make_error("read config", config_path, e.what());
+    auto j = parse_json(text, config_path);
+    if (!j) return make_error("read config", config_path, j.error().detail);
+    for (auto [key, out] : {std::pair{"driver_root", &o.driver_root}, {"dev_root", &o.dev_root}}) {
+      auto it = j->find(key);
+      if (it == j->end()) continue;
+      if (!it->is_string())
+        return make_error("read config", config_path, std::string("\"") + key + "\" is not a string");
+      *out = it->get<std::string>();
     }
   }
   o.driver_root = env_or("BERTH_DRIVER_ROOT", o.driver_root);

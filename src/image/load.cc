@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/json.h"
 #include "image/archive_api.h"
 #include "image/image_archive.h"
 #include "image/layer_file.h"
@@ -143,8 +144,8 @@ Result<std::string> ArchiveFiles::text(const std::string& name) const {
 
 Result<json> ArchiveFiles::parse(const std::string& name) const {
   std::string t = BERTH_TRY(text(name));
-  json j = json::parse(t, nullptr, false);
-  if (j.is_discarded()) return make_error("load", what_, "\"" + name + "\" is not valid JSON");
+  auto j = parse_json(t, "\"" + name + "\"");
+  if (!j) return make_error("load", what_, std::move(j).error().message());
   return j;
 }
 
@@ -164,25 +165,11 @@ Result<StagedFile> ArchiveFiles::blob(const std::string& digest, int64_t size) c
 }
 
 /// The platform and diff IDs an image config declares.
-struct ConfigFacts {
-  Platform platform;
-  std::vector<std::string> diff_ids;
-};
+using ConfigFacts = ImageConfigFacts;
 
 Result<ConfigFacts> config_facts(const ArchiveFiles& files, const StagedFile& config) {
   std::string text = BERTH_TRY(read_file(config.path));
-  json j = json::parse(text, nullptr, false);
-  if (!j.is_object())
-    return make_error("load", files.what(),
-                      "image config " + config.digest + " is not a JSON object");
-  ConfigFacts f;
-  f.platform.os = j.value("os", "");
-  f.platform.architecture = j.value("architecture", "");
-  f.platform.variant = j.value("variant", "");
-  if (auto r = j.find("rootfs"); r != j.end() && r->is_object())
-    for (const auto& d : r->value("diff_ids", json::array()))
-      if (d.is_string()) f.diff_ids.push_back(d.get<std::string>());
-  return f;
+  return parse_image_config(text, config.digest).with_context("load " + files.what());
 }
 
 /// Checks the layers against the config's diff IDs and unpacks them once, as `create`

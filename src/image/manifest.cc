@@ -40,22 +40,10 @@ std::string_view strip_parameters(std::string_view content_type) {
   return content_type;
 }
 
-/// nlohmann's what() without its "[json.exception.parse_error.101] " prefix.
-std::string json_error_text(const std::exception& e) {
-  std::string_view w = e.what();
-  if (!w.empty() && w.front() == '[') {
-    if (size_t close = w.find("] "); close != std::string_view::npos) w.remove_prefix(close + 2);
-  }
-  return std::string(w);
-}
-
 Result<json> parse_object(std::string_view body, const Where& where) {
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::exception& e) {
-    return where.fail(json_error_text(e));
-  }
+  auto parsed = parse_json(body, where.subject);
+  if (!parsed) return where.fail(parsed.error().detail);
+  json j = std::move(*parsed);
   if (!j.is_object()) return where.fail("not a JSON object");
   return j;
 }
@@ -169,7 +157,7 @@ bool is_index_media_type(std::string_view media_type) {
 }
 
 std::string detect_manifest_media_type(std::string_view body, std::string_view content_type) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json j = parse_json_or_discarded(body);
   if (!j.is_object()) return std::string(strip_parameters(content_type));
   return media_type_from_json(j, content_type);
 }
@@ -254,6 +242,36 @@ Result<Compression> layer_compression(std::string_view media_type) {
     return make_error("unpack layer", std::string(media_type),
                       "foreign (Windows) layers are not supported");
   return make_error("unpack layer", std::string(media_type), "unsupported layer media type");
+}
+
+Result<ImageConfigFacts> parse_image_config(std::string_view body, const std::string& digest) {
+  auto fail = [&](std::string detail) {
+    return make_error("parse config", digest, "malformed image config: " + std::move(detail));
+  };
+  auto parsed = parse_json(body, "config " + digest);
+  if (!parsed) return fail(parsed.error().detail);
+  const json& j = *parsed;
+  if (!j.is_object()) return fail("not a JSON object");
+  ImageConfigFacts f;
+  for (auto [key, out] : {std::pair{"os", &f.platform.os},
+                          {"architecture", &f.platform.architecture},
+                          {"variant", &f.platform.variant}}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_string()) return fail(std::string("\"") + key + "\" is not a string");
+    *out = it->get<std::string>();
+  }
+  if (auto r = j.find("rootfs"); r != j.end() && !r->is_null()) {
+    if (!r->is_object()) return fail("\"rootfs\" is not an object");
+    if (auto ids = r->find("diff_ids"); ids != r->end() && !ids->is_null()) {
+      if (!ids->is_array()) return fail("\"rootfs.diff_ids\" is not a list");
+      for (const auto& d : *ids) {
+        if (!d.is_string()) return fail("\"rootfs.diff_ids\" holds a non-string");
+        f.diff_ids.push_back(d.get<std::string>());
+      }
+    }
+  }
+  return f;
 }
 
 }  // namespace berth

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/clock.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "image/layer_file.h"
 #include "image/manifest.h"
@@ -111,24 +112,13 @@ Status fetch_layers(PullContext& ctx, const std::vector<Descriptor>& layers,
   return {};
 }
 
-/// The platform an image config declares, and its diff_ids.
+/// The platform an image config declares (normalised), and its diff_ids.
 Result<Platform> config_platform(const std::string& config_json, const std::string& digest,
                                  std::vector<std::string>* diff_ids) {
-  try {
-    auto j = nlohmann::json::parse(config_json);
-    if (j.contains("rootfs") && j["rootfs"].is_object())
-      if (auto ids = j["rootfs"].value("diff_ids", nlohmann::json::array()); ids.is_array())
-        for (const auto& d : ids)
-          if (d.is_string()) diff_ids->push_back(d.get<std::string>());
-    Platform p;
-    p.os = j.value("os", "");
-    p.architecture = j.value("architecture", "");
-    p.variant = j.value("variant", "");
-    if (p.os.empty() || p.architecture.empty()) return p;
-    return parse_platform(p.str());
-  } catch (const nlohmann::json::exception& e) {
-    return make_error("parse config", digest, std::string("malformed image config: ") + e.what());
-  }
+  ImageConfigFacts f = BERTH_TRY(parse_image_config(config_json, digest));
+  *diff_ids = std::move(f.diff_ids);
+  if (f.platform.os.empty() || f.platform.architecture.empty()) return f.platform;
+  return parse_platform(f.platform.str());
 }
 
 }  // namespace

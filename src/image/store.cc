@@ -10,6 +10,8 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
+
 namespace berth {
 
 namespace {
@@ -29,12 +31,12 @@ Status check_layout_version(const std::string& root) {
     return write_file_atomic(path, j.dump() + "\n");
   }
   int version = 0;
-  try {
-    auto j = nlohmann::json::parse(*text);
-    version = j.at("version").get<int>();
-  } catch (const nlohmann::json::exception& e) {
-    return make_error("open store", path, std::string("unreadable layout version: ") + e.what());
-  }
+  auto j = parse_json(*text, path);
+  if (!j) return make_error("open store", path, "unreadable layout version: " + j.error().detail);
+  if (auto v = j->find("version"); v != j->end() && v->is_number_integer())
+    version = v->get<int>();
+  else
+    return make_error("open store", path, "unreadable layout version: no integer \"version\"");
   if (version != kLayoutVersion)
     return make_error("open store", root,
                       "layout version " + std::to_string(version) +
@@ -136,7 +138,7 @@ Result<std::vector<LayerInput>> Store::layer_inputs(const ImageRecord& image,
       return make_error(op, image.name, "layer " + l + " is missing from the store")
           .with_hint("pull the image again");
   std::string config = BERTH_TRY(read_blob(image.config_digest));
-  auto j = nlohmann::json::parse(config, nullptr, false);
+  auto j = parse_json_or_discarded(config);
   std::vector<std::string> diff_ids;
   if (j.is_object() && j.contains("rootfs") && j["rootfs"].is_object()) {
     auto ids = j["rootfs"].value("diff_ids", nlohmann::json::array());

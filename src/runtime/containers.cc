@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/dir.h"
+#include "core/json.h"
 #include "core/strings.h"
 #include "image/unpack.h"
 
@@ -87,8 +88,8 @@ Result<ContainerRecord> ContainerStore::load(const std::string& id) const {
   std::string path = path_join(cdir, "container.json");
   std::string text = BERTH_TRY(read_file(path));
   ContainerRecord c;
+  nlohmann::json j = BERTH_TRY(parse_json(text, path));
   try {
-    auto j = nlohmann::json::parse(text);
     c.id = j.at("id").get<std::string>();
     c.image = j.value("image", "");
     c.image_id = j.value("image_id", "");
@@ -101,7 +102,7 @@ Result<ContainerRecord> ContainerStore::load(const std::string& id) const {
     c.engine = j.value("engine", "");
     c.link_prefix = j.value("link_prefix", "");
   } catch (const nlohmann::json::exception& e) {
-    return make_error("read container", path, e.what());
+    return make_error("read container", path, json_error_text(e));
   }
   for (const std::string& n : list_dir(path_join(root_, "names")))
     if (link_target_id(path_join(path_join(root_, "names"), n)) == id) c.names.push_back(n);
@@ -141,12 +142,12 @@ Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageR
   c.image_id = image.config_digest;
   c.created = now_rfc3339();
   std::string config_text = BERTH_TRY(images.read_blob(image.config_digest));
-  try {
-    c.image_config = nlohmann::json::parse(config_text).value("config", nlohmann::json::object());
-    if (c.image_config.is_null()) c.image_config = nlohmann::json::object();
-  } catch (const nlohmann::json::exception& e) {
-    return make_error("parse config", images.blob_path(image.config_digest), e.what());
-  }
+  nlohmann::json config =
+      BERTH_TRY(parse_json(config_text, "config " + images.blob_path(image.config_digest)));
+  if (auto it = config.find("config"); it != config.end() && it->is_object())
+    c.image_config = *it;
+  else
+    c.image_config = nlohmann::json::object();
   if (!command.empty()) c.image_config["Cmd"] = command;
   std::vector<LayerInput> layers = BERTH_TRY(images.layer_inputs(image, "create"));
   return build(std::move(c), name, [&](const std::string& rootfs) -> Status {
