@@ -3,20 +3,18 @@
 #include <memory>
 
 #include "cli/context.h"
-#include "core/env.h"
 #include "core/fs.h"
 #include "devices/cdi.h"
 
 namespace berth::cli {
 
-Action setup_cdi(CLI::App& app, const GlobalOptions&) {
+Action setup_cdi(CLI::App& app, const GlobalOptions& g) {
   app.require_subcommand(1);
   CLI::App* gen = app.add_subcommand("generate", "Write a CDI spec (nvidia.com/gpu) for this host");
   auto output = std::make_shared<std::string>();
   gen->add_option("-o,--output", *output, "Write the spec to FILE (default: standard output)");
-  return [output]() -> Status {
-    DiscoveryOptions opts =
-        BERTH_TRY(discovery_options_from_env(path_join(berth_config_dir(), "config.json")));
+  return [&g, output]() -> Status {
+    DiscoveryOptions opts = BERTH_TRY(discovery_options(g));
     NvidiaDriver nv = BERTH_TRY(discover_nvidia(opts));
     if (!nv.found)
       return make_error("cdi generate", "", "no NVIDIA driver found under " + opts.driver_root)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "site/config.h"
 
 namespace berth::cli {
 
@@ -18,6 +19,9 @@ struct GlobalOptions {
   std::vector<std::string> insecure;  ///< --insecure-registry
   bool verbose = false;
   bool quiet = false;
+  /// The configuration file (site/config.h), read once before the command runs; an error in
+  /// it is reported by the commands that use it.
+  Result<SiteConfig> site = SiteConfig{};
 };
 
 using Action = std::function<Status()>;

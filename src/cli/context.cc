@@ -7,7 +7,6 @@
 #include "cli/engine.h"
 #include "core/env.h"
 #include "core/fs.h"
-#include "core/json.h"
 #include "core/safe_text.h"
 
 namespace berth::cli {
@@ -45,21 +44,18 @@ Result<RegistryOptions> registry_options(const GlobalOptions& g) {
   std::stringstream env(env_or("BERTH_INSECURE_REGISTRIES", ""));
   for (std::string item; std::getline(env, item, ',');)
     if (!item.empty()) opts.insecure.push_back(item);
-  std::string path = path_join(berth_config_dir(), "config.json");
-  if (!path_exists(path)) return opts;
-  std::string text = BERTH_TRY(read_file(path));
-  auto j = parse_json(text, path);
-  if (!j) return make_error("read config", path, j.error().detail);
-  if (auto list = j->find("insecure-registries"); list != j->end()) {
-    if (!list->is_array())
-      return make_error("read config", path, "\"insecure-registries\" is not a list");
-    for (const auto& r : *list) {
-      if (!r.is_string())
-        return make_error("read config", path, "\"insecure-registries\" holds a non-string");
-      opts.insecure.push_back(r.get<std::string>());
-    }
-  }
+  SiteConfig site = BERTH_TRY(g.site);
+  opts.insecure.insert(opts.insecure.end(), site.insecure_registries.begin(),
+                       site.insecure_registries.end());
   return opts;
+}
+
+Result<DiscoveryOptions> discovery_options(const GlobalOptions& g) {
+  SiteConfig site = BERTH_TRY(g.site);
+  DiscoveryOptions configured;
+  if (!site.driver_root.empty()) configured.driver_root = site.driver_root;
+  configured.dev_root = site.dev_root;
+  return discovery_options_from_env(configured);
 }
 
 void print_table(const std::vector<std::vector<std::string>>& cells) {

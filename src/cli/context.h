@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "devices/nvidia_driver_config.h"
 #include "image/pull.h"
 #include "image/registry.h"
 #include "image/store.h"
@@ -15,9 +16,13 @@ namespace berth::cli {
 
 /// Opens the store at --home / $BERTH_HOME / the default location.
 Result<Store> open_store(const GlobalOptions& g);
-/// Registry options from --insecure-registry, $BERTH_INSECURE_REGISTRIES and
-/// the "insecure-registries" list of $BERTH_CONFIG_DIR/config.json.
+/// Registry options from --insecure-registry, $BERTH_INSECURE_REGISTRIES and the
+/// configuration's "insecure-registries" list (site/config.h).
 Result<RegistryOptions> registry_options(const GlobalOptions& g);
+/// Where GPU discovery looks: the configuration's driver and device roots, overridden by
+/// the environment (BERTH_DRIVER_ROOT, BERTH_DEV_ROOT, BERTH_CUDA_PROBE; see
+/// devices/nvidia_driver_config.h).
+Result<DiscoveryOptions> discovery_options(const GlobalOptions& g);
 /// Pulls `name` (a reference as typed) into the store; progress on a terminal's stderr.
 Result<PullResult> pull_reference(const GlobalOptions& g, const std::string& name,
                                   const std::string& platform, bool progress);

@@ -9,7 +9,7 @@
 #include "cli/context.h"
 #include "core/log.h"
 #include "runtime/engines.h"
-#include "runtime/fakechroot_engine.h"
+#include "runtime/link_form.h"
 
 namespace berth::cli {
 
@@ -20,21 +20,12 @@ Result<RunOutcome> run_with_engine(ContainerStore& cs, const ContainerRecord& c,
   const Engine* engine = BERTH_TRY(choose_engine(name, &said));
   if (!said.empty()) std::fprintf(stderr, "berth: %s\n", said.c_str());
   log::debug("{}: the {} engine", c.short_id(), engine->name);
-  // fakechroot leaves symlink resolution to the host kernel: absolute links must name host
-  // paths while it runs the container, and image paths again for every other engine.
-  std::string rootfs = cs.rootfs(c);
-  std::string want = engine->host_path_links ? rootfs : "";
-  if (c.link_prefix != want) {
-    size_t n = BERTH_TRY(rewrite_symlinks(rootfs, c.link_prefix, want));
-    log::debug("{}: {} absolute symlinks rewritten for the {} engine", c.short_id(), n, engine->name);
-    BERTH_CHECK(cs.set_link_prefix(c, want));
-  }
   EngineRun run;
   run.spec = &spec;
   run.engine = engine;
   run.work_dir = cs.dir(c);
   run.run_name = "berth-" + c.short_id() + "-" + std::to_string(::getpid());
-  return engine->run(run);
+  return run_with_link_form(cs, c, run);
 }
 
 Action setup_setup(CLI::App& app, const GlobalOptions& g) {

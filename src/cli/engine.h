@@ -1,5 +1,4 @@
-// Choosing the engine for a run (--engine, the container's recorded default, userns) and
-// keeping the rootfs in the form that engine needs.
+// Choosing the engine for a run (--engine, the container's recorded default, userns).
 #pragma once
 
 #include <string>
@@ -14,8 +13,8 @@ namespace berth::cli {
 inline constexpr const char* kDefaultEngine = "userns";
 
 /// Runs `spec` for container `c` with engine `requested` (--engine; "" for the container's
-/// default): checks the engine is available, says once on stderr what `auto` chose, rewrites
-/// the rootfs's absolute symlinks when the engine needs another form (and records it).
+/// default): checks the engine is available, says once on stderr what `auto` chose, and runs
+/// it with the rootfs's symlinks in the form it needs (run_with_link_form()).
 /// An error here means the workload never started.
 Result<RunOutcome> run_with_engine(ContainerStore& cs, const ContainerRecord& c,
                                    const ContainerSpec& spec, const std::string& requested);

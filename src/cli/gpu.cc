@@ -8,21 +8,18 @@
 #include <memory>
 
 #include "cli/context.h"
-#include "core/env.h"
-#include "core/fs.h"
 #include "devices/amd.h"
 #include "devices/gpu_report.h"
 
 namespace berth::cli {
 
-Action setup_gpu(CLI::App& app, const GlobalOptions&) {
+Action setup_gpu(CLI::App& app, const GlobalOptions& g) {
   app.require_subcommand(1);
   CLI::App* info = app.add_subcommand("info", "Show the driver, GPUs and what a container would get");
   auto json = std::make_shared<bool>(false);
   info->add_flag("--json", *json, "Print JSON for scripts");
-  return [json]() -> Status {
-    DiscoveryOptions opts =
-        BERTH_TRY(discovery_options_from_env(path_join(berth_config_dir(), "config.json")));
+  return [&g, json]() -> Status {
+    DiscoveryOptions opts = BERTH_TRY(discovery_options(g));
     NvidiaDriver nv = BERTH_TRY(discover_nvidia(opts));
     AmdDevices amd = discover_amd(opts);
     if (*json) print_json(gpu_info_json(nv, amd));

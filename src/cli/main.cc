@@ -117,6 +117,7 @@ int run(int argc, char** argv) {
     return kExitUsage;
   }
   log::set_level(g.quiet ? log::Level::kError : g.verbose ? log::Level::kDebug : log::Level::kWarn);
+  g.site = read_site_config(user_config_path());
   Status st = action();
   if (!st.ok()) {
     print_error(st.error());

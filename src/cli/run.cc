@@ -52,7 +52,9 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name) {
   app.add_option("-u,--user", o.user, "User inside: name|uid[:group|gid]");
   app.add_option("--entrypoint", o.entrypoint, "Replace the image's entrypoint")
       ->each([&o](const std::string&) { o.entrypoint_set = true; });
-  app.add_option("--hostname", o.hostname, "Host name inside the container");
+  // -h is the host name, as in `docker run`/`create`; help stays --help.
+  app.set_help_flag("--help", "Print this help message and exit");
+  app.add_option("-h,--hostname", o.hostname, "Host name inside the container");
   app.add_flag("-i,--interactive", o.interactive, "Keep stdin attached");
   app.add_flag("-t,--tty", o.tty, "The workload uses the caller's terminal");
   app.add_flag("--pid-ns", o.pid_namespace, "New PID namespace with a minimal init");
@@ -78,11 +80,12 @@ bool is_directory_argument(const std::string& what) {
 /// /etc/group read inside it, the image config and the options merged, the devices asked for
 /// added.
 Result<ContainerSpec> prepare_spec(const nlohmann::json& image_config, const std::string& rootfs,
-                                   const RunOptions& opts, const HostContext& host) {
+                                   const RunOptions& opts, const HostContext& host,
+                                   const Result<DiscoveryOptions>& discovery) {
   std::string passwd = BERTH_TRY(read_in_root(rootfs, "/etc/passwd"));
   std::string group = BERTH_TRY(read_in_root(rootfs, "/etc/group"));
   ContainerSpec spec = BERTH_TRY(build_spec(image_config, rootfs, opts, host, passwd, group));
-  BERTH_CHECK(add_run_devices(opts, host, spec));
+  BERTH_CHECK(add_run_devices(opts, host, discovery, spec));
   return spec;
 }
 
@@ -97,7 +100,8 @@ Status finish(const RunOutcome& outcome) {
 /// sandboxes do (shared, read-mostly trees on a cluster file system). No container record, no
 /// image config: the command must be given; changes land in the directory itself.
 Status run_directory(const RunOptions& opts, const std::string& name, bool remove,
-                     const std::string& dir, const HostContext& host) {
+                     const std::string& dir, const HostContext& host,
+                     const Result<DiscoveryOptions>& discovery) {
   if (!name.empty() || remove)
     return make_error("run", dir, "--name and --rm apply to containers, not to a directory");
   if (opts.command.empty() && !opts.entrypoint_set)
@@ -106,7 +110,7 @@ Status run_directory(const RunOptions& opts, const std::string& name, bool remov
   if (::realpath(dir.c_str(), real) == nullptr) return sys_error("run", dir);
   struct stat st;
   if (::stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) return make_error("run", dir, "not a directory");
-  ContainerSpec spec = BERTH_TRY(prepare_spec(nlohmann::json::object(), real, opts, host));
+  ContainerSpec spec = BERTH_TRY(prepare_spec(nlohmann::json::object(), real, opts, host, discovery));
   return finish(run_userns(spec));
 }
 
@@ -132,7 +136,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     if (!engine.empty() && engine != kDefaultEngine)
       return make_error("run", what, "a directory runs with the userns engine only")
           .with_hint("create a container (berth import, berth create) to use --engine=" + engine);
-    return run_directory(opts, name, remove, what, host);
+    return run_directory(opts, name, remove, what, host, discovery_options(g));
   }
   ContainerStore cs = BERTH_TRY(open_containers(g));
   Target t = BERTH_TRY(find_or_create(g, cs, what, name, true));
@@ -146,7 +150,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     if (auto st = cs.remove(c, true); !st.ok())
       log::warn("{}", st.error().message());  // the run's own status matters more
   };
-  auto spec = prepare_spec(c.image_config, rootfs, opts, host);
+  auto spec = prepare_spec(c.image_config, rootfs, opts, host, discovery_options(g));
   if (!spec.ok()) {
     cleanup();
     return std::move(spec).error();
@@ -180,6 +184,15 @@ Action setup_run(CLI::App& app, const GlobalOptions& g) {
   app.add_flag("--rm", o->remove, "Remove the container when it exits");
   app.add_option("--engine", o->engine, "Engine for this run: " + engine_names());
   return [o, &g, &app]() -> Status {
+    // The caller's terminal is handed to the workload: without one there is nothing to hand
+    // (with -i, Docker's words: it refuses the same way).
+    if (o->run.tty && o->run.interactive && !::isatty(STDIN_FILENO))
+      return make_error("run", "-it", "the input device is not a TTY")
+          .with_hint("run from a terminal, or leave out -t");
+    if (o->run.tty && !::isatty(STDIN_FILENO) && !::isatty(STDOUT_FILENO) &&
+        !::isatty(STDERR_FILENO))
+      return make_error("run", "-t", "no terminal to hand to the container")
+          .with_hint("run from a terminal, or leave out -t");
     return do_run(g, o->run, o->name, o->remove, o->engine, app.remaining());
   };
 }

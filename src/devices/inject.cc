@@ -10,6 +10,7 @@
 #include "core/env_list.h"
 #include "core/fs.h"
 #include "core/root_path.h"
+#include "runtime/library_path.h"
 
 namespace berth {
 namespace {
@@ -65,11 +66,12 @@ void add_library_dirs(const std::vector<std::string>& dirs, ContainerSpec& spec)
   if (std::string ldconfig = find_image_ldconfig(spec.rootfs); !ldconfig.empty()) {
     spec.ldconfig_path = ldconfig;
     spec.ld_library_dirs.insert(spec.ld_library_dirs.end(), dirs.begin(), dirs.end());
+    // The loader searches LD_LIBRARY_PATH before its cache: an image that sets one gets the
+    // dirs in front of it too, so that its libraries never win over the host driver's.
+    if (env_lookup(spec.env, "LD_LIBRARY_PATH")) put_library_dirs_first(spec.env, dirs);
     return;
   }
-  std::string path = env_lookup(spec.env, "LD_LIBRARY_PATH").value_or("");
-  for (const auto& d : dirs) path += (path.empty() ? "" : ":") + d;
-  set_env(spec.env, "LD_LIBRARY_PATH=" + path);
+  put_library_dirs_first(spec.env, dirs);  // the same order every engine gives
 }
 
 std::string find_image_ldconfig(const std::string& rootfs) {

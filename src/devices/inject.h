@@ -30,9 +30,10 @@ void ensure_run_dir(ContainerSpec& spec);
 void stage_and_link(const std::string& host, const std::string& container, bool read_only,
                     bool is_dir, ContainerSpec& spec);
 
-/// Makes the container's loader search `dirs`: through ld_library_dirs (the image's ldconfig,
-/// run by the engine) when the image under spec.rootfs has one, else by appending them to
-/// LD_LIBRARY_PATH.
+/// Makes the container's loader search `dirs` before the image's own libraries: through
+/// ld_library_dirs (the image's ldconfig, run by the engine) when the image under spec.rootfs
+/// has one, and first in LD_LIBRARY_PATH (put_library_dirs_first()) when it has none or the
+/// image sets LD_LIBRARY_PATH.
 void add_library_dirs(const std::vector<std::string>& dirs, ContainerSpec& spec);
 
 /// The image's ldconfig as a container path ("" when it has none), looked up

@@ -1,27 +1,11 @@
 #include "devices/nvidia_driver_config.h"
 
-#include <nlohmann/json.hpp>
-
 #include "core/env.h"
-#include "core/fs.h"
-#include "core/json.h"
 
 namespace berth {
 
-Result<DiscoveryOptions> discovery_options_from_env(const std::string& config_path) {
-  DiscoveryOptions o;
-  if (path_exists(config_path)) {
-    std::string text = BERTH_TRY(read_file(config_path));
-    auto j = parse_json(text, config_path);
-    if (!j) return make_error("read config", config_path, j.error().detail);
-    for (auto [key, out] : {std::pair{"driver_root", &o.driver_root}, {"dev_root", &o.dev_root}}) {
-      auto it = j->find(key);
-      if (it == j->end()) continue;
-      if (!it->is_string())
-        return make_error("read config", config_path, std::string("\"") + key + "\" is not a string");
-      *out = it->get<std::string>();
-    }
-  }
+Result<DiscoveryOptions> discovery_options_from_env(DiscoveryOptions configured) {
+  DiscoveryOptions o = std::move(configured);
   o.driver_root = env_or("BERTH_DRIVER_ROOT", o.driver_root);
   o.dev_root = env_or("BERTH_DEV_ROOT", o.dev_root);
   o.mps_pipe_dir = env_or("CUDA_MPS_PIPE_DIRECTORY", o.mps_pipe_dir);

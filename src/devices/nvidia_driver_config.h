@@ -1,5 +1,5 @@
 // Where discovery looks for the NVIDIA driver (driver root, device root) and whether it may
-// probe libcuda: from the environment and Berth's JSON config.
+// probe libcuda: from the configuration file's roots and the environment.
 #pragma once
 
 #include <string>
@@ -24,9 +24,9 @@ struct DiscoveryOptions {
   const std::string& effective_dev_root() const { return dev_root.empty() ? driver_root : dev_root; }
 };
 
-/// Options from BERTH_DRIVER_ROOT, BERTH_DEV_ROOT, BERTH_CUDA_PROBE (auto|never|always),
-/// CUDA_MPS_PIPE_DIRECTORY, then "driver_root" / "dev_root" in the JSON config at
-/// `config_path` (a missing file is fine). Environment wins over the file.
-Result<DiscoveryOptions> discovery_options_from_env(const std::string& config_path);
+/// `configured` (the roots the configuration file gives, site/config.h) overridden by
+/// BERTH_DRIVER_ROOT, BERTH_DEV_ROOT, BERTH_CUDA_PROBE (auto|never|always) and
+/// CUDA_MPS_PIPE_DIRECTORY. Both roots must be absolute.
+Result<DiscoveryOptions> discovery_options_from_env(DiscoveryOptions configured);
 
 }  // namespace berth

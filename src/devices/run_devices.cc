@@ -69,12 +69,12 @@ Status add_host_device(const std::string& value, ContainerSpec& spec) {
 
 }  // namespace
 
-Status add_run_devices(const RunOptions& opts, const HostContext& host, ContainerSpec& spec) {
+Status add_run_devices(const RunOptions& opts, const HostContext& host,
+                       const Result<DiscoveryOptions>& discovery, ContainerSpec& spec) {
   bool asked = opts.gpus.has_value() || sets(opts.env, "NVIDIA_VISIBLE_DEVICES") ||
                sets(opts.file_env, "NVIDIA_VISIBLE_DEVICES");
   if (asked || env_lookup(spec.env, "NVIDIA_VISIBLE_DEVICES")) {
-    DiscoveryOptions dopts =
-        BERTH_TRY(discovery_options_from_env(path_join(berth_config_dir(), "config.json")));
+    DiscoveryOptions dopts = BERTH_TRY(discovery);
     NvidiaDriver driver = BERTH_TRY(discover_nvidia(dopts));
     if (!driver.found && opts.gpus) {
       if (AmdDevices amd = discover_amd(dopts); amd.found) return add_amd(amd, *opts.gpus, spec);

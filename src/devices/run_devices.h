@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/error.h"
+#include "devices/nvidia_driver_config.h"
 #include "runtime/container_config.h"
 #include "runtime/container_spec.h"
 
@@ -14,7 +15,9 @@ namespace berth {
 /// `spec`. Nothing is probed when nothing is asked. An image's own NVIDIA_VISIBLE_DEVICES
 /// (CUDA images set "all") injects GPUs where there is a driver and is ignored where there is
 /// none, so GPU images still run on a login node; asked by the caller (--gpus, -e,
-/// --env-file), a missing driver is an error.
-Status add_run_devices(const RunOptions& opts, const HostContext& host, ContainerSpec& spec);
+/// --env-file), a missing driver is an error. `discovery` says where drivers are looked for;
+/// an error in it is returned only when GPUs are looked for.
+Status add_run_devices(const RunOptions& opts, const HostContext& host,
+                       const Result<DiscoveryOptions>& discovery, ContainerSpec& spec);
 
 }  // namespace berth

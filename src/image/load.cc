@@ -10,6 +10,7 @@
 #include "core/json.h"
 #include "image/archive_api.h"
 #include "image/image_archive.h"
+#include "image/image_config.h"
 #include "image/layer_file.h"
 #include "image/manifest.h"
 #include "image/platform.h"
@@ -164,17 +165,15 @@ Result<StagedFile> ArchiveFiles::blob(const std::string& digest, int64_t size) c
   return *f;
 }
 
-/// The platform and diff IDs an image config declares.
-using ConfigFacts = ImageConfigFacts;
-
-Result<ConfigFacts> config_facts(const ArchiveFiles& files, const StagedFile& config) {
+/// The platform and diff IDs the archive's image config declares.
+Result<ImageConfig> config_facts(const ArchiveFiles& files, const StagedFile& config) {
   std::string text = BERTH_TRY(read_file(config.path));
   return parse_image_config(text, config.digest).with_context("load " + files.what());
 }
 
 /// Checks the layers against the config's diff IDs and unpacks them once, as `create`
 /// will: a corrupt layer or an entry escaping the root is refused now.
-Status check_layers(Staging& staging, const ArchiveFiles& files, const ConfigFacts& facts,
+Status check_layers(Staging& staging, const ArchiveFiles& files, const ImageConfig& facts,
                     const std::vector<StagedFile>& layers) {
   if (facts.diff_ids.size() != layers.size())
     return make_error("load", files.what(),
@@ -260,7 +259,7 @@ Result<std::vector<StagedImage>> read_oci_layout(Staging& staging, const Archive
       img.record.layers.push_back(l.digest);
       img.record.size += l.size;
     }
-    ConfigFacts facts = BERTH_TRY(config_facts(files, config));
+    ImageConfig facts = BERTH_TRY(config_facts(files, config));
     BERTH_CHECK(check_layers(staging, files, facts, layers));
     img.files.insert(img.files.end(), layers.begin(), layers.end());
     img.record.manifest_digest = d.digest;
@@ -326,7 +325,7 @@ Result<std::vector<StagedImage>> read_docker_save(Staging& staging, const Archiv
       img.record.layers.push_back(f.digest);
       img.record.size += f.size;
     }
-    ConfigFacts facts = BERTH_TRY(config_facts(files, config));
+    ImageConfig facts = BERTH_TRY(config_facts(files, config));
     BERTH_CHECK(check_layers(staging, files, facts, layers));
     img.files.insert(img.files.end(), layers.begin(), layers.end());
     json m = {

@@ -244,34 +244,4 @@ Result<Compression> layer_compression(std::string_view media_type) {
   return make_error("unpack layer", std::string(media_type), "unsupported layer media type");
 }
 
-Result<ImageConfigFacts> parse_image_config(std::string_view body, const std::string& digest) {
-  auto fail = [&](std::string detail) {
-    return make_error("parse config", digest, "malformed image config: " + std::move(detail));
-  };
-  auto parsed = parse_json(body, "config " + digest);
-  if (!parsed) return fail(parsed.error().detail);
-  const json& j = *parsed;
-  if (!j.is_object()) return fail("not a JSON object");
-  ImageConfigFacts f;
-  for (auto [key, out] : {std::pair{"os", &f.platform.os},
-                          {"architecture", &f.platform.architecture},
-                          {"variant", &f.platform.variant}}) {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) continue;
-    if (!it->is_string()) return fail(std::string("\"") + key + "\" is not a string");
-    *out = it->get<std::string>();
-  }
-  if (auto r = j.find("rootfs"); r != j.end() && !r->is_null()) {
-    if (!r->is_object()) return fail("\"rootfs\" is not an object");
-    if (auto ids = r->find("diff_ids"); ids != r->end() && !ids->is_null()) {
-      if (!ids->is_array()) return fail("\"rootfs.diff_ids\" is not a list");
-      for (const auto& d : *ids) {
-        if (!d.is_string()) return fail("\"rootfs.diff_ids\" holds a non-string");
-        f.diff_ids.push_back(d.get<std::string>());
-      }
-    }
-  }
-  return f;
-}
-
 }  // namespace berth

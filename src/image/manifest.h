@@ -65,15 +65,6 @@ Result<IndexManifest> parse_index(std::string_view body, std::string_view media_
 /// Picks the entry for `want`; when none matches the error lists every platform available.
 Result<Descriptor> select_platform(const IndexManifest& index, const Platform& want);
 
-/// What Berth reads from an image config: its platform fields as written and rootfs.diff_ids.
-struct ImageConfigFacts {
-  Platform platform;  ///< os, architecture, variant as the config spells them ("" when absent)
-  std::vector<std::string> diff_ids;
-};
-/// Parses an image config (a JSON object); a field of the wrong type ("architecture": 5) is an
-/// error, as it is for containerd's decoder. `digest` names the config in errors.
-Result<ImageConfigFacts> parse_image_config(std::string_view body, const std::string& digest);
-
 enum class Compression { kNone, kGzip, kZstd };
 /// The compression of a layer media type; unknown or foreign types are an error.
 Result<Compression> layer_compression(std::string_view media_type);

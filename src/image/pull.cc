@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "core/clock.h"
-#include "core/json.h"
 #include "core/log.h"
+#include "image/image_config.h"
 #include "image/layer_file.h"
 #include "image/manifest.h"
 
@@ -112,13 +112,14 @@ Status fetch_layers(PullContext& ctx, const std::vector<Descriptor>& layers,
   return {};
 }
 
-/// The platform an image config declares (normalised), and its diff_ids.
+/// The platform an image config declares, and its diff_ids.
 Result<Platform> config_platform(const std::string& config_json, const std::string& digest,
                                  std::vector<std::string>* diff_ids) {
-  ImageConfigFacts f = BERTH_TRY(parse_image_config(config_json, digest));
-  *diff_ids = std::move(f.diff_ids);
-  if (f.platform.os.empty() || f.platform.architecture.empty()) return f.platform;
-  return parse_platform(f.platform.str());
+  ImageConfig config = BERTH_TRY(parse_image_config(config_json, digest));
+  *diff_ids = std::move(config.diff_ids);
+  const Platform& p = config.platform;
+  if (p.os.empty() || p.architecture.empty()) return p;
+  return parse_platform(p.str());
 }
 
 }  // namespace
@@ -146,7 +147,11 @@ Result<PullResult> pull_image(Store& store, const Reference& ref, const Credenti
   std::string name = ref.str();
   FileLock pin = BERTH_TRY(store.pin());  // no rmi may delete what we find present
   // Up to date: the same manifest under this name with every blob present.
-  if (auto old = store.find_image(name); old.ok() && old->manifest_digest == chosen.digest) {
+  // (A single-platform manifest stored for another platform than --platform asks is not up to
+  // date: it goes on to the platform check below, which says so.)
+  if (auto old = store.find_image(name);
+      old.ok() && old->manifest_digest == chosen.digest &&
+      (!opts.platform || platform_matches(*opts.platform, old->platform))) {
     bool complete = store.has_blob(old->config_digest);
     for (const auto& l : old->layers) complete = complete && store.has_blob(l);
     if (complete) return PullResult{*old, true};

@@ -19,7 +19,13 @@ namespace berth {
 
 EntryName normalize_entry_name(std::string_view raw, std::string& out) {
   out.clear();
-  if (!raw.empty() && raw.front() == '/') return EntryName::kEscapes;
+  // "/" (umoci insert writes it), "//", "/." name the root itself, as "./" does: GNU tar, umoci
+  // and Podman apply them as the root's metadata. Any other absolute name is refused.
+  if (!raw.empty() && raw.front() == '/') {
+    bool root_only = raw.find_first_not_of("/.") == std::string_view::npos &&
+                     raw.find("..") == std::string_view::npos;
+    return root_only ? EntryName::kRoot : EntryName::kEscapes;
+  }
   for (std::string_view comp : split(raw, '/')) {
     if (comp.empty() || comp == ".") continue;
     if (comp == "..") return EntryName::kEscapes;

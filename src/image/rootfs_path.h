@@ -15,7 +15,7 @@ namespace berth {
 
 enum class EntryName {
   kPath,     ///< a normal relative path
-  kRoot,     ///< the root itself ("./", ".", "")
+  kRoot,     ///< the root itself ("./", ".", "", "/")
   kEscapes,  ///< absolute, or has a ".." component
 };
 

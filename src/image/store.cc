@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json.h"
+#include "image/image_config.h"
 
 namespace berth {
 
@@ -138,14 +139,9 @@ Result<std::vector<LayerInput>> Store::layer_inputs(const ImageRecord& image,
       return make_error(op, image.name, "layer " + l + " is missing from the store")
           .with_hint("pull the image again");
   std::string config = BERTH_TRY(read_blob(image.config_digest));
-  auto j = parse_json_or_discarded(config);
-  std::vector<std::string> diff_ids;
-  if (j.is_object() && j.contains("rootfs") && j["rootfs"].is_object()) {
-    auto ids = j["rootfs"].value("diff_ids", nlohmann::json::array());
-    if (ids.is_array())
-      for (const auto& d : ids)
-        if (d.is_string()) diff_ids.push_back(d.get<std::string>());
-  }
+  // A config that does not parse lists no diff_ids: the count below says what is wrong.
+  auto parsed = parse_image_config(config, image.config_digest);
+  std::vector<std::string> diff_ids = parsed.ok() ? parsed->diff_ids : std::vector<std::string>{};
   if (diff_ids.size() != image.layers.size())
     return make_error(op, image.name,
                       "the image config lists " + std::to_string(diff_ids.size()) +

@@ -40,6 +40,9 @@ struct TarWriter::State {
   archive* ar = nullptr;
   std::string what;
   std::map<std::pair<dev_t, ino_t>, std::string> links;  // first name of each multi-link file
+  bool owner_view = false;  // set_owner_view(): IDs as a rootless container sees them
+  uid_t view_uid = 0;
+  gid_t view_gid = 0;
 
   ~State() {
     if (ar) archive_api().write_free(ar);
@@ -62,8 +65,9 @@ Status TarWriter::State::header(const std::string& name, const struct stat& st, 
   EntryPtr e(a.entry_new());
   a.entry_set_pathname(e.get(), name.c_str());
   a.entry_set_perm(e.get(), st.st_mode & 07777);
-  a.entry_set_uid(e.get(), st.st_uid);
-  a.entry_set_gid(e.get(), st.st_gid);
+  constexpr int64_t kOverflowId = 65534;  // /proc/sys/kernel/overflowuid's default
+  a.entry_set_uid(e.get(), !owner_view ? st.st_uid : st.st_uid == view_uid ? 0 : kOverflowId);
+  a.entry_set_gid(e.get(), !owner_view ? st.st_gid : st.st_gid == view_gid ? 0 : kOverflowId);
   a.entry_set_mtime(e.get(), st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
   if (hardlink) {
     a.entry_set_filetype(e.get(), AE_IFREG);
@@ -183,6 +187,12 @@ Status TarWriter::add_dir(const std::string& name, int mode) {
 Status TarWriter::add_tree(const std::string& root) {
   UniqueFd fd = BERTH_TRY(open_file(root, O_RDONLY | O_DIRECTORY));
   return s_->walk(fd.get(), root, "");
+}
+
+void TarWriter::set_owner_view(uid_t host_uid, gid_t host_gid) {
+  s_->owner_view = true;
+  s_->view_uid = host_uid;
+  s_->view_gid = host_gid;
 }
 
 Status TarWriter::finish() {

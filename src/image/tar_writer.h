@@ -2,6 +2,8 @@
 // root filesystem of `berth export`.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 #include <string_view>
@@ -32,6 +34,10 @@ class TarWriter {
   /// files, symlinks (never followed), FIFOs and hard links (stored once, then linked), with
   /// mode, owner and mtime as stored. Sockets and device nodes are left out.
   Status add_tree(const std::string& root);
+  /// From now on, writes owners as a rootless container sees them (what `docker export`
+  /// writes): `host_uid`/`host_gid`, which the container's user namespace maps to root, as 0,
+  /// and every other ID as 65534, the kernel's overflow ID for unmapped owners.
+  void set_owner_view(uid_t host_uid, gid_t host_gid);
   /// Writes the end of the archive.
   Status finish();
 

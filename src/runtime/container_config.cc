@@ -1,8 +1,8 @@
 #include "runtime/container_config.h"
 
 #include "core/env_list.h"
-#include "core/json.h"
 #include "core/strings.h"
+#include "image/image_config.h"
 #include "runtime/identity.h"
 
 #include <algorithm>
@@ -17,19 +17,6 @@ std::optional<uint32_t> parse_id(std::string_view s) {
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
   return v;
-}
-
-
-Result<std::vector<std::string>> string_list(const nlohmann::json& config, const char* key) {
-  auto it = config.find(key);
-  if (it == config.end() || it->is_null()) return std::vector<std::string>{};
-  std::vector<std::string> out;
-  if (!it->is_array()) return make_error("image config", key, "not a list of strings");
-  for (const auto& v : *it) {
-    if (!v.is_string()) return make_error("image config", key, "not a list of strings");
-    out.push_back(v.get<std::string>());
-  }
-  return out;
 }
 
 }  // namespace
@@ -128,9 +115,11 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   ContainerSpec spec;
   spec.rootfs = rootfs;
 
+  RunSettings image = BERTH_TRY(parse_run_settings(image_config));
+
   // Command: Docker's Entrypoint/Cmd rules.
-  std::vector<std::string> entrypoint = BERTH_TRY(string_list(image_config, "Entrypoint"));
-  std::vector<std::string> cmd = BERTH_TRY(string_list(image_config, "Cmd"));
+  std::vector<std::string> entrypoint = image.entrypoint;
+  std::vector<std::string> cmd = image.cmd;
   if (opts.entrypoint_set) {
     entrypoint.clear();
     if (!opts.entrypoint.empty()) entrypoint.push_back(opts.entrypoint);
@@ -145,7 +134,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
 
   // Identity.
   std::string user = opts.user;
-  if (user.empty()) user = string_field(image_config, "User");
+  if (user.empty()) user = image.user;
   ResolvedUser who = BERTH_TRY(resolve_user(user.empty() ? "0" : user, passwd, group));
   spec.uid = who.uid;
   spec.gid = who.gid;
@@ -153,7 +142,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   spec.home = who.home;
 
   // Environment: image < host (--hostenv) < --env-file < -e.
-  for (const std::string& kv : BERTH_TRY(string_list(image_config, "Env"))) set_env(spec.env, kv);
+  for (const std::string& kv : image.env) set_env(spec.env, kv);
   if (opts.hostenv)
     for (const std::string& kv : host.environ) set_env(spec.env, kv);
   for (const std::string& kv : opts.file_env) set_env(spec.env, kv);
@@ -181,7 +170,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   if (!opts.hostname.empty()) set_env(spec.env, "HOSTNAME=" + opts.hostname);
 
   // Working directory.
-  spec.cwd = !opts.workdir.empty() ? opts.workdir : string_field(image_config, "WorkingDir");
+  spec.cwd = !opts.workdir.empty() ? opts.workdir : image.working_dir;
   if (spec.cwd.empty()) spec.cwd = "/";
   if (spec.cwd[0] != '/')
     return make_error("workdir", spec.cwd, "the working directory must be an absolute path");

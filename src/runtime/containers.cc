@@ -12,7 +12,9 @@
 #include "core/dir.h"
 #include "core/json.h"
 #include "core/strings.h"
+#include "image/image_config.h"
 #include "image/unpack.h"
+#include "runtime/link_form.h"
 
 namespace berth {
 namespace {
@@ -125,11 +127,16 @@ std::string record_text(const ContainerRecord& c) {
 
 }  // namespace
 
-Status ContainerStore::save(const ContainerRecord& c) const {
-  // Run bookkeeping (last command, exit status) is rewritten on every run: an fsync would cost
-  // more than the container's start, and a crash losing the last status loses nothing else.
-  return write_file_atomic(path_join(dir(c), "container.json"), record_text(c), 0644,
-                           Durability::kProcessSafe);
+Status ContainerStore::update(const ContainerRecord& c,
+                              const std::function<void(ContainerRecord&)>& change,
+                              Durability durability) {
+  // Readers need no lock (the file is replaced whole by a rename); writers read the record
+  // as it is now, under the lock, so that a change made meanwhile by another is kept.
+  FileLock lock = BERTH_TRY(FileLock::acquire(path_join(dir(c), "container.lock")));
+  ContainerRecord now = BERTH_TRY(load(c.id));
+  change(now);
+  return write_file_atomic(path_join(dir(now), "container.json"), record_text(now), 0644,
+                           durability);
 }
 
 Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageRecord& image,
@@ -142,12 +149,8 @@ Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageR
   c.image_id = image.config_digest;
   c.created = now_rfc3339();
   std::string config_text = BERTH_TRY(images.read_blob(image.config_digest));
-  nlohmann::json config =
-      BERTH_TRY(parse_json(config_text, "config " + images.blob_path(image.config_digest)));
-  if (auto it = config.find("config"); it != config.end() && it->is_object())
-    c.image_config = *it;
-  else
-    c.image_config = nlohmann::json::object();
+  c.image_config = BERTH_TRY(parse_image_config(config_text, images.blob_path(image.config_digest)))
+                       .config;
   if (!command.empty()) c.image_config["Cmd"] = command;
   std::vector<LayerInput> layers = BERTH_TRY(images.layer_inputs(image, "create"));
   return build(std::move(c), name, [&](const std::string& rootfs) -> Status {
@@ -226,7 +229,10 @@ Result<ContainerRecord> ContainerStore::clone(const ContainerRecord& c, const st
   BERTH_CHECK(check_name_free("clone", name));
   // Copied while no run can change it.
   FileLock run = BERTH_TRY(lock_for_run(c).with_context("clone"));
+  // The copy starts from the image's symlink form, as every reader of a rootfs sees it.
+  BERTH_CHECK(canonical_links(*this, c).with_context("clone"));
   ContainerRecord copy = c;
+  copy.link_prefix.clear();
   copy.id = BERTH_TRY(random_id());
   copy.names.clear();
   copy.is_protected = false;
@@ -274,9 +280,7 @@ Result<ContainerRecord> ContainerStore::build(
 }
 
 Status ContainerStore::set_protected(const ContainerRecord& c, bool on) {
-  ContainerRecord now = BERTH_TRY(load(c.id));
-  now.is_protected = on;
-  return write_file_atomic(path_join(dir(now), "container.json"), record_text(now));
+  return update(c, [on](ContainerRecord& now) { now.is_protected = on; }, Durability::kSynced);
 }
 
 Status ContainerStore::remove(const ContainerRecord& c, bool force) {
@@ -314,22 +318,24 @@ Status ContainerStore::record_run(const ContainerRecord& c, const std::vector<st
   // The same command ending the same way as last time (a loop of runs): nothing to write, and
   // creating and renaming a file costs more than starting the container did.
   if ((argv.empty() || argv == c.last_command) && exit_code == c.last_exit) return {};
-  ContainerRecord now = BERTH_TRY(load(c.id));
-  if (!argv.empty()) now.last_command = argv;
-  now.last_exit = exit_code;
-  return save(now);
+  // Run bookkeeping (last command, exit status) is rewritten on every run: an fsync would cost
+  // more than the container's start, and a crash losing the last status loses nothing else.
+  return update(
+      c,
+      [&](ContainerRecord& now) {
+        if (!argv.empty()) now.last_command = argv;
+        now.last_exit = exit_code;
+      },
+      Durability::kProcessSafe);
 }
 
 Status ContainerStore::set_engine(const ContainerRecord& c, const std::string& engine) {
-  ContainerRecord now = BERTH_TRY(load(c.id));
-  now.engine = engine;
-  return save(now);
+  return update(c, [&](ContainerRecord& now) { now.engine = engine; }, Durability::kProcessSafe);
 }
 
 Status ContainerStore::set_link_prefix(const ContainerRecord& c, const std::string& prefix) {
-  ContainerRecord now = BERTH_TRY(load(c.id));
-  now.link_prefix = prefix;
-  return save(now);
+  return update(c, [&](ContainerRecord& now) { now.link_prefix = prefix; },
+                Durability::kProcessSafe);
 }
 
 }  // namespace berth

@@ -3,6 +3,8 @@
 //   containers/<id>/rootfs          the container's private, writable root filesystem
 //   containers/<id>/container.json  what it was made from and how it runs (rewritten atomically)
 //   containers/<id>/run.lock        flock held while the container runs
+//   containers/<id>/container.lock  flock held while container.json is read, changed and
+//                                   written back, so that two updates cannot lose one
 //   containers/.tmp-<id>/           a container being created; renamed into place when whole
 //   names/<name>                    symlink to ../containers/<id>: one per name, made with
 //                                   symlink(2), so two creates of one name cannot both win
@@ -36,8 +38,8 @@ struct ContainerRecord {
   std::optional<int> last_exit;           ///< exit status of the last run that ended
   bool is_protected = false;              ///< `berth protect`: rm refuses it, even with -f
   std::string engine;                     ///< default engine (`berth setup --engine`); "" userns
-  /// The host prefix absolute symlinks in the rootfs carry now: "" as unpacked, the rootfs
-  /// path after a fakechroot run (see rewrite_symlinks() in runtime/fakechroot_engine.h).
+  /// The host prefix absolute symlinks in the rootfs may carry now: "" as unpacked, the rootfs
+  /// path while a fakechroot run owns it, or after one was killed (runtime/link_form.h).
   std::string link_prefix;
   bool running = false;                   ///< run.lock is held now (computed, not stored)
 
@@ -97,7 +99,10 @@ class ContainerStore {
   /// renames it into place and names it.
   Result<ContainerRecord> build(ContainerRecord c, const std::string& name,
                                 const std::function<Status(const std::string& rootfs)>& fill);
-  Status save(const ContainerRecord& c) const;
+  /// Reads the container's record as stored now, applies `change` and writes it back, all
+  /// under container.lock.
+  Status update(const ContainerRecord& c, const std::function<void(ContainerRecord&)>& change,
+                Durability durability);
   std::string root_;  ///< $BERTH_HOME
 };
 

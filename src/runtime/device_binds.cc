@@ -86,9 +86,9 @@ Result<std::vector<HostBind>> device_binds(const ContainerSpec& spec, const std:
           }
         }
         if (host.empty())
-          return make_error("device", target,
-                            std::string("the ") + engine.name +
-                                " engine cannot create links in the image")
+          return make_error(
+                     "device", target,
+                     std::string("the ") + engine.name + " engine cannot create links in the image")
               .with_hint("--gpus and --device need the userns or oci engine");
         if (!write) break;
         BERTH_CHECK(make_dirs(host.substr(0, host.rfind('/'))));

@@ -12,11 +12,15 @@
 namespace berth {
 namespace {
 
-Status userns_available(const Engine&) { return probe_user_namespaces(); }
+Status userns_available(const Engine&) {
+  return probe_user_namespaces();
+}
 
 }  // namespace
 
-RunOutcome run_userns_engine(const EngineRun& run) { return run_userns(*run.spec); }
+RunOutcome run_userns_engine(const EngineRun& run) {
+  return run_userns(*run.spec);
+}
 
 const std::vector<Engine>& engine_table() {
   // Fallbacks in order of preference: runc isolates like userns does (but needs user namespaces
@@ -89,6 +93,7 @@ const std::vector<Engine>& engine_table() {
        .summary = "Apptainer or SingularityCE, when installed",
        .root_inside = true,  // --fakeroot
        .read_only_volumes = true,
+       // device_binds() could become --bind options, but no Apptainer here to test them with.
        .devices = false,
        .mounts_in_proc = false,
        .pid_namespace = true,  // --containall

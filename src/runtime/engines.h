@@ -53,8 +53,8 @@ struct Engine {
   bool pid_namespace;          ///< honours --pid-ns
   bool hostname;               ///< honours --hostname (a UTS namespace)
   bool needs_user_namespaces;  ///< cannot run where unprivileged user namespaces are disabled
-  bool host_path_links;        ///< the rootfs's absolute symlinks must name host paths while it runs
-  std::vector<EngineTool> tools;  ///< the host tools it can run, the first found used; none: built in
+  bool host_path_links;  ///< the rootfs's absolute symlinks must name host paths while it runs
+  std::vector<EngineTool> tools;  ///< host tools it runs, the first found used; none: built in
   const char* package;            ///< Debian package that provides the tool ("" for none)
   const char* alias;              ///< another name --engine accepts, or nullptr
   /// Empty Status when the engine can run here; else one line saying what is missing.

@@ -2,13 +2,12 @@
 // rewrites the paths of libc calls to lie under FAKECHROOT_BASE. No namespaces, no ptrace, so
 // close to bare speed; but only dynamically linked glibc programs are covered (a static or musl
 // program would see the host), the user stays the caller, and the kernel follows symlinks on
-// the host: absolute links in the rootfs must name host paths (rewrite_symlinks(), done by the
-// caller and recorded with the container). Volumes are links to the host path, excluded from
+// the host: absolute links in the rootfs must name host paths (Engine::host_path_links; runtime's
+// link_form.h rewrites them around the run). Volumes are links to the host path, excluded from
 // translation, removed after the run.
 #include "runtime/fakechroot_engine.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -157,67 +156,6 @@ FakechrootLaunch fakechroot_launch(const ContainerSpec& spec, const std::string&
   set_env(l.env, "FAKECHROOT_ELFLOADER=" + root + loader);
   set_env(l.env, "FAKECHROOT_EXCLUDE_PATH=" + exclude);
   return l;
-}
-
-std::optional<std::string> rewrite_link_target(std::string_view target, std::string_view from,
-                                               std::string_view to) {
-  if (target.empty() || target.front() != '/') return std::nullopt;  // relative: fine everywhere
-  if (from.empty()) {
-    // The image's form: every absolute target gains the prefix, unless it already has it.
-    if (!to.empty() && target.starts_with(to) &&
-        (target.size() == to.size() || target[to.size()] == '/'))
-      return std::nullopt;
-    return std::string(to) + std::string(target);
-  }
-  if (!target.starts_with(from) || (target.size() > from.size() && target[from.size()] != '/'))
-    return std::nullopt;
-  std::string rest(target.substr(from.size()));
-  if (to.empty() && rest.empty()) rest = "/";
-  return std::string(to) + rest;
-}
-
-namespace {
-
-// nftw() takes no context argument: the walk's state, for one walk at a time.
-struct RewriteWalk {
-  std::string_view from, to;
-  size_t changed = 0;
-  Error error;
-  bool failed = false;
-};
-RewriteWalk* g_walk = nullptr;
-
-int rewrite_one(const char* path, const struct stat*, int type, struct FTW*) {
-  if (type != FTW_SL && type != FTW_SLN) return 0;
-  char buf[4096];
-  ssize_t n = ::readlink(path, buf, sizeof buf);
-  if (n < 0 || n == sizeof buf) return 0;  // vanished or absurdly long: left as it is
-  auto next = rewrite_link_target(std::string_view(buf, static_cast<size_t>(n)), g_walk->from,
-                                  g_walk->to);
-  if (!next) return 0;
-  std::string tmp = std::string(path) + ".berth-relink";
-  (void)::unlink(tmp.c_str());  // a leftover of a killed rewrite
-  if (::symlink(next->c_str(), tmp.c_str()) != 0 || ::rename(tmp.c_str(), path) != 0) {
-    g_walk->error = sys_error("rewrite symlink", path);
-    g_walk->failed = true;
-    (void)::unlink(tmp.c_str());
-    return 1;
-  }
-  ++g_walk->changed;
-  return 0;
-}
-
-}  // namespace
-
-Result<size_t> rewrite_symlinks(const std::string& rootfs, std::string_view from,
-                                std::string_view to) {
-  RewriteWalk walk{from, to};
-  g_walk = &walk;
-  int rc = ::nftw(rootfs.c_str(), rewrite_one, 64, FTW_PHYS);
-  g_walk = nullptr;
-  if (walk.failed) return walk.error;
-  if (rc != 0) return sys_error("walk", rootfs);
-  return walk.changed;
 }
 
 RunOutcome run_fakechroot(const EngineRun& run) {

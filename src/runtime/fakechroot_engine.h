@@ -1,8 +1,7 @@
-// The fakechroot engine: Debian's libfakechroot preloaded into the image's own ELF loader, and
-// the symlink form it needs (absolute links in the rootfs naming host paths).
+// The fakechroot engine: Debian's libfakechroot preloaded into the image's own ELF loader. The
+// symlink form it needs (absolute links in the rootfs naming host paths) is link_form.h's.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,18 +27,6 @@ FakechrootLaunch fakechroot_launch(const ContainerSpec& spec, const std::string&
                                    const std::string& command,
                                    const std::vector<std::string>& lib_dirs,
                                    const std::string& library);
-
-/// A symlink target rewritten between an image's absolute form ("/x") and the host-absolute
-/// form fakechroot needs and writes ("<prefix>/x"): with `from` empty, absolute targets gain
-/// `to` in front; otherwise a target equal to `from` or under it has `from` replaced by `to`.
-/// Nothing (nullopt) when the target is left alone.
-std::optional<std::string> rewrite_link_target(std::string_view target, std::string_view from,
-                                               std::string_view to);
-
-/// Rewrites every symlink beneath `rootfs` (not following any) with rewrite_link_target(),
-/// each atomically (a new link renamed over the old). Returns how many changed.
-Result<size_t> rewrite_symlinks(const std::string& rootfs, std::string_view from,
-                                std::string_view to);
 
 /// libfakechroot.so on the host, for the engine table's tool column: $`tool.env_var` when set,
 /// else Debian's multiarch folder; one line naming `package` when it is not installed.

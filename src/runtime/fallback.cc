@@ -87,14 +87,4 @@ Status prepare_rootfs(const ContainerSpec& spec, bool identity) {
   return {};
 }
 
-std::vector<std::string> env_with_library_dirs(const ContainerSpec& spec) {
-  std::vector<std::string> env = spec.env;
-  if (spec.ld_library_dirs.empty()) return env;
-  std::string dirs;
-  for (const std::string& d : spec.ld_library_dirs) dirs += (dirs.empty() ? "" : ":") + d;
-  std::string old = env_lookup(env, "LD_LIBRARY_PATH").value_or("");
-  set_env(env, "LD_LIBRARY_PATH=" + dirs + (old.empty() ? "" : ":" + old));
-  return env;
-}
-
 }  // namespace berth

@@ -41,8 +41,4 @@ Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code,
 /// user's entries (as the userns engine does).
 Status prepare_rootfs(const ContainerSpec& spec, bool identity);
 
-/// spec.env with spec.ld_library_dirs put in front of LD_LIBRARY_PATH (fallback engines do not
-/// regenerate the loader cache).
-std::vector<std::string> env_with_library_dirs(const ContainerSpec& spec);
-
 }  // namespace berth

@@ -17,7 +17,15 @@ HostPathKind HostInfo::kind(const std::string& path) const {
 namespace {
 
 /// When a default mount applies.
-enum class When { kAlways, kPidNs, kNoPidNs, kMinimalDev, kHostDev };
+enum class When {
+  kAlways,
+  kPidNs,
+  kNoPidNs,
+  kMinimalDev,       ///< Berth's own small /dev (no --host-dev)
+  kMinimalDevNoTty,  ///< ... without -t
+  kMinimalDevTty,    ///< ... with -t
+  kHostDev,
+};
 
 /// One row of the default-mount table.
 struct DefaultMount {
@@ -52,8 +60,13 @@ constexpr DefaultMount kDefaults[] = {
   {"/dev/random",       MountKind::kBind,    "/dev/random",     "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
   {"/dev/urandom",      MountKind::kBind,    "/dev/urandom",    "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
   {"/dev/tty",          MountKind::kBind,    "/dev/tty",        "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
-  {"/dev/pts",          MountKind::kFs,      "devpts",          "devpts", MS_NOSUID | MS_NOEXEC,      "newinstance,ptmxmode=0666,mode=0620",      kDir,  false, false, When::kMinimalDev},
-  {"/dev/ptmx",         MountKind::kSymlink, "pts/ptmx",        "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
+  {"/dev/pts",          MountKind::kFs,      "devpts",          "devpts", MS_NOSUID | MS_NOEXEC,      "newinstance,ptmxmode=0666,mode=0620",      kDir,  false, false, When::kMinimalDevNoTty},
+  {"/dev/ptmx",         MountKind::kSymlink, "pts/ptmx",        "",       0,                          "",                                         kFile, false, false, When::kMinimalDevNoTty},
+  // -t hands the caller's terminal over: it is a pty of the host's devpts, which `tty` (ttyname)
+  // must find under /dev/pts, so the host's instance is bound instead of a new one (as enroot
+  // always does); ptmx then allocates there too.
+  {"/dev/pts",          MountKind::kRbind,   "/dev/pts",        "",       0,                          "",                                         kDir,  false, false, When::kMinimalDevTty},
+  {"/dev/ptmx",         MountKind::kBind,    "/dev/ptmx",       "",       0,                          "",                                         kFile, false, false, When::kMinimalDevTty},
   {"/dev/shm",          MountKind::kFs,      "shm",             "tmpfs",  kNoSuidDevExec,             "mode=1777,size=65536k",                    kDir,  false, false, When::kMinimalDev},
   {"/dev/fd",           MountKind::kSymlink, "/proc/self/fd",   "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
   {"/dev/stdin",        MountKind::kSymlink, "/proc/self/fd/0", "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
@@ -72,6 +85,8 @@ bool applies(When when, const ContainerSpec& spec) {
     case When::kPidNs: return spec.pid_namespace;
     case When::kNoPidNs: return !spec.pid_namespace;
     case When::kMinimalDev: return !spec.host_dev;
+    case When::kMinimalDevNoTty: return !spec.host_dev && !spec.tty;
+    case When::kMinimalDevTty: return !spec.host_dev && spec.tty;
     case When::kHostDev: return spec.host_dev;
   }
   return false;

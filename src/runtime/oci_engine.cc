@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/scope_guard.h"
 #include "runtime/fallback.h"
+#include "runtime/library_path.h"
 #include "runtime/spawn.h"
 
 extern char** environ;
@@ -115,6 +116,12 @@ Result<nlohmann::json> oci_config(const ContainerSpec& spec, uid_t host_uid, gid
           if (!opt.empty()) options.push_back(opt);
         mounts.push_back({{"destination", e.target}, {"type", e.fstype}, {"source", e.source},
                           {"options", options}});
+        // With -t the plan binds the host's /dev/pts for a terminal handed over (left out
+        // below); runc makes a console of its own, which needs the container's own devpts.
+        if (e.target == "/dev" && spec.tty)
+          mounts.push_back({{"destination", "/dev/pts"}, {"type", "devpts"}, {"source", "devpts"},
+                            {"options", {"nosuid", "noexec", "newinstance", "ptmxmode=0666",
+                                         "mode=0620"}}});
         break;
       }
       case MountKind::kBind:

@@ -8,6 +8,7 @@
 #include "core/fs.h"
 #include "core/scope_guard.h"
 #include "runtime/fallback.h"
+#include "runtime/library_path.h"
 #include "runtime/spawn.h"
 
 namespace berth {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tarfile
 
 import pytest
 
@@ -315,6 +316,56 @@ def test_fakechroot_refuses_a_static_program(berth, img):
                                    "run a statically linked program (it would see the host's "
                                    "files)")
 
+
+
+def exported_link(berth, container: str, member: str) -> str:
+    """The target of symlink `member` in `berth export CONTAINER`'s archive."""
+    out = os.path.join(berth.make_dir("export"), container + ".tar")
+    berth("export", "-o", out, container)
+    with tarfile.open(out) as tf:
+        return tf.getmember(member).linkname
+
+
+def rootfs_of(berth, container: str) -> str:
+    info = berth.json("inspect", container)
+    return (info[0] if isinstance(info, list) else info)["rootfs"]
+
+
+def test_export_and_clone_after_a_fakechroot_run_hold_the_images_links(berth, img):
+    # fakechroot needs host-path links while it owns the container; every other reader of the
+    # rootfs (export, clone) sees the image's own form, as the image had it.
+    if tool_missing("fakechroot"):
+        pytest.skip(f"fakechroot: {tool_missing('fakechroot')}")
+    berth("create", "--name", "box", img)
+    berth("run", "--engine=fakechroot", "box", "/probe", "true")
+    link = "lib64/ld-linux-x86-64.so.2"
+    assert exported_link(berth, "box", link) == LOADER
+    assert os.readlink(os.path.join(rootfs_of(berth, "box"), link)) == LOADER
+    berth("clone", "--name", "copy", "box")
+    assert os.readlink(os.path.join(rootfs_of(berth, "copy"), link)) == LOADER
+    assert exported_link(berth, "copy", link) == LOADER
+    _, out, _ = berth("run", "--engine=fakechroot", "copy", "/probe", "readlink", "/" + link)
+    assert kv(out)["link"] == LOADER
+
+
+def test_links_a_killed_fakechroot_run_left_are_put_back(berth, img):
+    # Berth killed under the workload: nothing of it runs afterwards, and the next reader still
+    # gets the image's form.
+    if tool_missing("fakechroot"):
+        pytest.skip(f"fakechroot: {tool_missing('fakechroot')}")
+    berth("create", "--name", "box", img)
+    p = berth.popen("run", "--engine=fakechroot", "box", "/probe", "signals", "5")
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        p.kill()  # berth itself, SIGKILL: nothing of it runs after the workload
+        p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    link = "lib64/ld-linux-x86-64.so.2"
+    assert os.readlink(os.path.join(rootfs_of(berth, "box"), link)) != LOADER  # host form
+    assert exported_link(berth, "box", link) == LOADER
+    assert os.readlink(os.path.join(rootfs_of(berth, "box"), link)) == LOADER
 
 
 # --- GPU injection (test_gpu.py's fabricated host and images) ----------------------------------

@@ -290,7 +290,9 @@ def test_forward_compatibility_uses_the_images_newer_libcuda(berth, host, pulled
 
 def test_image_without_ldconfig_gets_ld_library_path(berth, host, pulled):
     _, out, _ = run(berth, host, "--gpus", "all", pulled["noldconfig"], "/probe", "env")
-    assert env_of(out)["LD_LIBRARY_PATH"] == f"/opt/app/lib:{LIBDIR}"
+    # Berth's driver folder first, as every engine orders it: a library the image ships (an old
+    # libcuda, a stub) must never win over the host driver's, which matches the kernel module.
+    assert env_of(out)["LD_LIBRARY_PATH"] == f"{LIBDIR}:/opt/app/lib"
     _, out, _ = run(berth, host, "--gpus", "all", pulled["noldconfig"])
     assert kv(out)["cuda_driver_version"] == "12040"
 
@@ -380,3 +382,21 @@ devices:
                      "/probe", "true", env=env, check=False)
     assert rc == 125 and "no CDI spec for nosuch.org/thing found" in err.splitlines()[0]
 
+
+
+def test_driver_roots_from_the_config_file(berth, host, pulled):
+    # The configuration file ($BERTH_CONFIG_DIR/config.json, site/config.h) gives the roots when
+    # the environment does not; a run that asks for no GPU never needs them.
+    config_dir = berth.make_dir("config")
+    berth.write_file("config/config.json",
+                     json.dumps({"driver_root": host.root, "dev_root": host.dev}))
+    _, out, _ = berth("gpu", "info", "--json", env={"BERTH_CONFIG_DIR": config_dir})
+    info = json.loads(out)
+    assert info["driver_root"] == host.root and info["dev_root"] == host.dev
+    assert info["nvidia"]["found"] is True
+    path = berth.write_file("config/config.json", "{broken")
+    berth("run", "--rm", pulled["plain"], "/probe", "true", env={"BERTH_CONFIG_DIR": config_dir})
+    rc, _, err = berth("run", "--rm", "--gpus", "all", pulled["plain"], "/probe", "true",
+                       env={"BERTH_CONFIG_DIR": config_dir}, check=False)
+    assert rc == 125
+    assert err.startswith(f"berth: error: read config {path}: ")

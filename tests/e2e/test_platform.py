@@ -101,3 +101,20 @@ def test_malformed_platform_value(berth, multi):
     assert rc != 0
     assert err.splitlines()[0] == (
         "berth: error: parse platform linux/arm/v7/extra: expected os/arch[/variant]")
+
+
+def test_platform_of_a_stored_single_platform_image_is_checked(berth, registry):
+    """A name already stored from a single-platform manifest is not 'up to date' for another
+    --platform: the pull says the image is for another platform (before: "Image is up to date"
+    for the wrong platform)."""
+    img = imagelib.make_image([Layer([File("platform", b"arm64\n")])], platform="linux/arm64",
+                              label="single-arm64")
+    registry.pusher().push_image("single/arm64", "1", img)
+    ref = f"{registry.host}/single/arm64:1"
+    berth("pull", "--platform", "linux/arm64", ref)
+    _, out, _ = berth("pull", "--platform", "linux/arm64", ref)
+    assert out.splitlines()[1] == f"Status: Image is up to date for {ref}"
+    rc, out, err = berth("pull", "--platform", "linux/ppc64le", ref, check=False)
+    assert (rc, out) == (1, "")
+    assert err == (f"berth: error: pull {ref}: select platform linux/ppc64le: image {ref} is for "
+                   "linux/arm64, not the requested platform\n")

@@ -155,6 +155,11 @@ def test_image_cmd_runs_by_default_and_entrypoint_flag(berth, img):
 def test_hostname_flag(berth, img):
     _, out, _ = berth("run", "--rm", "--hostname", "box1", img, "/probe", "hostname")
     assert kv(out)["hostname"] == "box1"
+    # -h is --hostname, as in docker run (before: -h printed the help); --help stays help.
+    _, out, _ = berth("run", "--rm", "-h", "box2", img, "/probe", "hostname")
+    assert kv(out)["hostname"] == "box2"
+    _, out, _ = berth("run", "--help")
+    assert "-h,--hostname" in out
 
 
 def test_stdin_passes_through_with_i(berth, img):
@@ -404,3 +409,32 @@ def test_run_a_root_filesystem_directory(berth, img):
                                    "give the command to run")
     rc, _, err = berth("run", "--rm", root, "/probe", "true", check=False)
     assert rc == 125 and "--name and --rm apply to containers" in err
+
+
+# --- terminal ------------------------------------------------------------------------
+
+
+def test_tty_gives_a_working_terminal(berth, img):
+    """-t hands the caller's terminal to the workload, and `tty` inside finds it under
+    /dev/pts (before: isatty was true but ttyname failed: "not a tty")."""
+    import shlex
+    cmd, env = berth.command(["run", "--rm", "-it", img, "/probe", "tty"])
+    # script(1) runs the command on a new pseudo-terminal, as a user's shell would.
+    r = subprocess.run(["script", "-qec", shlex.join(cmd), "/dev/null"], env=env,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    out = r.stdout.replace("\r\n", "\n")
+    assert r.returncode == 0, out
+    lines = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    assert (lines["tty"], lines["foreground"]) == ("1", "1"), out
+    assert lines["ttyname"].startswith("/dev/pts/"), out
+
+
+def test_tty_without_a_terminal_is_refused(berth, img):
+    rc, out, err = berth("run", "--rm", "-it", img, "/probe", "tty", check=False)
+    assert (rc, out) == (1, "")  # as docker run exits for it
+    assert err == ("berth: error: run -it: the input device is not a TTY\n"
+                   "berth: hint: run from a terminal, or leave out -t\n")
+    rc, out, err = berth("run", "--rm", "-t", img, "/probe", "tty", check=False)
+    assert (rc, out) == (1, "")  # as docker run exits for it
+    assert err == ("berth: error: run -t: no terminal to hand to the container\n"
+                   "berth: hint: run from a terminal, or leave out -t\n")

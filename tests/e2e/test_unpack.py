@@ -116,3 +116,21 @@ def test_hostile_layer_is_refused(berth, registry, case):
     assert read(secret) == "do not touch\n" and os.stat(secret).st_nlink == 1
     assert sorted(os.listdir(berth.workdir)) == ["home", "outside"]
     assert not os.path.exists(root)
+
+
+def test_root_entry_is_the_roots_metadata(berth, registry):
+    """`umoci insert DIR /` (Debian's umoci) writes layers whose first entry is "/": the root
+    directory's metadata, as GNU tar, umoci and Podman take it (before: refused as an escape).
+    The layer is built here in the same shape: Debian's umoci 0.4.7 leaves the tar of an
+    insert without its final padding, which no tar reader accepts, so it cannot be used as is."""
+    img = imagelib.make_image([imagelib.busybox_layer(),
+                               Layer([Dir("/", 0o750), Dir("etc/"), File("etc/greeting", b"hi\n")])],
+                              label="root-entry")
+    registry.pusher().push_image("root-entry/app", "1", img)
+    ref = f"{registry.host}/root-entry/app:1"
+    berth("pull", ref)
+    root = berth.path("root")
+    berth("unpack", ref, root)
+    with open(os.path.join(root, "etc", "greeting"), "rb") as f:
+        assert f.read() == b"hi\n"
+    assert os.stat(root).st_mode & 0o7777 == 0o750 | 0o700

@@ -1,5 +1,6 @@
 // Manifests, indexes and image configs as a registry or an archive serves them.
 #include "fuzz_util.h"
+#include "image/image_config.h"
 #include "image/manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -13,6 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else if (auto m = berth::parse_image_manifest(body, type); m.ok()) {
     for (const auto& l : m->layers) (void)berth::layer_compression(l.media_type);
   }
-  (void)berth::parse_image_config(body, "sha256:fuzz");
+  if (auto c = berth::parse_image_config(body, "sha256:fuzz"); c.ok())
+    (void)berth::parse_run_settings(c->config);
   return 0;
 }

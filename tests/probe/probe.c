@@ -211,7 +211,9 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "zombies")) return cmd_zombies();
   if (!strcmp(cmd, "tty")) {
     int tty = isatty(0);
-    printf("tty=%d\nforeground=%d\n", tty, tty && tcgetpgrp(0) == getpgrp());
+    const char* name = tty ? ttyname(0) : NULL;  /* what `tty` prints: found in /dev/pts */
+    printf("tty=%d\nforeground=%d\nttyname=%s\n", tty, tty && tcgetpgrp(0) == getpgrp(),
+           name ? name : "");
     return 0;
   }
   if (argc < 3) {

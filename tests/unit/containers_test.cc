@@ -7,6 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <thread>
+
 #include "core/sha256.h"
 #include "test_util.h"
 
@@ -222,6 +225,36 @@ TEST_F(ContainersTest, ProtectedContainerIsNotRemoved) {
   EXPECT_TRUE(cs_->find("keep")->is_protected);  // a run keeps the mark
   ASSERT_TRUE(cs_->set_protected(found, false).ok());
   EXPECT_TRUE(cs_->remove(*cs_->find("keep"), false).ok());
+}
+
+TEST_F(ContainersTest, ConcurrentUpdatesOfTheRecordAreNotLost) {
+  // `berth protect` while a run records its end: both read container.json, change their field
+  // and write it back; without the container's lock the second write drops the first change.
+  auto c = *cs_->create(*store_, image_, "");
+  int lost = 0;
+  for (int i = 0; i < 100; ++i) {
+    std::atomic<int> ready{0};
+    auto start_together = [&ready] {
+      ready.fetch_add(1);
+      while (ready.load() < 2) std::this_thread::yield();
+    };
+    Status protect, record;
+    std::thread a([&] {
+      start_together();
+      protect = cs_->set_protected(c, i % 2 == 0);
+    });
+    std::thread b([&] {
+      start_together();
+      record = cs_->record_run(c, {"/bin/true", std::to_string(i)}, i);
+    });
+    a.join();
+    b.join();
+    ASSERT_TRUE(protect.ok()) << protect.error().message();
+    ASSERT_TRUE(record.ok()) << record.error().message();
+    auto now = *cs_->find(c.id);
+    if (now.is_protected != (i % 2 == 0) || now.last_exit != i) ++lost;
+  }
+  EXPECT_EQ(lost, 0);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "devices/cdi.h"
 #include "devices/inject.h"
 #include "devices/yaml.h"
+#include "runtime/library_path.h"
 #include "test_util.h"
 
 namespace berth {
@@ -65,7 +66,23 @@ TEST(InjectGpuPlan, ImageWithoutLdconfigGetsLdLibraryPath) {
   s.env = {"LD_LIBRARY_PATH=/opt/lib"};
   inject_gpu_plan(sample_plan(), s);
   EXPECT_TRUE(s.ld_library_dirs.empty());
-  EXPECT_EQ(s.env.front(), "LD_LIBRARY_PATH=/opt/lib:/usr/lib/berth/nvidia");
+  // Berth's folder first, as every engine orders it: an image library never wins over the host
+  // driver's.
+  EXPECT_EQ(s.env.front(), "LD_LIBRARY_PATH=/usr/lib/berth/nvidia:/opt/lib");
+}
+
+TEST(InjectGpuPlan, ImageWithLdconfigAndLdLibraryPathGetsBerthsFolderFirst) {
+  TempDir root;
+  root.write("sbin/ldconfig", "#!", S_IXUSR);
+  ContainerSpec s;
+  s.rootfs = root.path;
+  s.env = {"LD_LIBRARY_PATH=/opt/lib"};
+  inject_gpu_plan(sample_plan(), s);
+  // The loader reads LD_LIBRARY_PATH before its cache: the folder goes in front there too.
+  EXPECT_EQ(s.ld_library_dirs, std::vector<std::string>{"/usr/lib/berth/nvidia"});
+  EXPECT_EQ(s.env.front(), "LD_LIBRARY_PATH=/usr/lib/berth/nvidia:/opt/lib");
+  // A fallback engine puts the same folders first again: nothing changes.
+  EXPECT_EQ(env_with_library_dirs(s), s.env);
 }
 
 TEST(InjectGpuPlan, NothingWhenNotInjecting) {

@@ -5,6 +5,8 @@
 #include "core/elf.h"
 #include "runtime/fakechroot_engine.h"
 #include "runtime/fallback.h"
+#include "runtime/library_path.h"
+#include "runtime/link_form.h"
 #include "runtime/oci_engine.h"
 #include "runtime/proot_engine.h"
 #include "runtime/tool.h"
@@ -252,6 +254,20 @@ TEST(LibraryDirs, GoInFrontOfLdLibraryPath) {
   s.env.push_back("LD_LIBRARY_PATH=/opt/lib");
   env = env_with_library_dirs(s);
   EXPECT_EQ(env.back(), "LD_LIBRARY_PATH=/usr/lib/berth/gpu:/opt/lib");
+}
+
+TEST(LibraryDirs, FirstOnceWhateverWasThere) {
+  std::vector<std::string> env = {"LD_LIBRARY_PATH=/opt/lib:/b:/a"};
+  put_library_dirs_first(env, {"/a", "/b"});
+  EXPECT_EQ(env, std::vector<std::string>{"LD_LIBRARY_PATH=/a:/b:/opt/lib"});
+  put_library_dirs_first(env, {"/a", "/b"});
+  EXPECT_EQ(env, std::vector<std::string>{"LD_LIBRARY_PATH=/a:/b:/opt/lib"});
+  env = {"LD_LIBRARY_PATH="};
+  put_library_dirs_first(env, {"/a"});
+  EXPECT_EQ(env, std::vector<std::string>{"LD_LIBRARY_PATH=/a"});
+  env = {"X=1"};
+  put_library_dirs_first(env, {});
+  EXPECT_EQ(env, std::vector<std::string>{"X=1"});
 }
 
 TEST(Fakechroot, LaunchThroughTheImagesLoader) {

@@ -302,23 +302,23 @@ TEST(CudaProbe, SurvivesLibrariesWithoutTheSymbolOrThatCrash) {
 }
 
 TEST(DiscoveryOptions, EnvironmentWinsOverConfig) {
-  FakeHost h;
-  std::string cfg = h.root + "/berth-config.json";
-  testing::write_text(cfg, R"({"driver_root": "/from/config", "dev_root": "/dev/config"})");
+  DiscoveryOptions configured;  // as the configuration file gives them (site/config.h)
+  configured.driver_root = "/from/config";
+  configured.dev_root = "/dev/config";
   unsetenv("BERTH_DRIVER_ROOT");
   unsetenv("BERTH_DEV_ROOT");
-  auto o = discovery_options_from_env(cfg);
+  auto o = discovery_options_from_env(configured);
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->driver_root, "/from/config");
   EXPECT_EQ(o->effective_dev_root(), "/dev/config");
   setenv("BERTH_DRIVER_ROOT", "/from/env", 1);
-  o = discovery_options_from_env(h.root + "/missing.json");
+  o = discovery_options_from_env(DiscoveryOptions{});
   unsetenv("BERTH_DRIVER_ROOT");
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->driver_root, "/from/env");
   EXPECT_EQ(o->effective_dev_root(), "/from/env");
   setenv("BERTH_DEV_ROOT", "relative", 1);
-  o = discovery_options_from_env(h.root + "/missing.json");
+  o = discovery_options_from_env(DiscoveryOptions{});
   unsetenv("BERTH_DEV_ROOT");
   ASSERT_FALSE(o.ok());
   EXPECT_EQ(o.error().message(), "read config relative: driver and device roots must be absolute paths");

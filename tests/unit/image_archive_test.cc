@@ -239,6 +239,28 @@ TEST_F(ArchiveTest, LoadsDockerSaveArchivesAndChecksDiffIds) {
   EXPECT_TRUE(store_->verify((*ok)[0])->empty());
 }
 
+TEST_F(ArchiveTest, LoadRefusesAConfigOfTheWrongShape) {
+  // A number where the os belongs used to throw out of load (an uncaught JSON type error).
+  std::string layer = rootfs_tar_bytes(dir_, "x\n");
+  json config = {{"architecture", "amd64"},
+                 {"os", 7},
+                 {"rootfs", {{"type", "layers"}, {"diff_ids", {sha256_digest(layer)}}}}};
+  std::string text = config.dump();
+  std::string cfg = std::string(digest_hex(sha256_digest(text))) + ".json";
+  std::string path = dir_ + "/odd-config.tar";
+  write_tar(path, [&](TarWriter& w) {
+    ASSERT_TRUE(w.add_bytes(cfg, text).ok());
+    ASSERT_TRUE(w.add_bytes("l/layer.tar", layer).ok());
+    json m = json::array({{{"Config", cfg}, {"RepoTags", {"odd:1"}}, {"Layers", {"l/layer.tar"}}}});
+    ASSERT_TRUE(w.add_bytes("manifest.json", m.dump()).ok());
+  });
+  auto r = load_file(*store_, path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "load " + path + ": parse config " + sha256_digest(text) +
+                                     ": malformed image config: os is not a string");
+  EXPECT_TRUE(store_->list_images()->empty());
+}
+
 TEST_F(ArchiveTest, LoadRefusesGarbageAndTruncatedArchives) {
   std::string path = dir_ + "/rootfs.tar";
   write_tar(path, [](TarWriter& w) { ASSERT_TRUE(w.add_bytes("etc/motd", "x").ok()); });

@@ -8,10 +8,10 @@
 #include "core/json.h"
 #include "devices/cdi.h"
 #include "devices/nvidia_discover.h"
-#include "devices/nvidia_driver_config.h"
 #include "devices/yaml.h"
 #include "gpu_fixture.h"
-#include "image/manifest.h"
+#include "image/image_config.h"
+#include "site/config.h"
 #include "test_util.h"
 
 namespace berth {
@@ -103,11 +103,11 @@ TEST(ImageConfig, WrongTypesAreOneLineErrors) {
   auto c = parse_image_config(R"({"os":"linux","architecture":5})", "sha256:cf");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().message(),
-            "parse config sha256:cf: malformed image config: \"architecture\" is not a string");
-  c = parse_image_config(R"({"os":"linux","rootfs":{"diff_ids":"sha256:x"}})", "sha256:cf");
+            "parse config sha256:cf: malformed image config: architecture is not a string");
+  c = parse_image_config(std::string(300, '[') + std::string(300, ']'), "sha256:cf");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().message(),
-            "parse config sha256:cf: malformed image config: \"rootfs.diff_ids\" is not a list");
+            "parse config sha256:cf: malformed image config: nested deeper than 256 levels");
   c = parse_image_config("[]", "sha256:cf");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().message(), "parse config sha256:cf: malformed image config: not a JSON object");
@@ -167,12 +167,13 @@ TEST(NvidiaLimits, AbsurdDeviceMinorIsAWarning) {
   EXPECT_NE(std::find(r->warnings.begin(), r->warnings.end(), want), r->warnings.end());
 }
 
-TEST(ConfigLimits, DriverConfigOfWrongTypeIsOneLine) {
-  TempDir d;
-  std::string cfg = d.write("config.json", R"({"driver_root": 5})");
-  auto o = discovery_options_from_env(cfg);
-  ASSERT_FALSE(o.ok());
-  EXPECT_EQ(o.error().message(), "read config " + cfg + ": \"driver_root\" is not a string");
+TEST(ConfigLimits, SiteConfigIsParsedWithLimits) {
+  auto c = parse_site_config(std::string(300, '[') + std::string(300, ']'), "/etc/berth.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().message(), "read config /etc/berth.json: nested deeper than 256 levels");
+  c = parse_site_config("{", "/etc/berth.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().message().find("json.exception"), std::string::npos) << c.error().message();
 }
 
 }  // namespace

@@ -388,6 +388,12 @@ TEST(RootfsPath, NormalizesEntryNames) {
   EXPECT_EQ(normalize_entry_name("./a//b/./c/", out), EntryName::kPath);
   EXPECT_EQ(out, "a/b/c");
   EXPECT_EQ(normalize_entry_name("./", out), EntryName::kRoot);
+  for (const char* root : {"/", "//", "/.", "/./"}) {
+    EXPECT_EQ(normalize_entry_name(root, out), EntryName::kRoot) << root;
+    EXPECT_EQ(out, "") << root;
+  }
+  EXPECT_EQ(normalize_entry_name("/..", out), EntryName::kEscapes);
+  EXPECT_EQ(normalize_entry_name("/etc", out), EntryName::kEscapes);
   EXPECT_EQ(normalize_entry_name("a/..", out), EntryName::kEscapes);
   EXPECT_EQ(normalize_entry_name("/a", out), EntryName::kEscapes);
   EXPECT_EQ(normalize_entry_name("..a/b..", out), EntryName::kPath);
