@@ -10,6 +10,8 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libarchive-dev libgtest-dev libgmock-dev libyaml-dev
+  # fuzzing (scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes
+  clang-14 libclang-rt-14-dev
   # end-to-end tier: a real registry and real image tools
   docker-registry umoci skopeo apache2-utils openssl python3 python3-pytest
   busybox-static zstd gzip tar util-linux procps curl ca-certificates

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command: install dependencies and build (scripts/setup.sh), then
-# run the unit tier (ctest) and the end-to-end tier (pytest, tests/e2e).
-# Usage: scripts/test.sh [unit|e2e] [-- extra pytest arguments]
+# run the unit tier (ctest), a short smoke run of each fuzzer (scripts/fuzz.sh, its own
+# clang build in build-fuzz/) and the end-to-end tier (pytest, tests/e2e).
+# Usage: scripts/test.sh [unit|fuzz|e2e] [-- extra pytest arguments]
 # Works as root (berth then runs as the unprivileged user "berthtest") or as a
 # sudo-capable user. Exits non-zero when any test fails.
 set -euo pipefail
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 tier="all"
 case "${1:-}" in
-  unit|e2e) tier="$1"; shift ;;
+  unit|fuzz|e2e) tier="$1"; shift ;;
   all) shift ;;
 esac
 [ "${1:-}" = "--" ] && shift
@@ -24,7 +25,7 @@ if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import pytest' 2>/dev/null; t
 fi
 
 status=0
-if [ "$tier" != "e2e" ]; then
+if [ "$tier" = "unit" ] || [ "$tier" = "all" ]; then
   echo "== unit tests"
   ctest --test-dir build -j2 --output-on-failure || status=1
   if [ "$(id -u)" -eq 0 ]; then
@@ -40,7 +41,11 @@ if [ "$tier" != "e2e" ]; then
     rm -rf "$copy"
   fi
 fi
-if [ "$tier" != "unit" ]; then
+if [ "$tier" = "fuzz" ] || [ "$tier" = "all" ]; then
+  echo "== fuzzers (smoke run)"
+  bash scripts/fuzz.sh smoke || status=1
+fi
+if [ "$tier" = "e2e" ] || [ "$tier" = "all" ]; then
   echo "== end-to-end tests"
   BERTH_BIN="$PWD/build/src/berth" "$python" -m pytest -q tests/e2e "$@" || status=1
 fi

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/context.h"
+#include "core/json.h"
 #include "core/progress.h"
 #include "image/manifest.h"
 #include "image/reference.h"
@@ -40,11 +41,7 @@ nlohmann::json record_json(const ImageRecord& rec) {
 
 Result<nlohmann::json> parse_blob_json(const Store& store, const std::string& digest) {
   std::string text = BERTH_TRY(store.read_blob(digest));
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return make_error("parse", store.blob_path(digest), e.what());
-  }
+  return parse_json(text, store.blob_path(digest));
 }
 
 }  // namespace
@@ -95,10 +92,15 @@ Action setup_inspect(CLI::App& app, const GlobalOptions& g) {
     nlohmann::json manifest = BERTH_TRY(parse_blob_json(store, rec.manifest_digest));
     nlohmann::json config = BERTH_TRY(parse_blob_json(store, rec.config_digest));
     nlohmann::json layers = nlohmann::json::array();
-    for (const auto& l : manifest.value("layers", nlohmann::json::array()))
-      layers.push_back({{"digest", l.value("digest", "")},
-                        {"size", l.value("size", 0)},
-                        {"media_type", l.value("mediaType", "")}});
+    // The stored manifest was checked when it was pulled or loaded; still, read it without
+    // trusting its types.
+    if (auto ls = manifest.find("layers"); ls != manifest.end() && ls->is_array())
+      for (const auto& l : *ls) {
+        auto size = l.find("size");  // end() when `l` is not an object
+        layers.push_back({{"digest", string_field(l, "digest")},
+                          {"size", size != l.end() && size->is_number_integer() ? size->get<int64_t>() : 0},
+                          {"media_type", string_field(l, "mediaType")}});
+      }
     print_json({{"name", rec.name},
                 {"manifest_digest", rec.manifest_digest},
                 {"index_digest", rec.index_digest},

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/context.h"
+#include "core/json.h"
 #include "image/search.h"
 
 namespace berth::cli {
@@ -74,7 +75,9 @@ Action setup_manifest(CLI::App& app, const GlobalOptions& g) {
       if (m.body.empty() || m.body.back() != '\n') std::fputc('\n', stdout);
       return {};
     }
-    auto j = nlohmann::ordered_json::parse(m.body, nullptr, false);
+    auto j = parse_json_or_discarded(m.body).is_discarded()
+                 ? nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded)
+                 : nlohmann::ordered_json::parse(m.body, nullptr, false);
     if (j.is_discarded())
       return make_error("manifest inspect", ref.str(),
                         "the registry sent a manifest that is not JSON");

@@ -16,6 +16,7 @@
 #include "core/elf.h"
 #include "core/env_list.h"
 #include "core/fs.h"
+#include "core/json.h"
 #include "core/root_path.h"
 #include "devices/gpu_select.h"
 #include "devices/inject.h"
@@ -460,7 +461,7 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
       }
     }
   } catch (const nlohmann::json::exception& e) {
-    return make_error("CDI", where, std::string("malformed containerEdits: ") + e.what());
+    return make_error("CDI", where, "malformed containerEdits: " + json_error_text(e));
   }
   return {};
 }
@@ -517,11 +518,12 @@ Result<std::vector<CdiSpec>> load_cdi_specs(const std::vector<std::string>& dirs
       }
       nlohmann::json doc;
       if (has_suffix(n, ".json")) {
-        doc = nlohmann::json::parse(*text, nullptr, false);
-        if (doc.is_discarded()) {
-          warnings->push_back("CDI spec " + path + ": not valid JSON; skipped");
+        auto parsed = parse_json(*text, "CDI spec " + path);
+        if (!parsed) {
+          warnings->push_back(parsed.error().message() + "; skipped");
           continue;
         }
+        doc = std::move(*parsed);
       } else {
         auto y = parse_yaml(*text, path);
         if (!y) {
@@ -584,7 +586,7 @@ Result<std::vector<std::string>> apply_cdi_device(const std::vector<CdiSpec>& sp
       continue;
     }
     for (const auto& d : s.doc["devices"])
-      if (d.is_object() && d.value("name", "") == device) {
+      if (string_field(d, "name") == device) {
         found = &s;
         found_dev = &d;
       }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <set>
 
@@ -163,8 +164,16 @@ void discover_gpus(const DiscoveryOptions& o, NvidiaDriver* d) {
     g.uuid = kv["GPU UUID"];
     g.bus_id = kv["Bus Location"].empty() ? bus : kv["Bus Location"];
     const std::string& minor = kv["Device Minor"];
-    if (!minor.empty() && minor.find_first_not_of("0123456789") == std::string::npos)
-      g.minor = std::stoi(minor);
+    // The driver numbers minors 0..254 (255 is nvidiactl); anything else leaves the GPU
+    // without a node, with a warning, rather than reaching std::stoi's exceptions.
+    int m = -1;
+    auto [end, ec] = std::from_chars(minor.data(), minor.data() + minor.size(), m);
+    if (!minor.empty() && ec == std::errc() && end == minor.data() + minor.size() && m >= 0 &&
+        m < 255)
+      g.minor = m;
+    else if (!minor.empty())
+      d->warnings.push_back(g.proc_host_path + "/information: Device Minor \"" + minor +
+                            "\" is not a GPU minor number");
     if (g.minor >= 0)
       g.has_node = find_node(o.effective_dev_root(), "/dev/nvidia" + std::to_string(g.minor), &g.node);
     d->gpus.push_back(std::move(g));

@@ -6,10 +6,15 @@
 #include <memory>
 #include <vector>
 
+#include "core/json.h"
+
 namespace berth {
 namespace {
 
 using nlohmann::json;
+
+/// The largest YAML document read (a CDI spec is a few kB; JSON's limit serves both).
+constexpr size_t kYamlMaxBytes = kJsonMaxBytes;
 
 json scalar(const yaml_event_t& ev) {
   std::string v(reinterpret_cast<const char*>(ev.data.scalar.value), ev.data.scalar.length);
@@ -27,6 +32,13 @@ json scalar(const yaml_event_t& ev) {
 }  // namespace
 
 Result<json> parse_yaml(std::string_view text, const std::string& where) {
+  // Limits before and while parsing, so that a hostile file costs neither time nor memory:
+  // the size here, the nesting depth at each open container below, and aliases (the
+  // "billion laughs" anchor bomb) are refused outright, as before.
+  if (text.size() > kYamlMaxBytes)
+    return make_error("parse YAML", where,
+                      "the document is " + std::to_string(text.size()) + " bytes, more than the " +
+                          std::to_string(kYamlMaxBytes) + " allowed");
   yaml_parser_t parser;
   if (!yaml_parser_initialize(&parser)) return make_error("parse YAML", where, "out of memory");
   std::unique_ptr<yaml_parser_t, void (*)(yaml_parser_t*)> guard(&parser, yaml_parser_delete);
@@ -77,10 +89,12 @@ Result<json> parse_yaml(std::string_view text, const std::string& where) {
         BERTH_CHECK(add(scalar(ev)));
         break;
       case YAML_SEQUENCE_START_EVENT:
-        stack.push_back({json::array(), std::nullopt});
-        break;
       case YAML_MAPPING_START_EVENT:
-        stack.push_back({json::object(), std::nullopt});
+        if (stack.size() >= static_cast<size_t>(kJsonMaxDepth))
+          return make_error("parse YAML", where,
+                            "nested deeper than " + std::to_string(kJsonMaxDepth) + " levels");
+        stack.push_back({ev.type == YAML_SEQUENCE_START_EVENT ? json::array() : json::object(),
+                         std::nullopt});
         break;
       case YAML_SEQUENCE_END_EVENT:
       case YAML_MAPPING_END_EVENT: {

@@ -7,6 +7,7 @@
 
 #include "core/env.h"
 #include "core/fs.h"
+#include "core/json.h"
 #include "core/strings.h"
 #include "image/http.h"
 
@@ -67,12 +68,9 @@ Result<std::map<std::string, Credentials>> load_auths(const std::string& file) {
   std::map<std::string, Credentials> out;
   if (file.empty() || !path_exists(file)) return out;
   std::string text = BERTH_TRY(read_file(file));
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return config_error(file, std::string("malformed JSON: ") + e.what());
-  }
+  auto parsed = parse_json(text, file);
+  if (!parsed) return config_error(file, "malformed JSON: " + parsed.error().detail);
+  const nlohmann::json& doc = *parsed;
   if (!doc.is_object()) return config_error(file, "not a JSON object");
   auto auths = doc.find("auths");
   if (auths == doc.end()) return out;

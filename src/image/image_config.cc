@@ -34,12 +34,9 @@ Result<ImageConfig> parse_image_config(std::string_view text, const std::string&
   auto bad = [&what](const std::string& why) {
     return make_error("parse config", what, "malformed image config: " + why);
   };
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return bad(e.what());
-  }
+  auto parsed = parse_json(text, "config " + what);
+  if (!parsed) return bad(parsed.error().detail);
+  const json& j = *parsed;
   if (!j.is_object()) return bad("not a JSON object");
   ImageConfig c;
   for (auto [key, field] : {std::pair{"os", &c.platform.os},

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/json.h"
 #include "core/strings.h"
 #include "image/reference.h"
 #include "image/store.h"
@@ -87,15 +88,19 @@ Result<std::vector<ImageRecord>> load_index(const std::string& root) {
     return std::move(text).error();
   }
   std::vector<ImageRecord> out;
+  auto parsed = parse_json(*text, path);
+  if (!parsed)
+    return make_error("read image index", path, "corrupt: " + parsed.error().detail)
+        .with_hint("restore or delete the file; blobs stay under blobs/sha256");
   try {
-    json j = json::parse(*text);
+    const json& j = *parsed;
     int version = j.at("version").get<int>();
     if (version != kIndexVersion)
       return make_error("read image index", path,
                         "version " + std::to_string(version) + " is not supported");
     for (const auto& item : j.at("images")) out.push_back(from_json(item));
   } catch (const json::exception& e) {
-    return make_error("read image index", path, std::string("corrupt: ") + e.what())
+    return make_error("read image index", path, "corrupt: " + json_error_text(e))
         .with_hint("restore or delete the file; blobs stay under blobs/sha256");
   }
   for (const auto& r : out) BERTH_CHECK(check_record(r).with_context("read image index " + path));

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "core/clock.h"
+#include "core/json.h"
 #include "core/strings.h"
 #include "image/layer_file.h"
 #include "image/manifest.h"
@@ -19,7 +20,7 @@ using nlohmann::json;
 /// CMD/ENTRYPOINT: the JSON (exec) form, else the shell form wrapped in /bin/sh -c.
 json command_form(std::string_view args) {
   if (args.starts_with("[")) {
-    json j = json::parse(args, nullptr, false);
+    json j = parse_json_or_discarded(args);
     if (j.is_array() &&
         std::all_of(j.begin(), j.end(), [](const json& x) { return x.is_string(); }))
       return j;
@@ -101,7 +102,7 @@ Status apply_change(json& config, std::string_view change) {
     config["StopSignal"] = std::string(args);
   } else if (op == "EXPOSE" || op == "VOLUME") {
     const char* key = op == "EXPOSE" ? "ExposedPorts" : "Volumes";
-    json items = args.starts_with("[") ? json::parse(args, nullptr, false) : json();
+    json items = args.starts_with("[") ? parse_json_or_discarded(args) : json();
     if (!items.is_array()) {
       items = json::array();
       std::string rest(args);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/json.h"
 #include "image/archive_api.h"
 #include "image/image_archive.h"
 #include "image/image_config.h"
@@ -144,8 +145,8 @@ Result<std::string> ArchiveFiles::text(const std::string& name) const {
 
 Result<json> ArchiveFiles::parse(const std::string& name) const {
   std::string t = BERTH_TRY(text(name));
-  json j = json::parse(t, nullptr, false);
-  if (j.is_discarded()) return make_error("load", what_, "\"" + name + "\" is not valid JSON");
+  auto j = parse_json(t, "\"" + name + "\"");
+  if (!j) return make_error("load", what_, std::move(j).error().message());
   return j;
 }
 

@@ -40,22 +40,10 @@ std::string_view strip_parameters(std::string_view content_type) {
   return content_type;
 }
 
-/// nlohmann's what() without its "[json.exception.parse_error.101] " prefix.
-std::string json_error_text(const std::exception& e) {
-  std::string_view w = e.what();
-  if (!w.empty() && w.front() == '[') {
-    if (size_t close = w.find("] "); close != std::string_view::npos) w.remove_prefix(close + 2);
-  }
-  return std::string(w);
-}
-
 Result<json> parse_object(std::string_view body, const Where& where) {
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::exception& e) {
-    return where.fail(json_error_text(e));
-  }
+  auto parsed = parse_json(body, where.subject);
+  if (!parsed) return where.fail(parsed.error().detail);
+  json j = std::move(*parsed);
   if (!j.is_object()) return where.fail("not a JSON object");
   return j;
 }
@@ -169,7 +157,7 @@ bool is_index_media_type(std::string_view media_type) {
 }
 
 std::string detect_manifest_media_type(std::string_view body, std::string_view content_type) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json j = parse_json_or_discarded(body);
   if (!j.is_object()) return std::string(strip_parameters(content_type));
   return media_type_from_json(j, content_type);
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/json.h"
 #include "core/log.h"
 #include "core/sha256.h"
 #include "core/strings.h"
@@ -45,7 +46,7 @@ std::string host_only(std::string_view registry) {
 /// The registry's words from a {"errors":[{"code","message"}]} body, else a
 /// short text body, else "".
 std::string registry_error_detail(const std::string& body) {
-  auto j = nlohmann::json::parse(body, nullptr, false);
+  auto j = parse_json_or_discarded(body);
   std::string out;
   if (j.is_object() && j.contains("errors") && j["errors"].is_array()) {
     for (const auto& e : j["errors"]) {
@@ -224,7 +225,9 @@ Result<std::string> RegistryClient::Impl::fetch_token(const AuthChallenge& ch,
     return with_creds ? bad_creds_error(std::move(e)) : login_hint_error(std::move(e));
   }
   if (r.status < 200 || r.status >= 300) return status_error(req.method, realm, r);
-  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  auto parsed = parse_json(r.body, "token response from " + realm);
+  if (!parsed) return std::move(parsed).error();
+  const nlohmann::json& j = *parsed;
   std::string token;
   if (j.is_object()) {
     for (const char* k : {"token", "access_token"}) {
@@ -237,7 +240,8 @@ Result<std::string> RegistryClient::Impl::fetch_token(const AuthChallenge& ch,
   if (token.empty()) return make_error(req.method, realm, "token response carries no token");
   long expires_in = 60;
   if (j.contains("expires_in") && j["expires_in"].is_number_integer()) {
-    expires_in = std::max<long>(j["expires_in"].get<long>(), 1);
+    // Clamped: an absurd lifetime must not overflow the clock arithmetic below.
+    expires_in = std::clamp<long>(j["expires_in"].get<long>(), 1, 86400);
   }
   // Renew a little early so that a token does not expire in flight.
   auto margin = std::chrono::seconds(std::min<long>(10, expires_in / 10));

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <functional>
 
+#include "core/json.h"
 #include "core/strings.h"
 #include "image/http.h"
 
@@ -18,15 +19,25 @@ using nlohmann::json;
 constexpr int kMaxCatalogPages = 100;
 constexpr const char* kDockerHubIndex = "https://index.docker.io";
 
-/// The next page's path from a Link header: `</v2/_catalog?last=x&n=100>; rel="next"`.
-std::string next_page(const std::string& link) {
+/// The next page's path from a Link header: `</v2/_catalog?last=x&n=100>; rel="next"`; "" when
+/// there is none. A link to another origin than `base` (the registry's scheme://host[:port]) is
+/// refused rather than followed, as the distribution client resolves it against the registry
+/// and never leaves it: the registry's credentials and trust stay with the registry.
+Result<std::string> next_page(const std::string& link, const std::string& base) {
   size_t open = link.find('<'), close = link.find('>');
-  if (open == std::string::npos || close == std::string::npos || close < open) return "";
-  if (link.find("rel=\"next\"") == std::string::npos) return "";
+  if (open == std::string::npos || close == std::string::npos || close < open) return std::string();
+  if (link.find("rel=\"next\"") == std::string::npos) return std::string();
   std::string target = link.substr(open + 1, close - open - 1);
-  if (size_t scheme = target.find("://"); scheme != std::string::npos)
-    target = target.substr(target.find('/', scheme + 3));
-  return target.starts_with("/v2/_catalog") ? target : "";
+  if (size_t scheme = target.find("://"); scheme != std::string::npos) {
+    size_t path = target.find('/', scheme + 3);
+    std::string origin = target.substr(0, path);
+    if (origin != base)
+      return make_error("GET", base + "/v2/_catalog",
+                        "the next page's link leads to " + origin + ", not this registry; not "
+                        "following it");
+    target = path == std::string::npos ? std::string("/") : target.substr(path);
+  }
+  return target.starts_with("/v2/_catalog") ? target : std::string();
 }
 
 /// GET /v2/_catalog, every page; nullopt when the registry does not offer it.
@@ -40,12 +51,12 @@ Result<std::optional<std::vector<std::string>>> catalog(RegistryClient& client) 
     if (r.status != 200)
       return http_error("GET", client.base_url() + path, static_cast<int>(r.status),
                         "unexpected response");
-    json j = json::parse(r.body, nullptr, false);
+    json j = parse_json_or_discarded(r.body);
     if (!j.is_object() || !j.contains("repositories") || !j["repositories"].is_array())
       return std::optional<std::vector<std::string>>();  // not a catalog: some other service
     for (const auto& name : j["repositories"])
       if (name.is_string()) repos.push_back(name.get<std::string>());
-    path = next_page(r.link);
+    path = BERTH_TRY(next_page(r.link, client.base_url()));
   }
   return std::optional<std::vector<std::string>>(std::move(repos));
 }
@@ -58,7 +69,7 @@ Result<std::optional<std::vector<SearchHit>>> v1_search(const Fetch& fetch, cons
                                                         size_t limit) {
   std::string path = "/v1/search?q=" + url_escape(term) + "&n=" + std::to_string(limit);
   ApiResponse r = BERTH_TRY(fetch(path));
-  json j = r.status == 200 ? json::parse(r.body, nullptr, false) : json();
+  json j = r.status == 200 ? parse_json_or_discarded(r.body) : json();
   if (!j.is_object() || !j.contains("results") || !j["results"].is_array())
     return std::optional<std::vector<SearchHit>>();
   std::vector<SearchHit> hits;

@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "image/image_config.h"
 
 namespace berth {
@@ -31,12 +32,12 @@ Status check_layout_version(const std::string& root) {
     return write_file_atomic(path, j.dump() + "\n");
   }
   int version = 0;
-  try {
-    auto j = nlohmann::json::parse(*text);
-    version = j.at("version").get<int>();
-  } catch (const nlohmann::json::exception& e) {
-    return make_error("open store", path, std::string("unreadable layout version: ") + e.what());
-  }
+  auto j = parse_json(*text, path);
+  if (!j) return make_error("open store", path, "unreadable layout version: " + j.error().detail);
+  if (auto v = j->find("version"); v != j->end() && v->is_number_integer())
+    version = v->get<int>();
+  else
+    return make_error("open store", path, "unreadable layout version: no integer \"version\"");
   if (version != kLayoutVersion)
     return make_error("open store", root,
                       "layout version " + std::to_string(version) +

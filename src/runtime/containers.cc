@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/dir.h"
+#include "core/json.h"
 #include "core/strings.h"
 #include "image/image_config.h"
 #include "image/unpack.h"
@@ -89,8 +90,8 @@ Result<ContainerRecord> ContainerStore::load(const std::string& id) const {
   std::string path = path_join(cdir, "container.json");
   std::string text = BERTH_TRY(read_file(path));
   ContainerRecord c;
+  nlohmann::json j = BERTH_TRY(parse_json(text, path));
   try {
-    auto j = nlohmann::json::parse(text);
     c.id = j.at("id").get<std::string>();
     c.image = j.value("image", "");
     c.image_id = j.value("image_id", "");
@@ -103,7 +104,7 @@ Result<ContainerRecord> ContainerStore::load(const std::string& id) const {
     c.engine = j.value("engine", "");
     c.link_prefix = j.value("link_prefix", "");
   } catch (const nlohmann::json::exception& e) {
-    return make_error("read container", path, e.what());
+    return make_error("read container", path, json_error_text(e));
   }
   for (const std::string& n : list_dir(path_join(root_, "names")))
     if (link_target_id(path_join(path_join(root_, "names"), n)) == id) c.names.push_back(n);

@@ -12,6 +12,7 @@
 
 #include "core/env.h"
 #include "core/fs.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "core/scope_guard.h"
 #include "runtime/fallback.h"
@@ -73,8 +74,11 @@ std::string logged_error(const std::string& log_path) {
   std::istringstream lines(*text);
   std::string line;
   while (std::getline(lines, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("level", "") == "error") return j.value("msg", line);
+    auto j = parse_json_or_discarded(line);
+    if (string_field(j, "level") == "error") {
+      std::string msg = string_field(j, "msg");
+      return msg.empty() ? line : msg;
+    }
   }
   return "";
 }

@@ -4,6 +4,7 @@
 
 #include "core/env.h"
 #include "core/fs.h"
+#include "core/json.h"
 
 namespace berth {
 namespace {
@@ -34,12 +35,9 @@ Result<long> count_value(const nlohmann::json& j, const char* key, const std::st
 std::string user_config_path() { return path_join(berth_config_dir(), "config.json"); }
 
 Result<SiteConfig> parse_site_config(std::string_view text, const std::string& path) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    return make_error("read config", path, e.what());
-  }
+  auto parsed = parse_json(text, path);
+  if (!parsed) return make_error("read config", path, parsed.error().detail);
+  const nlohmann::json& j = *parsed;
   if (!j.is_object()) return make_error("read config", path, "not a JSON object");
   SiteConfig c;
   c.path = path;

@@ -356,8 +356,12 @@ class ThrottleProxy:
 class FakeRegistry(_HttpServer):
     """Answers GET/HEAD /v2/ and /v2/<repo>/manifests/<ref> from `manifests`:
     {(repo, ref): (content_type, body_bytes)}; blobs from `blobs`: {digest: bytes}.
-    Offers no /v2/_catalog; offers Docker Hub's /v1/search?q= while `search_results`
-    (a list of result objects, filtered by q in their names) is set."""
+    Offers no /v2/_catalog unless `catalog_pages` (a list of (repositories, Link header or
+    None)) is set: page i answers /v2/_catalog?page=i, the first page any other query; offers
+    Docker Hub's /v1/search?q= while `search_results` (a list of result objects, filtered by q
+    in their names) is set. While `token_body` (bytes) is set, every /v2/ request without
+    "Authorization: Bearer ok" is challenged with a Bearer realm of this server's /token,
+    which answers `token_body`."""
 
     def __init__(self):
         self.manifests: dict[tuple[str, str], tuple[str, bytes]] = {}
@@ -367,6 +371,8 @@ class FakeRegistry(_HttpServer):
         self.basic_auth: tuple[str, str] | None = None  # (user, password) every request needs
         self.blob_redirect: str | None = None  # base URL blob GETs are redirected to (307)
         self.not_found_message = "manifest unknown"  # the words of every 404
+        self.catalog_pages: list[tuple[list[str], str | None]] | None = None
+        self.token_body: bytes | None = None
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
 
@@ -380,6 +386,19 @@ class FakeRegistry(_HttpServer):
                                                         "message": "authentication required"}]})
             extra["WWW-Authenticate"] = 'Basic realm="fake"'
             body = body.encode()
+        elif path == "/token" and self.token_body is not None:
+            status, body = 200, self.token_body
+        elif (self.token_body is not None and path.startswith("/v2/")
+              and h.headers.get("Authorization") != "Bearer ok"):
+            status, body = 401, b'{"errors": [{"code": "UNAUTHORIZED", "message": "token"}]}'
+            extra["WWW-Authenticate"] = (f'Bearer realm="http://{self.host}/token",'
+                                         'service="fake"')
+        elif path == "/v2/_catalog" and self.catalog_pages is not None:
+            page = int(urllib.parse.parse_qs(split.query).get("page", ["0"])[0])
+            repos, link = self.catalog_pages[page]
+            status, body = 200, json.dumps({"repositories": repos}).encode()
+            if link:
+                extra["Link"] = link
         elif path == "/v2/":
             status, body = 200, b"{}"
         elif path == "/v1/search" and self.search_results is not None:
