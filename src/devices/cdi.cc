@@ -312,7 +312,7 @@ std::string spec_problem(const json& doc) {
     }
     if (seen.empty()) return "no devices";
   } catch (const json::exception& e) {
-    return std::string("malformed: ") + e.what();
+    return "malformed: " + json_error_text(e);  // the library's words, not its exception tag
   }
   return "";
 }
