@@ -5,6 +5,7 @@
 #include "cli/context.h"
 #include "core/env.h"
 #include "core/fs.h"
+#include "core/json.h"
 #include "devices/cdi.h"
 
 namespace berth::cli {
@@ -21,7 +22,7 @@ Action setup_cdi(CLI::App& app, const GlobalOptions&) {
     if (!nv.found)
       return make_error("cdi generate", "", "no NVIDIA driver found under " + opts.driver_root)
           .with_hint("set BERTH_DRIVER_ROOT if the driver lives in another tree");
-    std::string text = make_cdi_spec(nv).dump(2) + "\n";
+    std::string text = to_text(make_cdi_spec(nv), 2) + "\n";
     if (output->empty()) {
       std::fputs(text.c_str(), stdout);
       return {};

@@ -7,6 +7,7 @@
 #include "cli/engine.h"
 #include "core/env.h"
 #include "core/fs.h"
+#include "core/json.h"
 
 namespace berth::cli {
 
@@ -72,6 +73,8 @@ void print_table(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
-void print_json(const nlohmann::json& j) { std::puts(j.dump(2).c_str()); }
+void print_json(const nlohmann::json& j) {
+  std::puts(to_text(j, 2).c_str());
+}
 
 }  // namespace berth::cli

@@ -127,7 +127,7 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
       std::string host = n.value("hostPath", path);
       struct stat st;
       if (::stat(host.c_str(), &st) != 0)
-        return sys_error("CDI " + where + ": device node", host);
+        return sys_error("device node", host).with_context("CDI " + where);
       spec.device_edits.push_back({Kind::kBind, host, path, false, false, true});
     }
     for (const auto& m : edits.value("mounts", nlohmann::json::array())) {
@@ -141,7 +141,8 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
       bool ro = false;
       for (const auto& o : m.value("options", nlohmann::json::array())) ro |= o == "ro";
       struct stat st;
-      if (::stat(host.c_str(), &st) != 0) return sys_error("CDI " + where + ": mount source", host);
+      if (::stat(host.c_str(), &st) != 0)
+        return sys_error("mount source", host).with_context("CDI " + where);
       bool is_dir = S_ISDIR(st.st_mode);
       if (exists_in_root(spec.rootfs, ctr)) {
         spec.device_edits.push_back({Kind::kBind, host, ctr, ro, is_dir, true});

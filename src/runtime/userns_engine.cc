@@ -50,7 +50,7 @@ int foreground_tty(const ContainerSpec& spec) {
 /// Turns the child's failure record into the outcome's error.
 Error failure_error(const ChildFailure& f) {
   ChildFailure c = f;
-  c.op[sizeof c.op - 1] = c.subject[sizeof c.subject - 1] = c.detail[sizeof c.detail - 1] = '\0';
+  c.subject[sizeof c.subject - 1] = c.detail[sizeof c.detail - 1] = '\0';
   Error e = c.detail[0] ? make_error(c.op, c.subject, c.detail) : sys_error(c.op, c.subject, c.err);
   e.sys_errno = c.err;
   return e;
