@@ -7,8 +7,9 @@
 
 #include "cli/context.h"
 #include "core/fs.h"
-#include "image/image_archive.h"
 #include "image/import.h"
+#include "image/load.h"
+#include "image/save.h"
 #include "image/tar_writer.h"
 
 namespace berth::cli {

@@ -9,6 +9,7 @@
 #include "cli/context.h"
 #include "core/log.h"
 #include "runtime/engines.h"
+#include "runtime/fakechroot_engine.h"
 
 namespace berth::cli {
 
@@ -22,7 +23,7 @@ Result<RunOutcome> run_with_engine(ContainerStore& cs, const ContainerRecord& c,
   // fakechroot leaves symlink resolution to the host kernel: absolute links must name host
   // paths while it runs the container, and image paths again for every other engine.
   std::string rootfs = cs.rootfs(c);
-  std::string want = std::string_view(engine->name) == "fakechroot" ? rootfs : "";
+  std::string want = engine->host_path_links ? rootfs : "";
   if (c.link_prefix != want) {
     size_t n = BERTH_TRY(rewrite_symlinks(rootfs, c.link_prefix, want));
     log::debug("{}: {} absolute symlinks rewritten for the {} engine", c.short_id(), n, engine->name);
@@ -30,6 +31,7 @@ Result<RunOutcome> run_with_engine(ContainerStore& cs, const ContainerRecord& c,
   }
   EngineRun run;
   run.spec = &spec;
+  run.engine = engine;
   run.work_dir = cs.dir(c);
   run.run_name = "berth-" + c.short_id() + "-" + std::to_string(::getpid());
   return engine->run(run);

@@ -15,45 +15,16 @@
 #include "image/platform.h"
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
+#include "runtime/tool.h"
 
 namespace berth::cli {
 namespace {
 
-/// The tools the fallback engines use, as `info` lists them: an executable found as the
-/// engines find it (runtime/engines.h), or a library in known folders.
-struct ToolProbe {
-  const char* name;
-  const char* file;                  ///< executable or library file name
-  const char* env_var;               ///< the variable that points the engine at it, or null
-  std::vector<const char*> folders;  ///< library folders; empty: an executable
-};
-
-const std::vector<ToolProbe>& tool_table() {
-  static const std::vector<ToolProbe> table = {
-      {"proot", "proot", "BERTH_PROOT", {}},
-      {"runc", "runc", "BERTH_RUNC", {}},
-      {"crun", "crun", nullptr, {}},
-      {"fakechroot",
-       "libfakechroot.so",
-       nullptr,
-       {"/usr/lib/x86_64-linux-gnu/fakechroot", "/usr/lib/aarch64-linux-gnu/fakechroot",
-        "/usr/lib/powerpc64le-linux-gnu/fakechroot", "/usr/lib64/fakechroot",
-        "/usr/lib/fakechroot"}},
-      {"apptainer", "apptainer", nullptr, {}},
-      {"singularity", "singularity", nullptr, {}},
-  };
-  return table;
-}
-
-/// Where a tool is, or "" when it is not here.
-std::string find(const ToolProbe& t) {
-  if (t.folders.empty()) {
-    auto path = find_tool(t.file, t.env_var, t.name);
-    return path.ok() ? *path : "";
-  }
-  for (const char* dir : t.folders)
-    if (std::string p = path_join(dir, t.file); ::access(p.c_str(), R_OK) == 0) return p;
-  return "";
+/// Where an engine's tool is, found as the engine finds it, or "" when it is not here.
+std::string find(const Engine& engine, const EngineTool& tool) {
+  auto path = tool.find != nullptr ? tool.find(tool, engine.package)
+                                   : find_tool(tool.name, tool.env_var, engine.package);
+  return path.ok() ? *path : "";
 }
 
 /// Bytes the tree under `root` takes on disk (hard links once); unreadable parts are skipped.
@@ -124,14 +95,28 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
     int64_t usage = disk_usage(store.root());
     Status userns = probe_user_namespaces();
     nlohmann::json engines = nlohmann::json::array();
-    engines.push_back({{"name", "userns"}, {"found", userns.ok()}, {"path", "(built in)"}});
-    for (const ToolProbe& t : tool_table()) {
-      std::string where = find(t);
-      engines.push_back({{"name", t.name}, {"found", !where.empty()}, {"path", where}});
-    }
     std::vector<std::string> usable;  // what `run --engine` can use here
-    for (const Engine& e : engine_table())
-      if (e.available().ok()) usable.push_back(e.name);
+    nlohmann::json facts = nlohmann::json::array();  // the engine table's rows
+    for (const Engine& e : engine_table()) {
+      bool available = e.available(e).ok();
+      // A built-in engine is listed by its name, an engine with tools by each of them.
+      if (e.tools.empty())
+        engines.push_back({{"name", e.name}, {"found", available}, {"path", "(built in)"}});
+      for (const EngineTool& t : e.tools) {
+        std::string where = find(e, t);
+        engines.push_back({{"name", t.name}, {"found", !where.empty()}, {"path", where}});
+      }
+      if (available) usable.push_back(e.name);
+      facts.push_back({{"name", e.name},
+                       {"package", e.package},
+                       {"available", available},
+                       {"root_inside", e.root_inside},
+                       {"read_only_volumes", e.read_only_volumes},
+                       {"devices", e.devices},
+                       {"pid_namespace", e.pid_namespace},
+                       {"hostname", e.hostname},
+                       {"needs_user_namespaces", e.needs_user_namespaces}});
+    }
     nlohmann::json j = {{"version", BERTH_VERSION},
                         {"store", store.root()},
                         {"store_bytes", usage},
@@ -141,7 +126,8 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
                         {"platform", host_platform().str()},
                         {"user_namespaces", userns.ok()},
                         {"engines", engines},
-                        {"engines_available", usable}};
+                        {"engines_available", usable},
+                        {"engine_table", facts}};
     if (!userns.ok()) j["user_namespaces_error"] = userns.error().message();
     if (*json) {
       print_json(j);

@@ -1,4 +1,5 @@
-// berth create, run, ps, rm, name, rmname: containers.
+// berth run: runs a container, an image (creating a container first) or a root filesystem
+// directory.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,12 +10,13 @@
 #include <cstdio>
 #include <memory>
 
+#include "cli/container_target.h"
 #include "cli/context.h"
 #include "cli/engine.h"
-#include "cli/run_devices.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "devices/run_devices.h"
 #include "runtime/container_config.h"
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
@@ -24,9 +26,6 @@ extern char** environ;
 
 namespace berth::cli {
 namespace {
-
-/// Docker's status for "Berth itself failed" (bad flag, missing image, mount failure).
-constexpr int kExitBerthFailed = 125;
 
 /// Reads a small file inside the container root ("" when it is missing), resolving the path
 /// inside the root so that an image symlink cannot point it at a host file.
@@ -41,13 +40,7 @@ std::vector<std::string> host_environment() {
   return env;
 }
 
-/// prefix_command() hands an unknown option over as if it were the image: say what it is.
-Error unknown_flag(Op command, const std::string& flag) {
-  return make_error(command, flag, "unknown flag", ErrorCode::kInvalidInput)
-      .with_hint("see 'berth " + std::string(command.word()) + " --help'");
-}
-
-/// Declares the options `run` and `create` share.
+/// Declares the options of `run`.
 void add_run_options(CLI::App& app, RunOptions& o, std::string& name) {
   app.add_option("--name", name, "Name the container");
   app.add_option("-e,--env", o.env, "Set a variable (KEY=VALUE, or KEY for the host's value)")
@@ -74,41 +67,30 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name) {
   app.prefix_command();
 }
 
-/// The container `what` names, or a new one made from the image `what` names.
-struct Target {
-  ContainerRecord container;
-  bool created = false;
-};
-
-Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const std::string& what,
-                              const std::string& name, bool allow_existing,
-                              const std::vector<std::string>& command = {}) {
-  if (allow_existing) {
-    if (auto c = cs.find(what); c.ok()) {
-      if (!name.empty())
-        return make_error("run", what, "--name applies to a new container, not to an existing one");
-      return Target{*c, false};
-    }
-  }
-  Store store = BERTH_TRY(open_store(g));
-  auto image = store.find_image(what);
-  if (!image.ok() && image.error().code != ErrorCode::kNotFound) return std::move(image).error();
-  if (!image.ok()) {
-    // As Docker does: an image that is not here is pulled first (progress and this line go to
-    // stderr; stdout belongs to the container).
-    std::fprintf(stderr, "Unable to find image '%s' locally\n", what.c_str());
-    std::fflush(stderr);
-    PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet));
-    image = std::move(pulled.record);
-  }
-  return Target{BERTH_TRY(cs.create(store, *image, name, command)), true};
-}
-
 /// A root filesystem directory rather than an image or container: a path, which no image
 /// reference or container name can be ("/...", "./...", "../...").
 bool is_directory_argument(const std::string& what) {
   return what.starts_with("/") || what.starts_with("./") || what.starts_with("../") || what == "." ||
          what == "..";
+}
+
+/// The spec a run executes, for a container and a directory alike: the root's /etc/passwd and
+/// /etc/group read inside it, the image config and the options merged, the devices asked for
+/// added.
+Result<ContainerSpec> prepare_spec(const nlohmann::json& image_config, const std::string& rootfs,
+                                   const RunOptions& opts, const HostContext& host) {
+  std::string passwd = BERTH_TRY(read_in_root(rootfs, "/etc/passwd"));
+  std::string group = BERTH_TRY(read_in_root(rootfs, "/etc/group"));
+  ContainerSpec spec = BERTH_TRY(build_spec(image_config, rootfs, opts, host, passwd, group));
+  BERTH_CHECK(add_run_devices(opts, host, spec));
+  return spec;
+}
+
+/// The run's status becomes berth's; an error from Berth or exec is the one line to print.
+Status finish(const RunOutcome& outcome) {
+  set_exit_status(outcome.exit_code);
+  if (outcome.error) return *outcome.error;
+  return {};
 }
 
 /// `berth run DIR CMD`: runs a root filesystem directory in place, as ch-run and Apptainer's
@@ -124,16 +106,8 @@ Status run_directory(const RunOptions& opts, const std::string& name, bool remov
   if (::realpath(dir.c_str(), real) == nullptr) return sys_error("run", dir);
   struct stat st;
   if (::stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) return make_error("run", dir, "not a directory");
-  std::string rootfs = real;
-  std::string passwd = BERTH_TRY(read_in_root(rootfs, "/etc/passwd"));
-  std::string group = BERTH_TRY(read_in_root(rootfs, "/etc/group"));
-  ContainerSpec spec =
-      BERTH_TRY(build_spec(nlohmann::json::object(), rootfs, opts, host, passwd, group));
-  BERTH_CHECK(add_run_devices(opts, host, spec));
-  RunOutcome outcome = run_userns(spec);
-  set_exit_status(outcome.exit_code);
-  if (outcome.error) return *outcome.error;
-  return {};
+  ContainerSpec spec = BERTH_TRY(prepare_spec(nlohmann::json::object(), real, opts, host));
+  return finish(run_userns(spec));
 }
 
 Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, bool remove,
@@ -172,20 +146,10 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     if (auto st = cs.remove(c, true); !st.ok())
       log::warn("{}", st.error().message());  // the run's own status matters more
   };
-  auto passwd = read_in_root(rootfs, "/etc/passwd");
-  auto group = read_in_root(rootfs, "/etc/group");
-  if (!passwd.ok() || !group.ok()) {
-    cleanup();
-    return !passwd.ok() ? std::move(passwd).error() : std::move(group).error();
-  }
-  auto spec = build_spec(c.image_config, rootfs, opts, host, *passwd, *group);
+  auto spec = prepare_spec(c.image_config, rootfs, opts, host);
   if (!spec.ok()) {
     cleanup();
     return std::move(spec).error();
-  }
-  if (auto st = add_run_devices(opts, host, *spec); !st.ok()) {
-    cleanup();
-    return std::move(st).error();
   }
   auto ran = run_with_engine(cs, c, *spec, engine);
   if (!ran.ok()) {
@@ -200,22 +164,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
       log::warn("{}", st.error().message());
   }
   cleanup();
-  set_exit_status(outcome.exit_code);
-  if (outcome.error) return *outcome.error;
-  return {};
-}
-
-std::string ps_status(const ContainerRecord& c) {
-  if (c.running) return "Running";
-  if (c.last_exit) return "Exited (" + std::to_string(*c.last_exit) + ")";
-  return "Created";
-}
-
-std::string ps_command(const ContainerRecord& c) {
-  std::string cmd;
-  for (const std::string& a : c.last_command) cmd += (cmd.empty() ? "" : " ") + a;
-  if (cmd.size() > 30) cmd = cmd.substr(0, 27) + "...";
-  return "\"" + cmd + "\"";
+  return finish(outcome);
 }
 
 }  // namespace
@@ -232,97 +181,6 @@ Action setup_run(CLI::App& app, const GlobalOptions& g) {
   app.add_option("--engine", o->engine, "Engine for this run: " + engine_names());
   return [o, &g, &app]() -> Status {
     return do_run(g, o->run, o->name, o->remove, o->engine, app.remaining());
-  };
-}
-
-Action setup_create(CLI::App& app, const GlobalOptions& g) {
-  auto name = std::make_shared<std::string>();
-  app.add_option("--name", *name, "Name the container");
-  app.prefix_command();
-  return [name, &g, &app]() -> Status {
-    set_exit_status(kExitBerthFailed);
-    std::vector<std::string> rest = app.remaining();
-    if (!rest.empty() && rest.front().starts_with("-")) return unknown_flag("create", rest.front());
-    if (rest.empty())
-      return make_error("create", "IMAGE", "an image is required")
-          .with_hint("berth create [--name NAME] IMAGE [COMMAND [ARG...]]");
-    ContainerStore cs = BERTH_TRY(open_containers(g));
-    std::vector<std::string> command(rest.begin() + 1, rest.end());
-    Target t = BERTH_TRY(find_or_create(g, cs, rest.front(), *name, false, command));
-    std::printf("%s\n", t.container.id.c_str());
-    set_exit_status(0);
-    return {};
-  };
-}
-
-Action setup_ps(CLI::App& app, const GlobalOptions& g) {
-  struct Opts {
-    bool json = false, quiet = false;
-  };
-  auto o = std::make_shared<Opts>();
-  app.add_flag("--json", o->json, "Print a JSON array");
-  app.add_flag("-q,--quiet", o->quiet, "Print container IDs only");
-  return [o, &g]() -> Status {
-    ContainerStore cs = BERTH_TRY(open_containers(g));
-    std::vector<ContainerRecord> all = BERTH_TRY(cs.list());
-    if (o->json) {
-      nlohmann::json arr = nlohmann::json::array();
-      for (const auto& c : all) arr.push_back(container_json(cs, c));
-      print_json(arr);
-      return {};
-    }
-    if (o->quiet) {
-      for (const auto& c : all) std::printf("%s\n", c.short_id().c_str());
-      return {};
-    }
-    std::vector<std::vector<std::string>> rows = {
-        {"CONTAINER ID", "IMAGE", "COMMAND", "CREATED", "STATUS", "NAMES"}};
-    for (const auto& c : all) {
-      std::string names;
-      for (const auto& n : c.names) names += (names.empty() ? "" : ",") + n;
-      rows.push_back({c.short_id(), c.image, ps_command(c), c.created, ps_status(c), names});
-    }
-    print_table(rows);
-    return {};
-  };
-}
-
-Action setup_rm(CLI::App& app, const GlobalOptions& g) {
-  struct Opts {
-    std::vector<std::string> names;
-    bool force = false;
-  };
-  auto o = std::make_shared<Opts>();
-  app.add_flag("-f,--force", o->force, "Remove running containers too");
-  app.add_option("CONTAINER", o->names, "Container names or IDs")->required();
-  return [o, &g]() -> Status {
-    ContainerStore cs = BERTH_TRY(open_containers(g));
-    for (const std::string& n : o->names) {
-      ContainerRecord c = BERTH_TRY(cs.find(n));
-      BERTH_CHECK(cs.remove(c, o->force));
-      std::printf("%s\n", n.c_str());
-    }
-    return {};
-  };
-}
-
-Action setup_name(CLI::App& app, const GlobalOptions& g) {
-  auto args = std::make_shared<std::pair<std::string, std::string>>();
-  app.add_option("CONTAINER", args->first, "Container name or ID")->required();
-  app.add_option("NAME", args->second, "The new name")->required();
-  return [args, &g]() -> Status {
-    ContainerStore cs = BERTH_TRY(open_containers(g));
-    ContainerRecord c = BERTH_TRY(cs.find(args->first));
-    return cs.add_name(c, args->second);
-  };
-}
-
-Action setup_rmname(CLI::App& app, const GlobalOptions& g) {
-  auto name = std::make_shared<std::string>();
-  app.add_option("NAME", *name, "The name to remove")->required();
-  return [name, &g]() -> Status {
-    ContainerStore cs = BERTH_TRY(open_containers(g));
-    return cs.remove_name(*name);
   };
 }
 

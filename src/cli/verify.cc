@@ -38,14 +38,8 @@ Action setup_unpack(CLI::App& app, const GlobalOptions& g) {
   return [o, &g]() -> Status {
     Store store = BERTH_TRY(open_store(g));
     ImageRecord rec = BERTH_TRY(store.find_image(o->image));
-    std::vector<std::string> paths;
-    for (const auto& l : rec.layers) {
-      if (!store.has_blob(l))
-        return make_error("unpack", rec.name, "layer " + l + " is missing from the store")
-            .with_hint("pull the image again");
-      paths.push_back(store.blob_path(l));
-    }
-    BERTH_TRY(unpack_layers(paths, o->dir).with_context("unpack " + rec.name));
+    std::vector<LayerInput> layers = BERTH_TRY(store.layer_inputs(rec, "unpack"));
+    BERTH_TRY(unpack_layers(layers, o->dir).with_context("unpack " + rec.name));
     return {};
   };
 }

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "devices/nvidia.h"
+#include "devices/nvidia_discover.h"
 
 namespace berth {
 

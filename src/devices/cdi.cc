@@ -12,8 +12,8 @@
 #include "devices/gpu_select.h"
 #include "devices/inject.h"
 #include "devices/yaml.h"
-#include "runtime/engines.h"
 #include "runtime/root_path.h"
+#include "runtime/tool.h"
 
 namespace berth {
 namespace {

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "devices/nvidia.h"
+#include "devices/nvidia_discover.h"
 #include "runtime/container_spec.h"
 
 namespace berth {

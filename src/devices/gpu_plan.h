@@ -29,7 +29,7 @@
 
 #include "core/error.h"
 #include "devices/gpu_select.h"
-#include "devices/nvidia.h"
+#include "devices/nvidia_discover.h"
 
 namespace berth {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "devices/amd.h"
-#include "devices/nvidia.h"
+#include "devices/nvidia_discover.h"
 
 namespace berth {
 

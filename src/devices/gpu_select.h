@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "devices/nvidia.h"
+#include "devices/nvidia_discover.h"
 #include "devices/version.h"
 
 namespace berth {

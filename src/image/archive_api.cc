@@ -14,8 +14,10 @@ std::string archive_message(archive* a, const char* fallback) {
   return msg ? msg : fallback;
 }
 
-Result<ArchiveReader> open_archive_reader(int fd, ArchiveFormat format, Op op,
-                                          const std::string& what) {
+namespace {
+
+/// A new reader for `format`, plain or gzip/zstd compressed, not yet opened.
+Result<ArchiveReader> new_reader(ArchiveFormat format, Op op, const std::string& what) {
   const ArchiveApi& api = archive_api();
   ArchiveReader ar(api.read_new());
   if (!ar) return make_error(op, what, "out of memory");
@@ -26,7 +28,23 @@ Result<ArchiveReader> open_archive_reader(int fd, ArchiveFormat format, Op op,
     api.read_support_format_tar(ar.get());
   else
     api.read_support_format_raw(ar.get());
-  if (api.read_open_fd(ar.get(), fd, size_t{1} << 20) != ARCHIVE_OK)
+  return ar;
+}
+
+}  // namespace
+
+Result<ArchiveReader> open_archive_reader(int fd, ArchiveFormat format, Op op,
+                                          const std::string& what) {
+  ArchiveReader ar = BERTH_TRY(new_reader(format, op, what));
+  if (archive_api().read_open_fd(ar.get(), fd, size_t{1} << 20) != ARCHIVE_OK)
+    return make_error(op, what, archive_message(ar.get()));
+  return ar;
+}
+
+Result<ArchiveReader> open_archive_stream(void* client, archive_read_callback* read,
+                                          ArchiveFormat format, Op op, const std::string& what) {
+  ArchiveReader ar = BERTH_TRY(new_reader(format, op, what));
+  if (archive_api().read_open(ar.get(), client, nullptr, read, nullptr) != ARCHIVE_OK)
     return make_error(op, what, archive_message(ar.get()));
   return ar;
 }

@@ -25,6 +25,7 @@ struct ArchiveApi {
   BERTH_LAZY_FUNCTION(libarchive(), read_support_format_tar, archive_read_support_format_tar);
   BERTH_LAZY_FUNCTION(libarchive(), read_support_format_raw, archive_read_support_format_raw);
   BERTH_LAZY_FUNCTION(libarchive(), read_open_fd, archive_read_open_fd);
+  BERTH_LAZY_FUNCTION(libarchive(), read_open, archive_read_open);
   BERTH_LAZY_FUNCTION(libarchive(), read_next_header, archive_read_next_header);
   BERTH_LAZY_FUNCTION(libarchive(), entry_pathname, archive_entry_pathname);
   BERTH_LAZY_FUNCTION(libarchive(), entry_filetype, archive_entry_filetype);
@@ -79,6 +80,11 @@ enum class ArchiveFormat { kTar, kRaw };
 /// error is "`op` `what`: libarchive's message".
 Result<ArchiveReader> open_archive_reader(int fd, ArchiveFormat format, Op op,
                                           const std::string& what);
+
+/// A reader of what `read` returns for `client` (libarchive's read callback), as
+/// open_archive_reader() does for an fd.
+Result<ArchiveReader> open_archive_stream(void* client, archive_read_callback* read,
+                                          ArchiveFormat format, Op op, const std::string& what);
 
 /// libarchive's message for the last failure on `a`, else `fallback`.
 std::string archive_message(archive* a, const char* fallback = "unreadable archive");

@@ -40,7 +40,7 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   std::string_view line(data, size * n);
   if (line.starts_with("HTTP/")) {
-    t->resp.headers.clear();  // a new response (redirect, 100-continue): keep only the last
+    t->resp.headers.clear();  // a new response (100-continue): keep only the last
     return size * n;
   }
   auto colon = line.find(':');
@@ -110,7 +110,6 @@ Result<HttpResponse> http_perform(const HttpRequest& req) {
   curl_api().easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
   curl_api().easy_setopt(c, CURLOPT_USERAGENT, "berth");
   curl_api().easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_api().easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
   if (hdrs) curl_api().easy_setopt(c, CURLOPT_HTTPHEADER, hdrs.get());
   curl_api().easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
   curl_api().easy_setopt(c, CURLOPT_HEADERDATA, &t);
@@ -122,13 +121,6 @@ Result<HttpResponse> http_perform(const HttpRequest& req) {
     curl_api().easy_setopt(c, CURLOPT_LOW_SPEED_TIME, req.low_speed_timeout_s);
   }
   if (!req.ca_file.empty()) curl_api().easy_setopt(c, CURLOPT_CAINFO, req.ca_file.c_str());
-  if (req.follow_redirects) {
-    // A custom Authorization header is dropped by libcurl when a redirect
-    // leaves the original host or port (CURLOPT_UNRESTRICTED_AUTH stays off),
-    // so registry credentials never reach the storage backend.
-    curl_api().easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_api().easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
-  }
   if (req.method != "GET") {
     if (req.method == "POST") {
       curl_api().easy_setopt(c, CURLOPT_POST, 1L);
@@ -151,9 +143,6 @@ Result<HttpResponse> http_perform(const HttpRequest& req) {
     return make_error(req.method, req.url, msg, ErrorCode::kNetwork);
   }
   curl_api().easy_getinfo(c, CURLINFO_RESPONSE_CODE, &t.resp.status);
-  char* eff = nullptr;
-  curl_api().easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &eff);
-  if (eff) t.resp.effective_url = eff;
   return std::move(t.resp);
 }
 

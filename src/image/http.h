@@ -2,7 +2,8 @@
 // request (so requests from several threads never share state), headers of
 // the final response collected by lowercase name, the body either buffered
 // (with a size cap) or streamed to a sink when the status is 2xx.
-// Internal to src/image; not a general HTTP client.
+// Redirects are not followed here: the registry client follows them itself, deciding
+// where credentials may go (registry.cc). Internal to src/image; not a general HTTP client.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,6 @@ struct HttpResponse {
   long status = 0;
   std::map<std::string, std::string> headers;  ///< of the final response, names lowercased
   std::string body;                            ///< buffered body (non-2xx bodies when streaming)
-  std::string effective_url;                   ///< after redirects
 
   /// A header's value, or "" when absent.
   std::string header(const std::string& lower_name) const;
@@ -32,7 +32,6 @@ struct HttpRequest {
   std::string url;
   std::vector<std::string> headers;  ///< "Name: value" lines
   std::string post_body;             ///< request body for POST and PUT
-  bool follow_redirects = false;
   size_t max_body = 1 << 20;  ///< cap on a buffered body; larger is an error
   /// When set, a 2xx body goes here instead of being buffered; `head` holds
   /// the final status and headers (no body), known before the first byte.

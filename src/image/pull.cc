@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "image/layer_file.h"
 #include "image/manifest.h"
 
 namespace berth {
@@ -21,12 +22,26 @@ struct PullContext {
   RegistryClient& client;
   const Reference& ref;
   const PullOptions& opts;
+  std::vector<std::string> diff_ids;  ///< the image config's, one per layer
   std::atomic<bool> cancelled{false};
 };
 
+/// Checks a layer just downloaded against the image config's diff_id: the sha256 of its
+/// uncompressed tar, as load and import check theirs (containerd checks it on unpack).
+Status check_diff_id(PullContext& ctx, const Descriptor& desc, const std::string& diff_id) {
+  LayerFileInfo info = BERTH_TRY(
+      inspect_layer_file(ctx.store.blob_path(desc.digest), desc.digest, desc.digest));
+  if (info.diff_id == diff_id) return {};
+  return make_error("verify", desc.digest,
+                    "the uncompressed layer hashes to " + info.diff_id + ", not the diff_id " +
+                        diff_id + " the image config lists");
+}
+
 /// Downloads one blob into the store (resuming a .partial, retrying
-/// transfer failures) unless it is already there. `item` is its progress line.
-Status fetch_blob(PullContext& ctx, const Descriptor& desc, int item) {
+/// transfer failures) unless it is already there. `item` is its progress line; a layer's
+/// `diff_id`, when given, is checked once the download is complete.
+Status fetch_blob(PullContext& ctx, const Descriptor& desc, int item,
+                  const std::string& diff_id = {}) {
   ProgressMeter* pm = ctx.opts.progress;
   for (int attempt = 1;; ++attempt) {
     auto writer = BERTH_TRY(ctx.store.begin_blob(desc.digest, desc.size));
@@ -54,6 +69,7 @@ Status fetch_blob(PullContext& ctx, const Descriptor& desc, int item) {
         &restarted);
     if (st.ok()) {
       BERTH_CHECK(writer->commit());
+      if (!diff_id.empty()) BERTH_CHECK(check_diff_id(ctx, desc, diff_id));
       if (pm) pm->set_status(item, "Pull complete");
       return {};
     }
@@ -77,7 +93,7 @@ Status fetch_layers(PullContext& ctx, const std::vector<Descriptor>& layers,
     for (;;) {
       size_t i = next.fetch_add(1);
       if (i >= layers.size() || ctx.cancelled.load()) return;
-      Status st = fetch_blob(ctx, layers[i], items[i]);
+      Status st = fetch_blob(ctx, layers[i], items[i], ctx.diff_ids[i]);
       if (!st.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (!first_error) first_error = std::move(st).error();
@@ -94,10 +110,15 @@ Status fetch_layers(PullContext& ctx, const std::vector<Descriptor>& layers,
   return {};
 }
 
-/// The platform an image config declares.
-Result<Platform> config_platform(const std::string& config_json, const std::string& digest) {
+/// The platform an image config declares, and its diff_ids.
+Result<Platform> config_platform(const std::string& config_json, const std::string& digest,
+                                 std::vector<std::string>* diff_ids) {
   try {
     auto j = nlohmann::json::parse(config_json);
+    if (j.contains("rootfs") && j["rootfs"].is_object())
+      if (auto ids = j["rootfs"].value("diff_ids", nlohmann::json::array()); ids.is_array())
+        for (const auto& d : ids)
+          if (d.is_string()) diff_ids->push_back(d.get<std::string>());
     Platform p;
     p.os = j.value("os", "");
     p.architecture = j.value("architecture", "");
@@ -151,7 +172,11 @@ Result<PullResult> pull_image(Store& store, const Reference& ref, const Credenti
 
   BERTH_CHECK(fetch_blob(ctx, manifest.config, config_item));
   std::string config = BERTH_TRY(store.read_blob(manifest.config.digest));
-  Platform have = BERTH_TRY(config_platform(config, manifest.config.digest));
+  Platform have = BERTH_TRY(config_platform(config, manifest.config.digest, &ctx.diff_ids));
+  if (ctx.diff_ids.size() != manifest.layers.size())
+    return make_error("verify", manifest.config.digest,
+                      "the image config lists " + std::to_string(ctx.diff_ids.size()) +
+                          " diff_ids for " + std::to_string(manifest.layers.size()) + " layers");
   if (!have.os.empty() && !platform_matches(want, have)) {
     if (opts.platform)
       return make_error("select platform", want.str(),

@@ -72,6 +72,43 @@ std::string registry_error_detail(const std::string& body) {
   return printable && t.front() != '<' ? t : std::string();
 }
 
+/// "scheme://host[:port]" of an absolute URL, lowercased; "" when `url` has no scheme.
+std::string origin_of(std::string_view url) {
+  auto scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return std::string();
+  std::string o(url.substr(0, url.find_first_of("/?#", scheme_end + 3)));
+  std::transform(o.begin(), o.end(), o.begin(), [](unsigned char c) { return std::tolower(c); });
+  return o;
+}
+
+bool is_redirect(long status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+/// A Location header resolved against the URL that sent it: absolute http(s) URLs as they are,
+/// "//host/path" on the same scheme, "/path" on the same origin, "path" beside the last segment.
+Result<std::string> resolve_location(const std::string& from, std::string_view location) {
+  std::string where(location);
+  if (where.empty()) return make_error("GET", from, "redirect without a Location header");
+  auto lowered = [](std::string_view s) {
+    std::string l(s.substr(0, 8));
+    std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
+    return l;
+  };
+  if (where.find("://") != std::string::npos) {
+    std::string head = lowered(where);
+    if (!head.starts_with("http://") && !head.starts_with("https://")) {
+      return make_error("GET", from, "redirect to a URL that is not http or https");
+    }
+    return where;
+  }
+  std::string origin = origin_of(from);
+  if (where.starts_with("//")) return from.substr(0, from.find("://") + 1) + where;
+  if (where.starts_with("/")) return from.substr(0, origin.size()) + where;
+  std::string path = from.substr(0, from.find_first_of("?#", origin.size()));
+  return path.substr(0, path.rfind('/') + 1) + where;
+}
+
 Error status_error(Op method, const std::string& url, const HttpResponse& r) {
   std::string detail = registry_error_detail(r.body);
   if (detail.empty()) detail = "unexpected response";
@@ -128,7 +165,10 @@ struct RegistryClient::Impl {
   Result<std::string> fetch_token(const AuthChallenge& ch, const std::string& scope);
   /// The Authorization header to send up front for `scope`, or "" when none is known yet.
   Result<std::string> auth_header(const std::string& scope);
-  Result<HttpResponse> perform(HttpRequest req, const std::string& scope);
+  /// One request to the registry itself, authenticating as its 401 challenges ask.
+  Result<HttpResponse> exchange(HttpRequest req, const std::string& scope);
+  /// exchange(), following redirects when `follow` (see the definition).
+  Result<HttpResponse> perform(HttpRequest req, const std::string& scope, bool follow = false);
 };
 
 Result<std::string> RegistryClient::Impl::fetch_token(const AuthChallenge& ch,
@@ -215,7 +255,7 @@ Result<std::string> RegistryClient::Impl::auth_header(const std::string& scope) 
   return std::string();
 }
 
-Result<HttpResponse> RegistryClient::Impl::perform(HttpRequest req, const std::string& scope) {
+Result<HttpResponse> RegistryClient::Impl::exchange(HttpRequest req, const std::string& scope) {
   const std::vector<std::string> base_headers = req.headers;
   std::string auth = BERTH_TRY(auth_header(scope));
   bool fresh = false;  // `auth` was just obtained in answer to a 401
@@ -270,6 +310,34 @@ Result<HttpResponse> RegistryClient::Impl::perform(HttpRequest req, const std::s
   }
 }
 
+// Redirects are followed here rather than by libcurl so that the credential rule is Berth's own
+// and does not depend on the libcurl release: a redirect within the registry's origin (scheme,
+// host and port) authenticates as any registry request; one to another origin (S3-style
+// storage, a CDN) is sent with no Authorization header, and a 401 from there is an error naming
+// that host, never a reason to answer its challenge with the registry's credentials (the
+// CVE-2020-15157 class; containerd and Go's HTTP client drop Authorization the same way).
+Result<HttpResponse> RegistryClient::Impl::perform(HttpRequest req, const std::string& scope,
+                                                   bool follow) {
+  HttpResponse r = BERTH_TRY(exchange(req, scope));
+  const std::string home = origin_of(base);
+  for (int hops = 0; follow && is_redirect(r.status); ++hops) {
+    if (hops == 10) return make_error(req.method, req.url, "too many redirects");
+    req.url = BERTH_TRY(resolve_location(req.url, r.header("location")));
+    if (origin_of(req.url) == home) {
+      r = BERTH_TRY(exchange(req, scope));
+      continue;
+    }
+    r = BERTH_TRY(http_perform(req));  // req.headers never hold the Authorization header
+    if (r.status == 401) {
+      std::string away = origin_of(req.url).substr(origin_of(req.url).find("://") + 3);
+      return http_error(req.method, req.url, 401,
+                        "redirected to " + away + ", which asks for credentials; the credentials for " +
+                            registry + " are sent only to " + registry);
+    }
+  }
+  return r;
+}
+
 RegistryClient::RegistryClient(std::string registry, RegistryOptions opts,
                                std::optional<Credentials> creds)
     : impl_(std::make_unique<Impl>()) {
@@ -318,7 +386,6 @@ Status RegistryClient::get_blob(const std::string& repo, const std::string& dige
   if (restarted) *restarted = false;
   std::string url = impl_->base + "/v2/" + repo + "/blobs/" + digest;
   HttpRequest req = impl_->request(url);
-  req.follow_redirects = true;
   if (offset > 0) req.headers.push_back("Range: bytes=" + std::to_string(offset) + "-");
   const std::string want_range = "bytes " + std::to_string(offset) + "-";
   bool first = true;
@@ -340,7 +407,7 @@ Status RegistryClient::get_blob(const std::string& repo, const std::string& dige
     }
     return sink(data, len);
   };
-  HttpResponse r = BERTH_TRY(impl_->perform(req, "repository:" + repo + ":pull"));
+  HttpResponse r = BERTH_TRY(impl_->perform(req, "repository:" + repo + ":pull", true));
   if (r.status < 200 || r.status >= 300) return status_error("GET", url, r);
   if (offset > 0 && r.status == 200 && restarted) *restarted = true;  // empty body case
   return {};

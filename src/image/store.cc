@@ -104,6 +104,33 @@ Result<std::string> Store::read_blob(std::string_view digest) const {
     got += static_cast<size_t>(n);
   }
   out.resize(got);
+  // The store trusts nothing it did not verify: a blob changed since it was stored is refused.
+  if (std::string actual = sha256_digest(out); actual != digest)
+    return mismatch_error(digest, actual).with_hint("pull the image again");
+  return out;
+}
+
+Result<std::vector<LayerInput>> Store::layer_inputs(const ImageRecord& image, Op op) const {
+  for (const std::string& l : image.layers)
+    if (!has_blob(l))
+      return make_error(op, image.name, "layer " + l + " is missing from the store")
+          .with_hint("pull the image again");
+  std::string config = BERTH_TRY(read_blob(image.config_digest));
+  auto j = nlohmann::json::parse(config, nullptr, false);
+  std::vector<std::string> diff_ids;
+  if (j.is_object() && j.contains("rootfs") && j["rootfs"].is_object()) {
+    auto ids = j["rootfs"].value("diff_ids", nlohmann::json::array());
+    if (ids.is_array())
+      for (const auto& d : ids)
+        if (d.is_string()) diff_ids.push_back(d.get<std::string>());
+  }
+  if (diff_ids.size() != image.layers.size())
+    return make_error(op, image.name,
+                      "the image config lists " + std::to_string(diff_ids.size()) +
+                          " diff_ids for " + std::to_string(image.layers.size()) + " layers");
+  std::vector<LayerInput> out;
+  for (size_t i = 0; i < image.layers.size(); ++i)
+    out.emplace_back(blob_path(image.layers[i]), image.layers[i], diff_ids[i]);
   return out;
 }
 

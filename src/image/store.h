@@ -25,6 +25,7 @@
 #include "core/fs.h"
 #include "core/sha256.h"
 #include "image/platform.h"
+#include "image/unpack.h"
 
 namespace berth {
 
@@ -90,8 +91,12 @@ class Store {
   const std::string& root() const { return root_; }
   std::string blob_path(std::string_view digest) const;
   bool has_blob(std::string_view digest) const;
-  /// Reads a whole (small) blob: manifests and configs.
+  /// Reads a whole (small) blob, manifests and configs, checking that it hashes to `digest`.
   Result<std::string> read_blob(std::string_view digest) const;
+  /// `image`'s layers bottom first, as unpack_layers() takes them: each blob's path with its
+  /// digest and the image config's diff_id to check while unpacking. A missing blob, or a
+  /// config without one diff_id per layer, is an error naming `op` and the image.
+  Result<std::vector<LayerInput>> layer_inputs(const ImageRecord& image, Op op) const;
   /// Stores bytes after checking they hash to `digest`.
   Status put_blob(std::string_view digest, std::string_view data);
   /// Starts or resumes writing a blob; waits while another process downloads

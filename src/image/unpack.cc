@@ -12,7 +12,9 @@
 #include <utility>
 
 #include "core/fs.h"
+#include "core/sha256.h"
 #include "image/archive_api.h"
+#include "image/layer_file.h"
 #include "image/rootfs_path.h"
 
 namespace berth {
@@ -21,6 +23,129 @@ namespace {
 const ArchiveApi& api() { return archive_api(); }
 
 using ArchivePtr = ArchiveReader;
+
+/// The bytes of one layer file on their way to the tar reader, hashed as they pass: the file
+/// as stored (digest) and, for a compressed file, the decompressed stream (diff_id), which a
+/// raw-format reader in the middle produces. finish() reads what the tar reader left (the
+/// end-of-archive padding, trailing bytes) so that every byte is covered, then compares.
+class CheckedStream {
+ public:
+  CheckedStream(int fd, const LayerInput& layer) : fd_(fd), layer_(layer), buf_(kChunk) {}
+
+  /// The tar reader over this stream.
+  Result<ArchivePtr> open_tar() {
+    char head[8] = {};
+    ssize_t n = ::pread(fd_, head, sizeof head, 0);
+    if (n < 0) return sys_error("read", layer_.path);
+    Compression c = BERTH_TRY(sniff_compression(std::string_view(head, n), layer_.path));
+    if (c != Compression::kNone) {
+      raw_ = BERTH_TRY(open_archive_stream(this, &CheckedStream::read_file, ArchiveFormat::kRaw,
+                                           "unpack", layer_.path));
+      archive_entry* e = nullptr;
+      if (api().read_next_header(raw_.get(), &e) != ARCHIVE_OK)
+        return make_error("unpack", layer_.path, archive_message(raw_.get()));
+    }
+    return open_archive_stream(this, &CheckedStream::read_plain, ArchiveFormat::kTar, "unpack",
+                               layer_.path);
+  }
+
+  /// Reads the rest of the file and checks both digests.
+  Status finish() {
+    if (raw_) {
+      while (plain_more() > 0) {
+      }
+    }
+    while (!file_error_ && file_more() > 0) {
+    }
+    if (const Error* e = failure()) return *e;
+    BERTH_CHECK(compare_stored());
+    std::string plain = raw_ ? plain_.digest() : stored_digest_;
+    if (!layer_.diff_id.empty() && plain != layer_.diff_id)
+      return make_error("verify", layer_.path,
+                        "the uncompressed layer hashes to " + plain + ", not the diff_id " +
+                            layer_.diff_id + " the image config lists");
+    return {};
+  }
+
+  /// After the layer failed to apply: reads the rest of the file and fails when it does not
+  /// hash to its digest (a changed file explains the failure better than what it caused).
+  Status check_file() {
+    while (!file_error_ && file_more() > 0) {
+    }
+    if (file_error_) return *file_error_;
+    return compare_stored();
+  }
+
+  /// Why the stream stopped early (a read or decompression error), for the tar reader's
+  /// error message, which says less; nullptr when it did not.
+  const Error* failure() const {
+    return file_error_ ? &*file_error_ : plain_error_ ? &*plain_error_ : nullptr;
+  }
+
+ private:
+  static constexpr size_t kChunk = size_t{1} << 20;
+
+  Status compare_stored() {
+    stored_digest_ = stored_.digest();  // finishes the hash: called once
+    const std::string& stored = stored_digest_;
+    if (layer_.digest.empty() || stored == layer_.digest) return {};
+    return make_error("verify", layer_.path,
+                      "the layer file hashes to " + stored + ", not " + layer_.digest)
+        .with_hint("the file changed after it was stored: pull the image again");
+  }
+
+  /// Reads the next chunk of the file into buf_, hashing it: its length, 0 at the end, -1 on error.
+  ssize_t file_more() {
+    ssize_t n;
+    do n = ::read(fd_, buf_.data(), buf_.size());
+    while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      file_error_ = sys_error("read", layer_.path);
+      return -1;
+    }
+    stored_.update(buf_.data(), static_cast<size_t>(n));
+    return n;
+  }
+
+  /// The next block of decompressed bytes in plain_buf_, hashing them (compressed files only).
+  ssize_t plain_more() {
+    size_t size = 0;
+    la_int64_t offset = 0;
+    int r = api().read_data_block(raw_.get(), &plain_buf_, &size, &offset);
+    if (r == ARCHIVE_EOF) return 0;
+    if (r < ARCHIVE_WARN) {
+      if (!plain_error_)
+        plain_error_ = make_error("unpack", layer_.path, archive_message(raw_.get(), "corrupt data"));
+      return -1;
+    }
+    plain_.update(plain_buf_, size);
+    return static_cast<ssize_t>(size);
+  }
+
+  static la_ssize_t read_file(archive*, void* self, const void** out) {
+    auto* s = static_cast<CheckedStream*>(self);
+    *out = s->buf_.data();
+    return s->file_more();
+  }
+
+  static la_ssize_t read_plain(archive* a, void* self, const void** out) {
+    auto* s = static_cast<CheckedStream*>(self);
+    if (!s->raw_) return read_file(a, self, out);
+    ssize_t n = s->plain_more();
+    *out = s->plain_buf_;
+    return n;
+  }
+
+  int fd_;
+  const LayerInput& layer_;
+  std::vector<char> buf_;
+  ArchivePtr raw_;  // the decompressing reader, for compressed files
+  const void* plain_buf_ = nullptr;
+  Sha256 stored_, plain_;
+  std::string stored_digest_;
+  std::optional<Error> file_error_;   // reading the file failed
+  std::optional<Error> plain_error_;  // decompressing it failed
+};
 
 /// Applies the entries of one layer onto a root directory.
 class LayerApplier {
@@ -31,7 +156,9 @@ class LayerApplier {
         chown_(opts.keep_ownership && ::geteuid() == 0),
         strip_setid_(!opts.keep_ownership) {}
 
-  Status run(int layer_fd);
+  /// Applies every entry `stream` yields (which checks the bytes; see CheckedStream).
+  Status run(CheckedStream& stream);
+  Status apply_all(CheckedStream& stream);
   const UnpackStats& stats() const { return stats_; }
 
  private:
@@ -57,6 +184,7 @@ class LayerApplier {
   bool chown_;
   bool strip_setid_;
   archive* ar_ = nullptr;
+  const CheckedStream* stream_ = nullptr;
   UnpackStats stats_;
   std::string name_;  // the current entry's normalised name
   std::string cached_parent_;
@@ -67,7 +195,10 @@ class LayerApplier {
 };
 
 Error LayerApplier::archive_err(std::string_view raw) const {
-  std::string msg = archive_message(ar_);
+  // When the stream below the tar reader failed, its words say more than the reader's.
+  const Error* below = stream_->failure();
+  if (below && below->sys_errno != 0) return *below;
+  std::string msg = below ? below->detail : archive_message(ar_);
   if (raw.empty()) return make_error("unpack", layer_, msg);
   return make_error("unpack", layer_, fmt::format("entry \"{}\": {}", raw, msg));
 }
@@ -85,8 +216,18 @@ Error LayerApplier::resolve_err(std::string_view raw, std::string_view what, int
   return entry_err(raw, "open parent directory", err);
 }
 
-Status LayerApplier::run(int layer_fd) {
-  ArchivePtr a = BERTH_TRY(open_archive_reader(layer_fd, ArchiveFormat::kTar, "unpack", layer_));
+Status LayerApplier::run(CheckedStream& stream) {
+  Status st = apply_all(stream);
+  if (!st.ok()) {
+    Status file = stream.check_file();
+    return file.ok() ? st : file;
+  }
+  return stream.finish();
+}
+
+Status LayerApplier::apply_all(CheckedStream& stream) {
+  stream_ = &stream;
+  ArchivePtr a = BERTH_TRY(stream.open_tar());
   ar_ = a.get();
   for (;;) {
     archive_entry* e = nullptr;
@@ -378,23 +519,24 @@ bool is_empty_dir(const std::string& path) {
 
 }  // namespace
 
-Result<UnpackStats> apply_layer(const std::string& root, const std::string& layer_path,
+Result<UnpackStats> apply_layer(const std::string& root, const LayerInput& layer,
                                 const UnpackOptions& opts) {
   UniqueFd root_fd = BERTH_TRY(open_file(root, O_RDONLY | O_DIRECTORY));
-  UniqueFd layer_fd = BERTH_TRY(open_file(layer_path, O_RDONLY));
-  LayerApplier applier(root_fd.get(), layer_path, opts);
-  BERTH_CHECK(applier.run(layer_fd.get()));
+  UniqueFd layer_fd = BERTH_TRY(open_file(layer.path, O_RDONLY));
+  CheckedStream stream(layer_fd.get(), layer);
+  LayerApplier applier(root_fd.get(), layer.path, opts);
+  BERTH_CHECK(applier.run(stream));
   return applier.stats();
 }
 
-Result<UnpackStats> unpack_layers(const std::vector<std::string>& layer_paths,
+Result<UnpackStats> unpack_layers(const std::vector<LayerInput>& layer_paths,
                                   const std::string& target, const UnpackOptions& opts) {
   if (path_exists(target) && !is_empty_dir(target)) {
     return make_error("unpack", target, "target exists and is not an empty directory");
   }
   BERTH_CHECK(make_dirs(target));
   UnpackStats total;
-  for (const std::string& layer : layer_paths) {
+  for (const LayerInput& layer : layer_paths) {
     auto r = apply_layer(target, layer, opts);
     if (!r.ok()) {
       (void)remove_tree(target);  // best effort: the layer's own error is the one to report

@@ -9,6 +9,12 @@
 // ".wh..wh..opq" empties its directory of lower-layer content. Hard links
 // must point inside the root. Rootless: device nodes are skipped, ownership
 // that cannot be set is ignored, and directories stay writable by the owner.
+//
+// A layer is unpacked only from bytes checked at that moment: the file's sha256 (its blob
+// digest) and the sha256 of the uncompressed tar (the image config's diff_id) are computed
+// while the entries are applied, over every byte of the file, and a mismatch fails the
+// layer (and removes the partly built target) however the file came to differ from what
+// was verified when it was stored.
 #pragma once
 
 #include <cstdint>
@@ -29,13 +35,22 @@ struct UnpackStats {
   uint64_t skipped_devices = 0;
 };
 
+/// One layer file and what its bytes must hash to ("sha256:<hex>"; empty: not checked).
+struct LayerInput {
+  LayerInput(std::string p, std::string d = {}, std::string id = {})
+      : path(std::move(p)), digest(std::move(d)), diff_id(std::move(id)) {}
+  std::string path;
+  std::string digest;   ///< of the file as stored (compressed): the blob digest
+  std::string diff_id;  ///< of the uncompressed tar: the image config's rootfs.diff_ids entry
+};
+
 /// Applies one layer file onto an existing root directory.
-Result<UnpackStats> apply_layer(const std::string& root, const std::string& layer_path,
+Result<UnpackStats> apply_layer(const std::string& root, const LayerInput& layer,
                                 const UnpackOptions& opts = {});
 
 /// Unpacks layers (bottom first) into `target`, which must not exist or be
 /// empty. On failure the partly built target is removed.
-Result<UnpackStats> unpack_layers(const std::vector<std::string>& layer_paths,
+Result<UnpackStats> unpack_layers(const std::vector<LayerInput>& layers,
                                   const std::string& target, const UnpackOptions& opts = {});
 
 }  // namespace berth

@@ -1,9 +1,12 @@
 // The apptainer engine: hands the rootfs folder (a sandbox, in Apptainer's words) to Apptainer or
 // SingularityCE when one is installed. Debian 12 packages neither, so this is not tested here;
 // the command line is built from the spec by apptainer_argv() and unit-tested.
+#include "runtime/apptainer_engine.h"
+
 #include <unistd.h>
 
-#include "runtime/engines.h"
+#include "runtime/fallback.h"
+#include "runtime/spawn.h"
 
 extern char** environ;
 
@@ -14,17 +17,16 @@ constexpr const char* kHint =
     "Debian 12 has no package: install Apptainer (https://apptainer.org) or SingularityCE "
     "(https://sylabs.io), or use --engine=userns, oci, proot or fakechroot";
 
-Result<std::string> find_apptainer() {
-  if (auto a = find_tool("apptainer", "BERTH_APPTAINER", ""); a.ok()) return a;
-  if (auto s = find_tool("singularity", nullptr, ""); s.ok()) return s;
+Result<std::string> find_apptainer(const Engine& engine) {
+  if (auto tool = engine_tool(engine); tool.ok()) return tool;
   return make_error("engine", "apptainer", "not installed (neither apptainer nor singularity is on PATH)")
       .with_hint(kHint);
 }
 
 }  // namespace
 
-Status apptainer_probe() {
-  auto tool = find_apptainer();
+Status apptainer_probe(const Engine& engine) {
+  auto tool = find_apptainer(engine);
   if (!tool) return std::move(tool).error();
   return {};
 }
@@ -48,12 +50,9 @@ Result<std::vector<std::string>> apptainer_argv(const ContainerSpec& spec, const
 
 RunOutcome run_apptainer(const EngineRun& run) {
   const ContainerSpec& spec = *run.spec;
-  auto tool = find_apptainer();
+  auto tool = find_apptainer(*run.engine);
   if (!tool) return RunOutcome{125, std::move(tool).error()};
-  if (!spec.device_edits.empty())
-    return RunOutcome{125, make_error("run", "--gpus/--device",
-                                      "the apptainer engine does not take Berth's device edits")
-                               .with_hint("--gpus needs the userns or oci engine")};
+  if (auto st = refuse_unsupported(spec, *run.engine); !st) return RunOutcome{125, std::move(st).error()};
   auto argv = apptainer_argv(spec, *tool);
   if (!argv) return RunOutcome{125, std::move(argv).error()};
   std::vector<std::string> env;

@@ -165,13 +165,7 @@ Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageR
     return make_error("parse config", images.blob_path(image.config_digest), e.what());
   }
   if (!command.empty()) c.image_config["Cmd"] = command;
-  std::vector<std::string> layers;
-  for (const std::string& l : image.layers) {
-    if (!images.has_blob(l))
-      return make_error("create", image.name, "layer " + l + " is missing from the store")
-          .with_hint("pull the image again");
-    layers.push_back(images.blob_path(l));
-  }
+  std::vector<LayerInput> layers = BERTH_TRY(images.layer_inputs(image, "create"));
   return build(std::move(c), name, [&](const std::string& rootfs) -> Status {
     BERTH_TRY(unpack_layers(layers, rootfs).with_context("create container from " + image.name));
     return {};

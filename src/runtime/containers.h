@@ -37,7 +37,7 @@ struct ContainerRecord {
   bool is_protected = false;              ///< `berth protect`: rm refuses it, even with -f
   std::string engine;                     ///< default engine (`berth setup --engine`); "" userns
   /// The host prefix absolute symlinks in the rootfs carry now: "" as unpacked, the rootfs
-  /// path after a fakechroot run (see rewrite_symlinks() in runtime/engines.h).
+  /// path after a fakechroot run (see rewrite_symlinks() in runtime/fakechroot_engine.h).
   std::string link_prefix;
   bool running = false;                   ///< run.lock is held now (computed, not stored)
 

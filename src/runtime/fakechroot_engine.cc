@@ -5,6 +5,8 @@
 // the host: absolute links in the rootfs must name host paths (rewrite_symlinks(), done by the
 // caller and recorded with the container). Volumes are links to the host path, excluded from
 // translation, removed after the run.
+#include "runtime/fakechroot_engine.h"
+
 #include <elf.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -17,8 +19,11 @@
 
 #include "core/env.h"
 #include "core/fs.h"
-#include "runtime/engines.h"
+#include "runtime/fallback.h"
+#include "runtime/mount_plan.h"
 #include "runtime/root_path.h"
+#include "runtime/spawn.h"
+#include "runtime/tool.h"
 
 namespace berth {
 namespace {
@@ -33,21 +38,24 @@ constexpr int kElfMachine = EM_AARCH64;
 #error "add this architecture's multiarch tuple and ELF machine"
 #endif
 
-/// libfakechroot.so on the host: $BERTH_LIBFAKECHROOT, else Debian's multiarch path.
-Result<std::string> find_library() {
-  std::string env = env_or("BERTH_LIBFAKECHROOT", "");
+}  // namespace
+
+Result<std::string> find_libfakechroot(const EngineTool& tool, const char* package) {
+  std::string env = tool.env_var != nullptr ? env_or(tool.env_var, "") : "";
   if (!env.empty()) {
     if (path_exists(env)) return env;
-    return make_error("engine", "BERTH_LIBFAKECHROOT=" + env, "no such file");
+    return make_error("engine", std::string(tool.env_var) + "=" + env, "no such file");
   }
   for (std::string dir : {std::string("/usr/lib/") + kMultiarch + "/fakechroot", std::string("/usr/lib/fakechroot"),
                           std::string("/usr/lib64/fakechroot")}) {
     std::string lib = path_join(dir, "libfakechroot.so");
     if (path_exists(lib)) return lib;
   }
-  return make_error("engine", "fakechroot", "not installed (libfakechroot.so not found)")
-      .with_hint("install the Debian package 'fakechroot'");
+  return make_error("engine", tool.name, "not installed (libfakechroot.so not found)")
+      .with_hint(std::string("install the Debian package '") + package + "'");
 }
+
+namespace {
 
 /// The image's library folders, as its loader would search them (existing ones only).
 std::vector<std::string> library_dirs(const std::string& rootfs) {
@@ -144,12 +152,6 @@ std::string var(const std::vector<std::string>& env, const std::string& name) {
 }
 
 }  // namespace
-
-Status fakechroot_probe() {
-  auto lib = find_library();
-  if (!lib) return std::move(lib).error();
-  return {};
-}
 
 Result<std::string> elf_interpreter(int fd, const std::string& what) {
   Elf64_Ehdr eh;
@@ -269,18 +271,14 @@ Result<size_t> rewrite_symlinks(const std::string& rootfs, std::string_view from
 RunOutcome run_fakechroot(const EngineRun& run) {
   const ContainerSpec& spec = *run.spec;
   auto failed = [](Error e) { return RunOutcome{125, std::move(e)}; };
-  auto library = find_library();
+  auto library = engine_tool(*run.engine);
   if (!library) return failed(std::move(library).error());
-  if (!spec.device_edits.empty())
-    return failed(make_error("run", "--gpus/--device",
-                             "the fakechroot engine cannot inject devices")
-                      .with_hint("--gpus needs the userns or oci engine"));
+  if (auto st = refuse_unsupported(spec, *run.engine); !st) return failed(std::move(st).error());
   if (spec.uid != 0 && spec.uid != ::getuid())
     return failed(make_error("run", "user " + std::to_string(spec.uid),
                              "the fakechroot engine cannot change the user: the workload runs as "
                              "the calling user")
                       .with_hint("use the proot or userns engine for -u"));
-  if (auto st = refuse_unsupported(spec, "fakechroot"); !st) return failed(std::move(st).error());
   if (auto plan = plan_mounts(spec, probe_host(spec)); !plan) return failed(std::move(plan).error());
   std::string cwd = spec.rootfs + (spec.cwd == "/" ? "" : spec.cwd);
   if (auto st = make_dirs(cwd); !st) return failed(std::move(st).error());

@@ -2,6 +2,8 @@
 // crun when runc is missing. Rootless: a user namespace mapping container root to the caller,
 // no cgroups (rootless runc skips them when no cgroupsPath is given), state under a per-user
 // folder. runc's own log goes to a file in the bundle; an error there is the run's error.
+#include "runtime/oci_engine.h"
+
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,7 +13,8 @@
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/log.h"
-#include "runtime/engines.h"
+#include "runtime/fallback.h"
+#include "runtime/spawn.h"
 
 extern char** environ;
 
@@ -75,12 +78,6 @@ std::string logged_error(const std::string& log_path) {
 }
 
 }  // namespace
-
-Status oci_probe() {
-  auto runc = find_tool("runc", "BERTH_RUNC", "runc");
-  if (runc.ok() || find_tool("crun", nullptr, "crun").ok()) return {};
-  return std::move(runc).error();  // runc is the one to install: Debian's crun fails on hybrid cgroups
-}
 
 Result<nlohmann::json> oci_config(const ContainerSpec& spec, uid_t host_uid, gid_t host_gid,
                                   const MountPlan& plan, const std::vector<HostBind>& extra) {
@@ -150,11 +147,9 @@ RunOutcome run_oci(const EngineRun& run) {
   ContainerSpec spec = *run.spec;
   // A terminal only when there is one to hand over (runc's console needs a real one).
   spec.tty = spec.tty && ::isatty(STDIN_FILENO);
-  auto runtime = find_tool("runc", "BERTH_RUNC", "runc");
-  if (!runtime) {
-    runtime = find_tool("crun", nullptr, "crun");
-    if (!runtime) return failed(find_tool("runc", "BERTH_RUNC", "runc").error());
-  }
+  auto runtime = engine_tool(*run.engine);  // runc, else crun
+  if (!runtime) return failed(std::move(runtime).error());
+  if (auto st = refuse_unsupported(spec, *run.engine); !st) return failed(std::move(st).error());
   auto plan = plan_mounts(spec, probe_host(spec));
   if (!plan) return failed(std::move(plan).error());
   if (auto st = prepare_rootfs(spec, true); !st) return failed(std::move(st).error());
@@ -164,7 +159,7 @@ RunOutcome run_oci(const EngineRun& run) {
   std::string bundle = path_join(run.work_dir, "oci-" + run.run_name);
   auto cleanup = [&bundle] { (void)remove_tree(bundle); };  // best effort: a leftover is harmless
   if (auto st = make_dirs(bundle, 0700); !st) return failed(std::move(st).error());
-  auto extra = device_binds(spec, path_join(bundle, "scratch"), "oci", true);
+  auto extra = device_binds(spec, path_join(bundle, "scratch"), *run.engine, true);
   if (!extra) {
     cleanup();
     return failed(std::move(extra).error());

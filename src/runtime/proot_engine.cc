@@ -1,18 +1,15 @@
 // The proot engine: Debian's proot translates every path by ptrace, so it needs no namespaces.
 // Emulated root (-0) or -i UID:GID; binds with -b; the workload's environment is proot's own.
 // Slow on system calls (every one stops in the tracer) and without read-only binds.
+#include "runtime/proot_engine.h"
+
 #include <unistd.h>
 
 #include "core/fs.h"
-#include "runtime/engines.h"
+#include "runtime/fallback.h"
+#include "runtime/spawn.h"
 
 namespace berth {
-
-Status proot_probe() {
-  auto tool = find_tool("proot", "BERTH_PROOT", "proot");
-  if (!tool) return std::move(tool).error();
-  return {};
-}
 
 std::vector<std::string> proot_argv(const ContainerSpec& spec, const std::string& proot_path,
                                     const MountPlan& plan, const std::string& command,
@@ -55,14 +52,14 @@ std::vector<std::string> proot_argv(const ContainerSpec& spec, const std::string
 RunOutcome run_proot(const EngineRun& run) {
   const ContainerSpec& spec = *run.spec;
   auto failed = [](Error e) { return RunOutcome{125, std::move(e)}; };
-  auto proot = find_tool("proot", "BERTH_PROOT", "proot");
+  auto proot = engine_tool(*run.engine);
   if (!proot) return failed(std::move(proot).error());
-  if (auto st = refuse_unsupported(spec, "proot"); !st) return failed(std::move(st).error());
+  if (auto st = refuse_unsupported(spec, *run.engine); !st) return failed(std::move(st).error());
   auto plan = plan_mounts(spec, probe_host(spec));
   if (!plan) return failed(std::move(plan).error());
   if (auto st = prepare_rootfs(spec, true); !st) return failed(std::move(st).error());
   std::string scratch = path_join(run.work_dir, "proot-" + run.run_name);
-  auto extra = device_binds(spec, scratch, "proot", true);
+  auto extra = device_binds(spec, scratch, *run.engine, true);
   if (!extra) {
     (void)remove_tree(scratch);  // best effort: the error matters more
     return failed(std::move(extra).error());

@@ -9,7 +9,10 @@
 - ThrottleProxy: a TCP proxy that can slow the registry's answers down (to kill
   a pull halfway) and records what clients sent first (to tell TLS from HTTP).
 - FakeRegistry: a tiny http.server that answers manifests from a table, for
-  bodies a real registry would refuse to store.
+  bodies a real registry would refuse to store; optionally behind Basic
+  credentials and redirecting blob downloads elsewhere.
+- BlobStorage: another host's object storage that blob downloads are redirected
+  to; records every request's headers and can ask for credentials itself.
 """
 
 from __future__ import annotations
@@ -361,6 +364,8 @@ class FakeRegistry(_HttpServer):
         self.digest_header: dict[tuple[str, str], str] = {}  # a lying Docker-Content-Digest
         self.blobs: dict[str, bytes] = {}
         self.search_results: list[dict] | None = None
+        self.basic_auth: tuple[str, str] | None = None  # (user, password) every request needs
+        self.blob_redirect: str | None = None  # base URL blob GETs are redirected to (307)
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
 
@@ -368,7 +373,13 @@ class FakeRegistry(_HttpServer):
         split = urllib.parse.urlsplit(h.path)
         path = split.path
         status, ctype, body, extra = 404, "application/json", b"", {}
-        if path == "/v2/":
+        if self.basic_auth and h.headers.get("Authorization") != "Basic " + base64.b64encode(
+                ":".join(self.basic_auth).encode()).decode():
+            status, body = 401, json.dumps({"errors": [{"code": "UNAUTHORIZED",
+                                                        "message": "authentication required"}]})
+            extra["WWW-Authenticate"] = 'Basic realm="fake"'
+            body = body.encode()
+        elif path == "/v2/":
             status, body = 200, b"{}"
         elif path == "/v1/search" and self.search_results is not None:
             query = urllib.parse.parse_qs(split.query)
@@ -384,6 +395,8 @@ class FakeRegistry(_HttpServer):
                 status = 200
                 extra["Docker-Content-Digest"] = self.digest_header.get(
                     (repo, ref), imagelib.digest_of(body))
+        elif "/blobs/" in path and self.blob_redirect:
+            status, extra["Location"] = 307, self.blob_redirect + path
         elif "/blobs/" in path:
             digest = path.rpartition("/blobs/")[2]
             if digest in self.blobs:
@@ -395,6 +408,39 @@ class FakeRegistry(_HttpServer):
         h.send_header("Content-Type", ctype)
         h.send_header("Content-Length", str(len(body)))
         h.send_header("Docker-Distribution-API-Version", "registry/2.0")
+        for k, v in extra.items():
+            h.send_header(k, v)
+        h.end_headers()
+        if not head:
+            h.wfile.write(body)
+
+
+class BlobStorage(_HttpServer):
+    """Object storage on another origin (its own port) that a registry redirects blob
+    downloads to. Serves `blobs` by the digest at the end of the path; with `challenge` set
+    (a WWW-Authenticate value) it answers 401 instead. Its /token path is a token realm that
+    records the credentials sent to it. `seen` lists (path, Authorization header or None)."""
+
+    def __init__(self, blobs: dict[str, bytes]):
+        self.blobs = blobs
+        self.challenge: str | None = None
+        self.seen: list[tuple[str, str | None]] = []
+        self.port = free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.url = f"http://{self.host}"
+
+    def _answer(self, h: http.server.BaseHTTPRequestHandler, head: bool) -> None:
+        self.seen.append((h.path, h.headers.get("Authorization")))
+        digest = urllib.parse.urlsplit(h.path).path.rpartition("/")[2]
+        status, body, extra = 404, b"not found", {}
+        if self.challenge and not h.path.startswith("/token"):
+            status, body, extra = 401, b"{}", {"WWW-Authenticate": self.challenge}
+        elif h.path.startswith("/token"):
+            status, body = 200, json.dumps({"token": "stolen"}).encode()
+        elif digest in self.blobs:
+            status, body = 200, self.blobs[digest]
+        h.send_response(status)
+        h.send_header("Content-Length", str(len(body)))
         for k, v in extra.items():
             h.send_header(k, v)
         h.end_headers()

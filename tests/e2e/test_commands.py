@@ -537,7 +537,8 @@ def test_info(berth, imported, identity):
     assert info["kernel"] == os.uname().release
     assert info["user_namespaces"] == userns_works(identity)
     engines = {e["name"]: e for e in info["engines"]}
-    assert list(engines) == ["userns", "proot", "runc", "crun", "fakechroot", "apptainer",
+    # The engine table's order (of preference), each engine's tools in its row.
+    assert list(engines) == ["userns", "runc", "crun", "proot", "fakechroot", "apptainer",
                              "singularity"]
     for name in ("proot", "runc", "crun"):
         found = any(os.access(os.path.join(d, name), os.X_OK)

@@ -156,9 +156,15 @@ def case_user(berth, img, engine):
     assert (kv(out)["uid"], kv(out)["gid"]) == ("1234", "1234")
 
 
+def engine_facts(berth, engine: str) -> dict:
+    """The engine's row of Berth's engine table, as `berth info --json` shows it."""
+    return {row["name"]: row for row in berth.json("info", "--json")["engine_table"]}[engine]
+
+
 def case_root(berth, img, engine):
     _, out, _ = run(berth, engine, img, "/probe", "id")
-    want = str(berth.identity.uid) if engine == "fakechroot" else "0"  # no identity emulation
+    # Without root inside (fakechroot: no identity emulation) the workload is the caller.
+    want = "0" if engine_facts(berth, engine)["root_inside"] else str(berth.identity.uid)
     assert kv(out)["uid"] == want
 
 
@@ -223,6 +229,17 @@ def test_engine(berth, img, engine, case):
             assert rc == 125 and refusal in err.splitlines()[0], err
         pytest.skip(f"{engine}: {reason}")
     CASES[case](berth, img, engine)
+
+
+def test_info_engine_table_says_what_the_engines_do(berth):
+    # The facts `info` shows are the table the runtime reads; the refusals above agree with them.
+    rows = {row["name"]: row for row in berth.json("info", "--json")["engine_table"]}
+    assert list(rows) == ["userns", "oci", "proot", "fakechroot", "apptainer"]
+    for engine in ENGINES:
+        assert rows[engine]["read_only_volumes"] == ((engine, "volume_ro") not in CANNOT), engine
+    assert [n for n, r in rows.items() if r["devices"]] == ["userns", "oci", "proot"]
+    assert [n for n, r in rows.items() if not r["needs_user_namespaces"]] == ["proot", "fakechroot"]
+    assert rows["proot"]["package"] == "proot" and rows["oci"]["package"] == "runc"
 
 
 # --- engine choice and what cannot run --------------------------------------------------------
@@ -316,7 +333,8 @@ def test_gpus_through_the_engine(berth, host, pulled, engine):  # noqa: F811
     if engine == "fakechroot":
         rc, _, err = berth(*args, "gpucheck", "libcuda.so.1", env=host.env(), check=False)
         assert rc == 125
-        assert err.splitlines()[1] == "berth: hint: --gpus needs the userns or oci engine", err
+        assert err.splitlines()[1] == ("berth: hint: --gpus needs the userns, oci or proot "
+                                       "engine"), err
         pytest.skip("fakechroot: cannot bind device nodes or driver libraries (refusal checked)")
     _, out, _ = berth(*args, "gpucheck", "libcuda.so.1", "libnvidia-ml.so.1", env=host.env())
     facts = kv(out)

@@ -1,6 +1,7 @@
 """Store safety: tampered registries, killed pulls, many pulls at once."""
 
 import hashlib
+import json
 import os
 import re
 import signal
@@ -139,3 +140,43 @@ def test_many_pulls_at_once_share_one_store(berth, registry):
     assert proxy.bytes_down < layer_bytes * 1.5, (proxy.bytes_down, layer_bytes)
     _, out, _ = berth("verify", ref)
     assert out == f"{ref}: {len(layers) + 2} blobs verified\n"
+
+
+def test_store_blob_changed_after_pull_is_not_unpacked(berth, registry):
+    """The store trusts nothing it did not verify: create checks each layer's digest and
+    diff_id while unpacking it, so a blob changed after the pull makes no container."""
+    img = imagelib.make_image([Layer([File("etc/data", b"a" * 65536)], "none")],
+                              label="changed-in-store")
+    registry.pusher().push_image("changed/app", "1", img)
+    ref = f"{registry.host}/changed/app:1"
+    berth("pull", ref)
+    blob = os.path.join(berth.blob_dir(), hex_of(img.layers[0].digest))
+    os.chmod(blob, 0o644)  # blobs are read-only; the attacker here is the store's owner
+    actual = tamper(blob)
+    rc, out, err = berth("create", "--name", "c1", ref, check=False)
+    assert (rc, out) == (125, "")
+    assert err == (f"berth: error: create container from {ref}: verify {blob}: the layer file "
+                   f"hashes to {actual}, not {img.layers[0].digest}\n"
+                   "berth: hint: the file changed after it was stored: pull the image again\n")
+    assert berth.json("ps", "--json") == []
+
+
+def test_pull_checks_diff_ids(berth, fake_registry):
+    """A config whose diff_id does not match the uncompressed layer is refused on pull, as on
+    load (before: pulled, and the mismatch never noticed)."""
+    img = imagelib.make_image([Layer([File("x", b"x")])])
+    config = json.loads(img.config.data)
+    config["rootfs"]["diff_ids"] = ["sha256:" + "1" * 64]
+    cfg = imagelib.Blob(json.dumps(config).encode(), img.config.media_type)
+    manifest = json.loads(img.manifest.data)
+    manifest["config"] = cfg.descriptor()
+    body = json.dumps(manifest).encode()
+    fake_registry.manifests[("lying/config", "1")] = (imagelib.OCI_MANIFEST, body)
+    fake_registry.blobs.update({cfg.digest: cfg.data, img.layers[0].digest: img.layers[0].data})
+    ref = f"{fake_registry.host}/lying/config:1"
+    rc, out, err = berth("pull", ref, check=False)
+    assert (rc, out) == (1, "")
+    assert err == (f"berth: error: pull {ref}: verify {img.layers[0].digest}: the uncompressed "
+                   f"layer hashes to {img.diff_ids[0]}, not the diff_id sha256:{'1' * 64} the "
+                   "image config lists\n")
+    assert berth.json("images", "--json") == []

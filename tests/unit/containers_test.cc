@@ -48,7 +48,9 @@ class ContainersTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.error().message();
     store_.emplace(std::move(*s));
     std::string layer = tar_with_file("etc/motd", "hello\n");
-    std::string config = R"({"architecture":"amd64","os":"linux","config":{"Cmd":["/bin/sh"]}})";
+    std::string config = R"({"architecture":"amd64","os":"linux","config":{"Cmd":["/bin/sh"]},)"
+                         R"("rootfs":{"type":"layers","diff_ids":[")" +
+                         sha256_digest(layer) + R"("]}})";
     image_.name = "127.0.0.1:5000/test/app:1";
     image_.config_digest = sha256_digest(config);
     image_.layers = {sha256_digest(layer)};

@@ -1,6 +1,12 @@
 // The fallback engines' pure parts: argv and config.json from a spec, symlink forms, device
 // edits as binds, command resolution in a rootfs.
-#include "runtime/engines.h"
+#include "runtime/apptainer_engine.h"
+#include "runtime/device_binds.h"
+#include "runtime/fakechroot_engine.h"
+#include "runtime/fallback.h"
+#include "runtime/oci_engine.h"
+#include "runtime/proot_engine.h"
+#include "runtime/tool.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -15,6 +21,13 @@
 
 namespace berth {
 namespace {
+
+/// The engine table's row `name` (which must exist).
+const Engine& row(std::string_view name) {
+  const Engine* e = find_engine(name);
+  EXPECT_NE(e, nullptr) << name;
+  return *e;
+}
 
 HostInfo full_host() {
   HostInfo h;
@@ -166,7 +179,7 @@ TEST(DeviceBinds, TmpfsFilesAndLinksBecomeAScratchFolder) {
       {DeviceEdit::Kind::kBind, "/no/such", "/proc/driver/nvidia", true, true, false},
       {DeviceEdit::Kind::kFile, "x=1\n", "/etc/extra.conf", true, false, true},
   };
-  auto binds = device_binds(s, t.path + "/scratch", "proot", true);
+  auto binds = device_binds(s, t.path + "/scratch", row("proot"), true);
   ASSERT_TRUE(binds) << binds.error().message();
   std::vector<HostBind> want = {{t.path + "/scratch/tmpfs0", "/usr/lib/berth", false},
                                 {t.path, "/usr/lib/berth/gpu/dir", true},
@@ -186,7 +199,7 @@ TEST(DeviceBinds, TmpfsFilesAndLinksBecomeAScratchFolder) {
 TEST(DeviceBinds, BerthsRunDirectoryIsAScratchFolderWhenUsed) {
   ContainerSpec s = base();
   s.device_edits = {{DeviceEdit::Kind::kBind, "/", "/usr/lib/berth/gpu/x", true, false, true}};
-  auto binds = device_binds(s, "/s", "oci", false);
+  auto binds = device_binds(s, "/s", row("oci"), false);
   ASSERT_TRUE(binds) << binds.error().message();
   std::vector<HostBind> want = {{"/s/tmpfs0", "/usr/lib/berth", false},
                                 {"/", "/usr/lib/berth/gpu/x", true}};
@@ -202,7 +215,7 @@ TEST(DeviceBinds, ALinkToAStagedBindBecomesABind) {
        true, false, false},
       {DeviceEdit::Kind::kSymlink, "/elsewhere", "/usr/bin/other", true, false, false},
   };
-  auto binds = device_binds(s, "/s", "proot", false);
+  auto binds = device_binds(s, "/s", row("proot"), false);
   ASSERT_TRUE(binds) << binds.error().message();
   std::vector<HostBind> want = {{"/s/tmpfs0", "/usr/lib/berth", false},
                                 {"/bin/sh", "/usr/lib/berth/host/usr/bin/nvidia-smi", true},
@@ -214,18 +227,25 @@ TEST(DeviceBinds, OciLeavesOutOptionalEditsInsideProc) {
   ContainerSpec s = base();
   s.device_edits = {{DeviceEdit::Kind::kTmpfs, "", "/proc/driver/nvidia/gpus", true, true, false},
                     {DeviceEdit::Kind::kBind, "/", "/proc/driver/nvidia/gpus/0", true, true, false}};
-  auto oci = device_binds(s, "/s", "oci", false);
+  auto oci = device_binds(s, "/s", row("oci"), false);
   ASSERT_TRUE(oci);
   EXPECT_TRUE(oci->empty());
-  auto proot = device_binds(s, "/s", "proot", false);
+  auto proot = device_binds(s, "/s", row("proot"), false);
   ASSERT_TRUE(proot);
   EXPECT_EQ(proot->size(), 2u);
+  // The column says which: every engine that takes devices either mounts there or leaves out.
+  for (const Engine& e : engine_table()) {
+    if (!e.devices) continue;
+    auto binds = device_binds(s, "/s", e, false);
+    ASSERT_TRUE(binds) << e.name;
+    EXPECT_EQ(binds->size(), e.mounts_in_proc ? 2u : 0u) << e.name;
+  }
 }
 
 TEST(DeviceBinds, ALinkOutsideATmpfsIsRefused) {
   ContainerSpec s = base();
   s.device_edits = {{DeviceEdit::Kind::kSymlink, "x", "/usr/lib/libcuda.so", true, false, true}};
-  auto binds = device_binds(s, "/nowhere", "proot", false);
+  auto binds = device_binds(s, "/nowhere", row("proot"), false);
   ASSERT_FALSE(binds);
   EXPECT_EQ(binds.error().message(),
             "device /usr/lib/libcuda.so: the proot engine cannot create links in the image");
@@ -311,6 +331,61 @@ TEST(Engines, NamesAndUnknownEngine) {
   ASSERT_FALSE(st);
   EXPECT_EQ(st.error().message(), "engine docker: unknown engine");
   EXPECT_EQ(st.error().hint, "one of: userns, oci, proot, fakechroot, apptainer, auto");
+}
+
+TEST(EngineTable, RowsByNameAndAlias) {
+  EXPECT_EQ(engine_table().front().name, std::string("userns"));  // auto's first choice
+  EXPECT_EQ(find_engine("singularity"), find_engine("apptainer"));
+  EXPECT_EQ(find_engine("auto"), nullptr);
+  EXPECT_EQ(find_engine("docker"), nullptr);
+  EXPECT_TRUE(validate_engine_name("singularity"));
+  EXPECT_EQ(engines_with(&Engine::devices), "userns, oci or proot");
+  EXPECT_EQ(engines_with(&Engine::host_path_links), "fakechroot");
+}
+
+TEST(EngineTable, ReadOnlyVolumeIsRefusedExactlyWhereTheColumnSaysSo) {
+  ContainerSpec s = base();
+  s.volumes = {{"/srv/data", "/data", true}};
+  for (const Engine& e : engine_table()) {
+    auto st = refuse_unsupported(s, e);
+    EXPECT_EQ(st.ok(), e.read_only_volumes) << e.name;
+    if (st.ok()) continue;
+    EXPECT_EQ(st.error().message(), "mount volume /srv/data:/data:ro: the " + std::string(e.name) +
+                                        " engine cannot make a volume read-only");
+    EXPECT_EQ(st.error().hint, "use the userns, oci or apptainer engine, or drop :ro");
+  }
+  s.volumes[0].read_only = false;
+  for (const Engine& e : engine_table()) EXPECT_TRUE(refuse_unsupported(s, e)) << e.name;
+}
+
+TEST(EngineTable, DeviceEditsAreRefusedExactlyWhereTheColumnSaysSo) {
+  ContainerSpec s = base();
+  s.device_edits = {{DeviceEdit::Kind::kBind, "/", "/dev/x", true, false, true}};
+  for (const Engine& e : engine_table()) {
+    auto st = refuse_unsupported(s, e);
+    EXPECT_EQ(st.ok(), e.devices) << e.name;
+    if (st.ok()) continue;
+    EXPECT_EQ(st.error().message(),
+              "run --gpus/--device: the " + std::string(e.name) + " engine cannot inject devices");
+    EXPECT_EQ(st.error().hint, "--gpus needs the userns, oci or proot engine");
+  }
+}
+
+TEST(EngineTable, ToolsCanBePointedAt) {
+  for (const Engine& e : engine_table()) {
+    // A built-in engine runs no tool; an engine with a Debian package names it in its error.
+    if (e.tools.empty()) {
+      EXPECT_FALSE(engine_tool(e)) << e.name;
+      continue;
+    }
+    EXPECT_NE(e.tools.front().env_var, nullptr) << e.name << ": its tool can be pointed at";
+  }
+  // The engines `auto` may fall back to run without user namespaces: they bring their own
+  // isolation (ptrace, a preloaded library) and no namespace at all.
+  for (const Engine& e : engine_table()) {
+    if (e.needs_user_namespaces) continue;
+    EXPECT_FALSE(e.pid_namespace || e.hostname) << e.name;
+  }
 }
 
 TEST(Engines, MissingToolNamesTheDebianPackage) {

@@ -11,7 +11,8 @@
 #include "devices/elf.h"
 #include "devices/gpu_report.h"
 #include "devices/ld_cache.h"
-#include "devices/nvidia.h"
+#include "devices/nvidia_discover.h"
+#include "devices/nvidia_probe.h"
 #include "gpu_fixture.h"
 
 namespace berth {

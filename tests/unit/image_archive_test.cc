@@ -1,6 +1,7 @@
-// import, load and save at the store level: the image/import.h, image/image_archive.h and
-// image/staging.h contracts, with archives made by TarWriter.
-#include "image/image_archive.h"
+// import, load and save at the store level: the image/import.h, image/load.h, image/save.h
+// and image/staging.h contracts, with archives made by TarWriter.
+#include "image/load.h"
+#include "image/save.h"
 
 #include <dirent.h>
 #include <fcntl.h>

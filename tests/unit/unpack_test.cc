@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "core/fs.h"
+#include "core/sha256.h"
+#include "image/layer_file.h"
 #include "image/rootfs_path.h"
 
 namespace berth {
@@ -325,6 +327,57 @@ TEST_F(Unpack, TruncatedAndGarbageLayersFail) {
   auto r = unpack_layers({layer("ok.tar", {file("a", "a")}), l}, target);
   EXPECT_FALSE(r.ok());
   EXPECT_FALSE(path_exists(target));
+}
+
+TEST_P(UnpackCompression, ChecksDigestAndDiffIdWhileUnpacking) {
+  std::string l = layer("l.layer", {file("a", "a"), file("b", std::string(300000, 'b'))}, GetParam());
+  std::string digest = *sha256_file(l);
+  std::string diff_id = inspect_layer_file(l, digest, l)->diff_id;
+  std::string wrong = sha256_digest("something else");
+  std::string target = tmp_ + "/rootfs";
+  auto r = unpack_layers({LayerInput(l, digest, diff_id)}, target);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_TRUE(remove_tree(target).ok());
+
+  r = unpack_layers({LayerInput(l, wrong, diff_id)}, target);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "verify " + l + ": the layer file hashes to " + digest +
+                                     ", not " + wrong);
+  EXPECT_EQ(r.error().hint, "the file changed after it was stored: pull the image again");
+  EXPECT_FALSE(path_exists(target));
+
+  r = unpack_layers({LayerInput(l, digest, wrong)}, target);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "verify " + l + ": the uncompressed layer hashes to " + diff_id +
+                                     ", not the diff_id " + wrong + " the image config lists");
+  EXPECT_FALSE(path_exists(target));
+}
+
+TEST_F(Unpack, EveryByteOfTheFileIsChecked) {
+  // Bytes after the tar's end-of-archive blocks are never read by the tar reader; the digest
+  // still covers them.
+  std::string l = layer("l.tar", {file("a", "a")}, Compression::kNone);
+  std::string digest = *sha256_file(l);
+  ASSERT_TRUE(write_file_atomic(l, slurp(l) + std::string(8192, '\0') + "trailing").ok());
+  std::string target = tmp_ + "/rootfs";
+  auto r = unpack_layers({LayerInput(l, digest, digest)}, target);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "verify " + l + ": the layer file hashes to " +
+                                     *sha256_file(l) + ", not " + digest);
+  EXPECT_FALSE(path_exists(target));
+}
+
+TEST_F(Unpack, AChangedFileIsNamedBeforeWhatItBroke) {
+  // A flipped byte in a compressed layer breaks decompression; the digest says why.
+  std::string l = layer("l.tar.gz", {file("a", std::string(100000, 'x'))});
+  std::string digest = *sha256_file(l);
+  std::string bytes = slurp(l);
+  bytes[bytes.size() / 2] ^= 0x55;
+  ASSERT_TRUE(write_file_atomic(l, bytes).ok());
+  auto r = unpack_layers({LayerInput(l, digest, "")}, tmp_ + "/rootfs");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message().rfind("verify " + l + ": the layer file hashes to ", 0), 0u)
+      << r.error().message();
 }
 
 TEST_F(Unpack, TargetMustBeEmpty) {

@@ -1,12 +1,14 @@
-// The device part of `berth run`: GPUs (--gpus, NVIDIA_VISIBLE_DEVICES, AMD)
-// and CDI devices (--device), added to a built ContainerSpec.
+// The device part of `berth run`: GPUs (--gpus, NVIDIA_VISIBLE_DEVICES, AMD), CDI devices
+// (--device vendor.com/class=name) and host device nodes (--device /dev/X), all added to a
+// built ContainerSpec as the same DeviceEdit type (runtime/container_spec.h) that every engine
+// applies. The CLI calls add_run_devices() and nothing else here.
 #pragma once
 
 #include "core/error.h"
 #include "runtime/container_config.h"
 #include "runtime/container_spec.h"
 
-namespace berth::cli {
+namespace berth {
 
 /// Discovers and plans what `opts` and the container's environment ask for and adds it to
 /// `spec`. Nothing is probed when nothing is asked. An image's own NVIDIA_VISIBLE_DEVICES
@@ -15,4 +17,4 @@ namespace berth::cli {
 /// --env-file), a missing driver is an error.
 Status add_run_devices(const RunOptions& opts, const HostContext& host, ContainerSpec& spec);
 
-}  // namespace berth::cli
+}  // namespace berth

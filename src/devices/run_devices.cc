@@ -1,4 +1,4 @@
-#include "cli/run_devices.h"
+#include "devices/run_devices.h"
 
 #include <sys/stat.h>
 
@@ -10,7 +10,7 @@
 #include "devices/gpu_plan.h"
 #include "devices/inject.h"
 
-namespace berth::cli {
+namespace berth {
 namespace {
 
 bool sets(const std::vector<std::string>& vars, std::string_view key) {
@@ -109,4 +109,4 @@ Status add_run_devices(const RunOptions& opts, const HostContext& host, Containe
   return {};
 }
 
-}  // namespace berth::cli
+}  // namespace berth

@@ -1,7 +1,9 @@
 // NVIDIA driver discovery on the host, through a driver-root prefix and a
 // device-root prefix (like nvidia-container-cli --root and nvidia-ctk cdi
 // generate --dev-root), so tests and sites with the driver in a side tree
-// can point it anywhere. Discovery only reads; planning is gpu_plan.h.
+// can point it anywhere. Discovery only reads; planning is gpu_plan.h, the capability table
+// nvidia_capabilities.h, the roots' configuration nvidia_driver_config.h and the libcuda probe
+// nvidia_probe.h.
 #pragma once
 
 #include <optional>
@@ -10,53 +12,11 @@
 #include <vector>
 
 #include "core/error.h"
+#include "devices/nvidia_capabilities.h"
+#include "devices/nvidia_driver_config.h"
 #include "devices/version.h"
 
 namespace berth {
-
-/// Driver capabilities, the names of NVIDIA_DRIVER_CAPABILITIES.
-enum Capability : unsigned {
-  kCapUtility = 1u << 0,
-  kCapCompute = 1u << 1,
-  kCapVideo = 1u << 2,
-  kCapGraphics = 1u << 3,
-  kCapDisplay = 1u << 4,
-  kCapNgx = 1u << 5,
-  kCapCompat32 = 1u << 6,
-};
-using CapabilitySet = unsigned;
-inline constexpr CapabilitySet kCapAll = (1u << 7) - 1;
-inline constexpr CapabilitySet kCapDefault = kCapUtility | kCapCompute;
-
-/// One capability's name and bit, in the order `all` expands to.
-struct CapabilityName {
-  const char* name;
-  Capability cap;
-};
-const std::vector<CapabilityName>& capability_names();
-/// "utility,compute" for a set, in table order.
-std::string capabilities_str(CapabilitySet caps);
-
-/// Whether discovery may dlopen the found libcuda to ask cuDriverGetVersion.
-enum class CudaProbe {
-  kAuto,    ///< only when the driver root is "/" (the library the container will load anyway)
-  kNever,
-  kAlways,  ///< also under another driver root: the caller trusts that tree's code
-};
-
-struct DiscoveryOptions {
-  std::string driver_root = "/";  ///< BERTH_DRIVER_ROOT / config driver_root
-  std::string dev_root;           ///< BERTH_DEV_ROOT / config dev_root; empty: the driver root
-  CudaProbe cuda_probe = CudaProbe::kAuto;
-  std::string mps_pipe_dir = "/tmp/nvidia-mps";  ///< CUDA_MPS_PIPE_DIRECTORY
-
-  const std::string& effective_dev_root() const { return dev_root.empty() ? driver_root : dev_root; }
-};
-
-/// Options from BERTH_DRIVER_ROOT, BERTH_DEV_ROOT, BERTH_CUDA_PROBE (auto|never|always),
-/// CUDA_MPS_PIPE_DIRECTORY, then "driver_root" / "dev_root" in the JSON config at
-/// `config_path` (a missing file is fine). Environment wins over the file.
-Result<DiscoveryOptions> discovery_options_from_env(const std::string& config_path);
 
 /// A device node: `path` as the container (and the host's /dev) names it,
 /// `host_path` where it is under the device root.
@@ -118,13 +78,5 @@ Result<NvidiaDriver> discover_nvidia(const DiscoveryOptions& opts);
 std::optional<Version> parse_nvrm_version(std::string_view text);
 /// The "<base>.so.<version>" split of a library file name; false when it has no ".so." part.
 bool split_library_name(std::string_view name, std::string* base, std::string* version);
-/// The capabilities a driver library's base name ("libcuda") belongs to; 0 when it is not one.
-CapabilitySet library_capabilities(std::string_view base);
-
-/// Asks cuDriverGetVersion of the libcuda at `host_path` in a forked child, so a
-/// library that lacks the symbol, crashes or hangs (5 s) cannot harm Berth, and
-/// nothing from it stays loaded in Berth's own process. Unknown on any failure;
-/// `note` says why.
-Version probe_cuda_driver_version(const std::string& host_path, std::string* note);
 
 }  // namespace berth

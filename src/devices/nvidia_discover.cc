@@ -1,67 +1,23 @@
-#include "devices/nvidia.h"
+#include "devices/nvidia_discover.h"
 
 #include <dirent.h>
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
 
-#include "core/env.h"
 #include "core/fs.h"
 #include "core/log.h"
 #include "devices/elf.h"
 #include "devices/ld_cache.h"
+#include "devices/nvidia_probe.h"
 
 namespace berth {
 namespace {
-
-/// Driver libraries by capability. A name ending in '*' matches by prefix.
-struct LibraryRule {
-  const char* base;
-  CapabilitySet caps;
-};
-const LibraryRule kLibraries[] = {
-    {"libnvidia-ml", kCapUtility},
-    {"libnvidia-cfg", kCapUtility},
-    {"libnvidia-nscq", kCapUtility},
-    {"libcuda", kCapCompute},
-    {"libcudadebugger", kCapCompute},
-    {"libnvidia-opencl", kCapCompute},
-    {"libnvidia-gpucomp", kCapCompute},
-    {"libnvidia-ptxjitcompiler", kCapCompute},
-    {"libnvidia-fatbinaryloader", kCapCompute},
-    {"libnvidia-allocator", kCapCompute},
-    {"libnvidia-compiler", kCapCompute},
-    {"libnvidia-pkcs11*", kCapCompute},
-    {"libnvidia-nvvm", kCapCompute},
-    {"libnvcuvid", kCapVideo},
-    {"libnvidia-encode", kCapVideo},
-    {"libnvidia-opticalflow", kCapVideo},
-    {"libvdpau_nvidia", kCapVideo},
-    {"libGLX_nvidia", kCapGraphics},
-    {"libEGL_nvidia", kCapGraphics},
-    {"libGLESv2_nvidia", kCapGraphics},
-    {"libGLESv1_CM_nvidia", kCapGraphics},
-    {"libnvidia-glcore", kCapGraphics},
-    {"libnvidia-tls", kCapGraphics},
-    {"libnvidia-glsi", kCapGraphics},
-    {"libnvidia-eglcore", kCapGraphics},
-    {"libnvidia-glvkspirv", kCapGraphics},
-    {"libnvidia-rtcore", kCapGraphics},
-    {"libnvoptix", kCapGraphics},
-    {"libnvidia-fbc", kCapGraphics | kCapDisplay},
-    {"libnvidia-ngx", kCapNgx},
-};
 
 /// Where libraries are looked for besides ld.so.cache (host namespace).
 const char* const kLibraryDirs[] = {
@@ -355,52 +311,6 @@ void discover_files(const DiscoveryOptions& o, NvidiaDriver* d) {
 
 }  // namespace
 
-const std::vector<CapabilityName>& capability_names() {
-  static const std::vector<CapabilityName> names = {
-      {"utility", kCapUtility}, {"compute", kCapCompute}, {"video", kCapVideo},
-      {"graphics", kCapGraphics}, {"display", kCapDisplay}, {"ngx", kCapNgx},
-      {"compat32", kCapCompat32},
-  };
-  return names;
-}
-
-std::string capabilities_str(CapabilitySet caps) {
-  std::string s;
-  for (const auto& c : capability_names()) {
-    if (!(caps & c.cap)) continue;
-    if (!s.empty()) s += ',';
-    s += c.name;
-  }
-  return s;
-}
-
-Result<DiscoveryOptions> discovery_options_from_env(const std::string& config_path) {
-  DiscoveryOptions o;
-  if (path_exists(config_path)) {
-    std::string text = BERTH_TRY(read_file(config_path));
-    try {
-      auto j = nlohmann::json::parse(text);
-      if (j.contains("driver_root")) o.driver_root = j.at("driver_root").get<std::string>();
-      if (j.contains("dev_root")) o.dev_root = j.at("dev_root").get<std::string>();
-    } catch (const nlohmann::json::exception& e) {
-      return make_error("read config", config_path, e.what());
-    }
-  }
-  o.driver_root = env_or("BERTH_DRIVER_ROOT", o.driver_root);
-  o.dev_root = env_or("BERTH_DEV_ROOT", o.dev_root);
-  o.mps_pipe_dir = env_or("CUDA_MPS_PIPE_DIRECTORY", o.mps_pipe_dir);
-  std::string probe = env_or("BERTH_CUDA_PROBE", "auto");
-  if (probe == "never") o.cuda_probe = CudaProbe::kNever;
-  else if (probe == "always") o.cuda_probe = CudaProbe::kAlways;
-  else if (probe != "auto")
-    return make_error("read environment", "BERTH_CUDA_PROBE",
-                      "'" + probe + "' is not one of auto, never, always");
-  for (const std::string* r : {&o.driver_root, &o.dev_root})
-    if (!r->empty() && (*r)[0] != '/')
-      return make_error("read config", *r, "driver and device roots must be absolute paths");
-  return o;
-}
-
 std::optional<Version> parse_nvrm_version(std::string_view text) {
   size_t at = text.find("NVRM version:");
   if (at == std::string_view::npos) return std::nullopt;
@@ -429,66 +339,6 @@ bool split_library_name(std::string_view name, std::string* base, std::string* v
   *base = std::string(name.substr(0, at));
   *version = std::string(name.substr(at + 4));
   return true;
-}
-
-CapabilitySet library_capabilities(std::string_view base) {
-  for (const auto& r : kLibraries) {
-    std::string_view rule = r.base;
-    if (rule.back() == '*' ? base.substr(0, rule.size() - 1) == rule.substr(0, rule.size() - 1)
-                           : base == rule)
-      return r.caps;
-  }
-  return 0;
-}
-
-Version probe_cuda_driver_version(const std::string& host_path, std::string* note) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    *note = "pipe: " + std::string(strerror(errno));
-    return {};
-  }
-  pid_t pid = fork();
-  if (pid < 0) {
-    *note = "fork: " + std::string(strerror(errno));
-    close(fds[0]);
-    close(fds[1]);
-    return {};
-  }
-  if (pid == 0) {
-    // Child: Berth is single-threaded when it discovers, so dlopen after fork is safe.
-    close(fds[0]);
-    alarm(5);
-    int v = -1;
-    if (void* h = dlopen(host_path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      using Fn = int (*)(int*);
-      if (auto fn = reinterpret_cast<Fn>(dlsym(h, "cuDriverGetVersion"))) {
-        int out = 0;
-        if (fn(&out) == 0) v = out;
-      } else {
-        v = -2;
-      }
-    }
-    ssize_t w = write(fds[1], &v, sizeof v);
-    _exit(w == sizeof v ? 0 : 1);
-  }
-  close(fds[1]);
-  int v = -1;
-  ssize_t n;
-  do n = read(fds[0], &v, sizeof v);
-  while (n < 0 && errno == EINTR);
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (n != sizeof v) {
-    *note = WIFSIGNALED(status) ? "probing libcuda failed: killed by signal " +
-                                      std::to_string(WTERMSIG(status))
-                                : "probing libcuda failed";
-    return {};
-  }
-  if (v == -2) *note = "libcuda has no cuDriverGetVersion";
-  else if (v < 0) *note = "libcuda could not be loaded or cuDriverGetVersion failed";
-  return cuda_version_from_int(v);
 }
 
 Result<NvidiaDriver> discover_nvidia(const DiscoveryOptions& o) {

@@ -1,0 +1,32 @@
+// What `run` and `create` share: finding the container a command names, or creating one from
+// an image (pulled first when it is not here), and Docker's "Berth itself failed" status.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "runtime/containers.h"
+
+namespace berth::cli {
+
+/// Docker's status for "Berth itself failed" (bad flag, missing image, mount failure).
+inline constexpr int kExitBerthFailed = 125;
+
+/// prefix_command() hands an unknown option over as if it were the image: say what it is.
+Error unknown_flag(Op command, const std::string& flag);
+
+/// The container `what` names, or a new one made from the image `what` names.
+struct Target {
+  ContainerRecord container;
+  bool created = false;
+};
+
+/// Finds container `what` (when `allow_existing`), else creates one from image `what`, pulling
+/// the image first when it is not in the store.
+Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const std::string& what,
+                              const std::string& name, bool allow_existing,
+                              const std::vector<std::string>& command = {});
+
+}  // namespace berth::cli

@@ -1,0 +1,30 @@
+// berth create: a container from an image, without running it.
+#include <cstdio>
+#include <memory>
+
+#include "cli/container_target.h"
+#include "cli/context.h"
+
+namespace berth::cli {
+
+Action setup_create(CLI::App& app, const GlobalOptions& g) {
+  auto name = std::make_shared<std::string>();
+  app.add_option("--name", *name, "Name the container");
+  app.prefix_command();
+  return [name, &g, &app]() -> Status {
+    set_exit_status(kExitBerthFailed);
+    std::vector<std::string> rest = app.remaining();
+    if (!rest.empty() && rest.front().starts_with("-")) return unknown_flag("create", rest.front());
+    if (rest.empty())
+      return make_error("create", "IMAGE", "an image is required")
+          .with_hint("berth create [--name NAME] IMAGE [COMMAND [ARG...]]");
+    ContainerStore cs = BERTH_TRY(open_containers(g));
+    std::vector<std::string> command(rest.begin() + 1, rest.end());
+    Target t = BERTH_TRY(find_or_create(g, cs, rest.front(), *name, false, command));
+    std::printf("%s\n", t.container.id.c_str());
+    set_exit_status(0);
+    return {};
+  };
+}
+
+}  // namespace berth::cli

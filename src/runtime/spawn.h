@@ -1,0 +1,27 @@
+// Running a fallback engine's host process (proot, runc, the image's loader) and waiting for it,
+// with the signals Berth forwards to a workload passed on.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/container_spec.h"
+
+namespace berth {
+
+/// Where spawn_and_wait() sends the signals it forwards.
+enum class Forward {
+  kChild,  ///< to the child, which passes them on (runc) or is the workload (fakechroot)
+  kGroup,  ///< to the child's own process group: the child ignores them but its workload must
+           ///< get them (proot); on a foreground terminal the child stays in ours instead
+};
+
+/// Starts `argv` (argv[0] a host path) with `envp` in host folder `cwd` ("" for this one), stdin
+/// from /dev/null unless spec.stdin_open; forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
+/// SIGUSR2 as `forward` says and waits. Exit status as RunOutcome: the child's status, 128+N
+/// for a signal.
+RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::string>& argv,
+                          const std::vector<std::string>& envp, const std::string& cwd = "",
+                          Forward forward = Forward::kChild);
+
+}  // namespace berth
