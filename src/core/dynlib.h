@@ -47,5 +47,6 @@ LazyLibrary& libarchive();
 /// Declares `field`, a member of a lazily bound API struct: a pointer with exactly the type of the
 /// C function `sym`, resolved by the name "sym" from `lib` (a LazyLibrary&) when the struct is
 /// constructed. decltype does not reference the symbol, so no build type links the library.
+/// (`field` and `sym` are names, which parentheses would break: hence the NOLINT.)
 #define BERTH_LAZY_FUNCTION(lib, field, sym) \
-  decltype(&::sym) field = (lib).get<decltype(::sym)>(#sym)
+  decltype(&::sym) field = (lib).get<decltype(::sym)>(#sym)  // NOLINT(bugprone-macro-parentheses)
