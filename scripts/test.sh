@@ -40,6 +40,29 @@ if [ "$tier" = "unit" ] || [ "$tier" = "all" ]; then
       env HOME="$copy" BERTH_PROBE="$copy/berth_probe" ./berth_unit_tests --gtest_brief=1) || status=1
     rm -rf "$copy"
   fi
+  # The same unit tier once more built with AddressSanitizer and UBSan (a Debug build, so that
+  # configuration is built too), in its own folder: a memory error or undefined behaviour
+  # fails the run.
+  echo "== unit tests under AddressSanitizer and UBSan (build-asan)"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBERTH_WERROR=ON \
+    -DBERTH_SANITIZE=ON >/dev/null
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  if cmake --build build-asan; then
+    ctest --test-dir build-asan -j2 --output-on-failure || status=1
+    if [ "$(id -u)" -eq 0 ]; then
+      echo "== unit tests under AddressSanitizer and UBSan as the unprivileged user berthtest"
+      copy=$(mktemp -d /tmp/berth-unit.XXXXXX)
+      cp build-asan/tests/berth_unit_tests build-asan/tests/berth_probe "$copy/"
+      chmod -R a+rX "$copy"
+      (cd "$copy" && setpriv --reuid=berthtest --regid=berthtest --init-groups \
+        env HOME="$copy" BERTH_PROBE="$copy/berth_probe" ASAN_OPTIONS="$ASAN_OPTIONS" \
+        UBSAN_OPTIONS="$UBSAN_OPTIONS" ./berth_unit_tests --gtest_brief=1) || status=1
+      rm -rf "$copy"
+    fi
+  else
+    status=1
+  fi
 fi
 if [ "$tier" = "fuzz" ] || [ "$tier" = "all" ]; then
   echo "== fuzzers (smoke run)"

@@ -40,7 +40,7 @@ Result<Input> open_input(const std::string& path) {
 
 /// Writes an archive to `path` ("" or "-": stdout). A file is written beside under a
 /// temporary name and renamed when whole, so a failed write leaves no partial archive.
-Status write_output(const std::string& path, const std::string& op,
+Status write_output(const std::string& path, Op op,
                     const std::function<Status(int fd, const std::string& what)>& write) {
   if (path.empty() || path == "-") {
     if (::isatty(1))

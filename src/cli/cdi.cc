@@ -4,6 +4,7 @@
 
 #include "cli/context.h"
 #include "core/fs.h"
+#include "core/json.h"
 #include "devices/cdi.h"
 
 namespace berth::cli {

@@ -6,9 +6,9 @@
 
 namespace berth::cli {
 
-Error unknown_flag(const char* command, const std::string& flag) {
-  return make_error(command, flag, "unknown flag")
-      .with_hint(std::string("see 'berth ") + command + " --help'");
+Error unknown_flag(Op command, const std::string& flag) {
+  return make_error(command, flag, "unknown flag", ErrorCode::kInvalidInput)
+      .with_hint("see 'berth " + std::string(command.word()) + " --help'");
 }
 
 Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const std::string& what,
@@ -23,7 +23,7 @@ Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const 
   }
   Store store = BERTH_TRY(open_store(g));
   auto image = store.find_image(what);
-  if (!image.ok() && image.error().detail != "no such image") return std::move(image).error();
+  if (!image.ok() && image.error().code != ErrorCode::kNotFound) return std::move(image).error();
   if (!image.ok()) {
     // As Docker does: an image that is not here is pulled first (progress and this line go to
     // stderr; stdout belongs to the container).

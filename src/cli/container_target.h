@@ -15,7 +15,7 @@ namespace berth::cli {
 inline constexpr int kExitBerthFailed = 125;
 
 /// prefix_command() hands an unknown option over as if it were the image: say what it is.
-Error unknown_flag(const char* command, const std::string& flag);
+Error unknown_flag(Op command, const std::string& flag);
 
 /// The container `what` names, or a new one made from the image `what` names.
 struct Target {

@@ -8,6 +8,7 @@
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/safe_text.h"
+#include "core/json.h"
 
 namespace berth::cli {
 
@@ -81,6 +82,8 @@ void print_table(const std::vector<std::vector<std::string>>& cells) {
   }
 }
 
-void print_json(const nlohmann::json& j) { std::puts(j.dump(2).c_str()); }
+void print_json(const nlohmann::json& j) {
+  std::puts(to_text(j, 2).c_str());
+}
 
 }  // namespace berth::cli

@@ -12,8 +12,9 @@ Status set_protected(const GlobalOptions& g, const std::string& name, bool on) {
   if (auto c = cs.find(name); c.ok()) return cs.set_protected(*c, on);
   Store store = BERTH_TRY(open_store(g));
   auto names = store.set_protected(name, on);
-  if (!names.ok() && names.error().detail == "no such image")
-    return make_error(on ? "protect" : "unprotect", name, "no such image or container");
+  if (!names.ok() && names.error().code == ErrorCode::kNotFound)
+    return make_error(on ? Op("protect") : Op("unprotect"), name, "no such image or container",
+                      ErrorCode::kNotFound);
   if (!names.ok()) return std::move(names).error();
   return {};
 }

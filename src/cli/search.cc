@@ -81,7 +81,7 @@ Action setup_manifest(CLI::App& app, const GlobalOptions& g) {
     if (j.is_discarded())
       return make_error("manifest inspect", ref.str(),
                         "the registry sent a manifest that is not JSON");
-    std::printf("%s\n", j.dump(3).c_str());
+    std::printf("%s\n", to_text(j, 3).c_str());
     return {};
   };
 }

@@ -4,6 +4,11 @@
 // them took about 9 ms of every start, which `berth run` on an existing container (no network,
 // no unpacking) must not pay. Code that needs one of them resolves its functions through a
 // LazyLibrary the first time it runs instead of linking the library.
+//
+// Each library's functions are listed once, in one header per library (core/crypto_api.h,
+// image/curl_api.h, image/archive_api.h), as the members of a struct declared with
+// BERTH_LAZY_FUNCTION: the member's type and the symbol's name come from the same token, so a
+// function can be neither bound under another's name nor called through the wrong type.
 #pragma once
 
 namespace berth {
@@ -20,9 +25,9 @@ class LazyLibrary {
   /// library and the package and exits with status 125.
   void* symbol(const char* name);
 
-  /// symbol() cast to the function-pointer type of `fn`, e.g. get(&curl_easy_init, "...").
+  /// symbol() as a pointer to the function type `Fn`; used through BERTH_LAZY_FUNCTION.
   template <class Fn>
-  Fn* get(Fn* /*type only*/, const char* name) {
+  Fn* get(const char* name) {
     return reinterpret_cast<Fn*>(symbol(name));
   }
 
@@ -38,3 +43,10 @@ LazyLibrary& libcurl();
 LazyLibrary& libarchive();
 
 }  // namespace berth
+
+/// Declares `field`, a member of a lazily bound API struct: a pointer with exactly the type of the
+/// C function `sym`, resolved by the name "sym" from `lib` (a LazyLibrary&) when the struct is
+/// constructed. decltype does not reference the symbol, so no build type links the library.
+/// (`field` and `sym` are names, which parentheses would break: hence the NOLINT.)
+#define BERTH_LAZY_FUNCTION(lib, field, sym) \
+  decltype(&::sym) field = (lib).get<decltype(::sym)>(#sym)  // NOLINT(bugprone-macro-parentheses)

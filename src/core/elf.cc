@@ -29,7 +29,7 @@ struct Segment {
 struct Reader {
   int fd;
   uint64_t size;
-  const std::string& op;
+  Op op;
   const std::string& what;
 
   Error fail(std::string detail) const { return make_error(op, what, std::move(detail)); }
@@ -129,17 +129,15 @@ Result<ElfInfo> read_elf_info(const std::string& path) {
   UniqueFd fd = BERTH_TRY(open_file(path, O_RDONLY));
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return sys_error("stat", path);
-  const std::string op = "read ELF";
-  Reader r{fd.get(), static_cast<uint64_t>(st.st_size), op, path};
+  Reader r{fd.get(), static_cast<uint64_t>(st.st_size), "read ELF", path};
   if (!S_ISREG(st.st_mode)) return r.fail("not an ELF file");
   return read_elf(r, "not an ELF file");
 }
 
 Result<std::string> elf_interpreter(int fd, const std::string& what) {
-  const std::string op = "exec";
   struct stat st;
   if (fstat(fd, &st) != 0) return sys_error("stat", what);
-  Reader r{fd, S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0, op, what};
+  Reader r{fd, S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0, "exec", what};
   unsigned char ident[EI_NIDENT];
   if (!is_elf(r, ident)) return r.fail("not an ELF executable");
   if (ident[EI_CLASS] != ELFCLASS64 || ident[EI_DATA] != ELFDATA2LSB)

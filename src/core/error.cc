@@ -10,7 +10,7 @@ std::string Error::message() const {
     out += *it;
     out += ": ";
   }
-  out += op;
+  out += op.word();
   if (!subject.empty()) {
     out += ' ';
     out += subject;
@@ -39,33 +39,65 @@ Error Error::with_hint(std::string h) && {
   return std::move(*this);
 }
 
-Error sys_error(std::string op, std::string subject) {
-  int err = errno;
-  return sys_error(std::move(op), std::move(subject), err);
+namespace error_internal {
+void op_word_not_in_kOpWords() {}
+}  // namespace error_internal
+
+ErrorCode code_for_errno(int err) {
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+    case ESRCH:
+      return ErrorCode::kNotFound;
+    case EEXIST:
+    case ENOTEMPTY:
+      return ErrorCode::kExists;
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return ErrorCode::kPermission;
+    case EBUSY:
+    case EAGAIN:
+    case ETXTBSY:
+      return ErrorCode::kBusy;
+    case ENOSYS:
+    case EOPNOTSUPP:
+      return ErrorCode::kUnsupported;
+    default:
+      return ErrorCode::kOther;
+  }
 }
 
-Error sys_error(std::string op, std::string subject, int err) {
+Error sys_error(Op op, std::string subject) {
+  int err = errno;
+  return sys_error(op, std::move(subject), err);
+}
+
+Error sys_error(Op op, std::string subject, int err) {
   Error e;
-  e.op = std::move(op);
+  e.op = op;
   e.subject = std::move(subject);
   e.sys_errno = err;
+  e.code = code_for_errno(err);
   return e;
 }
 
-Error make_error(std::string op, std::string subject, std::string detail) {
+Error make_error(Op op, std::string subject, std::string detail, ErrorCode code) {
   Error e;
-  e.op = std::move(op);
+  e.op = op;
   e.subject = std::move(subject);
   e.detail = std::move(detail);
+  e.code = code;
   return e;
 }
 
-Error http_error(std::string op, std::string url, int status, std::string detail) {
+Error http_error(Op op, std::string url, int status, std::string detail) {
   Error e;
-  e.op = std::move(op);
+  e.op = op;
   e.subject = std::move(url);
   e.http_status = status;
   e.detail = std::move(detail);
+  e.code = ErrorCode::kHttp;
   return e;
 }
 

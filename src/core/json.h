@@ -1,5 +1,11 @@
-// JSON from outside Berth, parsed with limits, and small reads of nlohmann::json values that
-// never throw.
+// JSON from outside Berth, parsed with limits; JSON to text without exceptions; small reads of
+// nlohmann::json values that never throw.
+//
+// nlohmann::json throws from dump() when a string holds bytes that are not UTF-8, and such
+// strings reach Berth's JSON from outside (an argument, an environment variable, a file name).
+// Every JSON document Berth writes or prints goes through to_text(), which writes U+FFFD in
+// place of each invalid byte instead (as Docker's JSON encoder does), so no byte from outside can
+// throw out of a command.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -31,6 +37,11 @@ nlohmann::json parse_json_or_discarded(std::string_view text, size_t max_bytes =
 
 /// nlohmann's exception text without its "[json.exception.parse_error.101] " prefix.
 std::string json_error_text(const std::exception& e);
+
+/// `j` as JSON text: `indent` spaces per level, or one line when -1; never throws.
+std::string to_text(const nlohmann::json& j, int indent = -1);
+/// The same for a document that keeps its keys in insertion order.
+std::string to_text(const nlohmann::ordered_json& j, int indent = -1);
 
 /// The string at j[key], or "" when `j` is not an object, or the key is absent or not a string.
 std::string string_field(const nlohmann::json& j, const char* key);

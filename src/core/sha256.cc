@@ -1,61 +1,36 @@
 #include "core/sha256.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <unistd.h>
 
-#include "core/dynlib.h"
+#include "core/crypto_api.h"
 #include "core/fs.h"
 
 namespace berth {
-namespace {
-
-/// The libcrypto functions Berth uses, resolved on first use (see dynlib.h).
-struct Crypto {
-  decltype(&::EVP_MD_CTX_new) md_ctx_new;
-  decltype(&::EVP_MD_CTX_free) md_ctx_free;
-  decltype(&::EVP_sha256) sha256;
-  decltype(&::EVP_DigestInit_ex) digest_init;
-  decltype(&::EVP_DigestUpdate) digest_update;
-  decltype(&::EVP_DigestFinal_ex) digest_final;
-};
-
-const Crypto& crypto() {
-  static const Crypto c = [] {
-    LazyLibrary& l = libcrypto();
-    return Crypto{l.get(&::EVP_MD_CTX_new, "EVP_MD_CTX_new"),
-                  l.get(&::EVP_MD_CTX_free, "EVP_MD_CTX_free"),
-                  l.get(&::EVP_sha256, "EVP_sha256"),
-                  l.get(&::EVP_DigestInit_ex, "EVP_DigestInit_ex"),
-                  l.get(&::EVP_DigestUpdate, "EVP_DigestUpdate"),
-                  l.get(&::EVP_DigestFinal_ex, "EVP_DigestFinal_ex")};
-  }();
-  return c;
-}
-
-}  // namespace
 
 struct Sha256::Impl {
   EVP_MD_CTX* ctx = nullptr;
   ~Impl() {
-    if (ctx) crypto().md_ctx_free(ctx);
+    if (ctx) crypto_api().md_ctx_free(ctx);
   }
 };
 
 Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
-  impl_->ctx = crypto().md_ctx_new();
-  crypto().digest_init(impl_->ctx, crypto().sha256(), nullptr);
+  impl_->ctx = crypto_api().md_ctx_new();
+  crypto_api().digest_init(impl_->ctx, crypto_api().sha256(), nullptr);
 }
 Sha256::~Sha256() = default;
 Sha256::Sha256(Sha256&&) noexcept = default;
 Sha256& Sha256::operator=(Sha256&&) noexcept = default;
 
-void Sha256::update(const void* data, size_t len) { crypto().digest_update(impl_->ctx, data, len); }
+void Sha256::update(const void* data, size_t len) {
+  crypto_api().digest_update(impl_->ctx, data, len);
+}
 
 std::string Sha256::hex_digest() {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  crypto().digest_final(impl_->ctx, md, &len);
+  crypto_api().digest_final(impl_->ctx, md, &len);
   static const char* hexd = "0123456789abcdef";
   std::string out;
   out.reserve(len * 2);

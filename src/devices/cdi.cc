@@ -366,7 +366,7 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
       std::string host = n.value("hostPath", path);
       struct stat st;
       if (::stat(host.c_str(), &st) != 0)
-        return sys_error("CDI " + where + ": device node", host);
+        return sys_error("device node", host).with_context("CDI " + where);
       // The node is the host's, bound: its mode and owner are the host's, so a spec asking for
       // others is refused rather than silently not honoured.
       auto refuse = [&](const std::string& field, unsigned want, unsigned have, bool octal) {
@@ -375,9 +375,10 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
           std::snprintf(buf, sizeof buf, octal ? "%04o" : "%u", v);
           return std::string(buf);
         };
-        return make_error("CDI " + where, path,
+        return make_error("device node", path,
                           field + " " + show(want) + " cannot be honoured rootless: the host node " + host +
-                              " has " + show(have));
+                              " has " + show(have))
+            .with_context("CDI " + where);
       };
       if (n.contains("fileMode") && (n["fileMode"].get<unsigned>() & 07777) != (st.st_mode & 07777))
         return refuse("fileMode", n["fileMode"].get<unsigned>() & 07777, st.st_mode & 07777, true);
@@ -412,7 +413,8 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
         continue;
       }
       struct stat st;
-      if (::stat(host.c_str(), &st) != 0) return sys_error("CDI " + where + ": mount source", host);
+      if (::stat(host.c_str(), &st) != 0)
+        return sys_error("mount source", host).with_context("CDI " + where);
       bool is_dir = S_ISDIR(st.st_mode);
       if (S_ISREG(st.st_mode)) files.emplace_back(host, ctr);
       if (exists_in_root(spec.rootfs, ctr)) {

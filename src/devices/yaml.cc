@@ -64,7 +64,7 @@ Result<json> parse_yaml(std::string_view text, const std::string& where) {
     } else if (!top.key) {
       if (!v.is_string() && !v.is_number() && !v.is_boolean())
         return make_error("parse YAML", where, "a mapping key must be a scalar");
-      top.key = v.is_string() ? v.get<std::string>() : v.dump();
+      top.key = v.is_string() ? v.get<std::string>() : to_text(v);
     } else {
       top.value[*top.key] = std::move(v);
       top.key.reset();

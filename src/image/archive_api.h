@@ -8,56 +8,60 @@
 #include <memory>
 #include <string>
 
+#include "core/dynlib.h"
 #include "core/error.h"
 
 namespace berth {
 
+/// The functions, each resolved by its own name when the struct is built (see core/dynlib.h).
 struct ArchiveApi {
   // Reading.
-  decltype(&::archive_read_free) read_free;
-  decltype(&::archive_error_string) error_string;
-  decltype(&::archive_read_new) read_new;
-  decltype(&::archive_read_support_filter_gzip) read_support_filter_gzip;
-  decltype(&::archive_read_support_filter_zstd) read_support_filter_zstd;
-  decltype(&::archive_read_support_filter_none) read_support_filter_none;
-  decltype(&::archive_read_support_format_tar) read_support_format_tar;
-  decltype(&::archive_read_support_format_raw) read_support_format_raw;
-  decltype(&::archive_read_open_fd) read_open_fd;
-  decltype(&::archive_read_open) read_open;
-  decltype(&::archive_read_next_header) read_next_header;
-  decltype(&::archive_entry_pathname) entry_pathname;
-  decltype(&::archive_entry_filetype) entry_filetype;
-  decltype(&::archive_entry_hardlink) entry_hardlink;
-  decltype(&::archive_entry_perm) entry_perm;
-  decltype(&::archive_entry_symlink) entry_symlink;
-  decltype(&::archive_entry_mtime_is_set) entry_mtime_is_set;
-  decltype(&::archive_entry_mtime) entry_mtime;
-  decltype(&::archive_entry_mtime_nsec) entry_mtime_nsec;
-  decltype(&::archive_read_data_block) read_data_block;
-  decltype(&::archive_entry_size) entry_size;
-  decltype(&::archive_entry_uid) entry_uid;
-  decltype(&::archive_entry_gid) entry_gid;
+  BERTH_LAZY_FUNCTION(libarchive(), read_free, archive_read_free);
+  BERTH_LAZY_FUNCTION(libarchive(), error_string, archive_error_string);
+  BERTH_LAZY_FUNCTION(libarchive(), read_new, archive_read_new);
+  BERTH_LAZY_FUNCTION(libarchive(), read_support_filter_gzip, archive_read_support_filter_gzip);
+  BERTH_LAZY_FUNCTION(libarchive(), read_support_filter_zstd, archive_read_support_filter_zstd);
+  BERTH_LAZY_FUNCTION(libarchive(), read_support_filter_none, archive_read_support_filter_none);
+  BERTH_LAZY_FUNCTION(libarchive(), read_support_format_tar, archive_read_support_format_tar);
+  BERTH_LAZY_FUNCTION(libarchive(), read_support_format_raw, archive_read_support_format_raw);
+  BERTH_LAZY_FUNCTION(libarchive(), read_open_fd, archive_read_open_fd);
+  BERTH_LAZY_FUNCTION(libarchive(), read_open, archive_read_open);
+  BERTH_LAZY_FUNCTION(libarchive(), read_next_header, archive_read_next_header);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_pathname, archive_entry_pathname);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_filetype, archive_entry_filetype);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_hardlink, archive_entry_hardlink);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_perm, archive_entry_perm);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_symlink, archive_entry_symlink);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_mtime_is_set, archive_entry_mtime_is_set);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_mtime, archive_entry_mtime);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_mtime_nsec, archive_entry_mtime_nsec);
+  BERTH_LAZY_FUNCTION(libarchive(), read_data_block, archive_read_data_block);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_size, archive_entry_size);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_uid, archive_entry_uid);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_gid, archive_entry_gid);
   // Writing.
-  decltype(&::archive_write_new) write_new;
-  decltype(&::archive_write_free) write_free;
-  decltype(&::archive_write_set_format_pax_restricted) write_set_format_pax_restricted;
-  decltype(&::archive_write_set_bytes_in_last_block) write_set_bytes_in_last_block;
-  decltype(&::archive_write_open_fd) write_open_fd;
-  decltype(&::archive_write_header) write_header;
-  decltype(&::archive_write_data) write_data;
-  decltype(&::archive_write_close) write_close;
-  decltype(&::archive_entry_new) entry_new;
-  decltype(&::archive_entry_free) entry_free;
-  decltype(&::archive_entry_clear) entry_clear;
-  decltype(&::archive_entry_set_pathname) entry_set_pathname;
-  decltype(&::archive_entry_set_size) entry_set_size;
-  decltype(&::archive_entry_set_filetype) entry_set_filetype;
-  decltype(&::archive_entry_set_perm) entry_set_perm;
-  decltype(&::archive_entry_set_mtime) entry_set_mtime;
-  decltype(&::archive_entry_set_uid) entry_set_uid;
-  decltype(&::archive_entry_set_gid) entry_set_gid;
-  decltype(&::archive_entry_set_symlink) entry_set_symlink;
-  decltype(&::archive_entry_set_hardlink) entry_set_hardlink;
+  BERTH_LAZY_FUNCTION(libarchive(), write_new, archive_write_new);
+  BERTH_LAZY_FUNCTION(libarchive(), write_free, archive_write_free);
+  BERTH_LAZY_FUNCTION(libarchive(), write_set_format_pax_restricted,
+                      archive_write_set_format_pax_restricted);
+  BERTH_LAZY_FUNCTION(libarchive(), write_set_bytes_in_last_block,
+                      archive_write_set_bytes_in_last_block);
+  BERTH_LAZY_FUNCTION(libarchive(), write_open_fd, archive_write_open_fd);
+  BERTH_LAZY_FUNCTION(libarchive(), write_header, archive_write_header);
+  BERTH_LAZY_FUNCTION(libarchive(), write_data, archive_write_data);
+  BERTH_LAZY_FUNCTION(libarchive(), write_close, archive_write_close);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_new, archive_entry_new);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_free, archive_entry_free);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_clear, archive_entry_clear);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_set_pathname, archive_entry_set_pathname);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_set_size, archive_entry_set_size);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_set_filetype, archive_entry_set_filetype);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_set_perm, archive_entry_set_perm);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_set_mtime, archive_entry_set_mtime);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_set_uid, archive_entry_set_uid);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_set_gid, archive_entry_set_gid);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_set_symlink, archive_entry_set_symlink);
+  BERTH_LAZY_FUNCTION(libarchive(), entry_set_hardlink, archive_entry_set_hardlink);
 };
 
 /// The functions, loading libarchive the first time.
@@ -74,14 +78,13 @@ enum class ArchiveFormat { kTar, kRaw };
 
 /// A reader of `fd` (not owned) for `format`, plain or gzip/zstd compressed; on failure the
 /// error is "`op` `what`: libarchive's message".
-Result<ArchiveReader> open_archive_reader(int fd, ArchiveFormat format, const char* op,
+Result<ArchiveReader> open_archive_reader(int fd, ArchiveFormat format, Op op,
                                           const std::string& what);
 
 /// A reader of what `read` returns for `client` (libarchive's read callback), as
 /// open_archive_reader() does for an fd.
 Result<ArchiveReader> open_archive_stream(void* client, archive_read_callback* read,
-                                          ArchiveFormat format, const char* op,
-                                          const std::string& what);
+                                          ArchiveFormat format, Op op, const std::string& what);
 
 /// libarchive's message for the last failure on `a`, else `fallback`.
 std::string archive_message(archive* a, const char* fallback = "unreadable archive");

@@ -101,7 +101,7 @@ Status write_auths(const std::string& file, const std::map<std::string, Credenti
   }
   auto slash = file.find_last_of('/');
   if (slash != std::string::npos && slash > 0) BERTH_CHECK(make_dirs(file.substr(0, slash), 0700));
-  return write_file_atomic(file, doc.dump(2) + "\n", 0600);
+  return write_file_atomic(file, to_text(doc, 2) + "\n", 0600);
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ struct HttpResponse {
 };
 
 struct HttpRequest {
-  std::string method = "GET";  ///< "GET", "POST" or "PUT"
+  Op method = "GET";  ///< "GET", "POST" or "PUT"
   std::string url;
   std::vector<std::string> headers;  ///< "Name: value" lines
   std::string post_body;             ///< request body for POST and PUT

@@ -111,7 +111,7 @@ Status save_index(const std::string& root, const std::vector<ImageRecord>& recs)
   json images = json::array();
   for (const auto& r : recs) images.push_back(to_json(r));
   json j = {{"version", kIndexVersion}, {"images", std::move(images)}};
-  return write_file_atomic(index_path(root), j.dump(2) + "\n");
+  return write_file_atomic(index_path(root), to_text(j, 2) + "\n");
 }
 
 Result<FileLock> lock_index(const std::string& root) {
@@ -160,7 +160,8 @@ Result<Match> resolve(const std::vector<ImageRecord>& recs, std::string_view s) 
         (!recs[i].index_digest.empty() && recs[i].index_digest == s))
       m.which.push_back(i);
   if (!m.which.empty()) return m;
-  return make_error("find image", std::string(s), "no such image").with_hint("see 'berth images'");
+  return make_error("find image", std::string(s), "no such image", ErrorCode::kNotFound)
+      .with_hint("see 'berth images'");
 }
 
 }  // namespace

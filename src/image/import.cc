@@ -159,7 +159,7 @@ Result<ImageRecord> import_rootfs(Store& store, int fd, const std::string& what,
 
   std::string created = now_rfc3339();
   std::string config_text =
-      import_config(info.diff_id, opts.platform, created, config, opts.message).dump();
+      to_text(import_config(info.diff_id, opts.platform, created, config, opts.message));
   std::string config_digest = sha256_digest(config_text);
   json manifest = {
       {"schemaVersion", 2},
@@ -169,7 +169,7 @@ Result<ImageRecord> import_rootfs(Store& store, int fd, const std::string& what,
       {"layers", json::array({{{"mediaType", oci_layer_media_type(info.compression)},
                                {"digest", layer.digest},
                                {"size", layer.size}}})}};
-  std::string manifest_text = manifest.dump();
+  std::string manifest_text = to_text(manifest);
   StagedImage img;
   img.record.manifest_digest = sha256_digest(manifest_text);
   img.record.config_digest = config_digest;

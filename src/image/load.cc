@@ -229,7 +229,7 @@ Result<std::map<std::string, std::vector<std::string>>> docker_tags(const Archiv
 Result<std::vector<StagedImage>> read_oci_layout(Staging& staging, const ArchiveFiles& files) {
   json index_json = BERTH_TRY(files.parse("index.json"));
   IndexManifest index = BERTH_TRY(
-      parse_index(index_json.dump(), media::kOciIndex).with_context("load " + files.what()));
+      parse_index(to_text(index_json), media::kOciIndex).with_context("load " + files.what()));
   auto tags = BERTH_TRY(docker_tags(files));
   std::vector<StagedImage> out;
   for (const Descriptor& top : index.manifests) {
@@ -334,7 +334,7 @@ Result<std::vector<StagedImage>> read_docker_save(Staging& staging, const Archiv
         {"config",
          {{"mediaType", media::kOciConfig}, {"digest", config.digest}, {"size", config.size}}},
         {"layers", layer_descs}};
-    std::string text = m.dump();
+    std::string text = to_text(m);
     img.record.manifest_digest = sha256_digest(text);
     img.made.emplace_back(img.record.manifest_digest, text);
     img.record.manifest_media_type = media::kOciManifest;

@@ -22,7 +22,7 @@ constexpr std::string_view kDockerForeignLayer =
 
 /// Where an error happened: "parse manifest <media type>", prefixing details.
 struct Where {
-  std::string op;
+  Op op;
   std::string subject;
   /// A manifest that is not what its media type promises.
   Error fail(std::string detail) const {

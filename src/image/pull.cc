@@ -66,7 +66,7 @@ Status fetch_blob(PullContext& ctx, const Descriptor& desc, int item,
         ctx.ref.repository, desc.digest, offset,
         [&](const char* data, size_t len) -> Status {
           if (ctx.cancelled.load(std::memory_order_relaxed))
-            return make_error("download", desc.digest, "cancelled");
+            return make_error("download", desc.digest, "cancelled", ErrorCode::kCancelled);
           if (restarted && !restart_applied) {  // the registry ignored our Range
             restart_applied = true;
             if (pm) pm->advance(item, -static_cast<int64_t>(offset));
@@ -85,8 +85,7 @@ Status fetch_blob(PullContext& ctx, const Descriptor& desc, int item,
     // Only transfer failures are worth another attempt; a digest mismatch,
     // an HTTP error status or a full disk will not go away by retrying.
     const Error& e = st.error();
-    bool transient = e.http_status == 0 && e.sys_errno == 0 && e.op != "download" &&
-                     !ctx.cancelled.load();
+    bool transient = e.code == ErrorCode::kNetwork && !ctx.cancelled.load();
     if (!transient || attempt >= ctx.opts.retries || past_deadline(ctx)) return st;
     log::warn("{}; retrying ({}/{})", e.message(), attempt + 1, ctx.opts.retries);
   }

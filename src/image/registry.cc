@@ -104,7 +104,7 @@ Result<std::string> resolve_location(const std::string& from, std::string_view l
   return path.substr(0, path.rfind('/') + 1) + where;
 }
 
-Error status_error(const std::string& method, const std::string& url, const HttpResponse& r) {
+Error status_error(Op method, const std::string& url, const HttpResponse& r) {
   std::string detail = registry_error_detail(r.body);
   if (detail.empty()) detail = "unexpected response";
   return http_error(method, url, static_cast<int>(r.status), detail);
@@ -297,7 +297,8 @@ Result<HttpResponse> RegistryClient::Impl::exchange(HttpRequest req, const std::
     };
     if (www.empty() || attempt >= 2 || fresh) return denied();
     auto ch = parse_www_authenticate(www);
-    if (!ch.ok()) return std::move(ch).error().with_context(req.method + " " + req.url);
+    if (!ch.ok())
+      return std::move(ch).error().with_context(std::string(req.method.word()) + " " + req.url);
     if (iequals(ch->scheme, "Basic")) {
       if (!have_creds) return denied();
       {
@@ -411,7 +412,8 @@ Status RegistryClient::get_blob(const std::string& repo, const std::string& dige
       if (offset > 0 && head.status == 206 &&
           !head.header("content-range").starts_with(want_range)) {
         return make_error("GET", url,
-                          "unexpected Content-Range '" + head.header("content-range") + "'");
+                          "unexpected Content-Range '" + head.header("content-range") + "'",
+                          ErrorCode::kNetwork);
       }
     }
     return sink(data, len);

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "core/json.h"
 #include "image/image_archive.h"
 #include "image/manifest.h"
 #include "image/reference.h"
@@ -79,8 +80,8 @@ Status save_archive(const Store& store, const std::vector<ImageRecord>& images, 
           .with_hint("pull the image again");
     BERTH_CHECK(w.add_file(archive_blob_name(d), store.blob_path(d), 0444));
   }
-  BERTH_CHECK(w.add_bytes("index.json", layout_index(images, sizes).dump()));
-  BERTH_CHECK(w.add_bytes("manifest.json", docker_manifest(images).dump()));
+  BERTH_CHECK(w.add_bytes("index.json", to_text(layout_index(images, sizes))));
+  BERTH_CHECK(w.add_bytes("manifest.json", to_text(docker_manifest(images))));
   return w.finish();
 }
 

@@ -29,7 +29,7 @@ Status check_layout_version(const std::string& root) {
     if (text.error().sys_errno != ENOENT) return std::move(text).error();
     // Concurrent first opens both write the same bytes; the rename is atomic.
     nlohmann::json j = {{"version", kLayoutVersion}};
-    return write_file_atomic(path, j.dump() + "\n");
+    return write_file_atomic(path, to_text(j) + "\n");
   }
   int version = 0;
   auto j = parse_json(*text, path);
@@ -48,7 +48,8 @@ Status check_layout_version(const std::string& root) {
 }
 
 Error mismatch_error(std::string_view expected, const std::string& actual) {
-  return make_error("verify", std::string(expected), "digest mismatch: got " + actual);
+  return make_error("verify", std::string(expected), "digest mismatch: got " + actual,
+                    ErrorCode::kIntegrity);
 }
 
 /// fsync on a directory so a rename in it survives a crash; best-effort
@@ -132,8 +133,7 @@ Result<std::string> Store::read_blob(std::string_view digest) const {
   return out;
 }
 
-Result<std::vector<LayerInput>> Store::layer_inputs(const ImageRecord& image,
-                                                    const char* op) const {
+Result<std::vector<LayerInput>> Store::layer_inputs(const ImageRecord& image, Op op) const {
   for (const std::string& l : image.layers)
     if (!has_blob(l))
       return make_error(op, image.name, "layer " + l + " is missing from the store")
@@ -230,7 +230,8 @@ Result<std::optional<BlobWriter>> Store::begin_blob(std::string_view digest,
 Status BlobWriter::write(const char* data, size_t len) {
   if (!fd_.valid()) return make_error("write blob", digest_, "writer is closed");
   if (expected_size_ >= 0 && offset_ + len > static_cast<uint64_t>(expected_size_))
-    return make_error("write blob", digest_, "blob larger than the manifest says");
+    return make_error("write blob", digest_, "blob larger than the manifest says",
+                      ErrorCode::kIntegrity);
   Status st = write_all(fd_.get(), std::string_view(data, len), partial_path_);
   if (!st.ok()) {
     // Cut back to what was hashed so the file and the hash stay in step.
@@ -258,7 +259,8 @@ Status BlobWriter::commit() {
     // Too short: keep the partial so the next attempt resumes from it.
     return make_error("commit blob", digest_,
                       "size mismatch: expected " + std::to_string(expected_size_) + " bytes, got " +
-                          std::to_string(offset_));
+                          std::to_string(offset_),
+                      ErrorCode::kIntegrity);
   }
   std::string actual = hash_.digest();
   if (actual != digest_) {

@@ -101,7 +101,7 @@ class Store {
   /// `image`'s layers bottom first, as unpack_layers() takes them: each blob's path with its
   /// digest and the image config's diff_id to check while unpacking. A missing blob, or a
   /// config without one diff_id per layer, is an error naming `op` and the image.
-  Result<std::vector<LayerInput>> layer_inputs(const ImageRecord& image, const char* op) const;
+  Result<std::vector<LayerInput>> layer_inputs(const ImageRecord& image, Op op) const;
   /// Stores bytes after checking they hash to `digest`.
   Status put_blob(std::string_view digest, std::string_view data);
   /// Starts or resumes writing a blob; waits while another process downloads

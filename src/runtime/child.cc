@@ -179,12 +179,12 @@ void update_ld_cache(const ChildContext& ctx) {
 
 void exec_workload(const ChildContext& ctx, ChildFailure* f) {
   const char* file = ctx.argv[0];
-  char op[320];
-  std::snprintf(op, sizeof op, "exec: \"%s\"", file);
+  char quoted[sizeof f->subject];  // exec: "name": ...
+  std::snprintf(quoted, sizeof quoted, "\"%s\"", file);
   if (std::strchr(file, '/') != nullptr) {
     ::execve(file, ctx.argv.data(), ctx.envp.data());
     int err = errno;
-    set_failure(f, err == ENOENT || err == ENOTDIR ? 127 : 126, err, op, "");
+    set_failure(f, err == ENOENT || err == ENOTDIR ? 127 : 126, err, "exec:", quoted);
     return;
   }
   size_t flen = std::strlen(file);
@@ -207,7 +207,7 @@ void exec_workload(const ChildContext& ctx, ChildFailure* f) {
       if (err == EACCES) {
         denied = true;
       } else if (err != ENOENT && err != ENOTDIR && err != ELOOP && err != ENAMETOOLONG) {
-        set_failure(f, 126, err, op, "");  // found but cannot run it: ENOEXEC, E2BIG, ...
+        set_failure(f, 126, err, "exec:", quoted);  // found but cannot run it: ENOEXEC, E2BIG, ...
         return;
       }
     }
@@ -215,9 +215,9 @@ void exec_workload(const ChildContext& ctx, ChildFailure* f) {
     p = colon + 1;
   }
   if (denied)
-    set_failure(f, 126, EACCES, op, "");
+    set_failure(f, 126, EACCES, "exec:", quoted);
   else
-    set_failure(f, 127, 0, op, "", "executable file not found in $PATH");
+    set_failure(f, 127, 0, "exec:", quoted, "executable file not found in $PATH");
 }
 
 void child_main(const ChildContext& ctx) {

@@ -20,7 +20,7 @@ namespace berth {
 struct ChildFailure {
   int exit_code = 125;  ///< 125 Berth failed, 126 cannot execute, 127 not found
   int err = 0;          ///< errno, 0 when none
-  char op[320] = {};    ///< e.g. "mount", "exec: \"foo\""
+  Op op;                ///< e.g. "mount", "exec:"
   char subject[1024] = {};
   char detail[256] = {};
 };
@@ -47,7 +47,7 @@ struct ChildContext {
 };
 
 /// Fills `f` (snprintf into the fixed buffers; nothing allocated).
-void set_failure(ChildFailure* f, int exit_code, int err, const char* op, const char* subject,
+void set_failure(ChildFailure* f, int exit_code, int err, Op op, const char* subject,
                  const char* detail = "");
 
 /// Applies `plan` beneath the root at `root_fd` (before pivot_root); false

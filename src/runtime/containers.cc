@@ -122,7 +122,7 @@ std::string record_text(const ContainerRecord& c) {
   if (c.is_protected) j["protected"] = true;
   if (!c.engine.empty()) j["engine"] = c.engine;
   if (!c.link_prefix.empty()) j["link_prefix"] = c.link_prefix;
-  return j.dump(2) + "\n";
+  return to_text(j, 2) + "\n";
 }
 
 }  // namespace
@@ -187,7 +187,7 @@ Result<ContainerRecord> ContainerStore::find(std::string_view name_or_id) const 
       return make_error("find container", key,
                         "ambiguous ID prefix: " + std::to_string(hits.size()) + " containers match");
   }
-  return make_error("find container", key, "no such container");
+  return make_error("find container", key, "no such container", ErrorCode::kNotFound);
 }
 
 Status ContainerStore::add_name(const ContainerRecord& c, const std::string& name) {
@@ -243,7 +243,7 @@ Result<ContainerRecord> ContainerStore::clone(const ContainerRecord& c, const st
   });
 }
 
-Status ContainerStore::check_name_free(const char* op, const std::string& name) const {
+Status ContainerStore::check_name_free(Op op, const std::string& name) const {
   if (name.empty()) return {};
   BERTH_CHECK(validate_container_name(name));
   if (auto holder = find(name); holder.ok())

@@ -94,7 +94,7 @@ class ContainerStore {
  private:
   Result<ContainerRecord> load(const std::string& id) const;
   /// Fails when `name` (may be empty) is invalid or held by a container.
-  Status check_name_free(const char* op, const std::string& name) const;
+  Status check_name_free(Op op, const std::string& name) const;
   /// Makes container `c` under a temporary folder, its root filesystem by `fill`, then
   /// renames it into place and names it.
   Result<ContainerRecord> build(ContainerRecord c, const std::string& name,

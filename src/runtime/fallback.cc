@@ -44,7 +44,7 @@ Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code, P
   if (spec.argv.empty()) return make_error("run", spec.rootfs, "no command given");
   UniqueFd root = BERTH_TRY(open_file(spec.rootfs, O_PATH | O_DIRECTORY));
   const std::string& file = spec.argv.front();
-  std::string op = "exec: \"" + file + "\"";
+  std::string quoted = "\"" + file + "\"";  // exec: "name": ...
   // What execve would say about one candidate: 0 when it is a regular executable file.
   auto check = [&](const std::string& path) -> int {
     auto bound = std::find_if(binds.begin(), binds.end(),
@@ -64,7 +64,7 @@ Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code, P
     int err = check(path);
     if (err == 0) return path;
     *exit_code = err == ENOENT || err == ENOTDIR ? 127 : 126;
-    return sys_error(op, "", err);
+    return sys_error("exec:", quoted, err);
   }
   bool denied = false;
   for (std::string dir : split_path(spec_path(spec))) {
@@ -75,8 +75,8 @@ Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code, P
     if (err == EACCES) denied = true;
   }
   *exit_code = denied ? 126 : 127;
-  if (denied) return sys_error(op, "", EACCES);
-  return make_error(op, "", "executable file not found in $PATH");
+  if (denied) return sys_error("exec:", quoted, EACCES);
+  return make_error("exec:", quoted, "executable file not found in $PATH");
 }
 
 Status prepare_rootfs(const ContainerSpec& spec, bool identity) {

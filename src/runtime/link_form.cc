@@ -128,7 +128,7 @@ Result<RunOutcome> run_with_link_form(ContainerStore& cs, const ContainerRecord&
   return run.engine->run(run);
 }
 
-Result<FileLock> lock_canonical(ContainerStore& cs, const ContainerRecord& c, const char* op) {
+Result<FileLock> lock_canonical(ContainerStore& cs, const ContainerRecord& c, Op op) {
   ContainerRecord now = BERTH_TRY(cs.find(c.id));
   if (now.running) {
     if (now.link_prefix.empty()) return FileLock();  // the run leaves the links as they are
@@ -137,7 +137,7 @@ Result<FileLock> lock_canonical(ContainerStore& cs, const ContainerRecord& c, co
                           " is running with host-path symlinks (the fakechroot engine)")
         .with_hint("wait for the run to end");
   }
-  FileLock lock = BERTH_TRY(cs.lock_for_run(now).with_context(op));
+  FileLock lock = BERTH_TRY(cs.lock_for_run(now).with_context(std::string(op.word())));
   BERTH_CHECK(canonical_links(cs, now));
   return lock;
 }

@@ -44,6 +44,6 @@ Result<RunOutcome> run_with_link_form(ContainerStore& cs, const ContainerRecord&
 /// For a reader of container `c`'s whole rootfs (export): the links in the image's form while
 /// the returned lock is held. A running container is read as it is (not held), unless its
 /// run needs host-path links: then an error says to wait for the run's end.
-Result<FileLock> lock_canonical(ContainerStore& cs, const ContainerRecord& c, const char* op);
+Result<FileLock> lock_canonical(ContainerStore& cs, const ContainerRecord& c, Op op);
 
 }  // namespace berth

@@ -16,11 +16,11 @@
 
 namespace berth {
 
-void set_failure(ChildFailure* f, int exit_code, int err, const char* op, const char* subject,
+void set_failure(ChildFailure* f, int exit_code, int err, Op op, const char* subject,
                  const char* detail) {
   f->exit_code = exit_code;
   f->err = err;
-  std::snprintf(f->op, sizeof f->op, "%s", op);
+  f->op = op;
   std::snprintf(f->subject, sizeof f->subject, "%s", subject);
   std::snprintf(f->detail, sizeof f->detail, "%s", detail);
 }
@@ -155,9 +155,9 @@ bool apply_entry(int root_fd, const MountEntry& e, ChildFailure* f) {
   ::close(fd);
   if (rc != 0) {
     const char* what = e.kind == MountKind::kFs ? e.fstype.c_str() : e.source.c_str();
-    char op[320];
-    std::snprintf(op, sizeof op, "mount %s on", what);
-    set_failure(f, 125, err, op, target);
+    char subject[sizeof f->subject];
+    std::snprintf(subject, sizeof subject, "%s on %s", what, target);
+    set_failure(f, 125, err, "mount", subject);
     return false;
   }
   if (!e.read_only) return true;

@@ -197,7 +197,7 @@ RunOutcome run_oci(const EngineRun& run) {
   RunOutcome out = spawn_and_wait(spec, argv, env, "", Forward::kChild, orphan);
   if (!out.error) {
     if (std::string err = logged_error(log_path); !err.empty())
-      out = RunOutcome{125, make_error(*runtime, run.run_name, err)};
+      out = RunOutcome{125, make_error("run", run.run_name, *runtime + ": " + err)};
   }
   return out;
 }

@@ -13,6 +13,10 @@
 #include <cstring>
 #include <string>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 #include "core/env_list.h"
 #include "core/fs.h"
 #include "core/signals.h"
@@ -39,7 +43,7 @@ int foreground_tty(const ContainerSpec& spec) {
 /// Turns the child's failure record into the outcome's error.
 Error failure_error(const ChildFailure& f) {
   ChildFailure c = f;
-  c.op[sizeof c.op - 1] = c.subject[sizeof c.subject - 1] = c.detail[sizeof c.detail - 1] = '\0';
+  c.subject[sizeof c.subject - 1] = c.detail[sizeof c.detail - 1] = '\0';
   Error e = c.detail[0] ? make_error(c.op, c.subject, c.detail) : sys_error(c.op, c.subject, c.err);
   e.sys_errno = c.err;
   return e;
@@ -137,6 +141,11 @@ RunOutcome run_userns(const ContainerSpec& spec) {
       ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
       return failed(sys_error("mmap", "child stack"));
     }
+#if defined(__SANITIZE_ADDRESS__)
+    // AddressSanitizer builds only: the child's frames end in exec or _exit and never clear
+    // their redzones' poison, which a later mapping at the same address would inherit.
+    __asan_unpoison_memory_region(stack, kStackSize);
+#endif
     pid = ::clone(child_entry, static_cast<char*>(stack) + kStackSize,
                   static_cast<int>(flags | CLONE_VM | CLONE_VFORK), &ctx);
     clone_err = errno;

@@ -8,6 +8,7 @@ gets a fresh HOME and BERTH_HOME owned by that user.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -101,12 +102,43 @@ def scratch():
     shutil.rmtree(d, ignore_errors=True)
 
 
+def _build_dirs() -> list[str]:
+    """The build folders to take binaries from, best first: the one BERTH_BIN lives in, else
+    build/, else any other build*/ folder of the checkout holding a berth (newest first; the
+    sanitizer builds last, they run several times slower)."""
+    if os.environ.get("BERTH_BIN"):
+        binary = os.path.abspath(os.environ["BERTH_BIN"])
+        parent = os.path.dirname(binary)
+        return [os.path.dirname(parent)] if os.path.basename(parent) == "src" else []
+    found = [d for d in glob.glob(os.path.join(REPO_ROOT, "build*"))
+             if os.path.isfile(os.path.join(d, "src", "berth"))]
+    found.sort(key=lambda d: (os.path.basename(d) != "build", "san" in os.path.basename(d),
+                              -os.path.getmtime(os.path.join(d, "src", "berth"))))
+    return found
+
+
+def build_file(relative: str, env_var: str, target: str) -> str:
+    """A file the build makes (`relative` to the build folder, e.g. "src/berth"): from
+    `env_var` when set, else from the first build folder that has it; ends the session with a
+    message naming where it looked when there is none."""
+    if os.environ.get(env_var):
+        path = os.path.abspath(os.environ[env_var])
+        if not os.path.isfile(path):
+            pytest.exit(f"{env_var}={path}: no such file", 2)
+        return path
+    dirs = _build_dirs()
+    for d in dirs:
+        path = os.path.join(d, relative)
+        if os.path.isfile(path):
+            return path
+    looked = ", ".join(dirs) or os.path.join(REPO_ROOT, "build*")
+    pytest.exit(f"{relative} not found (looked in {looked}): build the {target} target "
+                f"(cmake -S . -B build && cmake --build build) or set {env_var}", 2)
+
+
 @pytest.fixture(scope="session")
 def berth_bin(identity, scratch) -> str:
-    path = os.environ.get("BERTH_BIN") or os.path.join(REPO_ROOT, "build", "src", "berth")
-    path = os.path.abspath(path)
-    if not os.path.isfile(path):
-        pytest.exit(f"berth binary not found at {path}: build it first or set BERTH_BIN", 2)
+    path = build_file(os.path.join("src", "berth"), "BERTH_BIN", "berth")
     if not identity.can_run(path):
         # The unprivileged user cannot reach the build tree: run a copy.
         bindir = os.path.join(scratch, "bin")

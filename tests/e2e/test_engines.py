@@ -16,7 +16,7 @@ import tarfile
 import pytest
 
 import imagelib
-from conftest import REPO_ROOT
+from conftest import build_file
 from test_run import (PATH, assert_killed_berth_takes_the_workload_along,
                       assert_sigterm_forwarded, kv, userns_works)
 
@@ -40,11 +40,8 @@ CANNOT = {
 
 
 def dynamic_probe() -> str:
-    path = os.environ.get("BERTH_PROBE_DYNAMIC") or os.path.join(
-        REPO_ROOT, "build", "tests", "berth_probe_dynamic")
-    if not os.path.isfile(path):
-        pytest.exit(f"dynamic probe not found at {path}: build the berth_probe_dynamic target", 2)
-    return path
+    return build_file(os.path.join("tests", "berth_probe_dynamic"), "BERTH_PROBE_DYNAMIC",
+                      "berth_probe_dynamic")
 
 
 def tool_missing(engine: str) -> str:
@@ -304,14 +301,19 @@ def test_missing_engine_tool_names_the_package(berth, img):
 
 
 def test_apptainer_is_refused_when_not_installed(berth, img):
-    if shutil.which("apptainer") or shutil.which("singularity"):
-        pytest.skip("apptainer: installed here; this checks the message when it is not")
-    rc, _, err = berth("run", "--rm", "--engine=apptainer", img, "/probe", "true", check=False)
-    assert rc == 125
-    lines = err.splitlines()
-    assert lines[0] == ("berth: error: engine apptainer: not installed (neither apptainer nor "
-                        "singularity is on PATH)")
-    assert "https://apptainer.org" in lines[1]
+    # Runs on every host: berth gets a PATH without apptainer or singularity (installed or not)
+    # and no BERTH_APPTAINER, so the engine is exercised up to its refusal.
+    cmd, env = berth.command(["run", "--rm", "--engine=apptainer", img, "/probe", "true"])
+    at = cmd.index(berth.binary)
+    cmd[at:at] = ["/usr/bin/env", "-u", "BERTH_APPTAINER", "PATH=/nonexistent"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, cwd=berth.workdir)
+    assert r.returncode == 125, r.stderr
+    assert r.stderr.splitlines() == [
+        "berth: error: engine apptainer: not installed (neither apptainer nor singularity is on "
+        "PATH)",
+        "berth: hint: Debian 12 has no package: install Apptainer (https://apptainer.org) or "
+        "SingularityCE (https://sylabs.io), or use --engine=userns, oci, proot or fakechroot"]
+    assert berth.json("ps", "--json") == []
 
 
 def test_fakechroot_refuses_a_static_program(berth, img):

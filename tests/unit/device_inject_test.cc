@@ -303,10 +303,10 @@ TEST(Cdi, DeviceNodePermissionsModeAndOwner) {
   EXPECT_EQ(err, "");
   EXPECT_EQ(edits, (std::vector<DeviceEdit>{{K::kBind, node, "/dev/x", false, false, true}}));
   std::tie(err, edits) = apply({{"fileMode", 0666}});
-  EXPECT_EQ(err, "CDI " + d.path + "/cdi/spec.json (a) /dev/x: fileMode 0666 cannot be honoured rootless: the host node " +
+  EXPECT_EQ(err, "CDI " + d.path + "/cdi/spec.json (a): device node /dev/x: fileMode 0666 cannot be honoured rootless: the host node " +
                      node + " has 0640");
   std::tie(err, edits) = apply({{"uid", ::getuid() + 1}});
-  EXPECT_EQ(err, "CDI " + d.path + "/cdi/spec.json (a) /dev/x: uid " + std::to_string(::getuid() + 1) +
+  EXPECT_EQ(err, "CDI " + d.path + "/cdi/spec.json (a): device node /dev/x: uid " + std::to_string(::getuid() + 1) +
                      " cannot be honoured rootless: the host node " + node + " has " + std::to_string(::getuid()));
 }
 

@@ -4,15 +4,19 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string_view>
+
 #include "core/fs.h"
 #include "core/sha256.h"
 #include "test_util.h"
+#include "image/store.h"
 
 namespace berth {
 namespace {
 
 Result<int> half(int x) {
-  if (x % 2) return make_error("halve", std::to_string(x), "odd number");
+  if (x % 2) return make_error("parse", std::to_string(x), "odd number");
   return x / 2;
 }
 
@@ -37,7 +41,65 @@ TEST(Error, TryPropagates) {
   EXPECT_EQ(*quarter(8), 2);
   auto r = quarter(6);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message(), "halve 3: odd number");
+  EXPECT_EQ(r.error().message(), "parse 3: odd number");
+}
+
+TEST(Error, CodeFollowsErrno) {
+  EXPECT_EQ(sys_error("open", "/x", ENOENT).code, ErrorCode::kNotFound);
+  EXPECT_EQ(sys_error("mkdir", "/x", EEXIST).code, ErrorCode::kExists);
+  EXPECT_EQ(sys_error("open", "/x", EACCES).code, ErrorCode::kPermission);
+  EXPECT_EQ(sys_error("flock", "/x", EAGAIN).code, ErrorCode::kBusy);
+  EXPECT_EQ(sys_error("unshare", "", ENOSYS).code, ErrorCode::kUnsupported);
+  EXPECT_EQ(sys_error("write", "/x", ENOSPC).code, ErrorCode::kOther);
+  errno = ENOTDIR;
+  Error now = sys_error("stat", "/x/y");  // reads errno itself
+  EXPECT_EQ(now.sys_errno, ENOTDIR);
+  EXPECT_EQ(now.code, ErrorCode::kNotFound);
+}
+
+TEST(Error, CodeOfMadeAndHttpErrors) {
+  EXPECT_EQ(make_error("parse", "x", "bad").code, ErrorCode::kOther);
+  EXPECT_EQ(make_error("find image", "x", "no such image", ErrorCode::kNotFound).code,
+            ErrorCode::kNotFound);
+  Error h = http_error("GET", "http://r/v2/", 500, "boom");
+  EXPECT_EQ(h.code, ErrorCode::kHttp);
+  EXPECT_EQ(h.http_status, 500);
+  // The code survives context and hints, which only change the words.
+  Error wrapped = std::move(h).with_context("pull r/a").with_hint("try later");
+  EXPECT_EQ(wrapped.code, ErrorCode::kHttp);
+}
+
+TEST(Error, NoSuchImageIsACodeNotAPhrase) {
+  // cli's protect and run decide on the code; the words stay what users read.
+  std::string home = ::testing::TempDir() + "/berth-error-store-" + std::to_string(::getpid());
+  auto store = Store::open(home);
+  ASSERT_TRUE(store.ok()) << store.error().message();
+  auto image = store->find_image("alpine:3");
+  ASSERT_FALSE(image.ok());
+  EXPECT_EQ(image.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(image.error().message(), "find image alpine:3: no such image");
+  (void)remove_tree(home);  // best effort: a leftover temp folder is harmless
+}
+
+TEST(Op, WordsFromTheVocabulary) {
+  constexpr Op open = "open";
+  static_assert(open.word() == "open");
+  static_assert(Op("GET") != Op("POST"));
+  static_assert(Op().word().empty());
+  EXPECT_EQ(Error().op, Op());
+  // The vocabulary has no word twice (an Op compares by its place in the list).
+  std::set<std::string_view> seen;
+  for (std::string_view w : kOpWords) EXPECT_TRUE(seen.insert(w).second) << '"' << w << '"';
+}
+
+TEST(Op, RendersTodaysMessages) {
+  // Operations that were once spelled out in the op text read the same from op + subject.
+  EXPECT_EQ(make_error("exec:", "\"foo\"", "executable file not found in $PATH").message(),
+            "exec: \"foo\": executable file not found in $PATH");
+  EXPECT_EQ(sys_error("mount", "proc on /proc", EPERM).message(),
+            "mount proc on /proc: Operation not permitted");
+  EXPECT_EQ(sys_error("device node", "/dev/x", ENOENT).with_context("CDI spec.yaml").message(),
+            "CDI spec.yaml: device node /dev/x: No such file or directory");
 }
 
 TEST(Sha256, KnownVectors) {

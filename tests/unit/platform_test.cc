@@ -74,7 +74,7 @@ TEST(Platform, RejectsMalformed) {
     SCOPED_TRACE(in);
     auto p = parse_platform(in);
     ASSERT_FALSE(p.ok()) << p->str();
-    EXPECT_EQ(p.error().op, "parse platform");
+    EXPECT_EQ(p.error().op.word(), "parse platform");
     EXPECT_EQ(p.error().subject, in);
     EXPECT_EQ(p.error().detail, "expected os/arch[/variant]");
   }

@@ -246,7 +246,7 @@ TEST(RegistryFake, NetworkErrorNamesUrl) {
   RegistryClient c("127.0.0.1:" + std::to_string(port), {}, std::nullopt);
   auto m = c.get_manifest("a", "v1");
   ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.error().op, "GET");
+  EXPECT_EQ(m.error().op.word(), "GET");
   EXPECT_EQ(m.error().subject, "http://127.0.0.1:" + std::to_string(port) + "/v2/a/manifests/v1");
   EXPECT_NE(m.error().detail.find("onnect"), std::string::npos) << m.error().detail;
 }

@@ -434,7 +434,7 @@ TEST_F(StoreTest, CorruptIndexIsReportedWithItsPath) {
   ASSERT_TRUE(write_file_atomic(root_ + "/images.json", "{\"version\":1,\"images\":[{").ok());
   auto r = store().list_images();
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().op, "read image index");
+  EXPECT_EQ(r.error().op.word(), "read image index");
   EXPECT_EQ(r.error().subject, root_ + "/images.json");
   EXPECT_NE(r.error().message().find("corrupt"), std::string::npos);
   EXPECT_FALSE(store().find_image("alpine").ok());
