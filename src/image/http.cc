@@ -142,7 +142,8 @@ Result<HttpResponse> http_perform(const HttpRequest& req) {
   if (rc == CURLE_OPERATION_TIMEDOUT && req.low_speed_time_s > 0)
     return make_error(req.method, req.url,
                       "slower than " + std::to_string(req.low_speed_limit) + " bytes/s for " +
-                          std::to_string(req.low_speed_time_s) + " s");
+                          std::to_string(req.low_speed_time_s) + " s",
+                      ErrorCode::kNetwork);  // a transfer failure: pull retries it, resuming
   if (rc != CURLE_OK) {
     std::string msg = errbuf[0] ? errbuf : curl_api().easy_strerror(rc);
     while (!msg.empty() && msg.back() == '\n') msg.pop_back();
