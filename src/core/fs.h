@@ -75,6 +75,8 @@ class FileLock {
   /// Takes the lock only if it is free now; held() is false when it was busy.
   static Result<FileLock> try_acquire(const std::string& path, Mode mode = Mode::kExclusive);
   bool held() const { return fd_.valid(); }
+  /// The locked file's descriptor (-1 when not held).
+  int fd() const { return fd_.get(); }
 
  private:
   UniqueFd fd_;

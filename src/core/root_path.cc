@@ -129,10 +129,25 @@ int make_path_in_root(int root_fd, const char* path, bool last_is_file, mode_t d
 }
 
 Result<std::string> read_file_in_root(int root_fd, const char* path) {
-  int fd = open_in_root(root_fd, path, O_RDONLY);
+  constexpr off_t kMaxSize = 16 << 20;
+  // O_NONBLOCK: opening a FIFO without a writer would wait for one forever.
+  int fd = open_in_root(root_fd, path, O_RDONLY | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return std::string();
     return sys_error("open", path);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return sys_error("stat", path, err);
+  }
+  if (!S_ISREG(st.st_mode) || st.st_size > kMaxSize) {
+    ::close(fd);
+    return make_error("read", path,
+                      S_ISREG(st.st_mode) ? "file too large (" + std::to_string(st.st_size) +
+                                                " bytes; at most 16 MiB)"
+                                          : std::string("not a regular file"));
   }
   std::string out;
   char buf[8192];

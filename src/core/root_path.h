@@ -26,7 +26,7 @@ int open_in_root(int root_fd, const char* path, int flags, mode_t mode = 0);
 int make_path_in_root(int root_fd, const char* path, bool last_is_file, mode_t dir_mode = 0755);
 
 /// Reads a small file inside the root ("" when it does not exist); for the parent side only
-/// (it allocates). Larger than 16 MiB is an error.
+/// (it allocates). Not a regular file (a FIFO, a device) or larger than 16 MiB is an error.
 Result<std::string> read_file_in_root(int root_fd, const char* path);
 
 }  // namespace berth

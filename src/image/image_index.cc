@@ -186,6 +186,9 @@ Status Store::add_image(const ImageRecord& rec) {
   auto it = std::find_if(recs.begin(), recs.end(),
                          [&](const ImageRecord& r) { return r.name == rec.name; });
   if (it != recs.end()) {
+    if (it->is_protected && it->config_digest != rec.config_digest)
+      return make_error("replace image", rec.name, "image " + rec.name + " is protected")
+          .with_hint("run 'berth unprotect " + rec.name + "' first");
     bool was_protected = it->is_protected;
     *it = rec;
     it->is_protected = it->is_protected || was_protected;

@@ -113,7 +113,8 @@ class Store {
   /// Finds an image by full or short name ("alpine" = docker.io/library/alpine:latest),
   /// by image ID or a unique prefix of it (>= 4 hex digits), or by manifest digest.
   Result<ImageRecord> find_image(std::string_view name_or_id) const;
-  /// Adds or replaces (by name) an image record; a replaced record's protection stays.
+  /// Adds or replaces (by name) an image record; a replaced record's protection stays, and a
+  /// protected record is not replaced by another image (import, load, pull refuse it).
   Status add_image(const ImageRecord& rec);
   /// Records the image `source` designates under the reference `target` as well (Docker's
   /// tag: an existing `target` is replaced). Returns the new record.

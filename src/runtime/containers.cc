@@ -1,10 +1,13 @@
 #include "runtime/containers.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <functional>
 
@@ -310,7 +313,41 @@ Result<FileLock> ContainerStore::lock_for_run(const ContainerRecord& c) const {
     return make_error("run", c.names.empty() ? c.id : c.names.front(),
                       "container " + c.short_id() + " is already running")
         .with_hint("run the image instead to get a new container");
+  // Who runs it, for rm -f (best effort: without it rm -f cannot stop the run).
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(lock.fd(), 0) == 0)
+    (void)!::pwrite(lock.fd(), pid.data(), pid.size(), 0);
   return lock;
+}
+
+Status ContainerStore::stop(const ContainerRecord& c, int grace_seconds) const {
+  using std::chrono::steady_clock;
+  std::string subject = c.names.empty() ? c.id : c.names.front();
+  std::string path = path_join(dir(c), "run.lock");
+  for (int sig : {SIGTERM, SIGKILL}) {
+    // After SIGKILL the run lock is free as soon as the kernel has closed its files.
+    auto deadline = steady_clock::now() + std::chrono::seconds(sig == SIGTERM ? grace_seconds : 10);
+    bool sent = false;
+    for (;;) {
+      auto lock = FileLock::try_acquire(path);
+      if (!lock.ok() && ::access(dir(c).c_str(), F_OK) != 0) return {};  // its run --rm ended it
+      if (BERTH_TRY(std::move(lock)).held()) return {};
+      if (!sent) {
+        // Read while the lock is held: the pid is that of the run holding it (a run that took
+        // the lock this instant may not have written it yet: read again on the next round).
+        pid_t pid = 0;
+        if (auto text = read_file(path)) pid = static_cast<pid_t>(std::atol(text->c_str()));
+        if (pid > 0) {
+          if (::kill(pid, sig) != 0 && errno != ESRCH) return sys_error("stop", subject);
+          sent = true;
+        }
+      }
+      if (steady_clock::now() >= deadline) break;
+      ::usleep(20 * 1000);
+    }
+  }
+  return make_error("stop", subject, "container " + c.short_id() + " did not stop")
+      .with_hint("the berth process running it is unknown or cannot be signalled");
 }
 
 Status ContainerStore::record_run(const ContainerRecord& c, const std::vector<std::string>& argv,

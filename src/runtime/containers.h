@@ -2,7 +2,8 @@
 //
 //   containers/<id>/rootfs          the container's private, writable root filesystem
 //   containers/<id>/container.json  what it was made from and how it runs (rewritten atomically)
-//   containers/<id>/run.lock        flock held while the container runs
+//   containers/<id>/run.lock        flock held while the container runs; holds the pid of
+//                                   the berth process that runs it, which rm -f signals
 //   containers/<id>/container.lock  flock held while container.json is read, changed and
 //                                   written back, so that two updates cannot lose one
 //   containers/.tmp-<id>/           a container being created; renamed into place when whole
@@ -76,8 +77,13 @@ class ContainerStore {
   /// Deletes the container and its names; refuses a protected one, and a running one
   /// unless `force`.
   Status remove(const ContainerRecord& c, bool force);
-  /// Takes the run lock; fails with "container ... is already running" when held.
+  /// Takes the run lock and records this process in it; fails with "container ... is already
+  /// running" when held.
   Result<FileLock> lock_for_run(const ContainerRecord& c) const;
+  /// Stops a running container as `docker stop -t` does: SIGTERM to the berth process running
+  /// it (which forwards it to the workload), SIGKILL after `grace_seconds` (the workload dies
+  /// with it), and returns once the run lock is free. Nothing to do when it is not running.
+  Status stop(const ContainerRecord& c, int grace_seconds) const;
   /// Records the command and exit status of a run (`c` as found before the run; nothing is
   /// written when both are what `c` already holds).
   Status record_run(const ContainerRecord& c, const std::vector<std::string>& argv,

@@ -409,6 +409,56 @@ def test_running_container_cannot_be_removed(berth, img):
     berth("rm", "busy")
 
 
+def test_rm_force_stops_a_running_container_first(berth, img):
+    # SIGTERM reaches the workload through its berth run, which ends before the container goes.
+    berth("create", "--name", "busy", img)
+    p = berth.popen("run", "busy", "/probe", "signals", "30")
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        _, out, _ = berth("rm", "-f", "busy")
+        assert out == "busy\n"
+        assert p.poll() is not None, "rm -f returned while the container ran"
+        out, _ = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert "signal=15" in out and p.returncode == 128 + signal.SIGTERM
+    assert berth.json("ps", "--json") == []
+
+
+def test_rm_force_kills_what_ignores_sigterm_after_the_grace_period(berth, img):
+    berth("create", "--name", "stubborn", img)
+    p = berth.popen("run", "--pid-ns", "stubborn", "/bin/sh", "-c",
+                    "trap '' TERM; echo ready; while :; do sleep 1; done")
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        start = time.monotonic()
+        berth("rm", "-f", "-t", "1", "stubborn")
+        took = time.monotonic() - start
+        assert p.poll() is not None, "rm -f returned while the container ran"
+        p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert 1 <= took < 8, took
+    assert p.returncode == -signal.SIGKILL
+    assert berth.json("ps", "--json") == []
+
+
+def test_rm_force_of_a_run_rm_container(berth, img):
+    p = berth.popen("run", "--rm", "--name", "brief", img, "/probe", "signals", "30")
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        _, out, _ = berth("rm", "-f", "brief")
+        assert out == "brief\n"
+        p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 128 + signal.SIGTERM
+    assert berth.json("ps", "--json") == []
+
+
 # --- PID namespace, home, terminal ---------------------------------------------------
 
 

@@ -1,10 +1,14 @@
 #include "runtime/identity.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <fstream>
 #include <sstream>
 
@@ -93,6 +97,30 @@ TEST_F(IdentityFiles, AbsoluteSymlinkStaysInsideRoot) {
   ASSERT_TRUE(ensure(s));
   EXPECT_EQ(slurp(root_ + "/outside/passwd"), "u:x:1234:1234:u:/home/u:/bin/sh\n");
   EXPECT_EQ(slurp(root_ + "/outside/group"), "u:x:1234:\n");
+}
+
+TEST_F(IdentityFiles, PasswdThatIsNotAPlainSmallFileIsRefusedWithoutWaiting) {
+  // A FIFO without a writer once made every run wait forever; a huge file is not read.
+  fs::create_directories(root_ + "/etc");
+  ASSERT_EQ(::mkfifo((root_ + "/etc/passwd").c_str(), 0644), 0);
+  auto result = std::async(std::launch::async, [this] { return ensure(ContainerSpec{}); });
+  if (result.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    ADD_FAILURE() << "reading a FIFO /etc/passwd blocked";
+    std::_Exit(1);  // the blocked reader cannot be joined
+  }
+  Status st = result.get();
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().message(), "read /etc/passwd: not a regular file");
+
+  fs::remove(root_ + "/etc/passwd");
+  { std::ofstream(root_ + "/etc/passwd") << "root:x:0:0:root:/root:/bin/sh\n"; }
+  ASSERT_EQ(::truncate((root_ + "/etc/group").c_str(), 0), -1);  // no group file yet
+  std::ofstream(root_ + "/etc/group").close();
+  ASSERT_EQ(::truncate((root_ + "/etc/group").c_str(), off_t{1} << 32), 0);  // 4 GiB, sparse
+  st = ensure(ContainerSpec{});
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().message(),
+            "read /etc/group: file too large (4294967296 bytes; at most 16 MiB)");
 }
 
 }  // namespace

@@ -426,6 +426,12 @@ TEST_F(StoreTest, ProtectedImageIsNotRemoved) {
   EXPECT_TRUE(store().has_blob(a.layers[0]));
   ASSERT_TRUE(store().add_image(a).ok());  // a new pull of the name keeps the mark
   EXPECT_TRUE(store().find_image("app:1")->is_protected);
+  // Another image under the protected name (import, load, pull) is refused, as tag refuses it.
+  auto replaced = store().add_image(image("docker.io/library/app:1", "cfg-b", {"l2"}));
+  ASSERT_FALSE(replaced.ok());
+  EXPECT_EQ(replaced.error().message(),
+            "replace image docker.io/library/app:1: image docker.io/library/app:1 is protected");
+  EXPECT_EQ(store().find_image("app:1")->config_digest, a.config_digest);
   ASSERT_TRUE(store().set_protected("app:1", false).ok());
   EXPECT_TRUE(store().remove_image("app:1").ok());
 }
