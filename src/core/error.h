@@ -63,7 +63,8 @@ inline constexpr std::string_view kOpWords[] = {
     // The image store and image archives (image).
     "check digest", "check image record", "commit blob", "decompress", "export", "find image",
     "image config", "import", "load", "open store", "protect", "read blob", "read image index",
-    "restart blob", "rewrite symlink", "rmi", "save", "select platform", "tag", "unpack",
+    "replace image", "restart blob", "rewrite symlink", "rmi", "save", "select platform", "tag",
+    "unpack",
     "unpack layer", "unprotect", "verify", "write blob",
     // Containers and engines (runtime).
     "bind home", "change", "chdir to working directory", "create mount target",
@@ -71,7 +72,7 @@ inline constexpr std::string_view kOpWords[] = {
     "create working directory", "detach old root", "device edit", "drop capability", "engine",
     "env", "find container", "make mounts private", "name", "oci", "open bind source",
     "open mount", "open mount target", "probe", "read container", "remount read-only", "rm",
-    "rmname", "run", "update the loader cache: ldconfig", "user", "volume", "workdir",
+    "rmname", "run", "stop", "update the loader cache: ldconfig", "user", "volume", "workdir",
     // Devices.
     "--device", "CDI", "CDI spec", "cdi generate", "check requirement", "device", "device node", "gpu info",
     "inject GPUs", "mount source", "parse ld.so.cache", "read ELF", "select GPUs",
