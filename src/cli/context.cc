@@ -7,6 +7,7 @@
 #include "cli/engine.h"
 #include "core/env.h"
 #include "core/fs.h"
+#include "core/safe_text.h"
 
 namespace berth::cli {
 
@@ -56,7 +57,12 @@ Result<RegistryOptions> registry_options(const GlobalOptions& g) {
   return opts;
 }
 
-void print_table(const std::vector<std::vector<std::string>>& rows) {
+void print_table(const std::vector<std::vector<std::string>>& cells) {
+  std::vector<std::vector<std::string>> rows;  // names and tags may come from a registry
+  for (const auto& row : cells) {
+    rows.emplace_back();
+    for (const auto& cell : row) rows.back().push_back(safe_text(cell));
+  }
   std::vector<size_t> width;
   for (const auto& row : rows) {
     width.resize(std::max(width.size(), row.size()));

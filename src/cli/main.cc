@@ -6,6 +6,7 @@
 
 #include "cli/command.h"
 #include "core/log.h"
+#include "core/safe_text.h"
 
 namespace berth::cli {
 
@@ -54,9 +55,10 @@ constexpr int kExitFailed = 1;
 int g_exit_status = -1;
 constexpr int kExitUsage = 125;
 
+/// The error in one line (and its hint in another), whatever bytes a registry put in it.
 void print_error(const Error& e) {
-  std::fprintf(stderr, "berth: error: %s\n", e.message().c_str());
-  if (!e.hint.empty()) std::fprintf(stderr, "berth: hint: %s\n", e.hint.c_str());
+  std::fprintf(stderr, "berth: error: %s\n", safe_text(e.message()).c_str());
+  if (!e.hint.empty()) std::fprintf(stderr, "berth: hint: %s\n", safe_text(e.hint).c_str());
 }
 
 /// The first word that is not a global option or its value: the command the user meant.
@@ -107,9 +109,10 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // CLI11 reports an unknown command as "A subcommand is required"; name it, as Docker does.
     if (std::string word = command_word(argc, argv); !word.empty() && !is_command(word))
-      std::fprintf(stderr, "berth: error: '%s' is not a berth command\n", word.c_str());
+      std::fprintf(stderr, "berth: error: '%s' is not a berth command\n",
+                   safe_text(word).c_str());
     else
-      std::fprintf(stderr, "berth: error: %s\n", e.what());
+      std::fprintf(stderr, "berth: error: %s\n", safe_text(e.what()).c_str());
     std::fprintf(stderr, "berth: hint: see 'berth --help'\n");
     return kExitUsage;
   }

@@ -4,6 +4,8 @@
 #include <mutex>
 #include <set>
 
+#include "core/safe_text.h"
+
 namespace berth::log {
 namespace {
 Level g_level = Level::kWarn;
@@ -16,9 +18,9 @@ Level level() { return g_level; }
 
 void write(Level l, std::string_view msg) {
   static const char* prefix[] = {"error: ", "warning: ", "", "debug: "};
+  std::string text = safe_text(msg);  // warnings quote registries and images too
   std::lock_guard<std::mutex> lock(g_mu);
-  std::fprintf(stderr, "berth: %s%.*s\n", prefix[static_cast<int>(l)], static_cast<int>(msg.size()),
-               msg.data());
+  std::fprintf(stderr, "berth: %s%s\n", prefix[static_cast<int>(l)], text.c_str());
 }
 
 void warn_once(std::string_view key, std::string_view msg) {

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 namespace berth {
@@ -60,11 +61,32 @@ std::string ImageRecord::short_id() const {
   return std::string(digest_hex(config_digest).substr(0, 12));
 }
 
+Status check_private_dir(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return sys_error("stat", dir);
+  // Blobs are verified when unpacked, but a store others can write lets them swap names,
+  // records and containers' root filesystems: containerd keeps its root 0711 for this reason.
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return make_error("open store", dir,
+                      fmt::format("writable by {} (mode {:04o}): another user could change its "
+                                  "images and containers",
+                                  (st.st_mode & S_IWOTH) ? "others" : "its group",
+                                  st.st_mode & 07777))
+        .with_hint("make it private: chmod go-w " + dir);
+  if (st.st_uid != ::geteuid() && st.st_uid != 0)
+    return make_error("open store", dir,
+                      "owned by user " + std::to_string(st.st_uid) + ", not by this user")
+        .with_hint("use a store of your own (BERTH_HOME or --home)");
+  return {};
+}
+
 Result<Store> Store::open(std::string root) {
   if (root.empty()) return make_error("open store", root, "empty store path");
   BERTH_CHECK(make_dirs(root, 0755));
   BERTH_CHECK(make_dirs(path_join(root, "blobs/sha256"), 0755));
   BERTH_CHECK(make_dirs(path_join(root, "tmp"), 0755));
+  for (const char* dir : {"", "blobs", "blobs/sha256", "tmp"})
+    BERTH_CHECK(check_private_dir(*dir ? path_join(root, dir) : root));
   BERTH_CHECK(check_layout_version(root));
   Store s;
   s.root_ = std::move(root);

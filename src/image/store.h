@@ -83,6 +83,11 @@ struct RemovedImages {
   size_t blobs_deleted = 0;        ///< blobs no remaining image used
 };
 
+/// Refuses a store directory that others could change: writable by group or others, or owned
+/// by another user (root excepted). One line naming the directory, its mode and the fix.
+/// (A deliberately shared read-only store is the site layer's, not this check's.)
+Status check_private_dir(const std::string& dir);
+
 class Store {
  public:
   /// Opens (creating when missing) the store at `root`.

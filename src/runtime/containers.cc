@@ -73,6 +73,8 @@ Result<ContainerStore> ContainerStore::open(const std::string& berth_home) {
   s.root_ = berth_home;
   BERTH_CHECK(make_dirs(path_join(berth_home, "containers")));
   BERTH_CHECK(make_dirs(path_join(berth_home, "names")));
+  for (const char* dir : {"", "containers", "names"})
+    BERTH_CHECK(check_private_dir(*dir ? path_join(berth_home, dir) : berth_home));
   return s;
 }
 

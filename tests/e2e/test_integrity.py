@@ -180,3 +180,22 @@ def test_pull_checks_diff_ids(berth, fake_registry):
                    f"layer hashes to {img.diff_ids[0]}, not the diff_id sha256:{'1' * 64} the "
                    "image config lists\n")
     assert berth.json("images", "--json") == []
+
+
+@pytest.mark.parametrize("where,command", [("", "images"), ("", "ps"), ("blobs", "images"),
+                                           ("containers", "ps")])
+def test_store_others_can_write_is_refused(berth, where, command):
+    """A store whose directories group or others can write is refused with one line (before:
+    used as it was, so another user could swap images or root filesystems)."""
+    berth("images")  # makes the store
+    berth("ps")
+    path = os.path.join(berth.berth_home, where) if where else berth.berth_home
+    os.chmod(path, 0o777)
+    try:
+        rc, out, err = berth(command, check=False)
+    finally:
+        os.chmod(path, 0o755)
+    assert (rc, out) == (1, "")
+    assert err == (f"berth: error: open store {path}: writable by others (mode 0777): another "
+                   f"user could change its images and containers\nberth: hint: make it private: "
+                   f"chmod go-w {path}\n")
