@@ -47,6 +47,8 @@ Result<RegistryOptions> registry_options(const GlobalOptions& g) {
   SiteConfig site = BERTH_TRY(g.site);
   opts.insecure.insert(opts.insecure.end(), site.insecure_registries.begin(),
                        site.insecure_registries.end());
+  if (site.pull_low_speed_limit > 0) opts.low_speed_limit = site.pull_low_speed_limit;
+  if (site.pull_low_speed_time > 0) opts.low_speed_time_s = site.pull_low_speed_time;
   return opts;
 }
 

@@ -13,6 +13,7 @@ Result<PullResult> pull_reference(const GlobalOptions& g, const std::string& nam
   PullOptions opts;
   if (!platform.empty()) opts.platform = BERTH_TRY(parse_platform(platform));
   opts.registry = BERTH_TRY(registry_options(g));
+  opts.deadline_s = BERTH_TRY(g.site).pull_deadline;
   Store store = BERTH_TRY(open_store(g));
   CredentialStore creds = BERTH_TRY(CredentialStore::load());
   ProgressMeter meter(progress && ProgressMeter::stderr_is_terminal());

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,7 +17,6 @@
 
 namespace berth {
 
-inline constexpr const char* kCdiVersion = "0.6.0";
 inline constexpr const char* kCdiKind = "nvidia.com/gpu";
 
 /// The spec: a device per GPU index and per UUID, plus "all"; common edits with
@@ -24,14 +24,33 @@ inline constexpr const char* kCdiKind = "nvidia.com/gpu";
 /// again at its soname path so no symlink hook is needed), binaries, firmware,
 /// ICD files, IPC endpoints and NVIDIA_VISIBLE_DEVICES=void. When the host has
 /// nvidia-cdi-hook or nvidia-ctk, an update-ldcache hook is added for the
-/// library folders. Device nodes name their hostPath when the device root is not "/".
+/// library folders (the hook's path as it is on this host, under the driver root). Device
+/// nodes name their hostPath when the device root is not "/". cdiVersion is the lowest the
+/// content needs (cdi_required_version), so older consumers (Podman 4.3) accept it.
 nlohmann::json make_cdi_spec(const NvidiaDriver& driver);
+
+/// A spec as the text of its file: pretty JSON, or YAML when `yaml`.
+std::string cdi_spec_text(const nlohmann::json& doc, bool yaml);
+
+/// The lowest cdiVersion ("0.3.0" at least) whose fields `doc` uses, by the reference
+/// library's rules: mount type 0.4.0; deviceNode hostPath or a device name not starting with
+/// a letter 0.5.0; annotations or a dotted class 0.6.0; additionalGids or intelRdt 0.7.0;
+/// netDevices or intelRdt schemata/enableMonitoring 1.1.0.
+std::string cdi_required_version(const nlohmann::json& doc);
+
+/// Checks a parsed spec as the reference library does: cdiVersion known and sufficient for
+/// the fields used, kind and device-name syntax, at least one device, no device twice or
+/// without edits, well-formed env, device nodes, hooks and mounts. One-line reasons.
+Status validate_cdi_spec(const nlohmann::json& doc, const std::string& path);
 
 /// One spec file, parsed.
 struct CdiSpec {
-  std::string path;    ///< the file, for messages
-  std::string kind;    ///< "vendor.com/class"
-  nlohmann::json doc;  ///< the whole document
+  std::string path;     ///< the file, for messages
+  std::string kind;     ///< "vendor.com/class"
+  nlohmann::json doc;   ///< the whole document
+  std::string invalid;  ///< why the spec was refused (validate_cdi_spec); its devices unusable
+  /// device name -> the other file of the same directory that defines it too
+  std::vector<std::pair<std::string, std::string>> conflicts;
 };
 
 /// The directories searched, lowest priority first: $BERTH_CDI_SPEC_DIRS (colon-separated)
@@ -39,12 +58,18 @@ struct CdiSpec {
 std::vector<std::string> cdi_spec_dirs(const std::vector<std::string>& env, const std::string& home);
 
 /// Every *.json, *.yaml and *.yml spec in `dirs` (missing directories are fine). A file that
-/// does not parse or lacks cdiVersion/kind is skipped, its one-line reason in `warnings`.
+/// does not parse or lacks cdiVersion/kind is skipped, its one-line reason in `warnings`; one
+/// that fails validate_cdi_spec is kept with `invalid` set (and warned about); a device that two
+/// files of one directory define is recorded in both as a conflict.
 Result<std::vector<CdiSpec>> load_cdi_specs(const std::vector<std::string>& dirs,
                                             std::vector<std::string>* warnings);
 
 /// Applies the device `name` ("vendor.com/class=device") to `spec`: the spec's and the
-/// device's containerEdits (env, deviceNodes, mounts). Of hooks, NVIDIA's update-ldcache
+/// device's containerEdits (env; deviceNodes, read-only unless their permissions allow "w",
+/// refused when their fileMode/uid/gid differ from the host node's, which a rootless bind
+/// keeps; bind and tmpfs mounts; additionalGids the caller holds). netDevices and intelRdt
+/// are refused (a rootless run cannot honour them); so is a device of an invalid spec or one
+/// defined in two files of one directory. Of hooks, NVIDIA's update-ldcache
 /// (its folders join ld_library_dirs) and create-symlinks (links) are done natively; any other
 /// hook cannot run rootless and is skipped with a warning. The last spec found wins for a
 /// device. Returns the warnings.

@@ -64,6 +64,7 @@ json gpu_info_json(const NvidiaDriver& nv, const AmdDevices& amd) {
         {"library_version", ver(nv.library_version)},
         {"cuda_version", ver(nv.cuda_version)},
         {"cuda_version_note", nv.cuda_version_note},
+        {"cuda_version_derived", nv.cuda_version_derived},
         {"gpus", gpus},
         {"capabilities", caps},
         {"control_nodes", nodes_json(nv.control_nodes)},
@@ -85,7 +86,7 @@ std::string gpu_info_text(const NvidiaDriver& nv, const AmdDevices& amd) {
   std::string out;
   if (nv.found) {
     out += fmt::format("NVIDIA driver {}, CUDA {}{}\n", nv.version.str(), nv.cuda_version.str(),
-                       nv.cuda_version.known() ? "" : " (" + nv.cuda_version_note + ")");
+                       nv.cuda_version_note.empty() ? "" : " (" + nv.cuda_version_note + ")");
     if (nv.options.driver_root != "/" || nv.options.effective_dev_root() != "/")
       out += fmt::format("driver root {}, device root {}\n", nv.options.driver_root,
                          nv.options.effective_dev_root());

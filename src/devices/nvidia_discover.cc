@@ -371,15 +371,20 @@ Result<NvidiaDriver> discover_nvidia(const DiscoveryOptions& o) {
   const DriverFile* libcuda = nullptr;
   for (const auto& l : d.libraries)
     if (!l.lib32 && basename_of(l.path).rfind("libcuda.so.", 0) == 0) libcuda = &l;
-  bool allowed = o.cuda_probe == CudaProbe::kAlways ||
-                 (o.cuda_probe == CudaProbe::kAuto && o.driver_root == "/");
+  // Under any driver root: that libcuda is the one containers will load, and the probe runs
+  // it in a forked child with a time limit.
   if (!libcuda) d.cuda_version_note = "no libcuda for driver " + d.version.str();
-  else if (!allowed)
-    d.cuda_version_note = o.cuda_probe == CudaProbe::kNever
-                              ? "not probed (BERTH_CUDA_PROBE=never)"
-                              : "not probed under driver root " + o.driver_root +
-                                    " (BERTH_CUDA_PROBE=always allows it)";
+  else if (o.cuda_probe == CudaProbe::kNever) d.cuda_version_note = "not probed (BERTH_CUDA_PROBE=never)";
   else d.cuda_version = probe_cuda_driver_version(libcuda->host_path, &d.cuda_version_note);
+  if (!d.cuda_version.known() && d.found) {
+    // Not asked or no answer: the driver branch says which CUDA it supports.
+    if (Version v = cuda_version_for_driver(d.version); v.known()) {
+      d.cuda_version = v;
+      d.cuda_version_derived = true;
+      d.cuda_version_note = "derived from driver branch " + std::to_string(d.version.parts[0]) + "; " +
+                            d.cuda_version_note;
+    }
+  }
   return d;
 }
 

@@ -59,8 +59,9 @@ struct NvidiaDriver {
   Version version;                  ///< the driver version libraries are matched against
   Version kernel_version;           ///< from /proc/driver/nvidia/version
   Version library_version;          ///< from the libcuda.so / libnvidia-ml.so suffix
-  Version cuda_version;             ///< from cuDriverGetVersion; unknown when not probed
-  std::string cuda_version_note;    ///< why cuda_version is unknown, empty when known
+  Version cuda_version;             ///< from cuDriverGetVersion, else from the driver branch
+  std::string cuda_version_note;    ///< why cuda_version is unknown or derived, empty when probed
+  bool cuda_version_derived = false;  ///< cuda_version is from the driver branch, not probed
   std::vector<NvidiaGpu> gpus;      ///< in index order
   std::vector<DeviceNode> control_nodes;  ///< nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-modeset
   std::vector<DeviceNode> cap_nodes;      ///< /dev/nvidia-caps/* (MIG)

@@ -10,9 +10,9 @@ namespace berth {
 
 /// Whether discovery may dlopen the found libcuda to ask cuDriverGetVersion.
 enum class CudaProbe {
-  kAuto,    ///< only when the driver root is "/" (the library the container will load anyway)
-  kNever,
-  kAlways,  ///< also under another driver root: the caller trusts that tree's code
+  kAuto,    ///< under any driver root (the library containers will load anyway), in a forked child
+  kNever,   ///< the CUDA version is derived from the driver branch instead
+  kAlways,  ///< as kAuto (kept: it was needed under a driver root before)
 };
 
 struct DiscoveryOptions {

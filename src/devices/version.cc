@@ -50,4 +50,25 @@ Version cuda_version_from_int(int v) {
   return Version{{v / 1000, (v % 1000) / 10}, {}};
 }
 
+Version cuda_version_for_driver(const Version& driver) {
+  // NVIDIA's "CUDA Toolkit and Corresponding Driver Versions" (CUDA Toolkit Release Notes,
+  // table 3, https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/): the first driver
+  // branch of each CUDA release (Linux x86_64); a driver reports the newest CUDA its branch
+  // reached, newest first here.
+  struct Row {
+    int branch;
+    int major, minor;
+  };
+  static constexpr Row kTable[] = {
+      {580, 13, 0}, {575, 12, 9}, {570, 12, 8}, {560, 12, 6}, {555, 12, 5}, {550, 12, 4},
+      {545, 12, 3}, {535, 12, 2}, {530, 12, 1}, {525, 12, 0}, {520, 11, 8}, {515, 11, 7},
+      {510, 11, 6}, {495, 11, 5}, {470, 11, 4}, {465, 11, 3}, {460, 11, 2}, {455, 11, 1},
+      {450, 11, 0}, {440, 10, 2}, {418, 10, 1}, {410, 10, 0},
+  };
+  if (!driver.known()) return {};
+  for (const Row& r : kTable)
+    if (driver.major() >= r.branch) return Version{{r.major, r.minor}, {}};
+  return {};
+}
+
 }  // namespace berth

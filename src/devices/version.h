@@ -26,5 +26,9 @@ std::optional<Version> parse_version(std::string_view s);
 int compare_versions(const Version& a, const Version& b);
 /// The CUDA version from cuDriverGetVersion's integer (12040 -> 12.4).
 Version cuda_version_from_int(int v);
+/// The CUDA version a driver of this branch supports, from NVIDIA's table of toolkit and
+/// minimum driver versions (550.54.15 -> 12.4); unknown for drivers older than CUDA 10.0's.
+/// A driver newer than the table's last branch gets that branch's version (a lower bound).
+Version cuda_version_for_driver(const Version& driver);
 
 }  // namespace berth

@@ -141,10 +141,11 @@ Result<HttpResponse> http_perform(const HttpRequest& req) {
   api().easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
   api().easy_setopt(c, CURLOPT_WRITEDATA, &t);
   api().easy_setopt(c, CURLOPT_CONNECTTIMEOUT, req.connect_timeout_s);
-  if (req.low_speed_timeout_s > 0) {
-    api().easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    api().easy_setopt(c, CURLOPT_LOW_SPEED_TIME, req.low_speed_timeout_s);
+  if (req.low_speed_time_s > 0 && req.low_speed_limit > 0) {
+    api().easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, req.low_speed_limit);
+    api().easy_setopt(c, CURLOPT_LOW_SPEED_TIME, req.low_speed_time_s);
   }
+  if (req.timeout_ms > 0) api().easy_setopt(c, CURLOPT_TIMEOUT_MS, req.timeout_ms);
   if (!req.ca_file.empty()) api().easy_setopt(c, CURLOPT_CAINFO, req.ca_file.c_str());
   if (req.method != "GET") {
     if (req.method == "POST") {
@@ -162,6 +163,19 @@ Result<HttpResponse> http_perform(const HttpRequest& req) {
     return make_error(req.method, req.url,
                       "response larger than " + std::to_string(req.max_body) + " bytes");
   }
+  if (rc == CURLE_OPERATION_TIMEDOUT && req.timeout_ms > 0) {
+    // curl says "timed out" for both limits: the low-speed one cannot fire before its window
+    // has passed, and curl stops for the whole-request one within a few ms of it.
+    curl_off_t total_us = 0;
+    api().easy_getinfo(c, CURLINFO_TOTAL_TIME_T, &total_us);
+    long long ms = static_cast<long long>(total_us) / 1000;
+    if (ms < req.low_speed_time_s * 1000LL || ms + 200 >= req.timeout_ms)
+      return make_error(req.method, req.url, "the deadline passed before the transfer ended");
+  }
+  if (rc == CURLE_OPERATION_TIMEDOUT && req.low_speed_time_s > 0)
+    return make_error(req.method, req.url,
+                      "slower than " + std::to_string(req.low_speed_limit) + " bytes/s for " +
+                          std::to_string(req.low_speed_time_s) + " s");
   if (rc != CURLE_OK) {
     std::string msg = errbuf[0] ? errbuf : api().easy_strerror(rc);
     while (!msg.empty() && msg.back() == '\n') msg.pop_back();

@@ -38,7 +38,9 @@ struct HttpRequest {
   std::function<Status(const HttpResponse& head, const char* data, size_t len)> sink;
   std::string ca_file;
   long connect_timeout_s = 30;
-  long low_speed_timeout_s = 60;
+  long low_speed_limit = 1024;  ///< bytes per second...
+  long low_speed_time_s = 60;   ///< ...over this many seconds, else the transfer is cut off
+  long timeout_ms = 0;          ///< the whole request's limit; 0 for none
 };
 
 /// Performs one request. Network failures are an error naming the URL with

@@ -24,6 +24,7 @@ struct PullContext {
   const Reference& ref;
   const PullOptions& opts;
   std::vector<std::string> diff_ids;  ///< the image config's, one per layer
+  std::optional<std::chrono::steady_clock::time_point> deadline;  ///< the pull's, if any
   std::atomic<bool> cancelled{false};
 };
 
@@ -36,6 +37,13 @@ Status check_diff_id(PullContext& ctx, const Descriptor& desc, const std::string
   return make_error("verify", desc.digest,
                     "the uncompressed layer hashes to " + info.diff_id + ", not the diff_id " +
                         diff_id + " the image config lists");
+}
+
+/// Whether the pull's overall deadline has (all but) passed: no retry then.
+bool past_deadline(const PullContext& ctx) {
+  // curl may stop a hair before the deadline it was given; a retry with so little left is moot.
+  return ctx.deadline &&
+         std::chrono::steady_clock::now() + std::chrono::milliseconds(250) >= *ctx.deadline;
 }
 
 /// Downloads one blob into the store (resuming a .partial, retrying
@@ -79,7 +87,7 @@ Status fetch_blob(PullContext& ctx, const Descriptor& desc, int item,
     const Error& e = st.error();
     bool transient = e.http_status == 0 && e.sys_errno == 0 && e.op != "download" &&
                      !ctx.cancelled.load();
-    if (!transient || attempt >= ctx.opts.retries) return st;
+    if (!transient || attempt >= ctx.opts.retries || past_deadline(ctx)) return st;
     log::warn("{}; retrying ({}/{})", e.message(), attempt + 1, ctx.opts.retries);
   }
 }
@@ -126,7 +134,10 @@ Result<Platform> config_platform(const std::string& config_json, const std::stri
 
 Result<PullResult> pull_image(Store& store, const Reference& ref, const CredentialStore& creds,
                               const PullOptions& opts) {
-  RegistryClient client(ref.registry, opts.registry, creds.find(ref.registry));
+  RegistryOptions reg = opts.registry;
+  if (opts.deadline_s > 0)
+    reg.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opts.deadline_s);
+  RegistryClient client(ref.registry, reg, creds.find(ref.registry));
   Platform want = opts.platform.value_or(host_platform());
 
   FetchedManifest top = BERTH_TRY(client.get_manifest(ref.repository, ref.manifest_ref()));
@@ -158,6 +169,7 @@ Result<PullResult> pull_image(Store& store, const Reference& ref, const Credenti
   }
 
   PullContext ctx{store, client, ref, opts};
+  ctx.deadline = reg.deadline;
   ProgressMeter* pm = opts.progress;
   int config_item = pm ? pm->add(std::string(digest_hex(manifest.config.digest).substr(0, 12)) +
                                      " (config)", manifest.config.size)

@@ -22,6 +22,7 @@ struct PullOptions {
   RegistryOptions registry;
   int jobs = 4;                      ///< layers downloaded at once
   int retries = 3;                   ///< attempts per blob on transfer failures (resuming)
+  long deadline_s = 0;               ///< the whole pull's limit in seconds; 0 for none
   ProgressMeter* progress = nullptr; ///< may be null
 };
 

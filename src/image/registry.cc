@@ -141,7 +141,8 @@ struct RegistryClient::Impl {
     r.url = url;
     r.ca_file = opts.ca_file;
     r.connect_timeout_s = opts.connect_timeout_s;
-    r.low_speed_timeout_s = opts.low_speed_timeout_s;
+    r.low_speed_limit = opts.low_speed_limit;
+    r.low_speed_time_s = opts.low_speed_time_s;
     r.max_body = kMaxSmallBody;
     return r;
   }
@@ -155,6 +156,18 @@ struct RegistryClient::Impl {
   }
   Error bad_creds_error(Error e) const {
     return std::move(e).with_hint("check the credentials given to 'berth login " + registry + "'");
+  }
+
+  /// http_perform() within the client's deadline, if it has one.
+  Result<HttpResponse> send(HttpRequest req) const {
+    if (opts.deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*opts.deadline -
+                                                                        Clock::now());
+      if (left.count() <= 0)
+        return make_error(req.method, req.url, "the deadline passed before the transfer ended");
+      req.timeout_ms = static_cast<long>(left.count());
+    }
+    return http_perform(req);
   }
 
   Result<std::string> fetch_token(const AuthChallenge& ch, const std::string& scope);
@@ -204,7 +217,7 @@ Result<std::string> RegistryClient::Impl::fetch_token(const AuthChallenge& ch,
     if (with_creds) req.headers.push_back(basic_header());
   }
   log::debug("fetching token from {} for scope '{}'", req.url, scope);
-  HttpResponse r = BERTH_TRY(http_perform(req));
+  HttpResponse r = BERTH_TRY(send(req));
   if (r.status == 401 || r.status == 403) {
     Error e = http_error(req.method, realm, static_cast<int>(r.status),
                          with_creds ? "registry " + registry + " rejected the credentials"
@@ -260,7 +273,7 @@ Result<HttpResponse> RegistryClient::Impl::exchange(HttpRequest req, const std::
   for (int attempt = 0;; ++attempt) {
     req.headers = base_headers;
     if (!auth.empty()) req.headers.push_back(auth);
-    HttpResponse r = BERTH_TRY(http_perform(req));
+    HttpResponse r = BERTH_TRY(send(req));
     if (r.status != 401) return r;
 
     std::string www = r.header("www-authenticate");
@@ -324,7 +337,7 @@ Result<HttpResponse> RegistryClient::Impl::perform(HttpRequest req, const std::s
       r = BERTH_TRY(exchange(req, scope));
       continue;
     }
-    r = BERTH_TRY(http_perform(req));  // req.headers never hold the Authorization header
+    r = BERTH_TRY(send(req));  // req.headers never hold the Authorization header
     if (r.status == 401) {
       std::string away = origin_of(req.url).substr(origin_of(req.url).find("://") + 3);
       return http_error(req.method, req.url, 401,

@@ -12,6 +12,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +26,12 @@ struct RegistryOptions {
   std::vector<std::string> insecure;  ///< registries (host[:port]) allowed over plain HTTP
   std::string ca_file;                ///< extra CA bundle for HTTPS, empty for the system's
   long connect_timeout_s = 30;
-  long low_speed_timeout_s = 60;      ///< abort a transfer stalled this long
+  /// A transfer slower than low_speed_limit bytes per second for low_speed_time_s seconds is
+  /// cut off (a transfer failure: pull retries it, resuming where it stopped).
+  long low_speed_limit = 1024;
+  long low_speed_time_s = 60;
+  /// When set, no request of this client runs past it (a pull's overall deadline).
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 struct FetchedManifest {

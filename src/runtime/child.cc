@@ -2,6 +2,7 @@
 #include "runtime/child.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <linux/capability.h>
@@ -222,6 +223,18 @@ void exec_workload(const ChildContext& ctx, ChildFailure* f) {
 void child_main(const ChildContext& ctx) {
   const ContainerSpec& spec = *ctx.spec;
   ChildFailure f;
+  // Nothing runs unsupervised: when berth dies (even by SIGKILL) the kernel kills this child,
+  // which is the workload itself (the signal survives exec) or the init of a PID namespace,
+  // whose death takes the namespace along.
+  if (ctx.report_read_fd >= 0) ::close(ctx.report_read_fd);
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+    set_failure(&f, 125, errno, "set the parent death signal", "");
+    fail(ctx, f);
+  }
+  // The parent may have died before the prctl took effect. getppid() cannot tell across a PID
+  // namespace (it reads 0); the report pipe can: no reader left but the parent's.
+  struct pollfd report = {ctx.report_fd, POLLOUT, 0};
+  if (::poll(&report, 1, 0) == 1 && (report.revents & POLLERR) != 0) ::_exit(125);
   // Identity: one uid and one gid, mapped onto the caller's.
   if (write_proc_self("setgroups", "deny") != 0 && errno != ENOENT) {
     set_failure(&f, 125, errno, "write", "/proc/self/setgroups");

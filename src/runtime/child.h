@@ -39,6 +39,9 @@ struct ChildContext {
   std::vector<char*> ldconfig_argv;
   const MountPlan* ld_cache_plan = nullptr;
   int report_fd = -1;             ///< write end of the report pipe (close-on-exec)
+  /// The parent's read end of the report pipe, which the child closes at once: the parent's
+  /// copy is then the pipe's only reader, so a pipe with none says the parent died.
+  int report_read_fd = -1;
   int devnull_fd = -1;            ///< stdin when !spec->stdin_open
   int tty_fd = -1;                ///< the caller's terminal to hand over, or -1
 };

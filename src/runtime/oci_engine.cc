@@ -190,7 +190,11 @@ RunOutcome run_oci(const EngineRun& run) {
   // workload's comes from config.json.
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
-  RunOutcome out = spawn_and_wait(spec, argv, env);
+  // A killed berth kills runc (its parent death signal), which leaves the container running:
+  // the runtime's forced delete ends it.
+  std::vector<std::string> orphan = {*runtime, "--root", *state, "delete", "--force",
+                                     run.run_name};
+  RunOutcome out = spawn_and_wait(spec, argv, env, "", Forward::kChild, orphan);
   if (!out.error) {
     if (std::string err = logged_error(log_path); !err.empty())
       out = RunOutcome{125, make_error(*runtime, run.run_name, err)};

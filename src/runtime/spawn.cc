@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -13,13 +14,73 @@
 #include "core/signals.h"
 
 namespace berth {
+namespace {
+
+/// A process that outlives a killed berth; see start_watcher().
+struct Watcher {
+  pid_t pid = 0;      ///< 0: none
+  UniqueFd lifeline;  ///< berth's write end; only berth holds it (close-on-exec)
+};
+
+/// Forks a process that outlives a killed berth long enough to end what the engine started
+/// beyond its own process (which dies by its parent death signal): the process group `group`
+/// (0: none) and `orphan_args` (null-terminated; {nullptr}: none). It waits on its lifeline,
+/// a pipe berth writes to when the run ended: end of file means berth died. Between fork and
+/// exec it calls only async-signal-safe functions. No watcher when there is nothing to watch.
+Watcher start_watcher(pid_t group, const std::vector<char*>& orphan_args) {
+  Watcher w;
+  if (group == 0 && orphan_args.front() == nullptr) return w;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return w;  // best effort: the run goes on unwatched
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    sigset_t all;  // not the forwarding handlers: the signals are the engine's, not ours
+    sigfillset(&all);
+    ::sigprocmask(SIG_SETMASK, &all, nullptr);
+    ::close(fds[1]);
+    char done;
+    ssize_t n;
+    while ((n = ::read(fds[0], &done, 1)) < 0 && errno == EINTR) {
+    }
+    if (n != 0) ::_exit(0);
+    if (group != 0) (void)::kill(-group, SIGKILL);
+    if (orphan_args.front() != nullptr) {
+      int null_fd = ::open("/dev/null", O_RDWR);
+      for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO})
+        if (null_fd >= 0) (void)::dup2(null_fd, fd);
+      ::execve(orphan_args.front(), orphan_args.data(), environ);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[0]);
+  if (pid < 0) {
+    ::close(fds[1]);
+    return w;
+  }
+  w.pid = pid;
+  w.lifeline.reset(fds[1]);
+  return w;
+}
+
+/// Tells the watcher the run ended, and reaps it.
+void stop_watcher(Watcher& w) {
+  if (w.pid == 0) return;
+  (void)!::write(w.lifeline.get(), "x", 1);
+  w.lifeline.reset();
+  while (::waitpid(w.pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
 
 RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::string>& argv,
                           const std::vector<std::string>& envp, const std::string& cwd,
-                          Forward forward) {
-  std::vector<char*> args, envs;
+                          Forward forward, const std::vector<std::string>& on_orphan) {
+  std::vector<char*> args, envs, orphan_args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  for (const std::string& a : on_orphan) orphan_args.push_back(const_cast<char*>(a.c_str()));
+  orphan_args.push_back(nullptr);
   for (const std::string& e : envp) envs.push_back(const_cast<char*>(e.c_str()));
   envs.push_back(nullptr);
   UniqueFd devnull;
@@ -40,8 +101,12 @@ RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::stri
   sigemptyset(&block);
   add_forwarded_signals(&block);
   ::sigprocmask(SIG_BLOCK, &block, &old_mask);
+  pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid == 0) {
+    // The engine's process dies with berth, even a berth killed by SIGKILL; checked again
+    // after the prctl for a parent that died before it.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != parent) ::_exit(125);
     reset_forwarded_signals();
     ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     if (own_group) (void)::setpgid(0, 0);  // the parent does it too; one of them wins the race
@@ -70,7 +135,8 @@ RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::stri
   forward_signals_to(own_group ? -pid : pid, &old_actions);  // the child, or its own group
   ::sigprocmask(SIG_UNBLOCK, &block, nullptr);
 
-  report_w.reset();
+  report_w.reset();  // before the watcher is forked: its copy would keep the report open
+  Watcher watcher = start_watcher(own_group ? pid : 0, orphan_args);
   int exec_err = 0;
   ssize_t n;
   while ((n = ::read(report_r.get(), &exec_err, sizeof exec_err)) < 0 && errno == EINTR) {
@@ -78,6 +144,7 @@ RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::stri
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  stop_watcher(watcher);
   stop_forwarding(old_actions);
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   if (n == sizeof exec_err) return RunOutcome{125, sys_error("exec", argv.front(), exec_err)};

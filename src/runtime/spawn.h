@@ -19,9 +19,12 @@ enum class Forward {
 /// Starts `argv` (argv[0] a host path) with `envp` in host folder `cwd` ("" for this one), stdin
 /// from /dev/null unless spec.stdin_open; forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1,
 /// SIGUSR2 as `forward` says and waits. Exit status as RunOutcome: the child's status, 128+N
-/// for a signal.
+/// for a signal. Should berth die first (even by SIGKILL), the child dies too (its parent death
+/// signal), then its own process group when it has one, and `on_orphan` (a host command, e.g.
+/// the OCI runtime's delete; empty: none) runs to end what the child started beyond it.
 RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::string>& argv,
                           const std::vector<std::string>& envp, const std::string& cwd = "",
-                          Forward forward = Forward::kChild);
+                          Forward forward = Forward::kChild,
+                          const std::vector<std::string>& on_orphan = {});
 
 }  // namespace berth

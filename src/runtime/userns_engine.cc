@@ -109,6 +109,7 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   if (::pipe2(fds, O_CLOEXEC) != 0) return failed(sys_error("pipe", "child report"));
   UniqueFd report_r(fds[0]), report_w(fds[1]);
   ctx.report_fd = report_w.get();
+  ctx.report_read_fd = report_r.get();
 
   // Forwarded signals (and SIGTTOU, for the terminal hand-over) stay blocked
   // until the handlers know the child's pid; the child inherits the mask.

@@ -19,6 +19,17 @@ Result<std::string> string_value(const nlohmann::json& j, const char* key,
   return it->get<std::string>();
 }
 
+/// j[key] when it is a whole number >= 0; 0 when absent or null; an error when anything else.
+Result<long> count_value(const nlohmann::json& j, const char* key, const std::string& path) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return 0L;
+  if (!it->is_number_integer() || it->get<long long>() < 0 ||
+      it->get<long long>() > 1'000'000'000)
+    return make_error("read config", path,
+                      std::string("\"") + key + "\" is not a whole number of 0 to 1000000000");
+  return static_cast<long>(it->get<long long>());
+}
+
 }  // namespace
 
 std::string user_config_path() { return path_join(berth_config_dir(), "config.json"); }
@@ -41,6 +52,9 @@ Result<SiteConfig> parse_site_config(std::string_view text, const std::string& p
   }
   c.driver_root = BERTH_TRY(string_value(j, "driver_root", path));
   c.dev_root = BERTH_TRY(string_value(j, "dev_root", path));
+  c.pull_low_speed_limit = BERTH_TRY(count_value(j, "pull-low-speed-limit", path));
+  c.pull_low_speed_time = BERTH_TRY(count_value(j, "pull-low-speed-time", path));
+  c.pull_deadline = BERTH_TRY(count_value(j, "pull-deadline", path));
   return c;
 }
 

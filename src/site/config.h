@@ -6,6 +6,8 @@
 // object:
 //   "insecure-registries": ["host[:port]", ...]   registries reached over plain HTTP
 //   "driver_root": "/path", "dev_root": "/path"   where GPU discovery looks (devices/)
+//   "pull-low-speed-limit": N, "pull-low-speed-time": S, "pull-deadline": S
+//                                                 when a slow registry is cut off (image/)
 // A missing file means the defaults. The site's /etc/berth/berth.conf will be read here too.
 #pragma once
 
@@ -23,6 +25,11 @@ struct SiteConfig {
   std::vector<std::string> insecure_registries;  ///< "insecure-registries"
   std::string driver_root;                       ///< "driver_root"
   std::string dev_root;                          ///< "dev_root"
+  /// Transfers slower than this many bytes/s for pull-low-speed-time seconds are cut off
+  /// (and retried, resuming); 0: the default (1024 bytes/s over 60 s).
+  long pull_low_speed_limit = 0;  ///< "pull-low-speed-limit"
+  long pull_low_speed_time = 0;   ///< "pull-low-speed-time"
+  long pull_deadline = 0;         ///< "pull-deadline": seconds a whole pull may take; 0: none
 };
 
 /// The user's configuration file: config.json in berth_config_dir().

@@ -17,7 +17,8 @@ import pytest
 
 import imagelib
 from conftest import REPO_ROOT
-from test_run import PATH, assert_sigterm_forwarded, kv, userns_works
+from test_run import (PATH, assert_killed_berth_takes_the_workload_along,
+                      assert_sigterm_forwarded, kv, userns_works)
 
 ENGINES = ["userns", "proot", "fakechroot", "oci"]
 MULTIARCH = "x86_64-linux-gnu"
@@ -183,6 +184,13 @@ def case_stdin(berth, img, engine):
 def case_signal(berth, img, engine):
     assert_sigterm_forwarded(
         berth.popen("run", "--rm", f"--engine={engine}", img, "/probe", "signals", "20"))
+
+
+def case_killed_berth(berth, img, engine):
+    seconds = 410 + ENGINES.index(engine)
+    assert_killed_berth_takes_the_workload_along(
+        berth.popen("run", "--rm", f"--engine={engine}", img, "/probe", "signals", str(seconds)),
+        seconds)
 
 
 def case_not_found(berth, img, engine):

@@ -269,6 +269,19 @@ def test_unmet_cuda_requirement_is_one_line(berth, host, pulled):
     assert kv(out)["cuda_driver_version"] == "12040"
 
 
+def test_cuda_requirement_checked_under_a_driver_root_by_default(berth, host, pulled):
+    # BERTH_CUDA_PROBE unset: libcuda under the driver root is probed (in a forked child).
+    env = {"BERTH_CUDA_PROBE": "auto"}
+    _, out, _ = berth("gpu", "info", env=host.env(**env))
+    assert out.startswith(f"NVIDIA driver {VERSION}, CUDA 12.4\n"), out
+    rc, _, err = run(berth, host, pulled["future"], env=env, check=False)
+    assert rc == 125 and 'NVIDIA_REQUIRE_CUDA="cuda>=13.0"' in err.splitlines()[0], err
+    # Not probed: derived from the driver branch, and said so.
+    _, out, _ = berth("gpu", "info", env=host.env(BERTH_CUDA_PROBE="never"))
+    assert out.startswith(f"NVIDIA driver {VERSION}, CUDA 12.4 (derived from driver branch 550; "
+                          "not probed (BERTH_CUDA_PROBE=never))\n"), out
+
+
 def test_bad_gpus_values_are_refused(berth, host, pulled):
     for value in ("device=7", "lots", "all,capabilities=warp-drive"):
         rc, _, err = run(berth, host, "--gpus", value, pulled["plain"], "/probe", "true",
@@ -333,6 +346,17 @@ def test_cdi_spec_from_berth_drives_device(berth, host, pulled):
     _, out, _ = run(berth, host, "--device", "nvidia.com/gpu=all", pulled["plain"], "gpucheck",
                     "libcuda.so.1", env=env)
     assert kv(out)["cuda_driver_version"] == "12040"
+    # YAML by the output file's extension (or --format), read back the same way.
+    yaml_dir = berth.make_dir("cdi-yaml")
+    berth("cdi", "generate", "-o", os.path.join(yaml_dir, "nvidia.yaml"), env=host.env())
+    with open(os.path.join(yaml_dir, "nvidia.yaml")) as f:
+        text = f.read()
+    assert text.startswith("---\n") and '"cdiVersion": "0.5.0"' in text, text
+    _, out, _ = berth("cdi", "generate", "--format", "yaml", env=host.env())
+    assert out == text
+    _, out, _ = run(berth, host, "--device", "nvidia.com/gpu=0", pulled["plain"], "gpucheck",
+                    "libcuda.so.1", env=host.env(BERTH_CDI_SPEC_DIRS=yaml_dir))
+    assert kv(out)["cuda_driver_version"] == "12040"
 
 
 def test_cdi_yaml_spec_of_any_vendor(berth, host, pulled, scratch):
@@ -384,6 +408,41 @@ devices:
 
 
 
+def test_cdi_tmpfs_mounts_read_only_nodes_and_refusals(berth, host, pulled):
+    node = berth.path("rw-node")
+    os.mkfifo(node, 0o666)
+    cdi_dir = berth.make_dir("cdi-edits")
+    spec = {"cdiVersion": "0.5.0", "kind": "example.com/scratch",
+            "devices": [{"name": "s", "containerEdits": {
+                "deviceNodes": [{"path": "/dev/ro0", "hostPath": node, "permissions": "r"}],
+                "mounts": [{"hostPath": "tmpfs", "containerPath": "/usr/scratch", "type": "tmpfs",
+                            "options": ["nosuid", "nodev"]}]}},
+                        {"name": "net", "containerEdits": {
+                            "netDevices": [{"hostInterfaceName": "eth0", "name": "eth9"}]}}]}
+    berth.write_file("cdi-edits/example.json", json.dumps(spec))
+    env = host.env(BERTH_CDI_SPEC_DIRS=cdi_dir)
+    # 0.5.0 is too old for netDevices: the whole spec is refused, in one line.
+    rc, _, err = run(berth, host, "--device", "example.com/scratch=s", pulled["plain"], "/probe",
+                     "true", env=env, check=False)
+    assert rc == 125 and "cdiVersion 0.5.0 is too old for the fields used; they need 1.1.0" in err
+    spec["cdiVersion"] = "1.1.0"
+    berth.write_file("cdi-edits/example.json", json.dumps(spec))
+    _, out, _ = run(berth, host, "--device", "example.com/scratch=s", pulled["plain"], "/probe",
+                    "mounts", env=env)
+    lines = {line.split()[4]: line for line in out.splitlines() if len(line.split()) > 5}
+    # Not in the image: mounted in the run tmpfs and linked from /usr/scratch.
+    staged = "/usr/lib/berth/host/usr/scratch"
+    assert staged in lines and " - tmpfs " in lines[staged], out
+    _, out, _ = run(berth, host, "--device", "example.com/scratch=s", pulled["plain"], "/probe",
+                    "readlink", "/usr/scratch", env=env)
+    assert staged in out, out
+    assert lines["/dev/ro0"].split()[5].split(",")[0] == "ro", out  # permissions "r"
+    rc, out, err = run(berth, host, "--device", "example.com/scratch=net", pulled["plain"],
+                       "/probe", "true", env=env, check=False)
+    assert rc == 125 and len(err.splitlines()) <= 2, err
+    assert err.startswith("berth: error: CDI ") and "netDevices cannot be honoured" in err, err
+
+
 def test_driver_roots_from_the_config_file(berth, host, pulled):
     # The configuration file ($BERTH_CONFIG_DIR/config.json, site/config.h) gives the roots when
     # the environment does not; a run that asks for no GPU never needs them.
@@ -400,3 +459,47 @@ def test_driver_roots_from_the_config_file(berth, host, pulled):
                        env={"BERTH_CONFIG_DIR": config_dir}, check=False)
     assert rc == 125
     assert err.startswith(f"berth: error: read config {path}: ")
+
+
+def nvidia_ctk_spec(host) -> dict:
+    """A spec as `nvidia-ctk cdi generate --driver-root R --dev-root D` writes it: libraries
+    mounted at their own (versioned) paths only; its update-ldcache hook runs the image's
+    ldconfig, which makes the soname links, and create-symlinks adds libcuda.so."""
+    libdir = "/usr/lib/x86_64-linux-gnu"
+    libs = [f"libcuda.so.{VERSION}", f"libnvidia-ml.so.{VERSION}",
+            f"libnvidia-ptxjitcompiler.so.{VERSION}"]
+    mounts = [{"hostPath": host.root + f"{libdir}/{lib}", "containerPath": f"{libdir}/{lib}",
+               "options": ["ro", "nosuid", "nodev", "bind"]} for lib in libs]
+    mounts.append({"hostPath": host.root + "/usr/bin/nvidia-smi", "containerPath": "/usr/bin/nvidia-smi",
+                   "options": ["ro", "nosuid", "nodev", "bind"]})
+    # Like nvidia-ctk, only the development link: the soname links are ldconfig's to make.
+    links = [f"libcuda.so.1::{libdir}/libcuda.so"]
+    hooks = [{"hookName": "createContainer", "path": "/usr/bin/nvidia-ctk",
+              "args": ["nvidia-ctk", "hook", "create-symlinks",
+                       *[a for link in links for a in ("--link", link)]]},
+             {"hookName": "createContainer", "path": "/usr/bin/nvidia-ctk",
+              "args": ["nvidia-ctk", "hook", "update-ldcache", "--folder", libdir]}]
+    node = lambda n: {"path": f"/dev/{n}", "hostPath": os.path.join(host.dev, "dev", n)}
+    return {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu",
+            "devices": [{"name": "0", "containerEdits": {"deviceNodes": [node("nvidia0")]}},
+                        {"name": UUID1, "containerEdits": {"deviceNodes": [node("nvidia1")]}},
+                        {"name": "all", "containerEdits": {"deviceNodes": [node("nvidia0"), node("nvidia1")]}}],
+            "containerEdits": {"env": ["NVIDIA_VISIBLE_DEVICES=void"],
+                               "deviceNodes": [node("nvidiactl"), node("nvidia-uvm")],
+                               "mounts": mounts, "hooks": hooks}}
+
+
+@pytest.mark.parametrize("image", ["plain", "noldconfig"])
+def test_cdi_spec_from_nvidia_ctk_gives_a_working_gpu(berth, host, pulled, image):
+    cdi_dir = berth.make_dir("cdi")
+    berth.write_file("cdi/nvidia.json", json.dumps(nvidia_ctk_spec(host)))
+    env = host.env(BERTH_CDI_SPEC_DIRS=cdi_dir)
+    rc, out, err = run(berth, host, "--device", "nvidia.com/gpu=0", pulled[image], "gpucheck",
+                       "libcuda.so.1", "libnvidia-ml.so.1", env=env, check=False)
+    facts = kv(out)
+    assert rc == 0, out + err
+    assert facts["cuda_driver_version"] == "12040"
+    assert facts["real.libcuda.so.1"].endswith(f"libcuda.so.{VERSION}"), out
+    _, out, _ = run(berth, host, "--device", "nvidia.com/gpu=0", pulled[image], "/probe", "ls",
+                    "/dev", env=env)
+    assert {"nvidia0", "nvidiactl", "nvidia-uvm"} <= names(out) and "nvidia1" not in names(out)

@@ -199,3 +199,54 @@ def test_store_others_can_write_is_refused(berth, where, command):
     assert err == (f"berth: error: open store {path}: writable by others (mode 0777): another "
                    f"user could change its images and containers\nberth: hint: make it private: "
                    f"chmod go-w {path}\n")
+
+
+def test_slow_registry_is_cut_off_and_the_retry_resumes(berth, registry):
+    """A transfer slower than the configured low-speed limit is cut off with a clear line and
+    retried, resuming; the next pull finishes the download (before: only a transfer stalled
+    at under 1 byte/s for 60 s was cut off)."""
+    img = imagelib.make_image([random_layer("slow", 3 * MiB, "none")], label="slow")
+    registry.pusher().push_image("slow/app", "1", img)
+    layer = img.layers[0]
+    config_dir = berth.make_dir("config")
+    berth.write_file("config/config.json",
+                     json.dumps({"pull-low-speed-limit": MiB, "pull-low-speed-time": 1}))
+    env = {"BERTH_CONFIG_DIR": config_dir}
+    proxy = servers.ThrottleProxy(registry.port, rate=256 * 1024).start()
+    try:
+        ref = f"{proxy.host}/slow/app:1"
+        url = f"http://{proxy.host}/v2/slow/app/blobs/{layer.digest}"
+        rc, out, err = berth("pull", "-q", ref, env=env, check=False)
+        assert (rc, out) == (1, "")
+        slow = f"GET {url}: slower than {MiB} bytes/s for 1 s"
+        assert err == (f"berth: warning: {slow}; retrying (2/3)\n"
+                       f"berth: warning: {slow}; retrying (3/3)\n"
+                       f"berth: error: pull {ref}: {slow}\n")
+        partial = os.path.join(berth.berth_home, "tmp", hex_of(layer.digest) + ".partial")
+        got = os.path.getsize(partial)
+        assert 0 < got < layer.size
+        proxy.rate = None
+        proxy.reset_counters()
+        berth("pull", "-q", ref, env=env)
+        assert proxy.bytes_down < layer.size - got + 64 * 1024  # resumed, not started over
+    finally:
+        proxy.stop()
+    berth.assert_blobs_verified()
+
+
+def test_pull_deadline(berth, registry):
+    img = imagelib.make_image([random_layer("late", 2 * MiB, "none")], label="late")
+    registry.pusher().push_image("late/app", "1", img)
+    config_dir = berth.make_dir("config")
+    berth.write_file("config/config.json", json.dumps({"pull-deadline": 1}))
+    proxy = servers.ThrottleProxy(registry.port, rate=512 * 1024).start()
+    try:
+        ref = f"{proxy.host}/late/app:1"
+        rc, out, err = berth("pull", "-q", ref, env={"BERTH_CONFIG_DIR": config_dir},
+                             check=False)
+    finally:
+        proxy.stop()
+    assert (rc, out) == (1, "")
+    assert err == (f"berth: error: pull {ref}: GET http://{proxy.host}/v2/late/app/blobs/"
+                   f"{img.layers[0].digest}: the deadline passed before the transfer ended\n")
+    assert berth.json("images", "--json") == []

@@ -282,6 +282,59 @@ def test_signal_is_forwarded_to_the_workload(berth, img, flags):
     assert_sigterm_forwarded(berth.popen("run", "--rm", *flags, img, "/probe", "signals", "20"))
 
 
+def workload_pids(seconds: int) -> list[int]:
+    """Processes whose command line ends in `signals SECONDS` (the probe, however launched)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")[:-1]
+        except OSError:
+            continue
+        if args[-2:] == [b"signals", str(seconds).encode()]:
+            pids.append(int(entry))
+    return pids
+
+
+def assert_killed_berth_takes_the_workload_along(p: subprocess.Popen, seconds: int) -> None:
+    """`p` runs `/probe signals SECONDS`: once it is ready, SIGKILL to berth must end the
+    workload too (nothing left running unsupervised)."""
+    left = []
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        assert workload_pids(seconds), "the probe is not visible"
+        p.kill()
+        p.wait(timeout=20)  # not communicate(): a surviving workload holds the pipes open
+        deadline = time.monotonic() + 10
+        while workload_pids(seconds) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = workload_pids(seconds)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        for pid in left or workload_pids(seconds):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        p.communicate(timeout=20)
+    assert left == [], "the workload outlived berth"
+
+
+@pytest.mark.parametrize("flags", [[], ["--pid-ns"]], ids=["direct", "through-init"])
+def test_killed_berth_takes_the_workload_along(berth, img, flags):
+    berth("create", "--name", "busy", img)
+    seconds = 400 + len(flags)
+    assert_killed_berth_takes_the_workload_along(
+        berth.popen("run", *flags, "busy", "/probe", "signals", str(seconds)), seconds)
+    assert berth.json("ps", "--json")[0]["status"] != "running"
+    _, out, _ = berth("ps")
+    assert "Running" not in out
+    berth("rm", "busy")  # nothing runs in it any more
+
+
 def test_killed_workload_reports_128_plus_signal(berth, img):
     rc, _, _ = berth("run", "--rm", img, "/bin/sh", "-c", "kill -9 $$", check=False)
     assert rc == 128 + 9

@@ -166,10 +166,191 @@ TEST(Cdi, LoadApplyAndPrecedence) {
   EXPECT_NE((*w)[0].find("hook \"/bin/other x\" skipped"), std::string::npos);
 }
 
+nlohmann::json minimal_spec() {
+  return nlohmann::json::parse(R"({"cdiVersion":"0.3.0","kind":"vendor.com/dev",
+    "devices":[{"name":"a","containerEdits":{"env":["A=1"]}}]})");
+}
+
+TEST(Cdi, RequiredVersionFollowsTheFieldsUsed) {
+  auto s = minimal_spec();
+  EXPECT_EQ(cdi_required_version(s), "0.3.0");
+  auto with = [&s](const char* pointer, nlohmann::json value) {
+    nlohmann::json t = s;
+    t[nlohmann::json::json_pointer(pointer)] = std::move(value);
+    return cdi_required_version(t);
+  };
+  EXPECT_EQ(with("/containerEdits/mounts", {{{"hostPath", "/a"}, {"containerPath", "/b"}, {"type", "bind"}}}),
+            "0.4.0");
+  EXPECT_EQ(with("/devices/0/containerEdits/deviceNodes", {{{"path", "/dev/x"}, {"hostPath", "/dev/y"}}}),
+            "0.5.0");
+  EXPECT_EQ(with("/devices/0/name", "0"), "0.5.0");
+  EXPECT_EQ(with("/annotations", {{"k", "v"}}), "0.6.0");
+  EXPECT_EQ(with("/devices/0/annotations", {{"k", "v"}}), "0.6.0");
+  EXPECT_EQ(with("/kind", "vendor.com/dev.sub"), "0.6.0");
+  EXPECT_EQ(with("/containerEdits/additionalGids", {44}), "0.7.0");
+  EXPECT_EQ(with("/devices/0/containerEdits/intelRdt", {{"closID", "x"}}), "0.7.0");
+  EXPECT_EQ(with("/devices/0/containerEdits/intelRdt", {{"enableMonitoring", true}}), "1.1.0");
+  EXPECT_EQ(with("/containerEdits/netDevices", {{{"hostInterfaceName", "eth0"}, {"name", "e"}}}), "1.1.0");
+}
+
+TEST(Cdi, ValidationRules) {
+  EXPECT_TRUE(validate_cdi_spec(minimal_spec(), "s.json").ok());
+  struct Case {
+    const char* pointer;
+    nlohmann::json value;
+    const char* why;
+  };
+  std::vector<Case> cases = {
+      {"/cdiVersion", "0.9.0", "unknown cdiVersion \"0.9.0\""},
+      {"/cdiVersion", "latest", "unknown cdiVersion \"latest\""},
+      {"/devices/0/name", "0", "cdiVersion 0.3.0 is too old for the fields used; they need 0.5.0"},
+      {"/kind", "vendor.com", "invalid kind \"vendor.com\" (vendor.com/class: letters, digits, _ - .)"},
+      {"/kind", "-vendor.com/dev", "invalid kind \"-vendor.com/dev\" (vendor.com/class: letters, digits, _ - .)"},
+      {"/kind", "vendor.com/dev-", "invalid kind \"vendor.com/dev-\" (vendor.com/class: letters, digits, _ - .)"},
+      {"/devices/0/name", "a b", "invalid device name \"a b\""},
+      {"/devices/0/name", "a:", "invalid device name \"a:\""},
+      {"/devices/0/containerEdits", nlohmann::json::object(), "device \"a\" has no containerEdits"},
+      {"/devices/1", {{"name", "a"}, {"containerEdits", {{"env", {"B=2"}}}}}, "device \"a\" defined twice"},
+      {"/devices", nlohmann::json::array(), "no devices"},
+      {"/devices/0/containerEdits/env/0", "=1", "device \"a\": invalid environment variable \"=1\""},
+      {"/containerEdits/env", {"NOEQUALS"}, "invalid environment variable \"NOEQUALS\""},
+      {"/devices/0/containerEdits/deviceNodes", {{{"path", "/dev/x"}, {"permissions", "rx"}}},
+       "device \"a\": device /dev/x: invalid permissions \"rx\""},
+      {"/devices/0/containerEdits/deviceNodes", {{{"path", "/dev/x"}, {"type", "z"}}},
+       "device \"a\": device /dev/x: invalid type \"z\""},
+      {"/devices/0/containerEdits/hooks", {{{"hookName", "onBoot"}, {"path", "/x"}}},
+       "device \"a\": invalid hook name \"onBoot\""},
+      {"/devices/0/containerEdits/mounts", {{{"hostPath", "/x"}}},
+       "device \"a\": mount with an empty containerPath"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json t = minimal_spec();
+    t[nlohmann::json::json_pointer(c.pointer)] = c.value;
+    auto r = validate_cdi_spec(t, "s.json");
+    ASSERT_FALSE(r.ok()) << c.pointer << " " << c.value.dump();
+    EXPECT_EQ(r.error().message(), std::string("CDI spec s.json: ") + c.why);
+  }
+  nlohmann::json t = minimal_spec();
+  t["cdiVersion"] = "v0.3.0";  // the reference library takes a leading v
+  EXPECT_TRUE(validate_cdi_spec(t, "s.json").ok());
+}
+
+TEST(Cdi, SameDeviceTwiceIsAConflictNamingBothFiles) {
+  TempDir d;
+  const char* a = R"({"cdiVersion":"0.3.0","kind":"vendor.com/dev","devices":[{"name":"x","containerEdits":{"env":["W=a"]}}]})";
+  const char* b = R"({"cdiVersion":"0.3.0","kind":"vendor.com/dev","devices":[{"name":"x","containerEdits":{"env":["W=b"]}},
+                      {"name":"y","containerEdits":{"env":["W=y"]}}]})";
+  d.write("one/a.json", a);
+  d.write("one/b.json", b);
+  std::vector<std::string> warnings;
+  auto specs = load_cdi_specs({d.path + "/one"}, &warnings);
+  ASSERT_TRUE(specs.ok());
+  ContainerSpec s;
+  auto r = apply_cdi_device(*specs, "vendor.com/dev=x", s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "--device vendor.com/dev=x: conflicting definitions in " + d.path + "/one/a.json and " +
+                                     d.path + "/one/b.json");
+  EXPECT_TRUE(apply_cdi_device(*specs, "vendor.com/dev=y", s).ok());
+  // In two directories, the later one wins.
+  d.write("two/b.json", b);
+  specs = load_cdi_specs({d.path + "/one", d.path + "/two"}, &warnings);
+  std::remove((d.path + "/one/b.json").c_str());
+  specs = load_cdi_specs({d.path + "/one", d.path + "/two"}, &warnings);
+  ContainerSpec s2;
+  ASSERT_TRUE(apply_cdi_device(*specs, "vendor.com/dev=x", s2).ok());
+  EXPECT_EQ(s2.env, (std::vector<std::string>{"W=b"}));
+  // Twice in one spec: the spec is invalid, and the device says why.
+  d.write("three/c.json", R"({"cdiVersion":"0.3.0","kind":"vendor.com/dup","devices":[
+      {"name":"x","containerEdits":{"env":["A=1"]}},{"name":"x","containerEdits":{"env":["A=2"]}}]})");
+  warnings.clear();
+  specs = load_cdi_specs({d.path + "/three"}, &warnings);
+  ASSERT_EQ(warnings.size(), 1u);
+  r = apply_cdi_device(*specs, "vendor.com/dup=x", s2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "--device vendor.com/dup=x: its spec is invalid: CDI spec " + d.path +
+                                     "/three/c.json: device \"x\" defined twice");
+}
+
+/// One device whose containerEdits are `edits`, loaded from a spec in `d`.
+std::vector<CdiSpec> one_device(TempDir& d, const nlohmann::json& edits, const char* version = "0.7.0") {
+  nlohmann::json doc = {{"cdiVersion", version}, {"kind", "vendor.com/dev"},
+                        {"devices", {{{"name", "a"}, {"containerEdits", edits}}}}};
+  d.write("cdi/spec.json", doc.dump());
+  std::vector<std::string> warnings;
+  auto specs = load_cdi_specs({d.path + "/cdi"}, &warnings);
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  return *specs;
+}
+
+TEST(Cdi, DeviceNodePermissionsModeAndOwner) {
+  TempDir d;
+  d.write("node", "");
+  ::chmod((d.path + "/node").c_str(), 0640);
+  std::string node = d.path + "/node";
+  using K = DeviceEdit::Kind;
+  auto apply = [&](nlohmann::json n) {
+    n["path"] = "/dev/x";
+    n["hostPath"] = node;
+    ContainerSpec s;
+    auto specs = one_device(d, {{"deviceNodes", {n}}});
+    auto r = apply_cdi_device(specs, "vendor.com/dev=a", s);
+    return std::make_pair(r.ok() ? std::string() : r.error().message(), s.device_edits);
+  };
+  auto [err, edits] = apply({{"permissions", "r"}});
+  EXPECT_EQ(err, "");
+  EXPECT_EQ(edits, (std::vector<DeviceEdit>{{K::kBind, node, "/dev/x", true, false, true}}));
+  std::tie(err, edits) = apply({{"permissions", "rwm"}, {"fileMode", 0640}, {"uid", ::getuid()}, {"gid", ::getgid()}});
+  EXPECT_EQ(err, "");
+  EXPECT_EQ(edits, (std::vector<DeviceEdit>{{K::kBind, node, "/dev/x", false, false, true}}));
+  std::tie(err, edits) = apply({{"fileMode", 0666}});
+  EXPECT_EQ(err, "CDI " + d.path + "/cdi/spec.json (a) /dev/x: fileMode 0666 cannot be honoured rootless: the host node " +
+                     node + " has 0640");
+  std::tie(err, edits) = apply({{"uid", ::getuid() + 1}});
+  EXPECT_EQ(err, "CDI " + d.path + "/cdi/spec.json (a) /dev/x: uid " + std::to_string(::getuid() + 1) +
+                     " cannot be honoured rootless: the host node " + node + " has " + std::to_string(::getuid()));
+}
+
+TEST(Cdi, TmpfsMountsGroupsAndWhatCannotBeHonoured) {
+  TempDir d;
+  using K = DeviceEdit::Kind;
+  ContainerSpec s;
+  auto specs = one_device(d, {{"mounts", {{{"hostPath", "tmpfs"}, {"containerPath", "/scratch"}, {"type", "tmpfs"},
+                                           {"options", {"nosuid", "size=1m"}}}}},
+                              {"additionalGids", {::getegid()}}});
+  auto r = apply_cdi_device(specs, "vendor.com/dev=a", s);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  // Not in the image: in the run tmpfs and linked, so no mount point is left behind.
+  EXPECT_EQ(s.device_edits, (std::vector<DeviceEdit>{{K::kTmpfs, "", "/usr/lib/berth", false, true},
+                                                     {K::kTmpfs, "", "/usr/lib/berth/host/scratch", false, true, true},
+                                                     {K::kSymlink, "/usr/lib/berth/host/scratch", "/scratch", true,
+                                                      false, false}}));
+  d.write("rootfs/scratch/.keep", "");
+  ContainerSpec in_image;
+  in_image.rootfs = d.path + "/rootfs";
+  ASSERT_TRUE(apply_cdi_device(specs, "vendor.com/dev=a", in_image).ok());
+  EXPECT_EQ(in_image.device_edits, (std::vector<DeviceEdit>{{K::kTmpfs, "", "/scratch", false, true, true}}));
+  std::vector<std::pair<nlohmann::json, std::string>> refused = {
+      {{{"netDevices", {{{"hostInterfaceName", "eth0"}, {"name", "e"}}}}},
+       "netDevices cannot be honoured by a rootless run"},
+      {{{"intelRdt", {{"closID", "x"}}}}, "intelRdt cannot be honoured by a rootless run"},
+      {{{"additionalGids", {::getegid() + 4242}}},
+       "additionalGids " + std::to_string(::getegid() + 4242) +
+           " cannot be honoured: the caller is not in that group and a rootless run cannot add it"},
+  };
+  for (const auto& [edits, why] : refused) {
+    ContainerSpec t;
+    auto specs2 = one_device(d, edits, "1.1.0");
+    auto r2 = apply_cdi_device(specs2, "vendor.com/dev=a", t);
+    ASSERT_FALSE(r2.ok()) << edits.dump();
+    EXPECT_EQ(r2.error().message(), "CDI " + d.path + "/cdi/spec.json (a): " + why);
+  }
+}
+
 TEST(Cdi, BadNamesAndMissingDevices) {
   std::vector<CdiSpec> none;
   ContainerSpec s;
-  for (const char* bad : {"gpu0", "nvidia.com/gpu", "nvidia/gpu=0", "nvidia.com/gpu="}) {
+  for (const char* bad : {"gpu0", "nvidia.com/gpu", "nvidia/gpu=0", "nvidia.com/gpu=", "nvidia.com/gpu=a b",
+                          "nvidia.com/-gpu=0"}) {
     auto r = apply_cdi_device(none, bad, s);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().message(), std::string("--device ") + bad + ": not a CDI device name");

@@ -13,6 +13,7 @@
 #include "devices/ld_cache.h"
 #include "devices/nvidia_discover.h"
 #include "devices/nvidia_probe.h"
+#include "devices/yaml.h"
 #include "gpu_fixture.h"
 
 namespace berth {
@@ -170,9 +171,10 @@ TEST(NvidiaDiscovery, FindsTheFabricatedDriver) {
   EXPECT_EQ(d.version.str(), "550.54.15");
   EXPECT_EQ(d.kernel_version.str(), "550.54.15");
   EXPECT_EQ(d.library_version.str(), "550.54.15");
-  EXPECT_FALSE(d.cuda_version.known());
-  EXPECT_EQ(d.cuda_version_note,
-            "not probed under driver root " + h.root + " (BERTH_CUDA_PROBE=always allows it)");
+  // Probed under the driver root too (in a forked child).
+  EXPECT_EQ(d.cuda_version.str(), "12.4");
+  EXPECT_EQ(d.cuda_version_note, "");
+  EXPECT_FALSE(d.cuda_version_derived);
 
   ASSERT_EQ(d.gpus.size(), 2u);
   EXPECT_EQ(d.gpus[0].index, 0);
@@ -284,8 +286,36 @@ TEST(CudaProbe, AsksTheFoundLibcudaWhenAllowed) {
   o.cuda_probe = CudaProbe::kNever;
   r = discover_nvidia(o);
   ASSERT_TRUE(r.ok());
-  EXPECT_FALSE(r->cuda_version.known());
-  EXPECT_EQ(r->cuda_version_note, "not probed (BERTH_CUDA_PROBE=never)");
+  EXPECT_EQ(r->cuda_version.str(), "12.4");
+  EXPECT_TRUE(r->cuda_version_derived);
+  EXPECT_EQ(r->cuda_version_note, "derived from driver branch 550; not probed (BERTH_CUDA_PROBE=never)");
+}
+
+TEST(CudaProbe, FailedProbeFallsBackToTheDriverBranch) {
+  FakeHost h;
+  std::string libcuda = h.root + "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15";
+  std::filesystem::copy_file(kLibs + "/libcuda-nosym.so", libcuda, std::filesystem::copy_options::overwrite_existing);
+  auto r = discover_nvidia(options(h));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->cuda_version.str(), "12.4");
+  EXPECT_TRUE(r->cuda_version_derived);
+  EXPECT_EQ(r->cuda_version_note, "derived from driver branch 550; libcuda has no cuDriverGetVersion");
+  std::string text = gpu_info_text(*r, AmdDevices{});
+  EXPECT_EQ(text.substr(0, text.find('\n') + 1),
+            "NVIDIA driver 550.54.15, CUDA 12.4 (derived from driver branch 550; libcuda has no "
+            "cuDriverGetVersion)\n");
+}
+
+TEST(CudaProbe, DriverBranchTable) {
+  auto cuda = [](const char* driver) { return cuda_version_for_driver(*parse_version(driver)).str(); };
+  EXPECT_EQ(cuda("550.54.15"), "12.4");
+  EXPECT_EQ(cuda("535.104.05"), "12.2");
+  EXPECT_EQ(cuda("470.256.02"), "11.4");
+  EXPECT_EQ(cuda("570.124.06"), "12.8");
+  EXPECT_EQ(cuda("580.65.06"), "13.0");
+  EXPECT_EQ(cuda("590.1"), "13.0");  // newer than the table: at least its last row
+  EXPECT_EQ(cuda("418.39"), "10.1");
+  EXPECT_EQ(cuda("390.157"), "unknown");
 }
 
 TEST(CudaProbe, SurvivesLibrariesWithoutTheSymbolOrThatCrash) {
@@ -347,7 +377,8 @@ TEST(GpuInfo, JsonAgainstTheFakeRoot) {
   EXPECT_EQ(j["dev_root"], h.dev);
   EXPECT_EQ(j["nvidia"]["found"], true);
   EXPECT_EQ(j["nvidia"]["driver_version"], "550.54.15");
-  EXPECT_TRUE(j["nvidia"]["cuda_version"].is_null());
+  EXPECT_EQ(j["nvidia"]["cuda_version"], "12.4");  // probed under the driver root
+  EXPECT_EQ(j["nvidia"]["cuda_version_derived"], false);
   ASSERT_EQ(j["nvidia"]["gpus"].size(), 2u);
   EXPECT_EQ(j["nvidia"]["gpus"][1],
             nlohmann::json({{"index", 1}, {"model", "NVIDIA H100 80GB HBM3"}, {"uuid", testing::kUuid1},
@@ -360,7 +391,7 @@ TEST(GpuInfo, JsonAgainstTheFakeRoot) {
   EXPECT_EQ(j["amd"]["found"], true);
 
   std::string text = gpu_info_text(*nv, discover_amd(options(h)));
-  EXPECT_EQ(text.rfind("NVIDIA driver 550.54.15, CUDA unknown (not probed under driver root ", 0), 0u) << text;
+  EXPECT_EQ(text.rfind("NVIDIA driver 550.54.15, CUDA 12.4\n", 0), 0u) << text;
   EXPECT_NE(text.find("\n0      NVIDIA A100-SXM4-40GB  " + std::string(testing::kUuid0) + "  0000:07:00.0  0\n"),
             std::string::npos)
       << text;
@@ -380,7 +411,10 @@ TEST(Cdi, SpecStructure) {
   auto nv = discover_nvidia(options(h));
   ASSERT_TRUE(nv.ok());
   nlohmann::json s = make_cdi_spec(*nv);
-  EXPECT_EQ(s["cdiVersion"], "0.6.0");
+  // The lowest version its fields need (device names starting with a digit, hostPath: 0.5.0),
+  // so Podman 4.3 (CDI 0.5) accepts it; and it passes Berth's own validation.
+  EXPECT_EQ(s["cdiVersion"], "0.5.0");
+  EXPECT_TRUE(validate_cdi_spec(s, "generated").ok());
   EXPECT_EQ(s["kind"], "nvidia.com/gpu");
   std::vector<std::string> names;
   for (const auto& d : s["devices"]) names.push_back(d["name"]);
@@ -410,10 +444,17 @@ TEST(Cdi, SpecStructure) {
   EXPECT_TRUE(no32);
   ASSERT_EQ(e["hooks"].size(), 1u);
   EXPECT_EQ(e["hooks"][0]["hookName"], "createContainer");
-  EXPECT_EQ(e["hooks"][0]["path"], "/usr/bin/nvidia-cdi-hook");
+  // Where the hook is on this host: under the driver root.
+  EXPECT_EQ(e["hooks"][0]["path"], h.root + "/usr/bin/nvidia-cdi-hook");
   EXPECT_EQ(e["hooks"][0]["args"],
             nlohmann::json({"nvidia-cdi-hook", "update-ldcache", "--folder", "/opt/nvidia/lib", "--folder",
                             "/usr/lib/x86_64-linux-gnu"}));
+  // As YAML, the same document.
+  std::string yaml = cdi_spec_text(s, true);
+  auto back = parse_yaml(yaml, "generated.yaml");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(*back, s) << yaml;
+  EXPECT_EQ(nlohmann::json::parse(cdi_spec_text(s, false)), s);
 }
 
 }  // namespace

@@ -128,13 +128,15 @@ TEST(CdiLimits, NumericDeviceNameIsNotAMatchNorACrash) {
   auto specs = load_cdi_specs({d / "cdi"}, &warnings);
   ASSERT_TRUE(specs.ok());
   ContainerSpec s;
-  auto r = apply_cdi_device(*specs, "vendor.com/dev=5", s);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message(), "--device vendor.com/dev=5: no such device in the CDI specs of vendor.com/dev");
-  r = apply_cdi_device(*specs, "vendor.com/dev=b", s);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message(), "CDI " + (d / "cdi/vendor.json") +
-                                     " (b): malformed containerEdits: type must be string, but is number");
+  // The spec fails validation as a whole (as the reference library refuses it): asking for any
+  // of its devices is that one line, without the JSON library's exception tag.
+  for (const char* dev : {"vendor.com/dev=5", "vendor.com/dev=b"}) {
+    auto r = apply_cdi_device(*specs, dev, s);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().message(), std::string("--device ") + dev + ": its spec is invalid: CDI spec " +
+                                       (d / "cdi/vendor.json") +
+                                       ": malformed: type must be string, but is number");
+  }
 }
 
 TEST(CdiLimits, DeepJsonSpecIsSkippedWithOneLine) {
