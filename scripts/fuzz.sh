@@ -18,7 +18,7 @@ launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 if [ ! -f build-fuzz/build.ninja ]; then
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Fuzz -DBERTH_FUZZ=ON -DBUILD_TESTING=OFF \
-    -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 "${launcher[@]}" >/dev/null
+    -DCMAKE_CXX_COMPILER=clang++-14 "${launcher[@]}" >/dev/null
 fi
 cmake --build build-fuzz -j"$(nproc)" --target berth_fuzzers
 

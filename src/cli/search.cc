@@ -75,6 +75,8 @@ Action setup_manifest(CLI::App& app, const GlobalOptions& g) {
       if (m.body.empty() || m.body.back() != '\n') std::fputc('\n', stdout);
       return {};
     }
+    // Within parse_json's limits first; then again as ordered_json, to print the registry's
+    // key order.
     auto j = parse_json_or_discarded(m.body).is_discarded()
                  ? nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded)
                  : nlohmann::ordered_json::parse(m.body, nullptr, false);

@@ -2,7 +2,6 @@
 // edits as binds, command resolution in a rootfs.
 #include "runtime/apptainer_engine.h"
 #include "runtime/device_binds.h"
-#include "core/elf.h"
 #include "runtime/fakechroot_engine.h"
 #include "runtime/fallback.h"
 #include "runtime/library_path.h"
@@ -20,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/elf.h"
 #include "core/fs.h"
 #include "test_util.h"
 

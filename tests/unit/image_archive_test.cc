@@ -3,13 +3,13 @@
 #include "image/load.h"
 #include "image/save.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <functional>
 
+#include "core/dir.h"
 #include "core/sha256.h"
 #include "image/import.h"
 #include "image/search.h"
@@ -69,10 +69,8 @@ class ArchiveTest : public ::testing::Test {
   /// Entries of the store's tmp/ that start with `prefix`.
   std::vector<std::string> tmp_entries(const Store& s, const std::string& prefix) {
     std::vector<std::string> out;
-    DIR* d = opendir((s.root() + "/tmp").c_str());
-    while (dirent* e = d ? readdir(d) : nullptr)
-      if (std::string(e->d_name).starts_with(prefix)) out.push_back(e->d_name);
-    if (d) closedir(d);
+    for (const std::string& n : list_dir(s.root() + "/tmp"))
+      if (n.starts_with(prefix)) out.push_back(n);
     return out;
   }
   json config_of(const Store& s, const ImageRecord& r) {

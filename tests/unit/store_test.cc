@@ -1,7 +1,5 @@
 #include "image/store.h"
-#include "test_util.h"
 
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -9,6 +7,9 @@
 
 #include <algorithm>
 #include <map>
+
+#include "core/dir.h"
+#include "test_util.h"
 
 namespace berth {
 namespace {
@@ -29,14 +30,8 @@ class StoreTest : public ::testing::Test {
   /// Names of files in tmp/ that end in `suffix`.
   std::vector<std::string> tmp_files(const std::string& suffix) {
     std::vector<std::string> out;
-    DIR* d = opendir((root_ + "/tmp").c_str());
-    while (dirent* e = d ? readdir(d) : nullptr) {
-      std::string n = e->d_name;
-      if (n.size() >= suffix.size() &&
-          n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
-        out.push_back(n);
-    }
-    if (d) closedir(d);
+    for (const std::string& n : list_dir(root_ + "/tmp"))
+      if (n.ends_with(suffix)) out.push_back(n);
     return out;
   }
   /// Stores `data` as a blob and returns its digest.
