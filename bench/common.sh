@@ -112,7 +112,7 @@ bench_make_container() {
   cp -a "$BENCH_DIR/rootfs/." "$bundle/rootfs/"
   umoci repack --image "$oci:bench" "$bundle"
   umoci config --image "$oci:bench" --config.cmd /bin/sh
-  skopeo copy -q --dest-tls-verify=false "oci:$oci:bench" "docker://$REGISTRY/bench/busybox:latest"
+  bench_skopeo_copy --dest-tls-verify=false "oci:$oci:bench" "docker://$REGISTRY/bench/busybox:latest"
   export BERTH_HOME=$BENCH_DIR/home
   "$BERTH" -q pull "$REGISTRY/bench/busybox:latest" >/dev/null
   "$BERTH" rm -f "$name" >/dev/null 2>&1 || true  # absent on the first run
@@ -122,6 +122,14 @@ bench_make_container() {
     "$BERTH" create --name "$name-$engine" "$REGISTRY/bench/busybox:latest" >/dev/null
     "$BERTH" setup --engine="$engine" "$name-$engine"
   done
+}
+
+# skopeo copy with a credentials file of our own: skopeo's default, /run/containers/$UID/auth.json,
+# is unreadable when a Podman install left /run/containers root-owned. (Not REGISTRY_AUTH_FILE in
+# the environment: docker-registry would read that as a configuration override.)
+bench_skopeo_copy() {
+  [ -f "$BENCH_DIR/auth.json" ] || echo '{}' >"$BENCH_DIR/auth.json"
+  skopeo copy -q --authfile "$BENCH_DIR/auth.json" "$@"
 }
 
 # Prints the mean in milliseconds from a hyperfine JSON export: bench_mean FILE INDEX.
