@@ -70,5 +70,8 @@ Action setup_search(CLI::App& app, const GlobalOptions& g);
 Action setup_manifest(CLI::App& app, const GlobalOptions& g);
 Action setup_version(CLI::App& app, const GlobalOptions& g);
 Action setup_info(CLI::App& app, const GlobalOptions& g);
+Action setup_gc(CLI::App& app, const GlobalOptions& g);
+Action setup_image(CLI::App& app, const GlobalOptions& g);
+Action setup_system(CLI::App& app, const GlobalOptions& g);
 
 }  // namespace berth::cli

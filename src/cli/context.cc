@@ -1,6 +1,9 @@
 #include "cli/context.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <sstream>
 
@@ -9,6 +12,9 @@
 #include "core/fs.h"
 #include "core/safe_text.h"
 #include "core/json.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "image/reference.h"
 
 namespace berth::cli {
 
@@ -59,6 +65,45 @@ Result<DiscoveryOptions> discovery_options(const GlobalOptions& g) {
   if (!site.driver_root.empty()) configured.driver_root = site.driver_root;
   configured.dev_root = site.dev_root;
   return discovery_options_from_env(configured);
+}
+
+Result<FileLock> wait_for_sweep_lock(const GlobalOptions& g, const Store& store, Op op,
+                                     int timeout_s) {
+  FileLock lock = BERTH_TRY(store.sweep_lock(false));
+  if (lock.held()) return lock;
+  constexpr const char* kWaiting =
+      "Waiting for the pulls, imports, loads and creates in progress to finish...";
+  if (!g.quiet && ProgressMeter::stderr_is_terminal())
+    std::fprintf(stderr, "%s\n", kWaiting);
+  else
+    log::info("{}", kWaiting);
+  if (timeout_s <= 0) return store.sweep_lock(true);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    ::usleep(100 * 1000);
+    lock = BERTH_TRY(store.sweep_lock(false));
+    if (lock.held()) return lock;
+  }
+  return make_error(op, store.root(),
+                    "the store is still busy after " + std::to_string(timeout_s) +
+                        " s: a pull, import, load or create holds it",
+                    ErrorCode::kBusy)
+      .with_hint("try again when it has finished, or with a longer --timeout");
+}
+
+std::pair<std::string, std::string> image_repo_and_tag(const std::string& name) {
+  auto ref = parse_reference(name);
+  if (!ref.ok()) return {name, "<none>"};
+  Reference r = *ref;
+  std::string tag = r.tag.empty() ? "<none>" : r.tag;
+  r.tag.clear();
+  r.digest.clear();
+  return {r.familiar(), tag};
+}
+
+std::string size_with_share(int64_t part, int64_t whole) {
+  if (whole <= 0) return human_size(part);
+  return human_size(part) + " (" + std::to_string(part * 100 / whole) + "%)";
 }
 
 void print_table(const std::vector<std::vector<std::string>>& cells) {

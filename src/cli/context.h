@@ -30,6 +30,16 @@ Result<PullResult> pull_reference(const GlobalOptions& g, const std::string& nam
 Result<ContainerStore> open_containers(const GlobalOptions& g);
 /// A container as `ps --json` and `inspect` show it.
 nlohmann::json container_json(const ContainerStore& cs, const ContainerRecord& c);
+/// The store's sweep lock (Store::sweep_lock()) for `op`: when pulls, imports, loads or
+/// creates hold the store, says so (on a terminal, else with -v) and waits for them, at most
+/// `timeout_s` seconds when > 0 (then a one-line kBusy error).
+Result<FileLock> wait_for_sweep_lock(const GlobalOptions& g, const Store& store, Op op,
+                                     int timeout_s);
+/// "12.3 MB (45%)": `part` of `whole`, as `docker system df` shows what is reclaimable.
+std::string size_with_share(int64_t part, int64_t whole);
+/// Splits an image record's name into what `docker images` shows: REPOSITORY and TAG
+/// ("<none>" for a record by digest only).
+std::pair<std::string, std::string> image_repo_and_tag(const std::string& name);
 /// Prints rows as left-aligned columns three spaces apart, the first row being the header.
 void print_table(const std::vector<std::vector<std::string>>& rows);
 /// Prints JSON to stdout, indented, with a trailing newline.

@@ -13,19 +13,8 @@
 namespace berth::cli {
 namespace {
 
-/// Splits a record name into what `docker images` shows: REPOSITORY and TAG.
-std::pair<std::string, std::string> repo_and_tag(const std::string& name) {
-  auto ref = parse_reference(name);
-  if (!ref.ok()) return {name, "<none>"};
-  Reference r = *ref;
-  std::string tag = r.tag.empty() ? "<none>" : r.tag;
-  r.tag.clear();
-  r.digest.clear();
-  return {r.familiar(), tag};
-}
-
 nlohmann::json record_json(const ImageRecord& rec) {
-  auto [repo, tag] = repo_and_tag(rec.name);
+  auto [repo, tag] = image_repo_and_tag(rec.name);
   return {{"name", rec.name},
           {"repository", repo},
           {"tag", tag},
@@ -69,7 +58,7 @@ Action setup_images(CLI::App& app, const GlobalOptions& g) {
     std::vector<std::vector<std::string>> rows = {
         {"REPOSITORY", "TAG", "IMAGE ID", "PLATFORM", "SIZE"}};
     for (const auto& rec : images) {
-      auto [repo, tag] = repo_and_tag(rec.name);
+      auto [repo, tag] = image_repo_and_tag(rec.name);
       rows.push_back({repo, tag, rec.short_id(), rec.platform.str(), human_size(rec.size)});
     }
     print_table(rows);

@@ -62,7 +62,7 @@ inline constexpr std::string_view kOpWords[] = {
     "manifest inspect", "read credentials", "search",
     // The image store and image archives (image).
     "check digest", "check image record", "commit blob", "decompress", "export", "find image",
-    "image config", "import", "load", "open store", "protect", "read blob", "read image index",
+    "gc", "image config", "image prune", "import", "load", "open store", "protect", "read blob", "read image index",
     "replace image", "restart blob", "rewrite symlink", "rmi", "save", "select platform", "tag",
     "unpack",
     "unpack layer", "unprotect", "verify", "write blob",
@@ -72,7 +72,7 @@ inline constexpr std::string_view kOpWords[] = {
     "create working directory", "detach old root", "device edit", "drop capability", "engine",
     "env", "find container", "make mounts private", "name", "oci", "open bind source",
     "open mount", "open mount target", "probe", "read container", "remount read-only", "rm",
-    "rmname", "run", "stop", "update the loader cache: ldconfig", "user", "volume", "workdir",
+    "rmname", "run", "stop", "system df", "update the loader cache: ldconfig", "user", "volume", "workdir",
     // Devices.
     "--device", "CDI", "CDI spec", "cdi generate", "check requirement", "device", "device node", "gpu info",
     "inject GPUs", "mount source", "parse ld.so.cache", "read ELF", "select GPUs",

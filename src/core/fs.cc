@@ -10,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -221,6 +222,41 @@ Status copy_tree(const std::string& from, const std::string& to) {
   return s;
 }
 
+namespace {
+using InodeSet = std::set<std::pair<dev_t, ino_t>>;
+
+/// The files of folder `dirfd` (its entries' sizes, sub-folders recursively).
+int64_t dir_size(int dirfd, InodeSet& seen) {
+  std::vector<DirEntry> entries;
+  if (list_dir_at(dirfd, entries) != 0) return 0;  // best effort: unreadable counts as empty
+  int64_t total = 0;
+  for (const DirEntry& e : entries) {
+    struct stat st;
+    if (::fstatat(dirfd, e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISREG(st.st_mode)) {
+      if (st.st_nlink > 1 && !seen.insert({st.st_dev, st.st_ino}).second) continue;
+      total += st.st_size;
+    } else if (S_ISDIR(st.st_mode)) {
+      UniqueFd sub(::openat(dirfd, e.name.c_str(),
+                            O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (sub.valid()) total += dir_size(sub.get(), seen);
+    }
+  }
+  return total;
+}
+}  // namespace
+
+int64_t tree_size(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return 0;
+  if (S_ISREG(st.st_mode)) return st.st_size;
+  if (!S_ISDIR(st.st_mode)) return 0;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return 0;
+  InodeSet seen;
+  return dir_size(fd.get(), seen);
+}
+
 bool path_exists(const std::string& path) {
   struct stat st;
   return ::lstat(path.c_str(), &st) == 0;
@@ -237,18 +273,33 @@ std::string path_join(std::string_view a, std::string_view b) {
 
 namespace {
 /// Opens `path` into `out` and flocks it; with wait=false a busy lock leaves `out` empty.
+///
+/// A lock file may be unlinked by whoever holds it (a published blob's, an abandoned staging
+/// folder's, `berth gc`): once the lock is ours, the path must still name the file we locked,
+/// else the lock guards nothing (a newcomer creates and locks a fresh file) and we start over.
+/// This is what makes unlinking a lock file under its lock safe.
 Status lock_impl(const std::string& path, FileLock::Mode mode, bool wait, UniqueFd& out) {
-  out = BERTH_TRY(open_file(path, O_RDWR | O_CREAT, 0644));
   int op = (mode == FileLock::Mode::kShared ? LOCK_SH : LOCK_EX) | (wait ? 0 : LOCK_NB);
-  while (::flock(out.get(), op) != 0) {
-    if (errno == EINTR) continue;
-    if (!wait && errno == EWOULDBLOCK) {
-      out.reset();
-      return {};
+  for (;;) {
+    out = BERTH_TRY(open_file(path, O_RDWR | O_CREAT, 0644));
+    bool locked = false;
+    while (!locked) {
+      if (::flock(out.get(), op) == 0) {
+        locked = true;
+      } else if (errno != EINTR) {
+        if (!wait && errno == EWOULDBLOCK) {
+          out.reset();
+          return {};
+        }
+        return sys_error("flock", path);
+      }
     }
-    return sys_error("flock", path);
+    struct stat held, now;
+    if (::fstat(out.get(), &held) != 0) return sys_error("stat", path);
+    if (::stat(path.c_str(), &now) == 0 && now.st_dev == held.st_dev && now.st_ino == held.st_ino)
+      return {};
+    // Unlinked (or replaced) while we waited: lock the file the path names now.
   }
-  return {};
 }
 }  // namespace
 

@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -60,6 +61,10 @@ int open_readable_at(int dirfd, const char* name, const struct stat& st);
 /// FIFOs, with modes and times; owners are not changed. Device nodes and sockets are left
 /// out. On failure the partial copy is removed.
 Status copy_tree(const std::string& from, const std::string& to);
+/// The bytes the regular files at or under `path` hold (st_size, the apparent size, as
+/// `du -b` counts file contents), each hard-linked file once; symlinks are not followed.
+/// Best effort: a missing path, or a folder that cannot be read, counts as what it shows.
+int64_t tree_size(const std::string& path);
 /// True when the path exists (lstat succeeds).
 bool path_exists(const std::string& path);
 /// Joins two path pieces with exactly one slash between them.

@@ -63,20 +63,11 @@ ImageRecord from_json(const json& j) {
   return r;
 }
 
-/// Every blob a record uses; index_digest only when set.
-std::vector<std::string> blobs_of(const ImageRecord& r) {
-  std::vector<std::string> out{r.manifest_digest};
-  if (!r.index_digest.empty()) out.push_back(r.index_digest);
-  out.push_back(r.config_digest);
-  out.insert(out.end(), r.layers.begin(), r.layers.end());
-  return out;
-}
-
 /// Digests are turned into paths (and deleted by remove_image), so a record
 /// with anything but a well-formed digest is refused.
 Status check_record(const ImageRecord& r) {
   if (r.name.empty()) return make_error("check image record", "", "empty name");
-  for (const auto& d : blobs_of(r)) BERTH_CHECK(validate_digest(d).with_context("image " + r.name));
+  for (const auto& d : image_blobs(r)) BERTH_CHECK(validate_digest(d).with_context("image " + r.name));
   return {};
 }
 
@@ -164,7 +155,37 @@ Result<Match> resolve(const std::vector<ImageRecord>& recs, std::string_view s) 
       .with_hint("see 'berth images'");
 }
 
+/// Deletes the blobs of `doomed` that no record of `kept` uses; the caller holds the sweep
+/// lock. Returns how many files it deleted.
+Result<size_t> delete_unused(const Store& store, const std::vector<ImageRecord>& doomed,
+                             const std::vector<ImageRecord>& kept) {
+  std::set<std::string> in_use;
+  for (const auto& r : kept)
+    for (auto& d : image_blobs(r)) in_use.insert(std::move(d));
+  size_t deleted = 0;
+  std::set<std::string> done;
+  for (const auto& r : doomed) {
+    for (const auto& d : image_blobs(r)) {
+      if (in_use.count(d) || !done.insert(d).second) continue;
+      std::string path = store.blob_path(d);
+      if (::unlink(path.c_str()) == 0)
+        ++deleted;
+      else if (errno != ENOENT)
+        return sys_error("remove", path);
+    }
+  }
+  return deleted;
+}
+
 }  // namespace
+
+std::vector<std::string> image_blobs(const ImageRecord& r) {
+  std::vector<std::string> out{r.manifest_digest};
+  if (!r.index_digest.empty()) out.push_back(r.index_digest);
+  out.push_back(r.config_digest);
+  out.insert(out.end(), r.layers.begin(), r.layers.end());
+  return out;
+}
 
 Result<std::vector<ImageRecord>> Store::list_images() const {
   auto recs = BERTH_TRY(load_index(root_));
@@ -179,7 +200,7 @@ Result<ImageRecord> Store::find_image(std::string_view name_or_id) const {
   return recs[m.which.front()];  // sorted by name, so several tags of one ID give the first
 }
 
-Status Store::add_image(const ImageRecord& rec) {
+Status Store::add_image(const ImageRecord& rec, std::optional<ImageRecord>* replaced) {
   BERTH_CHECK(check_record(rec));
   FileLock lock = BERTH_TRY(lock_index(root_));
   auto recs = BERTH_TRY(load_index(root_));
@@ -190,6 +211,7 @@ Status Store::add_image(const ImageRecord& rec) {
       return make_error("replace image", rec.name, "image " + rec.name + " is protected")
           .with_hint("run 'berth unprotect " + rec.name + "' first");
     bool was_protected = it->is_protected;
+    if (replaced) *replaced = *it;
     *it = rec;
     it->is_protected = it->is_protected || was_protected;
   } else
@@ -240,8 +262,24 @@ Result<FileLock> Store::pin() const {
   return FileLock::acquire(path_join(root_, "gc.lock"), FileLock::Mode::kShared);
 }
 
-Result<RemovedImages> Store::remove_image(std::string_view name_or_id) {
-  FileLock gc = BERTH_TRY(FileLock::acquire(path_join(root_, "gc.lock")));
+Result<FileLock> Store::sweep_lock(bool wait) const {
+  std::string path = path_join(root_, "gc.lock");
+  return wait ? FileLock::acquire(path) : FileLock::try_acquire(path);
+}
+
+Result<size_t> Store::release_blobs(const std::vector<ImageRecord>& replaced) {
+  if (replaced.empty()) return size_t{0};
+  FileLock gc = BERTH_TRY(sweep_lock(false));
+  // Busy: a pull may have found one of these blobs present and rely on it. gc reclaims them.
+  if (!gc.held()) return size_t{0};
+  auto recs = BERTH_TRY(load_index(root_));  // read whole by rename: no index lock needed
+  return delete_unused(*this, replaced, recs);
+}
+
+Result<RemovedImages> Store::remove_image(std::string_view name_or_id,
+                                          const FileLock* held_sweep_lock) {
+  FileLock gc;
+  if (!held_sweep_lock) gc = BERTH_TRY(sweep_lock(true));
   FileLock lock = BERTH_TRY(lock_index(root_));
   auto recs = BERTH_TRY(load_index(root_));
   Match m = BERTH_TRY(resolve(recs, name_or_id));
@@ -259,22 +297,9 @@ Result<RemovedImages> Store::remove_image(std::string_view name_or_id) {
   // pointing at deleted ones.
   BERTH_CHECK(save_index(root_, kept));
 
-  std::set<std::string> in_use;
-  for (const auto& r : kept)
-    for (auto& d : blobs_of(r)) in_use.insert(std::move(d));
   RemovedImages out;
-  std::set<std::string> done;
-  for (const auto& r : removed) {
-    out.names.push_back(r.name);
-    for (const auto& d : blobs_of(r)) {
-      if (in_use.count(d) || !done.insert(d).second) continue;
-      std::string path = blob_path(d);
-      if (::unlink(path.c_str()) == 0)
-        ++out.blobs_deleted;
-      else if (errno != ENOENT)
-        return sys_error("remove", path);
-    }
-  }
+  for (const auto& r : removed) out.names.push_back(r.name);
+  out.blobs_deleted = BERTH_TRY(delete_unused(*this, removed, kept));
   std::sort(out.names.begin(), out.names.end());
   return out;
 }
@@ -282,7 +307,7 @@ Result<RemovedImages> Store::remove_image(std::string_view name_or_id) {
 Result<std::vector<VerifyProblem>> Store::verify(const ImageRecord& rec) const {
   std::vector<VerifyProblem> problems;
   std::set<std::string> seen;  // images may repeat a layer (empty layers often are)
-  for (const auto& d : blobs_of(rec)) {
+  for (const auto& d : image_blobs(rec)) {
     if (!seen.insert(d).second) continue;
     if (!validate_digest(d).ok()) {
       problems.push_back({d, "invalid digest"});

@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "image/gc.h"
 #include "image/image_config.h"
 #include "image/layer_file.h"
 #include "image/manifest.h"
@@ -209,7 +210,10 @@ Result<PullResult> pull_image(Store& store, const Reference& ref, const Credenti
     rec.size += l.size;
   }
   rec.pulled = now_rfc3339();
-  BERTH_CHECK(store.add_image(rec));
+  std::optional<ImageRecord> replaced;
+  BERTH_CHECK(store.add_image(rec, &replaced));
+  pin = FileLock();  // recorded: every blob this pull relies on is named now
+  if (replaced) release_replaced(store, {*replaced});
   return PullResult{rec, false};
 }
 

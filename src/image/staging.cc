@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/dir.h"
 #include "core/sha256.h"
+#include "image/gc.h"
 #include "image/store.h"
 
 namespace berth {
@@ -17,17 +18,6 @@ namespace berth {
 namespace {
 
 constexpr char kPrefix[] = "stage-";
-
-/// Removes staging folders whose lock nobody holds: their import or load was killed.
-void remove_abandoned(const std::string& tmp) {
-  for (const std::string& n : list_dir(tmp)) {  // no tmp/ yet lists empty: nothing abandoned
-    if (!n.starts_with(kPrefix)) continue;
-    std::string dir = path_join(tmp, n);
-    auto lock = FileLock::try_acquire(path_join(dir, "lock"));
-    // Best effort: a folder that cannot be removed now is tried again next time.
-    if (lock.ok() && lock->held()) (void)remove_tree(dir);
-  }
-}
 
 }  // namespace
 
@@ -57,7 +47,7 @@ Result<StagedFile> StagedWriter::finish() {
 
 Result<Staging> Staging::create(const Store& store) {
   std::string tmp = path_join(store.root(), "tmp");
-  remove_abandoned(tmp);
+  (void)sweep_staging(store, false);  // best effort: abandoned folders are gc's too
   // Made under a name the sweep above ignores, and renamed once its lock is held, so that
   // no other process can take this folder for an abandoned one.
   std::string pattern = path_join(tmp, ".new-XXXXXX");
@@ -108,18 +98,23 @@ Result<StagedFile> Staging::stage_fd(int fd, const std::string& what) {
 }
 
 Result<std::vector<ImageRecord>> publish_staged(Store& store, const StagedImage& image) {
-  FileLock pin = BERTH_TRY(store.pin());  // no rmi may delete a blob found present
-  for (const StagedFile& f : image.files) BERTH_CHECK(store.adopt_blob(f.digest, f.path));
-  for (const auto& [digest, bytes] : image.made)
-    if (!store.has_blob(digest)) BERTH_CHECK(store.put_blob(digest, bytes));
-  std::vector<ImageRecord> out;
-  for (const std::string& name : image.names) {
-    ImageRecord rec = image.record;
-    rec.name = name;
-    rec.pulled = now_rfc3339();
-    BERTH_CHECK(store.add_image(rec));
-    out.push_back(std::move(rec));
+  std::vector<ImageRecord> out, replaced;
+  {
+    FileLock pin = BERTH_TRY(store.pin());  // no rmi or gc may delete a blob found present
+    for (const StagedFile& f : image.files) BERTH_CHECK(store.adopt_blob(f.digest, f.path));
+    for (const auto& [digest, bytes] : image.made)
+      if (!store.has_blob(digest)) BERTH_CHECK(store.put_blob(digest, bytes));
+    for (const std::string& name : image.names) {
+      ImageRecord rec = image.record;
+      rec.name = name;
+      rec.pulled = now_rfc3339();
+      std::optional<ImageRecord> old;
+      BERTH_CHECK(store.add_image(rec, &old));
+      if (old) replaced.push_back(std::move(*old));
+      out.push_back(std::move(rec));
+    }
   }
+  release_replaced(store, replaced);  // the pin is released: the old images' blobs may go
   return out;
 }
 

@@ -6,7 +6,8 @@
 //
 // Staged files become blobs by rename (Store::adopt_blob), and the image record is added
 // last, so a killed import or load leaves only this folder behind: `images` never shows a
-// half-read image. Each new staging area removes the folders whose lock nobody holds.
+// half-read image. Each new staging area removes the folders whose lock nobody holds, as
+// `berth gc` does (image/gc.h).
 #pragma once
 
 #include <cstdint>

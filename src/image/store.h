@@ -5,7 +5,9 @@
 //   tmp/<hex>.lock           held (flock) by whoever downloads <hex>; removed once published
 //   images.json              the image index, rewritten atomically
 //   lock                     flock held while images.json is read-modify-written
-//   gc.lock                  flock: shared by pulls, exclusive while blobs are deleted
+//   gc.lock                  flock: shared (pin()) by every pull, import, load and create
+//                            while it relies on blobs no record may yet name; exclusive
+//                            (sweep_lock()) while blobs are deleted: rmi, image prune, gc
 //   version                  {"version":1}: the layout version, checked by open()
 //
 // Many processes (a job array on one node) may pull the same image at once:
@@ -13,6 +15,11 @@
 // wait and then find it present; every blob becomes visible only by rename
 // after its digest and size were checked, so a killed pull never leaves a
 // half-written blob visible and the next pull resumes from the .partial file.
+//
+// Lifetimes (docs/architecture.md, "Locks and leftovers"): whatever a killed command leaves
+// is either unreferenced (a blob no record names) or under a lock nobody holds (a .partial,
+// a staging folder); `berth gc` (image/gc.h) removes both, taking each thing's own lock
+// without waiting and gc.lock exclusively for the blobs.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +52,9 @@ struct ImageRecord {
   /// The first 12 hex digits of the config digest, as `docker images` shows.
   std::string short_id() const;
 };
+
+/// Every blob a record uses: manifest, index (when set), config, layers (repeats kept).
+std::vector<std::string> image_blobs(const ImageRecord& r);
 
 class Store;
 
@@ -114,8 +124,10 @@ class Store {
   /// by image ID or a unique prefix of it (>= 4 hex digits), or by manifest digest.
   Result<ImageRecord> find_image(std::string_view name_or_id) const;
   /// Adds or replaces (by name) an image record; a replaced record's protection stays, and a
-  /// protected record is not replaced by another image (import, load, pull refuse it).
-  Status add_image(const ImageRecord& rec);
+  /// protected record is not replaced by another image (import, load, pull refuse it). The
+  /// record replaced, if any, goes to `*replaced`: its blobs are the caller's to release
+  /// (release_blobs()) once it no longer holds pin().
+  Status add_image(const ImageRecord& rec, std::optional<ImageRecord>* replaced = nullptr);
   /// Records the image `source` designates under the reference `target` as well (Docker's
   /// tag: an existing `target` is replaced). Returns the new record.
   Result<ImageRecord> tag_image(std::string_view source, const std::string& target);
@@ -127,11 +139,20 @@ class Store {
   Status adopt_blob(std::string_view digest, const std::string& path);
   /// Removes the record(s) `name_or_id` designates and every blob no other
   /// record uses; refuses when one of them is protected. Waits for pulls in progress
-  /// (see pin()).
-  Result<RemovedImages> remove_image(std::string_view name_or_id);
+  /// (see pin()), unless the caller holds sweep_lock() already and passes it.
+  Result<RemovedImages> remove_image(std::string_view name_or_id,
+                                     const FileLock* held_sweep_lock = nullptr);
   /// Held (shared) by a pull from its first blob check until its record is
-  /// added, so that remove_image cannot delete a blob the pull found present.
+  /// added (by import and load while they publish, by create while it unpacks), so that
+  /// nothing deletes a blob they found present.
   Result<FileLock> pin() const;
+  /// gc.lock exclusively: no pin() is held, so every blob a command relies on is named by a
+  /// record. Blocks when `wait`; otherwise held() is false when the store is busy.
+  Result<FileLock> sweep_lock(bool wait) const;
+  /// Deletes the blobs of `replaced` (records add_image() replaced) that no record uses now,
+  /// as rmi would. Never waits: when pulls or imports hold the store, the blobs stay for
+  /// `berth gc`. Returns how many were deleted. Call it without holding pin().
+  Result<size_t> release_blobs(const std::vector<ImageRecord>& replaced);
   /// Re-hashes every blob an image uses (manifest, index, config, layers).
   Result<std::vector<VerifyProblem>> verify(const ImageRecord& rec) const;
 

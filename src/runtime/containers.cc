@@ -14,6 +14,8 @@
 #include "core/clock.h"
 #include "core/dir.h"
 #include "core/json.h"
+#include "core/log.h"
+#include "core/scope_guard.h"
 #include "core/strings.h"
 #include "image/image_config.h"
 #include "image/unpack.h"
@@ -88,6 +90,14 @@ std::string ContainerStore::dir(const ContainerRecord& c) const {
   return path_join(path_join(root_, "containers"), c.id);
 }
 
+std::string ContainerStore::doomed_dir(const std::string& id) const {
+  return path_join(path_join(root_, "containers"), ".tmp-" + id);
+}
+
+Result<FileLock> ContainerStore::lock_doomed(const std::string& id) const {
+  return FileLock::acquire(doomed_dir(id) + ".lock");
+}
+
 Result<ContainerRecord> ContainerStore::load(const std::string& id) const {
   std::string cdir = path_join(path_join(root_, "containers"), id);
   std::string path = path_join(cdir, "container.json");
@@ -155,6 +165,8 @@ Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageR
   c.image_config = BERTH_TRY(parse_image_config(config_text, images.blob_path(image.config_digest)))
                        .config;
   if (!command.empty()) c.image_config["Cmd"] = command;
+  // Pinned while it unpacks: no rmi, image prune or gc deletes a blob under it.
+  FileLock pin = BERTH_TRY(images.pin());
   std::vector<LayerInput> layers = BERTH_TRY(images.layer_inputs(image, "create"));
   return build(std::move(c), name, [&](const std::string& rootfs) -> Status {
     BERTH_TRY(unpack_layers(layers, rootfs).with_context("create container from " + image.name));
@@ -260,8 +272,13 @@ Status ContainerStore::check_name_free(Op op, const std::string& name) const {
 Result<ContainerRecord> ContainerStore::build(
     ContainerRecord c, const std::string& name,
     const std::function<Status(const std::string& rootfs)>& fill) {
-  // Built under a temporary name and renamed: a killed create leaves nothing that ps shows.
-  std::string tmp = path_join(path_join(root_, "containers"), ".tmp-" + c.id);
+  // Built under a temporary name and renamed: a killed create leaves nothing that ps shows,
+  // and a .tmp-<id> whose lock is free, which `berth gc` removes.
+  std::string tmp = doomed_dir(c.id);
+  FileLock owner = BERTH_TRY(lock_doomed(c.id));
+  auto drop_lock = on_scope_exit([&tmp] {
+    (void)::unlink((tmp + ".lock").c_str());  // under the lock (core/fs.cc): only clutter
+  });
   BERTH_CHECK(make_dirs(tmp, 0700));
   auto fail = [&tmp](Error e) {
     (void)remove_tree(tmp);  // best effort; .tmp-* is never listed
@@ -300,10 +317,72 @@ Status ContainerStore::remove(const ContainerRecord& c, bool force) {
         .with_hint("stop it first, or use rm -f");
   for (const std::string& n : c.names)
     (void)::unlink(path_join(path_join(root_, "names"), n).c_str());  // gone with the container
-  // Renamed away first, so that a half-deleted container is never listed.
-  std::string doomed = path_join(path_join(root_, "containers"), ".tmp-" + c.id);
+  // Renamed away first, so that a half-deleted container is never listed; under the lock
+  // that tells `berth gc` the folder is ours until this rm ends (or is killed).
+  std::string doomed = doomed_dir(c.id);
+  FileLock owner = BERTH_TRY(lock_doomed(c.id));
+  auto drop_lock = on_scope_exit([&doomed] {
+    (void)::unlink((doomed + ".lock").c_str());  // under the lock (core/fs.cc): only clutter
+  });
   if (::rename(cdir.c_str(), doomed.c_str()) != 0) return sys_error("rename", cdir);
   return remove_tree(doomed);
+}
+
+Result<std::vector<Leftover>> ContainerStore::sweep(bool dry_run) const {
+  std::vector<Leftover> out;
+  std::string containers = path_join(root_, "containers");
+  for (const std::string& n : list_dir(containers)) {
+    std::string path = path_join(containers, n);
+    if (n.starts_with(".tmp-")) {
+      bool lock_file = n.ends_with(".lock");
+      std::string id = n.substr(5, n.size() - 5 - (lock_file ? 5 : 0));
+      if (id.size() != kIdLength || !is_lower_hex(id)) continue;  // not ours
+      if (lock_file && path_exists(doomed_dir(id))) continue;     // seen with its folder
+      bool created = !path_exists(doomed_dir(id) + ".lock");
+      auto lock = FileLock::try_acquire(doomed_dir(id) + ".lock");
+      if (!lock.ok()) continue;  // best effort: looked at again next time
+      bool in_use = !lock->held();
+      if (!lock_file)
+        out.push_back({LeftoverKind::kContainer, path, "", tree_size(path), in_use});
+      if (in_use) continue;
+      // Its create or rm was killed: finish the removal it had begun (or the create undone).
+      if (!dry_run && !lock_file) {
+        if (Status st = remove_tree(path); !st.ok()) {
+          // One folder that cannot go (a rootfs with a read-only folder) does not stop gc.
+          log::warn("{}", st.error().message());
+          out.pop_back();  // not reclaimed: not counted as such
+          continue;
+        }
+      }
+      if (!dry_run || created)
+        (void)::unlink((doomed_dir(id) + ".lock").c_str());  // under the lock: clutter only
+    } else if (n.size() == kIdLength && is_lower_hex(n)) {
+      // container.json temporaries: written only under container.lock (update()) or inside
+      // .tmp-<id> (build()), so with container.lock held every one here is a dead process's.
+      std::vector<std::string> temps;
+      for (const std::string& f : list_dir(path))
+        if (f.starts_with("container.json.tmp.")) temps.push_back(path_join(path, f));
+      if (temps.empty()) continue;
+      auto lock = FileLock::try_acquire(path_join(path, "container.lock"));
+      if (!lock.ok()) continue;  // removed meanwhile: nothing to sweep
+      for (const std::string& t : temps) {
+        out.push_back({LeftoverKind::kTempFile, t, "", tree_size(t), !lock->held()});
+        if (lock->held() && !dry_run && ::unlink(t.c_str()) != 0 && errno != ENOENT)
+          return sys_error("remove", t);
+      }
+    }
+  }
+  // A name whose container is gone: `berth name` raced with an rm (rm unlinks names first).
+  std::string names = path_join(root_, "names");
+  for (const std::string& n : list_dir(names)) {
+    std::string link = path_join(names, n);
+    std::string id = link_target_id(link);
+    if (id.empty() || path_exists(path_join(containers, id))) continue;
+    out.push_back({LeftoverKind::kName, link, "", 0, false});
+    if (!dry_run && ::unlink(link.c_str()) != 0 && errno != ENOENT)
+      return sys_error("remove", link);
+  }
+  return out;
 }
 
 Result<FileLock> ContainerStore::lock_for_run(const ContainerRecord& c) const {

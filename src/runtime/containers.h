@@ -6,7 +6,11 @@
 //                                   the berth process that runs it, which rm -f signals
 //   containers/<id>/container.lock  flock held while container.json is read, changed and
 //                                   written back, so that two updates cannot lose one
-//   containers/.tmp-<id>/           a container being created; renamed into place when whole
+//   containers/.tmp-<id>/           a container being created (renamed into place when whole)
+//                                   or removed (renamed here first, then deleted)
+//   containers/.tmp-<id>.lock       flock held by the create or rm that owns .tmp-<id>/, taken
+//                                   before the folder exists; `berth gc` removes a .tmp-<id>/
+//                                   only under this lock, so only a killed command's
 //   names/<name>                    symlink to ../containers/<id>: one per name, made with
 //                                   symlink(2), so two creates of one name cannot both win
 //
@@ -23,6 +27,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "image/gc.h"
 #include "image/store.h"
 
 namespace berth {
@@ -89,6 +94,11 @@ class ContainerStore {
   Status record_run(const ContainerRecord& c, const std::vector<std::string>& argv,
                     std::optional<int> exit_code);
 
+  /// Finds what killed commands left: containers half created or half removed (.tmp-<id>
+  /// whose lock is free), names whose container is gone, container.json temporaries (under
+  /// container.lock). Removes them unless `dry_run`; never waits on a lock.
+  Result<std::vector<Leftover>> sweep(bool dry_run) const;
+
   /// Records the container's default engine ("" for the default).
   Status set_engine(const ContainerRecord& c, const std::string& engine);
   /// Records the prefix the rootfs's absolute symlinks carry now.
@@ -99,6 +109,9 @@ class ContainerStore {
 
  private:
   Result<ContainerRecord> load(const std::string& id) const;
+  /// containers/.tmp-<id>, and the lock its owner holds (taken before the folder exists).
+  std::string doomed_dir(const std::string& id) const;
+  Result<FileLock> lock_doomed(const std::string& id) const;
   /// Fails when `name` (may be empty) is invalid or held by a container.
   Status check_name_free(Op op, const std::string& name) const;
   /// Makes container `c` under a temporary folder, its root filesystem by `fill`, then
