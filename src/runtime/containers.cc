@@ -363,13 +363,16 @@ Result<std::vector<Leftover>> ContainerStore::sweep(bool dry_run) const {
       for (const std::string& f : list_dir(path))
         if (f.starts_with("container.json.tmp.")) temps.push_back(path_join(path, f));
       if (temps.empty()) continue;
-      auto lock = FileLock::try_acquire(path_join(path, "container.lock"));
+      std::string lock_path = path_join(path, "container.lock");
+      bool created = !path_exists(lock_path);
+      auto lock = FileLock::try_acquire(lock_path);
       if (!lock.ok()) continue;  // removed meanwhile: nothing to sweep
       for (const std::string& t : temps) {
         out.push_back({LeftoverKind::kTempFile, t, "", tree_size(t), !lock->held()});
         if (lock->held() && !dry_run && ::unlink(t.c_str()) != 0 && errno != ENOENT)
           return sys_error("remove", t);
       }
+      if (created && lock->held()) (void)::unlink(lock_path.c_str());  // under the lock: no trace
     }
   }
   // A name whose container is gone: `berth name` raced with an rm (rm unlinks names first).

@@ -46,7 +46,7 @@ TEST(UnreferencedBlobs, EveryKindOfReferenceKeepsABlob) {
   std::sort(want_b.begin(), want_b.end());
   EXPECT_EQ(without_b, want_b);
   // No image: everything stored is unreferenced, each once.
-  EXPECT_EQ(unreferenced_blobs(stored, {}).size(), 8u);
+  EXPECT_EQ(unreferenced_blobs(stored, {}).size(), 9u);
   EXPECT_TRUE(unreferenced_blobs({}, {a, b}).empty());
 }
 
