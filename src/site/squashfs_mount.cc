@@ -61,14 +61,17 @@ void sleep_ms(long ms) {
   }
 }
 
-enum class MountState { kAbsent, kMounted, kDead };
+enum class MountState { kAbsent, kMounted, kDead, kBroken };
 
 /// What is at `mnt`: nothing mounted (same device as its parent `dir`), a live mount (its
-/// device in *dev), or a FUSE mount whose daemon is gone (ENOTCONN).
+/// device in *dev), a FUSE mount whose daemon is gone (ENOTCONN), or one whose daemon cannot
+/// answer for the root directory (errno kept: a corrupt image's inode table).
 MountState mount_state(const std::string& mnt, dev_t parent_dev, dev_t* dev) {
   struct stat st;
-  if (::stat(mnt.c_str(), &st) != 0)
-    return errno == ENOTCONN || errno == ECONNABORTED ? MountState::kDead : MountState::kAbsent;
+  if (::stat(mnt.c_str(), &st) != 0) {
+    if (errno == ENOTCONN || errno == ECONNABORTED) return MountState::kDead;
+    return errno == ENOENT ? MountState::kAbsent : MountState::kBroken;
+  }
   if (dev != nullptr) *dev = st.st_dev;
   return st.st_dev != parent_dev ? MountState::kMounted : MountState::kAbsent;
 }
@@ -170,7 +173,17 @@ bool wait_exit(pid_t pid, long ms) {
       report("squashfuse_ll failed" + (why.empty() ? std::string() : ": " + why));
       ::_exit(1);
     }
-    if (mount_state(a.mnt, a.parent_dev, &mine) == MountState::kMounted) break;
+    MountState state = mount_state(a.mnt, a.parent_dev, &mine);
+    if (state == MountState::kMounted) break;
+    if (state == MountState::kBroken) {
+      std::string why = std::strerror(errno);
+      ::kill(daemon, SIGTERM);  // it unmounts on the way out
+      if (!wait_exit(daemon, kStopTimeoutMs)) ::kill(daemon, SIGKILL);
+      if (mount_state(a.mnt, a.parent_dev, nullptr) != MountState::kAbsent)
+        lazy_unmount(a.fusermount, a.mnt);
+      report("corrupt squashfs image: its root directory cannot be read (" + why + ")");
+      ::_exit(1);
+    }
     if (waited >= kMountTimeoutMs) {
       ::kill(daemon, SIGTERM);
       if (!wait_exit(daemon, kStopTimeoutMs)) ::kill(daemon, SIGKILL);
@@ -213,7 +226,8 @@ bool wait_exit(pid_t pid, long ms) {
   }
   dev_t now = 0;
   MountState state = mount_state(a.mnt, a.parent_dev, &now);
-  if (state == MountState::kDead || (state == MountState::kMounted && now == mine))
+  if (state == MountState::kDead || state == MountState::kBroken ||
+      (state == MountState::kMounted && now == mine))
     lazy_unmount(a.fusermount, a.mnt);
   ::_exit(0);
 }
@@ -325,7 +339,7 @@ Result<SquashfsMount> acquire_squashfs_mount(const SquashfsFile& image, const st
   m.hold = BERTH_TRY(FileLock::acquire(users_lock, FileLock::Mode::kShared));
   MountState state = mount_state(m.root, parent.st_dev, nullptr);
   if (state == MountState::kMounted) return m;
-  if (state == MountState::kDead) {
+  if (state == MountState::kDead || state == MountState::kBroken) {
     lazy_unmount(tools.fusermount, m.root);  // a daemon killed outright left it
     if (mount_state(m.root, parent.st_dev, nullptr) != MountState::kAbsent)
       return make_error("mount squashfs", m.root, "a dead mount of this image cannot be removed")
