@@ -65,12 +65,14 @@ enum class MountState { kAbsent, kMounted, kDead, kBroken };
 
 /// What is at `mnt`: nothing mounted (same device as its parent `dir`), a live mount (its
 /// device in *dev), a FUSE mount whose daemon is gone (ENOTCONN), or one whose daemon cannot
-/// answer for the root directory (errno kept: a corrupt image's inode table).
+/// answer for the root directory (errno kept: a corrupt image's inode table). `mnt` exists.
 MountState mount_state(const std::string& mnt, dev_t parent_dev, dev_t* dev) {
   struct stat st;
   if (::stat(mnt.c_str(), &st) != 0) {
     if (errno == ENOTCONN || errno == ECONNABORTED) return MountState::kDead;
-    return errno == ENOENT ? MountState::kAbsent : MountState::kBroken;
+    // Even ENOENT: the directory was made before any daemon started, so it is the daemon
+    // that cannot find its root (squashfuse_ll's answer to a garbage inode table).
+    return MountState::kBroken;
   }
   if (dev != nullptr) *dev = st.st_dev;
   return st.st_dev != parent_dev ? MountState::kMounted : MountState::kAbsent;
@@ -175,7 +177,9 @@ bool wait_exit(pid_t pid, long ms) {
     }
     MountState state = mount_state(a.mnt, a.parent_dev, &mine);
     if (state == MountState::kMounted) break;
-    if (state == MountState::kBroken) {
+    if (state == MountState::kBroken || state == MountState::kDead) {
+      // Mounted, but the daemon cannot serve the root directory (ENOENT, EIO), or gave up on
+      // the connection (ENOTCONN): squashfuse_ll's answers to a corrupt inode table.
       std::string why = std::strerror(errno);
       ::kill(daemon, SIGTERM);  // it unmounts on the way out
       if (!wait_exit(daemon, kStopTimeoutMs)) ::kill(daemon, SIGKILL);

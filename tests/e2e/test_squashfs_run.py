@@ -305,9 +305,9 @@ def test_bad_files_are_refused_in_one_line(sq, images):
     inodes, directories = (int.from_bytes(good[o:o + 8], "little") for o in (64, 72))
     garbage[inodes:directories] = b"\xff" * (directories - inodes)
     mangled = write("mangled.sqsh", bytes(garbage))
-    assert _one_line_refusal(sq, mangled) == (
+    assert _one_line_refusal(sq, mangled).startswith(
         f"berth: error: mount squashfs {mangled}: corrupt squashfs image: its root directory "
-        f"cannot be read (Input/output error)\n")
+        f"cannot be read (")
 
 
 def test_other_engines_are_refused(sq, images):

@@ -99,10 +99,8 @@ TEST(SquashfsSuperblock, RefusesCorruptFields) {
   put64(b, 72, 500);  // directory table before the inode table
   EXPECT_EQ(message(b, 4000), "read squashfs img.sqsh: corrupt squashfs image: tables outside the image");
   b = superblock();
-  put64(b, 48, 5000);  // id table past the end
-  EXPECT_EQ(message(b, 8000).substr(0, 20), "ok");  // the file is longer than the image...
-  put64(b, 40, 4000);
-  EXPECT_EQ(message(b, 4000), "read squashfs img.sqsh: corrupt squashfs image: tables outside the image");
+  put64(b, 48, 5000);  // id table past the image's end, even in a longer file
+  EXPECT_EQ(message(b, 8000), "read squashfs img.sqsh: corrupt squashfs image: tables outside the image");
   b = superblock();
   put16(b, 28, 3);
   auto r = check_squashfs_superblock(b, 4000, "img.sqsh");
@@ -163,8 +161,7 @@ TEST_F(SquashfsImageConfig, RefusesAnotherSchemaVersionOrBadJson) {
   EXPECT_EQ(read(&found).error().message(),
             "read image metadata img.sqsh:/.berth/image.json: schemaVersion must be 1");
   write("{not json");
-  EXPECT_EQ(read(&found).error().message().substr(0, 40),
-            "parse img.sqsh:/.berth/image.json: synta");
+  EXPECT_EQ(read(&found).error().message().substr(0, 35), "parse img.sqsh:/.berth/image.json: ");
 }
 
 TEST(IdentityAdditions, AreWhatEnsureIdentityWouldAppend) {
