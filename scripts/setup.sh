@@ -15,6 +15,8 @@ packages=(
   # end-to-end tier: a real registry and real image tools
   docker-registry umoci skopeo apache2-utils openssl python3 python3-pytest
   busybox-static zstd gzip tar util-linux procps curl ca-certificates
+  # squashfs images (berth run FILE.sqsh): the FUSE daemon, fusermount3; mksquashfs for tests
+  squashfuse fuse3 squashfs-tools
   # fallback engines (berth run --engine=proot|fakechroot|oci), also peers for the benchmarks
   proot fakechroot libfakechroot runc crun
   # peers measured by the benchmarks
@@ -36,6 +38,13 @@ fi
 # own instances on free ports, so the system one is not needed.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker-registry 2>/dev/null; then
   $sudo systemctl stop docker-registry || true   # not needed; failure to stop is harmless
+fi
+
+# Rootless FUSE mounts (berth run FILE.sqsh) need /dev/fuse open to users: udev's rule makes it
+# 0666 on an ordinary Debian host; machines without udev (these VMs, some containers) leave it
+# 0600 root.
+if [ -c /dev/fuse ] && [ "$(stat -c %a /dev/fuse)" != 666 ]; then
+  $sudo chmod 0666 /dev/fuse
 fi
 
 [ "${1:-}" = "--no-build" ] && exit 0

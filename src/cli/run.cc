@@ -21,6 +21,8 @@
 #include "runtime/container_config.h"
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
+#include "site/squashfs.h"
+#include "site/squashfs_mount.h"
 
 extern char** environ;
 
@@ -114,8 +116,50 @@ Status run_directory(const RunOptions& opts, const std::string& name, bool remov
   return finish(run_userns(spec));
 }
 
+/// A path argument that names a squashfs image rather than a root filesystem directory: a
+/// file, or a missing path with an image file's suffix (so that its error says "open").
+bool is_squashfs_argument(const std::string& what) {
+  struct stat st;
+  if (::stat(what.c_str(), &st) == 0) return !S_ISDIR(st.st_mode);
+  return what.ends_with(".sqsh") || what.ends_with(".squashfs") || what.ends_with(".sqfs");
+}
+
+/// `berth run FILE.sqsh [CMD]`: runs a squashfs image without extracting it, on the one FUSE
+/// mount of that image that every container of this user on this node shares
+/// (site/squashfs_mount.h), with a private kernel overlay on top (read-only unless
+/// --writable; discarded at exit either way). Image config from /.berth/image.json when the
+/// image has one (Berth made it); otherwise the command must be given, as for a directory.
+Status run_squashfs(const RunOptions& opts, const std::string& name, bool writable,
+                    const std::string& path, const HostContext& host,
+                    const Result<DiscoveryOptions>& discovery) {
+  if (!name.empty())
+    return make_error("run", path, "--name applies to containers, not to a squashfs image");
+  SquashfsFile image = BERTH_TRY(open_squashfs(path));
+  SquashfsTools tools = BERTH_TRY(find_squashfs_tools());
+  std::string base = BERTH_TRY(runtime_dir());
+  base = path_join(base, "squashfs");
+  BERTH_CHECK(make_dirs(base, 0700));
+  SquashfsMount mount = BERTH_TRY(acquire_squashfs_mount(image, base, tools));
+  log::debug("squashfs {}: {} mount {}", path, mount.started ? "new" : "shared", mount.root);
+  image.fd.reset();  // the daemon holds the file now
+  bool has_config = false;
+  nlohmann::json config;
+  {
+    UniqueFd root = BERTH_TRY(open_file(mount.root, O_RDONLY | O_DIRECTORY));
+    config = BERTH_TRY(read_squashfs_image_config(root.get(), path, &has_config));
+  }
+  if (!has_config && opts.command.empty() && !opts.entrypoint_set)
+    return make_error("run", path,
+                      "this squashfs image has no Berth image config: give the command to run")
+        .with_hint("berth run " + path + " /bin/sh");
+  ContainerSpec spec = BERTH_TRY(prepare_spec(config, mount.root, opts, host, discovery));
+  spec.overlay_scratch = mount.scratch;
+  spec.writable_rootfs = writable;
+  return finish(run_userns(spec));  // `mount` is held until the workload is gone
+}
+
 Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, bool remove,
-              const std::string& engine, std::vector<std::string> rest) {
+              bool writable, const std::string& engine, std::vector<std::string> rest) {
   set_exit_status(kExitBerthFailed);  // until the workload runs
   if (rest.empty())
     return make_error("run", "IMAGE", "an image or container is required")
@@ -131,6 +175,17 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     auto vars = BERTH_TRY(parse_env_file(text, path, host.environ));
     opts.file_env.insert(opts.file_env.end(), vars.begin(), vars.end());
   }
+  if (is_directory_argument(what) && is_squashfs_argument(what)) {
+    // The fallback engines would need the mount in their own way (proot: a bind of the shared
+    // mount, but no overlay for mount targets and /etc/passwd; runc: a bundle per run).
+    if (!engine.empty() && engine != kDefaultEngine && engine != "auto")
+      return make_error("run", what, "a squashfs image runs with the userns engine only",
+                        ErrorCode::kUnsupported);
+    return run_squashfs(opts, name, writable, what, host, discovery_options(g));
+  }
+  if (writable)
+    return make_error("run", what, "--writable applies to squashfs images only")
+        .with_hint("a container's root filesystem is writable already");
   if (is_directory_argument(what)) {
     // The fallback engines keep per-container state (bundles, fakechroot's symlink form).
     if (!engine.empty() && engine != kDefaultEngine)
@@ -178,11 +233,14 @@ Action setup_run(CLI::App& app, const GlobalOptions& g) {
     RunOptions run;
     std::string name, engine;
     bool remove = false;
+    bool writable = false;
   };
   auto o = std::make_shared<Opts>();
   add_run_options(app, o->run, o->name);
   app.add_flag("--rm", o->remove, "Remove the container when it exits");
   app.add_option("--engine", o->engine, "Engine for this run: " + engine_names());
+  app.add_flag("--writable", o->writable,
+               "Squashfs image: a writable root (changes are discarded at exit)");
   return [o, &g, &app]() -> Status {
     // The caller's terminal is handed to the workload: without one there is nothing to hand
     // (with -i, Docker's words: it refuses the same way).
@@ -193,7 +251,7 @@ Action setup_run(CLI::App& app, const GlobalOptions& g) {
         !::isatty(STDERR_FILENO))
       return make_error("run", "-t", "no terminal to hand to the container")
           .with_hint("run from a terminal, or leave out -t");
-    return do_run(g, o->run, o->name, o->remove, o->engine, app.remaining());
+    return do_run(g, o->run, o->name, o->remove, o->writable, o->engine, app.remaining());
   };
 }
 

@@ -66,6 +66,8 @@ inline constexpr std::string_view kOpWords[] = {
     "replace image", "restart blob", "rewrite symlink", "rmi", "save", "select platform", "tag",
     "unpack",
     "unpack layer", "unprotect", "verify", "write blob",
+    // Squashfs images (site).
+    "mount squashfs", "read image metadata", "read squashfs",
     // Containers and engines (runtime).
     "bind home", "change", "chdir to working directory", "create mount target",
     "set the parent death signal",

@@ -175,6 +175,50 @@ void update_ld_cache(const ChildContext& ctx) {
   ::close(root);
 }
 
+/// A squashfs image's root (ContainerSpec::overlay_scratch): a tmpfs of this namespace's own
+/// on the scratch directory, and a kernel overlayfs of the shared read-only FUSE mount under
+/// an upper on that tmpfs.
+void mount_overlay_root(const ChildContext& ctx) {
+  ChildFailure f;
+  if (::mount("tmpfs", ctx.overlay_scratch, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700") != 0) {
+    set_failure(&f, 125, errno, "mount", ctx.overlay_scratch, "tmpfs for the overlay");
+    fail(ctx, f);
+  }
+  for (const char* dir : {ctx.overlay_upper, ctx.overlay_work, ctx.overlay_root}) {
+    if (::mkdir(dir, 0755) != 0) {
+      set_failure(&f, 125, errno, "mkdir", dir);
+      fail(ctx, f);
+    }
+  }
+  if (::mount("overlay", ctx.overlay_root, "overlay", 0, ctx.overlay_data) != 0) {
+    set_failure(&f, 125, errno, "mount", ctx.overlay_root, "overlay over the squashfs image");
+    fail(ctx, f);
+  }
+}
+
+/// Appends `text` to the file at `path` in the root (created when missing).
+void append_in_root(const ChildContext& ctx, int root_fd, const char* path, const char* text) {
+  size_t len = std::strlen(text);
+  if (len == 0) return;
+  ChildFailure f;
+  if (make_path_in_root(root_fd, path, true) != 0 && errno != EEXIST) {
+    set_failure(&f, 125, errno, "create", path);
+    fail(ctx, f);
+  }
+  int fd = open_in_root(root_fd, path, O_WRONLY | O_APPEND);
+  if (fd < 0 || ::write(fd, text, len) != static_cast<ssize_t>(len)) {
+    set_failure(&f, 125, errno, "write", path);
+    fail(ctx, f);
+  }
+  ::close(fd);
+}
+
+/// The container user's /etc/passwd and /etc/group lines, prepared by the parent.
+void add_identity_lines(const ChildContext& ctx, int root_fd) {
+  append_in_root(ctx, root_fd, "/etc/passwd", ctx.passwd_tail);
+  append_in_root(ctx, root_fd, "/etc/group", ctx.group_tail);
+}
+
 }  // namespace
 
 void exec_workload(const ChildContext& ctx, ChildFailure* f) {
@@ -259,7 +303,10 @@ void child_main(const ChildContext& ctx) {
     fail(ctx, f);
   }
   const char* rootfs = spec.rootfs.c_str();
-  if (::mount(rootfs, rootfs, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+  if (ctx.overlay_root != nullptr) {
+    rootfs = ctx.overlay_root;
+    mount_overlay_root(ctx);
+  } else if (::mount(rootfs, rootfs, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
     set_failure(&f, 125, errno, "bind", rootfs);
     fail(ctx, f);
   }
@@ -268,7 +315,14 @@ void child_main(const ChildContext& ctx) {
     set_failure(&f, 125, errno, "open", rootfs);
     fail(ctx, f);
   }
+  if (ctx.overlay_root != nullptr) add_identity_lines(ctx, root_fd);
   if (!apply_mount_plan(*ctx.plan, root_fd, &f)) fail(ctx, f);
+  if (ctx.overlay_root != nullptr && !spec.writable_rootfs &&
+      make_path_in_root(root_fd, spec.cwd.c_str(), false) != 0 && errno != EEXIST) {
+    // A read-only root cannot take the missing working directory later: make it now.
+    set_failure(&f, 125, errno, "create working directory", spec.cwd.c_str());
+    fail(ctx, f);
+  }
   if (!spec.writable_rootfs && remount_read_only(rootfs) != 0) {
     set_failure(&f, 125, errno, "remount read-only", rootfs);
     fail(ctx, f);

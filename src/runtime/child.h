@@ -38,6 +38,16 @@ struct ChildContext {
   /// binds its output over /etc/ld.so.cache once it succeeded.
   std::vector<char*> ldconfig_argv;
   const MountPlan* ld_cache_plan = nullptr;
+  /// spec->overlay_scratch set: the tmpfs's mount point, the three directories made in it,
+  /// the overlay's mount options, and what to append to the root's /etc/passwd and /etc/group
+  /// ("" for nothing); root_path is then where the container's root is mounted.
+  const char* overlay_scratch = nullptr;
+  const char* overlay_upper = nullptr;
+  const char* overlay_work = nullptr;
+  const char* overlay_root = nullptr;
+  const char* overlay_data = nullptr;
+  const char* passwd_tail = "";
+  const char* group_tail = "";
   int report_fd = -1;             ///< write end of the report pipe (close-on-exec)
   /// The parent's read end of the report pipe, which the child closes at once: the parent's
   /// copy is then the pipe's only reader, so a pipe with none says the parent died.

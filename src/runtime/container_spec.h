@@ -65,6 +65,13 @@ struct ContainerSpec {
   bool pid_namespace = false;          ///< --pid: new PID namespace with a minimal init
   bool host_dev = false;               ///< bind the host's /dev instead of a minimal one
   bool writable_rootfs = true;         ///< the container's root is writable (it is a private copy)
+  /// Not empty for a squashfs image (site/squashfs_mount.h): `rootfs` is then a read-only
+  /// FUSE mount shared with other containers, and the userns engine stacks a kernel overlayfs
+  /// over it in the new mount namespace, its upper and work directories on a tmpfs it mounts
+  /// at this (empty) host directory. Mount targets and Berth's /etc/passwd and /etc/group
+  /// lines go to the upper; with writable_rootfs false the root is made read-only once the
+  /// plan is applied. Everything written is discarded with the namespace.
+  std::string overlay_scratch;
   /// Device layers' edits (GPU injection, CDI), applied after the volumes, in order.
   std::vector<DeviceEdit> device_edits;
   /// Library directories the container's loader must search. When not empty the engine runs

@@ -69,6 +69,16 @@ std::string group_with_group(std::string_view group, gid_t gid, std::string_view
   return appended(group, n + ":x:" + std::to_string(gid) + ":");
 }
 
+Result<IdentityAdditions> identity_additions(int root_fd, const ContainerSpec& spec) {
+  std::string name = spec.user_name.empty() && spec.uid == 0 ? "root" : spec.user_name;
+  std::string passwd = BERTH_TRY(read_file_in_root(root_fd, "/etc/passwd"));
+  std::string group = BERTH_TRY(read_file_in_root(root_fd, "/etc/group"));
+  IdentityAdditions add;
+  add.passwd = passwd_with_user(passwd, spec.uid, spec.gid, name, spec.home).substr(passwd.size());
+  add.group = group_with_group(group, spec.gid, name).substr(group.size());
+  return add;
+}
+
 Status ensure_identity(int root_fd, const ContainerSpec& spec) {
   std::string name = spec.user_name.empty() && spec.uid == 0 ? "root" : spec.user_name;
   std::string passwd = BERTH_TRY(read_file_in_root(root_fd, "/etc/passwd"));

@@ -38,4 +38,13 @@ std::string group_with_group(std::string_view group, gid_t gid, std::string_view
 /// inside the root, so a symlinked /etc/passwd cannot lead out of it.
 Status ensure_identity(int root_fd, const ContainerSpec& spec);
 
+/// What ensure_identity() would append to the root's /etc/passwd and /etc/group ("" for
+/// nothing), for a root that cannot be written before the run (a squashfs image: the child
+/// appends them in its overlay).
+struct IdentityAdditions {
+  std::string passwd;
+  std::string group;
+};
+Result<IdentityAdditions> identity_additions(int root_fd, const ContainerSpec& spec);
+
 }  // namespace berth

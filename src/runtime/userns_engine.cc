@@ -64,11 +64,19 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   auto plan = plan_mounts(spec, probe_host(spec));
   if (!plan) return failed(std::move(plan).error());
   if (auto st = plan_device_edits(spec, *plan); !st) return failed(std::move(st).error());
+  IdentityAdditions identity;
+  const bool overlay = !spec.overlay_scratch.empty();
   {
     UniqueFd root(::open(spec.rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!root.valid()) return failed(sys_error("open", spec.rootfs));
-    if (auto st = ensure_identity(root.get(), spec); !st)
+    if (overlay) {
+      // A squashfs image is read-only here: the child appends the lines in its overlay.
+      auto add = identity_additions(root.get(), spec);
+      if (!add) return failed(std::move(add).error().with_context("set up /etc/passwd"));
+      identity = std::move(add).value();
+    } else if (auto st = ensure_identity(root.get(), spec); !st) {
       return failed(std::move(st).error().with_context("set up /etc/passwd"));
+    }
   }
   std::string uid_map = std::to_string(spec.uid) + " " + std::to_string(::geteuid()) + " 1";
   std::string gid_map = std::to_string(spec.gid) + " " + std::to_string(::getegid()) + " 1";
@@ -86,6 +94,27 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   }
   ctx.envp.push_back(nullptr);
   ctx.tty_fd = foreground_tty(spec);
+  // The squashfs overlay's paths and options, spelled out now: the child allocates nothing.
+  std::string upper, work, merged, overlay_data;
+  if (overlay) {
+    for (const std::string* p : {&spec.rootfs, &spec.overlay_scratch})
+      if (p->find_first_of(",:\\") != std::string::npos)
+        return failed(make_error("mount", *p, "overlayfs cannot take a path with ',', ':' or '\\'"));
+    upper = path_join(spec.overlay_scratch, "upper");
+    work = path_join(spec.overlay_scratch, "work");
+    merged = path_join(spec.overlay_scratch, "root");
+    // xino=off: the FUSE lower and the tmpfs upper do not share inode number spaces (as
+    // enroot mounts it).
+    overlay_data = "lowerdir=" + spec.rootfs + ",upperdir=" + upper + ",workdir=" + work +
+                   ",xino=off";
+    ctx.overlay_scratch = spec.overlay_scratch.c_str();
+    ctx.overlay_upper = upper.c_str();
+    ctx.overlay_work = work.c_str();
+    ctx.overlay_root = merged.c_str();
+    ctx.overlay_data = overlay_data.c_str();
+    ctx.passwd_tail = identity.passwd.c_str();
+    ctx.group_tail = identity.group.c_str();
+  }
   // Device layers asked for loader directories: ldconfig runs inside before the workload.
   const std::string ld_args[] = {spec.ldconfig_path, "-X", "-f", kBerthLdConf, "-C", kBerthLdCache};
   MountPlan ld_cache_plan;

@@ -1,0 +1,317 @@
+"""`berth run FILE.sqsh`, end to end, as the unprivileged test user: real squashfuse_ll, real
+FUSE (fusermount3), real kernel overlayfs. Images are made here with mksquashfs (-all-root,
+as enroot makes them), with and without Berth's /.berth/image.json.
+
+Each test gets its own runtime directory (BERTH_RUNTIME_DIR), so that the mounts and daemons
+it counts are its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from test_run import userns_works
+
+APPLETS = ("sh", "ls", "cat", "echo", "true", "touch", "rm", "id", "pwd", "sleep", "grep",
+           "env", "stat", "mkdir", "wc")
+CONFIG = {
+    "architecture": "amd64",
+    "os": "linux",
+    "config": {
+        "Entrypoint": ["/bin/sh", "-c"],
+        "Cmd": ["echo config says $GREETING; pwd"],
+        "Env": ["PATH=/bin", "GREETING=hello"],
+        "WorkingDir": "/srv",
+    },
+    "rootfs": {"type": "layers", "diff_ids": []},
+}
+
+
+def fuse_procs(runtime: str) -> list[int]:
+    """Live squashfuse_ll processes mounting beneath `runtime` (zombies left to a pid 1 that
+    does not reap hold nothing and do not count)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        state = stat.rsplit(")", 1)[1].split()[0]
+        if state != "Z" and "squashfuse_ll" in cmdline and runtime in cmdline:
+            found.append(int(pid))
+    return found
+
+
+def mounts(runtime: str) -> list[str]:
+    """Mount points beneath `runtime` in this (the host's) mount namespace."""
+    with open("/proc/self/mountinfo") as f:
+        return [line.split()[4] for line in f if line.split()[4].startswith(runtime)]
+
+
+def berth_pids(uid: int) -> list[int]:
+    """Every berth process of the test user (runs, and the mounts' keepers)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+            st = os.stat(f"/proc/{pid}")
+        except OSError:
+            continue
+        if comm == "berth" and st.st_uid == uid:
+            found.append(int(pid))
+    return found
+
+
+def wait_for(what, timeout: float = 10.0, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = what()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+def make_tree(root: str, image_json: dict | None) -> None:
+    os.makedirs(os.path.join(root, "bin"))
+    shutil.copy2("/bin/busybox", os.path.join(root, "bin", "busybox"))
+    for a in APPLETS:
+        os.symlink("busybox", os.path.join(root, "bin", a))
+    for d in ("etc", "proc", "dev", "sys", "tmp", "srv", "root"):
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+    os.chmod(os.path.join(root, "tmp"), 0o1777)
+    os.chmod(os.path.join(root, "root"), 0o700)
+    with open(os.path.join(root, "etc", "passwd"), "w") as f:
+        f.write("root:x:0:0:root:/root:/bin/sh\napp:x:1234:1234:app:/srv:/bin/sh\n")
+    with open(os.path.join(root, "etc", "group"), "w") as f:
+        f.write("root:x:0:\napp:x:1234:\n")
+    with open(os.path.join(root, "etc", "motd"), "w") as f:
+        f.write("motd from the image\n")
+    with open(os.path.join(root, "root", "secret"), "w") as f:
+        f.write("root only\n")
+    os.chmod(os.path.join(root, "root", "secret"), 0o600)
+    if image_json is not None:
+        os.makedirs(os.path.join(root, ".berth"))
+        with open(os.path.join(root, ".berth", "image.json"), "w") as f:
+            json.dump(image_json, f)
+
+
+def mksquashfs(tree: str, out: str) -> str:
+    subprocess.run(["mksquashfs", tree, out, "-all-root", "-comp", "lz4", "-noappend", "-quiet",
+                    "-no-progress"], check=True, stdout=subprocess.DEVNULL)
+    os.chmod(out, 0o644)
+    return out
+
+
+@pytest.fixture(scope="module")
+def images(identity, scratch, usable_fuse):
+    """Two images: `berth.sqsh` with Berth's image.json, `plain.sqsh` without (enroot's kind)."""
+    for tool in ("mksquashfs", "squashfuse_ll", "fusermount3"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
+    if not userns_works(identity):
+        pytest.skip("unprivileged user namespaces are not available to the test user here")
+    d = os.path.join(scratch, "sqsh-images")
+    os.makedirs(d, exist_ok=True)
+    os.chmod(d, 0o755)
+    made = {}
+    for name, meta in (("berth", {"schemaVersion": 1, "reference": "test/sqsh:1",
+                                  "digest": "sha256:" + "0" * 64, "config": CONFIG}),
+                       ("plain", None)):
+        tree = os.path.join(d, name + "-tree")
+        make_tree(tree, meta)
+        made[name] = mksquashfs(tree, os.path.join(d, name + ".sqsh"))
+    return made
+
+
+@pytest.fixture
+def sq(berth, images):
+    """berth with a runtime directory of this test's own."""
+    runtime = berth.make_dir("runtime")
+    berth.env["BERTH_RUNTIME_DIR"] = runtime
+    berth.runtime = runtime
+    yield berth
+    # Whatever a test left running, the mounts must be gone soon after it.
+    assert wait_for(lambda: not mounts(runtime) and not fuse_procs(runtime)), (
+        mounts(runtime), fuse_procs(runtime))
+
+
+def test_runs_image_config(sq, images):
+    rc, out, err = sq("run", images["berth"])
+    assert (rc, out, err) == (0, "config says hello\n/srv\n", "")
+    # The command replaces Cmd; the entrypoint stays.
+    assert sq("run", images["berth"], "cat /etc/motd")[1] == "motd from the image\n"
+
+
+def test_plain_image_needs_a_command(sq, images):
+    rc, out, err = sq("run", images["plain"], check=False)
+    assert rc == 125
+    assert err == (f"berth: error: run {images['plain']}: this squashfs image has no Berth image "
+                   f"config: give the command to run\n"
+                   f"berth: hint: berth run {images['plain']} /bin/sh\n")
+    assert sq("run", images["plain"], "/bin/echo", "hi")[1] == "hi\n"
+
+
+def test_root_owns_the_image_inside(sq, images):
+    """mksquashfs -all-root files are root's inside (the owner shim), so a 0600 file of root's
+    is readable by the container's root, as in a stored image."""
+    _, out, _ = sq("run", images["plain"], "/bin/sh", "-c",
+                   "stat -c '%u %g' /etc/motd /root/secret; cat /root/secret")
+    assert out == "0 0\n0 0\nroot only\n"
+
+
+def test_read_only_by_default(sq, images):
+    rc, out, err = sq("run", images["plain"], "/bin/sh", "-c",
+                      "echo x > /etc/motd; touch /new; echo status $?", check=False)
+    assert "Read-only file system" in err
+    assert out == "status 1\n"
+    # Volumes and the scratch mounts stay writable.
+    _, out, _ = sq("run", images["plain"], "/bin/sh", "-c", "echo t > /tmp/t && cat /tmp/t")
+    assert out == "t\n"
+
+
+def test_writable_changes_are_discarded(sq, images):
+    script = ("echo changed > /etc/motd && touch /new && rm /bin/ls && mkdir -p /opt/x && "
+              "cat /etc/motd && id -u")
+    rc, out, err = sq("run", "--writable", images["plain"], "/bin/sh", "-c", script)
+    assert (rc, out, err) == (0, "changed\n0\n", "")
+    _, out, _ = sq("run", images["plain"], "/bin/sh", "-c",
+                   "cat /etc/motd; ls / | grep -c -x new; ls /bin/ls")
+    assert out == "motd from the image\n0\n/bin/ls\n"
+
+
+def test_writable_refused_for_other_targets(sq):
+    d = sq.make_dir("rootfs")
+    rc, _, err = sq("run", "--writable", d, "/bin/true", check=False)
+    assert rc == 125
+    assert err == (f"berth: error: run {d}: --writable applies to squashfs images only\n"
+                   "berth: hint: a container's root filesystem is writable already\n")
+
+
+def test_volume_env_workdir_user(sq, images):
+    data = sq.make_dir("data")
+    sq.write_file("data/in", "from the host\n")
+    script = "cat in; echo $FOO; pwd; id -u; echo out > out; grep :4321: /etc/passwd | wc -l"
+    _, out, _ = sq("run", "-v", f"{data}:/data", "-e", "FOO=bar", "-w", "/data", images["berth"],
+                   script)
+    assert out == "from the host\nbar\n/data\n0\n0\n"
+    with open(os.path.join(data, "out")) as f:
+        assert f.read() == "out\n"
+    # A user the image lacks gets a passwd line in the overlay, read-only root or not; a
+    # missing working directory is made.
+    _, out, _ = sq("run", "-u", "4321", "-w", "/work/here", images["berth"],
+                   "id -u; pwd; grep -c :4321: /etc/passwd")
+    assert out == "4321\n/work/here\n1\n"
+    _, out, _ = sq("run", "-u", "app", "--hostname", "sq-host", images["berth"],
+                   "id -un; cat /proc/sys/kernel/hostname")
+    assert out == "app\nsq-host\n"
+
+
+def test_concurrent_runs_share_one_mount(sq, images, identity):
+    out = sq.make_dir("out")
+    runs = [sq.popen("run", "-v", f"{out}:/out", images["plain"], "/bin/sh", "-c",
+                     f"touch /out/{i}; sleep 4") for i in range(8)]
+    try:
+        assert wait_for(lambda: len(os.listdir(out)) == 8, timeout=30), os.listdir(out)
+        assert len(fuse_procs(sq.runtime)) == 1
+        assert len(mounts(sq.runtime)) == 1
+    finally:
+        results = [(p.wait(timeout=60), p.stderr.read()) for p in runs]
+    assert results == [(0, "")] * 8
+    # The last one out takes the mount and the daemon along.
+    assert wait_for(lambda: not mounts(sq.runtime) and not fuse_procs(sq.runtime))
+
+
+def test_sigkill_of_every_berth_process_leaves_nothing(sq, images, identity):
+    out = sq.make_dir("out")
+    runs = [sq.popen("run", "-v", f"{out}:/out", images["plain"], "/bin/sh", "-c",
+                     f"touch /out/{i}; exec sleep 600") for i in range(4)]
+    assert wait_for(lambda: len(os.listdir(out)) == 4, timeout=30), os.listdir(out)
+    assert len(mounts(sq.runtime)) == 1 and len(fuse_procs(sq.runtime)) == 1
+    pids = berth_pids(identity.uid)
+    assert len(pids) >= 5  # four runs and the mount's keeper
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    for p in runs:
+        assert p.wait(timeout=30) == -signal.SIGKILL
+    assert wait_for(lambda: not mounts(sq.runtime) and not fuse_procs(sq.runtime)), (
+        mounts(sq.runtime), fuse_procs(sq.runtime))
+    # The workloads died with their runs.
+    assert wait_for(lambda: not [p for p in os.listdir("/proc") if p.isdigit() and
+                                 _cmdline(p) == "sleep\x00600\x00"])
+    # And the image runs again.
+    assert sq("run", images["plain"], "/bin/echo", "again")[1] == "again\n"
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _one_line_refusal(sq, path: str) -> str:
+    rc, out, err = sq("run", path, "/bin/true", check=False)
+    assert rc == 125 and out == ""
+    assert len(err.splitlines()) == 1, err
+    assert wait_for(lambda: not mounts(sq.runtime) and not fuse_procs(sq.runtime))
+    return err
+
+
+def test_bad_files_are_refused_in_one_line(sq, images):
+    with open(images["plain"], "rb") as f:
+        good = f.read()
+    d = sq.make_dir("bad")
+
+    def write(name: str, data: bytes) -> str:
+        path = os.path.join(d, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    missing = os.path.join(d, "missing.sqsh")
+    assert _one_line_refusal(sq, missing) == (
+        f"berth: error: open {missing}: No such file or directory\n")
+    text = write("text.sqsh", b"just some text, not an image\n" * 10)
+    assert _one_line_refusal(sq, text) == (
+        f"berth: error: read squashfs {text}: not a squashfs image (no squashfs magic number)\n")
+    truncated = write("truncated.sqsh", good[:len(good) // 2])
+    assert _one_line_refusal(sq, truncated) == (
+        f"berth: error: read squashfs {truncated}: truncated squashfs image: it says "
+        f"{int.from_bytes(good[40:48], 'little')} bytes, the file has {len(good) // 2}\n")
+    bad_block = bytearray(good)
+    bad_block[22:24] = (3).to_bytes(2, "little")  # block_log no longer matches block_size
+    corrupt = write("corrupt.sqsh", bytes(bad_block))
+    assert _one_line_refusal(sq, corrupt) == (
+        f"berth: error: read squashfs {corrupt}: corrupt squashfs image: block size 131072 "
+        f"(log 3)\n")
+    # A superblock that passes, over an inode table that is garbage: squashfuse_ll mounts it
+    # but cannot answer for the root directory; refused, and the mount removed.
+    garbage = bytearray(good)
+    inodes, directories = (int.from_bytes(good[o:o + 8], "little") for o in (64, 72))
+    garbage[inodes:directories] = b"\xff" * (directories - inodes)
+    mangled = write("mangled.sqsh", bytes(garbage))
+    assert _one_line_refusal(sq, mangled).startswith(
+        f"berth: error: mount squashfs {mangled}: corrupt squashfs image: its root directory "
+        f"cannot be read (")
+
+
+def test_other_engines_are_refused(sq, images):
+    rc, _, err = sq("run", "--engine=proot", images["plain"], "/bin/true", check=False)
+    assert rc == 125
+    assert err == (f"berth: error: run {images['plain']}: a squashfs image runs with the "
+                   "userns engine only\n")
