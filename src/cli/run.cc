@@ -13,6 +13,7 @@
 #include "cli/container_target.h"
 #include "cli/context.h"
 #include "cli/engine.h"
+#include "cli/policy.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -59,7 +60,10 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name) {
   app.add_flag("-t,--tty", o.tty, "The workload uses the caller's terminal");
   app.add_flag("--pid-ns", o.pid_namespace, "New PID namespace with a minimal init");
   app.add_flag("--host-dev", o.host_dev, "Bind the host's /dev instead of a minimal one");
-  app.add_flag("--bind-home", o.bind_home, "Bind your home directory at the same path");
+  app.add_flag("--bind-home,!--no-bind-home", o.bind_home,
+               "Bind your home directory at the same path (default: the site policy's mount_home)");
+  app.add_flag("--read-only", o.read_only,
+               "Mount the container's root read-only (default: the site policy's readonly)");
   app.add_flag("--hostenv", o.hostenv, "Pass the host's environment");
   app.add_option("--gpus", o.gpus, "GPUs to inject: all | N | device=0,2 | GPU-uuid[,capabilities=...]");
   app.add_option("--device", o.devices,
@@ -81,10 +85,12 @@ bool is_directory_argument(const std::string& what) {
 /// added.
 Result<ContainerSpec> prepare_spec(const nlohmann::json& image_config, const std::string& rootfs,
                                    const RunOptions& opts, const HostContext& host,
-                                   const Result<DiscoveryOptions>& discovery) {
+                                   const Result<DiscoveryOptions>& discovery,
+                                   const SiteConfig& site, const GivenOptions& given) {
   std::string passwd = BERTH_TRY(read_in_root(rootfs, "/etc/passwd"));
   std::string group = BERTH_TRY(read_in_root(rootfs, "/etc/group"));
   ContainerSpec spec = BERTH_TRY(build_spec(image_config, rootfs, opts, host, passwd, group));
+  BERTH_CHECK(apply_mount_policy(site, opts.bind_home && !given.bind_home, spec));
   BERTH_CHECK(add_run_devices(opts, host, discovery, spec));
   return spec;
 }
@@ -101,7 +107,8 @@ Status finish(const RunOutcome& outcome) {
 /// image config: the command must be given; changes land in the directory itself.
 Status run_directory(const RunOptions& opts, const std::string& name, bool remove,
                      const std::string& dir, const HostContext& host,
-                     const Result<DiscoveryOptions>& discovery) {
+                     const Result<DiscoveryOptions>& discovery, const SiteConfig& site,
+                     const GivenOptions& given) {
   if (!name.empty() || remove)
     return make_error("run", dir, "--name and --rm apply to containers, not to a directory");
   if (opts.command.empty() && !opts.entrypoint_set)
@@ -110,12 +117,15 @@ Status run_directory(const RunOptions& opts, const std::string& name, bool remov
   if (::realpath(dir.c_str(), real) == nullptr) return sys_error("run", dir);
   struct stat st;
   if (::stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) return make_error("run", dir, "not a directory");
-  ContainerSpec spec = BERTH_TRY(prepare_spec(nlohmann::json::object(), real, opts, host, discovery));
+  BERTH_CHECK(check_run_engine(site, kDefaultEngine));
+  ContainerSpec spec = BERTH_TRY(
+      prepare_spec(nlohmann::json::object(), real, opts, host, discovery, site, given));
   return finish(run_userns(spec));
 }
 
-Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, bool remove,
-              const std::string& engine, std::vector<std::string> rest) {
+Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given,
+              const std::string& name, bool remove, const std::string& engine,
+              std::vector<std::string> rest) {
   set_exit_status(kExitBerthFailed);  // until the workload runs
   if (rest.empty())
     return make_error("run", "IMAGE", "an image or container is required")
@@ -124,6 +134,8 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
   if (what.starts_with("-")) return unknown_flag("run", what);
   opts.command.assign(rest.begin() + 1, rest.end());
   if (!engine.empty()) BERTH_CHECK(validate_engine_name(engine));
+  const SiteConfig& site = BERTH_TRY(g.site);
+  BERTH_CHECK(apply_run_policy(site, given, opts));
 
   HostContext host{host_environment(), home_dir(), ::getuid(), ::getgid()};
   for (const std::string& path : opts.env_files) {
@@ -136,7 +148,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     if (!engine.empty() && engine != kDefaultEngine)
       return make_error("run", what, "a directory runs with the userns engine only")
           .with_hint("create a container (berth import, berth create) to use --engine=" + engine);
-    return run_directory(opts, name, remove, what, host, discovery_options(g));
+    return run_directory(opts, name, remove, what, host, discovery_options(g), site, given);
   }
   ContainerStore cs = BERTH_TRY(open_containers(g));
   Target t = BERTH_TRY(find_or_create(g, cs, what, name, true));
@@ -150,12 +162,12 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     if (auto st = cs.remove(c, true); !st.ok())
       log::warn("{}", st.error().message());  // the run's own status matters more
   };
-  auto spec = prepare_spec(c.image_config, rootfs, opts, host, discovery_options(g));
+  auto spec = prepare_spec(c.image_config, rootfs, opts, host, discovery_options(g), site, given);
   if (!spec.ok()) {
     cleanup();
     return std::move(spec).error();
   }
-  auto ran = run_with_engine(cs, c, *spec, engine);
+  auto ran = run_with_engine(cs, c, *spec, engine, &site);
   if (!ran.ok()) {
     cleanup();
     return std::move(ran).error();
@@ -193,7 +205,9 @@ Action setup_run(CLI::App& app, const GlobalOptions& g) {
         !::isatty(STDERR_FILENO))
       return make_error("run", "-t", "no terminal to hand to the container")
           .with_hint("run from a terminal, or leave out -t");
-    return do_run(g, o->run, o->name, o->remove, o->engine, app.remaining());
+    GivenOptions given{app.count("--bind-home") + app.count("--no-bind-home") > 0,
+                       app.count("--read-only") > 0};
+    return do_run(g, o->run, given, o->name, o->remove, o->engine, app.remaining());
   };
 }
 
