@@ -13,8 +13,9 @@ Result<PullResult> pull_reference(const GlobalOptions& g, const std::string& nam
   Reference ref = BERTH_TRY(parse_reference(name));
   PullOptions opts;
   if (!platform.empty()) opts.platform = BERTH_TRY(parse_platform(platform));
-  opts.registry = BERTH_TRY(registry_options_for(g, ref.registry).with_context("pull " + ref.str()));
   const SiteConfig& site = BERTH_TRY(g.site);
+  BERTH_CHECK(check_registry_allowed(site, ref.registry).with_context("pull " + ref.str()));
+  opts.registry = BERTH_TRY(registry_options(g));
   opts.deadline_s = site.pull_deadline;
   for (const Mirror& m : mirrors_for(site, ref.registry)) {
     opts.mirrors.push_back(PullMirror{m.host, m.prefix});
