@@ -29,6 +29,7 @@ Result<RunOutcome> run_with_engine(ContainerStore& cs, const ContainerRecord& c,
   run.engine = engine;
   run.work_dir = cs.dir(c);
   run.run_name = "berth-" + c.short_id() + "-" + std::to_string(::getpid());
+  if (site != nullptr) run.runtime_dir = site->runtime_dir;
   return run_with_link_form(cs, c, run);
 }
 

@@ -387,3 +387,41 @@ def test_info_without_a_policy(berth):
     p = berth.json("info", "--json")["policy"]
     assert p["site_file"] is None
     assert p["settings"]["allowed_registries"] == {"value": None, "source": "default"}
+
+
+# --- device defaults ------------------------------------------------------------------
+
+from test_gpu import host, images, names, pulled  # noqa: E402,F401 (fixtures: a fake GPU host)
+
+
+def test_device_defaults_come_from_the_policy(berth, policy, host, pulled):
+    path = policy(f'driver_root = "{host.root}"\ndev_root = "{host.dev}"\ngpus = "device=1"\n'
+                  'lock = ["gpus"]\n')
+    env = with_policy(path, BERTH_CUDA_PROBE="always")
+    # No --gpus and no BERTH_DRIVER_ROOT: the site's roots and its GPU default.
+    _, out, _ = berth("run", "--rm", pulled["plain"], "/probe", "ls", "/dev", env=env)
+    assert "nvidia1" in names(out) and "nvidia0" not in names(out)
+    rc, _, err = berth("run", "--rm", "--gpus", "all", pulled["plain"], "/probe", "true",
+                       env=env, check=False)
+    assert rc == 125
+    assert first_line(err) == f"berth: error: run --gpus all: the site policy {path} locks gpus"
+    # Repeating the site's choice is no change.
+    berth("run", "--rm", "--gpus", "device=1", pulled["plain"], "/probe", "true", env=env)
+
+
+# --- runtime_dir ----------------------------------------------------------------------
+
+
+def test_runtime_dir_holds_the_oci_engines_state(berth, policy, img, scratch, identity):
+    if shutil.which("runc") is None:
+        pytest.skip("runc is not installed")
+    runtime = tempfile.mkdtemp(prefix="runtime-", dir=scratch)
+    os.chmod(runtime, 0o1777)  # a shared tmpfs-like folder, as /dev/shm
+    path = policy(f'runtime_dir = "{runtime}"\n')
+    rc, _, err = berth("run", "--rm", "--engine", "oci", "-u", "0", img, "/probe", "true",
+                       env=with_policy(path), check=False)
+    if rc != 0 and "runc" in err and "berth-runc" not in err:
+        pytest.skip(f"runc cannot run rootless here: {first_line(err)}")
+    assert rc == 0, err
+    state = os.path.join(runtime, f"berth-runc-{identity.uid}")
+    assert os.path.isdir(state) and os.stat(state).st_uid == identity.uid
