@@ -185,7 +185,9 @@ void merge_user_layer(SiteConfig& c, const PolicyLayer& u, bool site_sets_mirror
   // Mirrors: the user's own, for registries the site does not mirror, through registries
   // the policy allows (a mirror is where the bytes come from).
   if (u.registry_mirrors) {
-    for (const auto& [reg, mirrors] : *u.registry_mirrors) {
+    for (const auto& entry : *u.registry_mirrors) {
+      const std::string& reg = entry.first;  // not a structured binding: clang 14 cannot capture one
+      const std::vector<std::string>& mirrors = entry.second;
       bool site_mirrors = std::any_of(c.registry_mirrors.begin(), c.registry_mirrors.end(),
                                       [&](const auto& kv) {
                                         return policy_registry_name(kv.first) ==
