@@ -9,7 +9,7 @@ packages=(
   # build
   build-essential cmake ninja-build pkg-config git
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-  libarchive-dev libgtest-dev libgmock-dev libyaml-dev
+  libarchive-dev libgtest-dev libgmock-dev libyaml-dev libtomlplusplus-dev
   # fuzzing (scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes
   clang-14 libclang-rt-14-dev
   # end-to-end tier: a real registry and real image tools

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "image/reference.h"
+#include "site/policy.h"
 
 namespace berth::cli {
 
@@ -59,12 +60,24 @@ Result<RegistryOptions> registry_options(const GlobalOptions& g) {
   return opts;
 }
 
+Result<RegistryOptions> registry_options_for(const GlobalOptions& g, const std::string& registry) {
+  const SiteConfig& site = BERTH_TRY(g.site);
+  BERTH_CHECK(check_registry_allowed(site, registry));
+  return registry_options(g);
+}
+
 Result<DiscoveryOptions> discovery_options(const GlobalOptions& g) {
   SiteConfig site = BERTH_TRY(g.site);
   DiscoveryOptions configured;
   if (!site.driver_root.empty()) configured.driver_root = site.driver_root;
   configured.dev_root = site.dev_root;
-  return discovery_options_from_env(configured);
+  DiscoveryOptions o = BERTH_TRY(discovery_options_from_env(configured));
+  // A root the site locks is not the environment's to move.
+  if (site.is_locked("driver_root") && o.driver_root != configured.driver_root)
+    BERTH_CHECK(check_not_locked(site, "driver_root", "BERTH_DRIVER_ROOT=" + o.driver_root));
+  if (site.is_locked("dev_root") && o.dev_root != configured.dev_root)
+    BERTH_CHECK(check_not_locked(site, "dev_root", "BERTH_DEV_ROOT=" + o.dev_root));
+  return o;
 }
 
 Result<FileLock> wait_for_sweep_lock(const GlobalOptions& g, const Store& store, Op op,

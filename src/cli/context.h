@@ -19,9 +19,12 @@ Result<Store> open_store(const GlobalOptions& g);
 /// Registry options from --insecure-registry, $BERTH_INSECURE_REGISTRIES and the
 /// configuration's "insecure-registries" list (site/config.h).
 Result<RegistryOptions> registry_options(const GlobalOptions& g);
+/// registry_options() for talking to `registry`, once the site policy's allowed_registries
+/// let it be asked (site/policy.h).
+Result<RegistryOptions> registry_options_for(const GlobalOptions& g, const std::string& registry);
 /// Where GPU discovery looks: the configuration's driver and device roots, overridden by
 /// the environment (BERTH_DRIVER_ROOT, BERTH_DEV_ROOT, BERTH_CUDA_PROBE; see
-/// devices/nvidia_driver_config.h).
+/// devices/nvidia_driver_config.h) unless the site policy locks the root.
 Result<DiscoveryOptions> discovery_options(const GlobalOptions& g);
 /// Pulls `name` (a reference as typed) into the store; progress on a terminal's stderr.
 Result<PullResult> pull_reference(const GlobalOptions& g, const std::string& name,

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/context.h"
+#include "cli/policy.h"
 #include "core/log.h"
 #include "runtime/engines.h"
 #include "runtime/link_form.h"
@@ -14,10 +15,13 @@
 namespace berth::cli {
 
 Result<RunOutcome> run_with_engine(ContainerStore& cs, const ContainerRecord& c,
-                                   const ContainerSpec& spec, const std::string& requested) {
-  std::string name = !requested.empty() ? requested : !c.engine.empty() ? c.engine : kDefaultEngine;
+                                   const ContainerSpec& spec, const std::string& requested,
+                                   const SiteConfig* site) {
+  std::string fallback = site != nullptr ? default_engine_name(*site) : kDefaultEngine;
+  std::string name = !requested.empty() ? requested : !c.engine.empty() ? c.engine : fallback;
   std::string said;
   const Engine* engine = BERTH_TRY(choose_engine(name, &said));
+  if (site != nullptr) BERTH_CHECK(check_run_engine(*site, engine->name));
   if (!said.empty()) std::fprintf(stderr, "berth: %s\n", said.c_str());
   log::debug("{}: the {} engine", c.short_id(), engine->name);
   EngineRun run;
@@ -25,6 +29,7 @@ Result<RunOutcome> run_with_engine(ContainerStore& cs, const ContainerRecord& c,
   run.engine = engine;
   run.work_dir = cs.dir(c);
   run.run_name = "berth-" + c.short_id() + "-" + std::to_string(::getpid());
+  if (site != nullptr) run.runtime_dir = site->runtime_dir;
   return run_with_link_form(cs, c, run);
 }
 
@@ -43,6 +48,8 @@ Action setup_setup(CLI::App& app, const GlobalOptions& g) {
       return {};
     }
     BERTH_CHECK(validate_engine_name(o->engine));
+    const SiteConfig& site = BERTH_TRY(g.site);
+    if (o->engine != "auto") BERTH_CHECK(check_run_engine(site, o->engine));
     // Recorded even when the engine is missing here: the container may run on another node.
     std::string said;
     if (auto e = choose_engine(o->engine, &said); !e.ok())

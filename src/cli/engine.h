@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "runtime/container_spec.h"
 #include "runtime/containers.h"
+#include "site/config.h"
 
 namespace berth::cli {
 
@@ -14,9 +15,11 @@ inline constexpr const char* kDefaultEngine = "userns";
 
 /// Runs `spec` for container `c` with engine `requested` (--engine; "" for the container's
 /// default): checks the engine is available, says once on stderr what `auto` chose, and runs
-/// it with the rootfs's symlinks in the form it needs (run_with_link_form()).
+/// it with the rootfs's symlinks in the form it needs (run_with_link_form()). With `site`, its
+/// default_engine stands in for Berth's, and the engine chosen must be one it allows.
 /// An error here means the workload never started.
 Result<RunOutcome> run_with_engine(ContainerStore& cs, const ContainerRecord& c,
-                                   const ContainerSpec& spec, const std::string& requested);
+                                   const ContainerSpec& spec, const std::string& requested,
+                                   const SiteConfig* site = nullptr);
 
 }  // namespace berth::cli

@@ -3,15 +3,19 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <set>
 
 #include "cli/context.h"
+#include "cli/engine.h"
 #include "core/env.h"
 #include "core/fs.h"
+#include "core/json.h"
 #include "core/progress.h"
+#include "core/safe_text.h"
 #include "image/platform.h"
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
@@ -64,6 +68,68 @@ nlohmann::json version_json() {
           {"platform", host_platform().str()}};
 }
 
+/// The policy in force, key by key, with where each value came from (site/config.h).
+nlohmann::json policy_json(const SiteConfig& c) {
+  auto opt_list = [](const std::optional<std::vector<std::string>>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);  // null: any
+  };
+  nlohmann::json env = nlohmann::json::array();
+  for (const EnvEdit& e : c.env) {
+    static const char* const kinds[] = {"set", "prepend", "append", "unset"};
+    nlohmann::json one = {{"op", kinds[static_cast<int>(e.kind)]}, {"name", e.name}};
+    if (e.kind != EnvEdit::Kind::kUnset) one["value"] = e.value;
+    env.push_back(one);
+  }
+  std::vector<std::string> mounts = c.site_mounts;
+  mounts.insert(mounts.end(), c.user_mounts.begin(), c.user_mounts.end());
+  nlohmann::json values = {
+      {"allowed_registries", opt_list(c.allowed_registries)},
+      {"insecure_registries", c.insecure_registries},
+      {"registry_mirrors", c.registry_mirrors},
+      {"site_mounts", mounts},
+      {"deny_mount_destinations", c.deny_mount_destinations},
+      {"allow_mount_sources", opt_list(c.allow_mount_sources)},
+      {"mount_home", c.mount_home},
+      {"env", env},
+      {"readonly", c.readonly},
+      {"default_engine", c.default_engine.empty() ? kDefaultEngine : c.default_engine},
+      {"allowed_engines", opt_list(c.allowed_engines)},
+      {"driver_root", c.driver_root.empty() ? "/" : c.driver_root},
+      {"dev_root", c.dev_root.empty() ? "/dev" : c.dev_root},
+      {"gpus", c.gpus},
+      {"lock", c.locked},
+      {"central_store", c.central_store},
+      {"squash_options", c.squash_options},
+      {"runtime_dir", c.runtime_dir},
+      {"pull_low_speed_limit", c.pull_low_speed_limit > 0 ? c.pull_low_speed_limit : 1024},
+      {"pull_low_speed_time", c.pull_low_speed_time > 0 ? c.pull_low_speed_time : 60},
+      {"pull_deadline", c.pull_deadline}};
+  nlohmann::json settings = nlohmann::json::object();
+  for (auto& [key, value] : values.items()) {
+    auto it = c.sources.find(key);
+    settings[key] = {{"value", value}, {"source", it == c.sources.end() ? "default" : it->second}};
+  }
+  auto file = [](const std::string& p) { return p.empty() ? nlohmann::json(nullptr) : nlohmann::json(p); };
+  return {{"site_file", file(c.site_path)},
+          {"user_file", file(c.user_path)},
+          {"user_config_json", file(c.path)},
+          {"settings", settings},
+          {"ignored", c.ignored}};
+}
+
+/// A policy value as one line of text.
+std::string policy_text(const nlohmann::json& v) {
+  if (v.is_null()) return "(any)";
+  if (v.is_string()) return v.get<std::string>().empty() ? "(none)" : v.get<std::string>();
+  if (v.is_array() && v.empty()) return "(none)";
+  if (v.is_array() && std::all_of(v.begin(), v.end(), [](const auto& e) { return e.is_string(); })) {
+    std::string out;
+    for (const auto& e : v) out += (out.empty() ? "" : ", ") + e.get<std::string>();
+    return out;
+  }
+  return to_text(v);
+}
+
 }  // namespace
 
 Action setup_version(CLI::App& app, const GlobalOptions&) {
@@ -88,6 +154,7 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
   auto json = std::make_shared<bool>(false);
   app.add_flag("--json", *json, "Print JSON");
   return [json, &g]() -> Status {
+    const SiteConfig& site = BERTH_TRY(g.site);
     Store store = BERTH_TRY(open_store(g));
     ContainerStore cs = BERTH_TRY(open_containers(g));
     size_t images = BERTH_TRY(store.list_images()).size();
@@ -129,6 +196,7 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
                         {"engines_available", usable},
                         {"engine_table", facts}};
     if (!userns.ok()) j["user_namespaces_error"] = userns.error().message();
+    j["policy"] = policy_json(site);
     if (*json) {
       print_json(j);
       return {};
@@ -151,6 +219,18 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
     std::string list;
     for (const std::string& n : usable) list += (list.empty() ? "" : ", ") + n;
     std::printf("Engines available: %s\n", list.empty() ? "none" : list.c_str());
+    const nlohmann::json& p = j["policy"];
+    auto file = [](const nlohmann::json& f) { return f.is_null() ? std::string("none") : f.get<std::string>(); };
+    std::printf("Policy:\n");
+    print_table({{"  Site file:", file(p["site_file"])},
+                 {"  User file:", file(p["user_file"])},
+                 {"  User config.json:", file(p["user_config_json"])}});
+    std::vector<std::vector<std::string>> prows = {{"  KEY", "VALUE", "FROM"}};
+    for (const auto& [key, v] : p["settings"].items())
+      prows.push_back({"  " + key, policy_text(v["value"]), v["source"].get<std::string>()});
+    print_table(prows);
+    for (const auto& line : p["ignored"])
+      std::printf("  ignored: %s\n", safe_text(line.get<std::string>()).c_str());
     return {};
   };
 }

@@ -121,7 +121,9 @@ int run(int argc, char** argv) {
     return kExitUsage;
   }
   log::set_level(g.quiet ? log::Level::kError : g.verbose ? log::Level::kDebug : log::Level::kWarn);
-  g.site = read_site_config(user_config_path());
+  g.site = load_config();
+  if (g.site.ok())
+    for (const std::string& line : g.site->ignored) log::warn("{} (ignored)", line);
   Status st = action();
   if (!st.ok()) {
     print_error(st.error());

@@ -4,6 +4,7 @@
 
 #include "cli/context.h"
 #include "image/pull.h"
+#include "site/policy.h"
 
 namespace berth::cli {
 
@@ -12,8 +13,14 @@ Result<PullResult> pull_reference(const GlobalOptions& g, const std::string& nam
   Reference ref = BERTH_TRY(parse_reference(name));
   PullOptions opts;
   if (!platform.empty()) opts.platform = BERTH_TRY(parse_platform(platform));
+  const SiteConfig& site = BERTH_TRY(g.site);
+  BERTH_CHECK(check_registry_allowed(site, ref.registry).with_context("pull " + ref.str()));
   opts.registry = BERTH_TRY(registry_options(g));
-  opts.deadline_s = BERTH_TRY(g.site).pull_deadline;
+  opts.deadline_s = site.pull_deadline;
+  for (const Mirror& m : mirrors_for(site, ref.registry)) {
+    opts.mirrors.push_back(PullMirror{m.host, m.prefix});
+    if (m.plain_http) opts.registry.insecure.push_back(m.host);
+  }
   Store store = BERTH_TRY(open_store(g));
   CredentialStore creds = BERTH_TRY(CredentialStore::load());
   ProgressMeter meter(progress && ProgressMeter::stderr_is_terminal());

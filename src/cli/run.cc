@@ -13,6 +13,7 @@
 #include "cli/container_target.h"
 #include "cli/context.h"
 #include "cli/engine.h"
+#include "cli/policy.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -61,7 +62,10 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name) {
   app.add_flag("-t,--tty", o.tty, "The workload uses the caller's terminal");
   app.add_flag("--pid-ns", o.pid_namespace, "New PID namespace with a minimal init");
   app.add_flag("--host-dev", o.host_dev, "Bind the host's /dev instead of a minimal one");
-  app.add_flag("--bind-home", o.bind_home, "Bind your home directory at the same path");
+  app.add_flag("--bind-home,!--no-bind-home", o.bind_home,
+               "Bind your home directory at the same path (default: the site policy's mount_home)");
+  app.add_flag("--read-only", o.read_only,
+               "Mount the container's root read-only (default: the site policy's readonly)");
   app.add_flag("--hostenv", o.hostenv, "Pass the host's environment");
   app.add_option("--gpus", o.gpus, "GPUs to inject: all | N | device=0,2 | GPU-uuid[,capabilities=...]");
   app.add_option("--device", o.devices,
@@ -83,10 +87,12 @@ bool is_directory_argument(const std::string& what) {
 /// added.
 Result<ContainerSpec> prepare_spec(const nlohmann::json& image_config, const std::string& rootfs,
                                    const RunOptions& opts, const HostContext& host,
-                                   const Result<DiscoveryOptions>& discovery) {
+                                   const Result<DiscoveryOptions>& discovery,
+                                   const SiteConfig& site, const GivenOptions& given) {
   std::string passwd = BERTH_TRY(read_in_root(rootfs, "/etc/passwd"));
   std::string group = BERTH_TRY(read_in_root(rootfs, "/etc/group"));
   ContainerSpec spec = BERTH_TRY(build_spec(image_config, rootfs, opts, host, passwd, group));
+  BERTH_CHECK(apply_mount_policy(site, opts.bind_home && !given.bind_home, spec));
   BERTH_CHECK(add_run_devices(opts, host, discovery, spec));
   return spec;
 }
@@ -103,7 +109,8 @@ Status finish(const RunOutcome& outcome) {
 /// image config: the command must be given; changes land in the directory itself.
 Status run_directory(const RunOptions& opts, const std::string& name, bool remove,
                      const std::string& dir, const HostContext& host,
-                     const Result<DiscoveryOptions>& discovery) {
+                     const Result<DiscoveryOptions>& discovery, const SiteConfig& site,
+                     const GivenOptions& given) {
   if (!name.empty() || remove)
     return make_error("run", dir, "--name and --rm apply to containers, not to a directory");
   if (opts.command.empty() && !opts.entrypoint_set)
@@ -112,7 +119,9 @@ Status run_directory(const RunOptions& opts, const std::string& name, bool remov
   if (::realpath(dir.c_str(), real) == nullptr) return sys_error("run", dir);
   struct stat st;
   if (::stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) return make_error("run", dir, "not a directory");
-  ContainerSpec spec = BERTH_TRY(prepare_spec(nlohmann::json::object(), real, opts, host, discovery));
+  BERTH_CHECK(check_run_engine(site, kDefaultEngine));
+  ContainerSpec spec = BERTH_TRY(
+      prepare_spec(nlohmann::json::object(), real, opts, host, discovery, site, given));
   return finish(run_userns(spec));
 }
 
@@ -131,9 +140,18 @@ bool is_squashfs_argument(const std::string& what) {
 /// image has one (Berth made it); otherwise the command must be given, as for a directory.
 Status run_squashfs(const RunOptions& opts, const std::string& name, bool writable,
                     const std::string& path, const HostContext& host,
-                    const Result<DiscoveryOptions>& discovery) {
+                    const Result<DiscoveryOptions>& discovery, const SiteConfig& site,
+                    const GivenOptions& given) {
   if (!name.empty())
     return make_error("run", path, "--name applies to containers, not to a squashfs image");
+  // A squashfs root is read-only unless --writable asks otherwise (and then only a discarded
+  // overlay is written): --writable overrides the site's readonly default, not its lock.
+  if (writable && opts.read_only) {
+    if (given.read_only)
+      return make_error("run", path, "--writable and --read-only contradict each other");
+    BERTH_CHECK(check_not_locked(site, "readonly", "--writable"));
+  }
+  BERTH_CHECK(check_run_engine(site, kDefaultEngine));
   SquashfsFile image = BERTH_TRY(open_squashfs(path));
   SquashfsTools tools = BERTH_TRY(find_squashfs_tools());
   std::string base = BERTH_TRY(runtime_dir());
@@ -152,14 +170,15 @@ Status run_squashfs(const RunOptions& opts, const std::string& name, bool writab
     return make_error("run", path,
                       "this squashfs image has no Berth image config: give the command to run")
         .with_hint("berth run " + path + " /bin/sh");
-  ContainerSpec spec = BERTH_TRY(prepare_spec(config, mount.root, opts, host, discovery));
+  ContainerSpec spec = BERTH_TRY(prepare_spec(config, mount.root, opts, host, discovery, site, given));
   spec.overlay_scratch = mount.scratch;
   spec.writable_rootfs = writable;
   return finish(run_userns(spec));  // `mount` is held until the workload is gone
 }
 
-Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, bool remove,
-              bool writable, const std::string& engine, std::vector<std::string> rest) {
+Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given,
+              const std::string& name, bool remove, bool writable, const std::string& engine,
+              std::vector<std::string> rest) {
   set_exit_status(kExitBerthFailed);  // until the workload runs
   if (rest.empty())
     return make_error("run", "IMAGE", "an image or container is required")
@@ -168,6 +187,8 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
   if (what.starts_with("-")) return unknown_flag("run", what);
   opts.command.assign(rest.begin() + 1, rest.end());
   if (!engine.empty()) BERTH_CHECK(validate_engine_name(engine));
+  const SiteConfig& site = BERTH_TRY(g.site);
+  BERTH_CHECK(apply_run_policy(site, given, opts));
 
   HostContext host{host_environment(), home_dir(), ::getuid(), ::getgid()};
   for (const std::string& path : opts.env_files) {
@@ -181,7 +202,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     if (!engine.empty() && engine != kDefaultEngine && engine != "auto")
       return make_error("run", what, "a squashfs image runs with the userns engine only",
                         ErrorCode::kUnsupported);
-    return run_squashfs(opts, name, writable, what, host, discovery_options(g));
+    return run_squashfs(opts, name, writable, what, host, discovery_options(g), site, given);
   }
   if (writable)
     return make_error("run", what, "--writable applies to squashfs images only")
@@ -191,7 +212,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     if (!engine.empty() && engine != kDefaultEngine)
       return make_error("run", what, "a directory runs with the userns engine only")
           .with_hint("create a container (berth import, berth create) to use --engine=" + engine);
-    return run_directory(opts, name, remove, what, host, discovery_options(g));
+    return run_directory(opts, name, remove, what, host, discovery_options(g), site, given);
   }
   ContainerStore cs = BERTH_TRY(open_containers(g));
   Target t = BERTH_TRY(find_or_create(g, cs, what, name, true));
@@ -205,12 +226,12 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const std::string& name, 
     if (auto st = cs.remove(c, true); !st.ok())
       log::warn("{}", st.error().message());  // the run's own status matters more
   };
-  auto spec = prepare_spec(c.image_config, rootfs, opts, host, discovery_options(g));
+  auto spec = prepare_spec(c.image_config, rootfs, opts, host, discovery_options(g), site, given);
   if (!spec.ok()) {
     cleanup();
     return std::move(spec).error();
   }
-  auto ran = run_with_engine(cs, c, *spec, engine);
+  auto ran = run_with_engine(cs, c, *spec, engine, &site);
   if (!ran.ok()) {
     cleanup();
     return std::move(ran).error();
@@ -251,7 +272,9 @@ Action setup_run(CLI::App& app, const GlobalOptions& g) {
         !::isatty(STDERR_FILENO))
       return make_error("run", "-t", "no terminal to hand to the container")
           .with_hint("run from a terminal, or leave out -t");
-    return do_run(g, o->run, o->name, o->remove, o->writable, o->engine, app.remaining());
+    GivenOptions given{app.count("--bind-home") + app.count("--no-bind-home") > 0,
+                       app.count("--read-only") > 0};
+    return do_run(g, o->run, given, o->name, o->remove, o->writable, o->engine, app.remaining());
   };
 }
 

@@ -12,7 +12,7 @@ namespace {
 /// A client for `registry` with the stored credentials, if any.
 Result<std::unique_ptr<RegistryClient>> client_for(const GlobalOptions& g,
                                                    const std::string& registry) {
-  RegistryOptions opts = BERTH_TRY(registry_options(g));
+  RegistryOptions opts = BERTH_TRY(registry_options_for(g, registry));
   CredentialStore creds = BERTH_TRY(CredentialStore::load());
   return std::make_unique<RegistryClient>(registry, opts, creds.find(registry));
 }

@@ -28,6 +28,24 @@ void set_env(std::vector<std::string>& env, std::string kv) {
   env.push_back(std::move(kv));
 }
 
+void unset_env(std::vector<std::string>& env, std::string_view key) {
+  std::erase_if(env, [key](const std::string& e) { return env_name(e) == key; });
+}
+
+void apply_env_edit(std::vector<std::string>& env, const EnvEdit& edit) {
+  if (edit.kind == EnvEdit::Kind::kUnset) {
+    unset_env(env, edit.name);
+    return;
+  }
+  std::string value = edit.value;
+  if (edit.kind != EnvEdit::Kind::kSet) {
+    std::string old = env_lookup(env, edit.name).value_or("");
+    if (!old.empty())
+      value = edit.kind == EnvEdit::Kind::kPrepend ? value + ":" + old : old + ":" + value;
+  }
+  set_env(env, edit.name + "=" + value);
+}
+
 std::vector<std::string> split_path(std::string_view list) {
   std::vector<std::string> out;
   for (std::string_view entry : split(list, ':')) out.emplace_back(entry);

@@ -3,6 +3,7 @@
 // For the invoking process's own environment see core/env.h.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +21,21 @@ std::string_view env_name(std::string_view kv);
 std::optional<std::string> env_lookup(const std::vector<std::string>& env, std::string_view key);
 /// Sets or replaces K=V in `env`, keeping first-seen order.
 void set_env(std::vector<std::string>& env, std::string kv);
+/// One change to an environment list, as a site policy's [env] table gives it (Sarus's
+/// set/prepend/append/unset): prepend and append join with ':' (the value alone when the
+/// variable is unset or empty).
+struct EnvEdit {
+  enum class Kind : uint8_t { kSet, kPrepend, kAppend, kUnset };
+  Kind kind = Kind::kSet;
+  std::string name;
+  std::string value;  ///< unused for kUnset
+  bool operator==(const EnvEdit&) const = default;
+};
+/// Applies `edit` to `env`.
+void apply_env_edit(std::vector<std::string>& env, const EnvEdit& edit);
+/// Removes every entry of `key` from `env`.
+void unset_env(std::vector<std::string>& env, std::string_view key);
+
 /// A colon-separated list (PATH, LD_LIBRARY_PATH) as its entries, empty ones kept.
 std::vector<std::string> split_path(std::string_view list);
 

@@ -78,6 +78,8 @@ inline constexpr std::string_view kOpWords[] = {
     // Devices.
     "--device", "CDI", "CDI spec", "cdi generate", "check requirement", "device", "device node", "gpu info",
     "inject GPUs", "mount source", "parse ld.so.cache", "read ELF", "select GPUs",
+    // The site policy (site).
+    "registry",
 };
 // clang-format on
 

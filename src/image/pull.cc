@@ -23,6 +23,7 @@ struct PullContext {
   Store& store;
   RegistryClient& client;
   const Reference& ref;
+  const std::string& repository;  ///< the repository at the registry pulled from
   const PullOptions& opts;
   std::vector<std::string> diff_ids;  ///< the image config's, one per layer
   std::optional<std::chrono::steady_clock::time_point> deadline;  ///< the pull's, if any
@@ -64,7 +65,7 @@ Status fetch_blob(PullContext& ctx, const Descriptor& desc, int item,
     if (pm && offset > 0) pm->advance(item, static_cast<int64_t>(offset));
     bool restarted = false, restart_applied = false;
     Status st = ctx.client.get_blob(
-        ctx.ref.repository, desc.digest, offset,
+        ctx.repository, desc.digest, offset,
         [&](const char* data, size_t len) -> Status {
           if (ctx.cancelled.load(std::memory_order_relaxed))
             return make_error("download", desc.digest, "cancelled", ErrorCode::kCancelled);
@@ -130,24 +131,21 @@ Result<Platform> config_platform(const std::string& config_json, const std::stri
   return parse_platform(p.str());
 }
 
-}  // namespace
-
-Result<PullResult> pull_image(Store& store, const Reference& ref, const CredentialStore& creds,
-                              const PullOptions& opts) {
-  RegistryOptions reg = opts.registry;
-  if (opts.deadline_s > 0)
-    reg.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opts.deadline_s);
-  RegistryClient client(ref.registry, reg, creds.find(ref.registry));
+/// Pulls `ref` from `registry` (its own or a mirror), where it is `repository`.
+Result<PullResult> pull_from(Store& store, const Reference& ref, const std::string& registry,
+                             const std::string& repository, const CredentialStore& creds,
+                             const PullOptions& opts, const RegistryOptions& reg) {
+  RegistryClient client(registry, reg, creds.find(registry));
   Platform want = opts.platform.value_or(host_platform());
 
-  FetchedManifest top = BERTH_TRY(client.get_manifest(ref.repository, ref.manifest_ref()));
+  FetchedManifest top = BERTH_TRY(client.get_manifest(repository, ref.manifest_ref()));
   FetchedManifest chosen = top;
   std::string index_digest;
   if (is_index_media_type(top.media_type)) {
     IndexManifest index = BERTH_TRY(parse_index(top.body, top.media_type));
     Descriptor d = BERTH_TRY(select_platform(index, want));
     log::debug("platform {} -> {}", want.str(), d.digest);
-    chosen = BERTH_TRY(client.get_manifest(ref.repository, d.digest));
+    chosen = BERTH_TRY(client.get_manifest(repository, d.digest));
     if (is_index_media_type(chosen.media_type))
       return make_error("select platform", d.digest, "nested image indexes are not supported");
     index_digest = top.digest;
@@ -168,7 +166,7 @@ Result<PullResult> pull_image(Store& store, const Reference& ref, const Credenti
     if (complete) return PullResult{*old, true};
   }
 
-  PullContext ctx{store, client, ref, opts};
+  PullContext ctx{store, client, ref, repository, opts};
   ctx.deadline = reg.deadline;
   ProgressMeter* pm = opts.progress;
   int config_item = pm ? pm->add(std::string(digest_hex(manifest.config.digest).substr(0, 12)) +
@@ -215,6 +213,27 @@ Result<PullResult> pull_image(Store& store, const Reference& ref, const Credenti
   pin = FileLock();  // recorded: every blob this pull relies on is named now
   if (replaced) release_replaced(store, {*replaced});
   return PullResult{rec, false};
+}
+
+}  // namespace
+
+Result<PullResult> pull_image(Store& store, const Reference& ref, const CredentialStore& creds,
+                              const PullOptions& opts) {
+  RegistryOptions reg = opts.registry;
+  if (opts.deadline_s > 0)
+    reg.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opts.deadline_s);
+  for (const PullMirror& m : opts.mirrors) {
+    auto r = pull_from(store, ref, m.registry, m.repository_prefix + ref.repository, creds, opts,
+                       reg);
+    if (r.ok()) {
+      log::debug("pulled {} from the mirror {}", ref.str(), m.registry);
+      return r;
+    }
+    // As Docker's registry-mirrors: whatever went wrong at the mirror, the registry itself
+    // is asked next (layers the mirror delivered stay in the store, verified).
+    log::info("mirror {}: {}; trying the next source", m.registry, r.error().message());
+  }
+  return pull_from(store, ref, ref.registry, ref.repository, creds, opts, reg);
 }
 
 }  // namespace berth

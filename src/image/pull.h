@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/progress.h"
@@ -17,6 +18,13 @@
 
 namespace berth {
 
+/// A registry tried before the reference's own (a pull-through mirror, as Docker's
+/// registry-mirrors): the same repository under `repository_prefix`.
+struct PullMirror {
+  std::string registry;           ///< host[:port]
+  std::string repository_prefix;  ///< "" or "path/", put before the repository
+};
+
 struct PullOptions {
   std::optional<Platform> platform;  ///< requested; the host's when unset
   RegistryOptions registry;
@@ -24,6 +32,10 @@ struct PullOptions {
   int retries = 3;                   ///< attempts per blob on transfer failures (resuming)
   long deadline_s = 0;               ///< the whole pull's limit in seconds; 0 for none
   ProgressMeter* progress = nullptr; ///< may be null
+  /// Tried in order before the reference's registry; a mirror that fails in any way (lacks
+  /// the image, is down, serves something that does not verify) hands over to the next, and
+  /// the last to the reference's own registry. The image is recorded under its own name.
+  std::vector<PullMirror> mirrors;
 };
 
 struct PullResult {

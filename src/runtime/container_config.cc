@@ -141,10 +141,14 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   spec.user_name = who.name;
   spec.home = who.home;
 
-  // Environment: image < host (--hostenv) < --env-file < -e.
+  // Environment: image < host (--hostenv) < the site policy's edits < --env-file < -e.
   for (const std::string& kv : image.env) set_env(spec.env, kv);
   if (opts.hostenv)
     for (const std::string& kv : host.environ) set_env(spec.env, kv);
+  // A site's PATH edit extends the PATH the container would have had, Docker's default included.
+  if (!opts.policy_env.empty() && !env_lookup(spec.env, "PATH"))
+    set_env(spec.env, std::string("PATH=") + kDefaultPath);
+  for (const EnvEdit& e : opts.policy_env) apply_env_edit(spec.env, e);
   for (const std::string& kv : opts.file_env) set_env(spec.env, kv);
   for (const std::string& e : opts.env) {
     if (env_name(e).empty())
@@ -180,6 +184,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   spec.tty = opts.tty;
   spec.pid_namespace = opts.pid_namespace;
   spec.host_dev = opts.host_dev;
+  spec.writable_rootfs = !opts.read_only;
   return spec;
 }
 

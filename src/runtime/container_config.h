@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/env_list.h"
 #include "core/error.h"
 #include "runtime/container_spec.h"
 
@@ -34,6 +35,10 @@ struct RunOptions {
   bool host_dev = false;               ///< --host-dev: the host's /dev instead of a minimal one
   bool bind_home = false;              ///< --bind-home
   bool hostenv = false;                ///< --hostenv
+  bool read_only = false;              ///< --read-only (or the site's readonly): the root is mounted read-only
+  /// The site policy's [env] edits (core/env_list.h), applied after the image's variables and
+  /// --hostenv, before --env-file and -e.
+  std::vector<EnvEdit> policy_env;
   std::optional<std::string> gpus;     ///< --gpus (Docker's syntax)
   std::vector<std::string> devices;    ///< --device: CDI names (vendor.com/class=name)
   std::vector<std::string> command;    ///< everything after the image

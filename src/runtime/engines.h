@@ -31,6 +31,9 @@ struct EngineRun {
   const Engine* engine = nullptr;  ///< the row of engine_table() that runs it
   std::string work_dir;  ///< a per-container folder the engine may use (bundle, scratch); exists
   std::string run_name;  ///< unique among running containers (runc's container ID)
+  /// Where per-run runtime state goes (the site policy's runtime_dir); "" for the engine's
+  /// own choice ($XDG_RUNTIME_DIR). Today the oci engine's runc state root.
+  std::string runtime_dir;
 };
 
 /// One host program or library an engine runs, and how it is found.

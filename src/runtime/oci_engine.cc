@@ -53,12 +53,15 @@ nlohmann::json bind_mount(const std::string& source, const std::string& target, 
   return {{"destination", target}, {"type", "bind"}, {"source", source}, {"options", options}};
 }
 
-/// Where runc keeps its state for this user: $XDG_RUNTIME_DIR/berth-runc, else a 0700 folder
-/// of ours in /tmp.
-Result<std::string> state_root() {
+/// Where runc keeps its state for this user: a 0700 folder of ours in the site policy's
+/// runtime_dir when it names one, else $XDG_RUNTIME_DIR/berth-runc, else in /tmp.
+Result<std::string> state_root(const std::string& runtime_dir) {
   std::string xdg = env_or("XDG_RUNTIME_DIR", "");
-  std::string dir = !xdg.empty() && path_exists(xdg) ? path_join(xdg, "berth-runc")
-                                                     : "/tmp/berth-runc-" + std::to_string(::getuid());
+  std::string dir = !runtime_dir.empty()
+                        ? path_join(runtime_dir, "berth-runc-" + std::to_string(::getuid()))
+                    : !xdg.empty() && path_exists(xdg)
+                        ? path_join(xdg, "berth-runc")
+                        : "/tmp/berth-runc-" + std::to_string(::getuid());
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return sys_error("mkdir", dir);
   struct stat st;
   if (::lstat(dir.c_str(), &st) != 0) return sys_error("stat", dir);
@@ -165,7 +168,7 @@ RunOutcome run_oci(const EngineRun& run) {
   auto plan = plan_mounts(spec, probe_host(spec));
   if (!plan) return failed(std::move(plan).error());
   if (auto st = prepare_rootfs(spec, true); !st) return failed(std::move(st).error());
-  auto state = state_root();
+  auto state = state_root(run.runtime_dir);
   if (!state) return failed(std::move(state).error());
 
   std::string bundle = path_join(run.work_dir, "oci-" + run.run_name);

@@ -445,7 +445,7 @@ def test_cdi_tmpfs_mounts_read_only_nodes_and_refusals(berth, host, pulled):
 
 def test_driver_roots_from_the_config_file(berth, host, pulled):
     # The configuration file ($BERTH_CONFIG_DIR/config.json, site/config.h) gives the roots when
-    # the environment does not; a run that asks for no GPU never needs them.
+    # the environment does not.
     config_dir = berth.make_dir("config")
     berth.write_file("config/config.json",
                      json.dumps({"driver_root": host.root, "dev_root": host.dev}))
@@ -453,12 +453,14 @@ def test_driver_roots_from_the_config_file(berth, host, pulled):
     info = json.loads(out)
     assert info["driver_root"] == host.root and info["dev_root"] == host.dev
     assert info["nvidia"]["found"] is True
+    # A broken file is an error for every run: config.json is part of the user's layer of the
+    # policy (docs/site.md), which every run applies (mounts, environment, engine).
     path = berth.write_file("config/config.json", "{broken")
-    berth("run", "--rm", pulled["plain"], "/probe", "true", env={"BERTH_CONFIG_DIR": config_dir})
-    rc, _, err = berth("run", "--rm", "--gpus", "all", pulled["plain"], "/probe", "true",
-                       env={"BERTH_CONFIG_DIR": config_dir}, check=False)
-    assert rc == 125
-    assert err.startswith(f"berth: error: read config {path}: ")
+    for gpus in ([], ["--gpus", "all"]):
+        rc, _, err = berth("run", "--rm", *gpus, pulled["plain"], "/probe", "true",
+                           env={"BERTH_CONFIG_DIR": config_dir}, check=False)
+        assert rc == 125
+        assert err.startswith(f"berth: error: read config {path}: ")
 
 
 def nvidia_ctk_spec(host) -> dict:

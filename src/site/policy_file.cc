@@ -1,0 +1,246 @@
+// Policy files: the TOML parse of one file into a PolicyLayer, and the check that a site
+// policy file is one only root can change.
+//
+// TOML through toml++ (Debian's libtomlplusplus-dev 3.3) rather than toml11 (libtoml11-dev
+// 3.7): toml++ reports a parse error as data (a description and a line and column) without
+// exceptions (TOML_EXCEPTIONS=0), which turns straight into Berth's one-line errors, where
+// toml11 throws and formats multi-line, caret-underlined messages meant for a terminal; it
+// speaks TOML 1.0 and keeps every value's source line, which the type errors below name. It
+// is used header-only, compiled into this file alone: no shared library for every command
+// (and every container start) to load, and its exception setting cannot clash with a
+// prebuilt library's.
+#define TOML_EXCEPTIONS 0
+#define TOML_HEADER_ONLY 1
+#define TOML_ENABLE_FORMATTERS 0
+#include <toml++/toml.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+
+#include "core/fs.h"
+#include "core/strings.h"
+#include "site/config.h"
+
+namespace berth {
+namespace {
+
+/// Reads one file's keys, each failure naming the file, the line and the key.
+class LayerReader {
+ public:
+  LayerReader(const std::string& path) : path_(path) {}
+
+  Error bad(const toml::node& node, std::string_view key, const std::string& what) const {
+    std::string where;
+    if (node.source().begin.line > 0) where = "line " + std::to_string(node.source().begin.line) + ": ";
+    return make_error("read config", path_, where + "\"" + std::string(key) + "\" " + what,
+                      ErrorCode::kInvalidInput)
+        .with_hint("see docs/site.md for the keys and their types");
+  }
+
+  Result<std::string> string(const toml::node& node, std::string_view key) const {
+    auto s = node.value<std::string>();
+    if (!node.is_string() || !s) return bad(node, key, "is not a string");
+    return *s;
+  }
+
+  Result<std::string> absolute_path(const toml::node& node, std::string_view key) const {
+    std::string s = BERTH_TRY(string(node, key));
+    if (s.empty() || s[0] != '/') return bad(node, key, "is not an absolute path: \"" + s + "\"");
+    return s;
+  }
+
+  Result<bool> boolean(const toml::node& node, std::string_view key) const {
+    if (!node.is_boolean()) return bad(node, key, "is not true or false");
+    return *node.value<bool>();
+  }
+
+  Result<long> count(const toml::node& node, std::string_view key) const {
+    auto v = node.value<int64_t>();
+    if (!node.is_integer() || !v || *v < 0 || *v > 1'000'000'000)
+      return bad(node, key, "is not a whole number of 0 to 1000000000");
+    return static_cast<long>(*v);
+  }
+
+  Result<std::vector<std::string>> strings(const toml::node& node, std::string_view key) const {
+    const toml::array* a = node.as_array();
+    if (a == nullptr) return bad(node, key, "is not a list of strings");
+    std::vector<std::string> out;
+    for (const toml::node& item : *a) {
+      if (!item.is_string()) return bad(node, key, "is not a list of strings");
+      out.push_back(*item.value<std::string>());
+    }
+    return out;
+  }
+
+  Result<std::vector<std::string>> absolute_paths(const toml::node& node,
+                                                  std::string_view key) const {
+    std::vector<std::string> out = BERTH_TRY(strings(node, key));
+    for (const std::string& s : out)
+      if (s.empty() || s[0] != '/') return bad(node, key, "holds a path that is not absolute: \"" + s + "\"");
+    return out;
+  }
+
+  /// SRC:DST[:ro|:rw] with absolute paths (the runtime parses it again when it mounts).
+  Result<std::vector<std::string>> mounts(const toml::node& node, std::string_view key) const {
+    std::vector<std::string> out = BERTH_TRY(strings(node, key));
+    for (const std::string& m : out) {
+      auto parts = split(m, ':');
+      bool ok = (parts.size() == 2 || parts.size() == 3) && parts[0].starts_with("/") &&
+                parts[1].starts_with("/") &&
+                (parts.size() == 2 || parts[2] == "ro" || parts[2] == "rw");
+      if (!ok)
+        return bad(node, key, "holds \"" + m + "\", not SOURCE:DESTINATION[:ro|:rw] with absolute paths");
+    }
+    return out;
+  }
+
+  Result<std::map<std::string, std::vector<std::string>>> mirrors(const toml::node& node,
+                                                                  std::string_view key) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, key, "is not a table of registry = [mirrors]");
+    std::map<std::string, std::vector<std::string>> out;
+    for (const auto& [registry, value] : *t) {
+      std::string name = std::string(key) + "." + std::string(registry.str());
+      if (value.is_string())
+        out[std::string(registry.str())] = {*value.value<std::string>()};
+      else
+        out[std::string(registry.str())] = BERTH_TRY(strings(value, name));
+      for (const std::string& m : out[std::string(registry.str())])
+        if (m.empty() || m.find_first_of(" \t") != std::string::npos)
+          return bad(value, name, "holds a mirror that is not host[:port][/path]: \"" + m + "\"");
+    }
+    return out;
+  }
+
+  Result<std::vector<EnvEdit>> env(const toml::node& node, std::string_view key) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, key, "is not a table with set, prepend, append, unset");
+    std::vector<EnvEdit> out;
+    auto valid_name = [](std::string_view n) {
+      return !n.empty() && n.find_first_of("= \t\n") == std::string_view::npos;
+    };
+    // A fixed order whatever the file's: set, prepend, append, unset (as Sarus applies them).
+    for (auto [word, kind] : {std::pair{"set", EnvEdit::Kind::kSet},
+                              std::pair{"prepend", EnvEdit::Kind::kPrepend},
+                              std::pair{"append", EnvEdit::Kind::kAppend}}) {
+      const toml::node* sub = t->get(word);
+      if (sub == nullptr) continue;
+      std::string name = std::string(key) + "." + word;
+      const toml::table* vars = sub->as_table();
+      if (vars == nullptr) return bad(*sub, name, "is not a table of NAME = \"value\"");
+      for (const auto& [var, value] : *vars) {
+        if (!valid_name(var.str())) return bad(value, name, "names an invalid variable \"" + std::string(var.str()) + "\"");
+        std::string v = BERTH_TRY(string(value, name + "." + std::string(var.str())));
+        out.push_back(EnvEdit{kind, std::string(var.str()), v});
+      }
+    }
+    if (const toml::node* sub = t->get("unset")) {
+      for (const std::string& var : BERTH_TRY(strings(*sub, std::string(key) + ".unset"))) {
+        if (!valid_name(var)) return bad(*sub, std::string(key) + ".unset", "names an invalid variable \"" + var + "\"");
+        out.push_back(EnvEdit{EnvEdit::Kind::kUnset, var, ""});
+      }
+    }
+    for (const auto& [k, v] : *t) {
+      std::string_view s = k.str();
+      if (s != "set" && s != "prepend" && s != "append" && s != "unset")
+        return bad(v, std::string(key) + "." + std::string(s), "is not a key of [env] (set, prepend, append, unset)");
+    }
+    return out;
+  }
+
+ private:
+  const std::string& path_;
+};
+
+}  // namespace
+
+Result<PolicyLayer> parse_policy(std::string_view text, const std::string& path, bool site) {
+  toml::parse_result parsed = toml::parse(text, path);
+  if (!parsed) {
+    const toml::parse_error& e = parsed.error();
+    return make_error("read config", path,
+                      "line " + std::to_string(e.source().begin.line) + ", column " +
+                          std::to_string(e.source().begin.column) + ": " +
+                          std::string(e.description()),
+                      ErrorCode::kInvalidInput);
+  }
+  const toml::table& t = parsed.table();
+  LayerReader r(path);
+  PolicyLayer l;
+  l.path = path;
+  for (const auto& [key, node] : t) {
+    std::string_view k = key.str();
+    if (k == "allowed_registries") l.allowed_registries = BERTH_TRY(r.strings(node, k));
+    else if (k == "insecure_registries") l.insecure_registries = BERTH_TRY(r.strings(node, k));
+    else if (k == "registry_mirrors") l.registry_mirrors = BERTH_TRY(r.mirrors(node, k));
+    else if (k == "site_mounts") l.site_mounts = BERTH_TRY(r.mounts(node, k));
+    else if (k == "deny_mount_destinations") l.deny_mount_destinations = BERTH_TRY(r.absolute_paths(node, k));
+    else if (k == "allow_mount_sources") l.allow_mount_sources = BERTH_TRY(r.absolute_paths(node, k));
+    else if (k == "mount_home") l.mount_home = BERTH_TRY(r.boolean(node, k));
+    else if (k == "env") l.env = BERTH_TRY(r.env(node, k));
+    else if (k == "readonly") l.readonly = BERTH_TRY(r.boolean(node, k));
+    else if (k == "default_engine") l.default_engine = BERTH_TRY(r.string(node, k));
+    else if (k == "allowed_engines") l.allowed_engines = BERTH_TRY(r.strings(node, k));
+    else if (k == "driver_root") l.driver_root = BERTH_TRY(r.absolute_path(node, k));
+    else if (k == "dev_root") l.dev_root = BERTH_TRY(r.absolute_path(node, k));
+    else if (k == "gpus") l.gpus = BERTH_TRY(r.string(node, k));
+    else if (k == "central_store") l.central_store = BERTH_TRY(r.absolute_path(node, k));
+    else if (k == "squash_options") l.squash_options = BERTH_TRY(r.string(node, k));
+    else if (k == "runtime_dir") l.runtime_dir = BERTH_TRY(r.absolute_path(node, k));
+    else if (k == "pull_low_speed_limit") l.pull_low_speed_limit = BERTH_TRY(r.count(node, k));
+    else if (k == "pull_low_speed_time") l.pull_low_speed_time = BERTH_TRY(r.count(node, k));
+    else if (k == "pull_deadline") l.pull_deadline = BERTH_TRY(r.count(node, k));
+    else if (k == "lock") {
+      if (!site) return r.bad(node, k, "is a site policy key: a user's file cannot lock settings");
+      l.lock = BERTH_TRY(r.strings(node, k));
+      for (const std::string& key_name : *l.lock)
+        if (std::find(std::begin(kLockableKeys), std::end(kLockableKeys), key_name) ==
+            std::end(kLockableKeys))
+          return r.bad(node, k, "names \"" + key_name +
+                                    "\", which cannot be locked (readonly, default_engine, "
+                                    "driver_root, dev_root, gpus, mount_home)");
+    } else {
+      // A misspelt key in a policy would silently not be enforced: refuse it.
+      return r.bad(node, k, "is not a key Berth knows");
+    }
+  }
+  return l;
+}
+
+Status check_trusted_file(const std::string& path, uid_t owner) {
+  auto owned_right = [owner](const struct stat& st) {
+    return st.st_uid == 0 || (owner != 0 && st.st_uid == owner);
+  };
+  std::string who = owner == 0 ? "root" : "root or uid " + std::to_string(owner);
+  char real[PATH_MAX];
+  if (::realpath(path.c_str(), real) == nullptr) return sys_error("read config", path);
+  struct stat st;
+  if (::stat(real, &st) != 0) return sys_error("read config", path);
+  auto refuse = [&](const std::string& what) {
+    return make_error("read config", path, "refused: " + what, ErrorCode::kPermission)
+        .with_hint("a policy file and every folder above it must be owned by root and not "
+                   "writable by group or others (chown root; chmod go-w)");
+  };
+  if (!S_ISREG(st.st_mode)) return refuse("not a regular file");
+  if (!owned_right(st)) return refuse("owned by uid " + std::to_string(st.st_uid) + ", not " + who);
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) return refuse("writable by group or others");
+  // Every folder above: whoever can write one could put another file in its place.
+  std::string dir = real;
+  while (dir != "/") {
+    dir = dir.substr(0, dir.rfind('/'));
+    if (dir.empty()) dir = "/";
+    if (::stat(dir.c_str(), &st) != 0) return sys_error("read config", dir);
+    if (!owned_right(st))
+      return refuse("folder " + dir + " is owned by uid " + std::to_string(st.st_uid) + ", not " + who);
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+      return refuse("folder " + dir + " is writable by group or others");
+  }
+  return {};
+}
+
+}  // namespace berth
