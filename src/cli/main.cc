@@ -34,6 +34,7 @@ const std::vector<Command>& command_table() {
       {"rename", "Rename a container (its names are replaced)", setup_rename},
       {"clone", "Copy a container under a new ID", setup_clone},
       {"export", "Write a container's root filesystem as a tar archive", setup_export},
+      {"squash", "Write an image or a container as one squashfs file", setup_squash},
       {"protect", "Protect an image or container from rmi and rm", setup_protect},
       {"unprotect", "Remove the protection of an image or container", setup_unprotect},
       {"login", "Log in to a registry", setup_login},

@@ -63,8 +63,8 @@ inline constexpr std::string_view kOpWords[] = {
     // The image store and image archives (image).
     "check digest", "check image record", "commit blob", "decompress", "export", "find image",
     "image config", "import", "load", "open store", "protect", "read blob", "read image index",
-    "replace image", "restart blob", "rewrite symlink", "rmi", "save", "select platform", "tag",
-    "unpack",
+    "read squashfs", "replace image", "restart blob", "rewrite symlink", "rmi", "save",
+    "select platform", "squash", "tag", "unpack",
     "unpack layer", "unprotect", "verify", "write blob",
     // Containers and engines (runtime).
     "bind home", "change", "chdir to working directory", "create mount target",
