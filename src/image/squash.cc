@@ -244,6 +244,29 @@ const CompressorChoice* find_compressor(std::string_view name) {
   return nullptr;
 }
 
+// libsquashfs 1.2's lz4 keeps a "compressed" metadata block even when it came out larger than
+// its input (4 bytes of id table as 5); squashfs-tools 4.5's unsquashfs refuses such a block as
+// corrupt (the kernel and squashfuse read it). mksquashfs stores those blocks uncompressed, and
+// so does Berth: every compressor's do_block is wrapped to answer "could not compress" (0, the
+// library's own convention) when the output is not smaller. Copies for worker threads copy the
+// wrapper with the struct.
+using DoBlock = sqfs_s32 (*)(sqfs_compressor_t*, const sqfs_u8*, sqfs_u32, sqfs_u8*, sqfs_u32);
+std::atomic<DoBlock> g_do_block[8];  // the library's own do_block, by compressor id
+
+sqfs_s32 do_block_no_growth(sqfs_compressor_t* cmp, const sqfs_u8* in, sqfs_u32 size,
+                            sqfs_u8* out, sqfs_u32 outsize) {
+  sqfs_compressor_config_t cfg;
+  cmp->get_configuration(cmp, &cfg);
+  DoBlock orig = g_do_block[cfg.id & 7].load();
+  sqfs_s32 r = orig(cmp, in, size, out, outsize);
+  return r >= 0 && static_cast<sqfs_u32>(r) >= size ? 0 : r;
+}
+
+void keep_blocks_from_growing(sqfs_compressor_t* cmp, SQFS_COMPRESSOR id) {
+  g_do_block[id & 7].store(cmp->do_block);
+  cmp->do_block = &do_block_no_growth;
+}
+
 unsigned default_workers() {
   cpu_set_t set;
   if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
@@ -268,6 +291,7 @@ class Builder {
     sqfs_compressor_t* cmp = nullptr;
     if ((r = sq().compressor_create(&cfg, &cmp)) != 0) return fail("compressor", r);
     cmp_.reset(cmp);
+    keep_blocks_from_growing(cmp, c->id);
     cfg.flags |= SQFS_COMP_FLAG_UNCOMPRESS;  // for reading fragment blocks back to deduplicate
     if ((r = sq().compressor_create(&cfg, &cmp)) != 0) return fail("compressor", r);
     uncmp_.reset(cmp);
