@@ -15,7 +15,7 @@ const std::vector<Command>& command_table() {
       {"pull", "Pull an image from a registry", setup_pull},
       {"images", "List images in the store", setup_images},
       {"rmi", "Remove images and the blobs only they use", setup_rmi},
-      {"inspect", "Show a container or an image as JSON", setup_inspect},
+      {"inspect", "Show a container or an image as JSON, or a squashfs file", setup_inspect},
       {"verify", "Re-check the digest of every blob of an image", setup_verify},
       {"unpack", "Unpack an image's layers into a directory", setup_unpack},
       {"tag", "Give an image another name", setup_tag},
