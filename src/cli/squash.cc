@@ -43,8 +43,8 @@ nlohmann::json container_config(const Store& store, const ContainerRecord& c, st
   return config;
 }
 
-void report(const GlobalOptions& g, bool json, const std::string& output,
-            const SquashOptions& opts, const SquashStats& s, double seconds) {
+void report(const GlobalOptions& g, bool json, const std::string& output, const SquashOptions& opts,
+            const SquashStats& s, double seconds) {
   if (json) {
     print_json({{"output", output},
                 {"compressor", opts.compressor},
@@ -99,9 +99,9 @@ Action setup_squash(CLI::App& app, const GlobalOptions& g) {
       // sees (as export does; as root, host and container IDs are the same).
       uid_t uid = ::geteuid() == 0 ? static_cast<uid_t>(-1) : ::geteuid();
       gid_t gid = ::geteuid() == 0 ? static_cast<gid_t>(-1) : ::getegid();
-      SquashStats s = BERTH_TRY(squash_tree(cs.rootfs(*c), to_text(meta), o->squash, o->output,
-                                            uid, gid)
-                                    .with_context("squash " + o->name));
+      SquashStats s =
+          BERTH_TRY(squash_tree(cs.rootfs(*c), to_text(meta), o->squash, o->output, uid, gid)
+                        .with_context("squash " + o->name));
       report(g, o->json, o->output, o->squash, s, seconds());
       return {};
     }

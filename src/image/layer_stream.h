@@ -108,7 +108,8 @@ class CheckedStream {
     if (r == ARCHIVE_EOF) return 0;
     if (r < ARCHIVE_WARN) {
       if (!plain_error_)
-        plain_error_ = make_error("unpack", layer_.path, archive_message(raw_.get(), "corrupt data"));
+        plain_error_ =
+            make_error("unpack", layer_.path, archive_message(raw_.get(), "corrupt data"));
       return -1;
     }
     plain_.update(plain_buf_, size);

@@ -72,8 +72,12 @@ const char* sqfs_error_text(int code) {
 
 namespace {
 
-const SqfsApi& sq() { return sqfs_api(); }
-const ArchiveApi& ar() { return archive_api(); }
+const SqfsApi& sq() {
+  return sqfs_api();
+}
+const ArchiveApi& ar() {
+  return archive_api();
+}
 
 constexpr uint32_t kBlockSize = SQFS_DEFAULT_BLOCK_SIZE;  // 128 KiB, mksquashfs's default too
 constexpr uint32_t kNoXattr = 0xFFFFFFFF;
@@ -172,12 +176,12 @@ class OutputFile {
     if (!out.fd_.valid()) {
       int err = errno;
       // Not every file system has O_TMPFILE: a dot-file beside, removed on failure.
-      if (err != EOPNOTSUPP && err != EISDIR && err != EINVAL) return sys_error("create", path, err);
+      if (err != EOPNOTSUPP && err != EISDIR && err != EINVAL)
+        return sys_error("create", path, err);
       std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-      out.named_tmp_ = (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + "." +
-                       base + ".berth-tmp-" + std::to_string(::getpid());
-      out.fd_.reset(
-          ::open(out.named_tmp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+      out.named_tmp_ = (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + "." + base +
+                       ".berth-tmp-" + std::to_string(::getpid());
+      out.fd_.reset(::open(out.named_tmp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
       if (!out.fd_.valid()) return sys_error("create", path);
     }
     // The create mode went through the umask: make it what a new file would get.
@@ -253,8 +257,8 @@ const CompressorChoice* find_compressor(std::string_view name) {
 using DoBlock = sqfs_s32 (*)(sqfs_compressor_t*, const sqfs_u8*, sqfs_u32, sqfs_u8*, sqfs_u32);
 std::atomic<DoBlock> g_do_block[8];  // the library's own do_block, by compressor id
 
-sqfs_s32 do_block_no_growth(sqfs_compressor_t* cmp, const sqfs_u8* in, sqfs_u32 size,
-                            sqfs_u8* out, sqfs_u32 outsize) {
+sqfs_s32 do_block_no_growth(sqfs_compressor_t* cmp, const sqfs_u8* in, sqfs_u32 size, sqfs_u8* out,
+                            sqfs_u32 outsize) {
   sqfs_compressor_config_t cfg;
   cmp->get_configuration(cmp, &cfg);
   DoBlock orig = g_do_block[cfg.id & 7].load();
@@ -296,8 +300,8 @@ class Builder {
     if ((r = sq().compressor_create(&cfg, &cmp)) != 0) return fail("compressor", r);
     uncmp_.reset(cmp);
 
-    if ((r = sq().super_init(&super_, kBlockSize, static_cast<sqfs_u32>(::time(nullptr)),
-                             c->id)) != 0)
+    if ((r = sq().super_init(&super_, kBlockSize, static_cast<sqfs_u32>(::time(nullptr)), c->id)) !=
+        0)
       return fail("super block", r);
     if ((r = sq().super_write(&super_, &file_.base)) != 0) return fail("super block", r);
     r = cmp_->write_options(cmp_.get(), &file_.base);
@@ -455,7 +459,8 @@ class Builder {
       }
     } else {
       size_t extra = S_ISLNK(ino.mode) ? ino.target.size() : 0;
-      auto* raw = static_cast<sqfs_inode_generic_t*>(std::calloc(1, sizeof(sqfs_inode_generic_t) + extra));
+      auto* raw =
+          static_cast<sqfs_inode_generic_t*>(std::calloc(1, sizeof(sqfs_inode_generic_t) + extra));
       if (raw == nullptr) return fail("inode", SQFS_ERROR_ALLOC);
       inode.reset(raw);  // calloc'd: libsquashfs's free() is the same C library's
       if (S_ISLNK(ino.mode)) {
@@ -544,9 +549,8 @@ class LayerSquasher {
     names_.clear();
     shadowed_files_.clear();
     wanted_.clear();
-    BERTH_CHECK(read_layer([this](archive* a, archive_entry* e, std::string_view raw) {
-      return entry(a, e, raw);
-    }));
+    BERTH_CHECK(read_layer(
+        [this](archive* a, archive_entry* e, std::string_view raw) { return entry(a, e, raw); }));
     if (!wanted_.empty()) {
       // Hard links whose target a newer layer hides: the target's data is needed after all,
       // once, under the link's name. Read the layer again for those files only.
@@ -568,15 +572,17 @@ class LayerSquasher {
       MergeTree::Node* n = tree_.find(l.name);
       if (n == nullptr || n->inode != l.placeholder) continue;  // replaced in its own layer
       if (t == nullptr || t->inode == nullptr || t->is_dir() || t->inode == l.placeholder) {
-        return make_error("squash", l.layer,
-                          fmt::format("entry \"{}\": link to \"{}\": no such file", l.raw, l.target));
+        return make_error(
+            "squash", l.layer,
+            fmt::format("entry \"{}\": link to \"{}\": no such file", l.raw, l.target));
       }
       if (t->entry_layer > l.index) {
         return make_error(
-            "squash", l.layer,
-            fmt::format("entry \"{}\" links to \"{}\", which a newer layer replaced: squash cannot "
-                        "merge that yet",
-                        l.raw, l.target))
+                   "squash", l.layer,
+                   fmt::format(
+                       "entry \"{}\" links to \"{}\", which a newer layer replaced: squash cannot "
+                       "merge that yet",
+                       l.raw, l.target))
             .with_hint("use berth unpack, or rebuild the image");
       }
       tree_.link(l.index, l.name, t->inode);
@@ -646,7 +652,8 @@ class LayerSquasher {
 
   Status entry(archive* a, archive_entry* e, std::string_view raw) {
     EntryName kind = normalize_entry_name(raw, name_);
-    if (kind == EntryName::kEscapes) return refuse(fmt::format("entry \"{}\" escapes the root", raw));
+    if (kind == EntryName::kEscapes)
+      return refuse(fmt::format("entry \"{}\" escapes the root", raw));
     mode_t type = ar().entry_filetype(e);
     const char* hardlink = ar().entry_hardlink(e);
     if (kind == EntryName::kRoot) {
@@ -658,7 +665,8 @@ class LayerSquasher {
     size_t slash = name_.rfind('/');
     std::string_view parent =
         slash == std::string::npos ? std::string_view() : std::string_view(name_).substr(0, slash);
-    std::string_view base = std::string_view(name_).substr(slash == std::string::npos ? 0 : slash + 1);
+    std::string_view base =
+        std::string_view(name_).substr(slash == std::string::npos ? 0 : slash + 1);
     if (base.starts_with(".wh.")) {
       if (base == ".wh..wh..opq") {
         tree_.opaque(index_, parent);
@@ -688,10 +696,10 @@ class LayerSquasher {
       return {};  // its data is skipped by the next header read, never decompressed into a file
     }
     if (v == Verdict::kConflict) {
-      return refuse(fmt::format(
-          "entry \"{}\": a newer layer puts files below this path, which this layer makes a {}: "
-          "squash cannot merge that",
-          raw, is_symlink ? "symlink" : "file"))
+      return refuse(fmt::format("entry \"{}\": a newer layer puts files below this path, which "
+                                "this layer makes a {}: "
+                                "squash cannot merge that",
+                                raw, is_symlink ? "symlink" : "file"))
           .with_hint("berth unpack follows such links; rebuild the image with real paths");
     }
     if (hardlink != nullptr) return add_hardlink(raw, hardlink);
@@ -822,7 +830,8 @@ class TreeSquasher {
       std::string rel = path.empty() ? n : path + "/" + n;
       std::string full = what + "/" + n;
       struct stat st;
-      if (::fstatat(dirfd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return sys_error("stat", full);
+      if (::fstatat(dirfd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return sys_error("stat", full);
       MergeInode m;
       m.mode = st.st_mode & (S_IFMT | 07777);
       m.uid = st.st_uid == host_uid_ ? 0 : st.st_uid;
@@ -898,8 +907,9 @@ class TreeSquasher {
 };
 
 /// Runs `fill` into a new squashfs at `output`, published only when whole.
-Result<SquashStats> write_squashfs(const SquashOptions& opts, const std::string& output,
-                                   const std::function<Status(MergeTree&, Builder&, SquashStats&)>& fill) {
+Result<SquashStats> write_squashfs(
+    const SquashOptions& opts, const std::string& output,
+    const std::function<Status(MergeTree&, Builder&, SquashStats&)>& fill) {
   BERTH_CHECK(check_squash_options(opts));
   OutputFile out = BERTH_TRY(OutputFile::create(output));
   SquashStats stats;
@@ -921,47 +931,49 @@ Result<SquashStats> write_squashfs(const SquashOptions& opts, const std::string&
 Status check_squash_options(const SquashOptions& opts) {
   const CompressorChoice* c = find_compressor(opts.compressor);
   if (c == nullptr)
-    return make_error("squash", opts.compressor, "unknown compressor",
-                      ErrorCode::kInvalidInput)
+    return make_error("squash", opts.compressor, "unknown compressor", ErrorCode::kInvalidInput)
         .with_hint("use --compressor lz4, zstd or gzip");
   if (opts.level != 0 && c->max_level == 0)
     return make_error("squash", opts.compressor, "this compressor has no levels",
                       ErrorCode::kInvalidInput)
         .with_hint("leave out --level, or use zstd (1-22) or gzip (1-9)");
   if (opts.level != 0 && (opts.level < c->min_level || opts.level > c->max_level))
-    return make_error("squash", opts.compressor,
-                      fmt::format("level {} is out of range {}-{}", opts.level, c->min_level,
-                                  c->max_level),
-                      ErrorCode::kInvalidInput);
+    return make_error(
+        "squash", opts.compressor,
+        fmt::format("level {} is out of range {}-{}", opts.level, c->min_level, c->max_level),
+        ErrorCode::kInvalidInput);
   return {};
 }
 
 Result<SquashStats> squash_layers(const std::vector<LayerInput>& layers, std::string_view metadata,
                                   const SquashOptions& opts, const std::string& output) {
-  return write_squashfs(opts, output, [&](MergeTree& tree, Builder& b, SquashStats& stats) -> Status {
-    int newest = static_cast<int>(layers.size());
-    BERTH_CHECK(add_metadata(tree, b, newest, metadata, stats));
-    LayerSquasher s(tree, b, stats);
-    for (int i = newest - 1; i >= 0; --i) BERTH_CHECK(s.layer(i, layers[static_cast<size_t>(i)]));
-    return s.resolve_cross_links();
-  });
+  return write_squashfs(opts, output,
+                        [&](MergeTree& tree, Builder& b, SquashStats& stats) -> Status {
+                          int newest = static_cast<int>(layers.size());
+                          BERTH_CHECK(add_metadata(tree, b, newest, metadata, stats));
+                          LayerSquasher s(tree, b, stats);
+                          for (int i = newest - 1; i >= 0; --i)
+                            BERTH_CHECK(s.layer(i, layers[static_cast<size_t>(i)]));
+                          return s.resolve_cross_links();
+                        });
 }
 
 Result<SquashStats> squash_tree(const std::string& root, std::string_view metadata,
                                 const SquashOptions& opts, const std::string& output,
                                 uid_t host_uid, gid_t host_gid) {
   UniqueFd rootfd = BERTH_TRY(open_file(root, O_RDONLY | O_DIRECTORY));
-  return write_squashfs(opts, output, [&](MergeTree& tree, Builder& b, SquashStats& stats) -> Status {
-    BERTH_CHECK(add_metadata(tree, b, 1, metadata, stats));
-    struct stat st;
-    if (::fstat(rootfd.get(), &st) != 0) return sys_error("stat", root);
-    MergeInode m;
-    m.mode = S_IFDIR | (st.st_mode & 07777);
-    m.mtime = clamp_time(st.st_mtim.tv_sec);
-    tree.set_dir_meta(0, "", m);
-    TreeSquasher s(tree, b, stats, host_uid, host_gid);
-    return s.walk(rootfd.get(), "", root);
-  });
+  return write_squashfs(opts, output,
+                        [&](MergeTree& tree, Builder& b, SquashStats& stats) -> Status {
+                          BERTH_CHECK(add_metadata(tree, b, 1, metadata, stats));
+                          struct stat st;
+                          if (::fstat(rootfd.get(), &st) != 0) return sys_error("stat", root);
+                          MergeInode m;
+                          m.mode = S_IFDIR | (st.st_mode & 07777);
+                          m.mtime = clamp_time(st.st_mtim.tv_sec);
+                          tree.set_dir_meta(0, "", m);
+                          TreeSquasher s(tree, b, stats, host_uid, host_gid);
+                          return s.walk(rootfd.get(), "", root);
+                        });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -990,7 +1002,8 @@ Result<SquashInfo> read_squash_info(const std::string& path) {
                       fmt::format("truncated: the file system needs {} bytes, the file has {}",
                                   super.bytes_used, info.file_size),
                       ErrorCode::kInvalidInput);
-  const char* cname = sq().compressor_name_from_id(static_cast<SQFS_COMPRESSOR>(super.compression_id));
+  const char* cname =
+      sq().compressor_name_from_id(static_cast<SQFS_COMPRESSOR>(super.compression_id));
   info.compressor = cname ? cname : fmt::format("unknown ({})", super.compression_id);
   info.block_size = super.block_size;
   info.inodes = super.inode_count;
@@ -1016,8 +1029,7 @@ Result<SquashInfo> read_squash_info(const std::string& path) {
   if (r == SQFS_ERROR_NO_ENTRY || r == SQFS_ERROR_NOT_DIR) return info;  // not made by Berth
   if (r != 0) return fail("/" + mpath, r);
   SqfsInodePtr inode(raw_inode);
-  if (inode->base.type != SQFS_INODE_FILE && inode->base.type != SQFS_INODE_EXT_FILE)
-    return info;
+  if (inode->base.type != SQFS_INODE_FILE && inode->base.type != SQFS_INODE_EXT_FILE) return info;
   sqfs_u64 size = 0;
   sq().inode_get_file_size(inode.get(), &size);
   if (size > kJsonMaxBytes)
@@ -1029,8 +1041,8 @@ Result<SquashInfo> read_squash_info(const std::string& path) {
   if ((r = sq().data_reader_load_fragment_table(data.get(), &super)) != 0)
     return fail("fragment table", r);
   std::string text(size, '\0');
-  sqfs_s32 n = sq().data_reader_read(data.get(), inode.get(), 0, text.data(),
-                                     static_cast<sqfs_u32>(size));
+  sqfs_s32 n =
+      sq().data_reader_read(data.get(), inode.get(), 0, text.data(), static_cast<sqfs_u32>(size));
   if (n < 0) return fail("/" + mpath, n);
   text.resize(static_cast<size_t>(n));
   info.metadata = BERTH_TRY(parse_json(text, path + ":/" + mpath));

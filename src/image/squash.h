@@ -89,8 +89,8 @@ struct SquashInfo {
   std::string compressor;
   uint32_t block_size = 0;
   uint32_t inodes = 0;
-  uint32_t mtime = 0;           ///< the super block's modification time
-  uint64_t bytes_used = 0;      ///< of the file system (the file may be padded beyond)
+  uint32_t mtime = 0;       ///< the super block's modification time
+  uint64_t bytes_used = 0;  ///< of the file system (the file may be padded beyond)
   uint64_t file_size = 0;
   std::optional<nlohmann::json> metadata;  ///< /.berth/image.json; nullopt: none (not Berth's)
 };

@@ -25,9 +25,13 @@ MergeInode implied_dir() {
 
 }  // namespace
 
-bool MergeTree::Node::is_dir() const { return inode != nullptr && S_ISDIR(inode->mode); }
+bool MergeTree::Node::is_dir() const {
+  return inode != nullptr && S_ISDIR(inode->mode);
+}
 
-MergeTree::MergeTree() { root_.inode = new_inode(implied_dir()); }
+MergeTree::MergeTree() {
+  root_.inode = new_inode(implied_dir());
+}
 
 MergeInode* MergeTree::new_inode(const MergeInode& meta) {
   inodes_.push_back(meta);
@@ -51,7 +55,9 @@ MergeTree::Node* MergeTree::walk(std::string_view path, bool create) {
   return n;
 }
 
-MergeTree::Node* MergeTree::find(std::string_view path) { return walk(path, false); }
+MergeTree::Node* MergeTree::find(std::string_view path) {
+  return walk(path, false);
+}
 
 Verdict MergeTree::offer(int layer, std::string_view path, bool is_dir, bool is_symlink) {
   if (path.empty()) {  // the root: only a directory's metadata means anything

@@ -53,7 +53,8 @@ enum class Verdict {
 class MergeTree {
  public:
   struct Node {
-    std::map<std::string, std::unique_ptr<Node>, std::less<>> children;  ///< sorted as squashfs wants
+    std::map<std::string, std::unique_ptr<Node>, std::less<>>
+        children;                 ///< sorted as squashfs wants
     MergeInode* inode = nullptr;  ///< nullptr: nothing here (a node that only holds marks)
     int entry_layer = -1;         ///< the layer whose entry this is; -1: an implied directory
     int whiteout_layer = -1;      ///< a whiteout of this path in that layer hides older ones

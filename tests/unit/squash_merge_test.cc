@@ -39,15 +39,15 @@ Verdict put(MergeTree& t, int layer, const std::string& path, const MergeInode& 
 /// Every present path, sorted, with "/" after directories.
 std::vector<std::string> listing(MergeTree& t) {
   std::vector<std::string> out;
-  std::function<void(MergeTree::Node&, const std::string&)> walk =
-      [&](MergeTree::Node& n, const std::string& prefix) {
-        for (auto& [name, child] : n.children) {
-          if (child->inode == nullptr) continue;
-          std::string p = prefix + name;
-          out.push_back(child->is_dir() ? p + "/" : p);
-          if (child->is_dir()) walk(*child, p + "/");
-        }
-      };
+  std::function<void(MergeTree::Node&, const std::string&)> walk = [&](MergeTree::Node& n,
+                                                                       const std::string& prefix) {
+    for (auto& [name, child] : n.children) {
+      if (child->inode == nullptr) continue;
+      std::string p = prefix + name;
+      out.push_back(child->is_dir() ? p + "/" : p);
+      if (child->is_dir()) walk(*child, p + "/");
+    }
+  };
   walk(t.root(), "");
   return out;
 }

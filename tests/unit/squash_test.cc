@@ -52,10 +52,18 @@ void write_layer(const std::string& path, const std::vector<Entry>& entries) {
   archive_write_free(a);
 }
 
-Entry f(std::string n, std::string data) { return {std::move(n), AE_IFREG, std::move(data)}; }
-Entry d(std::string n) { return {std::move(n), AE_IFDIR}; }
-Entry wh(std::string n) { return {std::move(n), AE_IFREG}; }
-Entry hard(std::string n, std::string t) { return {std::move(n), AE_IFREG, "", std::move(t), true}; }
+Entry f(std::string n, std::string data) {
+  return {std::move(n), AE_IFREG, std::move(data)};
+}
+Entry d(std::string n) {
+  return {std::move(n), AE_IFDIR};
+}
+Entry wh(std::string n) {
+  return {std::move(n), AE_IFREG};
+}
+Entry hard(std::string n, std::string t) {
+  return {std::move(n), AE_IFREG, "", std::move(t), true};
+}
 
 /// `unsquashfs -lln` of `file`, one "mode owner path[ -> target]" line per entry; "" when
 /// squashfs-tools is not installed.
