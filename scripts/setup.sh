@@ -10,12 +10,15 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libarchive-dev libgtest-dev libgmock-dev libyaml-dev libtomlplusplus-dev
+  # berth squash / inspect FILE.sqsh: squashfs-tools-ng's libsquashfs (headers; loaded at run time)
+  libsquashfs-dev
   # fuzzing (scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes
   clang-14 libclang-rt-14-dev
   # end-to-end tier: a real registry and real image tools
   docker-registry umoci skopeo apache2-utils openssl python3 python3-pytest
   busybox-static zstd gzip tar util-linux procps curl ca-certificates
-  # squashfs images (berth run FILE.sqsh): the FUSE daemon, fusermount3; mksquashfs for tests
+  # squashfs images (berth run FILE.sqsh): the FUSE daemon, fusermount3; squashfs-tools'
+  # mksquashfs and unsquashfs for tests and bench/squash
   squashfuse fuse3 squashfs-tools
   # fallback engines (berth run --engine=proot|fakechroot|oci), also peers for the benchmarks
   proot fakechroot libfakechroot runc crun

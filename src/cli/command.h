@@ -61,6 +61,7 @@ Action setup_import(CLI::App& app, const GlobalOptions& g);
 Action setup_load(CLI::App& app, const GlobalOptions& g);
 Action setup_save(CLI::App& app, const GlobalOptions& g);
 Action setup_export(CLI::App& app, const GlobalOptions& g);
+Action setup_squash(CLI::App& app, const GlobalOptions& g);
 Action setup_tag(CLI::App& app, const GlobalOptions& g);
 Action setup_clone(CLI::App& app, const GlobalOptions& g);
 Action setup_rename(CLI::App& app, const GlobalOptions& g);

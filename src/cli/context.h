@@ -45,6 +45,10 @@ std::string size_with_share(int64_t part, int64_t whole);
 std::pair<std::string, std::string> image_repo_and_tag(const std::string& name);
 /// Prints rows as left-aligned columns three spaces apart, the first row being the header.
 void print_table(const std::vector<std::vector<std::string>>& rows);
+/// Whether `inspect` takes `name` for a squashfs file: a path starting with / or . (as run does).
+bool looks_like_squash_path(const std::string& name);
+/// `berth inspect FILE.sqsh [--json]`: the file's facts and its Berth metadata, if any.
+Status inspect_squash_file(const std::string& path, bool json);
 /// Prints JSON to stdout, indented, with a trailing newline.
 void print_json(const nlohmann::json& j);
 

@@ -1,4 +1,5 @@
-// berth images [--json] [-q], berth inspect IMAGE, berth rmi IMAGE..., berth tag SOURCE TARGET
+// berth images [--json] [-q], berth inspect IMAGE|CONTAINER|FILE.sqsh, berth rmi IMAGE..., berth
+// tag SOURCE TARGET
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -68,8 +69,15 @@ Action setup_images(CLI::App& app, const GlobalOptions& g) {
 
 Action setup_inspect(CLI::App& app, const GlobalOptions& g) {
   auto name = std::make_shared<std::string>();
-  app.add_option("NAME", *name, "Container name or ID, or image name, ID or digest")->required();
-  return [name, &g]() -> Status {
+  auto json = std::make_shared<bool>(false);
+  app.add_option(
+         "NAME", *name,
+         "Container name or ID, image name, ID or digest, or a squashfs file (/... or ./...)")
+      ->required();
+  app.add_flag("--json", *json,
+               "For a squashfs file: print JSON (containers and images always are)");
+  return [name, json, &g]() -> Status {
+    if (looks_like_squash_path(*name)) return inspect_squash_file(*name, *json);
     // Containers first, as `docker inspect` does.
     ContainerStore cs = BERTH_TRY(open_containers(g));
     if (auto c = cs.find(*name); c.ok()) {

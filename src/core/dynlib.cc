@@ -47,4 +47,9 @@ LazyLibrary& libarchive() {
   return lib;
 }
 
+LazyLibrary& libsquashfs() {
+  static LazyLibrary lib("libsquashfs.so.1", "libsquashfs1");
+  return lib;
+}
+
 }  // namespace berth

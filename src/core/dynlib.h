@@ -6,8 +6,8 @@
 // LazyLibrary the first time it runs instead of linking the library.
 //
 // Each library's functions are listed once, in one header per library (core/crypto_api.h,
-// image/curl_api.h, image/archive_api.h), as the members of a struct declared with
-// BERTH_LAZY_FUNCTION: the member's type and the symbol's name come from the same token, so a
+// image/curl_api.h, image/archive_api.h, image/sqfs_api.h), as the members of a struct declared
+// with BERTH_LAZY_FUNCTION: the member's type and the symbol's name come from the same token, so a
 // function can be neither bound under another's name nor called through the wrong type.
 #pragma once
 
@@ -41,6 +41,8 @@ class LazyLibrary {
 LazyLibrary& libcrypto();
 LazyLibrary& libcurl();
 LazyLibrary& libarchive();
+/// squashfs-tools-ng's library: `berth squash` and reading a squashfs file (image/sqfs_api.h).
+LazyLibrary& libsquashfs();
 
 }  // namespace berth
 

@@ -59,6 +59,8 @@ class File:
     name: str
     data: bytes = b""
     mode: int = 0o644
+    uid: int = 0
+    gid: int = 0
 
 
 @dataclass
@@ -110,6 +112,7 @@ def tar_bytes(entries) -> bytes:
         for e in entries:
             if isinstance(e, File):
                 ti = _tarinfo(e.name, tarfile.REGTYPE, e.mode)
+                ti.uid, ti.gid = e.uid, e.gid
                 ti.size = len(e.data)
                 tf.addfile(ti, io.BytesIO(e.data))
             elif isinstance(e, Dir):

@@ -1,0 +1,161 @@
+// berth squash IMAGE|CONTAINER -o FILE.sqsh, and what `berth inspect FILE.sqsh` prints.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "cli/context.h"
+#include "core/json.h"
+#include "core/progress.h"
+#include "image/squash.h"
+#include "runtime/link_form.h"
+
+namespace berth::cli {
+namespace {
+
+/// The document kept at /.berth/image.json (image/squash.h).
+nlohmann::ordered_json image_metadata(const std::string& reference, const std::string& digest,
+                                      const nlohmann::json& config) {
+  nlohmann::ordered_json m;
+  m["schemaVersion"] = 1;
+  m["reference"] = reference;
+  m["digest"] = digest;
+  m["config"] = config;
+  return m;
+}
+
+Result<nlohmann::json> read_config(const Store& store, const std::string& digest) {
+  std::string text = BERTH_TRY(store.read_blob(digest));
+  return parse_json(text, "image config " + digest);
+}
+
+/// The image config of a container: its image's, with the container's own "config" object
+/// (which holds a command given at create); only that object when the image is gone.
+nlohmann::json container_config(const Store& store, const ContainerRecord& c, std::string& digest) {
+  nlohmann::json config = nlohmann::json::object();
+  if (auto rec = store.find_image(c.image_id); rec.ok()) {
+    digest = rec->manifest_digest;
+    if (auto full = read_config(store, c.image_id); full.ok() && full->is_object()) config = *full;
+  }
+  config["config"] = c.image_config;
+  return config;
+}
+
+void report(const GlobalOptions& g, bool json, const std::string& output, const SquashOptions& opts,
+            const SquashStats& s, double seconds) {
+  if (json) {
+    print_json({{"output", output},
+                {"compressor", opts.compressor},
+                {"size", s.size},
+                {"inodes", s.inodes},
+                {"files", s.files},
+                {"bytes", s.bytes},
+                {"shadowed", s.shadowed},
+                {"skipped_devices", s.skipped_devices},
+                {"seconds", seconds}});
+    return;
+  }
+  if (g.quiet) return;
+  std::printf("%s: %llu inodes, %s (%s), %.1f s\n", output.c_str(),
+              static_cast<unsigned long long>(s.inodes),
+              human_size(static_cast<int64_t>(s.size)).c_str(), opts.compressor.c_str(), seconds);
+}
+
+}  // namespace
+
+Action setup_squash(CLI::App& app, const GlobalOptions& g) {
+  struct Opts {
+    std::string name, output;
+    SquashOptions squash;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  app.add_option("NAME", o->name, "Image name, ID or digest, or container name or ID")->required();
+  app.add_option("-o,--output", o->output, "The squashfs file to write (replaced when it exists)")
+      ->required();
+  app.add_option("--compressor", o->squash.compressor,
+                 "lz4 (default: fastest to build and to read), zstd or gzip");
+  app.add_option("--level", o->squash.level, "Compression level: zstd 1-22, gzip 1-9");
+  app.add_flag("--json", o->json, "Print what was written as JSON");
+  return [o, &g]() -> Status {
+    BERTH_CHECK(check_squash_options(o->squash));
+    auto start = std::chrono::steady_clock::now();
+    auto seconds = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    Store store = BERTH_TRY(open_store(g));
+    // Containers first, as inspect does.
+    ContainerStore cs = BERTH_TRY(open_containers(g));
+    if (auto c = cs.find(o->name); c.ok()) {
+      std::string digest;
+      nlohmann::json config = container_config(store, *c, digest);
+      nlohmann::ordered_json meta = image_metadata(c->image, digest, config);
+      meta["container"] = {{"id", c->id}, {"names", c->names}};
+      // The image's symlink form, whatever engine ran the container last (as export).
+      FileLock held = BERTH_TRY(lock_canonical(cs, *c, "squash"));
+      // Rootless, the files are ours on the host and root's inside: write what the container
+      // sees (as export does; as root, host and container IDs are the same).
+      uid_t uid = ::geteuid() == 0 ? static_cast<uid_t>(-1) : ::geteuid();
+      gid_t gid = ::geteuid() == 0 ? static_cast<gid_t>(-1) : ::getegid();
+      SquashStats s =
+          BERTH_TRY(squash_tree(cs.rootfs(*c), to_text(meta), o->squash, o->output, uid, gid)
+                        .with_context("squash " + o->name));
+      report(g, o->json, o->output, o->squash, s, seconds());
+      return {};
+    }
+    ImageRecord rec = BERTH_TRY(store.find_image(o->name));
+    FileLock pinned = BERTH_TRY(store.pin());  // rmi waits: no blob goes while it is read
+    nlohmann::json config = BERTH_TRY(read_config(store, rec.config_digest));
+    std::vector<LayerInput> layers = BERTH_TRY(store.layer_inputs(rec, "squash"));
+    std::string meta = to_text(image_metadata(rec.name, rec.manifest_digest, config));
+    SquashStats s = BERTH_TRY(
+        squash_layers(layers, meta, o->squash, o->output).with_context("squash " + rec.name));
+    report(g, o->json, o->output, o->squash, s, seconds());
+    return {};
+  };
+}
+
+bool looks_like_squash_path(const std::string& name) {
+  return name.starts_with('/') || name.starts_with('.');
+}
+
+Status inspect_squash_file(const std::string& path, bool json) {
+  SquashInfo info = BERTH_TRY(read_squash_info(path));
+  nlohmann::json meta = info.metadata ? *info.metadata : nlohmann::json();
+  if (json) {
+    nlohmann::ordered_json j;
+    j["path"] = path;
+    j["compressor"] = info.compressor;
+    j["block_size"] = info.block_size;
+    j["inodes"] = info.inodes;
+    j["bytes_used"] = info.bytes_used;
+    j["file_size"] = info.file_size;
+    j["mtime"] = info.mtime;
+    j["berth"] = meta;  // null: not made by Berth
+    std::printf("%s\n", to_text(j, 2).c_str());
+    return {};
+  }
+  if (info.metadata) {
+    std::printf("Image:       %s\n", string_field(meta, "reference").c_str());
+    std::printf("Digest:      %s\n", string_field(meta, "digest").c_str());
+    auto cfg = meta.find("config");
+    if (cfg != meta.end() && cfg->is_object()) {
+      std::printf("Platform:    %s/%s\n", string_field(*cfg, "os").c_str(),
+                  string_field(*cfg, "architecture").c_str());
+      std::printf("Created:     %s\n", string_field(*cfg, "created").c_str());
+    }
+    if (auto c = meta.find("container"); c != meta.end() && c->is_object())
+      std::printf("Container:   %s\n", string_field(*c, "id").c_str());
+  } else {
+    std::printf("Image:       no Berth metadata (/.berth/image.json)\n");
+  }
+  std::printf("Compressor:  %s\n", info.compressor.c_str());
+  std::printf("Block size:  %u\n", info.block_size);
+  std::printf("Inodes:      %u\n", info.inodes);
+  std::printf("Size:        %s\n", human_size(static_cast<int64_t>(info.file_size)).c_str());
+  return {};
+}
+
+}  // namespace berth::cli

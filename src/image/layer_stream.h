@@ -1,0 +1,144 @@
+// A layer file's bytes on their way to a tar reader, checked as they pass (internal to
+// src/image: the unpacker and the squashfs writer read layers through it).
+#pragma once
+
+#include <unistd.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "core/sha256.h"
+#include "image/archive_api.h"
+#include "image/layer_file.h"
+#include "image/unpack.h"
+
+namespace berth {
+
+/// The bytes of one layer file on their way to the tar reader, hashed as they pass: the file
+/// as stored (digest) and, for a compressed file, the decompressed stream (diff_id), which a
+/// raw-format reader in the middle produces. finish() reads what the tar reader left (the
+/// end-of-archive padding, trailing bytes) so that every byte is covered, then compares.
+class CheckedStream {
+ public:
+  CheckedStream(int fd, const LayerInput& layer) : fd_(fd), layer_(layer), buf_(kChunk) {}
+
+  /// The tar reader over this stream.
+  Result<ArchiveReader> open_tar() {
+    char head[8] = {};
+    ssize_t n = ::pread(fd_, head, sizeof head, 0);
+    if (n < 0) return sys_error("read", layer_.path);
+    Compression c = BERTH_TRY(sniff_compression(std::string_view(head, n), layer_.path));
+    if (c != Compression::kNone) {
+      raw_ = BERTH_TRY(open_archive_stream(this, &CheckedStream::read_file, ArchiveFormat::kRaw,
+                                           "unpack", layer_.path));
+      archive_entry* e = nullptr;
+      if (archive_api().read_next_header(raw_.get(), &e) != ARCHIVE_OK)
+        return make_error("unpack", layer_.path, archive_message(raw_.get()));
+    }
+    return open_archive_stream(this, &CheckedStream::read_plain, ArchiveFormat::kTar, "unpack",
+                               layer_.path);
+  }
+
+  /// Reads the rest of the file and checks both digests.
+  Status finish() {
+    if (raw_) {
+      while (plain_more() > 0) {
+      }
+    }
+    while (!file_error_ && file_more() > 0) {
+    }
+    if (const Error* e = failure()) return *e;
+    BERTH_CHECK(compare_stored());
+    std::string plain = raw_ ? plain_.digest() : stored_digest_;
+    if (!layer_.diff_id.empty() && plain != layer_.diff_id)
+      return make_error("verify", layer_.path,
+                        "the uncompressed layer hashes to " + plain + ", not the diff_id " +
+                            layer_.diff_id + " the image config lists");
+    return {};
+  }
+
+  /// After the layer failed to apply: reads the rest of the file and fails when it does not
+  /// hash to its digest (a changed file explains the failure better than what it caused).
+  Status check_file() {
+    while (!file_error_ && file_more() > 0) {
+    }
+    if (file_error_) return *file_error_;
+    return compare_stored();
+  }
+
+  /// Why the stream stopped early (a read or decompression error), for the tar reader's
+  /// error message, which says less; nullptr when it did not.
+  const Error* failure() const {
+    return file_error_ ? &*file_error_ : plain_error_ ? &*plain_error_ : nullptr;
+  }
+
+ private:
+  static constexpr size_t kChunk = size_t{1} << 20;
+
+  Status compare_stored() {
+    stored_digest_ = stored_.digest();  // finishes the hash: called once
+    const std::string& stored = stored_digest_;
+    if (layer_.digest.empty() || stored == layer_.digest) return {};
+    return make_error("verify", layer_.path,
+                      "the layer file hashes to " + stored + ", not " + layer_.digest)
+        .with_hint("the file changed after it was stored: pull the image again");
+  }
+
+  /// Reads the next chunk of the file into buf_, hashing it: its length, 0 at the end, -1 on error.
+  ssize_t file_more() {
+    ssize_t n;
+    do n = ::read(fd_, buf_.data(), buf_.size());
+    while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      file_error_ = sys_error("read", layer_.path);
+      return -1;
+    }
+    stored_.update(buf_.data(), static_cast<size_t>(n));
+    return n;
+  }
+
+  /// The next block of decompressed bytes in plain_buf_, hashing them (compressed files only).
+  ssize_t plain_more() {
+    size_t size = 0;
+    la_int64_t offset = 0;
+    int r = archive_api().read_data_block(raw_.get(), &plain_buf_, &size, &offset);
+    if (r == ARCHIVE_EOF) return 0;
+    if (r < ARCHIVE_WARN) {
+      if (!plain_error_)
+        plain_error_ =
+            make_error("unpack", layer_.path, archive_message(raw_.get(), "corrupt data"));
+      return -1;
+    }
+    plain_.update(plain_buf_, size);
+    return static_cast<ssize_t>(size);
+  }
+
+  static la_ssize_t read_file(archive*, void* self, const void** out) {
+    auto* s = static_cast<CheckedStream*>(self);
+    *out = s->buf_.data();
+    return s->file_more();
+  }
+
+  static la_ssize_t read_plain(archive* a, void* self, const void** out) {
+    auto* s = static_cast<CheckedStream*>(self);
+    if (!s->raw_) return read_file(a, self, out);
+    ssize_t n = s->plain_more();
+    *out = s->plain_buf_;
+    return n;
+  }
+
+  int fd_;
+  const LayerInput& layer_;
+  std::vector<char> buf_;
+  ArchiveReader raw_;  // the decompressing reader, for compressed files
+  const void* plain_buf_ = nullptr;
+  Sha256 stored_, plain_;
+  std::string stored_digest_;
+  std::optional<Error> file_error_;   // reading the file failed
+  std::optional<Error> plain_error_;  // decompressing it failed
+};
+
+}  // namespace berth

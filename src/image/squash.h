@@ -1,0 +1,102 @@
+// Single-file squashfs images, written straight from an image's layer streams (or from a
+// directory tree, for a container) with squashfs-tools-ng's libsquashfs, and read back.
+//
+// squash_layers() reads each layer once, newest first, through the same checks as the unpacker
+// (the blob digest and the diff_id are computed over every byte while the entries are read; a
+// mismatch fails the whole squash), and merges them with image/squash_merge.h: every surviving
+// file's data goes straight from the decompressed tar into the squashfs data blocks, so no tree
+// is written to disk and read again, and hidden files are never even decompressed twice.
+//
+// What is kept, and how it compares with `berth unpack`:
+// - paths: the unpacker's rules (image/rootfs_path.h): a name that is absolute or climbs out
+//   with ".." fails the squash; "/" and "./" entries give the root its metadata;
+// - whiteouts and opaque directories as OCI layers define them;
+// - ownership and modes as the image says: uid/gid from the tar (root's files stay 0:0), setuid
+//   and setgid bits kept (a rootless unpack cannot keep either; a FUSE or user-namespace mount
+//   is nosuid anyway), directories exactly as listed (unpack adds u+rwx for itself);
+// - symlinks verbatim, hard links as shared inodes, FIFOs;
+// - device nodes, sockets and xattrs skipped, as the unpacker skips them (devices are bound
+//   from the host at run time);
+// - mtimes in seconds (squashfs has no nanoseconds), clamped to 0..2^32-1.
+//
+// The image's config rides along as /.berth/image.json (kSquashMetadataPath):
+// {"schemaVersion":1,"reference":...,"digest":...,"config":{...the OCI image config...}},
+// which `berth inspect FILE.sqsh` and `berth run FILE.sqsh` read. Apptainer's /.singularity.d is
+// the precedent for metadata inside the image.
+//
+// The output is written beside its final name as an unnamed file (O_TMPFILE) and given its
+// name only when complete, so a failure or a kill never leaves a partial file under that name
+// (a file system without O_TMPFILE gets a dot-file that is removed on failure).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "image/unpack.h"
+
+namespace berth {
+
+/// Where the image metadata lives inside a squashfs made by Berth.
+inline constexpr std::string_view kSquashMetadataPath = ".berth/image.json";
+
+/// The default compressor: lz4. Building is bound by compression on a login node's few cores:
+/// mksquashfs on a 15k-file tree with 2 cores took 0.9 s with lz4 and 25-26 s with gzip or zstd
+/// (docs/squashfs.md has Berth's own figures), and lz4 also decompresses fastest when thousands
+/// of ranks read the image through FUSE. zstd or gzip trade that time for a smaller file.
+inline constexpr const char* kDefaultCompressor = "lz4";
+
+struct SquashOptions {
+  std::string compressor = kDefaultCompressor;  ///< lz4, zstd or gzip
+  int level = 0;         ///< 0: the compressor's default (zstd 15, gzip 9); lz4 has no levels
+  unsigned workers = 0;  ///< compression threads; 0: one per CPU this process may use
+};
+
+struct SquashStats {
+  uint64_t inodes = 0;
+  uint64_t files = 0;            ///< regular files written
+  uint64_t bytes = 0;            ///< their bytes, uncompressed
+  uint64_t shadowed = 0;         ///< layer entries hidden by newer layers (never read)
+  uint64_t skipped_devices = 0;  ///< device nodes left out
+  uint64_t size = 0;             ///< of the squashfs file
+};
+
+/// Checks the compressor name and level: one line naming what is allowed.
+Status check_squash_options(const SquashOptions& opts);
+
+/// Writes `layers` (bottom first, as Store::layer_inputs() gives them) merged into one
+/// squashfs file at `output`, with `metadata` (JSON text) as /.berth/image.json.
+Result<SquashStats> squash_layers(const std::vector<LayerInput>& layers, std::string_view metadata,
+                                  const SquashOptions& opts, const std::string& output);
+
+/// Writes the directory tree at `root` (a container's root filesystem) as a squashfs file.
+/// Files owned by `host_uid`/`host_gid` are written as owned by 0 (what the container sees
+/// in its user namespace, as export does); -1 keeps every owner as it is on the host.
+Result<SquashStats> squash_tree(const std::string& root, std::string_view metadata,
+                                const SquashOptions& opts, const std::string& output,
+                                uid_t host_uid = static_cast<uid_t>(-1),
+                                gid_t host_gid = static_cast<gid_t>(-1));
+
+/// What a squashfs file says about itself, read without mounting it.
+struct SquashInfo {
+  std::string compressor;
+  uint32_t block_size = 0;
+  uint32_t inodes = 0;
+  uint32_t mtime = 0;       ///< the super block's modification time
+  uint64_t bytes_used = 0;  ///< of the file system (the file may be padded beyond)
+  uint64_t file_size = 0;
+  std::optional<nlohmann::json> metadata;  ///< /.berth/image.json; nullopt: none (not Berth's)
+};
+
+/// Reads the super block and /.berth/image.json of the squashfs file at `path`. A file that is
+/// not squashfs, or is truncated or corrupt, is a one-line error naming it.
+Result<SquashInfo> read_squash_info(const std::string& path);
+
+}  // namespace berth

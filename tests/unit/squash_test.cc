@@ -1,0 +1,174 @@
+// berth squash's writer and reader (image/squash.h): real layers in, a real squashfs out, read
+// back with libsquashfs and, where installed, with squashfs-tools' unsquashfs.
+#include "image/squash.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/sha256.h"
+#include "test_util.h"
+
+namespace berth {
+namespace {
+
+struct Entry {
+  std::string name;
+  mode_t type = AE_IFREG;
+  std::string data;
+  std::string link;  // symlink target, or hard-link target when `hard`
+  bool hard = false;
+};
+
+/// Writes a gzip pax layer.
+void write_layer(const std::string& path, const std::vector<Entry>& entries) {
+  archive* a = archive_write_new();
+  archive_write_set_format_pax_restricted(a);
+  archive_write_add_filter_gzip(a);
+  ASSERT_EQ(archive_write_open_filename(a, path.c_str()), ARCHIVE_OK);
+  for (const Entry& e : entries) {
+    archive_entry* en = archive_entry_new();
+    archive_entry_set_pathname(en, e.name.c_str());
+    archive_entry_set_filetype(en, e.type);
+    archive_entry_set_perm(en, e.type == AE_IFDIR ? 0755 : 0644);
+    archive_entry_set_mtime(en, 1600000000, 0);
+    if (e.hard)
+      archive_entry_set_hardlink(en, e.link.c_str());
+    else if (e.type == AE_IFLNK)
+      archive_entry_set_symlink(en, e.link.c_str());
+    else if (e.type == AE_IFREG)
+      archive_entry_set_size(en, static_cast<la_int64_t>(e.data.size()));
+    ASSERT_EQ(archive_write_header(a, en), ARCHIVE_OK);
+    if (!e.data.empty()) archive_write_data(a, e.data.data(), e.data.size());
+    archive_entry_free(en);
+  }
+  ASSERT_EQ(archive_write_close(a), ARCHIVE_OK);
+  archive_write_free(a);
+}
+
+Entry f(std::string n, std::string data) {
+  return {std::move(n), AE_IFREG, std::move(data)};
+}
+Entry d(std::string n) {
+  return {std::move(n), AE_IFDIR};
+}
+Entry wh(std::string n) {
+  return {std::move(n), AE_IFREG};
+}
+Entry hard(std::string n, std::string t) {
+  return {std::move(n), AE_IFREG, "", std::move(t), true};
+}
+
+/// `unsquashfs -lln` of `file`, one "mode owner path[ -> target]" line per entry; "" when
+/// squashfs-tools is not installed.
+std::string unsquashfs_listing(const std::string& file) {
+  if (std::system("command -v unsquashfs >/dev/null 2>&1") != 0) return "";
+  std::string cmd = "unsquashfs -lln '" + file + "' | awk '{$3=$4=$5=\"\"; print}' | tr -s ' '";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+class Squash : public ::testing::Test {
+ protected:
+  TempDir tmp_{"squash"};
+  std::vector<LayerInput> layers_;
+
+  void SetUp() override {
+    // Lower: a file whose first name the upper layer deletes, linked under a second name.
+    std::string lower = tmp_ / "lower.tar.gz";
+    write_layer(lower, {d("a"), f("a/first", "payload\n"), hard("a/second", "a/first"),
+                        f("a/gone", "x"), d("o"), f("o/old", "old")});
+    std::string upper = tmp_ / "upper.tar.gz";
+    write_layer(upper, {wh("a/.wh.first"), wh("a/.wh.gone"), wh("o/.wh..wh..opq"),
+                        f("o/new", "new"), hard("a/third", "a/second")});
+    layers_ = {LayerInput(lower, *sha256_file(lower)), LayerInput(upper, *sha256_file(upper))};
+  }
+};
+
+TEST_F(Squash, OptionsAreChecked) {
+  EXPECT_TRUE(check_squash_options({}).ok());
+  EXPECT_EQ(check_squash_options({"lzo", 0}).error().message(), "squash lzo: unknown compressor");
+  EXPECT_EQ(check_squash_options({"lz4", 3}).error().message(),
+            "squash lz4: this compressor has no levels");
+  EXPECT_EQ(check_squash_options({"gzip", 10}).error().message(),
+            "squash gzip: level 10 is out of range 1-9");
+  EXPECT_TRUE(check_squash_options({"zstd", 19}).ok());
+}
+
+TEST_F(Squash, LayersMergeAndMetadataReadsBack) {
+  std::string out = tmp_ / "img.sqsh";
+  auto s = squash_layers(layers_, R"({"schemaVersion":1,"reference":"x"})", {}, out);
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  // root, .berth, image.json, a, a/second+a/third (one inode), o, o/new
+  EXPECT_EQ(s->inodes, 7u);
+  EXPECT_EQ(s->size, std::filesystem::file_size(out));
+  auto info = read_squash_info(out);
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  EXPECT_EQ(info->compressor, "lz4");
+  EXPECT_EQ(info->inodes, 7u);
+  ASSERT_TRUE(info->metadata.has_value());
+  EXPECT_EQ((*info->metadata)["reference"], "x");
+
+  std::string listing = unsquashfs_listing(out);
+  if (listing.empty()) GTEST_SKIP() << "unsquashfs (squashfs-tools) is not installed";
+  EXPECT_EQ(listing,
+            "drwxr-xr-x 0/0 squashfs-root\n"
+            "drwxr-xr-x 0/0 squashfs-root/.berth\n"
+            "-rw-r--r-- 0/0 squashfs-root/.berth/image.json\n"
+            "drwxr-xr-x 0/0 squashfs-root/a\n"
+            "-rw-r--r-- 0/0 squashfs-root/a/second\n"
+            "-rw-r--r-- 0/0 squashfs-root/a/third\n"
+            "drwxr-xr-x 0/0 squashfs-root/o\n"
+            "-rw-r--r-- 0/0 squashfs-root/o/new\n");
+}
+
+TEST_F(Squash, ChangedLayerFailsAndLeavesNoFile) {
+  std::string dir = tmp_ / "out";
+  ASSERT_TRUE(make_dirs(dir).ok());
+  layers_[0].digest = "sha256:" + std::string(64, '0');
+  auto s = squash_layers(layers_, "{}", {}, dir + "/img.sqsh");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("verify " + layers_[0].path + ": the layer file hashes to"),
+            std::string::npos)
+      << s.error().message();
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+}
+
+TEST_F(Squash, TreeKeepsHardLinksAndMapsTheOwnerToRoot) {
+  std::string root = tmp_ / "root";
+  tmp_.write("root/etc/motd", "hello\n");
+  ASSERT_EQ(::link((root + "/etc/motd").c_str(), (root + "/etc/motd2").c_str()), 0);
+  ASSERT_EQ(::symlink("motd", (root + "/etc/link").c_str()), 0);
+  std::string out = tmp_ / "tree.sqsh";
+  auto s = squash_tree(root, "{}", {"gzip", 1}, out, ::geteuid(), ::getegid());
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(s->inodes, 6u);  // root, .berth, image.json, etc, motd (two names), link
+  auto info = read_squash_info(out);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->compressor, "gzip");
+  std::string listing = unsquashfs_listing(out);
+  if (listing.empty()) GTEST_SKIP() << "unsquashfs (squashfs-tools) is not installed";
+  EXPECT_NE(listing.find("lrwxrwxrwx 0/0 squashfs-root/etc/link -> motd\n"), std::string::npos)
+      << listing;
+  EXPECT_NE(listing.find("-rw-r--r-- 0/0 squashfs-root/etc/motd2\n"), std::string::npos) << listing;
+}
+
+TEST_F(Squash, NotASquashfsFileIsOneLine) {
+  std::string p = tmp_.write("plain.txt", std::string(8192, 'x'));
+  auto info = read_squash_info(p);
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.error().message(), "read squashfs " + p + ": not a squashfs file");
+}
+
+}  // namespace
+}  // namespace berth
