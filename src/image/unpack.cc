@@ -52,8 +52,13 @@ class CheckedStream {
   /// Reads the rest of the file and checks both digests.
   Status finish() {
     if (raw_) {
-      while (plain_more() > 0) {
-      }
+      auto hash = [this](const char* data, size_t size, int64_t) -> Status {
+        plain_.update(data, size);
+        return {};
+      };
+      // A failure is kept in plain_error_ and returned below, after a read error of the file
+      // (which would explain it).
+      (void)read_data_blocks(raw_.get(), hash, [this] { return plain_failed(); });
     }
     while (!file_error_ && file_more() > 0) {
     }
@@ -114,12 +119,18 @@ class CheckedStream {
     int r = api().read_data_block(raw_.get(), &plain_buf_, &size, &offset);
     if (r == ARCHIVE_EOF) return 0;
     if (r < ARCHIVE_WARN) {
-      if (!plain_error_)
-        plain_error_ = make_error("unpack", layer_.path, archive_message(raw_.get(), "corrupt data"));
+      plain_failed();
       return -1;
     }
     plain_.update(plain_buf_, size);
     return static_cast<ssize_t>(size);
+  }
+
+  /// Records the decompressing reader's first failure and returns it.
+  Error plain_failed() {
+    if (!plain_error_)
+      plain_error_ = make_error("unpack", layer_.path, archive_message(raw_.get(), "corrupt data"));
+    return *plain_error_;
   }
 
   static la_ssize_t read_file(archive*, void* self, const void** out) {
@@ -333,15 +344,8 @@ Status LayerApplier::write_file(archive_entry* e, std::string_view raw, int pfd,
     if (int err = remove_at(pfd, base)) return entry_err(raw, "remove existing", err);
     fd.reset(::openat(pfd, base, flags, 0600));
   }
-  const void* buf = nullptr;
-  size_t size = 0;
-  la_int64_t offset = 0;
   int64_t end = 0;
-  for (;;) {
-    int r = api().read_data_block(ar_, &buf, &size, &offset);
-    if (r == ARCHIVE_EOF) break;
-    if (r < ARCHIVE_WARN) return archive_err(raw);
-    const char* p = static_cast<const char*>(buf);
+  auto write_block = [&](const char* p, size_t size, int64_t offset) -> Status {
     size_t left = size;
     int64_t at = offset;  // sparse archives give offsets with holes between blocks
     while (left > 0) {
@@ -356,7 +360,9 @@ Status LayerApplier::write_file(archive_entry* e, std::string_view raw, int pfd,
     }
     stats_.bytes += size;
     end = offset + static_cast<int64_t>(size);
-  }
+    return {};
+  };
+  BERTH_CHECK(read_data_blocks(ar_, write_block, [&] { return archive_err(raw); }));
   int64_t want = api().entry_size(e);
   if (end < want && ::ftruncate(fd.get(), want) != 0) return entry_err(raw, "truncate", errno);
   set_owner(pfd, base, e, fd.get());
