@@ -223,7 +223,7 @@ TEST_F(StoreTest, ShortBlobKeepsPartialForResume) {
 }
 
 TEST_F(StoreTest, ConcurrentPullsOfOneBlobWriteItOnce) {
-  std::string data(64 * 1024, 'q');
+  std::string data(size_t{64} * 1024, 'q');
   for (size_t i = 0; i < data.size(); i += 97) data[i] = static_cast<char>(i);
   std::string d = sha256_digest(data);
   constexpr int kChildren = 5;
