@@ -328,11 +328,9 @@ Status check_requirements(const std::vector<std::string>& env, const HostFacts& 
     Requirement r = BERTH_TRY(parse_requirement(expr).with_context("check " + key));
     if (requirement_met(r, facts)) continue;
     std::string host = "driver " + facts.driver.str() + ", CUDA " + facts.cuda.str();
-    for (size_t i = 0; i < facts.archs.size(); ++i) {
-      host += i ? "/" : ", arch ";
-      host += facts.archs[i].str();
-    }
-    return make_error("check requirement", key + "=\"" + expr + "\"",
+    for (size_t i = 0; i < facts.archs.size(); ++i)
+      host += (i ? "/" : ", arch ") + facts.archs[i].str();
+    return make_error("check requirement", fmt::format("{}=\"{}\"", key, expr),
                       "not met by this host (" + host + ")")
         .with_hint("use an image built for CUDA " + facts.cuda.str() +
                    " or older, update the host driver, or set NVIDIA_DISABLE_REQUIRE=1 to skip the check");
