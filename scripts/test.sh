@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one test command: install dependencies and build (scripts/setup.sh), then
-# run the unit tier (ctest), a short smoke run of each fuzzer (scripts/fuzz.sh, its own
-# clang build in build-fuzz/) and the end-to-end tier (pytest, tests/e2e).
-# Usage: scripts/test.sh [unit|fuzz|e2e] [-- extra pytest arguments]
+# run the unit tier (ctest), clang-tidy over every source (.clang-tidy's checks), a short smoke
+# run of each fuzzer (scripts/fuzz.sh, its own clang build in build-fuzz/) and the end-to-end
+# tier (pytest, tests/e2e).
+# Usage: scripts/test.sh [unit|tidy|fuzz|e2e] [-- extra pytest arguments]
 # Works as root (berth then runs as the unprivileged user "berthtest") or as a
 # sudo-capable user. Exits non-zero when any test fails.
 set -euo pipefail
@@ -10,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 tier="all"
 case "${1:-}" in
-  unit|fuzz|e2e) tier="$1"; shift ;;
+  unit|tidy|fuzz|e2e) tier="$1"; shift ;;
   all) shift ;;
 esac
 [ "${1:-}" = "--" ] && shift
@@ -63,6 +64,20 @@ if [ "$tier" = "unit" ] || [ "$tier" = "all" ]; then
   else
     status=1
   fi
+fi
+if [ "$tier" = "tidy" ] || [ "$tier" = "all" ]; then
+  # Every translation unit in build/compile_commands.json (src/, tests/unit, the probe), and
+  # the project's headers through them; any finding fails (WarningsAsErrors in .clang-tidy).
+  # Only the findings are shown: not the colour codes, the per-file command lines or the
+  # counts of warnings suppressed in system headers.
+  echo "== clang-tidy (.clang-tidy's checks)"
+  log=$(mktemp /tmp/berth-tidy.XXXXXX)
+  if ! run-clang-tidy-14 -p build -j2 -quiet >"$log" 2>&1; then
+    sed 's/\x1b\[[0-9;]*m//g' "$log" |
+      grep -v -E '^clang-tidy-14 |^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$' || true
+    status=1
+  fi
+  rm -f "$log"
 fi
 if [ "$tier" = "fuzz" ] || [ "$tier" = "all" ]; then
   echo "== fuzzers (smoke run)"

@@ -22,6 +22,7 @@
 #include "runtime/container_config.h"
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
+#include "site/policy.h"
 #include "site/squashfs.h"
 #include "site/squashfs_mount.h"
 

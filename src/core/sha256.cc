@@ -33,7 +33,7 @@ std::string Sha256::hex_digest() {
   crypto_api().digest_final(impl_->ctx, md, &len);
   static const char* hexd = "0123456789abcdef";
   std::string out;
-  out.reserve(len * 2);
+  out.reserve(size_t{len} * 2);
   for (unsigned i = 0; i < len; ++i) {
     out += hexd[md[i] >> 4];
     out += hexd[md[i] & 15];

@@ -1,6 +1,7 @@
 #include "devices/cdi.h"
 
 #include <fcntl.h>
+#include <fmt/core.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -249,7 +250,7 @@ std::string check_env(const json& env, const std::string& what) {
   for (const auto& e : env) {
     std::string kv = e.get<std::string>();
     if (size_t eq = kv.find('='); eq == 0 || eq == std::string::npos)
-      return what + "invalid environment variable \"" + kv + "\"";
+      return fmt::format("{}invalid environment variable \"{}\"", what, kv);
   }
   return "";
 }
@@ -264,17 +265,17 @@ std::string check_edits(const json& e, const std::string& where) {
     if (path.empty()) return where + "device node with an empty path";
     std::string type = n.value("type", "");
     if (type != "" && type != "b" && type != "c" && type != "u" && type != "p")
-      return where + "device " + path + ": invalid type \"" + type + "\"";
+      return fmt::format("{}device {}: invalid type \"{}\"", where, path, type);
     std::string perms = n.value("permissions", "");
     if (perms.find_first_not_of("rwm") != std::string::npos)
-      return where + "device " + path + ": invalid permissions \"" + perms + "\"";
+      return fmt::format("{}device {}: invalid permissions \"{}\"", where, path, perms);
   }
   for (const auto& h : e.value("hooks", json::array())) {
     std::string name = h.value("hookName", "");
-    if (!kHookNames.contains(name)) return where + "invalid hook name \"" + name + "\"";
+    if (!kHookNames.contains(name)) return fmt::format("{}invalid hook name \"{}\"", where, name);
     if (h.value("path", "").empty())
-      return where + "hook \"" + name + "\" with an empty path";
-    if (auto why = check_env(h.value("env", json::array()), where + "hook \"" + name + "\": "); !why.empty()) return why;
+      return fmt::format("{}hook \"{}\" with an empty path", where, name);
+    if (auto why = check_env(h.value("env", json::array()), fmt::format("{}hook \"{}\": ", where, name)); !why.empty()) return why;
   }
   for (const auto& m : e.value("mounts", json::array())) {
     if (m.value("hostPath", "").empty()) return where + "mount with an empty hostPath";
@@ -376,8 +377,8 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
           return std::string(buf);
         };
         return make_error("device node", path,
-                          field + " " + show(want) + " cannot be honoured rootless: the host node " + host +
-                              " has " + show(have))
+                          fmt::format("{} {} cannot be honoured rootless: the host node {} has {}",
+                                      field, show(want), host, show(have)))
             .with_context("CDI " + where);
       };
       if (n.contains("fileMode") && (n["fileMode"].get<unsigned>() & 07777) != (st.st_mode & 07777))
@@ -409,7 +410,7 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
         continue;
       }
       if (type != "bind" && type != "rbind" && type != "") {
-        warnings.push_back("CDI " + where + ": mount of type " + type + " on " + ctr + " skipped");
+        warnings.push_back(fmt::format("CDI {}: mount of type {} on {} skipped", where, type, ctr));
         continue;
       }
       struct stat st;
@@ -459,7 +460,8 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
       } else {
         std::string what = path;
         for (size_t i = 1; i < args.size(); ++i) what += " " + args[i];
-        warnings.push_back("CDI " + where + ": hook \"" + what + "\" skipped (hooks need a privileged runtime)");
+        warnings.push_back(
+            fmt::format("CDI {}: hook \"{}\" skipped (hooks need a privileged runtime)", where, what));
       }
     }
   } catch (const nlohmann::json::exception& e) {

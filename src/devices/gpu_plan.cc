@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/env_list.h"
+#include "core/fs.h"
 #include "core/strings.h"
 
 namespace berth {
@@ -106,16 +107,16 @@ Result<GpuPlan> plan_gpus(const NvidiaDriver& driver, const GpuPlanInput& in) {
     auto compat_it = lib.lib32 ? compat_by_base.end() : compat_by_base.find(base);
     const std::string soname = lib.soname.empty() ? name : lib.soname;
     if (compat_it != compat_by_base.end()) {
-      plan.links.push_back({dir + "/" + soname, std::string(kCompatDir) + "/" + compat_it->second});
+      plan.links.push_back({path_join(dir, soname), path_join(kCompatDir, compat_it->second)});
     } else {
-      plan.libraries.push_back({lib.host_path, dir + "/" + name, true, false});
-      if (soname != name) plan.links.push_back({dir + "/" + soname, name});
+      plan.libraries.push_back({lib.host_path, path_join(dir, name), true, false});
+      if (soname != name) plan.links.push_back({path_join(dir, soname), name});
     }
     any32 |= lib.lib32;
     for (const char* d : kDevLinks)
-      if (base == d) plan.links.push_back({dir + "/" + base + ".so", soname});
+      if (base == d) plan.links.push_back({path_join(dir, base + ".so"), soname});
     for (const auto& a : kAliases)
-      if (base == a.base) plan.links.push_back({dir + "/" + a.alias, soname});
+      if (base == a.base) plan.links.push_back({path_join(dir, a.alias), soname});
   }
 
   for (const auto& b : driver.binaries)

@@ -1,5 +1,7 @@
 #include "devices/gpu_select.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -243,7 +245,7 @@ Result<std::vector<int>> select_gpus(const GpuRequest& req, const std::vector<Nv
     if (all_digits(d)) {
       size_t i = d.size() < 6 ? std::stoul(d) : pool.size();
       if (i >= pool.size())
-        return make_error("select GPUs", "GPU " + d, "no such GPU: " + n + where);
+        return make_error("select GPUs", "GPU " + d, fmt::format("no such GPU: {}{}", n, where));
       pick = pool[i];
     } else if (d.rfind("MIG-", 0) == 0) {
       return make_error("select GPUs", d, "MIG devices cannot be selected yet; select the whole GPU");
@@ -328,7 +330,7 @@ Status check_requirements(const std::vector<std::string>& env, const HostFacts& 
     std::string host = "driver " + facts.driver.str() + ", CUDA " + facts.cuda.str();
     for (size_t i = 0; i < facts.archs.size(); ++i)
       host += (i ? "/" : ", arch ") + facts.archs[i].str();
-    return make_error("check requirement", key + "=\"" + expr + "\"",
+    return make_error("check requirement", fmt::format("{}=\"{}\"", key, expr),
                       "not met by this host (" + host + ")")
         .with_hint("use an image built for CUDA " + facts.cuda.str() +
                    " or older, update the host driver, or set NVIDIA_DISABLE_REQUIRE=1 to skip the check");

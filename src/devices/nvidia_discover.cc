@@ -131,7 +131,7 @@ std::vector<DeviceNode> nodes_in(const std::string& dev_root, const std::string&
   std::vector<DeviceNode> out;
   for (const auto& name : list_dir(under(dev_root, dir))) {
     DeviceNode n;
-    if (find_node(dev_root, dir + "/" + name, &n)) out.push_back(std::move(n));
+    if (find_node(dev_root, path_join(dir, name), &n)) out.push_back(std::move(n));
   }
   return out;
 }
@@ -151,7 +151,7 @@ void discover_gpus(const DiscoveryOptions& o, NvidiaDriver* d) {
   const std::string gpus_dir = "/proc/driver/nvidia/gpus";
   for (const auto& bus : list_dir(under(o.driver_root, gpus_dir))) {
     NvidiaGpu g;
-    g.proc_dir = gpus_dir + "/" + bus;
+    g.proc_dir = path_join(gpus_dir, bus);
     g.proc_host_path = under(o.driver_root, g.proc_dir);
     auto text = read_file(g.proc_host_path + "/information");
     if (!text.ok()) {
@@ -279,7 +279,7 @@ void discover_files(const DiscoveryOptions& o, NvidiaDriver* d) {
   for (const auto& c : kConfigFiles) add(d->config_files, c.name, c.caps);
   for (const char* fw : {"/lib/firmware/nvidia/", "/usr/lib/firmware/nvidia/"}) {
     std::string dir = fw + d->version.str();
-    for (const auto& name : list_dir(under(o.driver_root, dir))) add(d->firmware, dir + "/" + name, 0);
+    for (const auto& name : list_dir(under(o.driver_root, dir))) add(d->firmware, path_join(dir, name), 0);
     if (!d->firmware.empty()) break;
   }
   add(d->ipc, "/run/nvidia-persistenced/socket", kCapUtility | kCapCompute);

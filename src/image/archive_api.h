@@ -5,6 +5,8 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -88,5 +90,23 @@ Result<ArchiveReader> open_archive_stream(void* client, archive_read_callback* r
 
 /// libarchive's message for the last failure on `a`, else `fallback`.
 std::string archive_message(archive* a, const char* fallback = "unreadable archive");
+
+/// Reads the rest of the entry `a` is at, block by block, to its end: each block goes to
+/// `each(const char* data, size_t size, int64_t offset)`, which returns a Status (offset: where
+/// the block belongs in the entry; a sparse entry leaves holes). The first failure of `each`
+/// ends it and is returned; when libarchive fails, `failed()` gives the Error.
+template <typename Each, typename Failed>
+Status read_data_blocks(archive* a, Each&& each, Failed&& failed) {
+  const ArchiveApi& api = archive_api();
+  for (;;) {
+    const void* buf = nullptr;
+    size_t size = 0;
+    la_int64_t offset = 0;
+    int r = api.read_data_block(a, &buf, &size, &offset);
+    if (r == ARCHIVE_EOF) return {};
+    if (r < ARCHIVE_WARN) return failed();
+    BERTH_CHECK(each(static_cast<const char*>(buf), size, static_cast<int64_t>(offset)));
+  }
+}
 
 }  // namespace berth

@@ -50,23 +50,18 @@ Result<LayerFileInfo> inspect_layer_file(const std::string& path, const std::str
     info.diff_id = digest.empty() ? BERTH_TRY(sha256_file(path)) : digest;
     return info;
   }
-  const ArchiveApi& a = archive_api();
   UniqueFd fd = BERTH_TRY(open_file(path, O_RDONLY));
   ArchiveReader ar =
       BERTH_TRY(open_archive_reader(fd.get(), ArchiveFormat::kRaw, "decompress", what));
   auto fail = [&]() { return make_error("decompress", what, archive_message(ar.get())); };
   archive_entry* e = nullptr;
-  if (a.read_next_header(ar.get(), &e) != ARCHIVE_OK) return fail();
+  if (archive_api().read_next_header(ar.get(), &e) != ARCHIVE_OK) return fail();
   Sha256 hash;
-  for (;;) {
-    const void* buf = nullptr;
-    size_t size = 0;
-    la_int64_t offset = 0;
-    int r = a.read_data_block(ar.get(), &buf, &size, &offset);
-    if (r == ARCHIVE_EOF) break;
-    if (r < ARCHIVE_WARN) return fail();
-    hash.update(buf, size);
-  }
+  auto add = [&hash](const char* data, size_t size, int64_t) -> Status {
+    hash.update(data, size);
+    return {};
+  };
+  BERTH_CHECK(read_data_blocks(ar.get(), add, fail));
   info.diff_id = hash.digest();
   return info;
 }

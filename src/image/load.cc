@@ -106,15 +106,9 @@ Status ArchiveFiles::read(int fd) {
       if (!target.empty()) links_[name] = target;
     } else if (type == AE_IFREG) {
       StagedWriter w = BERTH_TRY(staging_.begin());
-      for (;;) {
-        const void* buf = nullptr;
-        size_t size = 0;
-        la_int64_t offset = 0;
-        int rr = a.read_data_block(ar.get(), &buf, &size, &offset);
-        if (rr == ARCHIVE_EOF) break;
-        if (rr < ARCHIVE_WARN) return fail(name);
-        BERTH_CHECK(w.write(static_cast<const char*>(buf), size));
-      }
+      BERTH_CHECK(read_data_blocks(
+          ar.get(), [&w](const char* data, size_t size, int64_t) { return w.write(data, size); },
+          [&] { return fail(name); }));
       files_[name] = BERTH_TRY(w.finish());
     }
   }

@@ -352,11 +352,11 @@ Result<HttpResponse> RegistryClient::Impl::perform(HttpRequest req, const std::s
 RegistryClient::RegistryClient(std::string registry, RegistryOptions opts,
                                std::optional<Credentials> creds)
     : impl_(std::make_unique<Impl>()) {
-  impl_->registry = registry;
   std::string host = (registry == "docker.io" || registry == "index.docker.io")
                          ? std::string("registry-1.docker.io")
                          : registry;
   impl_->base = (registry_is_insecure(registry, opts) ? "http://" : "https://") + host;
+  impl_->registry = std::move(registry);
   impl_->opts = std::move(opts);
   impl_->creds = std::move(creds);
 }

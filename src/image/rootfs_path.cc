@@ -146,7 +146,9 @@ int clear_dir_except(int dirfd, const std::string& dir_path,
   if (int err = list_dir_at(dirfd, children)) return err;
   std::string child_path;
   for (const auto& [child, type] : children) {
-    child_path = dir_path.empty() ? child : dir_path + '/' + child;
+    child_path = dir_path;  // one buffer for every child
+    if (!child_path.empty()) child_path += '/';
+    child_path += child;
     if (!keep.contains(child_path)) {
       if (int err = remove_at(dirfd, child.c_str())) return err;
       continue;

@@ -1,5 +1,6 @@
 #include "image/search.h"
 
+#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -130,7 +131,7 @@ Result<std::vector<SearchHit>> search_registry(RegistryClient& client, const std
   if (repos) {
     std::vector<SearchHit> hits;
     for (const std::string& name : filter_catalog(*repos, term, limit))
-      hits.push_back({registry + "/" + name, "", -1, false});
+      hits.push_back({fmt::format("{}/{}", registry, name), "", -1, false});
     return hits;
   }
   Fetch fetch = [&](const std::string& path) { return client.get_api(path, ""); };

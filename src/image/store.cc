@@ -139,9 +139,9 @@ Result<std::vector<LayerInput>> Store::layer_inputs(const ImageRecord& image, Op
       return make_error(op, image.name, "layer " + l + " is missing from the store")
           .with_hint("pull the image again");
   std::string config = BERTH_TRY(read_blob(image.config_digest));
-  // A config that does not parse lists no diff_ids: the count below says what is wrong.
-  auto parsed = parse_image_config(config, image.config_digest);
-  std::vector<std::string> diff_ids = parsed.ok() ? parsed->diff_ids : std::vector<std::string>{};
+  ImageConfig parsed = BERTH_TRY(parse_image_config(config, image.config_digest)
+                                     .with_context(fmt::format("{} {}", op.word(), image.name)));
+  const std::vector<std::string>& diff_ids = parsed.diff_ids;
   if (diff_ids.size() != image.layers.size())
     return make_error(op, image.name,
                       "the image config lists " + std::to_string(diff_ids.size()) +

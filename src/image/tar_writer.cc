@@ -29,6 +29,7 @@ Result<std::vector<std::string>> sorted_entries(int fd, const std::string& path)
   std::vector<DirEntry> entries;
   if (int err = list_dir_at(fd, entries)) return sys_error("readdir", path, err);
   std::vector<std::string> out;
+  out.reserve(entries.size());
   for (DirEntry& e : entries) out.push_back(std::move(e.name));
   std::sort(out.begin(), out.end());
   return out;

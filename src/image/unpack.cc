@@ -210,15 +210,8 @@ Status LayerApplier::write_file(archive_entry* e, std::string_view raw, int pfd,
     if (int err = remove_at(pfd, base)) return entry_err(raw, "remove existing", err);
     fd.reset(::openat(pfd, base, flags, 0600));
   }
-  const void* buf = nullptr;
-  size_t size = 0;
-  la_int64_t offset = 0;
   int64_t end = 0;
-  for (;;) {
-    int r = api().read_data_block(ar_, &buf, &size, &offset);
-    if (r == ARCHIVE_EOF) break;
-    if (r < ARCHIVE_WARN) return archive_err(raw);
-    const char* p = static_cast<const char*>(buf);
+  auto write_block = [&](const char* p, size_t size, int64_t offset) -> Status {
     size_t left = size;
     int64_t at = offset;  // sparse archives give offsets with holes between blocks
     while (left > 0) {
@@ -233,7 +226,9 @@ Status LayerApplier::write_file(archive_entry* e, std::string_view raw, int pfd,
     }
     stats_.bytes += size;
     end = offset + static_cast<int64_t>(size);
-  }
+    return {};
+  };
+  BERTH_CHECK(read_data_blocks(ar_, write_block, [&] { return archive_err(raw); }));
   int64_t want = api().entry_size(e);
   if (end < want && ::ftruncate(fd.get(), want) != 0) return entry_err(raw, "truncate", errno);
   set_owner(pfd, base, e, fd.get());

@@ -242,7 +242,9 @@ void exec_workload(const ChildContext& ctx, ChildFailure* f) {
       if (dlen == 0) {
         std::memcpy(buf, file, flen + 1);  // an empty PATH entry is the working directory
       } else {
-        std::memcpy(buf, p, dlen);
+        // The directory is only the first part of buf: the file name, copied with its NUL
+        // two lines down, ends the string, which the check does not follow.
+        std::memcpy(buf, p, dlen);  // NOLINT(bugprone-not-null-terminated-result)
         buf[dlen] = '/';
         std::memcpy(buf + dlen + 1, file, flen + 1);
       }

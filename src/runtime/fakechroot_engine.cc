@@ -45,7 +45,7 @@ Result<std::string> find_libfakechroot(const EngineTool& tool, const char* packa
     if (path_exists(env)) return env;
     return make_error("engine", std::string(tool.env_var) + "=" + env, "no such file");
   }
-  for (std::string dir : {std::string("/usr/lib/") + kMultiarch + "/fakechroot", std::string("/usr/lib/fakechroot"),
+  for (const std::string& dir : {std::string("/usr/lib/") + kMultiarch + "/fakechroot", std::string("/usr/lib/fakechroot"),
                           std::string("/usr/lib64/fakechroot")}) {
     std::string lib = path_join(dir, "libfakechroot.so");
     if (path_exists(lib)) return lib;
@@ -137,9 +137,14 @@ FakechrootLaunch fakechroot_launch(const ContainerSpec& spec, const std::string&
   std::string libpath;
   // The image's own LD_LIBRARY_PATH first, as host paths (the loader does not go through
   // libfakechroot), then its standard folders.
+  auto add_dir = [&](const std::string& d) {
+    if (!libpath.empty()) libpath += ':';
+    libpath += root;
+    libpath += d;
+  };
   for (const std::string& d : split_path(env_lookup(spec.env, "LD_LIBRARY_PATH").value_or("")))
-    if (d.starts_with("/")) libpath += (libpath.empty() ? "" : ":") + root + d;
-  for (const std::string& d : lib_dirs) libpath += (libpath.empty() ? "" : ":") + root + d;
+    if (d.starts_with("/")) add_dir(d);
+  for (const std::string& d : lib_dirs) add_dir(d);
 
   FakechrootLaunch l;
   l.argv = {root + loader, "--library-path", libpath, root + command};

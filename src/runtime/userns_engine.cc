@@ -163,7 +163,7 @@ RunOutcome run_userns(const ContainerSpec& spec) {
     // process until the child has exec'd or failed, so the two never run at once. The child
     // allocates nothing and writes only to its own stack (its failure goes out through the
     // report pipe); glibc's posix_spawn uses clone() the same way.
-    constexpr size_t kStackSize = 256 * 1024;
+    constexpr size_t kStackSize = size_t{256} * 1024;
     void* stack = ::mmap(nullptr, kStackSize, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack == MAP_FAILED) {

@@ -23,7 +23,9 @@
  *                          foreground process group is ours)
  *   probe true             exits 0
  * Errors: error=<what>: <strerror> on stderr, exit 1. */
-#define _GNU_SOURCE
+/* A feature-test macro: POSIX reserves the name for programs to define, which the check does
+ * not allow for. */
+#define _GNU_SOURCE /* NOLINT(bugprone-reserved-identifier) */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -95,7 +97,7 @@ static int cmd_signals(int seconds) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (now.tv_sec > end.tv_sec || (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
       return 0;
-    struct timespec tick = {0, 10 * 1000 * 1000};
+    struct timespec tick = {0, 10L * 1000 * 1000};
     nanosleep(&tick, NULL);
     int sig = g_sig;
     if (sig == 0) continue;
@@ -111,7 +113,7 @@ static int cmd_ls(const char* path) {
   if (d == NULL) return fail("opendir", path);
   struct dirent* e;
   while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) printf("name=%s\n", e->d_name);
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) printf("name=%s\n", e->d_name);
   }
   closedir(d);
   return 0;

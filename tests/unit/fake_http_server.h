@@ -11,6 +11,8 @@
 
 #include <atomic>
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -47,8 +49,10 @@ class FakeHttpServer {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::listen(fd_, 16);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 16) != 0) {
+      std::perror("FakeHttpServer: bind or listen on 127.0.0.1");  // no server, no test
+      std::abort();
+    }
     socklen_t len = sizeof a;
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
     port_ = ntohs(a.sin_port);
@@ -122,7 +126,7 @@ class FakeHttpServer {
     }
     FakeResponse r = handler_(req);
     std::string out = "HTTP/1.1 " + std::to_string(r.status) + " X\r\n";
-    for (auto& [k, v] : r.headers) out += k + ": " + v + "\r\n";
+    for (auto& [k, v] : r.headers) out.append(k).append(": ").append(v).append("\r\n");
     out += "Content-Length: " + std::to_string(r.body.size()) + "\r\nConnection: close\r\n\r\n";
     out += r.body;
     size_t off = 0;

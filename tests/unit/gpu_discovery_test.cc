@@ -158,6 +158,7 @@ DiscoveryOptions options(const FakeHost& h) {
 
 std::vector<std::string> paths_of(const std::vector<DriverFile>& fs) {
   std::vector<std::string> out;
+  out.reserve(fs.size());
   for (const auto& f : fs) out.push_back(f.path);
   return out;
 }

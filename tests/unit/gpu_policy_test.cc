@@ -195,7 +195,7 @@ TEST(SelectGpus, Table) {
   }
 }
 
-HostFacts facts(const char* driver, const char* cuda, std::vector<std::string> archs = {},
+HostFacts facts(const char* driver, const char* cuda, const std::vector<std::string>& archs = {},
                 std::vector<std::string> brands = {}) {
   HostFacts f;
   if (driver) f.driver = *parse_version(driver);
@@ -343,12 +343,13 @@ class GpuPlanTest : public ::testing::Test {
 
 std::vector<std::string> containers(const std::vector<GpuBind>& binds) {
   std::vector<std::string> out;
+  out.reserve(binds.size());
   for (const auto& b : binds) out.push_back(b.container);
   return out;
 }
 
 TEST_F(GpuPlanTest, NothingRequestedNothingInjected) {
-  for (auto env : {std::vector<std::string>{}, std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES=void"}}) {
+  for (const auto& env : {std::vector<std::string>{}, std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES=void"}}) {
     auto p = plan_gpus(driver, {std::nullopt, env, std::nullopt, {}});
     ASSERT_TRUE(p.ok());
     EXPECT_FALSE(p->inject);

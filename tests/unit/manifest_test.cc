@@ -375,7 +375,7 @@ TEST(Index, RejectsBadIndexes) {
   }
 }
 
-std::string select_digest(const IndexManifest& idx, Platform want) {
+std::string select_digest(const IndexManifest& idx, const Platform& want) {
   auto d = select_platform(idx, want);
   return d.ok() ? d->digest : "error: " + d.error().message();
 }

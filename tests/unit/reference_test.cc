@@ -141,7 +141,7 @@ TEST(Reference, StrIsFullyQualified) {
 }
 
 TEST(Reference, StrRoundTrips) {
-  for (std::string s : std::initializer_list<std::string>{
+  for (const std::string& s : std::initializer_list<std::string>{
            "alpine:3", "ghcr.io/o/a:1", "localhost:5000/a/b@" + kDigest, "x/y:z@" + kDigest,
            "index.docker.io/library/a/b"}) {
     SCOPED_TRACE(s);

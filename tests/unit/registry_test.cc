@@ -99,6 +99,7 @@ TEST(RegistryFake, BearerTokenFetchedOnceAndReusedAcrossThreads) {
   EXPECT_EQ(m->media_type, "application/vnd.oci.image.manifest.v1+json");
 
   std::vector<std::thread> ts;
+  ts.reserve(4);
   std::atomic<int> ok{0};
   for (int i = 0; i < 4; ++i) {
     ts.emplace_back([&] {

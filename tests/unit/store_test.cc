@@ -223,7 +223,7 @@ TEST_F(StoreTest, ShortBlobKeepsPartialForResume) {
 }
 
 TEST_F(StoreTest, ConcurrentPullsOfOneBlobWriteItOnce) {
-  std::string data(64 * 1024, 'q');
+  std::string data(size_t{64} * 1024, 'q');
   for (size_t i = 0; i < data.size(); i += 97) data[i] = static_cast<char>(i);
   std::string d = sha256_digest(data);
   constexpr int kChildren = 5;
@@ -469,6 +469,32 @@ TEST_F(StoreTest, VerifyFindsMissingAndCorruptBlobs) {
   EXPECT_EQ((*problems)[0].what, "missing");
   EXPECT_EQ((*problems)[1].digest, l2);
   EXPECT_EQ((*problems)[1].what, "digest mismatch: got " + sha256_digest("tampered"));
+}
+
+TEST_F(StoreTest, LayerInputsPairEachBlobWithItsDiffId) {
+  ImageRecord a = image("r.io/a:1", R"({"rootfs":{"type":"layers","diff_ids":["sha256:1111"]}})",
+                        {"layer one"});
+  auto in = store().layer_inputs(a, "create");
+  ASSERT_TRUE(in.ok()) << in.error().message();
+  ASSERT_EQ(in->size(), 1u);
+  EXPECT_EQ((*in)[0].path, store().blob_path(a.layers[0]));
+  EXPECT_EQ((*in)[0].digest, a.layers[0]);
+  EXPECT_EQ((*in)[0].diff_id, "sha256:1111");
+}
+
+TEST_F(StoreTest, LayerInputsCountDiffIdsAgainstLayers) {
+  ImageRecord a = image("r.io/a:1", R"({"rootfs":{"type":"layers","diff_ids":[]}})", {"layer one"});
+  auto in = store().layer_inputs(a, "create");
+  ASSERT_FALSE(in.ok());
+  EXPECT_EQ(in.error().message(), "create r.io/a:1: the image config lists 0 diff_ids for 1 layers");
+}
+
+TEST_F(StoreTest, LayerInputsReportAConfigThatDoesNotParse) {
+  ImageRecord a = image("r.io/a:1", "[]", {"layer one"});
+  auto in = store().layer_inputs(a, "unpack");
+  ASSERT_FALSE(in.ok());
+  EXPECT_EQ(in.error().message(), "unpack r.io/a:1: parse config " + a.config_digest +
+                                      ": malformed image config: not a JSON object");
 }
 
 }  // namespace

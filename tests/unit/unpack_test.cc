@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -36,19 +37,19 @@ struct E {
 };
 
 E file(std::string n, std::string data, int perm = 0644) {
-  return {n, AE_IFREG, perm, data, ""};
+  return {std::move(n), AE_IFREG, perm, std::move(data), ""};
 }
 E dir(std::string n, int perm = 0755) {
-  return {n, AE_IFDIR, perm, "", ""};
+  return {std::move(n), AE_IFDIR, perm, "", ""};
 }
 E symlink(std::string n, std::string target) {
-  return {n, AE_IFLNK, 0777, "", target};
+  return {std::move(n), AE_IFLNK, 0777, "", std::move(target)};
 }
 E hardlink(std::string n, std::string target) {
-  return {n, AE_IFREG, 0644, "", target, true};
+  return {std::move(n), AE_IFREG, 0644, "", std::move(target), true};
 }
 E special(std::string n, mode_t type) {
-  return {n, type, 0644, "", ""};
+  return {std::move(n), type, 0644, "", ""};
 }
 
 /// Writes a pax tar layer with libarchive's write API.

@@ -85,7 +85,7 @@ pid_t start(const ContainerSpec& spec, int& out_fd, int& err_fd, Before before) 
   return pid;
 }
 
-Ran finish(pid_t pid, int out_fd, int err_fd, std::string out = "") {
+Ran finish(pid_t pid, int out_fd, int err_fd, const std::string& out = "") {
   Ran r;
   r.out = out + drain(out_fd);
   r.error = drain(err_fd);
