@@ -41,10 +41,11 @@ Result<std::string> random_id() {
   return id;
 }
 
-/// The container ID a names/ link points to, or "" when it is not one of ours.
-std::string link_target_id(const std::string& link) {
+/// The container ID a names/ link points to, or "" when it is not one of ours; `link` is
+/// taken relative to `dirfd` (AT_FDCWD: a path).
+std::string link_target_id(const std::string& link, int dirfd = AT_FDCWD) {
   char buf[256];
-  ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+  ssize_t n = ::readlinkat(dirfd, link.c_str(), buf, sizeof buf - 1);
   if (n <= 0) return "";
   std::string t(buf, static_cast<size_t>(n));
   std::string_view prefix = "../containers/";
@@ -111,8 +112,14 @@ Result<ContainerRecord> ContainerStore::load(const std::string& id) const {
   } catch (const nlohmann::json::exception& e) {
     return make_error("read container", path, json_error_text(e));
   }
-  for (const std::string& n : list_dir(path_join(root_, "names")))
-    if (link_target_id(path_join(path_join(root_, "names"), n)) == id) c.names.push_back(n);
+  // One open of names/ and a readlinkat per entry: no path is walked again per name.
+  UniqueFd names(::open(path_join(root_, "names").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  std::vector<DirEntry> entries;
+  if (names.valid() && list_dir_at(names.get(), entries) == 0) {
+    for (const DirEntry& e : entries)
+      if (link_target_id(e.name, names.get()) == id) c.names.push_back(e.name);
+    std::sort(c.names.begin(), c.names.end());
+  }
   c.running = lock_is_held(path_join(cdir, "run.lock"));
   return c;
 }
