@@ -122,9 +122,36 @@ int make_path(int root_fd, const char* path, bool last_is_file, mode_t dir_mode,
   return 0;
 }
 
+/// The common case in one step: the parent of `path` exists and its last component does not
+/// (a device node in a fresh /dev). Returns 0 when it made it, 1 when the walk must decide
+/// (the parent is missing, the entry exists and may be a dangling link, any other error).
+int make_last(int root_fd, const char* path, bool last_is_file, mode_t dir_mode) {
+  size_t len = std::strlen(path);
+  while (len > 0 && path[len - 1] == '/') --len;
+  size_t slash = len;
+  while (slash > 0 && path[slash - 1] != '/') --slash;
+  size_t n = len - slash;
+  if (n == 0 || n > NAME_MAX || slash >= PATH_MAX) return 1;
+  char dir[PATH_MAX];
+  std::memcpy(dir, path, slash);
+  dir[slash] = '\0';
+  char name[NAME_MAX + 1];
+  std::memcpy(name, path + slash, n);
+  name[n] = '\0';
+  int parent = open_in_root(root_fd, dir, O_PATH | O_DIRECTORY);
+  if (parent < 0) return 1;
+  int rc = last_is_file ? ::mknodat(parent, name, S_IFREG | 0644, 0)
+                        : ::mkdirat(parent, name, dir_mode);
+  ::close(parent);
+  return rc == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int make_path_in_root(int root_fd, const char* path, bool last_is_file, mode_t dir_mode) {
+  // Three system calls instead of four per component of a walk from the root; this runs for
+  // every entry of the minimal /dev on every container start.
+  if (make_last(root_fd, path, last_is_file, dir_mode) == 0) return 0;
   return make_path(root_fd, path, last_is_file, dir_mode, 0);
 }
 

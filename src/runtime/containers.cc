@@ -26,6 +26,8 @@ namespace {
 
 constexpr size_t kIdLength = 64;
 constexpr size_t kMinPrefix = 4;
+/// Digits of the pid in run.lock (Linux pids have at most 7; atol reads the leading zeros).
+constexpr int kPidWidth = 10;
 
 Result<std::string> random_id() {
   unsigned char bytes[kIdLength / 2];
@@ -41,10 +43,11 @@ Result<std::string> random_id() {
   return id;
 }
 
-/// The container ID a names/ link points to, or "" when it is not one of ours.
-std::string link_target_id(const std::string& link) {
+/// The container ID a names/ link points to, or "" when it is not one of ours; `link` is
+/// taken relative to `dirfd` (AT_FDCWD: a path).
+std::string link_target_id(const std::string& link, int dirfd = AT_FDCWD) {
   char buf[256];
-  ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+  ssize_t n = ::readlinkat(dirfd, link.c_str(), buf, sizeof buf - 1);
   if (n <= 0) return "";
   std::string t(buf, static_cast<size_t>(n));
   std::string_view prefix = "../containers/";
@@ -119,8 +122,14 @@ Result<ContainerRecord> ContainerStore::load(const std::string& id) const {
   } catch (const nlohmann::json::exception& e) {
     return make_error("read container", path, json_error_text(e));
   }
-  for (const std::string& n : list_dir(path_join(root_, "names")))
-    if (link_target_id(path_join(path_join(root_, "names"), n)) == id) c.names.push_back(n);
+  // One open of names/ and a readlinkat per entry: no path is walked again per name.
+  UniqueFd names(::open(path_join(root_, "names").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  std::vector<DirEntry> entries;
+  if (names.valid() && list_dir_at(names.get(), entries) == 0) {
+    for (const DirEntry& e : entries)
+      if (link_target_id(e.name, names.get()) == id) c.names.push_back(e.name);
+    std::sort(c.names.begin(), c.names.end());
+  }
   c.running = lock_is_held(path_join(cdir, "run.lock"));
   return c;
 }
@@ -395,10 +404,17 @@ Result<FileLock> ContainerStore::lock_for_run(const ContainerRecord& c) const {
     return make_error("run", c.names.empty() ? c.id : c.names.front(),
                       "container " + c.short_id() + " is already running")
         .with_hint("run the image instead to get a new container");
-  // Who runs it, for rm -f (best effort: without it rm -f cannot stop the run).
-  std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(lock.fd(), 0) == 0)
-    (void)!::pwrite(lock.fd(), pid.data(), pid.size(), 0);
+  // Who runs it, for rm -f (best effort: without it rm -f cannot stop the run). Written at a
+  // fixed width over the last run's pid, never truncated first: on ext4 a truncate to zero of
+  // a file with data waits for its ordered writeback and forces the next write out at close
+  // (auto_da_alloc), 0.5 to 2 ms per start here. Only a longer file (an older berth) is cut.
+  char pid[kPidWidth + 2];
+  std::snprintf(pid, sizeof pid, "%0*d\n", kPidWidth, static_cast<int>(::getpid()));
+  if (::pwrite(lock.fd(), pid, kPidWidth + 1, 0) == kPidWidth + 1) {
+    struct stat st;
+    if (::fstat(lock.fd(), &st) == 0 && st.st_size > kPidWidth + 1)
+      (void)!::ftruncate(lock.fd(), kPidWidth + 1);
+  }
   return lock;
 }
 

@@ -62,8 +62,11 @@ const char* split_parent(const char* path, char (&dir)[PATH_MAX]) {
 int make_symlink(int root_fd, const MountEntry& e) {
   char dir[PATH_MAX];
   const char* name = split_parent(e.target.c_str(), dir);
-  if (make_path_in_root(root_fd, dir, false) != 0) return -1;
   int dfd = open_in_root(root_fd, dir, O_PATH | O_DIRECTORY);
+  if (dfd < 0 && errno == ENOENT) {  // made only when missing: /dev's links need no walk
+    if (make_path_in_root(root_fd, dir, false) != 0) return -1;
+    dfd = open_in_root(root_fd, dir, O_PATH | O_DIRECTORY);
+  }
   if (dfd < 0) return -1;
   int rc = ::symlinkat(e.source.c_str(), dfd, name);
   int err = errno;

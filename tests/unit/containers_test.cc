@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "core/sha256.h"
@@ -152,6 +154,24 @@ TEST_F(ContainersTest, RunningContainerIsLockedAndNotRemoved) {
   waitpid(pid, &status, 0);
   EXPECT_FALSE(cs_->find("busy")->running);
   EXPECT_TRUE(cs_->remove(c, false).ok());
+}
+
+TEST_F(ContainersTest, RunLockHoldsThePidAtAFixedWidth) {
+  auto c = *cs_->create(*store_, image_, "pidfile");
+  std::string path = cs_->dir(c) + "/run.lock";
+  // What an older berth may have left: longer than a pid at the fixed width.
+  ASSERT_TRUE(write_file_atomic(path, "12345678901234567890\n").ok());
+  {
+    auto lock = cs_->lock_for_run(c);
+    ASSERT_TRUE(lock.ok());
+    char want[16];
+    std::snprintf(want, sizeof want, "%010d\n", static_cast<int>(getpid()));
+    EXPECT_EQ(*read_file(path), want);
+    EXPECT_EQ(std::atol(read_file(path)->c_str()), static_cast<long>(getpid()));  // as stop() reads it
+  }
+  auto again = cs_->lock_for_run(c);  // over the last run's pid: same length, no truncation
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(read_file(path)->size(), 11u);
 }
 
 TEST_F(ContainersTest, MissingLayerIsAClearError) {

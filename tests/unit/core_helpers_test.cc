@@ -1,5 +1,5 @@
 // The small core modules: strings, environment lists, directory listings, ELF reading,
-// JSON field reads, the scope guard and the forwarded-signal table.
+// JSON field reads, paths made inside a root, the scope guard and the forwarded-signal table.
 #include <dirent.h>
 #include <elf.h>
 #include <fcntl.h>
@@ -16,6 +16,7 @@
 #include "core/elf.h"
 #include "core/env_list.h"
 #include "core/json.h"
+#include "core/root_path.h"
 #include "core/scope_guard.h"
 #include "core/signals.h"
 #include "core/strings.h"
@@ -252,6 +253,41 @@ TEST(Elf, TruncatedAndForeignObjectsAreNamed) {
             "exec /p32: not a 64-bit executable for this machine");
   UniqueFd dir(::open(t.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   EXPECT_EQ(elf_interpreter(dir.get(), "/d").error().message(), "exec /d: not an ELF executable");
+}
+
+// make_path_in_root: one step when the parent exists, the walk otherwise; both stay in the root.
+TEST(RootPath, MakesAnEntryInAnExistingDirectory) {
+  TempDir t("rootpath");
+  ASSERT_EQ(::mkdir((t.path + "/dev").c_str(), 0755), 0);
+  UniqueFd root(::open(t.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_EQ(make_path_in_root(root.get(), "/dev/null", true), 0);
+  ASSERT_EQ(make_path_in_root(root.get(), "/dev/pts", false), 0);
+  struct stat st;
+  ASSERT_EQ(::lstat((t.path + "/dev/null").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  ASSERT_EQ(::lstat((t.path + "/dev/pts").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  // Existing entries are left as they are.
+  EXPECT_EQ(make_path_in_root(root.get(), "/dev/null", true), 0);
+  EXPECT_EQ(make_path_in_root(root.get(), "/dev/pts/", false), 0);
+}
+
+TEST(RootPath, MakesMissingParentsAndFollowsDanglingLinksInsideTheRoot) {
+  TempDir t("rootpath");
+  UniqueFd root(::open(t.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_EQ(make_path_in_root(root.get(), "/a/b/c", true), 0);
+  struct stat st;
+  ASSERT_EQ(::lstat((t.path + "/a/b/c").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  // An absolute link in the image names a path in the root, never on the host.
+  ASSERT_EQ(::symlink("/run/real", (t.path + "/link").c_str()), 0);
+  ASSERT_EQ(make_path_in_root(root.get(), "/link", true), 0);
+  ASSERT_EQ(::lstat((t.path + "/run/real").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  ASSERT_EQ(::symlink("/elsewhere", (t.path + "/dir").c_str()), 0);
+  ASSERT_EQ(make_path_in_root(root.get(), "/dir/x", false), 0);
+  ASSERT_EQ(::lstat((t.path + "/elsewhere/x").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
 }
 
 }  // namespace
