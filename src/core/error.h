@@ -63,9 +63,9 @@ inline constexpr std::string_view kOpWords[] = {
     // The image store and image archives (image).
     "check digest", "check image record", "commit blob", "decompress", "export", "find image",
     "gc", "image config", "image prune", "import", "load", "open store", "protect", "read blob",
-    "read image index", "read squashfs", "replace image", "restart blob", "rewrite symlink", "rmi",
-    "save", "select platform", "squash", "tag", "unpack",
-    "unpack layer", "unprotect", "verify", "write blob",
+    "read image index", "replace image", "restart blob", "rewrite symlink", "rmi", "save",
+    "select platform", "squash", "tag", "unpack", "unpack layer", "unprotect", "verify",
+    "write blob",
     // Squashfs images (site).
     "mount squashfs", "read image metadata", "read squashfs",
     // Containers and engines (runtime).
