@@ -468,6 +468,8 @@ class Builder {
         raw->data.slink.nlink = ino.nlink;
         raw->data.slink.target_size = static_cast<sqfs_u32>(extra);
         raw->payload_bytes_available = raw->payload_bytes_used = static_cast<sqfs_u32>(extra);
+        // Squashfs stores a symlink's target without a terminating NUL (its length is target_size).
+        // NOLINTNEXTLINE(bugprone-not-null-terminated-result)
         std::memcpy(raw->extra, ino.target.data(), extra);
       } else {  // FIFO
         raw->base.type = SQFS_INODE_FIFO;
@@ -827,8 +829,8 @@ class TreeSquasher {
     }
     if (errno != 0) return sys_error("readdir", what);
     for (const std::string& n : names) {
-      std::string rel = path.empty() ? n : path + "/" + n;
-      std::string full = what + "/" + n;
+      std::string rel = path.empty() ? n : path_join(path, n);
+      std::string full = path_join(what, n);
       struct stat st;
       if (::fstatat(dirfd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
         return sys_error("stat", full);

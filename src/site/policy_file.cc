@@ -12,6 +12,7 @@
 #define TOML_EXCEPTIONS 0
 #define TOML_HEADER_ONLY 1
 #define TOML_ENABLE_FORMATTERS 0
+#include <fmt/core.h>
 #include <toml++/toml.h>
 
 #include <fcntl.h>
@@ -236,7 +237,7 @@ Status check_trusted_file(const std::string& path, uid_t owner) {
     if (dir.empty()) dir = "/";
     if (::stat(dir.c_str(), &st) != 0) return sys_error("read config", dir);
     if (!owned_right(st))
-      return refuse("folder " + dir + " is owned by uid " + std::to_string(st.st_uid) + ", not " + who);
+      return refuse(fmt::format("folder {} is owned by uid {}, not {}", dir, st.st_uid, who));
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
       return refuse("folder " + dir + " is writable by group or others");
   }

@@ -61,6 +61,7 @@ TEST(PruneCandidates, ProtectedAndUsedImagesStayDanglingOnesGoWithoutAll) {
   std::set<std::string> used_ids = {used.config_digest};
   auto names = [](const std::vector<ImageRecord>& rs) {
     std::vector<std::string> out;
+    out.reserve(rs.size());
     for (const auto& r : rs) out.push_back(r.name);
     return out;
   };
