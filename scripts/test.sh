@@ -49,16 +49,18 @@ if [ "$tier" = "unit" ] || [ "$tier" = "all" ]; then
     -DBERTH_SANITIZE=ON >/dev/null
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp"
   if cmake --build build-asan; then
     ctest --test-dir build-asan -j2 --output-on-failure || status=1
     if [ "$(id -u)" -eq 0 ]; then
       echo "== unit tests under AddressSanitizer and UBSan as the unprivileged user berthtest"
       copy=$(mktemp -d /tmp/berth-unit.XXXXXX)
-      cp build-asan/tests/berth_unit_tests build-asan/tests/berth_probe "$copy/"
+      cp build-asan/tests/berth_unit_tests build-asan/tests/berth_probe tests/lsan.supp "$copy/"
       chmod -R a+rX "$copy"
       (cd "$copy" && setpriv --reuid=berthtest --regid=berthtest --init-groups \
         env HOME="$copy" BERTH_PROBE="$copy/berth_probe" ASAN_OPTIONS="$ASAN_OPTIONS" \
-        UBSAN_OPTIONS="$UBSAN_OPTIONS" ./berth_unit_tests --gtest_brief=1) || status=1
+        UBSAN_OPTIONS="$UBSAN_OPTIONS" LSAN_OPTIONS="suppressions=$copy/lsan.supp" \
+        ./berth_unit_tests --gtest_brief=1) || status=1
       rm -rf "$copy"
     fi
   else
