@@ -1,6 +1,7 @@
 #include "core/fs.h"
 
 #include <fcntl.h>
+#include <fmt/core.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -104,6 +105,16 @@ Status make_dirs(const std::string& path, int mode) {
   auto slash = path.find_last_of('/');
   if (slash != std::string::npos && slash > 0) BERTH_CHECK(make_dirs(path.substr(0, slash), mode));
   if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) return sys_error("mkdir", path);
+  return {};
+}
+
+Status make_own_dir(const std::string& dir, Op op, std::string_view what) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return sys_error("mkdir", dir);
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0) return sys_error("stat", dir);
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::getuid())
+    return make_error(op, dir, fmt::format("the {} belongs to another user", what),
+                      ErrorCode::kPermission);
   return {};
 }
 

@@ -50,6 +50,10 @@ Status write_file_atomic(const std::string& path, std::string_view data, int mod
                          Durability durability = Durability::kSynced);
 /// Creates a directory and its parents (like mkdir -p).
 Status make_dirs(const std::string& path, int mode = 0755);
+/// Makes `dir` (its parent must exist) a 0700 folder of this user's for run-time state, or
+/// checks the one there: a symlink, a non-directory or another user's folder is refused
+/// (`op` names the operation, `what` the folder, in that one-line error).
+Status make_own_dir(const std::string& dir, Op op, std::string_view what);
 /// Removes a file or directory tree; a missing path is not an error.
 Status remove_tree(const std::string& path);
 /// Opens `name` in `dirfd` for reading without following a symlink. A file of ours whose

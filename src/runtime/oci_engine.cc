@@ -62,11 +62,7 @@ Result<std::string> state_root(const std::string& runtime_dir) {
                     : !xdg.empty() && path_exists(xdg)
                         ? path_join(xdg, "berth-runc")
                         : "/tmp/berth-runc-" + std::to_string(::getuid());
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return sys_error("mkdir", dir);
-  struct stat st;
-  if (::lstat(dir.c_str(), &st) != 0) return sys_error("stat", dir);
-  if (!S_ISDIR(st.st_mode) || st.st_uid != ::getuid())
-    return make_error("oci", dir, "the runtime state folder belongs to another user");
+  BERTH_CHECK(make_own_dir(dir, "oci", "runtime state folder"));
   return dir;
 }
 

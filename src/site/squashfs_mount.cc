@@ -318,12 +318,7 @@ Result<std::string> runtime_dir() {
               ? path_join(xdg, "berth")
               : "/tmp/berth-" + std::to_string(::getuid());
   }
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return sys_error("mkdir", dir);
-  struct stat st;
-  if (::lstat(dir.c_str(), &st) != 0) return sys_error("stat", dir);
-  if (!S_ISDIR(st.st_mode) || st.st_uid != ::getuid())
-    return make_error("mount squashfs", dir, "the runtime folder belongs to another user",
-                      ErrorCode::kPermission);
+  BERTH_CHECK(make_own_dir(dir, "mount squashfs", "runtime folder"));
   return dir;
 }
 
