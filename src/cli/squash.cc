@@ -11,6 +11,7 @@
 #include "core/progress.h"
 #include "image/squash.h"
 #include "runtime/link_form.h"
+#include "site/policy.h"
 
 namespace berth::cli {
 namespace {
@@ -68,6 +69,10 @@ void report(const GlobalOptions& g, bool json, const std::string& output, const 
 Action setup_squash(CLI::App& app, const GlobalOptions& g) {
   struct Opts {
     std::string name, output;
+    std::string compressor;
+    int level = 0;
+    CLI::Option* compressor_given = nullptr;
+    CLI::Option* level_given = nullptr;
     SquashOptions squash;
     bool json = false;
   };
@@ -75,12 +80,17 @@ Action setup_squash(CLI::App& app, const GlobalOptions& g) {
   app.add_option("NAME", o->name, "Image name, ID or digest, or container name or ID")->required();
   app.add_option("-o,--output", o->output, "The squashfs file to write (replaced when it exists)")
       ->required();
-  app.add_option("--compressor", o->squash.compressor,
-                 "lz4 (default: fastest to build and to read), zstd or gzip");
-  app.add_option("--level", o->squash.level, "Compression level: zstd 1-22, gzip 1-9");
+  o->compressor_given = app.add_option(
+      "--compressor", o->compressor,
+      "lz4 (default: fastest to build and to read), zstd or gzip; over the site's squash_options");
+  o->level_given = app.add_option("--level", o->level, "Compression level: zstd 1-22, gzip 1-9");
   app.add_flag("--json", o->json, "Print what was written as JSON");
   return [o, &g]() -> Status {
-    BERTH_CHECK(check_squash_options(o->squash));
+    const SiteConfig& site = BERTH_TRY(g.site);
+    SquashChoice cli;
+    if (o->compressor_given->count() > 0) cli.compressor = o->compressor;
+    if (o->level_given->count() > 0) cli.level = o->level;
+    o->squash = BERTH_TRY(effective_squash_options(site, cli));
     auto start = std::chrono::steady_clock::now();
     auto seconds = [&] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -947,6 +947,60 @@ Status check_squash_options(const SquashOptions& opts) {
   return {};
 }
 
+Result<SquashOptions> parse_squash_options(std::string_view text) {
+  auto bad = [&](const std::string& what) {
+    return make_error("squash", std::string(text), what, ErrorCode::kInvalidInput)
+        .with_hint("squash options are mksquashfs's: -comp lz4|zstd|gzip, "
+                   "-Xcompression-level N, -processors N");
+  };
+  std::vector<std::string> words;
+  for (size_t i = 0; i < text.size();) {
+    size_t end = text.find_first_of(" \t\n", i);
+    if (end == std::string_view::npos) end = text.size();
+    if (end > i) words.emplace_back(text.substr(i, end - i));
+    i = end + 1;
+  }
+  SquashOptions opts;
+  bool comp = false, level = false, processors = false;
+  auto number = [&](size_t i, int most, int* out) -> Status {
+    if (i + 1 >= words.size()) return bad(words[i] + " needs a number");
+    const std::string& n = words[i + 1];
+    long v = 0;
+    if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos ||
+        (v = std::stol(n)) < 1 || v > most)
+      return bad(fmt::format("{} {}: not a whole number of 1 to {}", words[i], n, most));
+    *out = static_cast<int>(v);
+    return {};
+  };
+  for (size_t i = 0; i < words.size(); i += 2) {
+    const std::string& w = words[i];
+    bool* seen = w == "-comp" ? &comp : w == "-Xcompression-level" ? &level
+                                    : w == "-processors"       ? &processors
+                                                               : nullptr;
+    if (seen == nullptr)
+      return bad("\"" + w + "\" is not an option Berth's squash takes (-comp, "
+                 "-Xcompression-level, -processors)");
+    if (*seen) return bad(w + " is given twice");
+    *seen = true;
+    if (w == "-comp") {
+      if (i + 1 >= words.size()) return bad("-comp needs a compressor (lz4, zstd or gzip)");
+      opts.compressor = words[i + 1];
+      if (find_compressor(opts.compressor) == nullptr)
+        return bad("-comp " + opts.compressor + ": not a compressor Berth builds with (lz4, "
+                   "zstd or gzip)");
+    } else if (w == "-Xcompression-level") {
+      BERTH_CHECK(number(i, 99, &opts.level));
+    } else {
+      int n = 0;
+      BERTH_CHECK(number(i, 1024, &n));
+      opts.workers = static_cast<unsigned>(n);
+    }
+  }
+  if (Status st = check_squash_options(opts); !st.ok())
+    return bad(st.error().subject + ": " + st.error().detail);
+  return opts;
+}
+
 Result<SquashStats> squash_layers(const std::vector<LayerInput>& layers, std::string_view metadata,
                                   const SquashOptions& opts, const std::string& output) {
   return write_squashfs(opts, output,

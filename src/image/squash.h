@@ -71,6 +71,13 @@ struct SquashStats {
 /// Checks the compressor name and level: one line naming what is allowed.
 Status check_squash_options(const SquashOptions& opts);
 
+/// Parses options written as mksquashfs takes them (enroot's ENROOT_SQUASH_OPTIONS, the site
+/// policy's squash_options): "-comp lz4|zstd|gzip", "-Xcompression-level N" (zstd 1-22, gzip
+/// 1-9) and "-processors N", separated by blanks, each at most once; "" gives the defaults.
+/// Anything else, and what check_squash_options() refuses, is an error whose detail says what
+/// and which word.
+Result<SquashOptions> parse_squash_options(std::string_view text);
+
 /// Writes `layers` (bottom first, as Store::layer_inputs() gives them) merged into one
 /// squashfs file at `output`, with `metadata` (JSON text) as /.berth/image.json.
 Result<SquashStats> squash_layers(const std::vector<LayerInput>& layers, std::string_view metadata,

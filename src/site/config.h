@@ -60,8 +60,8 @@ struct PolicyLayer {
 
 /// The keys a site may name in `lock`: defaults a user's file, command line or environment
 /// may not change.
-inline constexpr std::string_view kLockableKeys[] = {"readonly", "default_engine", "driver_root",
-                                                     "dev_root", "gpus",           "mount_home"};
+inline constexpr std::string_view kLockableKeys[] = {
+    "readonly", "default_engine", "driver_root", "dev_root", "gpus", "mount_home", "squash_options"};
 
 /// The configuration in force: the site's policy with the user's preferences merged in.
 struct SiteConfig {
@@ -89,6 +89,8 @@ struct SiteConfig {
   std::string gpus;  ///< "" for none
   std::vector<std::string> locked;  ///< the site's `lock`
   std::string central_store;
+  /// mksquashfs-style options for the squashfs files Berth writes (image/squash.h
+  /// parse_squash_options(); checked when read); "" for the defaults.
   std::string squash_options;
   std::string runtime_dir;
   /// Transfers slower than this many bytes/s for pull-low-speed-time seconds are cut off

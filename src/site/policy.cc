@@ -132,11 +132,33 @@ Status check_engine_allowed(const SiteConfig& c, std::string_view engine) {
                     ErrorCode::kPermission);
 }
 
-Status check_not_locked(const SiteConfig& c, std::string_view key, std::string_view what) {
+Status check_not_locked(const SiteConfig& c, std::string_view key, std::string_view what,
+                        Op op) {
   if (!c.is_locked(key)) return {};
-  return make_error("run", std::string(what),
+  return make_error(op, std::string(what),
                     "the site policy " + c.site_path + " locks " + std::string(key),
                     ErrorCode::kPermission);
+}
+
+Result<SquashOptions> effective_squash_options(const SiteConfig& c, const SquashChoice& cli) {
+  SquashOptions site;
+  if (!c.squash_options.empty())
+    site = BERTH_TRY(parse_squash_options(c.squash_options)
+                         .with_context("squash_options of " + rule_source(c, "squash_options")));
+  SquashOptions opts = site;
+  if (cli.compressor && *cli.compressor != site.compressor) {
+    opts.compressor = *cli.compressor;
+    opts.level = 0;  // the policy's level was meant for its own compressor
+  }
+  if (cli.level) opts.level = *cli.level;
+  BERTH_CHECK(check_squash_options(opts));
+  if (opts.compressor != site.compressor || opts.level != site.level) {
+    std::string what;
+    if (cli.compressor) what += "--compressor " + *cli.compressor;
+    if (cli.level) what += (what.empty() ? "" : " ") + ("--level " + std::to_string(*cli.level));
+    BERTH_CHECK(check_not_locked(c, "squash_options", what, "squash"));
+  }
+  return opts;
 }
 
 }  // namespace berth

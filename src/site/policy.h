@@ -4,11 +4,13 @@
 // rule. Nothing here touches the system but check_mount_source(), which resolves a path.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/error.h"
+#include "image/squash.h"
 #include "site/config.h"
 
 namespace berth {
@@ -51,7 +53,23 @@ Status check_mount_source(const SiteConfig& c, const std::string& source);
 Status check_engine_allowed(const SiteConfig& c, std::string_view engine);
 
 /// Refuses a user's choice on the command line or in the environment (`what`, e.g.
-/// "--read-only=false") of a setting the site locks, when it differs from the site's.
-Status check_not_locked(const SiteConfig& c, std::string_view key, std::string_view what);
+/// "--read-only=false") of a setting the site locks, when it differs from the site's. `op`
+/// names the command in the refusal.
+Status check_not_locked(const SiteConfig& c, std::string_view key, std::string_view what,
+                        Op op = "run");
+
+/// What a command that writes a squashfs file (squash, pull --squash) was given on its command
+/// line; nullopt: not given.
+struct SquashChoice {
+  std::optional<std::string> compressor;  ///< --compressor
+  std::optional<int> level;               ///< --level
+};
+
+/// The squash options in force: the policy's squash_options (mksquashfs syntax), with the
+/// command line's choices over them. A compressor given without a level keeps the policy's
+/// level only when the policy names the same compressor. Refused (one line, op "squash")
+/// when the result is invalid, or differs from the policy's while the site locks
+/// squash_options.
+Result<SquashOptions> effective_squash_options(const SiteConfig& c, const SquashChoice& cli);
 
 }  // namespace berth

@@ -25,6 +25,7 @@
 
 #include "core/fs.h"
 #include "core/strings.h"
+#include "image/squash.h"
 #include "site/config.h"
 
 namespace berth {
@@ -191,7 +192,12 @@ Result<PolicyLayer> parse_policy(std::string_view text, const std::string& path,
     else if (k == "dev_root") l.dev_root = BERTH_TRY(r.absolute_path(node, k));
     else if (k == "gpus") l.gpus = BERTH_TRY(r.string(node, k));
     else if (k == "central_store") l.central_store = BERTH_TRY(r.absolute_path(node, k));
-    else if (k == "squash_options") l.squash_options = BERTH_TRY(r.string(node, k));
+    else if (k == "squash_options") {
+      // Checked now, so that a typo fails every command naming the file, not a squash later.
+      l.squash_options = BERTH_TRY(r.string(node, k));
+      if (auto opts = parse_squash_options(*l.squash_options); !opts)
+        return r.bad(node, k, "holds \"" + *l.squash_options + "\": " + opts.error().detail);
+    }
     else if (k == "runtime_dir") l.runtime_dir = BERTH_TRY(r.absolute_path(node, k));
     else if (k == "pull_low_speed_limit") l.pull_low_speed_limit = BERTH_TRY(r.count(node, k));
     else if (k == "pull_low_speed_time") l.pull_low_speed_time = BERTH_TRY(r.count(node, k));
@@ -202,9 +208,12 @@ Result<PolicyLayer> parse_policy(std::string_view text, const std::string& path,
       for (const std::string& key_name : *l.lock)
         if (std::find(std::begin(kLockableKeys), std::end(kLockableKeys), key_name) ==
             std::end(kLockableKeys))
-          return r.bad(node, k, "names \"" + key_name +
-                                    "\", which cannot be locked (readonly, default_engine, "
-                                    "driver_root, dev_root, gpus, mount_home)");
+        {
+          std::string keys;
+          for (std::string_view lockable : kLockableKeys)
+            keys += (keys.empty() ? "" : ", ") + std::string(lockable);
+          return r.bad(node, k, "names \"" + key_name + "\", which cannot be locked (" + keys + ")");
+        }
     } else {
       // A misspelt key in a policy would silently not be enforced: refuse it.
       return r.bad(node, k, "is not a key Berth knows");

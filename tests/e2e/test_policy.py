@@ -425,3 +425,43 @@ def test_runtime_dir_holds_the_oci_engines_state(berth, policy, img, scratch, id
     assert rc == 0, err
     state = os.path.join(runtime, f"berth-runc-{identity.uid}")
     assert os.path.isdir(state) and os.stat(state).st_uid == identity.uid
+
+
+# --- squash_options ---------------------------------------------------------------------
+
+
+def test_squash_takes_the_policys_options_under_the_command_line(berth, policy, pushed_busybox):
+    path = policy('squash_options = "-comp zstd -Xcompression-level 3"\n')
+    env = with_policy(path)
+    berth("pull", pushed_busybox, env=env)
+    out = berth.json("squash", pushed_busybox, "-o", berth.path("p.sqsh"), "--json", env=env)
+    assert out["compressor"] == "zstd"
+    assert berth.json("inspect", berth.path("p.sqsh"), "--json", env=env)["compressor"] == "zstd"
+    # The command line wins when the site does not lock the key.
+    out = berth.json("squash", pushed_busybox, "-o", berth.path("c.sqsh"), "--compressor", "lz4",
+                     "--json", env=env)
+    assert out["compressor"] == "lz4"
+
+
+def test_locked_squash_options_refuse_another_compressor(berth, policy, pushed_busybox):
+    path = policy('squash_options = "-comp gzip"\nlock = ["squash_options"]\n')
+    env = with_policy(path)
+    berth("pull", pushed_busybox, env=env)
+    rc, _, err = berth("squash", pushed_busybox, "-o", berth.path("x.sqsh"), "--compressor", "zstd",
+                       env=env, check=False)
+    assert rc == 1
+    assert err == (f"berth: error: squash --compressor zstd: the site policy {path} locks "
+                   f"squash_options\n")
+    assert not os.path.exists(berth.path("x.sqsh"))
+    out = berth.json("squash", pushed_busybox, "-o", berth.path("g.sqsh"), "--compressor", "gzip",
+                     "--json", env=env)
+    assert out["compressor"] == "gzip"
+
+
+def test_bad_squash_options_fail_every_command_naming_the_file(berth, policy):
+    path = policy('\nsquash_options = "-comp lzo -noD"\n')
+    rc, out, err = berth("info", env=with_policy(path), check=False)
+    assert rc == 1 and out == ""
+    assert first_line(err) == (f"berth: error: read config {path}: line 2: \"squash_options\" holds "
+                               f"\"-comp lzo -noD\": -comp lzo: not a compressor Berth builds with "
+                               f"(lz4, zstd or gzip)")

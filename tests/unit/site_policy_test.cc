@@ -133,7 +133,10 @@ TEST(SitePolicy, BadValuesAreNamedByFileLineAndKey) {
            Case{"[env]\nset = { A = 1 }", "line 2: \"env.set.A\" is not a string"},
            Case{"[env]\nunset = \"A\"", "line 2: \"env.unset\" is not a list of strings"},
            Case{"[env]\nexport = { A = \"1\" }", "line 2: \"env.export\" is not a key of [env] (set, prepend, append, unset)"},
-           Case{"lock = [\"allowed_registries\"]", "line 1: \"lock\" names \"allowed_registries\", which cannot be locked (readonly, default_engine, driver_root, dev_root, gpus, mount_home)"},
+           Case{"squash_options = \"-comp lzo -noD\"", "line 1: \"squash_options\" holds \"-comp lzo -noD\": -comp lzo: not a compressor Berth builds with (lz4, zstd or gzip)"},
+           Case{"squash_options = \"-comp zstd -noD\"", "line 1: \"squash_options\" holds \"-comp zstd -noD\": \"-noD\" is not an option Berth's squash takes (-comp, -Xcompression-level, -processors)"},
+           Case{"squash_options = \"-comp gzip -Xcompression-level 12\"", "line 1: \"squash_options\" holds \"-comp gzip -Xcompression-level 12\": gzip: level 12 is out of range 1-9"},
+           Case{"lock = [\"allowed_registries\"]", "line 1: \"lock\" names \"allowed_registries\", which cannot be locked (readonly, default_engine, driver_root, dev_root, gpus, mount_home, squash_options)"},
            Case{"alowed_registries = []", "line 1: \"alowed_registries\" is not a key Berth knows"},
        }) {
     SCOPED_TRACE(t.text);
@@ -142,6 +145,53 @@ TEST(SitePolicy, BadValuesAreNamedByFileLineAndKey) {
     EXPECT_EQ(l.error().message(), std::string("read config ") + kSite + ": " + t.detail);
     EXPECT_EQ(l.error().message().find('\n'), std::string::npos);
   }
+}
+
+TEST(SitePolicy, SquashOptionsComeFromThePolicyUnderTheCommandLine) {
+  auto site = parse_policy("squash_options = \"-comp zstd -Xcompression-level 3 -processors 2\"",
+                           kSite, true);
+  ASSERT_TRUE(site.ok()) << site.error().message();
+  SiteConfig c = merge_policy(*site, {});
+  auto none = effective_squash_options(c, {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->compressor, "zstd");
+  EXPECT_EQ(none->level, 3);
+  EXPECT_EQ(none->workers, 2u);
+  // A level alone keeps the policy's compressor; another compressor drops the policy's level.
+  auto level = effective_squash_options(c, {std::nullopt, 19});
+  ASSERT_TRUE(level.ok());
+  EXPECT_EQ(level->compressor, "zstd");
+  EXPECT_EQ(level->level, 19);
+  auto lz4 = effective_squash_options(c, {"lz4", std::nullopt});
+  ASSERT_TRUE(lz4.ok()) << lz4.error().message();
+  EXPECT_EQ(lz4->compressor, "lz4");
+  EXPECT_EQ(lz4->level, 0);
+  EXPECT_EQ(effective_squash_options(c, {"gzip", 10}).error().message(),
+            "squash gzip: level 10 is out of range 1-9");
+  // No policy: Berth's defaults.
+  auto plain = effective_squash_options(SiteConfig{}, {});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->compressor, "lz4");
+  EXPECT_EQ(plain->level, 0);
+}
+
+TEST(SitePolicy, LockedSquashOptionsRefuseAnotherChoice) {
+  auto site = parse_policy("squash_options = \"-comp zstd\"\nlock = [\"squash_options\"]", kSite,
+                           true);
+  ASSERT_TRUE(site.ok()) << site.error().message();
+  auto user = parse_policy("squash_options = \"-comp gzip\"", kUser, false);
+  ASSERT_TRUE(user.ok());
+  SiteConfig c = merge_policy(*site, {*user});
+  EXPECT_EQ(c.squash_options, "-comp zstd");
+  ASSERT_EQ(c.ignored.size(), 1u);
+  EXPECT_EQ(c.ignored[0], std::string(kUser) + ": squash_options: locked by " + kSite);
+  EXPECT_EQ(effective_squash_options(c, {"lz4", std::nullopt}).error().message(),
+            std::string("squash --compressor lz4: the site policy ") + kSite +
+                " locks squash_options");
+  EXPECT_EQ(effective_squash_options(c, {std::nullopt, 5}).error().message(),
+            std::string("squash --level 5: the site policy ") + kSite + " locks squash_options");
+  // Repeating the site's choice is no change.
+  EXPECT_TRUE(effective_squash_options(c, {"zstd", std::nullopt}).ok());
 }
 
 TEST(SitePolicy, SyntaxErrorsAreOneLineWithLineAndColumn) {

@@ -105,6 +105,38 @@ TEST_F(Squash, OptionsAreChecked) {
   EXPECT_TRUE(check_squash_options({"zstd", 19}).ok());
 }
 
+TEST(SquashOptionsText, MksquashfsSyntax) {
+  auto o = parse_squash_options("  -comp gzip\t-Xcompression-level 6 -processors 4 ");
+  ASSERT_TRUE(o.ok()) << o.error().message();
+  EXPECT_EQ(o->compressor, "gzip");
+  EXPECT_EQ(o->level, 6);
+  EXPECT_EQ(o->workers, 4u);
+  auto d = parse_squash_options("");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->compressor, "lz4");
+  EXPECT_EQ(d->level, 0);
+  struct Case {
+    const char* text;
+    const char* detail;
+  };
+  for (const Case& t : {
+           Case{"-comp", "-comp needs a compressor (lz4, zstd or gzip)"},
+           Case{"-comp xz", "-comp xz: not a compressor Berth builds with (lz4, zstd or gzip)"},
+           Case{"-comp zstd -comp lz4", "-comp is given twice"},
+           Case{"-Xcompression-level", "-Xcompression-level needs a number"},
+           Case{"-comp zstd -Xcompression-level x", "-Xcompression-level x: not a whole number of 1 to 99"},
+           Case{"-processors 0", "-processors 0: not a whole number of 1 to 1024"},
+           Case{"-comp lz4 -Xcompression-level 3", "lz4: this compressor has no levels"},
+           Case{"-noappend", "\"-noappend\" is not an option Berth's squash takes (-comp, -Xcompression-level, -processors)"},
+       }) {
+    SCOPED_TRACE(t.text);
+    auto r = parse_squash_options(t.text);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().detail, t.detail);
+    EXPECT_EQ(r.error().message(), std::string("squash ") + t.text + ": " + t.detail);
+  }
+}
+
 TEST_F(Squash, LayersMergeAndMetadataReadsBack) {
   std::string out = tmp_ / "img.sqsh";
   auto s = squash_layers(layers_, R"({"schemaVersion":1,"reference":"x"})", {}, out);
