@@ -155,7 +155,7 @@ Status run_squashfs(const RunOptions& opts, const std::string& name, bool writab
   BERTH_CHECK(check_run_engine(site, kDefaultEngine));
   SquashfsFile image = BERTH_TRY(open_squashfs(path));
   SquashfsTools tools = BERTH_TRY(find_squashfs_tools());
-  std::string base = BERTH_TRY(runtime_dir());
+  std::string base = BERTH_TRY(runtime_dir(site.runtime_dir));
   base = path_join(base, "squashfs");
   BERTH_CHECK(make_dirs(base, 0700));
   SquashfsMount mount = BERTH_TRY(acquire_squashfs_mount(image, base, tools));

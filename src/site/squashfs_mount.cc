@@ -310,8 +310,10 @@ Result<SquashfsTools> find_squashfs_tools() {
       .with_hint("build it with berth (cmake --build) and install the two together");
 }
 
-Result<std::string> runtime_dir() {
+Result<std::string> runtime_dir(const std::string& site_runtime_dir) {
   std::string dir = env_or("BERTH_RUNTIME_DIR", "");
+  if (dir.empty() && !site_runtime_dir.empty())
+    dir = path_join(site_runtime_dir, "berth-" + std::to_string(::getuid()));
   if (dir.empty()) {
     std::string xdg = env_or("XDG_RUNTIME_DIR", "");
     dir = !xdg.empty() && xdg.front() == '/' && path_exists(xdg)

@@ -53,9 +53,11 @@ struct SquashfsTools {
 /// when one is missing.
 Result<SquashfsTools> find_squashfs_tools();
 
-/// Berth's per-user runtime directory: $BERTH_RUNTIME_DIR, else $XDG_RUNTIME_DIR/berth, else
-/// /tmp/berth-UID; created 0700 and refused when another user owns it.
-Result<std::string> runtime_dir();
+/// Berth's per-user runtime directory: $BERTH_RUNTIME_DIR, else berth-UID in the site
+/// policy's runtime_dir (`site_runtime_dir`, a folder shared by all users such as
+/// /dev/shm/berth) when it names one, else $XDG_RUNTIME_DIR/berth, else /tmp/berth-UID;
+/// created 0700 and refused when another user owns it.
+Result<std::string> runtime_dir(const std::string& site_runtime_dir);
 
 /// A container's hold on a shared mount: the mount stays while this object lives (or the
 /// process holding it does).

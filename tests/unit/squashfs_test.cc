@@ -12,6 +12,7 @@
 #include "core/fs.h"
 #include "runtime/identity.h"
 #include "site/squashfs.h"
+#include "site/squashfs_mount.h"
 #include "test_util.h"
 
 namespace berth {
@@ -162,6 +163,26 @@ TEST_F(SquashfsImageConfig, RefusesAnotherSchemaVersionOrBadJson) {
             "read image metadata img.sqsh:/.berth/image.json: schemaVersion must be 1");
   write("{not json");
   EXPECT_EQ(read(&found).error().message().substr(0, 35), "parse img.sqsh:/.berth/image.json: ");
+}
+
+TEST(SquashfsRuntimeDir, ThePolicysFolderHoldsAFolderPerUser) {
+  TempDir tmp("runtime");
+  std::string saved = ::getenv("BERTH_RUNTIME_DIR") ? ::getenv("BERTH_RUNTIME_DIR") : "";
+  ::unsetenv("BERTH_RUNTIME_DIR");
+  auto dir = runtime_dir(tmp.path);
+  ASSERT_TRUE(dir.ok()) << dir.error().message();
+  std::string want = tmp / ("berth-" + std::to_string(::getuid()));
+  EXPECT_EQ(*dir, want);
+  struct stat st;
+  ASSERT_EQ(::stat(want.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  // $BERTH_RUNTIME_DIR still names the folder itself.
+  ::setenv("BERTH_RUNTIME_DIR", (tmp / "own").c_str(), 1);
+  EXPECT_EQ(*runtime_dir(tmp.path), tmp / "own");
+  if (saved.empty())
+    ::unsetenv("BERTH_RUNTIME_DIR");
+  else
+    ::setenv("BERTH_RUNTIME_DIR", saved.c_str(), 1);
 }
 
 TEST(IdentityAdditions, AreWhatEnsureIdentityWouldAppend) {
