@@ -1,5 +1,6 @@
 // Squashfs image files as `berth run FILE.sqsh` takes them: the superblock checked before
-// anything is mounted, and the image metadata Berth writes into the files it makes.
+// anything is mounted (image/squashfs_superblock.h, the one check `inspect` uses too), and the
+// image metadata Berth writes into the files it makes.
 //
 // A Berth-made image holds /.berth/image.json:
 //   {"schemaVersion": 1, "reference": "...", "digest": "sha256:...", "config": {OCI image config}}
@@ -18,29 +19,9 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "image/squashfs_superblock.h"
 
 namespace berth {
-
-/// The size of a squashfs 4.0 superblock, at offset 0 of the file.
-inline constexpr size_t kSquashfsSuperblockSize = 96;
-
-/// What Berth reads from a superblock.
-struct SquashfsSuperblock {
-  uint32_t inodes = 0;
-  uint32_t block_size = 0;
-  uint16_t compression = 0;  ///< 1 gzip, 2 lzma, 3 lzo, 4 xz, 5 lz4, 6 zstd
-  uint64_t bytes_used = 0;   ///< the image's length; the file may be padded beyond it
-};
-
-/// Checks the first bytes of a file (`head`, up to kSquashfsSuperblockSize) of `file_size`
-/// bytes: the magic (else "not a squashfs image"), version 4.0, a sane block size and
-/// compressor, tables inside the image, and an image no longer than the file (else
-/// "truncated"). `path` names the file in errors. Pure: no I/O.
-Result<SquashfsSuperblock> check_squashfs_superblock(std::string_view head, uint64_t file_size,
-                                                     const std::string& path);
-
-/// The name of a compressor id ("lz4"), or "unknown".
-std::string_view squashfs_compressor_name(uint16_t id);
 
 /// An image file opened for mounting: the descriptor (the daemon mounts exactly this file,
 /// whatever happens to the path afterwards) and its identity.

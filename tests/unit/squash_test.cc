@@ -1,6 +1,7 @@
 // berth squash's writer and reader (image/squash.h): real layers in, a real squashfs out, read
 // back with libsquashfs and, where installed, with squashfs-tools' unsquashfs.
 #include "image/squash.h"
+#include "image/squashfs_superblock.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -199,7 +200,25 @@ TEST_F(Squash, NotASquashfsFileIsOneLine) {
   std::string p = tmp_.write("plain.txt", std::string(8192, 'x'));
   auto info = read_squash_info(p);
   ASSERT_FALSE(info.ok());
-  EXPECT_EQ(info.error().message(), "read squashfs " + p + ": not a squashfs file");
+  EXPECT_EQ(info.error().message(),
+            "read squashfs " + p + ": not a squashfs image (no squashfs magic number)");
+}
+
+TEST_F(Squash, InspectAndRunSayTheSameOfATruncatedFile) {
+  std::string out = tmp_ / "whole.sqsh";
+  ASSERT_TRUE(squash_layers(layers_, "{}", {}, out).ok());
+  std::string whole = slurp(out);
+  std::string p = tmp_.write("half.sqsh", whole.substr(0, 200));
+  auto info = read_squash_info(p);
+  ASSERT_FALSE(info.ok());
+  auto sb = check_squashfs_superblock(whole.substr(0, kSquashfsSuperblockSize), 200, p);
+  ASSERT_FALSE(sb.ok());
+  EXPECT_EQ(info.error().message(), sb.error().message());
+  auto full = check_squashfs_superblock(whole, whole.size(), out);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(info.error().message(),
+            "read squashfs " + p + ": truncated squashfs image: it says " +
+                std::to_string(full->bytes_used) + " bytes, the file has 200");
 }
 
 }  // namespace
