@@ -11,7 +11,7 @@ mode="${1:-smoke}"
 secs="${2:-600}"
 shift $(( $# > 2 ? 2 : $# ))
 targets=(fuzz_reference fuzz_manifest fuzz_www_authenticate fuzz_unpack fuzz_cdi fuzz_ld_cache
-         fuzz_elf fuzz_nvidia_proc)
+         fuzz_elf fuzz_nvidia_proc fuzz_policy)
 [ $# -gt 0 ] && targets=("$@")
 
 launcher=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpora under tests/fuzz/corpus/<target>/ with the tests' own builders
 (tests/e2e/imagelib.py for layers, manifests and configs; the unit tests' fake GPU host for
-/proc/driver/nvidia and ld.so.cache; tests/fake_gpu's libraries for ELF). Nothing is downloaded.
+/proc/driver/nvidia and ld.so.cache; tests/fake_gpu's libraries for ELF; docs/site.md's TOML
+examples for the policy). Nothing is downloaded.
 Usage: tests/fuzz/make_corpus.py [BUILD_DIR]   (BUILD_DIR/tests/fake_gpu_libs: ELF seeds)"""
 
 import json
@@ -126,3 +127,16 @@ put("fuzz_nvidia_proc", "h100", "\0".join([version, info, params]))
 put("fuzz_nvidia_proc", "open-module", "\0".join([
     "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  560.35.03  Release Build\n",
     info.replace("Device Minor: \t 1", "Device Minor: \t 0"), ""]))
+
+# Site policy files: docs/site.md's TOML examples, alone (as the site's file), and the site's
+# example with the user's after a NUL byte (fuzz_policy.cc).
+with open(os.path.join(here, "..", "..", "docs", "site.md")) as f:
+    doc = f.read()
+examples = [block.split("```", 1)[0] for block in doc.split("```toml\n")[1:]]
+for i, example in enumerate(examples):
+    put("fuzz_policy", f"example{i}", example)
+if len(examples) >= 2:
+    put("fuzz_policy", "site-and-user", examples[-2] + "\0" + examples[-1])
+put("fuzz_policy", "locked-squash", 'squash_options = "-comp zstd -Xcompression-level 3"\n'
+    'lock = ["squash_options", "readonly"]\nreadonly = true\n\0squash_options = "-comp gzip"\n'
+    'readonly = false\n')

@@ -202,6 +202,29 @@ TEST(SitePolicy, SyntaxErrorsAreOneLineWithLineAndColumn) {
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
 }
 
+TEST(SitePolicy, MalformedTableHeadersAreParseErrors) {
+  // Inputs fuzz_policy found: toml++ 3.3 asserted on them (undefined behaviour with NDEBUG).
+  for (const char* text : {"[= { SITE = \"x\" }", "[[[1]]]", "[[=", "[&", "[[[]]"}) {
+    SCOPED_TRACE(text);
+    auto l = parse_policy(text, kSite, true);
+    ASSERT_FALSE(l.ok());
+    EXPECT_TRUE(l.error().message().starts_with(std::string("read config ") + kSite + ": line 1, column "))
+        << l.error().message();
+  }
+}
+
+TEST(SitePolicy, NonAsciiWhereWhitespaceMayBeIsAParseError) {
+  // toml++ 3.3 reached __builtin_unreachable() on these (fuzz_policy found the first).
+  for (const char* text : {"allowed_registries = [\xd1\x9c]", "allowed_registries = [ \xc2\xa1 ]",
+                           "readonly = true \xc2\xa7", "s = \"\"\"\\\n\xc2\xa7\"\"\""}) {
+    SCOPED_TRACE(text);
+    auto l = parse_policy(text, kSite, true);
+    ASSERT_FALSE(l.ok());
+    EXPECT_TRUE(l.error().message().starts_with(std::string("read config ") + kSite + ": line "))
+        << l.error().message();
+  }
+}
+
 TEST(SitePolicy, OnlyTheSiteMayLock) {
   auto l = parse_policy("lock = [\"readonly\"]", kUser, false);
   ASSERT_FALSE(l.ok());
