@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/context.h"
+#include "site/policy.h"
 
 namespace berth::cli {
 
@@ -31,6 +32,11 @@ Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const 
     std::fflush(stderr);
     PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet));
     image = std::move(pulled.record);
+  } else {
+    // Stored before the policy changed, maybe: a registry it no longer allows is refused.
+    const SiteConfig& site = BERTH_TRY(g.site);
+    BERTH_CHECK(check_stored_image_allowed(site, *image)
+                    .with_context(std::string(allow_existing ? "run " : "create ") + what));
   }
   return Target{BERTH_TRY(cs.create(store, *image, name, command)), true};
 }

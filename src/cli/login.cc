@@ -56,6 +56,9 @@ Action setup_login(CLI::App& app, const GlobalOptions& g) {
   app.add_flag("--password-stdin", o->password_stdin, "Read the password from standard input");
   return [o, &g]() -> Status {
     std::string registry = registry_arg(o->registry);
+    // Before asking for a password: credentials for a registry the policy refuses are no use.
+    RegistryOptions ropts =
+        BERTH_TRY(registry_options_for(g, registry).with_context("login " + registry));
     if (o->password_stdin && !o->password.empty())
       return make_error("login", registry, "--password and --password-stdin are exclusive");
     if (o->user.empty()) {
@@ -70,7 +73,6 @@ Action setup_login(CLI::App& app, const GlobalOptions& g) {
     if (o->user.empty() || o->password.empty())
       return make_error("login", registry, "a user name and a password are required");
     Credentials c{o->user, o->password, ""};
-    RegistryOptions ropts = BERTH_TRY(registry_options(g));
     RegistryClient client(registry, ropts, c);
     BERTH_CHECK(client.check_login().with_context("login " + registry));
     CredentialStore creds = BERTH_TRY(CredentialStore::load());

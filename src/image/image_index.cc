@@ -27,19 +27,21 @@ std::string index_path(const std::string& root) {
 }
 
 json to_json(const ImageRecord& r) {
-  return json{{"name", r.name},
-              {"manifest_digest", r.manifest_digest},
-              {"index_digest", r.index_digest},
-              {"config_digest", r.config_digest},
-              {"manifest_media_type", r.manifest_media_type},
-              {"platform",
-               {{"os", r.platform.os},
-                {"architecture", r.platform.architecture},
-                {"variant", r.platform.variant}}},
-              {"layers", r.layers},
-              {"size", r.size},
-              {"pulled", r.pulled},
-              {"protected", r.is_protected}};
+  json j{{"name", r.name},
+         {"manifest_digest", r.manifest_digest},
+         {"index_digest", r.index_digest},
+         {"config_digest", r.config_digest},
+         {"manifest_media_type", r.manifest_media_type},
+         {"platform",
+          {{"os", r.platform.os},
+           {"architecture", r.platform.architecture},
+           {"variant", r.platform.variant}}},
+         {"layers", r.layers},
+         {"size", r.size},
+         {"pulled", r.pulled},
+         {"protected", r.is_protected}};
+  if (r.registry) j["registry"] = *r.registry;
+  return j;
 }
 
 /// Throws nlohmann exceptions on a malformed record; the caller converts them.
@@ -60,6 +62,7 @@ ImageRecord from_json(const json& j) {
   r.size = j.value("size", int64_t{0});
   r.pulled = j.value("pulled", "");
   r.is_protected = j.value("protected", false);
+  if (j.contains("registry")) r.registry = j.at("registry").get<std::string>();
   return r;
 }
 
@@ -227,6 +230,10 @@ Result<ImageRecord> Store::tag_image(std::string_view source, const std::string&
   auto recs = BERTH_TRY(load_index(root_));
   Match m = BERTH_TRY(resolve(recs, source));
   ImageRecord rec = recs[m.which.front()];
+  if (!rec.registry) {  // an older record: where it came from goes by the name it had
+    auto from = parse_reference(rec.name);
+    if (from.ok()) rec.registry = from->registry;
+  }
   rec.name = ref.str();
   rec.is_protected = false;
   auto it = std::find_if(recs.begin(), recs.end(),

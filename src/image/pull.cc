@@ -208,6 +208,7 @@ Result<PullResult> pull_from(Store& store, const Reference& ref, const std::stri
     rec.size += l.size;
   }
   rec.pulled = now_rfc3339();
+  rec.registry = ref.registry;
   std::optional<ImageRecord> replaced;
   BERTH_CHECK(store.add_image(rec, &replaced));
   pin = FileLock();  // recorded: every blob this pull relies on is named now

@@ -108,6 +108,7 @@ Result<std::vector<ImageRecord>> publish_staged(Store& store, const StagedImage&
       ImageRecord rec = image.record;
       rec.name = name;
       rec.pulled = now_rfc3339();
+      rec.registry = "";  // from an archive, not a registry
       std::optional<ImageRecord> old;
       BERTH_CHECK(store.add_image(rec, &old));
       if (old) replaced.push_back(std::move(*old));

@@ -47,6 +47,9 @@ struct ImageRecord {
   std::vector<std::string> layers;  ///< layer digests, bottom first
   int64_t size = 0;                 ///< sum of layer sizes (compressed)
   std::string pulled;               ///< RFC 3339 UTC time of the pull (or import, load)
+  /// The registry the image was pulled from (its reference's, also through a mirror; kept by
+  /// `tag`), "" for an image imported or loaded, nullopt in records older than the field.
+  std::optional<std::string> registry;
   bool is_protected = false;        ///< `berth protect`: rmi refuses it
 
   /// The first 12 hex digits of the config digest, as `docker images` shows.

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/strings.h"
+#include "image/reference.h"
 
 namespace berth {
 namespace {
@@ -51,6 +52,24 @@ Status check_registry_allowed(const SiteConfig& c, const std::string& registry) 
                     "registry not allowed by " + rule_source(c, "allowed_registries") +
                         " (allowed_registries: " + (list.empty() ? "none" : list) + ")",
                     ErrorCode::kPermission);
+}
+
+std::string stored_image_registry(const ImageRecord& image) {
+  if (image.registry) return *image.registry;
+  auto ref = parse_reference(image.name);
+  return ref.ok() ? ref->registry : "";
+}
+
+Status check_stored_image_allowed(const SiteConfig& c, const ImageRecord& image) {
+  std::string registry = stored_image_registry(image);
+  if (registry.empty()) return {};
+  Status st = check_registry_allowed(c, registry);
+  if (!st.ok())
+    return std::move(st).error().with_hint("the image was pulled from " + registry +
+                                           " before the policy said otherwise; remove it "
+                                           "(berth rmi " + image.name + ") or pull it from a "
+                                           "registry the policy allows");
+  return {};
 }
 
 std::vector<Mirror> mirrors_for(const SiteConfig& c, const std::string& registry) {

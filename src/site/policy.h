@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "image/squash.h"
+#include "image/store.h"
 #include "site/config.h"
 
 namespace berth {
@@ -24,6 +25,14 @@ bool registry_matches(std::string_view registry, std::string_view entry);
 
 /// Refuses a registry outside allowed_registries.
 Status check_registry_allowed(const SiteConfig& c, const std::string& registry);
+
+/// The registry a stored image came from: the one it was pulled from, "" for one imported or
+/// loaded, else (a record older than Berth's keeping it) the registry its name names.
+std::string stored_image_registry(const ImageRecord& image);
+
+/// Refuses to run a stored image pulled from a registry allowed_registries does not (or no
+/// longer) allow; an image imported or loaded is not refused.
+Status check_stored_image_allowed(const SiteConfig& c, const ImageRecord& image);
 
 /// A mirror entry split: its host[:port] for the client, the repository prefix ("" or
 /// "path/"), and whether it asked for plain HTTP (http://).

@@ -132,6 +132,35 @@ def test_allowed_registries_lets_the_listed_ones_through(berth, policy, registry
     assert out.endswith(pushed_busybox + "\n")
 
 
+def test_a_stored_image_from_a_registry_no_longer_allowed_is_refused(berth, policy, registry,
+                                                                   pushed_busybox):
+    berth("pull", pushed_busybox)  # before the policy
+    berth("tag", pushed_busybox, "mine:1")  # a new name does not change where it came from
+    path = policy('allowed_registries = ["docker.io"]\n')
+    for cmd, name in (("run", pushed_busybox), ("create", pushed_busybox), ("run", "mine:1")):
+        rc, out, err = berth(cmd, name, "true", env=with_policy(path), check=False)
+        assert rc in (1, 125) and out == ""
+        assert first_line(err) == (f"berth: error: {cmd} {name}: registry {registry.host}: registry "
+                                   f"not allowed by {path} (allowed_registries: docker.io)")
+        assert err.splitlines()[1].startswith(f"berth: hint: the image was pulled from "
+                                              f"{registry.host} before the policy said otherwise")
+    # An image imported from a tarball came from no registry, whatever its name says.
+    tar = berth.path("rootfs.tar")
+    with open(tar, "wb") as f:
+        f.write(imagelib.tar_bytes([imagelib.File("hello", b"hi\n")]))
+    berth("import", tar, f"{registry.host}/local/imported:1")
+    berth("create", f"{registry.host}/local/imported:1", env=with_policy(path))
+
+
+def test_login_to_a_registry_not_allowed_is_refused(berth, policy, registry):
+    path = policy('allowed_registries = ["docker.io"]\n')
+    rc, out, err = berth("login", "-u", "u", "--password-stdin", registry.host,
+                         env=with_policy(path), input="p\n", check=False)
+    assert rc == 1 and out == ""
+    assert err == (f"berth: error: login {registry.host}: registry {registry.host}: registry not "
+                   f"allowed by {path} (allowed_registries: docker.io)\n")
+
+
 def test_the_user_file_cannot_add_an_allowed_registry(berth, policy, registry, pushed_busybox):
     path = policy('allowed_registries = ["docker.io"]\n')
     env = with_policy(path, **user_file(berth, 'allowed_registries = ["127.0.0.1", "docker.io"]\n'))

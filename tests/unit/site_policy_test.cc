@@ -194,6 +194,29 @@ TEST(SitePolicy, LockedSquashOptionsRefuseAnotherChoice) {
   EXPECT_TRUE(effective_squash_options(c, {"zstd", std::nullopt}).ok());
 }
 
+TEST(SitePolicy, StoredImagesAreJudgedByTheRegistryTheyCameFrom) {
+  SiteConfig c;
+  c.site_path = kSite;
+  c.allowed_registries = std::vector<std::string>{"docker.io"};
+  c.sources["allowed_registries"] = kSite;
+  ImageRecord pulled;
+  pulled.name = "docker.io/library/mine:1";  // a tag of an image pulled elsewhere
+  pulled.registry = "127.0.0.1:5000";
+  EXPECT_EQ(check_stored_image_allowed(c, pulled).error().message(),
+            std::string("registry 127.0.0.1:5000: registry not allowed by ") + kSite +
+                " (allowed_registries: docker.io)");
+  ImageRecord imported;
+  imported.name = "127.0.0.1:5000/local/x:1";
+  imported.registry = "";
+  EXPECT_TRUE(check_stored_image_allowed(c, imported).ok());
+  ImageRecord older;  // a record from before Berth kept the registry: its name's
+  older.name = "127.0.0.1:5000/e2e/busybox:1.0";
+  EXPECT_EQ(stored_image_registry(older), "127.0.0.1:5000");
+  EXPECT_FALSE(check_stored_image_allowed(c, older).ok());
+  older.name = "busybox:1";
+  EXPECT_TRUE(check_stored_image_allowed(c, older).ok());
+}
+
 TEST(SitePolicy, SyntaxErrorsAreOneLineWithLineAndColumn) {
   auto l = parse_policy("allowed_registries = [\n\"a\"\nreadonly = ", kSite, true);
   ASSERT_FALSE(l.ok());

@@ -405,6 +405,23 @@ TEST_F(StoreTest, TagAddsANameAndRefusesAMissingImage) {
   EXPECT_EQ(store().list_images()->size(), 2u);
 }
 
+TEST_F(StoreTest, TheRegistryAnImageCameFromIsKeptAndTagged) {
+  ImageRecord pulled = image("127.0.0.1:5000/app:1", "cfg-p", {"l1"});
+  pulled.registry = "127.0.0.1:5000";
+  ImageRecord imported = image("127.0.0.1:5000/local:1", "cfg-i", {"l2"});
+  imported.registry = "";
+  ImageRecord older = image("r.io/old:1", "cfg-o", {"l3"});  // nullopt: before the field
+  for (const auto* r : {&pulled, &imported, &older}) ASSERT_TRUE(store().add_image(*r).ok());
+  EXPECT_EQ(store().find_image("127.0.0.1:5000/app:1")->registry, "127.0.0.1:5000");
+  EXPECT_EQ(store().find_image("127.0.0.1:5000/local:1")->registry, "");
+  EXPECT_EQ(store().find_image("r.io/old:1")->registry, std::nullopt);
+  // A tag keeps where the image came from; an older record's goes by its name.
+  EXPECT_EQ(store().tag_image("127.0.0.1:5000/app:1", "mine:1")->registry, "127.0.0.1:5000");
+  EXPECT_EQ(store().find_image("mine:1")->registry, "127.0.0.1:5000");
+  EXPECT_EQ(store().tag_image("r.io/old:1", "old:2")->registry, "r.io");
+  EXPECT_EQ(store().tag_image("127.0.0.1:5000/local:1", "local:2")->registry, "");
+}
+
 TEST_F(StoreTest, ProtectedImageIsNotRemoved) {
   ImageRecord a = image("docker.io/library/app:1", "cfg-a", {"l1"});
   ASSERT_TRUE(store().add_image(a).ok());
