@@ -571,6 +571,7 @@ class LayerSquasher {
   /// Hard links to files of older layers, resolved against the merged tree.
   Status resolve_cross_links() {
     for (const CrossLink& l : cross_) {
+      if (l.has_data) continue;  // given the data of the older file it named (entry())
       MergeTree::Node* t = tree_.find(l.target);
       MergeTree::Node* n = tree_.find(l.name);
       if (n == nullptr || n->inode != l.placeholder) continue;  // replaced in its own layer
@@ -604,6 +605,9 @@ class LayerSquasher {
     int index;
     std::string layer, name, target, raw;
     MergeInode* placeholder;
+    bool decided = false;   // an older layer's entry at `target` was met (newest first)
+    bool has_data = false;  // ...and was hidden by a layer newer than the link's: its data
+                            // went into the placeholder, as `berth unpack` keeps it
   };
 
   Error refuse(std::string detail) const {
@@ -692,18 +696,21 @@ class LayerSquasher {
 
     bool is_dir = hardlink == nullptr && type == AE_IFDIR;
     bool is_symlink = hardlink == nullptr && type == AE_IFLNK;
-    Verdict v = tree_.offer(index_, name_, is_dir, is_symlink);
+    Verdict v = BERTH_TRY(offer_through_links(e, raw, is_dir, is_symlink));
+    bool plain_file = hardlink == nullptr && type == AE_IFREG;
+    if (MergeInode* ino = older_link_target(v, plain_file)) {
+      ++stats_.shadowed;  // hidden under its own name, kept under a newer layer's link
+      MergeInode m = meta_of(e, S_IFREG);
+      ino->mode = m.mode;
+      ino->uid = m.uid;
+      ino->gid = m.gid;
+      ino->mtime = m.mtime;
+      return write_data(a, e, raw, ino);
+    }
     if (v == Verdict::kShadowed) {
       ++stats_.shadowed;
-      if (hardlink == nullptr && type == AE_IFREG) shadowed_files_.insert(name_);
+      if (plain_file) shadowed_files_.insert(name_);
       return {};  // its data is skipped by the next header read, never decompressed into a file
-    }
-    if (v == Verdict::kConflict) {
-      return refuse(fmt::format("entry \"{}\": a newer layer puts files below this path, which "
-                                "this layer makes a {}: "
-                                "squash cannot merge that",
-                                raw, is_symlink ? "symlink" : "file"))
-          .with_hint("berth unpack follows such links; rebuild the image with real paths");
     }
     if (hardlink != nullptr) return add_hardlink(raw, hardlink);
     if (is_dir) {
@@ -727,6 +734,110 @@ class LayerSquasher {
     MergeInode* ino = tree_.add(index_, name_, meta_of(e, S_IFREG));
     names_[name_] = ino;
     return write_data(a, e, raw, ino);
+  }
+
+  /// offer() of name_, following symlinks as `berth unpack` does: an entry below a symlink of
+  /// its own layer goes where the link leads; a symlink an older layer puts where newer layers
+  /// only put entries below first takes those entries to where it leads.
+  Result<Verdict> offer_through_links(archive_entry* e, std::string_view raw, bool is_dir,
+                                      bool is_symlink) {
+    for (int hops = 0;; ++hops) {
+      Verdict v = tree_.offer(index_, name_, is_dir, is_symlink);
+      if (v != Verdict::kConflict) return v;
+      if (hops == kMaxLinkHops)
+        return refuse(fmt::format("entry \"{}\" goes through too many symlinks", raw));
+      if (size_t through = tree_.symlink_on_path(index_, name_)) {
+        std::string link = name_.substr(0, through);
+        std::string to = BERTH_TRY(link_target(raw, link, tree_.find(link)->inode->target));
+        name_ = to + (to.empty() ? name_.substr(through + 1) : name_.substr(through));
+        continue;
+      }
+      if (!is_symlink)
+        return refuse(fmt::format("entry \"{}\": a file where this layer puts files below it",
+                                  raw));
+      const char* target = ar().entry_symlink(e);
+      if (target == nullptr)
+        return refuse(fmt::format("entry \"{}\" is a symlink without a target", raw));
+      std::string to = BERTH_TRY(link_target(raw, name_, target));
+      if (to == name_ || to.starts_with(name_ + "/"))
+        return refuse(fmt::format("entry \"{}\" goes through too many symlinks", raw));
+      // Every step to the target must be a directory (or nothing yet) in the merged tree.
+      for (size_t end = 0; end != std::string::npos && !to.empty();) {
+        end = to.find('/', end == 0 ? 0 : end + 1);
+        MergeTree::Node* on = tree_.find(to.substr(0, end));
+        if (on != nullptr && on->inode != nullptr && !on->is_dir())
+          return refuse(fmt::format("entry \"{}\": its target \"{}\" is not a directory in the "
+                                    "merged layers",
+                                    raw, target));
+      }
+      tree_.move_below(name_, to);
+      move_paths(name_, to);
+    }
+  }
+
+  /// Where a symlink at `link` (a normalised path) to `target` leads, normalised, within the
+  /// root: "" for the root itself. Refused as the unpacker refuses them (open_beneath()): an
+  /// absolute target, or one that climbs out of the root.
+  Result<std::string> link_target(std::string_view raw, std::string_view link,
+                                  std::string_view target) const {
+    auto escapes = [&] {
+      return refuse(fmt::format("entry \"{}\" escapes the root: it goes through a symlink outside",
+                                raw));
+    };
+    if (target.starts_with('/')) return escapes();
+    size_t slash = link.rfind('/');
+    std::vector<std::string_view> parts;
+    std::string_view dir = slash == std::string_view::npos ? "" : link.substr(0, slash);
+    std::string joined = std::string(dir) + "/" + std::string(target);
+    std::string_view rest = joined;
+    while (!rest.empty()) {
+      size_t cut = rest.find('/');
+      std::string_view comp = rest.substr(0, cut);
+      rest = cut == std::string_view::npos ? "" : rest.substr(cut + 1);
+      if (comp.empty() || comp == ".") continue;
+      if (comp == "..") {
+        if (parts.empty()) return escapes();
+        parts.pop_back();
+        continue;
+      }
+      parts.push_back(comp);
+    }
+    std::string out;
+    for (std::string_view p : parts) out += (out.empty() ? "" : "/") + std::string(p);
+    return out;
+  }
+
+  /// Paths recorded under `from` now live under `to` (MergeTree::move_below()).
+  void move_paths(const std::string& from, const std::string& to) {
+    auto moved = [&](std::string& p) {
+      if (p.size() > from.size() && p.starts_with(from) && p[from.size()] == '/')
+        p = to.empty() ? p.substr(from.size() + 1) : to + p.substr(from.size());
+    };
+    for (CrossLink& l : cross_) {
+      moved(l.name);
+      moved(l.target);
+    }
+  }
+
+  /// The first entry at name_ of a layer older than links to it from newer layers decides
+  /// what they link to (layers come newest first). When a layer newer than the link hides it,
+  /// the link keeps its data anyway, as `berth unpack` does: the placeholder inode to write
+  /// the data into (nullptr when there is none to write).
+  MergeInode* older_link_target(Verdict v, bool plain_file) {
+    MergeInode* data = nullptr;
+    for (CrossLink& l : cross_) {
+      if (l.decided || l.index <= index_ || l.target != name_) continue;
+      l.decided = true;
+      if (v != Verdict::kShadowed || !plain_file) continue;  // resolve_cross_links() links it
+      MergeTree::Node* n = tree_.find(l.name);
+      if (n == nullptr || n->inode != l.placeholder) continue;  // replaced in its own layer
+      l.has_data = true;
+      if (data == nullptr)
+        data = l.placeholder;
+      else
+        tree_.link(l.index, l.name, data);
+    }
+    return data;
   }
 
   Status add_hardlink(std::string_view raw, const char* target) {
@@ -803,6 +914,7 @@ class LayerSquasher {
   std::unordered_set<std::string> shadowed_files_;      // this layer's hidden regular files
   std::map<std::string, Wanted> wanted_;                // hidden files that links still need
   std::vector<CrossLink> cross_;                        // links to older layers' files
+  static constexpr int kMaxLinkHops = 40;               // the kernel's own limit
 };
 
 // ---------------------------------------------------------------------------------------------

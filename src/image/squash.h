@@ -9,7 +9,10 @@
 //
 // What is kept, and how it compares with `berth unpack`:
 // - paths: the unpacker's rules (image/rootfs_path.h): a name that is absolute or climbs out
-//   with ".." fails the squash; "/" and "./" entries give the root its metadata;
+//   with ".." fails the squash; "/" and "./" entries give the root its metadata; a path through
+//   a symlink (of its own layer, or one an older layer puts where newer layers wrote below)
+//   goes where the link leads within the root, as unpack's open_beneath() takes it;
+// - hard links to a file a newer layer replaced keep the older file's data, as in unpack;
 // - whiteouts and opaque directories as OCI layers define them;
 // - ownership and modes as the image says: uid/gid from the tar (root's files stay 0:0), setuid
 //   and setgid bits kept (a rootless unpack cannot keep either; a FUSE or user-namespace mount

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 namespace berth {
 namespace {
 
@@ -142,6 +144,70 @@ void MergeTree::set_dir_meta(int layer, std::string_view path, const MergeInode&
   d.gid = meta.gid;
   d.mtime = meta.mtime;
   n->entry_layer = layer;
+}
+
+size_t MergeTree::symlink_on_path(int layer, std::string_view path) {
+  Node* n = &root_;
+  size_t found = 0;
+  for_each_component(path, [&](std::string_view comp, bool last) {
+    if (n == nullptr || found != 0) return;
+    auto it = n->children.find(comp);
+    n = it == n->children.end() ? nullptr : it->second.get();
+    if (n != nullptr && !last && n->inode != nullptr && S_ISLNK(n->inode->mode) &&
+        n->entry_layer == layer)
+      found = static_cast<size_t>(comp.data() + comp.size() - path.data());
+  });
+  return found;
+}
+
+namespace {
+
+/// Merges node `from` into node `into`: children `into` lacks move over; at a name both hold,
+/// two directories merge and otherwise the newer entry (higher layer) stays, with its subtree.
+void merge_nodes(MergeTree::Node& into, MergeTree::Node& from) {
+  into.whiteout_layer = std::max(into.whiteout_layer, from.whiteout_layer);
+  into.opaque_layer = std::max(into.opaque_layer, from.opaque_layer);
+  for (auto& [name, child] : from.children) {
+    auto it = into.children.find(name);
+    if (it == into.children.end()) {
+      into.children.emplace(name, std::move(child));
+      continue;
+    }
+    MergeTree::Node& there = *it->second;
+    bool dirs = (there.inode == nullptr || there.is_dir()) &&
+                (child->inode == nullptr || child->is_dir());
+    if (dirs) {
+      if (child->entry_layer > there.entry_layer || there.inode == nullptr) {
+        if (child->inode != nullptr) there.inode = child->inode;
+        there.entry_layer = std::max(there.entry_layer, child->entry_layer);
+      }
+      merge_nodes(there, *child);
+    } else if (child->entry_layer > there.entry_layer) {
+      it->second = std::move(child);
+    }
+  }
+  from.children.clear();
+}
+
+}  // namespace
+
+void MergeTree::move_below(std::string_view from, std::string_view to) {
+  size_t slash = from.rfind('/');
+  Node* parent = slash == std::string_view::npos ? &root_ : walk(from.substr(0, slash), false);
+  if (parent == nullptr) return;
+  auto it = parent->children.find(from.substr(slash == std::string_view::npos ? 0 : slash + 1));
+  if (it == parent->children.end()) return;
+  std::unique_ptr<Node> moved = std::move(it->second);
+  parent->children.erase(it);
+  Node* n = &root_;
+  for_each_component(to, [&](std::string_view comp, bool) {
+    auto c = n->children.find(comp);
+    if (c == n->children.end())
+      c = n->children.emplace(std::string(comp), std::make_unique<Node>()).first;
+    n = c->second.get();
+    if (n->inode == nullptr) n->inode = new_inode(implied_dir());
+  });
+  merge_nodes(*n, *moved);
 }
 
 void MergeTree::whiteout(int layer, std::string_view path) {

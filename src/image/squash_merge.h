@@ -11,10 +11,13 @@
 // entries at one path wins, as tar extraction does.
 //
 // Directories that no layer lists but entries imply get mode 0755, owner 0:0 and mtime 0,
-// until an older layer lists them (its metadata then applies). `berth unpack` differs in two
-// edge cases only: its own whiteouts also remove same-layer entries that came before them,
-// and a newer layer's files under a path that an older layer makes a symlink go through that
-// symlink there; here the second case is refused (Verdict::kConflict).
+// until an older layer lists them (its metadata then applies). A path through a symlink goes
+// where `berth unpack` takes it (through the link, within the root): an entry below a
+// symlink of its own layer is offered again at the link's target (the squasher rewrites the
+// path), and when an older layer makes a symlink of a path newer layers only put entries
+// below, move_below() moves those entries to the link's target first. `berth unpack` still
+// differs in one edge case: its own whiteouts also remove same-layer entries that came
+// before them.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +50,7 @@ enum class Verdict {
   kDirMeta,   ///< a directory that newer layers only implied: this entry's metadata applies
   kShadowed,  ///< hidden by a newer layer: skip it, without reading its data
   kConflict,  ///< a symlink (or a non-directory of the same layer) where newer entries need a
-              ///< directory: not merged (see the file comment)
+              ///< directory: symlink_on_path() says which; the caller resolves it or refuses
 };
 
 class MergeTree {
@@ -77,6 +80,16 @@ class MergeTree {
   void whiteout(int layer, std::string_view path);
   /// An opaque marker in `layer` on directory `path`: hides older layers' contents of it.
   void opaque(int layer, std::string_view path);
+
+  /// After offer() said kConflict for `path` in `layer`: the length of the prefix of `path`
+  /// that is a symlink of that layer (a parent the entry goes through), or 0 when the conflict
+  /// is another (the entry itself is a symlink over newer layers' entries, or a parent is a
+  /// file of that layer).
+  size_t symlink_on_path(int layer, std::string_view path);
+  /// Moves what newer layers put below `from` (a directory they only implied) to `to`, merged
+  /// with what is there (the newer entry wins at a path both hold), and removes `from`: an
+  /// older layer makes `from` a symlink to `to`, through which `berth unpack` wrote them.
+  void move_below(std::string_view from, std::string_view to);
 
   /// The node at `path`, or nullptr.
   Node* find(std::string_view path);

@@ -123,11 +123,36 @@ TEST(SquashMerge, ImpliedDirectoriesAreRootOwned0755UntilAnOlderLayerListsThem) 
   EXPECT_EQ(usr->entry_layer, -1);
   EXPECT_EQ(put(t, 0, "usr/local", dir(0775, 7)), Verdict::kDirMeta);
   EXPECT_EQ(t.find("usr/local")->inode->uid, 7u);
-  // A file where newer layers imply a directory loses; a symlink there is refused.
+  // A file where newer layers imply a directory loses; a symlink there conflicts (the squasher
+  // then moves what is below it to where it leads: MovedBelowASymlinksTarget).
   EXPECT_EQ(put(t, 0, "usr", file()), Verdict::kShadowed);
   MergeInode link;
   link.mode = S_IFLNK | 0777;
   EXPECT_EQ(t.offer(0, "usr/local/bin", false, true), Verdict::kConflict);
+}
+
+TEST(SquashMerge, MovedBelowASymlinksTarget) {
+  MergeTree t;
+  EXPECT_EQ(put(t, 2, "lib/x", file(0600)), Verdict::kAdd);
+  EXPECT_EQ(put(t, 2, "usr/lib/y", file()), Verdict::kAdd);
+  EXPECT_EQ(put(t, 1, "lib/y", file(0640)), Verdict::kAdd);
+  t.opaque(2, "lib");
+  EXPECT_EQ(t.offer(0, "lib", false, true), Verdict::kConflict);
+  EXPECT_EQ(t.symlink_on_path(0, "lib"), 0u);
+  t.move_below("lib", "usr/lib");
+  EXPECT_EQ(t.find("lib"), nullptr);
+  EXPECT_EQ(t.find("usr/lib/x")->inode->mode, static_cast<uint32_t>(S_IFREG | 0600));
+  // Both layers wrote usr/lib/y (through the link or not): the newer one stays.
+  EXPECT_EQ(t.find("usr/lib/y")->entry_layer, 2);
+  EXPECT_EQ(t.find("usr/lib")->opaque_layer, 2);
+  EXPECT_EQ(t.offer(0, "lib", false, true), Verdict::kAdd);
+  // A symlink of the entry's own layer on its path: where it is.
+  MergeInode link;
+  link.mode = S_IFLNK | 0777;
+  link.target = "usr/lib";
+  EXPECT_EQ(put(t, 0, "lib", link), Verdict::kAdd);
+  EXPECT_EQ(t.offer(0, "lib/z/w", false, false), Verdict::kConflict);
+  EXPECT_EQ(t.symlink_on_path(0, "lib/z/w"), 3u);
 }
 
 TEST(SquashMerge, LaterEntryOfTheSameLayerWins) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -219,6 +220,105 @@ TEST_F(Squash, InspectAndRunSayTheSameOfATruncatedFile) {
   EXPECT_EQ(info.error().message(),
             "read squashfs " + p + ": truncated squashfs image: it says " +
                 std::to_string(full->bytes_used) + " bytes, the file has 200");
+}
+
+}  // namespace
+}  // namespace berth
+
+namespace berth {
+namespace {
+
+/// A symlink entry.
+Entry sym(std::string n, std::string target) {
+  return {std::move(n), AE_IFLNK, "", std::move(target)};
+}
+
+/// "path type content-or-target" for everything below `root` (Berth's /.berth left out),
+/// sorted: what a run would see, compared between squash and unpack.
+std::string tree_listing(const std::string& root) {
+  std::vector<std::string> lines;
+  for (auto it = std::filesystem::recursive_directory_iterator(root);
+       it != std::filesystem::recursive_directory_iterator(); ++it) {
+    std::string rel = it->path().lexically_relative(root).string();
+    if (rel == ".berth" || rel.starts_with(".berth/")) continue;
+    if (it->is_symlink())
+      lines.push_back(rel + " -> " + std::filesystem::read_symlink(it->path()).string());
+    else if (it->is_directory())
+      lines.push_back(rel + "/");
+    else
+      lines.push_back(rel + " = " + slurp(it->path().string()));
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string out;
+  for (const std::string& l : lines) out += l + "\n";
+  return out;
+}
+
+class SquashLikeUnpack : public ::testing::Test {
+ protected:
+  TempDir tmp_{"squash-unpack"};
+
+  /// Writes `layers` (bottom first), squashes and unpacks them, and returns both trees'
+  /// listings; the squash's is "" (and the test skipped) without unsquashfs.
+  std::pair<std::string, std::string> both(const std::vector<std::vector<Entry>>& layers) {
+    std::vector<LayerInput> inputs;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      std::string p = tmp_ / ("layer" + std::to_string(i) + ".tar.gz");
+      write_layer(p, layers[i]);
+      inputs.emplace_back(p, *sha256_file(p));
+    }
+    std::string unpacked = tmp_ / "unpacked";
+    auto u = unpack_layers(inputs, unpacked);
+    EXPECT_TRUE(u.ok()) << u.error().message();
+    std::string file = tmp_ / "img.sqsh";
+    auto s = squash_layers(inputs, "{}", {}, file);
+    EXPECT_TRUE(s.ok()) << s.error().message();
+    if (!s.ok() || std::system("command -v unsquashfs >/dev/null 2>&1") != 0) return {};
+    std::string extracted = tmp_ / "extracted";
+    std::string cmd = "unsquashfs -no-xattrs -q -d '" + extracted + "' '" + file + "' >/dev/null";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    return {tree_listing(unpacked), tree_listing(extracted)};
+  }
+};
+
+TEST_F(SquashLikeUnpack, AnOlderLayersSymlinkTakesANewerLayersFilesWhereItLeads) {
+  // Merged /usr: the base makes lib a link to usr/lib; a newer layer writes lib/x without
+  // listing lib itself, so unpack writes usr/lib/x through the link.
+  auto [unpacked, squashed] =
+      both({{d("usr"), d("usr/lib"), f("usr/lib/base", "b"), sym("lib", "usr/lib")},
+            {f("lib/x", "x"), d("lib/sub"), f("lib/sub/y", "y")}});
+  if (squashed.empty()) GTEST_SKIP() << "unsquashfs (squashfs-tools) is not installed";
+  EXPECT_EQ(squashed, unpacked);
+  EXPECT_EQ(unpacked,
+            "lib -> usr/lib\nusr/\nusr/lib/\nusr/lib/base = b\nusr/lib/sub/\nusr/lib/sub/y = y\n"
+            "usr/lib/x = x\n");
+}
+
+TEST_F(SquashLikeUnpack, AnEntryBelowASymlinkOfItsOwnLayerGoesWhereItLeads) {
+  auto [unpacked, squashed] = both({{sym("lib", "usr/lib"), d("usr"), d("usr/lib"),
+                                     f("lib/x", "x"), sym("etc", "./usr/../usr"), f("etc/e", "e")}});
+  if (squashed.empty()) GTEST_SKIP() << "unsquashfs (squashfs-tools) is not installed";
+  EXPECT_EQ(squashed, unpacked);
+  EXPECT_EQ(unpacked, "etc -> ./usr/../usr\nlib -> usr/lib\nusr/\nusr/e = e\nusr/lib/\nusr/lib/x = x\n");
+}
+
+TEST_F(SquashLikeUnpack, AHardLinkKeepsTheFileANewerLayerReplaced) {
+  auto [unpacked, squashed] =
+      both({{f("a", "old"), f("keep", "k")}, {hard("b", "a")}, {f("a", "new")}});
+  if (squashed.empty()) GTEST_SKIP() << "unsquashfs (squashfs-tools) is not installed";
+  EXPECT_EQ(squashed, unpacked);
+  EXPECT_EQ(unpacked, "a = new\nb = old\nkeep = k\n");
+}
+
+TEST_F(SquashLikeUnpack, ASymlinkOutOfTheRootIsRefusedByBoth) {
+  std::string p = tmp_ / "l.tar.gz";
+  write_layer(p, {sym("lib", "../../usr/lib"), f("lib/x", "x")});
+  std::vector<LayerInput> in{LayerInput(p, *sha256_file(p))};
+  auto s = squash_layers(in, "{}", {}, tmp_ / "x.sqsh");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message(),
+            "squash " + p + ": entry \"lib/x\" escapes the root: it goes through a symlink outside");
+  EXPECT_FALSE(unpack_layers(in, tmp_ / "u").ok());
 }
 
 }  // namespace
