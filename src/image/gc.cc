@@ -98,6 +98,23 @@ Status sweep_index_temporaries(const Store& store, bool dry_run, std::vector<Lef
   return {};
 }
 
+/// version.tmp.*: write_file_atomic's temporaries of the layout version, written without a lock
+/// by the first opens of a new store (image/store.cc) and renamed at once: one a minute old
+/// lost its process between the two steps.
+Status sweep_version_temporaries(const Store& store, bool dry_run, std::vector<Leftover>& out) {
+  time_t now = ::time(nullptr);
+  for (const std::string& n : list_dir(store.root())) {
+    if (!n.starts_with("version.tmp.")) continue;
+    std::string path = path_join(store.root(), n);
+    Leftover l{LeftoverKind::kTempFile, path, "", tree_size(path),
+               now - mtime_of(path) < kUnlockedGraceSeconds};
+    if (!l.in_use && !dry_run && ::unlink(path.c_str()) != 0 && errno != ENOENT)
+      return sys_error("remove", path);
+    out.push_back(std::move(l));
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string_view leftover_kind_word(LeftoverKind k) {
@@ -167,6 +184,7 @@ Result<std::vector<Leftover>> sweep_tmp(const Store& store, bool dry_run) {
   std::vector<Leftover> out = BERTH_TRY(sweep_staging(store, dry_run));
   BERTH_CHECK(sweep_downloads(store, dry_run, out));
   BERTH_CHECK(sweep_index_temporaries(store, dry_run, out));
+  BERTH_CHECK(sweep_version_temporaries(store, dry_run, out));
   return out;
 }
 

@@ -9,6 +9,8 @@
 //   tmp/stage-*/               an import or load; its owner holds stage-*/lock
 //   tmp/.new-*/                a staging folder not yet locked: removed once a minute old
 //   images.json.tmp.*          a rewrite of the index; written only under <root>/lock
+//   version.tmp.*              the layout version of a new store, written without a lock and
+//                              renamed at once: removed once a minute old
 //   blobs/sha256/<hex>         unused when no record names it; deleted under the sweep lock
 #pragma once
 
@@ -30,7 +32,8 @@ enum class LeftoverKind : uint8_t {
   kDownload,   ///< an interrupted download (tmp/<hex>.partial and its lock file)
   kStaging,    ///< an import's or load's staging folder
   kContainer,  ///< a container half created or half removed (containers/.tmp-<id>)
-  kTempFile,   ///< a temporary of an atomic rewrite (images.json.tmp.*, container.json.tmp.*)
+  kTempFile,   ///< a temporary of an atomic rewrite (images.json.tmp.*, version.tmp.*,
+               ///< container.json.tmp.*)
   kName,       ///< a container name whose container is gone
 };
 

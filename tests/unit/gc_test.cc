@@ -2,6 +2,7 @@
 #include "image/gc.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -192,6 +193,26 @@ TEST_F(GcTest, SweepTakesOnlyWhatNoLiveProcessHolds) {
   staging = FileLock();
   ASSERT_TRUE(sweep_tmp(store(), false).ok());
   EXPECT_EQ(tmp_names(), std::set<std::string>{".new-young0"});
+}
+
+TEST_F(GcTest, AVersionTemporaryGoesOnceAMinuteOld) {
+  // A first open killed between writing the layout version and renaming it into place.
+  write_text(tmp_ / "version.tmp.99999.0", "{\"version\":1}\n");
+  write_text(tmp_ / "version.tmp.99998.0", "{\"version\":1}\n");  // being written now
+  struct timespec old[2] = {{::time(nullptr) - 120, 0}, {::time(nullptr) - 120, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (tmp_ / "version.tmp.99999.0").c_str(), old, 0), 0);
+  auto dry = sweep_tmp(store(), true);
+  ASSERT_TRUE(dry.ok()) << dry.error().message();
+  std::map<std::string, bool> seen;  // path -> in use
+  for (const Leftover& l : *dry)
+    if (l.kind == LeftoverKind::kTempFile) seen[l.path] = l.in_use;
+  EXPECT_EQ(seen, (std::map<std::string, bool>{{tmp_ / "version.tmp.99999.0", false},
+                                               {tmp_ / "version.tmp.99998.0", true}}));
+  EXPECT_TRUE(path_exists(tmp_ / "version.tmp.99999.0"));
+  ASSERT_TRUE(sweep_tmp(store(), false).ok());
+  EXPECT_FALSE(path_exists(tmp_ / "version.tmp.99999.0"));
+  EXPECT_TRUE(path_exists(tmp_ / "version.tmp.99998.0"));
+  EXPECT_TRUE(path_exists(tmp_ / "version"));
 }
 
 TEST_F(GcTest, ContainerLeftoversGoOnlyWhenTheirOwnerIsGone) {
