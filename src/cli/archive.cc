@@ -119,6 +119,8 @@ Action setup_save(CLI::App& app, const GlobalOptions& g) {
   app.add_option("IMAGE", o->images, "Images to save")->required();
   return [o, &g]() -> Status {
     Store store = BERTH_TRY(open_store(g));
+    // Before the records are read: no rmi or gc deletes a blob of theirs until all is written.
+    FileLock pinned = BERTH_TRY(store.pin());
     std::vector<ImageRecord> recs;
     for (const std::string& name : o->images) {
       ImageRecord rec = BERTH_TRY(store.find_image(name));

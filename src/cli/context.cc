@@ -85,7 +85,8 @@ Result<FileLock> wait_for_sweep_lock(const GlobalOptions& g, const Store& store,
   FileLock lock = BERTH_TRY(store.sweep_lock(false));
   if (lock.held()) return lock;
   constexpr const char* kWaiting =
-      "Waiting for the pulls, imports, loads and creates in progress to finish...";
+      "Waiting for the commands using the store's blobs (pull, import, load, create, squash, "
+      "save, unpack) to finish...";
   if (!g.quiet && ProgressMeter::stderr_is_terminal())
     std::fprintf(stderr, "%s\n", kWaiting);
   else
@@ -99,7 +100,8 @@ Result<FileLock> wait_for_sweep_lock(const GlobalOptions& g, const Store& store,
   }
   return make_error(op, store.root(),
                     "the store is still busy after " + std::to_string(timeout_s) +
-                        " s: a pull, import, load or create holds it",
+                        " s: a command using its blobs (pull, import, load, create, squash, save, "
+                        "unpack) holds it",
                     ErrorCode::kBusy)
       .with_hint("try again when it has finished, or with a longer --timeout");
 }

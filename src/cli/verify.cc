@@ -37,6 +37,8 @@ Action setup_unpack(CLI::App& app, const GlobalOptions& g) {
   app.add_option("DIR", o->dir, "Target directory (must not exist or be empty)")->required();
   return [o, &g]() -> Status {
     Store store = BERTH_TRY(open_store(g));
+    // Before the record is read: no rmi or gc deletes a blob of it while it is unpacked.
+    FileLock pinned = BERTH_TRY(store.pin());
     ImageRecord rec = BERTH_TRY(store.find_image(o->image));
     std::vector<LayerInput> layers = BERTH_TRY(store.layer_inputs(rec, "unpack"));
     BERTH_TRY(unpack_layers(layers, o->dir).with_context("unpack " + rec.name));
