@@ -233,10 +233,13 @@ Result<PolicyLayer> parse_policy(std::string_view text, const std::string& path,
         if (std::find(std::begin(kLockableKeys), std::end(kLockableKeys), key_name) ==
             std::end(kLockableKeys))
         {
-          std::string keys;
-          for (std::string_view lockable : kLockableKeys)
-            keys += (keys.empty() ? "" : ", ") + std::string(lockable);
-          return r.bad(node, k, "names \"" + key_name + "\", which cannot be locked (" + keys + ")");
+          std::string what = "names \"" + key_name + "\", which cannot be locked (";
+          for (std::string_view lockable : kLockableKeys) {
+            if (what.back() != '(') what += ", ";
+            what += lockable;
+          }
+          what += ")";
+          return r.bad(node, k, what);
         }
     } else {
       // A misspelt key in a policy would silently not be enforced: refuse it.
