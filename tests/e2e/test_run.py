@@ -175,6 +175,21 @@ def test_default_mounts(berth, img):
     assert {"null", "zero", "full", "random", "urandom", "tty", "pts", "shm"} <= names
 
 
+def test_volumes_in_and_over_dev(berth, img):
+    """Entries directly inside Berth's fresh /dev tmpfs take a short path (no walk beneath the
+    root); a volume over /dev itself must end that, or later entries land in the hidden tmpfs."""
+    over = berth.make_dir("devover")
+    inner = berth.make_dir("devinner")
+    berth.write_file("devinner/mark.txt", "inner\n")
+    _, out, _ = berth("run", "--rm", "-v", f"{inner}:/dev/first", img,
+                      "/probe", "cat", "/dev/first/mark.txt")
+    assert "inner" in out
+    _, out, _ = berth("run", "--rm", "-v", f"{over}:/dev", "-v", f"{inner}:/dev/sub", img,
+                      "/probe", "cat", "/dev/sub/mark.txt")
+    assert "inner" in out
+    assert os.path.isdir(os.path.join(over, "sub"))  # made in the volume, not in the tmpfs
+
+
 def test_host_dev_binds_the_hosts_dev(berth, img):
     _, out, _ = berth("run", "--rm", "--host-dev", img, "/probe", "ls", "/dev")
     names = {line[len("name="):] for line in out.splitlines() if line.startswith("name=")}
