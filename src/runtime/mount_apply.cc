@@ -274,20 +274,17 @@ bool apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildFailur
     return false;
   }
   fd_path(path, fd);
-  rc = remount_read_only(path);
+  // mount_setattr (Linux 5.12) makes the mount read-only in one call, with its submounts for
+  // an rbind; without it, a remount does the top, which needs the locked flags read first.
+  struct mount_attr attr;
+  std::memset(&attr, 0, sizeof attr);
+  attr.attr_set = MOUNT_ATTR_RDONLY;
+  unsigned int at = AT_EMPTY_PATH | (e.kind == MountKind::kRbind ? AT_RECURSIVE : 0);
+  rc = static_cast<int>(::syscall(SYS_mount_setattr, fd, "", at, &attr, sizeof attr));
   err = errno;
-  if (rc == 0 && e.kind == MountKind::kRbind) {
-    // Submounts too, where the kernel has mount_setattr; the top is read-only
-    // either way, so ENOSYS on an old kernel is not an error.
-    struct mount_attr attr;
-    std::memset(&attr, 0, sizeof attr);
-    attr.attr_set = MOUNT_ATTR_RDONLY;
-    if (::syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) !=
-            0 &&
-        errno != ENOSYS) {
-      rc = -1;
-      err = errno;
-    }
+  if (rc != 0 && err == ENOSYS) {
+    rc = remount_read_only(path);
+    err = errno;
   }
   if (rc != 0) {
     // Never leave a mount meant to be read-only writable, even an optional one.
