@@ -93,6 +93,8 @@ Result<ContainerSpec> prepare_spec(const nlohmann::json& image_config, const std
   std::string passwd = BERTH_TRY(read_in_root(rootfs, "/etc/passwd"));
   std::string group = BERTH_TRY(read_in_root(rootfs, "/etc/group"));
   ContainerSpec spec = BERTH_TRY(build_spec(image_config, rootfs, opts, host, passwd, group));
+  spec.passwd = std::move(passwd);  // the engine's identity step reads them from here
+  spec.group = std::move(group);
   BERTH_CHECK(apply_mount_policy(site, opts.bind_home && !given.bind_home, spec));
   BERTH_CHECK(add_run_devices(opts, host, discovery, spec));
   return spec;
@@ -216,7 +218,11 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
     return run_directory(opts, name, remove, what, host, discovery_options(g), site, given);
   }
   ContainerStore cs = BERTH_TRY(open_containers(g));
-  Target t = BERTH_TRY(find_or_create(g, cs, what, name, true));
+  // Without --rm, the run needs no list of the container's names (a scan of names/ that
+  // grows with the store) and no probe of its run lock (taken just below).
+  Target t = BERTH_TRY(find_or_create(
+      g, cs, what, name, true, {},
+      remove ? ContainerStore::Detail::kFull : ContainerStore::Detail::kRecord));
   const ContainerRecord& c = t.container;
   std::string rootfs = cs.rootfs(c);
   FileLock lock = BERTH_TRY(cs.lock_for_run(c));
