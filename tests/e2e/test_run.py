@@ -156,6 +156,26 @@ def test_hostname_flag(berth, img):
     assert "-h,--hostname" in out
 
 
+def test_option_spellings(berth, img):
+    """run declares only the options its command line mentions (a start-up saving): every way
+    of spelling one must still reach it."""
+    _, out, _ = berth("run", "--rm", "--env=LONG_EQ=1", "-eSHORT_GLUED=2", "-w/tmp",
+                      "--hostname=box3", img, "/probe", "env")
+    env = dict(line[len("env="):].split("=", 1) for line in out.splitlines()
+               if line.startswith("env="))
+    assert env["LONG_EQ"] == "1" and env["SHORT_GLUED"] == "2"
+    _, out, _ = berth("run", "--rm", "-w/tmp", "--hostname=box3", img, "/probe", "cwd")
+    assert kv(out)["cwd"] == "/tmp"
+    _, out, _ = berth("run", "--rm", "--hostname=box3", img, "/probe", "hostname")
+    assert kv(out)["hostname"] == "box3"
+    # An option the image's command takes is the command's, as before: /probe gets "-v".
+    code, out, err = berth("run", "--rm", img, "/probe", "env", "-v", check=False)
+    assert code == 0, err
+    # An unknown flag before the image is still named as one.
+    code, _, err = berth("run", "--rm", "--no-such-flag", img, "/probe", "env", check=False)
+    assert code == 125 and "--no-such-flag" in err
+
+
 def test_stdin_passes_through_with_i(berth, img):
     _, out, _ = berth("run", "--rm", "-i", img, "/bin/cat", input="from stdin\n")
     assert out == "from stdin\n"
