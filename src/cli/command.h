@@ -6,12 +6,33 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
 #include "site/config.h"
 
 namespace berth::cli {
+
+/// The option names a command line mentions anywhere in it: every "--name" (up to its "="),
+/// and every "-x" of a "-xyz" cluster. Declaring a CLI11 option costs microseconds (its
+/// std::function and strings, and a check of its names against every option declared before
+/// it), which every container start paid for all of run's options; run declares only those
+/// the line mentions. The parse is the same: an option the line does not name cannot change
+/// it. A superset is harmless (the container's own "-c" declares nothing or one option more);
+/// --help, or no command line at all, declares everything.
+class MentionedOptions {
+ public:
+  MentionedOptions() = default;
+  MentionedOptions(int argc, char** argv);
+  /// Whether a CLI11 name list ("-e,--env", "--bind-home,!--no-bind-home") names an option
+  /// the line mentions.
+  bool any(std::string_view names) const;
+
+ private:
+  bool all_ = true;
+  std::vector<std::string> names_;
+};
 
 /// Options given before the command name.
 struct GlobalOptions {
@@ -22,7 +43,12 @@ struct GlobalOptions {
   /// The configuration file (site/config.h), read once before the command runs; an error in
   /// it is reported by the commands that use it.
   Result<SiteConfig> site = SiteConfig{};
+  /// What the command line mentions, for commands that declare only those options.
+  MentionedOptions mentioned;
 };
+
+/// How often an option was given; 0 when it was not declared (MentionedOptions).
+size_t given_count(const CLI::App& app, const std::string& name);
 
 using Action = std::function<Status()>;
 

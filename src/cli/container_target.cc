@@ -14,9 +14,10 @@ Error unknown_flag(Op command, const std::string& flag) {
 
 Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const std::string& what,
                               const std::string& name, bool allow_existing,
-                              const std::vector<std::string>& command) {
+                              const std::vector<std::string>& command,
+                              ContainerStore::Detail detail) {
   if (allow_existing) {
-    if (auto c = cs.find(what); c.ok()) {
+    if (auto c = cs.find(what, detail); c.ok()) {
       if (!name.empty())
         return make_error("run", what, "--name applies to a new container, not to an existing one");
       return Target{*c, false};

@@ -27,6 +27,7 @@ struct Target {
 /// the image first when it is not in the store.
 Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const std::string& what,
                               const std::string& name, bool allow_existing,
-                              const std::vector<std::string>& command = {});
+                              const std::vector<std::string>& command = {},
+                              ContainerStore::Detail detail = ContainerStore::Detail::kFull);
 
 }  // namespace berth::cli

@@ -51,6 +51,39 @@ const std::vector<Command>& command_table() {
   return table;
 }
 
+MentionedOptions::MentionedOptions(int argc, char** argv) : all_(false) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--help") all_ = true;
+    if (a.size() < 2 || a[0] != '-' || a == "--") continue;
+    if (a[1] == '-') {
+      names_.emplace_back(a.substr(0, a.find('=')));
+    } else {
+      for (char c : a.substr(1)) names_.push_back(std::string{'-', c});
+    }
+  }
+}
+
+bool MentionedOptions::any(std::string_view names) const {
+  if (all_) return true;
+  size_t start = 0;
+  while (start <= names.size()) {
+    size_t comma = names.find(',', start);
+    std::string_view n = names.substr(start, comma == std::string_view::npos ? comma : comma - start);
+    if (!n.empty() && n.front() == '!') n.remove_prefix(1);
+    for (const std::string& m : names_)
+      if (m == n) return true;
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return false;
+}
+
+size_t given_count(const CLI::App& app, const std::string& name) {
+  const CLI::Option* o = app.get_option_no_throw(name);
+  return o == nullptr ? 0 : o->count();
+}
+
 namespace {
 
 /// Exit statuses, as Docker's CLI uses them.
@@ -90,11 +123,15 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "berth " BERTH_VERSION);
   GlobalOptions g;
-  app.add_option("--home", g.home, "Store root (default $BERTH_HOME or ~/.local/share/berth)");
-  app.add_option("--insecure-registry", g.insecure,
-                 "Allow plain HTTP to this registry (host[:port]); repeatable");
-  app.add_flag("-v,--verbose", g.verbose, "Say more about what happens");
-  app.add_flag("-q,--quiet", g.quiet, "Print only errors");
+  g.mentioned = MentionedOptions(argc, argv);
+  const MentionedOptions& m = g.mentioned;
+  if (m.any("--home"))
+    app.add_option("--home", g.home, "Store root (default $BERTH_HOME or ~/.local/share/berth)");
+  if (m.any("--insecure-registry"))
+    app.add_option("--insecure-registry", g.insecure,
+                   "Allow plain HTTP to this registry (host[:port]); repeatable");
+  if (m.any("-v,--verbose")) app.add_flag("-v,--verbose", g.verbose, "Say more about what happens");
+  if (m.any("-q,--quiet")) app.add_flag("-q,--quiet", g.quiet, "Print only errors");
 
   Action action;
   // Only the command named is declared when there is one: declaring all thirty (each option a

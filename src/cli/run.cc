@@ -44,34 +44,47 @@ std::vector<std::string> host_environment() {
   return env;
 }
 
-/// Declares the options of `run`.
-void add_run_options(CLI::App& app, RunOptions& o, std::string& name) {
-  app.add_option("--name", name, "Name the container");
-  app.add_option("-e,--env", o.env, "Set a variable (KEY=VALUE, or KEY for the host's value)")
-      ->allow_extra_args(false);
-  app.add_option("--env-file", o.env_files, "Read variables from a file")->allow_extra_args(false);
-  app.add_option("-v,--volume", o.volumes, "Bind a host path: HOST:CONTAINER[:ro|:rw]")
-      ->allow_extra_args(false);
-  app.add_option("-w,--workdir", o.workdir, "Working directory inside the container");
-  app.add_option("-u,--user", o.user, "User inside: name|uid[:group|gid]");
-  app.add_option("--entrypoint", o.entrypoint, "Replace the image's entrypoint")
-      ->each([&o](const std::string&) { o.entrypoint_set = true; });
+/// Declares the options of `run` that the command line mentions (see MentionedOptions).
+void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const MentionedOptions& m) {
+  if (m.any("--name")) app.add_option("--name", name, "Name the container");
+  if (m.any("-e,--env"))
+    app.add_option("-e,--env", o.env, "Set a variable (KEY=VALUE, or KEY for the host's value)")
+        ->allow_extra_args(false);
+  if (m.any("--env-file"))
+    app.add_option("--env-file", o.env_files, "Read variables from a file")->allow_extra_args(false);
+  if (m.any("-v,--volume"))
+    app.add_option("-v,--volume", o.volumes, "Bind a host path: HOST:CONTAINER[:ro|:rw]")
+        ->allow_extra_args(false);
+  if (m.any("-w,--workdir"))
+    app.add_option("-w,--workdir", o.workdir, "Working directory inside the container");
+  if (m.any("-u,--user")) app.add_option("-u,--user", o.user, "User inside: name|uid[:group|gid]");
+  if (m.any("--entrypoint"))
+    app.add_option("--entrypoint", o.entrypoint, "Replace the image's entrypoint")
+        ->each([&o](const std::string&) { o.entrypoint_set = true; });
   // -h is the host name, as in `docker run`/`create`; help stays --help.
   app.set_help_flag("--help", "Print this help message and exit");
-  app.add_option("-h,--hostname", o.hostname, "Host name inside the container");
-  app.add_flag("-i,--interactive", o.interactive, "Keep stdin attached");
-  app.add_flag("-t,--tty", o.tty, "The workload uses the caller's terminal");
-  app.add_flag("--pid-ns", o.pid_namespace, "New PID namespace with a minimal init");
-  app.add_flag("--host-dev", o.host_dev, "Bind the host's /dev instead of a minimal one");
-  app.add_flag("--bind-home,!--no-bind-home", o.bind_home,
-               "Bind your home directory at the same path (default: the site policy's mount_home)");
-  app.add_flag("--read-only", o.read_only,
-               "Mount the container's root read-only (default: the site policy's readonly)");
-  app.add_flag("--hostenv", o.hostenv, "Pass the host's environment");
-  app.add_option("--gpus", o.gpus, "GPUs to inject: all | N | device=0,2 | GPU-uuid[,capabilities=...]");
-  app.add_option("--device", o.devices,
-                 "A CDI device (vendor.com/class=name) or a host device HOST[:CONTAINER[:rwm]]")
-      ->allow_extra_args(false);
+  if (m.any("-h,--hostname"))
+    app.add_option("-h,--hostname", o.hostname, "Host name inside the container");
+  if (m.any("-i,--interactive")) app.add_flag("-i,--interactive", o.interactive, "Keep stdin attached");
+  if (m.any("-t,--tty")) app.add_flag("-t,--tty", o.tty, "The workload uses the caller's terminal");
+  if (m.any("--pid-ns"))
+    app.add_flag("--pid-ns", o.pid_namespace, "New PID namespace with a minimal init");
+  if (m.any("--host-dev"))
+    app.add_flag("--host-dev", o.host_dev, "Bind the host's /dev instead of a minimal one");
+  if (m.any("--bind-home,!--no-bind-home"))
+    app.add_flag("--bind-home,!--no-bind-home", o.bind_home,
+                 "Bind your home directory at the same path (default: the site policy's mount_home)");
+  if (m.any("--read-only"))
+    app.add_flag("--read-only", o.read_only,
+                 "Mount the container's root read-only (default: the site policy's readonly)");
+  if (m.any("--hostenv")) app.add_flag("--hostenv", o.hostenv, "Pass the host's environment");
+  if (m.any("--gpus"))
+    app.add_option("--gpus", o.gpus,
+                   "GPUs to inject: all | N | device=0,2 | GPU-uuid[,capabilities=...]");
+  if (m.any("--device"))
+    app.add_option("--device", o.devices,
+                   "A CDI device (vendor.com/class=name) or a host device HOST[:CONTAINER[:rwm]]")
+        ->allow_extra_args(false);
   // Everything from the image on is positional: IMAGE [COMMAND [ARG...]].
   app.prefix_command();
 }
@@ -93,6 +106,8 @@ Result<ContainerSpec> prepare_spec(const nlohmann::json& image_config, const std
   std::string passwd = BERTH_TRY(read_in_root(rootfs, "/etc/passwd"));
   std::string group = BERTH_TRY(read_in_root(rootfs, "/etc/group"));
   ContainerSpec spec = BERTH_TRY(build_spec(image_config, rootfs, opts, host, passwd, group));
+  spec.passwd = std::move(passwd);  // the engine's identity step reads them from here
+  spec.group = std::move(group);
   BERTH_CHECK(apply_mount_policy(site, opts.bind_home && !given.bind_home, spec));
   BERTH_CHECK(add_run_devices(opts, host, discovery, spec));
   return spec;
@@ -216,7 +231,11 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
     return run_directory(opts, name, remove, what, host, discovery_options(g), site, given);
   }
   ContainerStore cs = BERTH_TRY(open_containers(g));
-  Target t = BERTH_TRY(find_or_create(g, cs, what, name, true));
+  // Without --rm, the run needs no list of the container's names (a scan of names/ that
+  // grows with the store) and no probe of its run lock (taken just below).
+  Target t = BERTH_TRY(find_or_create(
+      g, cs, what, name, true, {},
+      remove ? ContainerStore::Detail::kFull : ContainerStore::Detail::kRecord));
   const ContainerRecord& c = t.container;
   std::string rootfs = cs.rootfs(c);
   FileLock lock = BERTH_TRY(cs.lock_for_run(c));
@@ -258,11 +277,14 @@ Action setup_run(CLI::App& app, const GlobalOptions& g) {
     bool writable = false;
   };
   auto o = std::make_shared<Opts>();
-  add_run_options(app, o->run, o->name);
-  app.add_flag("--rm", o->remove, "Remove the container when it exits");
-  app.add_option("--engine", o->engine, "Engine for this run: " + engine_names());
-  app.add_flag("--writable", o->writable,
-               "Squashfs image: a writable root (changes are discarded at exit)");
+  const MentionedOptions& m = g.mentioned;
+  add_run_options(app, o->run, o->name, m);
+  if (m.any("--rm")) app.add_flag("--rm", o->remove, "Remove the container when it exits");
+  if (m.any("--engine"))
+    app.add_option("--engine", o->engine, "Engine for this run: " + engine_names());
+  if (m.any("--writable"))
+    app.add_flag("--writable", o->writable,
+                 "Squashfs image: a writable root (changes are discarded at exit)");
   return [o, &g, &app]() -> Status {
     // The caller's terminal is handed to the workload: without one there is nothing to hand
     // (with -i, Docker's words: it refuses the same way).
@@ -273,8 +295,8 @@ Action setup_run(CLI::App& app, const GlobalOptions& g) {
         !::isatty(STDERR_FILENO))
       return make_error("run", "-t", "no terminal to hand to the container")
           .with_hint("run from a terminal, or leave out -t");
-    GivenOptions given{app.count("--bind-home") + app.count("--no-bind-home") > 0,
-                       app.count("--read-only") > 0};
+    GivenOptions given{given_count(app, "--bind-home") + given_count(app, "--no-bind-home") > 0,
+                       given_count(app, "--read-only") > 0};
     return do_run(g, o->run, given, o->name, o->remove, o->writable, o->engine, app.remaining());
   };
 }

@@ -58,6 +58,9 @@ struct ContainerSpec {
   std::vector<gid_t> extra_gids;       ///< supplementary groups inside (mapped ones only)
   std::string user_name;               ///< name for the /etc/passwd entry ("root" for 0)
   std::string home;                    ///< HOME inside the container
+  /// The root's /etc/passwd and /etc/group as the caller read them to resolve the user; the
+  /// engine's identity step works from these instead of reading them again. Unset: it reads.
+  std::optional<std::string> passwd, group;
   std::string hostname;                ///< empty: keep the host's (no UTS namespace)
   std::vector<Volume> volumes;         ///< user volumes, in command-line order (incl. --bind-home)
   bool stdin_open = false;             ///< -i: keep stdin attached (otherwise /dev/null)

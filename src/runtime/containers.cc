@@ -101,7 +101,8 @@ Result<FileLock> ContainerStore::lock_doomed(const std::string& id) const {
   return FileLock::acquire(doomed_dir(id) + ".lock");
 }
 
-Result<ContainerRecord> ContainerStore::load(const std::string& id) const {
+Result<ContainerRecord> ContainerStore::load(const std::string& id, Detail detail,
+                                             const std::string& found_by) const {
   std::string cdir = path_join(path_join(root_, "containers"), id);
   std::string path = path_join(cdir, "container.json");
   std::string text = BERTH_TRY(read_file(path));
@@ -121,6 +122,10 @@ Result<ContainerRecord> ContainerStore::load(const std::string& id) const {
     c.link_prefix = j.value("link_prefix", "");
   } catch (const nlohmann::json::exception& e) {
     return make_error("read container", path, json_error_text(e));
+  }
+  if (detail == Detail::kRecord) {
+    if (!found_by.empty()) c.names.push_back(found_by);
+    return c;
   }
   // One open of names/ and a readlinkat per entry: no path is walked again per name.
   UniqueFd names(::open(path_join(root_, "names").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
@@ -195,18 +200,18 @@ Result<std::vector<ContainerRecord>> ContainerStore::list() const {
   return out;
 }
 
-Result<ContainerRecord> ContainerStore::find(std::string_view name_or_id) const {
+Result<ContainerRecord> ContainerStore::find(std::string_view name_or_id, Detail detail) const {
   std::string key(name_or_id);
   if (key.empty()) return make_error("find container", "\"\"", "empty name");
   if (key.find('/') == std::string::npos) {
     std::string id = link_target_id(path_join(path_join(root_, "names"), key));
-    if (!id.empty()) return load(id);
+    if (!id.empty()) return load(id, detail, key);
   }
   if (key.size() >= kMinPrefix && key.size() <= kIdLength && is_lower_hex(key)) {
     std::vector<std::string> hits;
     for (const std::string& id : list_dir(path_join(root_, "containers")))
       if (id.size() == kIdLength && id.rfind(key, 0) == 0) hits.push_back(id);
-    if (hits.size() == 1) return load(hits[0]);
+    if (hits.size() == 1) return load(hits[0], detail);
     if (hits.size() > 1)
       return make_error("find container", key,
                         "ambiguous ID prefix: " + std::to_string(hits.size()) + " containers match");

@@ -65,8 +65,14 @@ class ContainerStore {
                                  const std::vector<std::string>& command = {});
   /// Every container, oldest first.
   Result<std::vector<ContainerRecord>> list() const;
+  /// How much find() reads besides the record.
+  enum class Detail {
+    kFull,    ///< every name (a scan of names/) and whether it runs (a probe of its run lock)
+    kRecord,  ///< neither: `names` holds the name it was found by, `running` is false. For
+              ///< `berth run`, which takes the run lock anyway and removes no name (without --rm)
+  };
   /// A container by name, full ID or unique ID prefix.
-  Result<ContainerRecord> find(std::string_view name_or_id) const;
+  Result<ContainerRecord> find(std::string_view name_or_id, Detail detail = Detail::kFull) const;
   /// Adds `name` for the container (a container may have several, as in udocker).
   Status add_name(const ContainerRecord& c, const std::string& name);
   /// Removes a name; the container stays.
@@ -108,7 +114,9 @@ class ContainerStore {
   std::string rootfs(const ContainerRecord& c) const { return path_join(dir(c), "rootfs"); }
 
  private:
-  Result<ContainerRecord> load(const std::string& id) const;
+  /// `found_by`: the name the caller looked it up by, or "" (Detail::kRecord).
+  Result<ContainerRecord> load(const std::string& id, Detail detail = Detail::kFull,
+                               const std::string& found_by = "") const;
   /// containers/.tmp-<id>, and the lock its owner holds (taken before the folder exists).
   std::string doomed_dir(const std::string& id) const;
   Result<FileLock> lock_doomed(const std::string& id) const;

@@ -69,10 +69,21 @@ std::string group_with_group(std::string_view group, gid_t gid, std::string_view
   return appended(group, n + ":x:" + std::to_string(gid) + ":");
 }
 
+namespace {
+
+/// The spec's copy of a file the caller read already, else the file.
+Result<std::string> account_file(int root_fd, const std::optional<std::string>& given,
+                                 const char* path) {
+  if (given) return *given;
+  return read_file_in_root(root_fd, path);
+}
+
+}  // namespace
+
 Result<IdentityAdditions> identity_additions(int root_fd, const ContainerSpec& spec) {
   std::string name = spec.user_name.empty() && spec.uid == 0 ? "root" : spec.user_name;
-  std::string passwd = BERTH_TRY(read_file_in_root(root_fd, "/etc/passwd"));
-  std::string group = BERTH_TRY(read_file_in_root(root_fd, "/etc/group"));
+  std::string passwd = BERTH_TRY(account_file(root_fd, spec.passwd, "/etc/passwd"));
+  std::string group = BERTH_TRY(account_file(root_fd, spec.group, "/etc/group"));
   IdentityAdditions add;
   add.passwd = passwd_with_user(passwd, spec.uid, spec.gid, name, spec.home).substr(passwd.size());
   add.group = group_with_group(group, spec.gid, name).substr(group.size());
@@ -81,10 +92,10 @@ Result<IdentityAdditions> identity_additions(int root_fd, const ContainerSpec& s
 
 Status ensure_identity(int root_fd, const ContainerSpec& spec) {
   std::string name = spec.user_name.empty() && spec.uid == 0 ? "root" : spec.user_name;
-  std::string passwd = BERTH_TRY(read_file_in_root(root_fd, "/etc/passwd"));
+  std::string passwd = BERTH_TRY(account_file(root_fd, spec.passwd, "/etc/passwd"));
   BERTH_CHECK(append_in_root(root_fd, "/etc/passwd", passwd,
                              passwd_with_user(passwd, spec.uid, spec.gid, name, spec.home)));
-  std::string group = BERTH_TRY(read_file_in_root(root_fd, "/etc/group"));
+  std::string group = BERTH_TRY(account_file(root_fd, spec.group, "/etc/group"));
   return append_in_root(root_fd, "/etc/group", group, group_with_group(group, spec.gid, name));
 }
 

@@ -156,6 +156,26 @@ def test_hostname_flag(berth, img):
     assert "-h,--hostname" in out
 
 
+def test_option_spellings(berth, img):
+    """run declares only the options its command line mentions (a start-up saving): every way
+    of spelling one must still reach it."""
+    _, out, _ = berth("run", "--rm", "--env=LONG_EQ=1", "-eSHORT_GLUED=2", "-w/tmp",
+                      "--hostname=box3", img, "/probe", "env")
+    env = dict(line[len("env="):].split("=", 1) for line in out.splitlines()
+               if line.startswith("env="))
+    assert env["LONG_EQ"] == "1" and env["SHORT_GLUED"] == "2"
+    _, out, _ = berth("run", "--rm", "-w/tmp", "--hostname=box3", img, "/probe", "cwd")
+    assert kv(out)["cwd"] == "/tmp"
+    _, out, _ = berth("run", "--rm", "--hostname=box3", img, "/probe", "hostname")
+    assert kv(out)["hostname"] == "box3"
+    # An option the image's command takes is the command's, as before: /probe gets "-v".
+    code, out, err = berth("run", "--rm", img, "/probe", "env", "-v", check=False)
+    assert code == 0, err
+    # An unknown flag before the image is still named as one.
+    code, _, err = berth("run", "--rm", "--no-such-flag", img, "/probe", "env", check=False)
+    assert code == 125 and "--no-such-flag" in err
+
+
 def test_stdin_passes_through_with_i(berth, img):
     _, out, _ = berth("run", "--rm", "-i", img, "/bin/cat", input="from stdin\n")
     assert out == "from stdin\n"
@@ -173,6 +193,21 @@ def test_default_mounts(berth, img):
     _, out, _ = berth("run", "--rm", img, "/probe", "ls", "/dev")
     names = {line[len("name="):] for line in out.splitlines() if line.startswith("name=")}
     assert {"null", "zero", "full", "random", "urandom", "tty", "pts", "shm"} <= names
+
+
+def test_volumes_in_and_over_dev(berth, img):
+    """Entries directly inside Berth's fresh /dev tmpfs take a short path (no walk beneath the
+    root); a volume over /dev itself must end that, or later entries land in the hidden tmpfs."""
+    over = berth.make_dir("devover")
+    inner = berth.make_dir("devinner")
+    berth.write_file("devinner/mark.txt", "inner\n")
+    _, out, _ = berth("run", "--rm", "-v", f"{inner}:/dev/first", img,
+                      "/probe", "cat", "/dev/first/mark.txt")
+    assert "inner" in out
+    _, out, _ = berth("run", "--rm", "-v", f"{over}:/dev", "-v", f"{inner}:/dev/sub", img,
+                      "/probe", "cat", "/dev/sub/mark.txt")
+    assert "inner" in out
+    assert os.path.isdir(os.path.join(over, "sub"))  # made in the volume, not in the tmpfs
 
 
 def test_host_dev_binds_the_hosts_dev(berth, img):

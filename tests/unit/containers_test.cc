@@ -108,6 +108,11 @@ TEST_F(ContainersTest, NamesAreUniqueAndValidated) {
   }
   ASSERT_TRUE(cs_->add_name(c, "second").ok());
   EXPECT_EQ(cs_->find("second")->names, (std::vector<std::string>{"second", "web"}));
+  // The record alone (berth run's lookup): only the name it was found by, no scan of names/.
+  auto quick = *cs_->find("web", ContainerStore::Detail::kRecord);
+  EXPECT_EQ(quick.id, c.id);
+  EXPECT_EQ(quick.names, (std::vector<std::string>{"web"}));
+  EXPECT_TRUE(cs_->find(c.id, ContainerStore::Detail::kRecord)->names.empty());
   ASSERT_TRUE(cs_->remove_name("web").ok());
   EXPECT_FALSE(cs_->find("web").ok());
   EXPECT_EQ(cs_->remove_name("web").error().message(), "rmname web: no such container name");

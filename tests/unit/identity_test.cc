@@ -85,6 +85,27 @@ TEST_F(IdentityFiles, CreatesEtcWhenMissing) {
   EXPECT_EQ(slurp(root_ + "/etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n");
 }
 
+TEST_F(IdentityFiles, WorksFromTheCallersCopyOfTheFiles) {
+  // berth run read both files to resolve the user: the engine appends to what it was given
+  // (here: the user is already there), without reading them again.
+  fs::create_directories(root_ + "/etc");
+  { std::ofstream(root_ + "/etc/passwd") << "root:x:0:0:root:/root:/bin/sh\n"; }
+  { std::ofstream(root_ + "/etc/group") << "root:x:0:\n"; }
+  ContainerSpec s;
+  s.uid = 1234;
+  s.gid = 1234;
+  s.user_name = "u";
+  s.passwd = "root:x:0:0:root:/root:/bin/sh\nu:x:1234:1234::/:/bin/sh\n";
+  s.group = "root:x:0:\nu:x:1234:\n";
+  ASSERT_TRUE(ensure(s));
+  EXPECT_EQ(slurp(root_ + "/etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n");
+  EXPECT_EQ(slurp(root_ + "/etc/group"), "root:x:0:\n");
+  s.passwd.reset();  // unset: the files are read, and the user appended
+  s.group.reset();
+  ASSERT_TRUE(ensure(s));
+  EXPECT_EQ(slurp(root_ + "/etc/passwd"), "root:x:0:0:root:/root:/bin/sh\nu:x:1234:1234:u:/:/bin/sh\n");
+}
+
 TEST_F(IdentityFiles, AbsoluteSymlinkStaysInsideRoot) {
   // /etc -> /outside in the image: written to the root's /outside, not the host's.
   fs::create_directories(root_ + "/outside");
