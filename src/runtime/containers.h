@@ -125,6 +125,10 @@ class ContainerStore {
   std::string root_;  ///< $BERTH_HOME
 };
 
+/// Writes this process's pid into a held run lock (`lock_for_run` does; a detached run's monitor
+/// does again, as the lock's new owner). Its mtime is the run's start for `ps`.
+void write_runner_pid(const FileLock& lock);
+
 /// Container names as Docker allows them: [a-zA-Z0-9][a-zA-Z0-9_.-]*, and not 64 hex digits.
 Status validate_container_name(std::string_view name);
 

@@ -361,7 +361,7 @@ def test_container_lifecycle(berth, img):
 
     ps = berth.json("ps", "--json")
     assert [c["name"] for c in ps] == ["first"]
-    _, out, _ = berth("ps")
+    _, out, _ = berth("ps", "-a")
     assert "first" in out and cid[:12] in out
 
     # A container keeps its changes between runs.
