@@ -4,6 +4,8 @@
 //   containers/<id>/container.json  what it was made from and how it runs (rewritten atomically)
 //   containers/<id>/run.lock        flock held while the container runs; holds the pid of
 //                                   the berth process that runs it, which rm -f signals
+//   containers/<id>/log             a detached run's stdout and stderr (runtime/monitor.h)
+//   containers/<id>/monitor.json    a detached run's start and end, written by its monitor
 //   containers/<id>/container.lock  flock held while container.json is read, changed and
 //                                   written back, so that two updates cannot lose one
 //   containers/.tmp-<id>/           a container being created (renamed into place when whole)

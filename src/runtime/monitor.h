@@ -9,6 +9,10 @@
 // workload dies with it (the engine's PR_SET_PDEATHSIG), so a monitor killed outright leaves
 // a record with a start and no end, and a free run lock: `ps` says Exited (137).
 //
+// The monitor is not made a child subreaper (PR_SET_CHILD_SUBREAPER): the engine waits for its
+// own child only, so orphans of the workload re-parented to the monitor would stay zombies
+// until it exits, and `exec`/`kill` find the workload as the monitor's one child.
+//
 // Foreground runs write nothing of this (they are tuned for start-up time): their start time is
 // run.lock's mtime (the pid written into it at start), their end container.json's mtime when the
 // run's end rewrote it.
