@@ -72,7 +72,8 @@ Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const 
   auto image = store.find_image(what);
   if (!image.ok() && image.error().code != ErrorCode::kNotFound) return std::move(image).error();
   if (!image.ok() && pull == "never")
-    return make_error("find image", what, "not in the store, and --pull never", ErrorCode::kNotFound)
+    return make_error("find image", what, "not in the store, and --pull never",
+                      ErrorCode::kNotFound)
         .with_hint("berth pull " + what);
   if (image.ok() && pull == "always") {
     PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet));

@@ -10,8 +10,8 @@
 
 #include "cli/engine.h"
 #include "core/env.h"
-#include "core/go_template.h"
 #include "core/fs.h"
+#include "core/go_template.h"
 #include "core/safe_text.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -54,7 +54,9 @@ nlohmann::json container_json(const ContainerStore& cs, const ContainerRecord& c
                       {"image", c.image},
                       {"image_id", c.image_id},
                       {"created", c.created},
-                      {"status", c.running ? "running" : t.exit_code ? "exited" : "created"},
+                      {"status", c.running     ? "running"
+                                 : t.exit_code ? "exited"
+                                               : "created"},
                       {"command", c.last_command},
                       {"rootfs", cs.rootfs(c)},
                       {"engine", c.engine.empty() ? kDefaultEngine : c.engine},
@@ -81,10 +83,9 @@ nlohmann::json container_template_view(const ContainerStore& cs, const Container
   j["Created"] = c.created;
   j["Image"] = c.image_id;
   j["Path"] = c.last_command.empty() ? "" : c.last_command.front();
-  j["Args"] = c.last_command.empty()
-                  ? nlohmann::json::array()
-                  : nlohmann::json(std::vector<std::string>(c.last_command.begin() + 1,
-                                                            c.last_command.end()));
+  j["Args"] = c.last_command.empty() ? nlohmann::json::array()
+                                     : nlohmann::json(std::vector<std::string>(
+                                           c.last_command.begin() + 1, c.last_command.end()));
   nlohmann::json config = c.image_config.is_object() ? c.image_config : nlohmann::json::object();
   config["Image"] = c.image;
   j["Config"] = config;

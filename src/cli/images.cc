@@ -104,20 +104,20 @@ Action setup_inspect(CLI::App& app, const GlobalOptions& g) {
                           {"media_type", string_field(l, "mediaType")}});
       }
     nlohmann::json j = {{"name", rec.name},
-                {"manifest_digest", rec.manifest_digest},
-                {"index_digest", rec.index_digest},
-                {"media_type", rec.manifest_media_type},
-                {"id", rec.config_digest},
-                {"platform",
-                 {{"os", rec.platform.os},
-                  {"architecture", rec.platform.architecture},
-                  {"variant", rec.platform.variant}}},
-                {"size", rec.size},
-                {"pulled", rec.pulled},
-                {"protected", rec.is_protected},
-                {"layers", layers},
-                {"config", config},
-                {"manifest", manifest}};
+                        {"manifest_digest", rec.manifest_digest},
+                        {"index_digest", rec.index_digest},
+                        {"media_type", rec.manifest_media_type},
+                        {"id", rec.config_digest},
+                        {"platform",
+                         {{"os", rec.platform.os},
+                          {"architecture", rec.platform.architecture},
+                          {"variant", rec.platform.variant}}},
+                        {"size", rec.size},
+                        {"pulled", rec.pulled},
+                        {"protected", rec.is_protected},
+                        {"layers", layers},
+                        {"config", config},
+                        {"manifest", manifest}};
     if (format->empty()) {
       print_json(j);
       return {};

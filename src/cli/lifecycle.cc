@@ -19,21 +19,23 @@
 namespace berth::cli {
 namespace {
 
-std::string subject_of(const ContainerRecord& c) { return c.names.empty() ? c.id : c.names.front(); }
+std::string subject_of(const ContainerRecord& c) {
+  return c.names.empty() ? c.id : c.names.front();
+}
 
 /// A signal by name (KILL, SIGKILL, kill) or number, as `docker kill -s` takes it.
 Result<int> parse_signal(const std::string& s) {
   static constexpr struct {
     const char* name;
     int number;
-  } kSignals[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ILL", SIGILL},
-                  {"TRAP", SIGTRAP}, {"ABRT", SIGABRT}, {"BUS", SIGBUS},   {"FPE", SIGFPE},
-                  {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"SEGV", SIGSEGV}, {"USR2", SIGUSR2},
-                  {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"CHLD", SIGCHLD},
-                  {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},
-                  {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},
+  } kSignals[] = {{"HUP", SIGHUP},       {"INT", SIGINT},   {"QUIT", SIGQUIT},   {"ILL", SIGILL},
+                  {"TRAP", SIGTRAP},     {"ABRT", SIGABRT}, {"BUS", SIGBUS},     {"FPE", SIGFPE},
+                  {"KILL", SIGKILL},     {"USR1", SIGUSR1}, {"SEGV", SIGSEGV},   {"USR2", SIGUSR2},
+                  {"PIPE", SIGPIPE},     {"ALRM", SIGALRM}, {"TERM", SIGTERM},   {"CHLD", SIGCHLD},
+                  {"CONT", SIGCONT},     {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN},
+                  {"TTOU", SIGTTOU},     {"URG", SIGURG},   {"XCPU", SIGXCPU},   {"XFSZ", SIGXFSZ},
                   {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
-                  {"PWR", SIGPWR},   {"SYS", SIGSYS}};
+                  {"PWR", SIGPWR},       {"SYS", SIGSYS}};
   if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos) {
     int n = std::atoi(s.c_str());
     if (n > 0 && n < NSIG) return n;
@@ -125,8 +127,8 @@ Action setup_start(CLI::App& app, const GlobalOptions& g) {
           rest.insert(rest.end(), c.last_command.begin(), c.last_command.end());
         }
         bool monitor = false;
-        Status st = do_run(g, opts, GivenOptions{}, "", false, false, "", rest, Detach::kQuietly,
-                           &monitor);
+        Status st =
+            do_run(g, opts, GivenOptions{}, "", false, false, "", rest, Detach::kQuietly, &monitor);
         if (monitor) return st;  // the monitor, its run ended: its status is the run's
         BERTH_CHECK(std::move(st));
       }

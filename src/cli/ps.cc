@@ -84,8 +84,8 @@ Action setup_ps(CLI::App& app, const GlobalOptions& g) {
         view["Names"] = names;
         if (o->format == "json") {
           nlohmann::json line = nlohmann::json::object();
-          for (const char* k : {"ID", "Image", "Command", "CreatedAt", "RunningFor", "Status",
-                                "State", "Names"})
+          for (const char* k :
+               {"ID", "Image", "Command", "CreatedAt", "RunningFor", "Status", "State", "Names"})
             line[k] = view[k];
           std::printf("%s\n", to_text(line).c_str());
         } else {
@@ -93,8 +93,8 @@ Action setup_ps(CLI::App& app, const GlobalOptions& g) {
         }
         continue;
       }
-      rows.push_back(
-          {c.short_id(), c.image, ps_command(c), ps_created(c, now_s), ps_status(c, t, now_s), names});
+      rows.push_back({c.short_id(), c.image, ps_command(c), ps_created(c, now_s),
+                      ps_status(c, t, now_s), names});
     }
     if (!o->quiet && o->format.empty()) print_table(rows);
     return {};

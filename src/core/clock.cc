@@ -38,10 +38,11 @@ std::string human_duration(int64_t seconds) {
   int64_t hours = (seconds + 1800) / 3600;  // rounded, as Go's int(d.Hours() + 0.5)
   if (hours == 1) return "About an hour";
   if (hours < 48) return plural(hours, "hours");
-  if (hours < 24 * 7 * 2) return plural(hours / 24, "days");
-  if (hours < 24 * 30 * 2) return plural(hours / 24 / 7, "weeks");
-  if (hours < 24 * 365 * 2) return plural(hours / 24 / 30, "months");
-  return plural(hours / 24 / 365, "years");
+  constexpr int64_t kDay = 24;  // hours
+  if (hours < kDay * 7 * 2) return plural(hours / kDay, "days");
+  if (hours < kDay * 30 * 2) return plural(hours / kDay / 7, "weeks");
+  if (hours < kDay * 365 * 2) return plural(hours / kDay / 30, "months");
+  return plural(hours / kDay / 365, "years");
 }
 
 }  // namespace berth

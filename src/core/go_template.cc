@@ -52,7 +52,8 @@ class Parser {
       // "{{- " and " -}}" trim; "{{-3}}" is a number, as in Go.
       bool trim_before = open != std::string_view::npos && t_.substr(open + 2, 2) == "- ";
       if (trim_before) {
-        while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+        while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+          text.pop_back();
       }
       if (!text.empty()) out.push_back(Node{Node::Kind::kText, text, {}, {}, {}});
       if (open == std::string_view::npos) {
@@ -179,8 +180,8 @@ class Parser {
       if (j == i) return fail("empty command in a pipeline");
       Cmd c;
       size_t k = i;
-      static constexpr std::string_view kFuncs[] = {"json", "index", "join", "len",
-                                                   "upper", "lower", "println"};
+      static constexpr std::string_view kFuncs[] = {"json",  "index", "join",   "len",
+                                                    "upper", "lower", "println"};
       if (std::find(std::begin(kFuncs), std::end(kFuncs), tokens[k]) != std::end(kFuncs))
         c.func = tokens[k++];
       for (; k < j; ++k) {
@@ -294,7 +295,8 @@ class Executor {
       walked += "." + name;
       if (!cur->is_object()) return parser_.fail("can't evaluate field " + walked);
       auto it = cur->find(name);
-      if (it == cur->end()) return parser_.fail("can't evaluate field " + walked + ": no such field");
+      if (it == cur->end())
+        return parser_.fail("can't evaluate field " + walked + ": no such field");
       cur = &*it;
     }
     return Value{*cur, false};

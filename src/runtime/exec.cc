@@ -27,7 +27,7 @@ namespace {
 constexpr struct {
   const char* name;
   int type;
-} kNamespaces[] = {{"user", CLONE_NEWUSER}, {"mnt", CLONE_NEWNS}, {"uts", CLONE_NEWUTS},
+} kNamespaces[] = {{"user", CLONE_NEWUSER}, {"mnt", CLONE_NEWNS},  {"uts", CLONE_NEWUTS},
                    {"net", CLONE_NEWNET},   {"ipc", CLONE_NEWIPC}, {"pid", CLONE_NEWPID}};
 
 bool same_file(const std::string& a, const std::string& b) {
@@ -189,7 +189,8 @@ RunOutcome exec_in_container(const ExecSpec& spec) {
   ChildFailure failure;
   size_t got = 0;
   while (got < sizeof failure) {
-    ssize_t n = ::read(report_r.get(), reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
+    ssize_t n =
+        ::read(report_r.get(), reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     got += static_cast<size_t>(n);

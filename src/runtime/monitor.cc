@@ -126,8 +126,7 @@ Result<bool> detach_monitor(const ContainerStore& cs, const ContainerRecord& c,
                         {"lock_mtime_ns", lock_mtime},
                         {"started_ns", now_ns()}};
     // Best effort: without it ps reads the start from run.lock, and the end from the record.
-    (void)write_file_atomic(monitor_path(cs, c), to_text(m) + "\n", 0644,
-                            Durability::kProcessSafe);
+    (void)write_file_atomic(monitor_path(cs, c), to_text(m) + "\n", 0644, Durability::kProcessSafe);
     (void)!::write(ready_w.get(), "1", 1);
     return true;
   }

@@ -34,8 +34,8 @@ namespace berth {
 struct RunTimes {
   int64_t started_ns = 0;   ///< the last run's start (Unix ns), 0 before the first
   int64_t finished_ns = 0;  ///< its end, 0 while it runs or when unknown
-  std::optional<int> exit_code;  ///< the last run's status (the record's, or 137 for a killed monitor)
-  bool detached = false;    ///< the last run was a detached one
+  std::optional<int> exit_code;  ///< the last run's status (137: its monitor was killed)
+  bool detached = false;         ///< the last run was a detached one
 };
 
 /// Reads the times of `c`'s last run (`c` as loaded: running, last_exit).

@@ -49,11 +49,14 @@ TEST(GoTemplate, RangeIfAndTrim) {
 }
 
 TEST(GoTemplate, ErrorsNameTheTemplate) {
-  EXPECT_EQ(render("{{.Nope}}"), "ERROR: template {{.Nope}}: can't evaluate field .Nope: no such field");
+  EXPECT_EQ(render("{{.Nope}}"),
+            "ERROR: template {{.Nope}}: can't evaluate field .Nope: no such field");
   EXPECT_EQ(render("{{.Id"), "ERROR: template {{.Id: unclosed action");
-  EXPECT_EQ(render("{{range .Config.Env}}x"), "ERROR: template {{range .Config.Env}}x: missing {{end}}");
+  EXPECT_EQ(render("{{range .Config.Env}}x"),
+            "ERROR: template {{range .Config.Env}}x: missing {{end}}");
   EXPECT_EQ(render("{{end}}"), "ERROR: template {{end}}: {{end}} without {{range}} or {{if}}");
-  EXPECT_EQ(render("{{frobnicate .Id}}"), "ERROR: template {{frobnicate .Id}}: unknown word frobnicate");
+  EXPECT_EQ(render("{{frobnicate .Id}}"),
+            "ERROR: template {{frobnicate .Id}}: unknown word frobnicate");
   EXPECT_EQ(render("{{range .Id}}x{{end}}"),
             "ERROR: template {{range .Id}}x{{end}}: range over abc, which is not a list or map");
 }
