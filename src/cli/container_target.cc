@@ -7,14 +7,61 @@
 
 namespace berth::cli {
 
+namespace {
+
+/// Docker flags a rootless Berth cannot honour: why, and what to do instead.
+constexpr struct {
+  const char* flags[3];
+  const char* why;
+  const char* instead;
+} kUnhonoured[] = {
+    {{"-p", "--publish", nullptr},
+     "ports cannot be published: rootless Berth makes no virtual network, the container uses the "
+     "host's",
+     "a server in the container listens on the host's own ports: pick a free one"},
+    {{"-P", "--publish-all", nullptr},
+     "ports cannot be published: rootless Berth makes no virtual network, the container uses the "
+     "host's",
+     "a server in the container listens on the host's own ports: pick a free one"},
+    {{"--privileged", nullptr, nullptr},
+     "a rootless container cannot have more privilege than your own user",
+     "root inside (the default) holds every capability in the container's own namespaces; "
+     "devices come with --device or --gpus"},
+    {{"--cap-add", nullptr, nullptr},
+     "capabilities outside the container's user namespace cannot be granted rootless",
+     "root inside (the default) holds every capability in the container's own namespaces"},
+    {{"--cap-drop", nullptr, nullptr},
+     "capabilities are not managed one by one",
+     "run as a user other than root with --user: it has none"},
+    {{"-m", "--memory", nullptr},
+     "resource limits are the batch system's, not the container's, on a shared cluster",
+     "ask Slurm (srun --mem=...), or systemd-run --user -p MemoryMax=... berth run ..."},
+    {{"--cpus", "--cpu-shares", "--cpuset-cpus"},
+     "resource limits are the batch system's, not the container's, on a shared cluster",
+     "ask Slurm (srun --cpus-per-task=N), or taskset -c LIST berth run ..."},
+};
+
+}  // namespace
+
 Error unknown_flag(Op command, const std::string& flag) {
+  std::string name = flag.substr(0, flag.find('='));
+  for (const auto& u : kUnhonoured)
+    for (const char* f : u.flags)
+      if (f != nullptr && name == f)
+        return make_error(command, name, u.why, ErrorCode::kUnsupported).with_hint(u.instead);
   return make_error(command, flag, "unknown flag", ErrorCode::kInvalidInput)
       .with_hint("see 'berth " + std::string(command.word()) + " --help'");
 }
 
+Status check_pull_policy(Op command, const std::string& pull) {
+  if (pull == "always" || pull == "missing" || pull == "never") return {};
+  return make_error(command, "--pull " + pull, "expected always, missing or never",
+                    ErrorCode::kInvalidInput);
+}
+
 Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const std::string& what,
                               const std::string& name, bool allow_existing,
-                              const std::vector<std::string>& command,
+                              const std::vector<std::string>& command, const std::string& pull,
                               ContainerStore::Detail detail) {
   if (allow_existing) {
     if (auto c = cs.find(what, detail); c.ok()) {
@@ -26,7 +73,14 @@ Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const 
   Store store = BERTH_TRY(open_store(g));
   auto image = store.find_image(what);
   if (!image.ok() && image.error().code != ErrorCode::kNotFound) return std::move(image).error();
-  if (!image.ok()) {
+  if (!image.ok() && pull == "never")
+    return make_error("find image", what, "not in the store, and --pull never",
+                      ErrorCode::kNotFound)
+        .with_hint("berth pull " + what);
+  if (image.ok() && pull == "always") {
+    PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet));
+    image = std::move(pulled.record);
+  } else if (!image.ok()) {
     // As Docker does: an image that is not here is pulled first (progress and this line go to
     // stderr; stdout belongs to the container).
     std::fprintf(stderr, "Unable to find image '%s' locally\n", what.c_str());

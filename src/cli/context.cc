@@ -5,16 +5,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <sstream>
 
 #include "cli/engine.h"
 #include "core/env.h"
 #include "core/fs.h"
+#include "core/go_template.h"
 #include "core/safe_text.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "image/reference.h"
+#include "runtime/monitor.h"
 #include "site/policy.h"
 
 namespace berth::cli {
@@ -29,20 +32,70 @@ Result<ContainerStore> open_containers(const GlobalOptions& g) {
   return ContainerStore::open(home_of(g));
 }
 
+namespace {
+
+nlohmann::json time_or_null(int64_t ns) {
+  if (ns <= 0) return nullptr;
+  std::time_t t = static_cast<std::time_t>(ns / 1000000000);
+  std::tm tm;
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
 nlohmann::json container_json(const ContainerStore& cs, const ContainerRecord& c) {
+  RunTimes t = run_times(cs, c);
   nlohmann::json j = {{"id", c.id},
                       {"names", c.names},
                       {"name", c.names.empty() ? "" : c.names.front()},
                       {"image", c.image},
                       {"image_id", c.image_id},
                       {"created", c.created},
-                      {"status", c.running ? "running" : c.last_exit ? "exited" : "created"},
+                      {"status", c.running     ? "running"
+                                 : t.exit_code ? "exited"
+                                               : "created"},
                       {"command", c.last_command},
                       {"rootfs", cs.rootfs(c)},
                       {"engine", c.engine.empty() ? kDefaultEngine : c.engine},
                       {"config", c.image_config},
                       {"protected", c.is_protected}};
-  j["exit_code"] = c.last_exit ? nlohmann::json(*c.last_exit) : nlohmann::json(nullptr);
+  j["exit_code"] = t.exit_code ? nlohmann::json(*t.exit_code) : nlohmann::json(nullptr);
+  j["started_at"] = time_or_null(t.started_ns);
+  j["finished_at"] = time_or_null(t.finished_ns);
+  j["detached"] = t.detached;
+  return j;
+}
+
+Status print_template(const std::string& tmpl, const nlohmann::json& data) {
+  std::string out = BERTH_TRY(render_template(tmpl, data));
+  std::printf("%s\n", out.c_str());
+  return {};
+}
+
+nlohmann::json container_template_view(const ContainerStore& cs, const ContainerRecord& c) {
+  nlohmann::json j = container_json(cs, c);
+  // Docker's names for the same facts (docker inspect's), for --format templates.
+  j["Id"] = c.id;
+  j["Name"] = c.names.empty() ? "" : "/" + c.names.front();
+  j["Created"] = c.created;
+  j["Image"] = c.image_id;
+  j["Path"] = c.last_command.empty() ? "" : c.last_command.front();
+  j["Args"] = c.last_command.empty() ? nlohmann::json::array()
+                                     : nlohmann::json(std::vector<std::string>(
+                                           c.last_command.begin() + 1, c.last_command.end()));
+  nlohmann::json config = c.image_config.is_object() ? c.image_config : nlohmann::json::object();
+  config["Image"] = c.image;
+  j["Config"] = config;
+  pid_t pid = c.running ? workload_pid(runner_pid(cs, c)) : 0;
+  j["State"] = {{"Status", j["status"]},
+                {"Running", c.running},
+                {"Pid", pid},
+                {"ExitCode", j["exit_code"].is_null() ? nlohmann::json(0) : j["exit_code"]},
+                {"StartedAt", j["started_at"]},
+                {"FinishedAt", j["finished_at"]}};
   return j;
 }
 

@@ -33,6 +33,11 @@ Result<PullResult> pull_reference(const GlobalOptions& g, const std::string& nam
 Result<ContainerStore> open_containers(const GlobalOptions& g);
 /// A container as `ps --json` and `inspect` show it.
 nlohmann::json container_json(const ContainerStore& cs, const ContainerRecord& c);
+/// container_json() with Docker's field names added (Id, Name, State, Config, ...): what
+/// `inspect --format` and `ps --format` templates see.
+nlohmann::json container_template_view(const ContainerStore& cs, const ContainerRecord& c);
+/// Prints `tmpl` applied to `data` (core/go_template.h), with a newline as Docker's CLI does.
+Status print_template(const std::string& tmpl, const nlohmann::json& data);
 /// The store's sweep lock (Store::sweep_lock()) for `op`: when pulls, imports, loads or
 /// creates hold the store, says so (on a terminal, else with -v) and waits for them, at most
 /// `timeout_s` seconds when > 0 (then a one-line kBusy error).

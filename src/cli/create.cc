@@ -9,10 +9,13 @@ namespace berth::cli {
 
 Action setup_create(CLI::App& app, const GlobalOptions& g) {
   auto name = std::make_shared<std::string>();
+  auto pull = std::make_shared<std::string>("missing");
   app.add_option("--name", *name, "Name the container");
+  app.add_option("--pull", *pull, "Pull the image: always, missing (default) or never");
   app.prefix_command();
-  return [name, &g, &app]() -> Status {
+  return [name, pull, &g, &app]() -> Status {
     set_exit_status(kExitBerthFailed);
+    BERTH_CHECK(check_pull_policy("create", *pull));
     std::vector<std::string> rest = app.remaining();
     if (!rest.empty() && rest.front().starts_with("-")) return unknown_flag("create", rest.front());
     if (rest.empty())
@@ -20,7 +23,7 @@ Action setup_create(CLI::App& app, const GlobalOptions& g) {
           .with_hint("berth create [--name NAME] IMAGE [COMMAND [ARG...]]");
     ContainerStore cs = BERTH_TRY(open_containers(g));
     std::vector<std::string> command(rest.begin() + 1, rest.end());
-    Target t = BERTH_TRY(find_or_create(g, cs, rest.front(), *name, false, command));
+    Target t = BERTH_TRY(find_or_create(g, cs, rest.front(), *name, false, command, *pull));
     std::printf("%s\n", t.container.id.c_str());
     set_exit_status(0);
     return {};

@@ -76,11 +76,16 @@ Action setup_inspect(CLI::App& app, const GlobalOptions& g) {
       ->required();
   app.add_flag("--json", *json,
                "For a squashfs file: print JSON (containers and images always are)");
-  return [name, json, &g]() -> Status {
+  auto format = std::make_shared<std::string>();
+  app.add_option("-f,--format", *format,
+                 "A Go template over the JSON, with Docker's field names too: "
+                 "'{{.State.Status}}', '{{json .Config.Env}}' (see docs/docker.md)");
+  return [name, json, format, &g]() -> Status {
     if (looks_like_squash_path(*name)) return inspect_squash_file(*name, *json);
     // Containers first, as `docker inspect` does.
     ContainerStore cs = BERTH_TRY(open_containers(g));
     if (auto c = cs.find(*name); c.ok()) {
+      if (!format->empty()) return print_template(*format, container_template_view(cs, *c));
       print_json(container_json(cs, *c));
       return {};
     }
@@ -98,22 +103,42 @@ Action setup_inspect(CLI::App& app, const GlobalOptions& g) {
                           {"size", size != l.end() && size->is_number_integer() ? size->get<int64_t>() : 0},
                           {"media_type", string_field(l, "mediaType")}});
       }
-    print_json({{"name", rec.name},
-                {"manifest_digest", rec.manifest_digest},
-                {"index_digest", rec.index_digest},
-                {"media_type", rec.manifest_media_type},
-                {"id", rec.config_digest},
-                {"platform",
-                 {{"os", rec.platform.os},
-                  {"architecture", rec.platform.architecture},
-                  {"variant", rec.platform.variant}}},
-                {"size", rec.size},
-                {"pulled", rec.pulled},
-                {"protected", rec.is_protected},
-                {"layers", layers},
-                {"config", config},
-                {"manifest", manifest}});
-    return {};
+    nlohmann::json j = {{"name", rec.name},
+                        {"manifest_digest", rec.manifest_digest},
+                        {"index_digest", rec.index_digest},
+                        {"media_type", rec.manifest_media_type},
+                        {"id", rec.config_digest},
+                        {"platform",
+                         {{"os", rec.platform.os},
+                          {"architecture", rec.platform.architecture},
+                          {"variant", rec.platform.variant}}},
+                        {"size", rec.size},
+                        {"pulled", rec.pulled},
+                        {"protected", rec.is_protected},
+                        {"layers", layers},
+                        {"config", config},
+                        {"manifest", manifest}};
+    if (format->empty()) {
+      print_json(j);
+      return {};
+    }
+    // Docker's names for the same facts (docker image inspect's), for the template.
+    j["Id"] = rec.config_digest;
+    j["RepoTags"] = nlohmann::json::array({rec.name});
+    j["RepoDigests"] = nlohmann::json::array();
+    if (!rec.manifest_digest.empty()) {
+      std::string repo = image_repo_and_tag(rec.name).first;
+      j["RepoDigests"].push_back(repo + "@" + rec.manifest_digest);
+    }
+    j["Created"] = config.is_object() ? config.value("created", "") : "";
+    j["Architecture"] = rec.platform.architecture;
+    j["Os"] = rec.platform.os;
+    j["Variant"] = rec.platform.variant;
+    j["Size"] = rec.size;
+    j["Config"] = config.is_object() && config.contains("config") && config["config"].is_object()
+                      ? config["config"]
+                      : nlohmann::json::object();
+    return print_template(*format, j);
   };
 }
 

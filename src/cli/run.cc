@@ -8,12 +8,14 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "cli/container_target.h"
 #include "cli/context.h"
 #include "cli/engine.h"
 #include "cli/policy.h"
+#include "cli/run.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -22,6 +24,7 @@
 #include "runtime/container_config.h"
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
+#include "runtime/monitor.h"
 #include "site/policy.h"
 #include "site/squashfs.h"
 #include "site/squashfs_mount.h"
@@ -42,6 +45,29 @@ std::vector<std::string> host_environment() {
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
   return env;
+}
+
+/// `volume` (HOST:CTR[:MODE]) with its host part, relative, made absolute against the working
+/// directory and normalised.
+Result<std::string> absolute_volume(const std::string& volume) {
+  size_t colon = volume.find(':');
+  std::string host = volume.substr(0, colon);
+  char cwd[PATH_MAX];
+  if (::getcwd(cwd, sizeof cwd) == nullptr) return sys_error("volume", volume);
+  std::string abs = std::filesystem::path(path_join(cwd, host)).lexically_normal().string();
+  while (abs.size() > 1 && abs.ends_with("/")) abs.pop_back();
+  return abs + (colon == std::string::npos ? "" : volume.substr(colon));
+}
+
+/// `--network`: the host's network (host, the default) or none; Docker's others need a virtual
+/// network, which rootless Berth does not make.
+Status check_network(const std::string& network) {
+  if (network.empty() || network == "host" || network == "none") return {};
+  return make_error("run", "--network " + network,
+                    "rootless Berth makes no virtual networks: a container shares the host's "
+                    "network (host, the default) or has none (none)",
+                    ErrorCode::kUnsupported)
+      .with_hint("leave out --network, or use --network none to cut the container off");
 }
 
 /// Declares the options of `run` that the command line mentions (see MentionedOptions).
@@ -192,9 +218,13 @@ Status run_squashfs(const RunOptions& opts, const std::string& name, bool writab
   return finish(run_userns(spec));  // `mount` is held until the workload is gone
 }
 
+}  // namespace
+
 Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given,
               const std::string& name, bool remove, bool writable, const std::string& engine,
-              std::vector<std::string> rest) {
+              std::vector<std::string> rest, Detach detach_mode, bool* monitor,
+              const RunExtras& extras) {
+  bool detach = detach_mode != Detach::kNo;
   set_exit_status(kExitBerthFailed);  // until the workload runs
   if (rest.empty())
     return make_error("run", "IMAGE", "an image or container is required")
@@ -202,6 +232,11 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   std::string what = rest.front();
   if (what.starts_with("-")) return unknown_flag("run", what);
   opts.command.assign(rest.begin() + 1, rest.end());
+  BERTH_CHECK(check_pull_policy("run", extras.pull));
+  // -v ./data:/data, as Docker takes it: a host path starting with '.' is the working
+  // directory's.
+  for (std::string& v : opts.volumes)
+    if (v.starts_with(".")) v = BERTH_TRY(absolute_volume(v));
   if (!engine.empty()) BERTH_CHECK(validate_engine_name(engine));
   const SiteConfig& site = BERTH_TRY(g.site);
   BERTH_CHECK(apply_run_policy(site, given, opts));
@@ -212,6 +247,9 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
     auto vars = BERTH_TRY(parse_env_file(text, path, host.environ));
     opts.file_env.insert(opts.file_env.end(), vars.begin(), vars.end());
   }
+  if (detach && is_directory_argument(what))
+    return make_error("run", what, "-d applies to containers, not to a directory or squashfs image")
+        .with_hint("run it in the background with your shell ('&', nohup), or import it");
   if (is_directory_argument(what) && is_squashfs_argument(what)) {
     // The fallback engines would need the mount in their own way (proot: a bind of the shared
     // mount, but no overlay for mount targets and /etc/passwd; runc: a bundle per run).
@@ -234,9 +272,19 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   // Without --rm, the run needs no list of the container's names (a scan of names/ that
   // grows with the store) and no probe of its run lock (taken just below).
   Target t = BERTH_TRY(find_or_create(
-      g, cs, what, name, true, {},
+      g, cs, what, name, true, {}, extras.pull,
       remove ? ContainerStore::Detail::kFull : ContainerStore::Detail::kRecord));
   const ContainerRecord& c = t.container;
+  if (opts.network_none) {
+    // Only the userns engine makes namespaces of its own (nothing compares engine names but
+    // this: the engine row has no network column yet).
+    std::string chosen = !engine.empty() ? engine : c.engine;
+    if (!chosen.empty() && chosen != kDefaultEngine)
+      return make_error("run", "--network none",
+                        "the " + chosen + " engine cannot give a container a network namespace",
+                        ErrorCode::kUnsupported)
+          .with_hint("run it with the default engine (--engine=userns)");
+  }
   std::string rootfs = cs.rootfs(c);
   FileLock lock = BERTH_TRY(cs.lock_for_run(c));
 
@@ -251,8 +299,25 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
     cleanup();
     return std::move(spec).error();
   }
+  if (detach) {
+    // Detached (cli/lifecycle.cc, runtime/monitor.h): this process prints the ID and leaves;
+    // the monitor, holding the run lock it inherits, goes on below. There is no terminal.
+    spec->tty = false;
+    auto in_monitor = detach_monitor(cs, c, lock, opts.interactive);
+    if (!in_monitor.ok()) {
+      cleanup();
+      return std::move(in_monitor).error();
+    }
+    if (!*in_monitor) {
+      if (detach_mode == Detach::kYes) std::printf("%s\n", c.id.c_str());
+      set_exit_status(0);
+      return {};
+    }
+    if (monitor != nullptr) *monitor = true;
+  }
   auto ran = run_with_engine(cs, c, *spec, engine, &site);
   if (!ran.ok()) {
+    if (detach) record_monitor_end(cs, c, kExitBerthFailed);
     cleanup();
     return std::move(ran).error();
   }
@@ -263,11 +328,10 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
     if (auto st = cs.record_run(c, spec->argv, outcome.exit_code); !st.ok())
       log::warn("{}", st.error().message());
   }
+  if (detach) record_monitor_end(cs, c, outcome.exit_code);
   cleanup();
   return finish(outcome);
 }
-
-}  // namespace
 
 Action setup_run(CLI::App& app, const GlobalOptions& g) {
   struct Opts {
@@ -275,6 +339,9 @@ Action setup_run(CLI::App& app, const GlobalOptions& g) {
     std::string name, engine;
     bool remove = false;
     bool writable = false;
+    bool detach = false;
+    std::string network;
+    RunExtras extras;
   };
   auto o = std::make_shared<Opts>();
   const MentionedOptions& m = g.mentioned;
@@ -285,19 +352,31 @@ Action setup_run(CLI::App& app, const GlobalOptions& g) {
   if (m.any("--writable"))
     app.add_flag("--writable", o->writable,
                  "Squashfs image: a writable root (changes are discarded at exit)");
+  if (m.any("-d,--detach"))
+    app.add_flag("-d,--detach", o->detach,
+                 "Run in the background under a small monitor; print the container ID");
+  if (m.any("--pull"))
+    app.add_option("--pull", o->extras.pull, "Pull the image: always, missing (default) or never");
+  if (m.any("--network,--net"))
+    app.add_option("--network,--net", o->network,
+                   "host (default: the host's network) or none (a network namespace with only lo)");
   return [o, &g, &app]() -> Status {
     // The caller's terminal is handed to the workload: without one there is nothing to hand
     // (with -i, Docker's words: it refuses the same way).
-    if (o->run.tty && o->run.interactive && !::isatty(STDIN_FILENO))
+    if (o->run.tty && o->run.interactive && !::isatty(STDIN_FILENO) && !o->detach)
       return make_error("run", "-it", "the input device is not a TTY")
           .with_hint("run from a terminal, or leave out -t");
-    if (o->run.tty && !::isatty(STDIN_FILENO) && !::isatty(STDOUT_FILENO) &&
+    if (o->run.tty && !o->detach && !::isatty(STDIN_FILENO) && !::isatty(STDOUT_FILENO) &&
         !::isatty(STDERR_FILENO))
       return make_error("run", "-t", "no terminal to hand to the container")
           .with_hint("run from a terminal, or leave out -t");
+    set_exit_status(kExitBerthFailed);
+    BERTH_CHECK(check_network(o->network));
+    o->run.network_none = o->network == "none";
     GivenOptions given{given_count(app, "--bind-home") + given_count(app, "--no-bind-home") > 0,
                        given_count(app, "--read-only") > 0};
-    return do_run(g, o->run, given, o->name, o->remove, o->writable, o->engine, app.remaining());
+    return do_run(g, o->run, given, o->name, o->remove, o->writable, o->engine, app.remaining(),
+                  o->detach ? Detach::kYes : Detach::kNo, nullptr, o->extras);
   };
 }
 

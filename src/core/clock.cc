@@ -1,5 +1,6 @@
 #include "core/clock.h"
 
+#include <cstdio>
 #include <ctime>
 
 namespace berth {
@@ -11,6 +12,37 @@ std::string now_rfc3339() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+int64_t parse_rfc3339(std::string_view text) {
+  std::tm tm{};
+  int n = 0;
+  std::string s(text);
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 ||
+      static_cast<size_t>(n) != s.size())
+    return -1;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<int64_t>(::timegm(&tm));
+}
+
+std::string human_duration(int64_t seconds) {
+  auto plural = [](int64_t n, const char* unit) { return std::to_string(n) + " " + unit; };
+  if (seconds < 1) return "Less than a second";
+  if (seconds == 1) return "1 second";
+  if (seconds < 60) return plural(seconds, "seconds");
+  int64_t minutes = seconds / 60;
+  if (minutes == 1) return "About a minute";
+  if (minutes < 60) return plural(minutes, "minutes");
+  int64_t hours = (seconds + 1800) / 3600;  // rounded, as Go's int(d.Hours() + 0.5)
+  if (hours == 1) return "About an hour";
+  if (hours < 48) return plural(hours, "hours");
+  constexpr int64_t kDay = 24;  // hours
+  if (hours < kDay * 7 * 2) return plural(hours / kDay, "days");
+  if (hours < kDay * 30 * 2) return plural(hours / kDay / 7, "weeks");
+  if (hours < kDay * 365 * 2) return plural(hours / kDay / 30, "months");
+  return plural(hours / kDay / 365, "years");
 }
 
 }  // namespace berth

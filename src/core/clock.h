@@ -1,11 +1,21 @@
-// Wall-clock times as Berth records them.
+// Wall-clock times as Berth records them, and as `ps` says them.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace berth {
 
 /// Now, in UTC, as RFC 3339 to the second: "2026-11-23T04:20:31Z".
 std::string now_rfc3339();
+
+/// Seconds since the epoch of an RFC 3339 UTC time as now_rfc3339() writes it ("...Z"); -1 when
+/// `text` is not one.
+int64_t parse_rfc3339(std::string_view text);
+
+/// A duration as Docker's `ps` says it (go-units HumanDuration): "Less than a second",
+/// "5 seconds", "About a minute", "3 minutes", "About an hour", "5 hours", "3 days", ...
+std::string human_duration(int64_t seconds);
 
 }  // namespace berth

@@ -69,7 +69,7 @@ inline constexpr std::string_view kOpWords[] = {
     // Squashfs images (site).
     "mount squashfs", "read image metadata", "read squashfs",
     // Containers and engines (runtime).
-    "bind home", "change", "chdir to working directory", "create mount target",
+    "bind home", "change", "kill", "logs", "setns", "start", "template", "chdir to working directory", "create mount target",
     "set the parent death signal",
     "create working directory", "detach old root", "device edit", "drop capability", "engine",
     "env", "find container", "make mounts private", "name", "oci", "open bind source",

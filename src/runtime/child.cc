@@ -21,6 +21,7 @@
 
 #include "core/root_path.h"
 #include "core/signals.h"
+#include "runtime/netns.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -298,6 +299,9 @@ void child_main(const ChildContext& ctx) {
     set_failure(&f, 125, errno, "sethostname", spec.hostname.c_str());
     fail(ctx, f);
   }
+  // --network none: only lo, brought up; best effort, a workload without it still has no
+  // network, which is what was asked.
+  if (spec.network_none) (void)loopback_up();
   // Mounts: nothing propagates back to the host; the root becomes a mount
   // point of its own so that pivot_root accepts it.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {

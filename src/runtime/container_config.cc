@@ -184,6 +184,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   spec.tty = opts.tty;
   spec.pid_namespace = opts.pid_namespace;
   spec.host_dev = opts.host_dev;
+  spec.network_none = opts.network_none;
   spec.writable_rootfs = !opts.read_only;
   return spec;
 }

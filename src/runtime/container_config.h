@@ -33,6 +33,7 @@ struct RunOptions {
   bool tty = false;                    ///< -t
   bool pid_namespace = false;          ///< --pid-ns
   bool host_dev = false;               ///< --host-dev: the host's /dev instead of a minimal one
+  bool network_none = false;           ///< --network none: a network namespace with only lo
   bool bind_home = false;              ///< --bind-home
   bool hostenv = false;                ///< --hostenv
   bool read_only = false;              ///< --read-only (or the site's readonly): the root is mounted read-only

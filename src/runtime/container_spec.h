@@ -67,6 +67,7 @@ struct ContainerSpec {
   bool tty = false;                    ///< -t: the caller's terminal is passed through
   bool pid_namespace = false;          ///< --pid: new PID namespace with a minimal init
   bool host_dev = false;               ///< bind the host's /dev instead of a minimal one
+  bool network_none = false;           ///< --network none: a network namespace with only lo
   bool writable_rootfs = true;         ///< the container's root is writable (it is a private copy)
   /// Not empty for a squashfs image (site/squashfs_mount.h): `rootfs` is then a read-only
   /// FUSE mount shared with other containers, and the userns engine stacks a kernel overlayfs

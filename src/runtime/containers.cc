@@ -20,6 +20,7 @@
 #include "image/image_config.h"
 #include "image/unpack.h"
 #include "runtime/link_form.h"
+#include "runtime/monitor.h"
 
 namespace berth {
 namespace {
@@ -409,6 +410,11 @@ Result<FileLock> ContainerStore::lock_for_run(const ContainerRecord& c) const {
     return make_error("run", c.names.empty() ? c.id : c.names.front(),
                       "container " + c.short_id() + " is already running")
         .with_hint("run the image instead to get a new container");
+  write_runner_pid(lock);
+  return lock;
+}
+
+void write_runner_pid(const FileLock& lock) {
   // Who runs it, for rm -f (best effort: without it rm -f cannot stop the run). Written at a
   // fixed width over the last run's pid, never truncated first: on ext4 a truncate to zero of
   // a file with data waits for its ordered writeback and forces the next write out at close
@@ -420,7 +426,6 @@ Result<FileLock> ContainerStore::lock_for_run(const ContainerRecord& c) const {
     if (::fstat(lock.fd(), &st) == 0 && st.st_size > kPidWidth + 1)
       (void)!::ftruncate(lock.fd(), kPidWidth + 1);
   }
-  return lock;
 }
 
 Status ContainerStore::stop(const ContainerRecord& c, int grace_seconds) const {
@@ -430,6 +435,10 @@ Status ContainerStore::stop(const ContainerRecord& c, int grace_seconds) const {
   for (int sig : {SIGTERM, SIGKILL}) {
     // After SIGKILL the run lock is free as soon as the kernel has closed its files.
     auto deadline = steady_clock::now() + std::chrono::seconds(sig == SIGTERM ? grace_seconds : 10);
+    // SIGKILL goes to the workload first, so that the berth process running it records how it
+    // ended; to that process too when it is still there a little later.
+    auto kill_runner_at = deadline;
+    pid_t pid = 0;
     bool sent = false;
     for (;;) {
       auto lock = FileLock::try_acquire(path);
@@ -438,12 +447,20 @@ Status ContainerStore::stop(const ContainerRecord& c, int grace_seconds) const {
       if (!sent) {
         // Read while the lock is held: the pid is that of the run holding it (a run that took
         // the lock this instant may not have written it yet: read again on the next round).
-        pid_t pid = 0;
         if (auto text = read_file(path)) pid = static_cast<pid_t>(std::atol(text->c_str()));
         if (pid > 0) {
-          if (::kill(pid, sig) != 0 && errno != ESRCH) return sys_error("stop", subject);
+          pid_t target = pid;
+          if (sig == SIGKILL) {
+            if (pid_t w = workload_pid(pid); w > 0) target = w;
+            kill_runner_at = steady_clock::now() + std::chrono::seconds(2);
+          }
+          if (::kill(target, sig) != 0 && errno != ESRCH) return sys_error("stop", subject);
           sent = true;
         }
+      }
+      if (sent && sig == SIGKILL && steady_clock::now() >= kill_runner_at) {
+        (void)::kill(pid, SIGKILL);  // ESRCH: gone meanwhile, which is what was wanted
+        kill_runner_at = deadline + std::chrono::hours(1);
       }
       if (steady_clock::now() >= deadline) break;
       ::usleep(20 * 1000);

@@ -4,6 +4,8 @@
 //   containers/<id>/container.json  what it was made from and how it runs (rewritten atomically)
 //   containers/<id>/run.lock        flock held while the container runs; holds the pid of
 //                                   the berth process that runs it, which rm -f signals
+//   containers/<id>/log             a detached run's stdout and stderr (runtime/monitor.h)
+//   containers/<id>/monitor.json    a detached run's start and end, written by its monitor
 //   containers/<id>/container.lock  flock held while container.json is read, changed and
 //                                   written back, so that two updates cannot lose one
 //   containers/.tmp-<id>/           a container being created (renamed into place when whole)
@@ -132,6 +134,10 @@ class ContainerStore {
                 Durability durability);
   std::string root_;  ///< $BERTH_HOME
 };
+
+/// Writes this process's pid into a held run lock (`lock_for_run` does; a detached run's monitor
+/// does again, as the lock's new owner). Its mtime is the run's start for `ps`.
+void write_runner_pid(const FileLock& lock);
 
 /// Container names as Docker allows them: [a-zA-Z0-9][a-zA-Z0-9_.-]*, and not 64 hex digits.
 Status validate_container_name(std::string_view name);

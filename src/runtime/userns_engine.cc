@@ -155,6 +155,7 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | SIGCHLD;
   if (spec.pid_namespace) flags |= CLONE_NEWPID;
   if (!spec.hostname.empty()) flags |= CLONE_NEWUTS;
+  if (spec.network_none) flags |= CLONE_NEWNET;
   pid_t pid;
   int clone_err = 0;
   if (!spec.pid_namespace) {

@@ -1,0 +1,114 @@
+// berth exec: runs a command in a running container of the userns engine (runtime/exec.h).
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+
+#include "cli/container_target.h"
+#include "cli/context.h"
+#include "cli/engine.h"
+#include "core/env_list.h"
+#include "core/strings.h"
+#include "runtime/exec.h"
+#include "runtime/monitor.h"
+
+namespace berth::cli {
+namespace {
+
+/// The uid `user` names inside the container (a number, or a name in its /etc/passwd read
+/// through the process's root), or -1 when it names none.
+long uid_named(const std::string& user, pid_t target) {
+  std::string name = user.substr(0, user.find(':'));
+  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos)
+    return std::atol(name.c_str());
+  auto passwd = read_file("/proc/" + std::to_string(target) + "/root/etc/passwd");
+  if (!passwd.ok()) return -1;
+  for (std::string_view line : split_lines(*passwd)) {
+    auto f = split(line, ':');
+    if (f.size() > 2 && f[0] == name) return std::atol(std::string(f[2]).c_str());
+  }
+  return -1;
+}
+
+}  // namespace
+
+Action setup_exec(CLI::App& app, const GlobalOptions& g) {
+  struct Opts {
+    std::vector<std::string> env;
+    std::string workdir, user;
+    bool interactive = false, tty = false;
+  };
+  auto o = std::make_shared<Opts>();
+  app.add_flag("-i,--interactive", o->interactive, "Keep stdin attached");
+  app.add_flag("-t,--tty", o->tty, "The command uses the caller's terminal");
+  app.add_option("-e,--env", o->env, "Set a variable (KEY=VALUE, or KEY for the host's value)")
+      ->allow_extra_args(false);
+  app.add_option("-w,--workdir", o->workdir, "Working directory inside the container");
+  app.add_option("-u,--user", o->user, "User inside: the container's own (rootless: one user)");
+  app.prefix_command();
+  return [o, &g, &app]() -> Status {
+    set_exit_status(kExitBerthFailed);
+    std::vector<std::string> rest = app.remaining();
+    if (!rest.empty() && rest.front().starts_with("-")) return unknown_flag("exec", rest.front());
+    if (rest.size() < 2)
+      return make_error("exec", "CONTAINER", "a container and a command are required")
+          .with_hint("berth exec [OPTIONS] CONTAINER COMMAND [ARG...]");
+    ContainerStore cs = BERTH_TRY(open_containers(g));
+    ContainerRecord c = BERTH_TRY(cs.find(rest.front()));
+    const std::string& subject = rest.front();
+    // Only the userns engine's containers have namespaces of their own to join; proot and
+    // fakechroot run in the caller's, runc and Apptainer keep their own books.
+    std::string engine = c.engine.empty() ? kDefaultEngine : c.engine;
+    if (engine != kDefaultEngine)
+      return make_error("exec", subject,
+                        "the " + engine + " engine runs containers without namespaces to join",
+                        ErrorCode::kUnsupported)
+          .with_hint("run the command in a new container instead: berth run " + subject + " ...");
+    pid_t runner = runner_pid(cs, c);
+    pid_t target = workload_pid(runner);
+    if (runner == 0 || target == 0)
+      return make_error("exec", subject, "container " + c.short_id() + " is not running")
+          .with_hint("start it with 'berth start " + subject + "', or use berth run");
+    if (!in_own_user_namespace(target))
+      return make_error("exec", subject,
+                        "the engine running it gave it no namespaces to join (run --engine?)",
+                        ErrorCode::kUnsupported);
+    uid_t inside = BERTH_TRY(mapped_uid(target));
+    if (!o->user.empty() && uid_named(o->user, target) != static_cast<long>(inside))
+      return make_error("exec", "-u " + o->user,
+                        "a rootless container maps one user, uid " + std::to_string(inside) +
+                            ", and exec runs as it",
+                        ErrorCode::kUnsupported)
+          .with_hint("leave out -u, or run a new container with --user");
+    if (o->tty && !::isatty(STDIN_FILENO) && !::isatty(STDOUT_FILENO))
+      return make_error("exec", "-t", "no terminal to hand to the command")
+          .with_hint("run from a terminal, or leave out -t");
+
+    ExecSpec spec;
+    spec.target = target;
+    spec.argv.assign(rest.begin() + 1, rest.end());
+    // The workload's environment, as the run made it; -e on top (KEY alone: the host's value).
+    spec.env = BERTH_TRY(process_environment(target));
+    for (const std::string& e : o->env) {
+      std::string kv = e;
+      if (kv.find('=') == std::string::npos) {
+        const char* host = std::getenv(kv.c_str());
+        if (host == nullptr) continue;  // as docker: an unset host variable is left out
+        kv += "=" + std::string(host);
+      }
+      set_env(spec.env, kv);
+    }
+    std::string wd = o->workdir;
+    if (wd.empty() && c.image_config.is_object()) wd = c.image_config.value("WorkingDir", "");
+    spec.cwd = wd.empty() ? "/" : wd;
+    if (!spec.cwd.starts_with("/"))
+      return make_error("exec", "-w " + spec.cwd, "the working directory must be absolute");
+    spec.stdin_open = o->interactive;
+    RunOutcome outcome = exec_in_container(spec);
+    set_exit_status(outcome.exit_code);
+    if (outcome.error) return *outcome.error;
+    return {};
+  };
+}
+
+}  // namespace berth::cli

@@ -1,0 +1,186 @@
+// berth logs, stop, start, wait, kill: Docker's commands for containers run in the
+// background (`run -d`), without a daemon: each reads what the run left in the container's
+// folder (runtime/monitor.h) and signals the berth process holding its run lock.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "cli/context.h"
+#include "cli/run.h"
+#include "core/strings.h"
+#include "runtime/monitor.h"
+
+namespace berth::cli {
+namespace {
+
+std::string subject_of(const ContainerRecord& c) {
+  return c.names.empty() ? c.id : c.names.front();
+}
+
+/// A signal by name (KILL, SIGKILL, kill) or number, as `docker kill -s` takes it.
+Result<int> parse_signal(const std::string& s) {
+  static constexpr struct {
+    const char* name;
+    int number;
+  } kSignals[] = {{"HUP", SIGHUP},       {"INT", SIGINT},   {"QUIT", SIGQUIT},   {"ILL", SIGILL},
+                  {"TRAP", SIGTRAP},     {"ABRT", SIGABRT}, {"BUS", SIGBUS},     {"FPE", SIGFPE},
+                  {"KILL", SIGKILL},     {"USR1", SIGUSR1}, {"SEGV", SIGSEGV},   {"USR2", SIGUSR2},
+                  {"PIPE", SIGPIPE},     {"ALRM", SIGALRM}, {"TERM", SIGTERM},   {"CHLD", SIGCHLD},
+                  {"CONT", SIGCONT},     {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN},
+                  {"TTOU", SIGTTOU},     {"URG", SIGURG},   {"XCPU", SIGXCPU},   {"XFSZ", SIGXFSZ},
+                  {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
+                  {"PWR", SIGPWR},       {"SYS", SIGSYS}};
+  if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos) {
+    int n = std::atoi(s.c_str());
+    if (n > 0 && n < NSIG) return n;
+  }
+  std::string up;
+  for (char ch : s) up += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (up.starts_with("SIG")) up = up.substr(3);
+  for (const auto& sig : kSignals)
+    if (up == sig.name) return sig.number;
+  return make_error("kill", s, "unknown signal", ErrorCode::kInvalidInput)
+      .with_hint("a name such as TERM, KILL, HUP, USR1, or a number");
+}
+
+/// Copies what `fd` holds from `*offset` on to stdout.
+void copy_out(int fd, off_t* offset) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::pread(fd, buf, sizeof buf, *offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    std::fwrite(buf, 1, static_cast<size_t>(n), stdout);
+    *offset += n;
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+Action setup_logs(CLI::App& app, const GlobalOptions& g) {
+  struct Opts {
+    std::string name;
+    bool follow = false;
+  };
+  auto o = std::make_shared<Opts>();
+  app.add_flag("-f,--follow", o->follow, "Keep printing until the container stops");
+  app.add_option("CONTAINER", o->name, "Container name or ID")->required();
+  return [o, &g]() -> Status {
+    ContainerStore cs = BERTH_TRY(open_containers(g));
+    ContainerRecord c = BERTH_TRY(cs.find(o->name));
+    std::string path = log_path(cs, c);
+    // Only detached runs have a log (a foreground run's output went to its terminal).
+    auto fd = open_file(path, O_RDONLY);
+    if (!fd.ok() && fd.error().code != ErrorCode::kNotFound) return std::move(fd).error();
+    off_t offset = 0;
+    for (;;) {
+      bool was_running = o->follow && runner_pid(cs, c) != 0;
+      if (!fd.ok()) fd = open_file(path, O_RDONLY);
+      if (fd.ok()) copy_out(fd->get(), &offset);
+      if (!was_running) break;  // read once more after it stopped: nothing is lost
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return {};
+  };
+}
+
+Action setup_stop(CLI::App& app, const GlobalOptions& g) {
+  struct Opts {
+    std::vector<std::string> names;
+    int time = 10;
+  };
+  auto o = std::make_shared<Opts>();
+  app.add_option("-t,--time", o->time, "Seconds to wait after SIGTERM before SIGKILL (default 10)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("CONTAINER", o->names, "Container names or IDs")->required();
+  return [o, &g]() -> Status {
+    ContainerStore cs = BERTH_TRY(open_containers(g));
+    for (const std::string& n : o->names) {
+      ContainerRecord c = BERTH_TRY(cs.find(n));
+      BERTH_CHECK(cs.stop(c, o->time));
+      std::printf("%s\n", n.c_str());
+    }
+    return {};
+  };
+}
+
+Action setup_start(CLI::App& app, const GlobalOptions& g) {
+  auto names = std::make_shared<std::vector<std::string>>();
+  app.add_option("CONTAINER", *names, "Container names or IDs")->required();
+  return [names, &g]() -> Status {
+    ContainerStore cs = BERTH_TRY(open_containers(g));
+    for (const std::string& n : *names) {
+      ContainerRecord c = BERTH_TRY(cs.find(n));
+      if (!c.running) {
+        // The command of its last run as it was (entrypoint included), else the image's.
+        RunOptions opts;
+        std::vector<std::string> rest = {c.id};
+        if (!c.last_command.empty()) {
+          opts.entrypoint_set = true;
+          rest.insert(rest.end(), c.last_command.begin(), c.last_command.end());
+        }
+        bool monitor = false;
+        Status st =
+            do_run(g, opts, GivenOptions{}, "", false, false, "", rest, Detach::kQuietly, &monitor);
+        if (monitor) return st;  // the monitor, its run ended: its status is the run's
+        BERTH_CHECK(std::move(st));
+      }
+      std::printf("%s\n", n.c_str());
+    }
+    return {};
+  };
+}
+
+Action setup_wait(CLI::App& app, const GlobalOptions& g) {
+  auto names = std::make_shared<std::vector<std::string>>();
+  app.add_option("CONTAINER", *names, "Container names or IDs")->required();
+  return [names, &g]() -> Status {
+    ContainerStore cs = BERTH_TRY(open_containers(g));
+    for (const std::string& n : *names) {
+      ContainerRecord c = BERTH_TRY(cs.find(n));
+      wait_stopped(cs, c, -1);
+      c = BERTH_TRY(cs.find(c.id));  // as its run left it
+      std::optional<int> code = run_times(cs, c).exit_code;
+      if (!code)
+        return make_error("wait", n, "container " + c.short_id() + " has not run yet")
+            .with_hint("start it with 'berth start " + n + "'");
+      std::printf("%d\n", *code);
+    }
+    return {};
+  };
+}
+
+Action setup_kill(CLI::App& app, const GlobalOptions& g) {
+  struct Opts {
+    std::vector<std::string> names;
+    std::string signal = "KILL";
+  };
+  auto o = std::make_shared<Opts>();
+  app.add_option("-s,--signal", o->signal, "Signal to send (default KILL)");
+  app.add_option("CONTAINER", o->names, "Container names or IDs")->required();
+  return [o, &g]() -> Status {
+    int sig = BERTH_TRY(parse_signal(o->signal));
+    ContainerStore cs = BERTH_TRY(open_containers(g));
+    for (const std::string& n : o->names) {
+      ContainerRecord c = BERTH_TRY(cs.find(n));
+      pid_t runner = runner_pid(cs, c);
+      // The workload itself (or its PID namespace's init, which passes it on); the berth
+      // process running it records how it ended.
+      pid_t target = workload_pid(runner);
+      if (runner == 0 || target == 0)
+        return make_error("kill", n, "container " + c.short_id() + " is not running");
+      if (::kill(target, sig) != 0) return sys_error("kill", subject_of(c));
+      std::printf("%s\n", n.c_str());
+    }
+    return {};
+  };
+}
+
+}  // namespace berth::cli

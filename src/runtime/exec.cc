@@ -1,0 +1,214 @@
+#include "runtime/exec.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <linux/capability.h>
+#include <linux/close_range.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/fs.h"
+#include "core/signals.h"
+#include "runtime/child.h"
+
+namespace berth {
+namespace {
+
+/// The namespaces a container of the userns engine may have, the user namespace first: joining
+/// it gives the capabilities the others need.
+constexpr struct {
+  const char* name;
+  int type;
+} kNamespaces[] = {{"user", CLONE_NEWUSER}, {"mnt", CLONE_NEWNS},  {"uts", CLONE_NEWUTS},
+                   {"net", CLONE_NEWNET},   {"ipc", CLONE_NEWIPC}, {"pid", CLONE_NEWPID}};
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
+Error failure_error(const ChildFailure& f) {
+  ChildFailure c = f;
+  c.subject[sizeof c.subject - 1] = c.detail[sizeof c.detail - 1] = '\0';
+  Error e = c.detail[0] ? make_error(c.op, c.subject, c.detail) : sys_error(c.op, c.subject, c.err);
+  e.sys_errno = c.err;
+  return e;
+}
+
+[[noreturn]] void report(int fd, const ChildFailure& f) {
+  (void)!::write(fd, &f, sizeof f);
+  ::_exit(f.exit_code);
+}
+
+}  // namespace
+
+bool in_own_user_namespace(pid_t target) {
+  std::string theirs = "/proc/" + std::to_string(target) + "/ns/user";
+  return ::access(theirs.c_str(), F_OK) == 0 && !same_file("/proc/self/ns/user", theirs);
+}
+
+Result<uid_t> mapped_uid(pid_t target) {
+  std::string path = "/proc/" + std::to_string(target) + "/uid_map";
+  std::string text = BERTH_TRY(read_file(path));
+  unsigned long inside = 0, outside = 0, count = 0;
+  uid_t me = ::getuid();
+  // Each line: first uid inside, first uid outside, how many.
+  const char* p = text.c_str();
+  while (std::sscanf(p, " %lu %lu %lu", &inside, &outside, &count) == 3) {
+    if (me >= outside && me - outside < count) return static_cast<uid_t>(inside + (me - outside));
+    p = std::strchr(p, '\n');
+    if (p == nullptr) break;
+    ++p;
+  }
+  return make_error("read", path, "your user is not mapped in the container");
+}
+
+Result<std::vector<std::string>> process_environment(pid_t target) {
+  std::string path = "/proc/" + std::to_string(target) + "/environ";
+  std::string text = BERTH_TRY(read_file(path));
+  std::vector<std::string> env;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\0', start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start) env.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return env;
+}
+
+RunOutcome exec_in_container(const ExecSpec& spec) {
+  auto failed = [](Error e) { return RunOutcome{125, std::move(e)}; };
+  std::string proc = "/proc/" + std::to_string(spec.target);
+  // Opened before the fork, so that a failure is one line from here.
+  std::vector<std::pair<UniqueFd, const char*>> ns;
+  for (const auto& n : kNamespaces) {
+    std::string theirs = proc + "/ns/" + n.name;
+    if (same_file("/proc/self/ns/" + std::string(n.name), theirs)) continue;  // not a new one
+    auto fd = open_file(theirs, O_RDONLY);
+    if (!fd.ok()) return failed(std::move(fd).error());
+    ns.emplace_back(std::move(fd).value(), n.name);
+  }
+  auto root = open_file(proc + "/root", O_RDONLY | O_DIRECTORY);
+  if (!root.ok()) return failed(std::move(root).error());
+  auto devnull = open_file("/dev/null", O_RDONLY);
+  if (!devnull.ok()) return failed(std::move(devnull).error());
+
+  // The child allocates nothing: every string it needs is ready here.
+  std::vector<char*> argv, envp;
+  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const char* path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  for (const std::string& e : spec.env) {
+    envp.push_back(const_cast<char*>(e.c_str()));
+    if (e.starts_with("PATH=")) path = e.c_str() + 5;
+  }
+  envp.push_back(nullptr);
+  ChildContext ctx;
+  ctx.argv = argv;
+  ctx.envp = envp;
+  ctx.path = path;
+  bool join_pid = false;
+  for (const auto& [fd, name] : ns) join_pid = join_pid || std::strcmp(name, "pid") == 0;
+
+  int report_fds[2];
+  if (::pipe2(report_fds, O_CLOEXEC) != 0) return failed(sys_error("pipe", "exec"));
+  UniqueFd report_r(report_fds[0]), report_w(report_fds[1]);
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) return failed(sys_error("fork", "exec"));
+  if (pid == 0) {
+    ChildFailure f;
+    int out = report_w.get();
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != parent) {
+      set_failure(&f, 125, errno, "set the parent death signal", "");
+      report(out, f);
+    }
+    for (const auto& [fd, name] : ns) {
+      if (::setns(fd.get(), 0) != 0) {
+        set_failure(&f, 125, errno, "setns", name);
+        report(out, f);
+      }
+    }
+    if (::fchdir(root->get()) != 0 || ::chroot(".") != 0) {
+      set_failure(&f, 125, errno, "chdir", "/", "the container's root");
+      report(out, f);
+    }
+    if (::chdir(spec.cwd.c_str()) != 0) {
+      set_failure(&f, 125, errno, "chdir to working directory", spec.cwd.c_str());
+      report(out, f);
+    }
+    if (join_pid) {
+      // A PID namespace is entered by the next child only: that child runs the command, this
+      // one passes signals on and its status back.
+      pid_t inner = ::fork();
+      if (inner < 0) {
+        set_failure(&f, 125, errno, "fork", "exec");
+        report(out, f);
+      }
+      if (inner > 0) {
+        report_w.reset();
+        forward_signals_to(inner, nullptr);
+        int status = 0;
+        while (::waitpid(inner, &status, 0) < 0 && errno == EINTR) {
+        }
+        if (WIFSIGNALED(status)) {
+          reset_forwarded_signals();
+          ::kill(::getpid(), WTERMSIG(status));
+        }
+        ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+      }
+      (void)::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    }
+    if (!spec.stdin_open && ::dup2(devnull->get(), STDIN_FILENO) < 0) {
+      set_failure(&f, 125, errno, "dup2", "/dev/null");
+      report(out, f);
+    }
+    // As the workload: without CAP_SYS_ADMIN a root command cannot undo the mount plan.
+    if (::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0) {
+      set_failure(&f, 125, errno, "drop capability", "CAP_SYS_ADMIN");
+      report(out, f);
+    }
+    (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // ENOSYS: a harmless leak
+    reset_forwarded_signals();
+    exec_workload(ctx, &f);
+    report(out, f);
+  }
+  ForwardedActions old_actions;
+  forward_signals_to(pid, &old_actions);
+  report_w.reset();
+  ChildFailure failure;
+  size_t got = 0;
+  while (got < sizeof failure) {
+    ssize_t n =
+        ::read(report_r.get(), reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  stop_forwarding(old_actions);
+  RunOutcome out;
+  if (WIFEXITED(status))
+    out.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    out.exit_code = 128 + WTERMSIG(status);
+  if (got == sizeof failure) {
+    out.exit_code = failure.exit_code;
+    out.error = failure_error(failure);
+  }
+  return out;
+}
+
+}  // namespace berth

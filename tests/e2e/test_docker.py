@@ -1,0 +1,295 @@
+"""Docker habits, end to end as an unprivileged user: `run -d` under a monitor, `ps` with
+Docker's STATUS, `logs`, `stop`, `start`, `wait`, `kill`, `exec`, `inspect --format`, and the
+flags Berth cannot honour rootless."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+
+import pytest
+
+import imagelib
+from test_run import img, run_image, workload_pids  # noqa: F401  (fixtures and a helper)
+
+WAIT = 60  # seconds: generous readiness limits, never asserted as durations
+
+
+def wait_for(predicate, what: str, timeout: float = WAIT):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def logs(berth, name: str) -> str:
+    return berth("logs", name)[1]
+
+
+def detach(berth, *args) -> str:
+    _, out, err = berth("run", "-d", *args)
+    cid = out.strip()
+    assert re.fullmatch(r"[0-9a-f]{64}", cid), (out, err)
+    return cid
+
+
+def ps_row(berth, name: str, *flags) -> str:
+    _, out, _ = berth("ps", *flags)
+    rows = [line for line in out.splitlines()[1:] if line.rstrip().endswith(name)]
+    return rows[0] if rows else ""
+
+
+# --- run -d, logs, wait, ps ---------------------------------------------------------------
+
+
+def test_detached_run_records_output_and_status(berth, img):
+    cid = detach(berth, "--name", "bg", img, "/bin/sh", "-c", "echo out; echo err >&2; exit 3")
+    _, out, _ = berth("wait", "bg")
+    assert out == "3\n"
+    text = logs(berth, "bg")
+    assert "out\n" in text and "err\n" in text  # logs work after the workload exited
+    assert ps_row(berth, "bg") == ""  # ps: running containers only
+    row = ps_row(berth, "bg", "-a")
+    assert cid[:12] in row and re.search(r"Exited \(3\) .* ago", row), row
+    info = {c["name"]: c for c in berth.json("ps", "--json")}["bg"]
+    assert info["status"] == "exited" and info["exit_code"] == 3 and info["detached"] is True
+
+
+def test_ps_shows_up_while_running_and_stop_ends_it(berth, img):
+    detach(berth, "--name", "up", img, "/probe", "signals", "600")
+    wait_for(lambda: "ready" in logs(berth, "up"), "the workload to start")
+    row = ps_row(berth, "up")
+    assert re.search(r"\bUp (Less than a second|\d+ seconds?|About a minute)\b", row), row
+    _, out, _ = berth("ps", "--format", "{{.Names}} {{.State}} {{.Status}}")
+    assert out.startswith("up running Up "), out
+    _, out, _ = berth("ps", "--format", "json")
+    assert json.loads(out.splitlines()[0])["Names"] == "up"
+    _, out, _ = berth("stop", "-t", "30", "up")
+    assert out == "up\n"
+    assert berth("wait", "up")[1] == "143\n"
+    assert "signal=15" in logs(berth, "up")
+    assert re.search(r"Exited \(143\)", ps_row(berth, "up", "-a"))
+    _, out, _ = berth("ps", "-q")
+    assert out == ""
+
+
+def test_stop_kills_a_workload_that_ignores_sigterm(berth, img):
+    detach(berth, "--name", "stubborn", img, "/bin/sh", "-c",
+           "trap '' TERM; echo ready; while true; do sleep 1; done")
+    wait_for(lambda: "ready" in logs(berth, "stubborn"), "the workload to start")
+    berth("stop", "-t", "1", "stubborn")
+    assert berth("wait", "stubborn")[1] == "137\n"
+    assert re.search(r"Exited \(137\)", ps_row(berth, "stubborn", "-a"))
+
+
+def test_ps_stays_true_when_the_monitor_is_killed(berth, img):
+    cid = detach(berth, "--name", "orphan", img, "/probe", "signals", "601")
+    wait_for(lambda: "ready" in logs(berth, "orphan"), "the workload to start")
+    with open(os.path.join(berth.berth_home, "containers", cid, "run.lock")) as f:
+        monitor = int(f.read())
+    os.kill(monitor, signal.SIGKILL)
+    wait_for(lambda: ps_row(berth, "orphan") == "", "ps to stop listing it")
+    wait_for(lambda: not workload_pids(601), "the workload to die with its monitor")
+    assert re.search(r"Exited \(137\)", ps_row(berth, "orphan", "-a"))
+    info = {c["name"]: c for c in berth.json("ps", "--json")}["orphan"]
+    assert info["status"] == "exited" and info["exit_code"] == 137
+    assert berth("wait", "orphan")[1] == "137\n"
+    berth("rm", "orphan")  # nothing runs in it any more
+
+
+def test_kill_sends_a_signal_to_the_workload(berth, img):
+    detach(berth, "--name", "target", img, "/probe", "signals", "602")
+    wait_for(lambda: "ready" in logs(berth, "target"), "the workload to start")
+    berth("kill", "-s", "USR1", "target")
+    wait_for(lambda: "signal=10" in logs(berth, "target"), "the signal to arrive")
+    assert ps_row(berth, "target") != ""  # USR1 does not end it
+    berth("kill", "target")  # KILL by default
+    assert berth("wait", "target")[1] == "137\n"
+    rc, _, err = berth("kill", "target", check=False)
+    assert rc == 1 and err.splitlines()[0] == (
+        "berth: error: kill target: container " + ps_id(berth, "target") + " is not running")
+    rc, _, err = berth("kill", "-s", "NOPE", "target", check=False)
+    assert rc == 1 and err.splitlines()[0] == "berth: error: kill NOPE: unknown signal"
+
+
+def ps_id(berth, name: str) -> str:
+    return {c["name"]: c for c in berth.json("ps", "--json")}[name]["id"][:12]
+
+
+def test_start_runs_the_recorded_command_again_detached(berth, img):
+    detach(berth, "--name", "again", img, "/bin/sh", "-c", "echo run; exit 4")
+    assert berth("wait", "again")[1] == "4\n"
+    _, out, _ = berth("start", "again")
+    assert out == "again\n"
+    assert berth("wait", "again")[1] == "4\n"
+    assert logs(berth, "again").count("run\n") == 2
+
+
+def test_start_of_a_created_container_runs_its_image_command(berth, img):
+    berth("create", "--name", "fresh", img)
+    rc, _, err = berth("wait", "fresh", check=False)
+    assert rc == 1 and "has not run yet" in err
+    berth("start", "fresh")
+    assert berth("wait", "fresh")[1] == "0\n"
+    assert "uid=0" in logs(berth, "fresh")  # the image's Cmd: /probe id
+
+
+def test_logs_follow_returns_when_the_container_stops(berth, img):
+    detach(berth, "--name", "chatty", img, "/bin/sh", "-c",
+           "echo one; while [ ! -e /go ]; do sleep 1; done; echo two")
+    wait_for(lambda: "one" in logs(berth, "chatty"), "the first line")
+    p = berth.popen("logs", "-f", "chatty")
+    try:
+        berth("exec", "chatty", "/bin/sh", "-c", "echo > /go")
+        out, _ = p.communicate(timeout=WAIT)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert out == "one\ntwo\n"
+
+
+def test_a_foreground_run_shows_exited_with_its_status(berth, img):
+    berth("run", "--name", "fg", img, "/probe", "exit", "7", check=False)
+    assert re.search(r"Exited \(7\) .* ago", ps_row(berth, "fg", "-a"))
+    berth("create", "--name", "never", img)
+    assert re.search(r"\bCreated\s+never\s*$", ps_row(berth, "never", "-a"))
+
+
+# --- exec ------------------------------------------------------------------------------------
+
+
+def test_exec_joins_a_detached_container(berth, img):
+    detach(berth, "--name", "svc", img, "/probe", "signals", "603")
+    wait_for(lambda: "ready" in logs(berth, "svc"), "the workload to start")
+    # The container's file system, not the host's: a file written by one exec is seen by the next.
+    berth("exec", "svc", "/bin/sh", "-c", "echo inside > /made-by-exec")
+    assert berth("exec", "svc", "/probe", "cat", "/made-by-exec")[1] == "inside\n"
+    assert not os.path.exists("/made-by-exec")
+    # The workload's environment, -e added; -w; the run's identity.
+    _, out, _ = berth("exec", "-e", "EXTRA=yes", "-w", "/etc", "svc", "/bin/sh", "-c",
+                      'echo "$FROM_IMAGE $EXTRA $(pwd) $(id -u)"')
+    assert out == "image yes /etc 0\n"
+    rc, _, _ = berth("exec", "svc", "/bin/sh", "-c", "exit 5", check=False)
+    assert rc == 5
+    assert berth("exec", "-i", "svc", "/probe", "cat", "-", input="fed\n")[1] == "fed\n"
+    rc, _, err = berth("exec", "svc", "no-such-program", check=False)
+    assert rc == 127 and err.splitlines()[0] == (
+        'berth: error: exec: "no-such-program": executable file not found in $PATH')
+    rc, _, err = berth("exec", "-u", "1234", "svc", "/probe", "id", check=False)
+    assert rc == 125 and "-u" in err.splitlines()[0]
+    berth("stop", "svc")
+    rc, _, err = berth("exec", "svc", "/probe", "true", check=False)
+    assert rc == 125 and err.splitlines()[0].endswith(" is not running")
+
+
+def test_exec_is_refused_clearly_for_an_engine_without_namespaces(berth, img):
+    berth("create", "--name", "pr", img)
+    berth("setup", "--engine=proot", "pr")
+    rc, _, err = berth("exec", "pr", "/probe", "true", check=False)
+    assert rc == 125
+    assert err.splitlines()[0] == (
+        "berth: error: exec pr: the proot engine runs containers without namespaces to join")
+
+
+# --- inspect --format ------------------------------------------------------------------------
+
+
+def test_inspect_format_templates(berth, img):
+    berth("create", "--name", "tpl", img)
+    env = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    assert berth("inspect", "--format", "{{.Config.Env}}", "tpl")[1] == (
+        f"[{env} FROM_IMAGE=image OVERRIDE=image]\n")
+    assert json.loads(berth("inspect", "-f", "{{json .Config.Env}}", "tpl")[1])[1] == (
+        "FROM_IMAGE=image")
+    assert berth("inspect", "-f", "{{index .Config.Env 2}}", "tpl")[1] == "OVERRIDE=image\n"
+    assert berth("inspect", "-f", "{{range .Config.Env}}{{println .}}{{end}}", "tpl")[1] == (
+        f"{env}\nFROM_IMAGE=image\nOVERRIDE=image\n\n")
+    assert berth("inspect", "-f", "{{.State.Status}} {{.Name}} {{.Config.WorkingDir}}",
+                 "tpl")[1] == "created /tpl /srv/work\n"
+    assert berth("inspect", "-f", "{{.Os}}/{{.Architecture}}", img)[1].startswith("linux/")
+    rc, _, err = berth("inspect", "-f", "{{.Nope}}", "tpl", check=False)
+    assert rc == 1 and err.splitlines()[0] == (
+        "berth: error: template {{.Nope}}: can't evaluate field .Nope: no such field")
+
+
+# --- run flags: relative volumes, --pull, --network, what rootless cannot honour ------------
+
+
+def test_relative_volume_is_the_working_directorys(berth, img):
+    berth.identity.write_file(os.path.join(berth.workdir, "data", "f"), "from the host\n")
+    _, out, _ = berth("run", "--rm", "-v", "./data:/data:ro", img, "/probe", "cat", "/data/f")
+    assert out == "from the host\n"
+    _, out, _ = berth("run", "--rm", "-v", "./data/../data/:/d2", img, "/probe", "cat", "/d2/f")
+    assert out == "from the host\n"
+
+
+def test_pull_policy(berth, registry, run_image):
+    ref = f"{registry.host}/e2e/pullpolicy:1"
+    rc, _, err = berth("run", "--pull", "never", ref, "/probe", "true", check=False)
+    assert rc == 125 and err.splitlines()[0] == (
+        f"berth: error: find image {ref}: not in the store, and --pull never")
+    rc, _, err = berth("run", "--pull", "sometimes", ref, check=False)
+    assert rc == 125 and err.splitlines()[0] == (
+        "berth: error: run --pull sometimes: expected always, missing or never")
+
+    def push(version: str) -> None:
+        layer = imagelib.Layer([imagelib.File("version", version.encode())])
+        registry.pusher().push_image("e2e/pullpolicy", "1",
+                                     imagelib.make_image([imagelib.busybox_layer(), layer]))
+
+    push("one")
+    assert berth("run", "--rm", ref, "/bin/cat", "/version")[1] == "one"  # missing: pulled
+    push("two")
+    assert berth("run", "--rm", ref, "/bin/cat", "/version")[1] == "one"  # present: kept
+    assert berth("create", "--pull", "never", ref)[0] == 0
+    assert berth("run", "--rm", "--pull", "always", ref, "/bin/cat", "/version")[1] == "two"
+
+
+@pytest.mark.parametrize("args,first,hint", [
+    (["-p", "8080:80"], "berth: error: run -p: ports cannot be published: rootless Berth makes "
+     "no virtual network, the container uses the host's",
+     "berth: hint: a server in the container listens on the host's own ports: pick a free one"),
+    (["--privileged"], "berth: error: run --privileged: a rootless container cannot have more "
+     "privilege than your own user", None),
+    (["--cap-add=NET_ADMIN"], "berth: error: run --cap-add: capabilities outside the container's "
+     "user namespace cannot be granted rootless", None),
+    (["--memory", "4g"], "berth: error: run --memory: resource limits are the batch system's, "
+     "not the container's, on a shared cluster",
+     "berth: hint: ask Slurm (srun --mem=...), or systemd-run --user -p MemoryMax=... berth run ..."),
+    (["--cpus=2"], "berth: error: run --cpus: resource limits are the batch system's, not the "
+     "container's, on a shared cluster", None),
+    (["--network", "bridge"], "berth: error: run --network bridge: rootless Berth makes no "
+     "virtual networks: a container shares the host's network (host, the default) or has none "
+     "(none)", None),
+], ids=["publish", "privileged", "cap-add", "memory", "cpus", "network-bridge"])
+def test_flags_rootless_cannot_honour_say_why(berth, img, args, first, hint):
+    rc, _, err = berth("run", *args, img, "/probe", "true", check=False)
+    lines = err.splitlines()
+    assert rc == 125 and lines[0] == first, err
+    if hint:
+        assert lines[1] == hint
+    assert "unknown flag" not in err
+
+
+def test_network_none_has_only_loopback_and_it_is_up(berth, img):
+    _, out, _ = berth("run", "--rm", "--network", "none", img, "/bin/cat", "/proc/net/dev")
+    names = {line.split(":")[0].strip() for line in out.splitlines()[2:]}
+    assert names == {"lo"}, out
+    _, out, _ = berth("run", "--rm", "--network", "none", img, "/bin/sh", "-c", "ifconfig lo")
+    assert " UP " in out and "127.0.0.1" in out, out
+    _, out, _ = berth("run", "--rm", "--network", "host", img, "/bin/cat", "/proc/net/dev")
+    assert len(out.splitlines()) >= 3  # the host's interfaces
+
+
+def test_network_none_is_refused_for_an_engine_without_namespaces(berth, img):
+    rc, _, err = berth("run", "--rm", "--engine=proot", "--network", "none", img, "/probe", "true",
+                       check=False)
+    assert rc == 125 and err.splitlines()[0] == (
+        "berth: error: run --network none: the proot engine cannot give a container a network "
+        "namespace")
