@@ -214,6 +214,7 @@ Status run_squashfs(const RunOptions& opts, const std::string& name, bool writab
         .with_hint("berth run " + path + " /bin/sh");
   ContainerSpec spec = BERTH_TRY(prepare_spec(config, mount.root, opts, host, discovery, site, given));
   spec.overlay_scratch = mount.scratch;
+  spec.overlay_only_for_writes = !writable;
   spec.writable_rootfs = writable;
   return finish(run_userns(spec));  // `mount` is held until the workload is gone
 }

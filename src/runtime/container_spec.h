@@ -76,6 +76,11 @@ struct ContainerSpec {
   /// lines go to the upper; with writable_rootfs false the root is made read-only once the
   /// plan is applied. Everything written is discarded with the namespace.
   std::string overlay_scratch;
+  /// With overlay_scratch and a read-only root: the overlay exists only to take writes (mount
+  /// targets the image lacks, Berth's /etc/passwd and /etc/group lines). When the image has
+  /// every target, the lines and the working directory already, the engine binds `rootfs`
+  /// read-only instead: no tmpfs, no overlay, no copy-up through FUSE.
+  bool overlay_only_for_writes = false;
   /// Device layers' edits (GPU injection, CDI), applied after the volumes, in order.
   std::vector<DeviceEdit> device_edits;
   /// Library directories the container's loader must search. When not empty the engine runs

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -19,6 +20,7 @@
 
 #include "core/env_list.h"
 #include "core/fs.h"
+#include "core/root_path.h"
 #include "core/signals.h"
 #include "runtime/child.h"
 #include "runtime/container_spec.h"
@@ -29,6 +31,27 @@ namespace berth {
 namespace {
 
 RunOutcome failed(Error e) { return RunOutcome{125, std::move(e)}; }
+
+/// Whether the plan can be applied to a read-only `root` as it is: every mount target exists
+/// (those inside a tmpfs the plan mounts first are made there), no symlink or file is to be
+/// written outside such a tmpfs, and the working directory exists.
+bool plan_needs_no_writes(int root_fd, const MountPlan& plan, const std::string& cwd) {
+  std::vector<const std::string*> tmpfs;
+  for (const MountEntry& e : plan.entries) {
+    bool inside = false;
+    for (const std::string* t : tmpfs)
+      inside |= e.target.size() > t->size() && e.target.compare(0, t->size(), *t) == 0 &&
+                e.target[t->size()] == '/';
+    if (!inside) {
+      if (e.kind == MountKind::kSymlink || e.kind == MountKind::kWriteFile) return false;
+      UniqueFd fd(open_in_root(root_fd, e.target.c_str(), O_PATH));
+      if (!fd.valid()) return false;
+    }
+    if (e.kind == MountKind::kFs && e.fstype == "tmpfs") tmpfs.push_back(&e.target);
+  }
+  UniqueFd dir(open_in_root(root_fd, cwd.c_str(), O_PATH | O_DIRECTORY));
+  return dir.valid();
+}
 
 /// The terminal to hand to the workload: the first of stdin/stdout/stderr
 /// that is a terminal whose foreground group is ours; -1 when none.
@@ -65,7 +88,7 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   if (!plan) return failed(std::move(plan).error());
   if (auto st = plan_device_edits(spec, *plan); !st) return failed(std::move(st).error());
   IdentityAdditions identity;
-  const bool overlay = !spec.overlay_scratch.empty();
+  bool overlay = !spec.overlay_scratch.empty();
   {
     UniqueFd root(::open(spec.rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!root.valid()) return failed(sys_error("open", spec.rootfs));
@@ -74,6 +97,9 @@ RunOutcome run_userns(const ContainerSpec& spec) {
       auto add = identity_additions(root.get(), spec);
       if (!add) return failed(std::move(add).error().with_context("set up /etc/passwd"));
       identity = std::move(add).value();
+      if (spec.overlay_only_for_writes && !spec.writable_rootfs && identity.passwd.empty() &&
+          identity.group.empty() && plan_needs_no_writes(root.get(), *plan, spec.cwd))
+        overlay = false;  // the shared mount itself, bound read-only
     } else if (auto st = ensure_identity(root.get(), spec); !st) {
       return failed(std::move(st).error().with_context("set up /etc/passwd"));
     }

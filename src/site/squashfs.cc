@@ -3,12 +3,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "core/json.h"
 #include "core/root_path.h"
-#include "core/sha256.h"
 #include "image/image_config.h"
 
 namespace berth {
@@ -32,11 +34,12 @@ Result<SquashfsFile> open_squashfs(const std::string& path) {
 }
 
 std::string squashfs_key(const struct stat& st) {
-  std::string id = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
-                   std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-                   std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(st.st_ctim.tv_sec) +
-                   "." + std::to_string(st.st_ctim.tv_nsec);
-  return std::string(digest_hex(sha256_digest(id)).substr(0, 20));
+  // The fields themselves, in hex: no two versions share a key, and no hash function to load
+  // (a SHA-256 here pulled libcrypto into every squashfs start, half a millisecond).
+  auto u = [](auto v) { return static_cast<uint64_t>(v); };
+  return fmt::format("{:x}-{:x}-{:x}-{:x}.{:x}-{:x}.{:x}", u(st.st_dev), u(st.st_ino),
+                     u(st.st_size), u(st.st_mtim.tv_sec), u(st.st_mtim.tv_nsec),
+                     u(st.st_ctim.tv_sec), u(st.st_ctim.tv_nsec));
 }
 
 Result<nlohmann::json> read_squashfs_image_config(int root_fd, const std::string& image,

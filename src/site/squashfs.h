@@ -36,8 +36,9 @@ struct SquashfsFile {
 /// a file that is not squashfs, a truncated or corrupt one.
 Result<SquashfsFile> open_squashfs(const std::string& path);
 
-/// A short name for one version of one image file (device, inode, size, change time): the
-/// same file gets the same key on every start, a replaced or rewritten one a new key.
+/// A name for one version of one image file (its device, inode, size, modification and change
+/// times, in hex): the same file gets the same key on every start, a replaced or rewritten one
+/// a new key.
 std::string squashfs_key(const struct stat& st);
 
 /// The image's run settings from /.berth/image.json beneath `root_fd` (a mounted image):

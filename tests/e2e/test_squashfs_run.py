@@ -119,7 +119,8 @@ def mksquashfs(tree: str, out: str) -> str:
 
 @pytest.fixture(scope="module")
 def images(identity, scratch, usable_fuse):
-    """Two images: `berth.sqsh` with Berth's image.json, `plain.sqsh` without (enroot's kind)."""
+    """`berth.sqsh` with Berth's image.json, `plain.sqsh` without (enroot's kind), and
+    `complete.sqsh`, which also has every default mount target (/etc/hosts, resolv.conf)."""
     for tool in ("mksquashfs", "squashfuse_ll", "fusermount3"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
@@ -131,9 +132,12 @@ def images(identity, scratch, usable_fuse):
     made = {}
     for name, meta in (("berth", {"schemaVersion": 1, "reference": "test/sqsh:1",
                                   "digest": "sha256:" + "0" * 64, "config": CONFIG}),
-                       ("plain", None)):
+                       ("plain", None), ("complete", None)):
         tree = os.path.join(d, name + "-tree")
         make_tree(tree, meta)
+        if name == "complete":  # every default mount target: nothing for an overlay to take
+            for f in ("hosts", "resolv.conf"):
+                open(os.path.join(tree, "etc", f), "w").close()
         made[name] = mksquashfs(tree, os.path.join(d, name + ".sqsh"))
     return made
 
@@ -182,6 +186,29 @@ def test_read_only_by_default(sq, images):
     # Volumes and the scratch mounts stay writable.
     _, out, _ = sq("run", images["plain"], "/bin/sh", "-c", "echo t > /tmp/t && cat /tmp/t")
     assert out == "t\n"
+
+
+def root_fs_type(sq, image: str, *args: str) -> str:
+    _, out, _ = sq("run", *args, image, "/bin/sh", "-c", "cat /proc/self/mountinfo")
+    for line in out.splitlines():
+        fields = line.split()
+        if fields[4] == "/":
+            return fields[fields.index("-") + 1]
+    raise AssertionError(out)
+
+
+def test_read_only_run_without_overlay_when_nothing_needs_writing(sq, images):
+    """A read-only run of an image that has every mount target, the user's passwd and group
+    lines and the working directory binds the shared mount itself: no tmpfs, no overlay."""
+    assert root_fs_type(sq, images["complete"]).startswith("fuse")
+    rc, out, err = sq("run", images["complete"], "/bin/sh", "-c",
+                      "touch /new; echo status $?; echo t > /tmp/t && cat /tmp/t", check=False)
+    assert "Read-only file system" in err and out == "status 1\nt\n"
+    # Anything to write keeps the overlay: a missing target, a user not in passwd, --writable.
+    assert root_fs_type(sq, images["plain"]) == "overlay"
+    assert root_fs_type(sq, images["complete"], "-u", "4321") == "overlay"
+    assert root_fs_type(sq, images["complete"], "-v", f"{sq.make_dir('vol')}:/data") == "overlay"
+    assert root_fs_type(sq, images["complete"], "--writable") == "overlay"
 
 
 def test_writable_changes_are_discarded(sq, images):
