@@ -29,9 +29,13 @@ Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const 
     // stderr; stdout belongs to the container).
     std::fprintf(stderr, "Unable to find image '%s' locally\n", what.c_str());
     std::fflush(stderr);
-    PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet));
+    // A container needs layers, whatever store_format says (a squashed image runs as it is,
+    // without a container: cli/run.cc).
+    PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet, false));
     image = std::move(pulled.record);
   }
+  // Its layers are gone; unpacking the squashfs file instead would keep two copies.
+  if (image->squashed()) return squashed_image_error("create", *image);
   return Target{BERTH_TRY(cs.create(store, *image, name, command)), true};
 }
 

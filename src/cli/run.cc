@@ -22,6 +22,7 @@
 #include "runtime/container_config.h"
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
+#include "site/central_store.h"
 #include "site/policy.h"
 #include "site/squashfs.h"
 #include "site/squashfs_mount.h"
@@ -139,8 +140,11 @@ bool is_squashfs_argument(const std::string& what) {
 /// (site/squashfs_mount.h), with a private kernel overlay on top (read-only unless
 /// --writable; discarded at exit either way). Image config from /.berth/image.json when the
 /// image has one (Berth made it); otherwise the command must be given, as for a directory.
+///
+/// `image` is the file opened (open_squashfs(), or a store's squashed image); `path` names it
+/// in messages: the file as given, or the image's name.
 Status run_squashfs(const RunOptions& opts, const std::string& name, bool writable,
-                    const std::string& path, const HostContext& host,
+                    SquashfsFile image, const std::string& path, const HostContext& host,
                     const Result<DiscoveryOptions>& discovery, const SiteConfig& site,
                     const GivenOptions& given) {
   if (!name.empty())
@@ -153,7 +157,6 @@ Status run_squashfs(const RunOptions& opts, const std::string& name, bool writab
     BERTH_CHECK(check_not_locked(site, "readonly", "--writable"));
   }
   BERTH_CHECK(check_run_engine(site, kDefaultEngine));
-  SquashfsFile image = BERTH_TRY(open_squashfs(path));
   SquashfsTools tools = BERTH_TRY(find_squashfs_tools());
   std::string base = BERTH_TRY(runtime_dir());
   base = path_join(base, "squashfs");
@@ -177,6 +180,37 @@ Status run_squashfs(const RunOptions& opts, const std::string& name, bool writab
   return finish(run_userns(spec));  // `mount` is held until the workload is gone
 }
 
+/// The squashfs file `what` designates when it names no container and a squashed image: of
+/// the user's store, else of the site's central store (verified, site/central_store.h); when
+/// it names nothing and store_format is "squashfs", the image pulled squashed first. nullopt:
+/// run it as a container (an image kept as layers, or one to pull as layers).
+Result<std::optional<SquashfsFile>> find_squashed_image(const GlobalOptions& g,
+                                                        const std::string& what) {
+  ContainerStore cs = BERTH_TRY(open_containers(g));
+  if (cs.find(what).ok()) return std::optional<SquashfsFile>();
+  Store store = BERTH_TRY(open_store(g));
+  // rmi and gc wait while the file is looked up and opened; the mount keeps it afterwards.
+  FileLock pinned = BERTH_TRY(store.pin());
+  std::optional<FoundImage> found = BERTH_TRY(find_image_anywhere(g, store, what));
+  if (!found) {
+    if (!BERTH_TRY(squash_wanted(g, std::nullopt, "run"))) return std::optional<SquashfsFile>();
+    pinned = FileLock();  // a pull pins the store itself
+    std::fprintf(stderr, "Unable to find image '%s' locally\n", what.c_str());
+    std::fflush(stderr);
+    PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet, true));
+    pinned = BERTH_TRY(store.pin());
+    found = FoundImage{store, pulled.record, false};
+  }
+  if (found->central)
+    return std::optional<SquashfsFile>(BERTH_TRY(
+        open_central_squash(found->store, found->record, store).with_context("run " + what)));
+  if (!found->record.squashed()) return std::optional<SquashfsFile>();
+  // The user's own store: verified when it was written, private since (`berth verify` hashes
+  // it again).
+  return std::optional<SquashfsFile>(
+      BERTH_TRY(open_squashfs(store.blob_path(found->record.squash))));
+}
+
 Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given,
               const std::string& name, bool remove, bool writable, const std::string& engine,
               std::vector<std::string> rest) {
@@ -197,13 +231,27 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
     auto vars = BERTH_TRY(parse_env_file(text, path, host.environ));
     opts.file_env.insert(opts.file_env.end(), vars.begin(), vars.end());
   }
-  if (is_directory_argument(what) && is_squashfs_argument(what)) {
-    // The fallback engines would need the mount in their own way (proot: a bind of the shared
-    // mount, but no overlay for mount targets and /etc/passwd; runc: a bundle per run).
+  // The fallback engines would need the mount in their own way (proot: a bind of the shared
+  // mount, but no overlay for mount targets and /etc/passwd; runc: a bundle per run).
+  auto squash_engine = [&]() -> Status {
     if (!engine.empty() && engine != kDefaultEngine && engine != "auto")
       return make_error("run", what, "a squashfs image runs with the userns engine only",
                         ErrorCode::kUnsupported);
-    return run_squashfs(opts, name, writable, what, host, discovery_options(g), site, given);
+    return {};
+  };
+  if (is_directory_argument(what) && is_squashfs_argument(what)) {
+    BERTH_CHECK(squash_engine());
+    SquashfsFile image = BERTH_TRY(open_squashfs(what));
+    return run_squashfs(opts, name, writable, std::move(image), what, host, discovery_options(g),
+                        site, given);
+  }
+  if (!is_directory_argument(what)) {
+    std::optional<SquashfsFile> image = BERTH_TRY(find_squashed_image(g, what));
+    if (image) {
+      BERTH_CHECK(squash_engine());
+      return run_squashfs(opts, name, writable, std::move(*image), what, host, discovery_options(g),
+                          site, given);
+    }
   }
   if (writable)
     return make_error("run", what, "--writable applies to squashfs images only")

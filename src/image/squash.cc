@@ -930,6 +930,16 @@ Result<SquashStats> write_squashfs(
 
 }  // namespace
 
+nlohmann::ordered_json squash_metadata(const std::string& reference, const std::string& digest,
+                                       const nlohmann::json& config) {
+  nlohmann::ordered_json m;
+  m["schemaVersion"] = 1;
+  m["reference"] = reference;
+  m["digest"] = digest;
+  m["config"] = config;
+  return m;
+}
+
 Status check_squash_options(const SquashOptions& opts) {
   const CompressorChoice* c = find_compressor(opts.compressor);
   if (c == nullptr)

@@ -68,6 +68,10 @@ struct SquashStats {
   uint64_t size = 0;             ///< of the squashfs file
 };
 
+/// The document kept at /.berth/image.json: {"schemaVersion":1,"reference","digest","config"}.
+nlohmann::ordered_json squash_metadata(const std::string& reference, const std::string& digest,
+                                       const nlohmann::json& config);
+
 /// Checks the compressor name and level: one line naming what is allowed.
 Status check_squash_options(const SquashOptions& opts);
 

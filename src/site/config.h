@@ -52,6 +52,7 @@ struct PolicyLayer {
   std::optional<std::vector<std::string>> lock;  ///< site only: keys users may not change
   std::optional<std::string> central_store;
   std::optional<std::string> squash_options;
+  std::optional<std::string> store_format;  ///< "layers" or "squashfs"
   std::optional<std::string> runtime_dir;
   std::optional<long> pull_low_speed_limit;
   std::optional<long> pull_low_speed_time;
@@ -60,8 +61,8 @@ struct PolicyLayer {
 
 /// The keys a site may name in `lock`: defaults a user's file, command line or environment
 /// may not change.
-inline constexpr std::string_view kLockableKeys[] = {"readonly", "default_engine", "driver_root",
-                                                     "dev_root", "gpus",           "mount_home"};
+inline constexpr std::string_view kLockableKeys[] = {
+    "readonly", "default_engine", "driver_root", "dev_root", "gpus", "mount_home", "store_format"};
 
 /// The configuration in force: the site's policy with the user's preferences merged in.
 struct SiteConfig {
@@ -90,6 +91,8 @@ struct SiteConfig {
   std::vector<std::string> locked;  ///< the site's `lock`
   std::string central_store;
   std::string squash_options;
+  /// How pulls keep images: "layers" (the default; also "") or "squashfs" (one file each).
+  std::string store_format;
   std::string runtime_dir;
   /// Transfers slower than this many bytes/s for pull-low-speed-time seconds are cut off
   /// (and retried, resuming); 0: the default (1024 bytes/s over 60 s).
@@ -104,6 +107,8 @@ struct SiteConfig {
 
   /// Whether the site locks `key` (one of kLockableKeys).
   bool is_locked(std::string_view key) const;
+  /// Whether pulls keep images as one squashfs file (store_format = "squashfs").
+  bool squash_store() const { return store_format == "squashfs"; }
 };
 
 /// The user's configuration file: config.json in berth_config_dir().

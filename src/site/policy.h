@@ -52,6 +52,7 @@ Status check_engine_allowed(const SiteConfig& c, std::string_view engine);
 
 /// Refuses a user's choice on the command line or in the environment (`what`, e.g.
 /// "--read-only=false") of a setting the site locks, when it differs from the site's.
-Status check_not_locked(const SiteConfig& c, std::string_view key, std::string_view what);
+Status check_not_locked(const SiteConfig& c, std::string_view key, std::string_view what,
+                        Op op = "run");
 
 }  // namespace berth

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <initializer_list>
 
 #include "core/fs.h"
 #include "core/strings.h"
@@ -53,6 +54,17 @@ class LayerReader {
     std::string s = BERTH_TRY(string(node, key));
     if (s.empty() || s[0] != '/') return bad(node, key, "is not an absolute path: \"" + s + "\"");
     return s;
+  }
+
+  Result<std::string> one_of(const toml::node& node, std::string_view key,
+                             std::initializer_list<std::string_view> allowed) const {
+    std::string s = BERTH_TRY(string(node, key));
+    std::string names;
+    for (std::string_view a : allowed) {
+      if (s == a) return s;
+      names += std::string(names.empty() ? "" : " or ") + "\"" + std::string(a) + "\"";
+    }
+    return bad(node, key, "is not " + names + ": \"" + s + "\"");
   }
 
   Result<bool> boolean(const toml::node& node, std::string_view key) const {
@@ -192,6 +204,8 @@ Result<PolicyLayer> parse_policy(std::string_view text, const std::string& path,
     else if (k == "gpus") l.gpus = BERTH_TRY(r.string(node, k));
     else if (k == "central_store") l.central_store = BERTH_TRY(r.absolute_path(node, k));
     else if (k == "squash_options") l.squash_options = BERTH_TRY(r.string(node, k));
+    else if (k == "store_format")
+      l.store_format = BERTH_TRY(r.one_of(node, k, {"layers", "squashfs"}));
     else if (k == "runtime_dir") l.runtime_dir = BERTH_TRY(r.absolute_path(node, k));
     else if (k == "pull_low_speed_limit") l.pull_low_speed_limit = BERTH_TRY(r.count(node, k));
     else if (k == "pull_low_speed_time") l.pull_low_speed_time = BERTH_TRY(r.count(node, k));
@@ -202,9 +216,10 @@ Result<PolicyLayer> parse_policy(std::string_view text, const std::string& path,
       for (const std::string& key_name : *l.lock)
         if (std::find(std::begin(kLockableKeys), std::end(kLockableKeys), key_name) ==
             std::end(kLockableKeys))
-          return r.bad(node, k, "names \"" + key_name +
-                                    "\", which cannot be locked (readonly, default_engine, "
-                                    "driver_root, dev_root, gpus, mount_home)");
+          return r.bad(node, k,
+                       "names \"" + key_name +
+                           "\", which cannot be locked (readonly, default_engine, "
+                           "driver_root, dev_root, gpus, mount_home, store_format)");
     } else {
       // A misspelt key in a policy would silently not be enforced: refuse it.
       return r.bad(node, k, "is not a key Berth knows");

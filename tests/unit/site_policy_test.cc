@@ -40,6 +40,7 @@ gpus = "all"
 lock = ["readonly", "driver_root"]
 central_store = "/shared/berth"
 squash_options = "-comp lz4"
+store_format = "squashfs"
 runtime_dir = "/dev/shm/berth"
 pull_low_speed_limit = 2048
 pull_low_speed_time = 30
@@ -78,6 +79,7 @@ TEST(SitePolicy, ParsesEveryKey) {
   EXPECT_EQ(*l->lock, (V{"readonly", "driver_root"}));
   EXPECT_EQ(l->central_store, "/shared/berth");
   EXPECT_EQ(l->squash_options, "-comp lz4");
+  EXPECT_EQ(l->store_format, "squashfs");
   EXPECT_EQ(l->runtime_dir, "/dev/shm/berth");
   EXPECT_EQ(l->pull_low_speed_limit, 2048);
   EXPECT_EQ(l->pull_low_speed_time, 30);
@@ -107,33 +109,55 @@ TEST(SitePolicy, BadValuesAreNamedByFileLineAndKey) {
     const char* detail;
   };
   for (const Case& t : {
-           Case{"allowed_registries = \"docker.io\"", "line 1: \"allowed_registries\" is not a list of strings"},
-           Case{"\n\ninsecure_registries = [1]", "line 3: \"insecure_registries\" is not a list of strings"},
-           Case{"registry_mirrors = [\"x\"]", "line 1: \"registry_mirrors\" is not a table of registry = [mirrors]"},
-           Case{"[registry_mirrors]\n\"docker.io\" = 5", "line 2: \"registry_mirrors.docker.io\" is not a list of strings"},
-           Case{"site_mounts = [\"/a\"]", "line 1: \"site_mounts\" holds \"/a\", not SOURCE:DESTINATION[:ro|:rw] with absolute paths"},
-           Case{"site_mounts = [\"/a:/b:rx\"]", "line 1: \"site_mounts\" holds \"/a:/b:rx\", not SOURCE:DESTINATION[:ro|:rw] with absolute paths"},
-           Case{"deny_mount_destinations = [\"etc\"]", "line 1: \"deny_mount_destinations\" holds a path that is not absolute: \"etc\""},
-           Case{"allow_mount_sources = \"/home\"", "line 1: \"allow_mount_sources\" is not a list of strings"},
+           Case{"allowed_registries = \"docker.io\"",
+                "line 1: \"allowed_registries\" is not a list of strings"},
+           Case{"\n\ninsecure_registries = [1]",
+                "line 3: \"insecure_registries\" is not a list of strings"},
+           Case{"registry_mirrors = [\"x\"]",
+                "line 1: \"registry_mirrors\" is not a table of registry = [mirrors]"},
+           Case{"[registry_mirrors]\n\"docker.io\" = 5",
+                "line 2: \"registry_mirrors.docker.io\" is not a list of strings"},
+           Case{"site_mounts = [\"/a\"]",
+                "line 1: \"site_mounts\" holds \"/a\", not SOURCE:DESTINATION[:ro|:rw] with "
+                "absolute paths"},
+           Case{"site_mounts = [\"/a:/b:rx\"]",
+                "line 1: \"site_mounts\" holds \"/a:/b:rx\", not SOURCE:DESTINATION[:ro|:rw] with "
+                "absolute paths"},
+           Case{"deny_mount_destinations = [\"etc\"]",
+                "line 1: \"deny_mount_destinations\" holds a path that is not absolute: \"etc\""},
+           Case{"allow_mount_sources = \"/home\"",
+                "line 1: \"allow_mount_sources\" is not a list of strings"},
            Case{"mount_home = \"yes\"", "line 1: \"mount_home\" is not true or false"},
            Case{"readonly = 1", "line 1: \"readonly\" is not true or false"},
            Case{"default_engine = [\"userns\"]", "line 1: \"default_engine\" is not a string"},
-           Case{"allowed_engines = \"userns\"", "line 1: \"allowed_engines\" is not a list of strings"},
-           Case{"driver_root = \"opt\"", "line 1: \"driver_root\" is not an absolute path: \"opt\""},
+           Case{"allowed_engines = \"userns\"",
+                "line 1: \"allowed_engines\" is not a list of strings"},
+           Case{"driver_root = \"opt\"",
+                "line 1: \"driver_root\" is not an absolute path: \"opt\""},
            Case{"dev_root = 3", "line 1: \"dev_root\" is not a string"},
            Case{"gpus = 2", "line 1: \"gpus\" is not a string"},
-           Case{"central_store = \"shared\"", "line 1: \"central_store\" is not an absolute path: \"shared\""},
+           Case{"central_store = \"shared\"",
+                "line 1: \"central_store\" is not an absolute path: \"shared\""},
            Case{"squash_options = [\"-comp\"]", "line 1: \"squash_options\" is not a string"},
+           Case{"store_format = \"squash\"",
+                "line 1: \"store_format\" is not \"layers\" or \"squashfs\": \"squash\""},
+           Case{"store_format = 1", "line 1: \"store_format\" is not a string"},
            Case{"runtime_dir = true", "line 1: \"runtime_dir\" is not a string"},
-           Case{"pull_deadline = -1", "line 1: \"pull_deadline\" is not a whole number of 0 to 1000000000"},
-           Case{"pull_low_speed_limit = 1.5", "line 1: \"pull_low_speed_limit\" is not a whole number of 0 to 1000000000"},
-           Case{"pull_low_speed_time = \"30\"", "line 1: \"pull_low_speed_time\" is not a whole number of 0 to 1000000000"},
+           Case{"pull_deadline = -1",
+                "line 1: \"pull_deadline\" is not a whole number of 0 to 1000000000"},
+           Case{"pull_low_speed_limit = 1.5",
+                "line 1: \"pull_low_speed_limit\" is not a whole number of 0 to 1000000000"},
+           Case{"pull_low_speed_time = \"30\"",
+                "line 1: \"pull_low_speed_time\" is not a whole number of 0 to 1000000000"},
            Case{"env = \"A=1\"", "line 1: \"env\" is not a table with set, prepend, append, unset"},
            Case{"[env]\nset = [\"A=1\"]", "line 2: \"env.set\" is not a table of NAME = \"value\""},
            Case{"[env]\nset = { A = 1 }", "line 2: \"env.set.A\" is not a string"},
            Case{"[env]\nunset = \"A\"", "line 2: \"env.unset\" is not a list of strings"},
-           Case{"[env]\nexport = { A = \"1\" }", "line 2: \"env.export\" is not a key of [env] (set, prepend, append, unset)"},
-           Case{"lock = [\"allowed_registries\"]", "line 1: \"lock\" names \"allowed_registries\", which cannot be locked (readonly, default_engine, driver_root, dev_root, gpus, mount_home)"},
+           Case{"[env]\nexport = { A = \"1\" }",
+                "line 2: \"env.export\" is not a key of [env] (set, prepend, append, unset)"},
+           Case{"lock = [\"allowed_registries\"]",
+                "line 1: \"lock\" names \"allowed_registries\", which cannot be locked (readonly, "
+                "default_engine, driver_root, dev_root, gpus, mount_home, store_format)"},
            Case{"alowed_registries = []", "line 1: \"alowed_registries\" is not a key Berth knows"},
        }) {
     SCOPED_TRACE(t.text);
@@ -465,6 +489,30 @@ TEST_F(TrustedFile, LoadConfigReadsTheSitePolicyAndTheUsersFiles) {
             "read config " + dir_ + "/missing.conf: no such file (named by BERTH_SITE_CONF)");
   ::unsetenv("BERTH_SITE_CONF");
   ::unsetenv("BERTH_CONFIG_DIR");
+}
+
+}  // namespace
+}  // namespace berth
+
+namespace berth {
+namespace {
+
+TEST(SitePolicy, StoreFormatIsTheUsersUnlessLocked) {
+  PolicyLayer user = layer("store_format = \"squashfs\"", kUser, false);
+  SiteConfig mine = merge_policy(std::nullopt, {user});
+  EXPECT_TRUE(mine.squash_store());
+  EXPECT_EQ(mine.sources["store_format"], kUser);
+  EXPECT_FALSE(merge_policy(std::nullopt, {}).squash_store());  // layers by default
+
+  PolicyLayer site = layer("store_format = \"layers\"\nlock = [\"store_format\"]", kSite, true);
+  SiteConfig locked = merge_policy(site, {user});
+  EXPECT_FALSE(locked.squash_store());
+  EXPECT_EQ(locked.ignored,
+            std::vector<std::string>{std::string(kUser) + ": store_format: locked by " + kSite});
+  auto refused = check_not_locked(locked, "store_format", "--squash");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message(),
+            std::string("run --squash: the site policy ") + kSite + " locks store_format");
 }
 
 }  // namespace
