@@ -203,7 +203,7 @@ Result<std::optional<SquashfsFile>> find_squashed_image(const GlobalOptions& g,
   }
   if (found->central)
     return std::optional<SquashfsFile>(BERTH_TRY(
-        open_central_squash(found->store, found->record, store).with_context("run " + what)));
+        open_central_squash(found->store, found->record, store)));
   if (!found->record.squashed()) return std::optional<SquashfsFile>();
   // The user's own store: verified when it was written, private since (`berth verify` hashes
   // it again).
