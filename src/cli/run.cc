@@ -202,8 +202,8 @@ Result<std::optional<SquashfsFile>> find_squashed_image(const GlobalOptions& g,
     found = FoundImage{store, pulled.record, false};
   }
   if (found->central)
-    return std::optional<SquashfsFile>(BERTH_TRY(
-        open_central_squash(found->store, found->record, store)));
+    return std::optional<SquashfsFile>(
+        BERTH_TRY(open_central_squash(found->store, found->record, store)));
   if (!found->record.squashed()) return std::optional<SquashfsFile>();
   // The user's own store: verified when it was written, private since (`berth verify` hashes
   // it again).

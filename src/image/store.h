@@ -9,6 +9,7 @@
 //                            while it relies on blobs no record may yet name; exclusive
 //                            (sweep_lock()) while blobs are deleted: rmi, image prune, gc
 //   version                  {"version":1}: the layout version, checked by open()
+//   central-verified/<key>   the site's central store files hashed already (site/central_store.h)
 //
 // A squashed image (`berth pull --squash`, store_format = "squashfs") keeps its layers as one
 // squashfs file, itself a blob (ImageRecord::squash): its record names the manifest, config

@@ -51,7 +51,8 @@ Status check_mount_source(const SiteConfig& c, const std::string& source);
 Status check_engine_allowed(const SiteConfig& c, std::string_view engine);
 
 /// Refuses a user's choice on the command line or in the environment (`what`, e.g.
-/// "--read-only=false") of a setting the site locks, when it differs from the site's.
+/// "--read-only=false") of a setting the site locks, when it differs from the site's; `op`
+/// names the command refused ("run", "pull").
 Status check_not_locked(const SiteConfig& c, std::string_view key, std::string_view what,
                         Op op = "run");
 
