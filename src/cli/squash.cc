@@ -96,6 +96,14 @@ Action setup_squash(CLI::App& app, const GlobalOptions& g) {
     }
     ImageRecord rec = BERTH_TRY(store.find_image(o->name));
     FileLock pinned = BERTH_TRY(store.pin());  // rmi waits: no blob goes while it is read
+    if (rec.squashed()) {  // pulled --squash: the file is made already (its compressor)
+      SquashStats s = BERTH_TRY(copy_squash_file(store.blob_path(rec.squash), o->output)
+                                    .with_context("squash " + rec.name));
+      SquashOptions made = o->squash;
+      made.compressor = BERTH_TRY(read_squash_info(o->output)).compressor;
+      report(g, o->json, o->output, made, s, seconds());
+      return {};
+    }
     nlohmann::json config = BERTH_TRY(read_config(store, rec.config_digest));
     std::vector<LayerInput> layers = BERTH_TRY(store.layer_inputs(rec, "squash"));
     std::string meta = to_text(squash_metadata(rec.name, rec.manifest_digest, config));

@@ -88,6 +88,10 @@ Result<SquashStats> squash_tree(const std::string& root, std::string_view metada
                                 uid_t host_uid = static_cast<uid_t>(-1),
                                 gid_t host_gid = static_cast<gid_t>(-1));
 
+/// Copies the squashfs file `from` (a squashed image's blob) to `output`, published only when
+/// whole, as squash_layers() publishes; the stats give its inodes and size only.
+Result<SquashStats> copy_squash_file(const std::string& from, const std::string& output);
+
 /// What a squashfs file says about itself, read without mounting it.
 struct SquashInfo {
   std::string compressor;

@@ -177,6 +177,18 @@ def test_image_prune_removes_squashed_images(berth, sq_images, registry):
     assert berth.blobs() == set()
 
 
+def test_squash_of_a_squashed_image_copies_its_file(berth, sq_images):
+    ref, _ = sq_images["app"]
+    berth("pull", "--squash", ref)
+    blob = os.path.join(berth.blob_dir(), hex_of(record(berth, ref)["squash"]))
+    out = berth.path("app.sqsh")
+    j = berth.json("squash", "--json", ref, "-o", out)
+    assert (j["compressor"], j["size"]) == ("lz4", os.path.getsize(blob))
+    with open(out, "rb") as a, open(blob, "rb") as b:
+        assert a.read() == b.read()
+    assert berth.json("inspect", "--json", out)["berth"]["reference"] == ref
+
+
 def test_create_refuses_a_squashed_image(berth, sq_images):
     ref, _ = sq_images["app"]
     berth("pull", "--squash", ref)
