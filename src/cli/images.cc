@@ -131,7 +131,7 @@ Action setup_inspect(CLI::App& app, const GlobalOptions& g) {
                 {"size", tree_size(store.blob_path(rec.squash))}};
     print_json({{"name", rec.name},
                 {"format", format_of(rec)},
-                {"store", found->central ? store.root() : "user"},
+                {"store", found->central ? "central" : "user"},
                 {"squash", squash},
                 {"manifest_digest", rec.manifest_digest},
                 {"index_digest", rec.index_digest},

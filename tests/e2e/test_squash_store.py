@@ -4,6 +4,7 @@ real binary as the unprivileged test user; the central store is filled by berth 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -130,6 +131,28 @@ def test_layers_another_image_uses_stay(berth, sq_images):
     assert not shared & berth.blobs()
     assert berth.json("gc", "--json")["count"] == 0
     berth("verify", app)
+
+
+def test_layers_left_while_the_store_is_busy_are_gcs(berth, sq_images):
+    """When another command pins the store as the squashed record is written, the layers
+    cannot be deleted at once: they stay as unused blobs, and gc removes exactly them."""
+    ref, img = sq_images["app"]
+    berth("pull", "--squash", sq_images["other"][0])  # makes the store (and gc.lock)
+    lock = os.path.join(berth.berth_home, "gc.lock")
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # as a pull in progress holds it (Store::pin())
+        berth("pull", "--squash", ref)
+        assert layer_hexes(img) <= berth.blobs()
+        df = berth.json("system", "df", "--json")
+        assert df["unused_blobs"]["total"] == len(layer_hexes(img))
+    finally:
+        os.close(fd)
+    j = berth.json("gc", "--json")
+    assert {r["digest"] for r in j["removed"]} == set(b.digest for b in img.layers)
+    assert {r["kind"] for r in j["removed"]} == {"blob"}
+    assert not layer_hexes(img) & berth.blobs()
+    berth("verify", ref)
 
 
 def test_rmi_deletes_the_squashfs_file(berth, sq_images):
@@ -340,7 +363,7 @@ def test_central_store_images_and_inspect(berth, central, sq_images):
     lines = berth("images", env=env)[1].splitlines()
     assert any("sq/app" in l and l.endswith("squashfs (central)") for l in lines)
     j = berth.json("inspect", app, env=env)
-    assert j["store"] == store and j["squash"]["path"].startswith(store + "/blobs/sha256/")
+    assert j["store"] == "central" and j["squash"]["path"].startswith(store + "/blobs/sha256/")
     # Nothing was pulled or copied, and nothing written there.
     assert berth.blobs() == set()
     assert tree_state(store) == state
