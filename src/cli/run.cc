@@ -201,9 +201,11 @@ Result<std::optional<SquashfsFile>> find_squashed_image(const GlobalOptions& g,
     pinned = BERTH_TRY(store.pin());
     found = FoundImage{store, pulled.record, false};
   }
-  if (found->central)
+  if (found->central) {
+    pinned = FileLock();  // the central store is not this store: no gc of ours need wait
     return std::optional<SquashfsFile>(
         BERTH_TRY(open_central_squash(found->store, found->record, store)));
+  }
   if (!found->record.squashed()) return std::optional<SquashfsFile>();
   // The user's own store: verified when it was written, private since (`berth verify` hashes
   // it again).
