@@ -78,14 +78,16 @@ Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const 
                       ErrorCode::kNotFound)
         .with_hint("berth pull " + what);
   if (image.ok() && pull == "always") {
-    PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet));
+    PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet, false));
     image = std::move(pulled.record);
   } else if (!image.ok()) {
     // As Docker does: an image that is not here is pulled first (progress and this line go to
     // stderr; stdout belongs to the container).
     std::fprintf(stderr, "Unable to find image '%s' locally\n", what.c_str());
     std::fflush(stderr);
-    PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet));
+    // A container needs layers, whatever store_format says (a squashed image runs as it is,
+    // without a container: cli/run.cc).
+    PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet, false));
     image = std::move(pulled.record);
   } else {
     // Stored before the policy changed, maybe: a registry it no longer allows is refused.
@@ -93,6 +95,8 @@ Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const 
     BERTH_CHECK(check_stored_image_allowed(site, *image)
                     .with_context(std::string(allow_existing ? "run " : "create ") + what));
   }
+  // Its layers are gone; unpacking the squashfs file instead would keep two copies.
+  if (image->squashed()) return squashed_image_error("create", *image);
   return Target{BERTH_TRY(cs.create(store, *image, name, command)), true};
 }
 

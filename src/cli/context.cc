@@ -16,8 +16,10 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "core/safe_text.h"
 #include "image/reference.h"
 #include "runtime/monitor.h"
+#include "site/central_store.h"
 #include "site/policy.h"
 
 namespace berth::cli {
@@ -27,6 +29,30 @@ std::string home_of(const GlobalOptions& g) { return g.home.empty() ? berth_home
 }  // namespace
 
 Result<Store> open_store(const GlobalOptions& g) { return Store::open(home_of(g)); }
+
+Result<bool> squash_wanted(const GlobalOptions& g, std::optional<bool> flag, Op op) {
+  const SiteConfig& site = BERTH_TRY(g.site);
+  if (!flag) return site.squash_store();
+  if (*flag != site.squash_store())
+    BERTH_CHECK(check_not_locked(site, "store_format", *flag ? "--squash" : "--no-squash", op));
+  return *flag;
+}
+
+Result<std::optional<FoundImage>> find_image_anywhere(const GlobalOptions& g, const Store& own,
+                                                      const std::string& name) {
+  auto rec = own.find_image(name);
+  if (rec.ok()) return std::optional<FoundImage>(FoundImage{own, *rec, false});
+  if (rec.error().code != ErrorCode::kNotFound) return std::move(rec).error();
+  const SiteConfig& site = BERTH_TRY(g.site);
+  std::optional<Store> central = BERTH_TRY(open_central_store(site));
+  if (!central) return std::optional<FoundImage>();
+  auto there = central->find_image(name);
+  if (!there.ok()) {
+    if (there.error().code == ErrorCode::kNotFound) return std::optional<FoundImage>();
+    return std::move(there).error();
+  }
+  return std::optional<FoundImage>(FoundImage{std::move(*central), *there, true});
+}
 
 Result<ContainerStore> open_containers(const GlobalOptions& g) {
   return ContainerStore::open(home_of(g));

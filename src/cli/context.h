@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 
 #include "cli/command.h"
@@ -27,8 +28,23 @@ Result<RegistryOptions> registry_options_for(const GlobalOptions& g, const std::
 /// devices/nvidia_driver_config.h) unless the site policy locks the root.
 Result<DiscoveryOptions> discovery_options(const GlobalOptions& g);
 /// Pulls `name` (a reference as typed) into the store; progress on a terminal's stderr.
+/// `squash`: keep it as one squashfs file (image/pull.h PullOptions::squash).
 Result<PullResult> pull_reference(const GlobalOptions& g, const std::string& name,
-                                  const std::string& platform, bool progress);
+                                  const std::string& platform, bool progress, bool squash);
+/// Whether a pull keeps the image as one squashfs file: `flag` (--squash / --no-squash) when
+/// given, else the configuration's store_format; a flag against a locked store_format is
+/// refused in one line naming `op`.
+Result<bool> squash_wanted(const GlobalOptions& g, std::optional<bool> flag, Op op);
+/// An image found by name: in the user's store, or else in the site's central store.
+struct FoundImage {
+  Store store;  ///< the store holding it (open_shared() for the central one)
+  ImageRecord record;
+  bool central = false;
+};
+/// Looks `name` up in the user's store `own`, then in the central store (site/central_store.h)
+/// when the site names one; nullopt when neither has it.
+Result<std::optional<FoundImage>> find_image_anywhere(const GlobalOptions& g, const Store& own,
+                                                      const std::string& name);
 /// Opens the containers beside the store.
 Result<ContainerStore> open_containers(const GlobalOptions& g);
 /// A container as `ps --json` and `inspect` show it.

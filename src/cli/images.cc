@@ -4,19 +4,30 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <set>
 
 #include "cli/context.h"
 #include "core/json.h"
 #include "core/progress.h"
 #include "image/manifest.h"
 #include "image/reference.h"
+#include "site/central_store.h"
 
 namespace berth::cli {
 namespace {
 
-nlohmann::json record_json(const ImageRecord& rec) {
+/// How an image is kept: "layers" or "squashfs".
+const char* format_of(const ImageRecord& rec) {
+  return rec.squashed() ? "squashfs" : "layers";
+}
+
+nlohmann::json record_json(const ImageRecord& rec, bool central) {
   auto [repo, tag] = image_repo_and_tag(rec.name);
   return {{"name", rec.name},
+          {"format", format_of(rec)},
+          {"squash", rec.squash},
+          {"store", central ? "central" : "user"},
           {"repository", repo},
           {"tag", tag},
           {"digest", rec.manifest_digest},
@@ -46,9 +57,19 @@ Action setup_images(CLI::App& app, const GlobalOptions& g) {
   return [o, &g]() -> Status {
     Store store = BERTH_TRY(open_store(g));
     std::vector<ImageRecord> images = BERTH_TRY(store.list_images());
+    // Then the central store's images the user's store does not shadow by name.
+    size_t own = images.size();
+    const SiteConfig& site = BERTH_TRY(g.site);
+    std::optional<Store> central = BERTH_TRY(open_central_store(site));
+    if (central) {
+      std::set<std::string> names;
+      for (const auto& rec : images) names.insert(rec.name);
+      for (auto& rec : BERTH_TRY(central->list_images()))
+        if (!names.count(rec.name)) images.push_back(std::move(rec));
+    }
     if (o->json) {
       nlohmann::json arr = nlohmann::json::array();
-      for (const auto& rec : images) arr.push_back(record_json(rec));
+      for (size_t i = 0; i < images.size(); ++i) arr.push_back(record_json(images[i], i >= own));
       print_json(arr);
       return {};
     }
@@ -57,10 +78,12 @@ Action setup_images(CLI::App& app, const GlobalOptions& g) {
       return {};
     }
     std::vector<std::vector<std::string>> rows = {
-        {"REPOSITORY", "TAG", "IMAGE ID", "PLATFORM", "SIZE"}};
-    for (const auto& rec : images) {
+        {"REPOSITORY", "TAG", "IMAGE ID", "PLATFORM", "SIZE", "FORMAT"}};
+    for (size_t i = 0; i < images.size(); ++i) {
+      const ImageRecord& rec = images[i];
       auto [repo, tag] = image_repo_and_tag(rec.name);
-      rows.push_back({repo, tag, rec.short_id(), rec.platform.str(), human_size(rec.size)});
+      rows.push_back({repo, tag, rec.short_id(), rec.platform.str(), human_size(rec.size),
+                      std::string(format_of(rec)) + (i >= own ? " (central)" : "")});
     }
     print_table(rows);
     return {};
@@ -89,8 +112,11 @@ Action setup_inspect(CLI::App& app, const GlobalOptions& g) {
       print_json(container_json(cs, *c));
       return {};
     }
-    Store store = BERTH_TRY(open_store(g));
-    ImageRecord rec = BERTH_TRY(store.find_image(*name));
+    Store own = BERTH_TRY(open_store(g));
+    std::optional<FoundImage> found = BERTH_TRY(find_image_anywhere(g, own, *name));
+    if (!found) return own.find_image(*name).error();  // the user's store's "no such image"
+    const Store& store = found->store;
+    const ImageRecord& rec = found->record;
     nlohmann::json manifest = BERTH_TRY(parse_blob_json(store, rec.manifest_digest));
     nlohmann::json config = BERTH_TRY(parse_blob_json(store, rec.config_digest));
     nlohmann::json layers = nlohmann::json::array();
@@ -103,7 +129,15 @@ Action setup_inspect(CLI::App& app, const GlobalOptions& g) {
                           {"size", size != l.end() && size->is_number_integer() ? size->get<int64_t>() : 0},
                           {"media_type", string_field(l, "mediaType")}});
       }
+    nlohmann::json squash = nullptr;
+    if (rec.squashed())
+      squash = {{"digest", rec.squash},
+                {"path", store.blob_path(rec.squash)},
+                {"size", tree_size(store.blob_path(rec.squash))}};
     nlohmann::json j = {{"name", rec.name},
+                        {"format", format_of(rec)},
+                        {"store", found->central ? "central" : "user"},
+                        {"squash", squash},
                         {"manifest_digest", rec.manifest_digest},
                         {"index_digest", rec.index_digest},
                         {"media_type", rec.manifest_media_type},

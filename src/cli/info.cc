@@ -100,6 +100,7 @@ nlohmann::json policy_json(const SiteConfig& c) {
       {"lock", c.locked},
       {"central_store", c.central_store},
       {"squash_options", c.squash_options},
+      {"store_format", c.store_format.empty() ? "layers" : c.store_format},
       {"runtime_dir", c.runtime_dir},
       {"pull_low_speed_limit", c.pull_low_speed_limit > 0 ? c.pull_low_speed_limit : 1024},
       {"pull_low_speed_time", c.pull_low_speed_time > 0 ? c.pull_low_speed_time : 60},

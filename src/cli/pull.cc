@@ -1,4 +1,4 @@
-// berth pull [--platform os/arch[/variant]] [-q] REF
+// berth pull [--platform os/arch[/variant]] [-q] [--squash|--no-squash] REF
 #include <cstdio>
 #include <memory>
 
@@ -9,7 +9,7 @@
 namespace berth::cli {
 
 Result<PullResult> pull_reference(const GlobalOptions& g, const std::string& name,
-                                  const std::string& platform, bool progress) {
+                                  const std::string& platform, bool progress, bool squash) {
   Reference ref = BERTH_TRY(parse_reference(name));
   PullOptions opts;
   if (!platform.empty()) opts.platform = BERTH_TRY(parse_platform(platform));
@@ -17,6 +17,8 @@ Result<PullResult> pull_reference(const GlobalOptions& g, const std::string& nam
   BERTH_CHECK(check_registry_allowed(site, ref.registry).with_context("pull " + ref.str()));
   opts.registry = BERTH_TRY(registry_options(g));
   opts.deadline_s = site.pull_deadline;
+  // The site's squash_options (compressor, level) build the file, as for `berth squash`.
+  if (squash) opts.squash = BERTH_TRY(effective_squash_options(site, SquashChoice{}));
   for (const Mirror& m : mirrors_for(site, ref.registry)) {
     opts.mirrors.push_back(PullMirror{m.host, m.prefix});
     if (m.plain_http) opts.registry.insecure.push_back(m.host);
@@ -33,15 +35,21 @@ Result<PullResult> pull_reference(const GlobalOptions& g, const std::string& nam
 Action setup_pull(CLI::App& app, const GlobalOptions& g) {
   struct Opts {
     std::string ref, platform;
-    bool quiet = false;
+    bool quiet = false, squash = false;
   };
   auto o = std::make_shared<Opts>();
   app.add_option("IMAGE", o->ref, "Image reference, e.g. alpine:3.19 or host:5000/repo@sha256:...")
       ->required();
   app.add_option("--platform", o->platform, "Platform to pull from an index: os/arch[/variant]");
   app.add_flag("-q,--quiet", o->quiet, "Print only the image reference");
-  return [o, &g]() -> Status {
-    PullResult r = BERTH_TRY(pull_reference(g, o->ref, o->platform, !o->quiet && !g.quiet));
+  app.add_flag("--squash,!--no-squash", o->squash,
+               "Keep the image as one squashfs file, not as layers (default: the "
+               "configuration's store_format)");
+  return [o, &g, &app]() -> Status {
+    std::optional<bool> flag;
+    if (app.count("--squash") + app.count("--no-squash") > 0) flag = o->squash;
+    bool squash = BERTH_TRY(squash_wanted(g, flag, "pull"));
+    PullResult r = BERTH_TRY(pull_reference(g, o->ref, o->platform, !o->quiet && !g.quiet, squash));
     if (!o->quiet && !g.quiet) {
       std::printf("Digest: %s\n", r.record.manifest_digest.c_str());
       std::printf("Status: %s for %s\n",

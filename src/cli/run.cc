@@ -25,6 +25,7 @@
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
 #include "runtime/monitor.h"
+#include "site/central_store.h"
 #include "site/policy.h"
 #include "site/squashfs.h"
 #include "site/squashfs_mount.h"
@@ -180,8 +181,11 @@ bool is_squashfs_argument(const std::string& what) {
 /// (site/squashfs_mount.h), with a private kernel overlay on top (read-only unless
 /// --writable; discarded at exit either way). Image config from /.berth/image.json when the
 /// image has one (Berth made it); otherwise the command must be given, as for a directory.
+///
+/// `image` is the file opened (open_squashfs(), or a store's squashed image); `path` names it
+/// in messages: the file as given, or the image's name.
 Status run_squashfs(const RunOptions& opts, const std::string& name, bool writable,
-                    const std::string& path, const HostContext& host,
+                    SquashfsFile image, const std::string& path, const HostContext& host,
                     const Result<DiscoveryOptions>& discovery, const SiteConfig& site,
                     const GivenOptions& given) {
   if (!name.empty())
@@ -194,7 +198,6 @@ Status run_squashfs(const RunOptions& opts, const std::string& name, bool writab
     BERTH_CHECK(check_not_locked(site, "readonly", "--writable"));
   }
   BERTH_CHECK(check_run_engine(site, kDefaultEngine));
-  SquashfsFile image = BERTH_TRY(open_squashfs(path));
   SquashfsTools tools = BERTH_TRY(find_squashfs_tools());
   std::string base = BERTH_TRY(runtime_dir(site.runtime_dir));
   base = path_join(base, "squashfs");
@@ -219,6 +222,37 @@ Status run_squashfs(const RunOptions& opts, const std::string& name, bool writab
   return finish(run_userns(spec));  // `mount` is held until the workload is gone
 }
 
+/// The squashfs file `what` designates (the caller found no container of that name) when it
+/// names a squashed image: of
+/// the user's store, else of the site's central store (verified, site/central_store.h); when
+/// it names nothing and store_format is "squashfs", the image pulled squashed first. nullopt:
+/// run it as a container (an image kept as layers, or one to pull as layers).
+Result<std::optional<SquashfsFile>> find_squashed_image(const GlobalOptions& g,
+                                                        const std::string& what) {
+  Store store = BERTH_TRY(open_store(g));
+  // rmi and gc wait while the file is looked up and opened; the mount keeps it afterwards.
+  FileLock pinned = BERTH_TRY(store.pin());
+  std::optional<FoundImage> found = BERTH_TRY(find_image_anywhere(g, store, what));
+  if (!found) {
+    if (!BERTH_TRY(squash_wanted(g, std::nullopt, "run"))) return std::optional<SquashfsFile>();
+    pinned = FileLock();  // a pull pins the store itself
+    std::fprintf(stderr, "Unable to find image '%s' locally\n", what.c_str());
+    std::fflush(stderr);
+    PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet, true));
+    pinned = BERTH_TRY(store.pin());
+    found = FoundImage{store, pulled.record, false};
+  }
+  if (found->central) {
+    pinned = FileLock();  // the central store is not this store: no gc of ours need wait
+    return std::optional<SquashfsFile>(
+        BERTH_TRY(open_central_squash(found->store, found->record, store)));
+  }
+  if (!found->record.squashed()) return std::optional<SquashfsFile>();
+  // The user's own store: verified when it was written, private since (`berth verify` hashes
+  // it again).
+  return std::optional<SquashfsFile>(
+      BERTH_TRY(open_squashfs(store.blob_path(found->record.squash))));
+}
 }  // namespace
 
 Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given,
@@ -251,18 +285,27 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   if (detach && is_directory_argument(what))
     return make_error("run", what, "-d applies to containers, not to a directory or squashfs image")
         .with_hint("run it in the background with your shell ('&', nohup), or import it");
-  if (is_directory_argument(what) && is_squashfs_argument(what)) {
-    // The fallback engines would need the mount in their own way (proot: a bind of the shared
-    // mount, but no overlay for mount targets and /etc/passwd; runc: a bundle per run).
+  // The fallback engines would need the mount in their own way (proot: a bind of the shared
+  // mount, but no overlay for mount targets and /etc/passwd; runc: a bundle per run).
+  auto squash_engine = [&]() -> Status {
     if (!engine.empty() && engine != kDefaultEngine && engine != "auto")
       return make_error("run", what, "a squashfs image runs with the userns engine only",
                         ErrorCode::kUnsupported);
-    return run_squashfs(opts, name, writable, what, host, discovery_options(g), site, given);
+    return {};
+  };
+  if (is_directory_argument(what) && is_squashfs_argument(what)) {
+    BERTH_CHECK(squash_engine());
+    SquashfsFile image = BERTH_TRY(open_squashfs(what));
+    return run_squashfs(opts, name, writable, std::move(image), what, host, discovery_options(g),
+                        site, given);
   }
-  if (writable)
+  auto not_writable = [&]() -> Status {
+    if (!writable) return {};
     return make_error("run", what, "--writable applies to squashfs images only")
         .with_hint("a container's root filesystem is writable already");
+  };
   if (is_directory_argument(what)) {
+    BERTH_CHECK(not_writable());
     // The fallback engines keep per-container state (bundles, fakechroot's symlink form).
     if (!engine.empty() && engine != kDefaultEngine)
       return make_error("run", what, "a directory runs with the userns engine only")
@@ -272,9 +315,23 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   ContainerStore cs = BERTH_TRY(open_containers(g));
   // Without --rm, the run needs no list of the container's names (a scan of names/ that
   // grows with the store) and no probe of its run lock (taken just below).
-  Target t = BERTH_TRY(find_or_create(
-      g, cs, what, name, true, {}, extras.pull,
-      remove ? ContainerStore::Detail::kFull : ContainerStore::Detail::kRecord));
+  const auto detail = remove ? ContainerStore::Detail::kFull : ContainerStore::Detail::kRecord;
+  auto existing = cs.find(what, detail);
+  if (!existing.ok()) {
+    // No container of that name: a squashed image runs as it is, without one.
+    std::optional<SquashfsFile> image = BERTH_TRY(find_squashed_image(g, what));
+    if (image) {
+      BERTH_CHECK(squash_engine());
+      return run_squashfs(opts, name, writable, std::move(*image), what, host, discovery_options(g),
+                          site, given);
+    }
+  }
+  BERTH_CHECK(not_writable());
+  if (existing.ok() && !name.empty())
+    return make_error("run", what, "--name applies to a new container, not to an existing one");
+  Target t = existing.ok() ? Target{*existing, false}
+                           : BERTH_TRY(find_or_create(g, cs, what, name, true, {}, extras.pull,
+                                                      detail));
   const ContainerRecord& c = t.container;
   if (opts.network_none) {
     // Only the userns engine makes namespaces of its own (nothing compares engine names but

@@ -16,17 +16,6 @@
 namespace berth::cli {
 namespace {
 
-/// The document kept at /.berth/image.json (image/squash.h).
-nlohmann::ordered_json image_metadata(const std::string& reference, const std::string& digest,
-                                      const nlohmann::json& config) {
-  nlohmann::ordered_json m;
-  m["schemaVersion"] = 1;
-  m["reference"] = reference;
-  m["digest"] = digest;
-  m["config"] = config;
-  return m;
-}
-
 Result<nlohmann::json> read_config(const Store& store, const std::string& digest) {
   std::string text = BERTH_TRY(store.read_blob(digest));
   return parse_json(text, "image config " + digest);
@@ -101,7 +90,7 @@ Action setup_squash(CLI::App& app, const GlobalOptions& g) {
     if (auto c = cs.find(o->name); c.ok()) {
       std::string digest;
       nlohmann::json config = container_config(store, *c, digest);
-      nlohmann::ordered_json meta = image_metadata(c->image, digest, config);
+      nlohmann::ordered_json meta = squash_metadata(c->image, digest, config);
       meta["container"] = {{"id", c->id}, {"names", c->names}};
       // The image's symlink form, whatever engine ran the container last (as export).
       FileLock held = BERTH_TRY(lock_canonical(cs, *c, "squash"));
@@ -117,9 +106,17 @@ Action setup_squash(CLI::App& app, const GlobalOptions& g) {
     }
     ImageRecord rec = BERTH_TRY(store.find_image(o->name));
     FileLock pinned = BERTH_TRY(store.pin());  // rmi waits: no blob goes while it is read
+    if (rec.squashed()) {  // pulled --squash: the file is made already (its compressor)
+      SquashStats s = BERTH_TRY(copy_squash_file(store.blob_path(rec.squash), o->output)
+                                    .with_context("squash " + rec.name));
+      SquashOptions made = o->squash;
+      made.compressor = BERTH_TRY(read_squash_info(o->output)).compressor;
+      report(g, o->json, o->output, made, s, seconds());
+      return {};
+    }
     nlohmann::json config = BERTH_TRY(read_config(store, rec.config_digest));
     std::vector<LayerInput> layers = BERTH_TRY(store.layer_inputs(rec, "squash"));
-    std::string meta = to_text(image_metadata(rec.name, rec.manifest_digest, config));
+    std::string meta = to_text(squash_metadata(rec.name, rec.manifest_digest, config));
     SquashStats s = BERTH_TRY(
         squash_layers(layers, meta, o->squash, o->output).with_context("squash " + rec.name));
     report(g, o->json, o->output, o->squash, s, seconds());

@@ -14,7 +14,7 @@ Action setup_verify(CLI::App& app, const GlobalOptions& g) {
     Store store = BERTH_TRY(open_store(g));
     ImageRecord rec = BERTH_TRY(store.find_image(*name));
     std::vector<VerifyProblem> problems = BERTH_TRY(store.verify(rec));
-    size_t blobs = rec.layers.size() + 2 + (rec.index_digest.empty() ? 0 : 1);
+    size_t blobs = image_blobs(rec).size();  // a layer repeated counts each time, as listed
     if (problems.empty()) {
       std::printf("%s: %zu blobs verified\n", rec.name.c_str(), blobs);
       return {};

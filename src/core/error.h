@@ -59,12 +59,12 @@ inline constexpr std::string_view kOpWords[] = {
     "read env file", "read environment",
     // HTTP and registries (image).
     "GET", "HEAD", "POST", "PUT", "authenticate", "download", "login", "logout",
-    "manifest inspect", "read credentials", "search",
+    "manifest inspect", "pull", "read credentials", "search",
     // The image store and image archives (image).
-    "check digest", "check image record", "commit blob", "decompress", "export", "find image",
-    "gc", "image config", "image prune", "import", "load", "open store", "protect", "read blob",
-    "read image index", "replace image", "restart blob", "rewrite symlink", "rmi", "save",
-    "select platform", "squash", "tag", "unpack", "unpack layer", "unprotect", "verify",
+    "central store", "check digest", "check image record", "commit blob", "decompress", "export",
+    "find image", "gc", "image config", "image prune", "import", "load", "open store", "protect",
+    "read blob", "read image index", "replace image", "restart blob", "rewrite symlink", "rmi",
+    "save", "select platform", "squash", "tag", "unpack", "unpack layer", "unprotect", "verify",
     "write blob",
     // Squashfs images (site).
     "mount squashfs", "read image metadata", "read squashfs",

@@ -46,13 +46,17 @@ Result<UniqueFd> open_file(const std::string& path, int flags, int mode) {
 
 Result<std::string> read_file(const std::string& path) {
   UniqueFd fd = BERTH_TRY(open_file(path, O_RDONLY));
+  return read_fd(fd.get(), path);
+}
+
+Result<std::string> read_fd(int fd, const std::string& what) {
   std::string out;
   char buf[65536];
   for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return sys_error("read", path);
+      return sys_error("read", what);
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));

@@ -3,6 +3,7 @@
 // holds <root>/lock; readers need no lock because writers replace the file
 // by rename.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,7 +40,8 @@ json to_json(const ImageRecord& r) {
          {"layers", r.layers},
          {"size", r.size},
          {"pulled", r.pulled},
-         {"protected", r.is_protected}};
+         {"protected", r.is_protected},
+         {"squash", r.squash}};
   if (r.registry) j["registry"] = *r.registry;
   return j;
 }
@@ -63,6 +65,7 @@ ImageRecord from_json(const json& j) {
   r.pulled = j.value("pulled", "");
   r.is_protected = j.value("protected", false);
   if (j.contains("registry")) r.registry = j.at("registry").get<std::string>();
+  r.squash = j.value("squash", "");
   return r;
 }
 
@@ -71,16 +74,24 @@ ImageRecord from_json(const json& j) {
 Status check_record(const ImageRecord& r) {
   if (r.name.empty()) return make_error("check image record", "", "empty name");
   for (const auto& d : image_blobs(r)) BERTH_CHECK(validate_digest(d).with_context("image " + r.name));
+  if (r.squashed())  // its layers are only listed, but listed right
+    for (const auto& d : r.layers) BERTH_CHECK(validate_digest(d).with_context("image " + r.name));
   return {};
 }
 
-Result<std::vector<ImageRecord>> load_index(const std::string& root) {
-  std::string path = index_path(root);
-  auto text = read_file(path);
-  if (!text.ok()) {
-    if (text.error().sys_errno == ENOENT) return std::vector<ImageRecord>{};
-    return std::move(text).error();
+/// Reads images.json; for a shared store, only a file it trusts (Store::check_shared()).
+Result<std::vector<ImageRecord>> load_index(const Store& store) {
+  std::string path = index_path(store.root());
+  auto fd = open_file(path, O_RDONLY);
+  if (!fd.ok()) {
+    if (fd.error().sys_errno == ENOENT) return std::vector<ImageRecord>{};
+    return std::move(fd).error();
   }
+  struct stat st;
+  if (::fstat(fd->get(), &st) != 0) return sys_error("stat", path);
+  BERTH_CHECK(store.check_shared(path, st));
+  auto text = read_fd(fd->get(), path);
+  if (!text.ok()) return std::move(text).error();
   std::vector<ImageRecord> out;
   auto parsed = parse_json(*text, path);
   if (!parsed)
@@ -186,12 +197,15 @@ std::vector<std::string> image_blobs(const ImageRecord& r) {
   std::vector<std::string> out{r.manifest_digest};
   if (!r.index_digest.empty()) out.push_back(r.index_digest);
   out.push_back(r.config_digest);
-  out.insert(out.end(), r.layers.begin(), r.layers.end());
+  if (r.squashed())
+    out.push_back(r.squash);
+  else
+    out.insert(out.end(), r.layers.begin(), r.layers.end());
   return out;
 }
 
 Result<std::vector<ImageRecord>> Store::list_images() const {
-  auto recs = BERTH_TRY(load_index(root_));
+  auto recs = BERTH_TRY(load_index(*this));
   std::stable_sort(recs.begin(), recs.end(),
                    [](const ImageRecord& a, const ImageRecord& b) { return a.name < b.name; });
   return recs;
@@ -206,7 +220,7 @@ Result<ImageRecord> Store::find_image(std::string_view name_or_id) const {
 Status Store::add_image(const ImageRecord& rec, std::optional<ImageRecord>* replaced) {
   BERTH_CHECK(check_record(rec));
   FileLock lock = BERTH_TRY(lock_index(root_));
-  auto recs = BERTH_TRY(load_index(root_));
+  auto recs = BERTH_TRY(load_index(*this));
   auto it = std::find_if(recs.begin(), recs.end(),
                          [&](const ImageRecord& r) { return r.name == rec.name; });
   if (it != recs.end()) {
@@ -227,7 +241,7 @@ Result<ImageRecord> Store::tag_image(std::string_view source, const std::string&
   if (!ref.digest.empty())
     return make_error("tag", target, "a tag cannot carry a digest").with_hint("use REPO[:TAG]");
   FileLock lock = BERTH_TRY(lock_index(root_));
-  auto recs = BERTH_TRY(load_index(root_));
+  auto recs = BERTH_TRY(load_index(*this));
   Match m = BERTH_TRY(resolve(recs, source));
   ImageRecord rec = recs[m.which.front()];
   if (!rec.registry) {  // an older record: where it came from goes by the name it had
@@ -253,7 +267,7 @@ Result<ImageRecord> Store::tag_image(std::string_view source, const std::string&
 
 Result<std::vector<std::string>> Store::set_protected(std::string_view name_or_id, bool on) {
   FileLock lock = BERTH_TRY(lock_index(root_));
-  auto recs = BERTH_TRY(load_index(root_));
+  auto recs = BERTH_TRY(load_index(*this));
   Match m = BERTH_TRY(resolve(recs, name_or_id));
   std::vector<std::string> names;
   for (size_t i : m.which) {
@@ -279,7 +293,7 @@ Result<size_t> Store::release_blobs(const std::vector<ImageRecord>& replaced) {
   FileLock gc = BERTH_TRY(sweep_lock(false));
   // Busy: a pull may have found one of these blobs present and rely on it. gc reclaims them.
   if (!gc.held()) return size_t{0};
-  auto recs = BERTH_TRY(load_index(root_));  // read whole by rename: no index lock needed
+  auto recs = BERTH_TRY(load_index(*this));  // read whole by rename: no index lock needed
   return delete_unused(*this, replaced, recs);
 }
 
@@ -288,7 +302,7 @@ Result<RemovedImages> Store::remove_image(std::string_view name_or_id,
   FileLock gc;
   if (!held_sweep_lock) gc = BERTH_TRY(sweep_lock(true));
   FileLock lock = BERTH_TRY(lock_index(root_));
-  auto recs = BERTH_TRY(load_index(root_));
+  auto recs = BERTH_TRY(load_index(*this));
   Match m = BERTH_TRY(resolve(recs, name_or_id));
   for (size_t i : m.which)
     if (recs[i].is_protected)

@@ -9,11 +9,13 @@
 #include <thread>
 
 #include "core/clock.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "image/gc.h"
 #include "image/image_config.h"
 #include "image/layer_file.h"
 #include "image/manifest.h"
+#include "image/staging.h"
 
 namespace berth {
 namespace {
@@ -131,6 +133,25 @@ Result<Platform> config_platform(const std::string& config_json, const std::stri
   return parse_platform(p.str());
 }
 
+/// Merges the layers of `rec` (all in the store, the caller pinning them) into one squashfs
+/// file, published as a blob; sets rec.squash and rec.size. Nothing is left under a name but
+/// the published blob: the file is written in a staging folder, which goes when this returns.
+Status squash_into_store(Store& store, ImageRecord& rec, const SquashOptions& opts) {
+  std::vector<LayerInput> layers = BERTH_TRY(store.layer_inputs(rec, "squash"));
+  std::string config_text = BERTH_TRY(store.read_blob(rec.config_digest));
+  nlohmann::json config = BERTH_TRY(parse_json(config_text, "image config " + rec.config_digest));
+  std::string meta = to_text(squash_metadata(rec.name, rec.manifest_digest, config));
+  Staging staging = BERTH_TRY(Staging::create(store));
+  std::string out = staging.new_path();
+  log::info("squashing {} layers of {}", layers.size(), rec.name);
+  SquashStats stats = BERTH_TRY(squash_layers(layers, meta, opts, out));
+  std::string digest = BERTH_TRY(sha256_file(out));
+  BERTH_CHECK(store.adopt_blob(digest, out));
+  rec.squash = digest;
+  rec.size = static_cast<int64_t>(stats.size);
+  return {};
+}
+
 /// Pulls `ref` from `registry` (its own or a mirror), where it is `repository`.
 Result<PullResult> pull_from(Store& store, const Reference& ref, const std::string& registry,
                              const std::string& repository, const CredentialStore& creds,
@@ -158,11 +179,13 @@ Result<PullResult> pull_from(Store& store, const Reference& ref, const std::stri
   // Up to date: the same manifest under this name with every blob present.
   // (A single-platform manifest stored for another platform than --platform asks is not up to
   // date: it goes on to the platform check below, which says so.)
+  // The form asked for (layers, or one squashfs file) counts: the other form is converted.
   if (auto old = store.find_image(name);
       old.ok() && old->manifest_digest == chosen.digest &&
+      old->squashed() == opts.squash.has_value() &&
       (!opts.platform || platform_matches(*opts.platform, old->platform))) {
-    bool complete = store.has_blob(old->config_digest);
-    for (const auto& l : old->layers) complete = complete && store.has_blob(l);
+    bool complete = true;
+    for (const auto& d : image_blobs(*old)) complete = complete && store.has_blob(d);
     if (complete) return PullResult{*old, true};
   }
 
@@ -209,10 +232,16 @@ Result<PullResult> pull_from(Store& store, const Reference& ref, const std::stri
   }
   rec.pulled = now_rfc3339();
   rec.registry = ref.registry;
+  std::vector<ImageRecord> release;
+  if (opts.squash) {
+    release.push_back(rec);  // its layers, once the squashed record no longer needs them
+    BERTH_CHECK(squash_into_store(store, rec, *opts.squash).with_context("squash " + name));
+  }
   std::optional<ImageRecord> replaced;
   BERTH_CHECK(store.add_image(rec, &replaced));
   pin = FileLock();  // recorded: every blob this pull relies on is named now
-  if (replaced) release_replaced(store, {*replaced});
+  if (replaced) release.push_back(*replaced);
+  release_replaced(store, release);
   return PullResult{rec, false};
 }
 

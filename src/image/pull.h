@@ -14,6 +14,7 @@
 #include "image/platform.h"
 #include "image/reference.h"
 #include "image/registry.h"
+#include "image/squash.h"
 #include "image/store.h"
 
 namespace berth {
@@ -36,6 +37,9 @@ struct PullOptions {
   /// the image, is down, serves something that does not verify) hands over to the next, and
   /// the last to the reference's own registry. The image is recorded under its own name.
   std::vector<PullMirror> mirrors;
+  /// Set: keep the image as one squashfs file made from its layers (ImageRecord::squash),
+  /// whose layer blobs are then dropped unless another record uses them; unset: as layers.
+  std::optional<SquashOptions> squash;
 };
 
 struct PullResult {
@@ -43,7 +47,15 @@ struct PullResult {
   bool up_to_date = false;  ///< the same manifest was already stored under this name
 };
 
-/// Pulls `ref` into `store` and records it under ref.str().
+/// Pulls `ref` into `store` and records it under ref.str(). An image already stored under
+/// that name with the same manifest, in the form asked for (layers or squashed), is up to
+/// date; in the other form, it is converted (a squashfs file made from layers still present,
+/// or layers fetched again).
+///
+/// With opts.squash, the layers are downloaded as usual (under pin()), merged into a squashfs
+/// file in a staging folder (image/staging.h), published as a blob, and the record added; the
+/// layer blobs are then released (Store::release_blobs()). A pull killed at any point leaves a
+/// staging folder, downloads or blobs no record names: `berth gc`'s.
 Result<PullResult> pull_image(Store& store, const Reference& ref, const CredentialStore& creds,
                               const PullOptions& opts);
 

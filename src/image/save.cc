@@ -60,6 +60,7 @@ Status save_archive(const Store& store, const std::vector<ImageRecord>& images, 
   std::vector<int64_t> sizes;
   std::vector<std::string> blobs;
   for (const ImageRecord& r : images) {
+    if (r.squashed()) return squashed_image_error("save", r);
     for (const std::string& d : r.layers) blobs.push_back(d);
     blobs.push_back(r.config_digest);
     blobs.push_back(r.manifest_digest);

@@ -1043,6 +1043,37 @@ Result<SquashStats> write_squashfs(
 
 }  // namespace
 
+Result<SquashStats> copy_squash_file(const std::string& from, const std::string& output) {
+  SquashInfo info = BERTH_TRY(read_squash_info(from));
+  UniqueFd in = BERTH_TRY(open_file(from, O_RDONLY));
+  OutputFile out = BERTH_TRY(OutputFile::create(output));
+  std::string buf(1 << 20, '\0');
+  for (;;) {
+    ssize_t n = ::read(in.get(), buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return sys_error("read", from);
+    }
+    if (n == 0) break;
+    BERTH_CHECK(write_all(out.fd(), std::string_view(buf.data(), static_cast<size_t>(n)), output));
+  }
+  BERTH_CHECK(out.commit());
+  SquashStats stats;
+  stats.inodes = info.inodes;
+  stats.size = info.file_size;
+  return stats;
+}
+
+nlohmann::ordered_json squash_metadata(const std::string& reference, const std::string& digest,
+                                       const nlohmann::json& config) {
+  nlohmann::ordered_json m;
+  m["schemaVersion"] = 1;
+  m["reference"] = reference;
+  m["digest"] = digest;
+  m["config"] = config;
+  return m;
+}
+
 Status check_squash_options(const SquashOptions& opts) {
   const CompressorChoice* c = find_compressor(opts.compressor);
   if (c == nullptr)

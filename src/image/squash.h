@@ -71,6 +71,10 @@ struct SquashStats {
   uint64_t size = 0;             ///< of the squashfs file
 };
 
+/// The document kept at /.berth/image.json: {"schemaVersion":1,"reference","digest","config"}.
+nlohmann::ordered_json squash_metadata(const std::string& reference, const std::string& digest,
+                                       const nlohmann::json& config);
+
 /// Checks the compressor name and level: one line naming what is allowed.
 Status check_squash_options(const SquashOptions& opts);
 
@@ -93,6 +97,10 @@ Result<SquashStats> squash_tree(const std::string& root, std::string_view metada
                                 const SquashOptions& opts, const std::string& output,
                                 uid_t host_uid = static_cast<uid_t>(-1),
                                 gid_t host_gid = static_cast<gid_t>(-1));
+
+/// Copies the squashfs file `from` (a squashed image's blob) to `output`, published only when
+/// whole, as squash_layers() publishes; the stats give its inodes and size only.
+Result<SquashStats> copy_squash_file(const std::string& from, const std::string& output);
 
 /// What a squashfs file says about itself, read without mounting it.
 struct SquashInfo {

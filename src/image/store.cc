@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
+
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -21,12 +23,12 @@ constexpr int kLayoutVersion = 1;
 /// read_blob() is for manifests and configs; anything bigger is a layer.
 constexpr int64_t kMaxReadBlob = 16 << 20;
 
-/// Checks the layout version file, writing it when the store is new.
-Status check_layout_version(const std::string& root) {
+/// Checks the layout version file, writing it when the store is new (unless `read_only`).
+Status check_layout_version(const std::string& root, bool read_only = false) {
   std::string path = path_join(root, "version");
   auto text = read_file(path);
   if (!text.ok()) {
-    if (text.error().sys_errno != ENOENT) return std::move(text).error();
+    if (text.error().sys_errno != ENOENT || read_only) return std::move(text).error();
     // Concurrent first opens both write the same bytes; the rename is atomic.
     nlohmann::json j = {{"version", kLayoutVersion}};
     return write_file_atomic(path, to_text(j) + "\n");
@@ -97,6 +99,63 @@ Result<Store> Store::open(std::string root) {
   return s;
 }
 
+Result<Store> Store::open_shared(std::string root) {
+  if (root.empty() || root.front() != '/')
+    return make_error("central store", root, "not an absolute path");
+  char real[PATH_MAX];
+  if (::realpath(root.c_str(), real) == nullptr) return sys_error("central store", root);
+  struct stat st;
+  if (::stat(real, &st) != 0) return sys_error("central store", root);
+  if (!S_ISDIR(st.st_mode)) return make_error("central store", root, "not a directory");
+  Store s;
+  s.root_ = real;
+  s.shared_owner_ = st.st_uid;
+  // Whoever can write a folder above could put another store in its place.
+  std::string dir = real;
+  BERTH_CHECK(s.check_shared(dir, st));
+  while (dir != "/") {
+    dir = dir.substr(0, dir.rfind('/'));
+    if (dir.empty()) dir = "/";
+    struct stat up;
+    if (::stat(dir.c_str(), &up) != 0) return sys_error("central store", dir);
+    if (up.st_mode & S_ISVTX) up.st_mode &= ~(S_IWGRP | S_IWOTH);  // /tmp: names stay theirs
+    BERTH_CHECK(s.check_shared(dir, up).with_context("central store " + s.root_));
+  }
+  for (const char* name : {"blobs", "blobs/sha256", "version"}) {
+    std::string path = path_join(s.root_, name);
+    if (::lstat(path.c_str(), &st) != 0) return sys_error("central store", path);
+    BERTH_CHECK(s.check_shared(path, st));
+  }
+  BERTH_CHECK(check_layout_version(s.root_, true));
+  return s;
+}
+
+Status Store::check_shared(const std::string& path, const struct stat& st) const {
+  if (!shared_owner_) return {};
+  uid_t owner = *shared_owner_;
+  auto refuse = [&](const std::string& why) {
+    return make_error("central store", path, "refused: " + why, ErrorCode::kPermission)
+        .with_hint(
+            "the central store's files and every folder above it must be owned by root "
+            "(or the store's owner) and not writable by group or others");
+  };
+  if (st.st_uid != 0 && st.st_uid != owner)
+    return refuse(fmt::format("owned by uid {}, not root{}", st.st_uid,
+                              owner == 0 ? "" : " or uid " + std::to_string(owner)));
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) return refuse("writable by group or others");
+  if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) return refuse("not a regular file or folder");
+  return {};
+}
+
+Error squashed_image_error(Op op, const ImageRecord& image) {
+  return make_error(op, image.name,
+                    "the image is stored as one squashfs file (pull --squash), without its "
+                    "layers",
+                    ErrorCode::kUnsupported)
+      .with_hint("run it as it is (berth run " + image.name +
+                 "), or pull its layers: berth pull --no-squash " + image.name);
+}
+
 std::string Store::blob_path(std::string_view digest) const {
   return path_join(root_, "blobs/sha256/" + std::string(digest_hex(digest)));
 }
@@ -111,6 +170,7 @@ Result<std::string> Store::read_blob(std::string_view digest) const {
   UniqueFd fd = BERTH_TRY(open_file(path, O_RDONLY));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return sys_error("stat", path);
+  BERTH_CHECK(check_shared(path, st));
   if (st.st_size > kMaxReadBlob)
     return make_error(
         "read blob", std::string(digest),
@@ -134,6 +194,7 @@ Result<std::string> Store::read_blob(std::string_view digest) const {
 }
 
 Result<std::vector<LayerInput>> Store::layer_inputs(const ImageRecord& image, Op op) const {
+  if (image.squashed()) return squashed_image_error(op, image);
   for (const std::string& l : image.layers)
     if (!has_blob(l))
       return make_error(op, image.name, "layer " + l + " is missing from the store")

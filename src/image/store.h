@@ -9,6 +9,16 @@
 //                            while it relies on blobs no record may yet name; exclusive
 //                            (sweep_lock()) while blobs are deleted: rmi, image prune, gc
 //   version                  {"version":1}: the layout version, checked by open()
+//   central-verified/<key>   the site's central store files hashed already (site/central_store.h)
+//
+// A squashed image (`berth pull --squash`, store_format = "squashfs") keeps its layers as one
+// squashfs file, itself a blob (ImageRecord::squash): its record names the manifest, config
+// and that file, not the layer blobs, so gc, rmi and prune drop the layers no other record
+// uses, and the store holds one big file per image (plus its small manifest and config).
+//
+// A shared store (open_shared(): the site's central_store) is only read: nothing is created,
+// locked or written there, and every file read from it must be owned by root or by the
+// store directory's owner and be writable by nobody else.
 //
 // Many processes (a job array on one node) may pull the same image at once:
 // the per-blob lock makes one of them download each blob while the others
@@ -21,6 +31,9 @@
 // a staging folder); `berth gc` (image/gc.h) removes both, taking each thing's own lock
 // without waiting and gc.lock exclusively for the blobs.
 #pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <optional>
@@ -51,12 +64,19 @@ struct ImageRecord {
   /// `tag`), "" for an image imported or loaded, nullopt in records older than the field.
   std::optional<std::string> registry;
   bool is_protected = false;        ///< `berth protect`: rmi refuses it
+  /// The squashfs file holding the merged layers (a blob digest), or "" for an image kept as
+  /// layers. A squashed record's `layers` still lists the manifest's layers, but it does not
+  /// use their blobs (image_blobs()), and `size` is the squashfs file's.
+  std::string squash;
+
+  bool squashed() const { return !squash.empty(); }
 
   /// The first 12 hex digits of the config digest, as `docker images` shows.
   std::string short_id() const;
 };
 
-/// Every blob a record uses: manifest, index (when set), config, layers (repeats kept).
+/// Every blob a record uses: manifest, index (when set), config, then the layers (repeats
+/// kept), or for a squashed image its squashfs file instead of the layers.
 std::vector<std::string> image_blobs(const ImageRecord& r);
 
 class Store;
@@ -105,6 +125,18 @@ class Store {
  public:
   /// Opens (creating when missing) the store at `root`.
   static Result<Store> open(std::string root);
+  /// Opens the shared store at `root` (the site's central_store) for reading only: `root`,
+  /// every folder above it and its layout must be owned by root or by `root`'s owner and not
+  /// writable by group or others (a sticky folder above, such as /tmp, may be); nothing is
+  /// created or locked. Every file it reads later is checked the same way (check_shared()).
+  static Result<Store> open_shared(std::string root);
+
+  /// Whether this store was opened by open_shared().
+  bool shared() const { return shared_owner_.has_value(); }
+  /// For a shared store: refuses the file or folder `path` whose status is `st` unless it is
+  /// owned by root or the store's owner and not writable by group or others. Always fine for
+  /// a store of one's own.
+  Status check_shared(const std::string& path, const struct stat& st) const;
 
   const std::string& root() const { return root_; }
   std::string blob_path(std::string_view digest) const;
@@ -114,6 +146,7 @@ class Store {
   /// `image`'s layers bottom first, as unpack_layers() takes them: each blob's path with its
   /// digest and the image config's diff_id to check while unpacking. A missing blob, or a
   /// config without one diff_id per layer, is an error naming `op` and the image.
+  /// A squashed image has no layers to give: a one-line kUnsupported error naming `op`.
   Result<std::vector<LayerInput>> layer_inputs(const ImageRecord& image, Op op) const;
   /// Stores bytes after checking they hash to `digest`.
   Status put_blob(std::string_view digest, std::string_view data);
@@ -161,6 +194,10 @@ class Store {
 
  private:
   std::string root_;
+  std::optional<uid_t> shared_owner_;  ///< set by open_shared(): the owner files may have
 };
+
+/// The one-line refusal of `op` for a squashed image that needs layers (create, unpack, save).
+Error squashed_image_error(Op op, const ImageRecord& image);
 
 }  // namespace berth

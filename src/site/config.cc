@@ -239,6 +239,7 @@ void merge_user_layer(SiteConfig& c, const PolicyLayer& u, bool site_sets_mirror
   prefer("gpus", u.gpus, c.gpus);
   prefer("central_store", u.central_store, c.central_store);
   prefer("squash_options", u.squash_options, c.squash_options);
+  prefer("store_format", u.store_format, c.store_format);
   prefer("runtime_dir", u.runtime_dir, c.runtime_dir);
   prefer("pull_low_speed_limit", u.pull_low_speed_limit, c.pull_low_speed_limit);
   prefer("pull_low_speed_time", u.pull_low_speed_time, c.pull_low_speed_time);
@@ -278,6 +279,7 @@ SiteConfig merge_policy(const std::optional<PolicyLayer>& site,
     take("lock", s.lock, c.locked);
     take("central_store", s.central_store, c.central_store);
     take("squash_options", s.squash_options, c.squash_options);
+    take("store_format", s.store_format, c.store_format);
     take("runtime_dir", s.runtime_dir, c.runtime_dir);
     take("pull_low_speed_limit", s.pull_low_speed_limit, c.pull_low_speed_limit);
     take("pull_low_speed_time", s.pull_low_speed_time, c.pull_low_speed_time);

@@ -52,6 +52,7 @@ struct PolicyLayer {
   std::optional<std::vector<std::string>> lock;  ///< site only: keys users may not change
   std::optional<std::string> central_store;
   std::optional<std::string> squash_options;
+  std::optional<std::string> store_format;  ///< "layers" or "squashfs"
   std::optional<std::string> runtime_dir;
   std::optional<long> pull_low_speed_limit;
   std::optional<long> pull_low_speed_time;
@@ -61,7 +62,8 @@ struct PolicyLayer {
 /// The keys a site may name in `lock`: defaults a user's file, command line or environment
 /// may not change.
 inline constexpr std::string_view kLockableKeys[] = {
-    "readonly", "default_engine", "driver_root", "dev_root", "gpus", "mount_home", "squash_options"};
+    "readonly", "default_engine", "driver_root", "dev_root", "gpus", "mount_home", "squash_options",
+    "store_format"};
 
 /// The configuration in force: the site's policy with the user's preferences merged in.
 struct SiteConfig {
@@ -92,6 +94,8 @@ struct SiteConfig {
   /// mksquashfs-style options for the squashfs files Berth writes (image/squash.h
   /// parse_squash_options(); checked when read); "" for the defaults.
   std::string squash_options;
+  /// How pulls keep images: "layers" (the default; also "") or "squashfs" (one file each).
+  std::string store_format;
   std::string runtime_dir;
   /// Transfers slower than this many bytes/s for pull-low-speed-time seconds are cut off
   /// (and retried, resuming); 0: the default (1024 bytes/s over 60 s).
@@ -106,6 +110,8 @@ struct SiteConfig {
 
   /// Whether the site locks `key` (one of kLockableKeys).
   bool is_locked(std::string_view key) const;
+  /// Whether pulls keep images as one squashfs file (store_format = "squashfs").
+  bool squash_store() const { return store_format == "squashfs"; }
 };
 
 /// The user's configuration file: config.json in berth_config_dir().

@@ -151,8 +151,7 @@ Status check_engine_allowed(const SiteConfig& c, std::string_view engine) {
                     ErrorCode::kPermission);
 }
 
-Status check_not_locked(const SiteConfig& c, std::string_view key, std::string_view what,
-                        Op op) {
+Status check_not_locked(const SiteConfig& c, std::string_view key, std::string_view what, Op op) {
   if (!c.is_locked(key)) return {};
   return make_error(op, std::string(what),
                     "the site policy " + c.site_path + " locks " + std::string(key),

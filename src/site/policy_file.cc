@@ -46,6 +46,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <initializer_list>
 
 #include "core/fs.h"
 #include "core/strings.h"
@@ -78,6 +79,17 @@ class LayerReader {
     std::string s = BERTH_TRY(string(node, key));
     if (s.empty() || s[0] != '/') return bad(node, key, "is not an absolute path: \"" + s + "\"");
     return s;
+  }
+
+  Result<std::string> one_of(const toml::node& node, std::string_view key,
+                             std::initializer_list<std::string_view> allowed) const {
+    std::string s = BERTH_TRY(string(node, key));
+    std::string names;
+    for (std::string_view a : allowed) {
+      if (s == a) return s;
+      names += std::string(names.empty() ? "" : " or ") + "\"" + std::string(a) + "\"";
+    }
+    return bad(node, key, "is not " + names + ": \"" + s + "\"");
   }
 
   Result<bool> boolean(const toml::node& node, std::string_view key) const {
@@ -222,6 +234,8 @@ Result<PolicyLayer> parse_policy(std::string_view text, const std::string& path,
       if (auto opts = parse_squash_options(*l.squash_options); !opts)
         return r.bad(node, k, "holds \"" + *l.squash_options + "\": " + opts.error().detail);
     }
+    else if (k == "store_format")
+      l.store_format = BERTH_TRY(r.one_of(node, k, {"layers", "squashfs"}));
     else if (k == "runtime_dir") l.runtime_dir = BERTH_TRY(r.absolute_path(node, k));
     else if (k == "pull_low_speed_limit") l.pull_low_speed_limit = BERTH_TRY(r.count(node, k));
     else if (k == "pull_low_speed_time") l.pull_low_speed_time = BERTH_TRY(r.count(node, k));

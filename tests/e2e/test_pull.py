@@ -124,9 +124,10 @@ def test_images_table_and_ids(berth, pushed_busybox, busybox_image):
     short_id = busybox_image.config.digest.split(":")[1][:12]
     _, out, _ = berth("images")
     header, row = out.splitlines()
-    assert header.split() == ["REPOSITORY", "TAG", "IMAGE", "ID", "PLATFORM", "SIZE"]
+    assert header.split() == ["REPOSITORY", "TAG", "IMAGE", "ID", "PLATFORM", "SIZE", "FORMAT"]
     repo = pushed_busybox.rsplit(":", 1)[0]
     assert row.split()[:4] == [repo, "1.0", short_id, "linux/amd64"]
+    assert row.split()[-1] == "layers"
     # Columns line up under their headings.
     assert row.index(short_id) == header.index("IMAGE ID")
     _, out, _ = berth("images", "-q")

@@ -40,6 +40,7 @@ gpus = "all"
 lock = ["readonly", "driver_root"]
 central_store = "/shared/berth"
 squash_options = "-comp lz4"
+store_format = "squashfs"
 runtime_dir = "/dev/shm/berth"
 pull_low_speed_limit = 2048
 pull_low_speed_time = 30
@@ -78,6 +79,7 @@ TEST(SitePolicy, ParsesEveryKey) {
   EXPECT_EQ(*l->lock, (V{"readonly", "driver_root"}));
   EXPECT_EQ(l->central_store, "/shared/berth");
   EXPECT_EQ(l->squash_options, "-comp lz4");
+  EXPECT_EQ(l->store_format, "squashfs");
   EXPECT_EQ(l->runtime_dir, "/dev/shm/berth");
   EXPECT_EQ(l->pull_low_speed_limit, 2048);
   EXPECT_EQ(l->pull_low_speed_time, 30);
@@ -124,6 +126,8 @@ TEST(SitePolicy, BadValuesAreNamedByFileLineAndKey) {
            Case{"gpus = 2", "line 1: \"gpus\" is not a string"},
            Case{"central_store = \"shared\"", "line 1: \"central_store\" is not an absolute path: \"shared\""},
            Case{"squash_options = [\"-comp\"]", "line 1: \"squash_options\" is not a string"},
+           Case{"store_format = \"squash\"", "line 1: \"store_format\" is not \"layers\" or \"squashfs\": \"squash\""},
+           Case{"store_format = 1", "line 1: \"store_format\" is not a string"},
            Case{"runtime_dir = true", "line 1: \"runtime_dir\" is not a string"},
            Case{"pull_deadline = -1", "line 1: \"pull_deadline\" is not a whole number of 0 to 1000000000"},
            Case{"pull_low_speed_limit = 1.5", "line 1: \"pull_low_speed_limit\" is not a whole number of 0 to 1000000000"},
@@ -136,7 +140,7 @@ TEST(SitePolicy, BadValuesAreNamedByFileLineAndKey) {
            Case{"squash_options = \"-comp lzo -noD\"", "line 1: \"squash_options\" holds \"-comp lzo -noD\": -comp lzo: not a compressor Berth builds with (lz4, zstd or gzip)"},
            Case{"squash_options = \"-comp zstd -noD\"", "line 1: \"squash_options\" holds \"-comp zstd -noD\": \"-noD\" is not an option Berth's squash takes (-comp, -Xcompression-level, -processors)"},
            Case{"squash_options = \"-comp gzip -Xcompression-level 12\"", "line 1: \"squash_options\" holds \"-comp gzip -Xcompression-level 12\": gzip: level 12 is out of range 1-9"},
-           Case{"lock = [\"allowed_registries\"]", "line 1: \"lock\" names \"allowed_registries\", which cannot be locked (readonly, default_engine, driver_root, dev_root, gpus, mount_home, squash_options)"},
+           Case{"lock = [\"allowed_registries\"]", "line 1: \"lock\" names \"allowed_registries\", which cannot be locked (readonly, default_engine, driver_root, dev_root, gpus, mount_home, squash_options, store_format)"},
            Case{"alowed_registries = []", "line 1: \"alowed_registries\" is not a key Berth knows"},
        }) {
     SCOPED_TRACE(t.text);
@@ -561,6 +565,30 @@ TEST_F(TrustedFile, LoadConfigReadsTheSitePolicyAndTheUsersFiles) {
             "read config " + dir_ + "/missing.conf: no such file (named by BERTH_SITE_CONF)");
   ::unsetenv("BERTH_SITE_CONF");
   ::unsetenv("BERTH_CONFIG_DIR");
+}
+
+}  // namespace
+}  // namespace berth
+
+namespace berth {
+namespace {
+
+TEST(SitePolicy, StoreFormatIsTheUsersUnlessLocked) {
+  PolicyLayer user = layer("store_format = \"squashfs\"", kUser, false);
+  SiteConfig mine = merge_policy(std::nullopt, {user});
+  EXPECT_TRUE(mine.squash_store());
+  EXPECT_EQ(mine.sources["store_format"], kUser);
+  EXPECT_FALSE(merge_policy(std::nullopt, {}).squash_store());  // layers by default
+
+  PolicyLayer site = layer("store_format = \"layers\"\nlock = [\"store_format\"]", kSite, true);
+  SiteConfig locked = merge_policy(site, {user});
+  EXPECT_FALSE(locked.squash_store());
+  EXPECT_EQ(locked.ignored,
+            std::vector<std::string>{std::string(kUser) + ": store_format: locked by " + kSite});
+  auto refused = check_not_locked(locked, "store_format", "--squash");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message(),
+            std::string("run --squash: the site policy ") + kSite + " locks store_format");
 }
 
 }  // namespace

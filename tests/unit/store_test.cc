@@ -516,3 +516,90 @@ TEST_F(StoreTest, LayerInputsReportAConfigThatDoesNotParse) {
 
 }  // namespace
 }  // namespace berth
+
+namespace berth {
+namespace {
+
+TEST_F(StoreTest, ASquashedImageUsesItsFileNotItsLayers) {
+  ImageRecord plain = image("a:1", "config a", {"shared layer", "own layer"});
+  ImageRecord sq = image("b:1", "config b", {"shared layer", "b layer"});
+  sq.squash = blob("squashfs of b");
+  EXPECT_EQ(image_blobs(sq), (std::vector<std::string>{sq.manifest_digest, sq.config_digest,
+                                                       sq.squash}));
+  ASSERT_TRUE(store().add_image(plain).ok());
+  ASSERT_TRUE(store().add_image(sq).ok());
+  // The record keeps the squash digest and its listed layers.
+  auto back = store().find_image("b:1");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->squash, sq.squash);
+  EXPECT_EQ(back->layers, sq.layers);
+  // Its layer blobs are garbage unless another record uses them.
+  std::string b_layer = sq.layers[1];
+  auto removed = store().remove_image("a:1");
+  ASSERT_TRUE(removed.ok()) << removed.error().message();
+  EXPECT_FALSE(store().has_blob(plain.layers[0]));  // the shared layer: only b lists it
+  EXPECT_TRUE(store().has_blob(b_layer));           // never named by b's record: gc's
+  EXPECT_TRUE(store().has_blob(sq.squash));
+  // Nothing needing layers gets them.
+  auto layers = store().layer_inputs(*back, "unpack");
+  ASSERT_FALSE(layers.ok());
+  EXPECT_EQ(layers.error().code, ErrorCode::kUnsupported);
+  EXPECT_EQ(layers.error().message(),
+            "unpack b:1: the image is stored as one squashfs file (pull --squash), without its "
+            "layers");
+  removed = store().remove_image("b:1");
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(removed->blobs_deleted, 3u);
+  EXPECT_FALSE(store().has_blob(sq.squash));
+}
+
+TEST_F(StoreTest, ASquashedRecordWithABadLayerDigestIsRefused) {
+  ImageRecord sq = image("b:1", "config b", {"b layer"});
+  sq.squash = blob("squashfs of b");
+  sq.layers.push_back("sha256:../../etc");
+  EXPECT_FALSE(store().add_image(sq).ok());
+}
+
+TEST_F(StoreTest, ASharedStoreIsReadOnlyAndChecksWhatItReads) {
+  ImageRecord sq = image("b:1", "config b", {"b layer"});
+  sq.squash = blob("squashfs of b");
+  ASSERT_TRUE(store().add_image(sq).ok());
+  std::vector<std::string> before = list_dir(root_);
+  auto shared = Store::open_shared(root_);
+  ASSERT_TRUE(shared.ok()) << shared.error().message();
+  EXPECT_TRUE(shared->shared());
+  auto rec = shared->find_image("b:1");
+  ASSERT_TRUE(rec.ok()) << rec.error().message();
+  EXPECT_TRUE(shared->read_blob(rec->config_digest).ok());
+  EXPECT_EQ(list_dir(root_), before);  // no lock or other file made
+
+  // A file others may write is refused, named, in one line.
+  std::string config = shared->blob_path(rec->config_digest);
+  ASSERT_EQ(::chmod(config.c_str(), 0664), 0);
+  auto read = shared->read_blob(rec->config_digest);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.error().code, ErrorCode::kPermission);
+  EXPECT_EQ(read.error().message(),
+            "central store " + config + ": refused: writable by group or others");
+  ASSERT_EQ(::chmod(config.c_str(), 0444), 0);
+  ASSERT_EQ(::chmod((root_ + "/images.json").c_str(), 0666), 0);
+  auto listed = shared->list_images();
+  ASSERT_FALSE(listed.ok());
+  EXPECT_EQ(listed.error().message(),
+            "central store " + root_ + "/images.json: refused: writable by group or others");
+  ASSERT_EQ(::chmod((root_ + "/images.json").c_str(), 0644), 0);
+  ASSERT_EQ(::chmod((root_ + "/blobs").c_str(), 0775), 0);
+  auto again = Store::open_shared(root_);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().message(),
+            "central store " + root_ + "/blobs: refused: writable by group or others");
+  ASSERT_EQ(::chmod((root_ + "/blobs").c_str(), 0755), 0);
+  // A folder that is no store at all: its missing layout is an error, and nothing is made.
+  TempDir empty("not-a-store");
+  auto none = Store::open_shared(empty.path);
+  ASSERT_FALSE(none.ok());
+  EXPECT_TRUE(list_dir(empty.path).empty());
+}
+
+}  // namespace
+}  // namespace berth
