@@ -361,4 +361,44 @@ void child_main(const ChildContext& ctx) {
   start_workload(ctx);
 }
 
+size_t read_child_report(int fd, ChildFailure* failure) {
+  size_t got = 0;
+  while (got < sizeof *failure) {
+    ssize_t n = ::read(fd, reinterpret_cast<char*>(failure) + got, sizeof *failure - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  return got;
+}
+
+int wait_child(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+RunOutcome child_outcome(int status, const ChildFailure& failure, size_t got,
+                         const std::string& subject) {
+  RunOutcome out;
+  if (WIFEXITED(status))
+    out.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    out.exit_code = 128 + WTERMSIG(status);
+  if (got == sizeof failure) {
+    ChildFailure c = failure;
+    c.subject[sizeof c.subject - 1] = c.detail[sizeof c.detail - 1] = '\0';
+    Error e =
+        c.detail[0] ? make_error(c.op, c.subject, c.detail) : sys_error(c.op, c.subject, c.err);
+    e.sys_errno = c.err;
+    out.exit_code = c.exit_code;
+    out.error = std::move(e);
+  } else if (got > 0) {
+    out.exit_code = 125;
+    out.error = make_error("run", subject, "the container's setup died mid-report");
+  }
+  return out;
+}
+
 }  // namespace berth

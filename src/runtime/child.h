@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <string>
 #include <vector>
 
 #include "runtime/container_spec.h"
@@ -74,5 +75,20 @@ void exec_workload(const ChildContext& ctx, ChildFailure* f);
 
 /// The child's entry point after clone; never returns.
 [[noreturn]] void child_main(const ChildContext& ctx);
+
+// The parent's side of a child that reports through a close-on-exec pipe (run, exec).
+
+/// Reads the report pipe until it closes (the child exec'd: 0 bytes) or holds a whole
+/// ChildFailure; the number of bytes read.
+size_t read_child_report(int fd, ChildFailure* failure);
+
+/// waitpid(pid) through EINTR; the wait status.
+int wait_child(pid_t pid);
+
+/// The outcome of a child that ended with wait `status`: its exit status (128 + a signal),
+/// or the code and one-line error of the failure it reported (`got` bytes of it; a record cut
+/// short is 125, "the container's setup died mid-report", about `subject`).
+RunOutcome child_outcome(int status, const ChildFailure& failure, size_t got,
+                         const std::string& subject);
 
 }  // namespace berth

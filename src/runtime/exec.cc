@@ -36,14 +36,6 @@ bool same_file(const std::string& a, const std::string& b) {
          sa.st_ino == sb.st_ino;
 }
 
-Error failure_error(const ChildFailure& f) {
-  ChildFailure c = f;
-  c.subject[sizeof c.subject - 1] = c.detail[sizeof c.detail - 1] = '\0';
-  Error e = c.detail[0] ? make_error(c.op, c.subject, c.detail) : sys_error(c.op, c.subject, c.err);
-  e.sys_errno = c.err;
-  return e;
-}
-
 [[noreturn]] void report(int fd, const ChildFailure& f) {
   (void)!::write(fd, &f, sizeof f);
   ::_exit(f.exit_code);
@@ -187,28 +179,10 @@ RunOutcome exec_in_container(const ExecSpec& spec) {
   forward_signals_to(pid, &old_actions);
   report_w.reset();
   ChildFailure failure;
-  size_t got = 0;
-  while (got < sizeof failure) {
-    ssize_t n =
-        ::read(report_r.get(), reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  size_t got = read_child_report(report_r.get(), &failure);
+  int status = wait_child(pid);
   stop_forwarding(old_actions);
-  RunOutcome out;
-  if (WIFEXITED(status))
-    out.exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status))
-    out.exit_code = 128 + WTERMSIG(status);
-  if (got == sizeof failure) {
-    out.exit_code = failure.exit_code;
-    out.error = failure_error(failure);
-  }
-  return out;
+  return child_outcome(status, failure, got, spec.argv.empty() ? "" : spec.argv.front());
 }
 
 }  // namespace berth

@@ -63,15 +63,6 @@ int foreground_tty(const ContainerSpec& spec) {
   return -1;
 }
 
-/// Turns the child's failure record into the outcome's error.
-Error failure_error(const ChildFailure& f) {
-  ChildFailure c = f;
-  c.subject[sizeof c.subject - 1] = c.detail[sizeof c.detail - 1] = '\0';
-  Error e = c.detail[0] ? make_error(c.op, c.subject, c.detail) : sys_error(c.op, c.subject, c.err);
-  e.sys_errno = c.err;
-  return e;
-}
-
 }  // namespace
 
 namespace {
@@ -228,16 +219,8 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   // one ChildFailure record.
   report_w.reset();
   ChildFailure failure;
-  size_t got = 0;
-  while (got < sizeof failure) {
-    ssize_t n = ::read(report_r.get(), reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  size_t got = read_child_report(report_r.get(), &failure);
+  int status = wait_child(pid);
   stop_forwarding(old_actions);
   if (ctx.tty_fd >= 0) {
     // Take the terminal back (SIGTTOU is still blocked, so a background group may).
@@ -245,19 +228,7 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   }
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
 
-  RunOutcome out;
-  if (WIFEXITED(status))
-    out.exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status))
-    out.exit_code = 128 + WTERMSIG(status);
-  if (got == sizeof failure) {
-    out.exit_code = failure.exit_code;
-    out.error = failure_error(failure);
-  } else if (got > 0) {
-    out.exit_code = 125;
-    out.error = make_error("run", spec.rootfs, "the container's setup died mid-report");
-  }
-  return out;
+  return child_outcome(status, failure, got, spec.rootfs);
 }
 
 }  // namespace berth
