@@ -68,11 +68,11 @@ TEST(Clock, HumanDurationAsDockerSaysIt) {
   EXPECT_EQ(human_duration(60), "About a minute");
   EXPECT_EQ(human_duration(150), "2 minutes");
   EXPECT_EQ(human_duration(3600), "About an hour");
-  EXPECT_EQ(human_duration(5 * 3600), "5 hours");
-  EXPECT_EQ(human_duration(3 * 86400), "3 days");
-  EXPECT_EQ(human_duration(20 * 86400), "2 weeks");
-  EXPECT_EQ(human_duration(90 * 86400), "3 months");
-  EXPECT_EQ(human_duration(800 * 86400), "2 years");
+  EXPECT_EQ(human_duration(int64_t{5} * 3600), "5 hours");
+  EXPECT_EQ(human_duration(int64_t{3} * 86400), "3 days");
+  EXPECT_EQ(human_duration(int64_t{20} * 86400), "2 weeks");
+  EXPECT_EQ(human_duration(int64_t{90} * 86400), "3 months");
+  EXPECT_EQ(human_duration(int64_t{800} * 86400), "2 years");
 }
 
 TEST(Clock, ParsesWhatItWrites) {
