@@ -89,7 +89,7 @@ berth run --rm "$image" /bin/sh -c 'echo "hello from a rootless container: uid $
 berth create --name demo "$image"
 berth run demo /bin/sh -c 'echo kept > /kept.txt'
 berth run demo /bin/cat /kept.txt
-berth ps
+berth ps -a
 say "archives: save and load an image; export the container and import it as an image"
 berth save -o "$home/image.tar" "$image"
 berth rmi "$image"
