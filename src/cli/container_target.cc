@@ -59,17 +59,10 @@ Status check_pull_policy(Op command, const std::string& pull) {
                     ErrorCode::kInvalidInput);
 }
 
-Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const std::string& what,
-                              const std::string& name, bool allow_existing,
-                              const std::vector<std::string>& command, const std::string& pull,
-                              ContainerStore::Detail detail) {
-  if (allow_existing) {
-    if (auto c = cs.find(what, detail); c.ok()) {
-      if (!name.empty())
-        return make_error("run", what, "--name applies to a new container, not to an existing one");
-      return Target{*c, false};
-    }
-  }
+Result<ContainerRecord> create_from_image(const GlobalOptions& g, ContainerStore& cs,
+                                          const std::string& what, const std::string& name, Op op,
+                                          const std::vector<std::string>& command,
+                                          const std::string& pull) {
   Store store = BERTH_TRY(open_store(g));
   auto image = store.find_image(what);
   if (!image.ok() && image.error().code != ErrorCode::kNotFound) return std::move(image).error();
@@ -93,11 +86,11 @@ Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const 
     // Stored before the policy changed, maybe: a registry it no longer allows is refused.
     const SiteConfig& site = BERTH_TRY(g.site);
     BERTH_CHECK(check_stored_image_allowed(site, *image)
-                    .with_context(std::string(allow_existing ? "run " : "create ") + what));
+                    .with_context(std::string(op.word()) + " " + what));
   }
   // Its layers are gone; unpacking the squashfs file instead would keep two copies.
   if (image->squashed()) return squashed_image_error("create", *image);
-  return Target{BERTH_TRY(cs.create(store, *image, name, command)), true};
+  return cs.create(store, *image, name, command);
 }
 
 }  // namespace berth::cli

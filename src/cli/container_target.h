@@ -22,19 +22,13 @@ Error unknown_flag(Op command, const std::string& flag);
 /// Checks --pull's value: always, missing (the default) or never, as Docker takes it.
 Status check_pull_policy(Op command, const std::string& pull);
 
-/// The container `what` names, or a new one made from the image `what` names.
-struct Target {
-  ContainerRecord container;
-  bool created = false;
-};
-
-/// Finds container `what` (when `allow_existing`), else creates one from image `what`, pulling
-/// the image first as `pull` says: "missing" when it is not in the store, "always" even when
-/// it is (the registry's newer image then), "never" not at all.
-Result<Target> find_or_create(const GlobalOptions& g, ContainerStore& cs, const std::string& what,
-                              const std::string& name, bool allow_existing,
-                              const std::vector<std::string>& command = {},
-                              const std::string& pull = "missing",
-                              ContainerStore::Detail detail = ContainerStore::Detail::kFull);
+/// A new container (named `name`, may be empty) made from the image `what` names, pulling the
+/// image first as `pull` says: "missing" when it is not in the store, "always" even when it is
+/// (the registry's newer image then), "never" not at all. `op` (run, create) names the command
+/// in a refusal.
+Result<ContainerRecord> create_from_image(const GlobalOptions& g, ContainerStore& cs,
+                                          const std::string& what, const std::string& name, Op op,
+                                          const std::vector<std::string>& command = {},
+                                          const std::string& pull = "missing");
 
 }  // namespace berth::cli

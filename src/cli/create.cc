@@ -23,8 +23,9 @@ Action setup_create(CLI::App& app, const GlobalOptions& g) {
           .with_hint("berth create [--name NAME] IMAGE [COMMAND [ARG...]]");
     ContainerStore cs = BERTH_TRY(open_containers(g));
     std::vector<std::string> command(rest.begin() + 1, rest.end());
-    Target t = BERTH_TRY(find_or_create(g, cs, rest.front(), *name, false, command, *pull));
-    std::printf("%s\n", t.container.id.c_str());
+    ContainerRecord c =
+        BERTH_TRY(create_from_image(g, cs, rest.front(), *name, "create", command, *pull));
+    std::printf("%s\n", c.id.c_str());
     set_exit_status(0);
     return {};
   };

@@ -329,10 +329,9 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   BERTH_CHECK(not_writable());
   if (existing.ok() && !name.empty())
     return make_error("run", what, "--name applies to a new container, not to an existing one");
-  Target t = existing.ok() ? Target{*existing, false}
-                           : BERTH_TRY(find_or_create(g, cs, what, name, true, {}, extras.pull,
-                                                      detail));
-  const ContainerRecord& c = t.container;
+  const ContainerRecord c =
+      existing.ok() ? std::move(existing).value()
+                    : BERTH_TRY(create_from_image(g, cs, what, name, "run", {}, extras.pull));
   if (opts.network_none) {
     // Only the userns engine makes namespaces of its own (nothing compares engine names but
     // this: the engine row has no network column yet).

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "core/root_path.h"
+#include "core/strings.h"
 #include "runtime/child.h"
 
 namespace berth {
@@ -127,8 +128,7 @@ class FreshDirs {
   /// The fresh directory that `target` is directly inside, and its last component in `name`.
   const FreshDir* parent_of(const std::string& target, const char** name) const {
     for (const FreshDir& d : dirs_) {
-      if (d.fd < 0 || target.size() <= d.len + 1) continue;
-      if (target.compare(0, d.len, d.target) != 0 || target[d.len] != '/') continue;
+      if (d.fd < 0 || !is_under(target, std::string_view(d.target, d.len))) continue;
       if (target.find('/', d.len + 1) != std::string::npos) continue;
       *name = target.c_str() + d.len + 1;
       return &d;
@@ -139,10 +139,7 @@ class FreshDirs {
   void covered(const std::string& target) {
     for (FreshDir& d : dirs_) {
       if (d.fd < 0) continue;
-      std::string_view t(d.target, d.len);
-      if (t == target || target == "/" ||
-          (t.size() > target.size() && t.compare(0, target.size(), target) == 0 &&
-           t[target.size()] == '/')) {
+      if (target == "/" || is_at_or_under(std::string_view(d.target, d.len), target)) {
         ::close(d.fd);
         d.fd = -1;
       }
@@ -163,8 +160,16 @@ class FreshDirs {
   FreshDir dirs_[4];
 };
 
+/// Fills `f` for a mount of `e` that failed with `err`: "mount SOURCE on TARGET".
+void set_mount_failure(ChildFailure* f, int err, const MountEntry& e) {
+  const char* what = e.kind == MountKind::kFs ? e.fstype.c_str() : e.source.c_str();
+  char subject[sizeof f->subject];
+  std::snprintf(subject, sizeof subject, "%s on %s", what, e.target.c_str());
+  set_failure(f, 125, err, "mount", subject);
+}
+
 /// The fast path for an entry directly inside a fresh directory: -1 with errno on failure.
-int mount_in_fresh(const FreshDir& dir, const char* name, const MountEntry& e, const char* source) {
+int mount_in_fresh(const FreshDir& dir, const char* name, const MountEntry& e) {
   if (e.kind == MountKind::kSymlink) {
     int rc = ::symlinkat(e.source.c_str(), dir.fd, name);
     return rc != 0 && errno == EEXIST ? 0 : rc;
@@ -178,7 +183,7 @@ int mount_in_fresh(const FreshDir& dir, const char* name, const MountEntry& e, c
     return ::mount(e.source.c_str(), path, e.fstype.c_str(), e.flags,
                    e.data.empty() ? nullptr : e.data.c_str());
   unsigned long flags = MS_BIND | (e.kind == MountKind::kRbind ? MS_REC : 0);
-  return ::mount(source, path, nullptr, flags, nullptr);
+  return ::mount(e.source.c_str(), path, nullptr, flags, nullptr);
 }
 
 /// Applies one entry; false with `f` filled on failure.
@@ -191,18 +196,14 @@ bool apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildFailur
           ? nullptr
           : fresh.parent_of(e.target, &fresh_name);
   if (fresh_dir != nullptr) {
-    if (mount_in_fresh(*fresh_dir, fresh_name, e, e.source.c_str()) == 0) {
-      if (e.kind == MountKind::kFs && e.fstype == "tmpfs") fresh.add(root_fd, e);
+    if (mount_in_fresh(*fresh_dir, fresh_name, e) == 0) {
+      if (is_tmpfs_mount(e)) fresh.add(root_fd, e);
       return true;
     }
-    int err = errno;
-    char subject[sizeof f->subject];
-    const char* what = e.kind == MountKind::kFs ? e.fstype.c_str() : e.source.c_str();
-    std::snprintf(subject, sizeof subject, "%s on %s", what, target);
     if (e.kind == MountKind::kSymlink)
-      set_failure(f, 125, err, "symlink", target);
+      set_failure(f, 125, errno, "symlink", target);
     else
-      set_failure(f, 125, err, "mount", subject);
+      set_mount_failure(f, errno, e);
     return false;
   }
   if (e.kind == MountKind::kSymlink) {
@@ -259,13 +260,10 @@ bool apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildFailur
   int err = errno;
   ::close(fd);
   if (rc != 0) {
-    const char* what = e.kind == MountKind::kFs ? e.fstype.c_str() : e.source.c_str();
-    char subject[sizeof f->subject];
-    std::snprintf(subject, sizeof subject, "%s on %s", what, target);
-    set_failure(f, 125, err, "mount", subject);
+    set_mount_failure(f, err, e);
     return false;
   }
-  if (e.kind == MountKind::kFs && e.fstype == "tmpfs" && !e.read_only) fresh.add(root_fd, e);
+  if (is_tmpfs_mount(e) && !e.read_only) fresh.add(root_fd, e);
   if (!e.read_only) return true;
   // Reopen: the fd from before the mount names the directory under it.
   fd = open_in_root(root_fd, target, O_PATH);

@@ -62,6 +62,11 @@ struct MountEntry {
   bool operator==(const MountEntry&) const = default;
 };
 
+/// A tmpfs the plan mounts: empty, Berth's own, and beyond the image's reach.
+inline bool is_tmpfs_mount(const MountEntry& e) {
+  return e.kind == MountKind::kFs && e.fstype == "tmpfs";
+}
+
 struct MountPlan {
   std::vector<MountEntry> entries;
 };

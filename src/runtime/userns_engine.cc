@@ -22,6 +22,7 @@
 #include "core/fs.h"
 #include "core/root_path.h"
 #include "core/signals.h"
+#include "core/strings.h"
 #include "runtime/child.h"
 #include "runtime/container_spec.h"
 #include "runtime/identity.h"
@@ -39,15 +40,13 @@ bool plan_needs_no_writes(int root_fd, const MountPlan& plan, const std::string&
   std::vector<const std::string*> tmpfs;
   for (const MountEntry& e : plan.entries) {
     bool inside = false;
-    for (const std::string* t : tmpfs)
-      inside |= e.target.size() > t->size() && e.target.compare(0, t->size(), *t) == 0 &&
-                e.target[t->size()] == '/';
+    for (const std::string* t : tmpfs) inside |= is_under(e.target, *t);
     if (!inside) {
       if (e.kind == MountKind::kSymlink || e.kind == MountKind::kWriteFile) return false;
       UniqueFd fd(open_in_root(root_fd, e.target.c_str(), O_PATH));
       if (!fd.valid()) return false;
     }
-    if (e.kind == MountKind::kFs && e.fstype == "tmpfs") tmpfs.push_back(&e.target);
+    if (is_tmpfs_mount(e)) tmpfs.push_back(&e.target);
   }
   UniqueFd dir(open_in_root(root_fd, cwd.c_str(), O_PATH | O_DIRECTORY));
   return dir.valid();
