@@ -198,11 +198,10 @@ Status run_squashfs(const RunOptions& opts, const std::string& name, bool writab
     BERTH_CHECK(check_not_locked(site, "readonly", "--writable"));
   }
   BERTH_CHECK(check_run_engine(site, kDefaultEngine));
-  SquashfsTools tools = BERTH_TRY(find_squashfs_tools());
   std::string base = BERTH_TRY(runtime_dir(site.runtime_dir));
   base = path_join(base, "squashfs");
   BERTH_CHECK(make_dirs(base, 0700));
-  SquashfsMount mount = BERTH_TRY(acquire_squashfs_mount(image, base, tools));
+  SquashfsMount mount = BERTH_TRY(acquire_squashfs_mount(image, base));
   log::debug("squashfs {}: {} mount {}", path, mount.started ? "new" : "shared", mount.root);
   image.fd.reset();  // the daemon holds the file now
   bool has_config = false;

@@ -324,8 +324,7 @@ Result<std::string> runtime_dir(const std::string& site_runtime_dir) {
   return dir;
 }
 
-Result<SquashfsMount> acquire_squashfs_mount(const SquashfsFile& image, const std::string& base,
-                                             const SquashfsTools& tools) {
+Result<SquashfsMount> acquire_squashfs_mount(const SquashfsFile& image, const std::string& base) {
   std::string keydir = path_join(base, squashfs_key(image.st));
   SquashfsMount m;
   m.root = path_join(keydir, "mnt");
@@ -340,6 +339,7 @@ Result<SquashfsMount> acquire_squashfs_mount(const SquashfsFile& image, const st
   m.hold = BERTH_TRY(FileLock::acquire(users_lock, FileLock::Mode::kShared));
   MountState state = mount_state(m.root, parent.st_dev, nullptr);
   if (state == MountState::kMounted) return m;
+  SquashfsTools tools = BERTH_TRY(find_squashfs_tools());
   if (state == MountState::kDead || state == MountState::kBroken) {
     lazy_unmount(tools.fusermount, m.root);  // a daemon killed outright left it
     if (mount_state(m.root, parent.st_dev, nullptr) != MountState::kAbsent)

@@ -69,9 +69,9 @@ struct SquashfsMount {
 };
 
 /// Joins the mount of `image` under `base` (runtime_dir()/squashfs), mounting it first when
-/// there is none. On failure nothing is left mounted; the error is one line (squashfuse_ll's
+/// there is none; the tools (find_squashfs_tools()) are looked for only then, not on every
+/// start that joins. On failure nothing is left mounted; the error is one line (squashfuse_ll's
 /// own complaint included).
-Result<SquashfsMount> acquire_squashfs_mount(const SquashfsFile& image, const std::string& base,
-                                             const SquashfsTools& tools);
+Result<SquashfsMount> acquire_squashfs_mount(const SquashfsFile& image, const std::string& base);
 
 }  // namespace berth

@@ -263,6 +263,23 @@ def test_concurrent_runs_share_one_mount(sq, images, identity):
     assert wait_for(lambda: not mounts(sq.runtime) and not fuse_procs(sq.runtime))
 
 
+def test_joining_a_mount_needs_no_daemon_lookup(sq, images):
+    """Only a start that mounts looks for squashfuse_ll: one that joins a mount does not (its
+    PATH search is no part of every start), and a start that must mount still says what is
+    missing."""
+    bad = {"BERTH_SQUASHFUSE_LL": "/nonexistent/squashfuse_ll"}
+    rc, _, err = sq("run", images["plain"], "/bin/true", env=bad, check=False)
+    assert rc == 125 and "BERTH_SQUASHFUSE_LL=/nonexistent/squashfuse_ll" in err, err
+    out = sq.make_dir("out")
+    holder = sq.popen("run", "-v", f"{out}:/out", images["plain"], "/bin/sh", "-c",
+                      "touch /out/up; sleep 4")
+    try:
+        assert wait_for(lambda: os.listdir(out) == ["up"], timeout=30), os.listdir(out)
+        assert sq("run", images["plain"], "/bin/echo", "joined", env=bad)[1] == "joined\n"
+    finally:
+        assert holder.wait(timeout=60) == 0
+
+
 def test_sigkill_of_every_berth_process_leaves_nothing(sq, images, identity):
     out = sq.make_dir("out")
     runs = [sq.popen("run", "-v", f"{out}:/out", images["plain"], "/bin/sh", "-c",
