@@ -104,6 +104,7 @@ Action setup_exec(CLI::App& app, const GlobalOptions& g) {
     if (!spec.cwd.starts_with("/"))
       return make_error("exec", "-w " + spec.cwd, "the working directory must be absolute");
     spec.stdin_open = o->interactive;
+    spec.tty = o->tty;
     RunOutcome outcome = exec_in_container(spec);
     set_exit_status(outcome.exit_code);
     if (outcome.error) return *outcome.error;

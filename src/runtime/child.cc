@@ -74,13 +74,7 @@ void reset_signals() {
 /// The workload's last steps: stdin, terminal, signals, fds, exec.
 [[noreturn]] void start_workload(const ChildContext& ctx) {
   ChildFailure f;
-  if (ctx.tty_fd >= 0) {  // before stdin may become /dev/null: tty_fd can be 0
-    // Become the terminal's foreground process group so that ^C reaches the
-    // workload. SIGTTOU is still blocked here (the parent blocked it).
-    if (::setpgid(0, 0) == 0) {
-      (void)::tcsetpgrp(ctx.tty_fd, ::getpgrp());  // best effort: the job still runs without it
-    }
-  }
+  take_terminal(ctx.tty_fd);  // before stdin may become /dev/null: tty_fd can be 0
   if (ctx.devnull_fd >= 0 && ::dup2(ctx.devnull_fd, STDIN_FILENO) < 0) {
     set_failure(&f, 125, errno, "dup2", "/dev/null");
     fail(ctx, f);
@@ -359,6 +353,21 @@ void child_main(const ChildContext& ctx) {
   }
   if (spec.pid_namespace) run_init(ctx);
   start_workload(ctx);
+}
+
+int foreground_terminal() {
+  for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
+    if (::isatty(fd) && ::tcgetpgrp(fd) == ::getpgrp()) return fd;
+  }
+  return -1;
+}
+
+void take_terminal(int tty_fd) {
+  if (tty_fd < 0) return;
+  // SIGTTOU is blocked here (the parent blocked it), so a background group may take it.
+  if (::setpgid(0, 0) == 0) {
+    (void)::tcsetpgrp(tty_fd, ::getpgrp());  // best effort: the job still runs without it
+  }
 }
 
 size_t read_child_report(int fd, ChildFailure* failure) {

@@ -78,6 +78,14 @@ void exec_workload(const ChildContext& ctx, ChildFailure* f);
 
 // The parent's side of a child that reports through a close-on-exec pipe (run, exec).
 
+/// The terminal to hand to a workload run with -t: the first of stdin/stdout/stderr that is a
+/// terminal whose foreground group is ours; -1 when none.
+int foreground_terminal();
+
+/// In the workload's process, before exec: makes its own process group the foreground one of
+/// `tty_fd` (when >= 0), so that ^C and the terminal's reads reach it. SIGTTOU must be blocked.
+void take_terminal(int tty_fd);
+
 /// Reads the report pipe until it closes (the child exec'd: 0 bytes) or holds a whole
 /// ChildFailure; the number of bytes read.
 size_t read_child_report(int fd, ChildFailure* failure);

@@ -112,12 +112,27 @@ RunOutcome exec_in_container(const ExecSpec& spec) {
   bool join_pid = false;
   for (const auto& [fd, name] : ns) join_pid = join_pid || std::strcmp(name, "pid") == 0;
 
+  // -t: the command becomes the terminal's foreground group (as `run -t` makes the workload),
+  // so that ^C, job control and the terminal's reads reach it. SIGTTOU stays blocked until it
+  // has taken the terminal, and here until this process has taken it back.
+  int tty_fd = spec.tty ? foreground_terminal() : -1;
+  sigset_t ttou, old_mask;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  ::sigprocmask(SIG_BLOCK, &ttou, &old_mask);
+
   int report_fds[2];
-  if (::pipe2(report_fds, O_CLOEXEC) != 0) return failed(sys_error("pipe", "exec"));
+  if (::pipe2(report_fds, O_CLOEXEC) != 0) {
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    return failed(sys_error("pipe", "exec"));
+  }
   UniqueFd report_r(report_fds[0]), report_w(report_fds[1]);
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
-  if (pid < 0) return failed(sys_error("fork", "exec"));
+  if (pid < 0) {
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    return failed(sys_error("fork", "exec"));
+  }
   if (pid == 0) {
     ChildFailure f;
     int out = report_w.get();
@@ -161,6 +176,8 @@ RunOutcome exec_in_container(const ExecSpec& spec) {
       }
       (void)::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     }
+    take_terminal(tty_fd);  // the process that execs: with a PID namespace, the inner one
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     if (!spec.stdin_open && ::dup2(devnull->get(), STDIN_FILENO) < 0) {
       set_failure(&f, 125, errno, "dup2", "/dev/null");
       report(out, f);
@@ -182,6 +199,8 @@ RunOutcome exec_in_container(const ExecSpec& spec) {
   size_t got = read_child_report(report_r.get(), &failure);
   int status = wait_child(pid);
   stop_forwarding(old_actions);
+  if (tty_fd >= 0) (void)::tcsetpgrp(tty_fd, ::getpgrp());  // best effort: the command is over
+  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   return child_outcome(status, failure, got, spec.argv.empty() ? "" : spec.argv.front());
 }
 

@@ -21,6 +21,7 @@ struct ExecSpec {
   std::vector<std::string> env;   ///< "K=V", final
   std::string cwd = "/";          ///< inside the container
   bool stdin_open = false;        ///< -i: keep stdin (otherwise /dev/null)
+  bool tty = false;               ///< -t: the caller's terminal, with the command in its foreground
 };
 
 /// The uid inside the container that the caller's uid maps to (its user namespace's single

@@ -52,16 +52,6 @@ bool plan_needs_no_writes(int root_fd, const MountPlan& plan, const std::string&
   return dir.valid();
 }
 
-/// The terminal to hand to the workload: the first of stdin/stdout/stderr
-/// that is a terminal whose foreground group is ours; -1 when none.
-int foreground_tty(const ContainerSpec& spec) {
-  if (!spec.tty) return -1;
-  for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
-    if (::isatty(fd) && ::tcgetpgrp(fd) == ::getpgrp()) return fd;
-  }
-  return -1;
-}
-
 }  // namespace
 
 namespace {
@@ -109,7 +99,7 @@ RunOutcome run_userns(const ContainerSpec& spec) {
     if (e.starts_with("PATH=")) ctx.path = e.c_str() + 5;
   }
   ctx.envp.push_back(nullptr);
-  ctx.tty_fd = foreground_tty(spec);
+  ctx.tty_fd = spec.tty ? foreground_terminal() : -1;
   // The squashfs overlay's paths and options, spelled out now: the child allocates nothing.
   std::string upper, work, merged, overlay_data;
   if (overlay) {
