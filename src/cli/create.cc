@@ -4,27 +4,44 @@
 
 #include "cli/container_target.h"
 #include "cli/context.h"
+#include "cli/run.h"
 
 namespace berth::cli {
 
 Action setup_create(CLI::App& app, const GlobalOptions& g) {
-  auto name = std::make_shared<std::string>();
-  auto pull = std::make_shared<std::string>("missing");
-  app.add_option("--name", *name, "Name the container");
-  app.add_option("--pull", *pull, "Pull the image: always, missing (default) or never");
-  app.prefix_command();
-  return [name, pull, &g, &app]() -> Status {
+  struct Opts {
+    RunOptions run;
+    std::string name;
+    std::string pull = "missing";
+  };
+  auto o = std::make_shared<Opts>();
+  // Docker's create takes run's options; `berth start` runs with them (cli/lifecycle.cc).
+  add_run_options(app, o->run, o->name, g.mentioned);
+  if (g.mentioned.any("--pull"))
+    app.add_option("--pull", o->pull, "Pull the image: always, missing (default) or never");
+  return [o, &g, &app]() -> Status {
     set_exit_status(kExitBerthFailed);
-    BERTH_CHECK(check_pull_policy("create", *pull));
+    const std::string& name = o->name;
+    BERTH_CHECK(check_pull_policy("create", o->pull));
     std::vector<std::string> rest = app.remaining();
     if (!rest.empty() && rest.front().starts_with("-")) return unknown_flag("create", rest.front());
     if (rest.empty())
       return make_error("create", "IMAGE", "an image is required")
-          .with_hint("berth create [--name NAME] IMAGE [COMMAND [ARG...]]");
+          .with_hint("berth create [OPTIONS] IMAGE [COMMAND [ARG...]]");
     ContainerStore cs = BERTH_TRY(open_containers(g));
     std::vector<std::string> command(rest.begin() + 1, rest.end());
+    // Options that depend on the moment are resolved now, as Docker does: relative volumes,
+    // --env-file's contents, -e KEY's host value.
+    for (std::string& v : o->run.volumes)
+      if (v.starts_with(".")) v = BERTH_TRY(absolute_volume(v));
+    std::vector<std::string> host_env = host_environment();
+    BERTH_CHECK(read_env_files(o->run, host_env));
+    GivenOptions given{given_count(app, "--bind-home") + given_count(app, "--no-bind-home") > 0,
+                       given_count(app, "--read-only") > 0};
+    nlohmann::json options = options_record(o->run, given, host_env);
     ContainerRecord c =
-        BERTH_TRY(create_from_image(g, cs, rest.front(), *name, "create", command, *pull));
+        BERTH_TRY(create_from_image(g, cs, rest.front(), name, "create", command, o->pull));
+    if (!options.empty()) BERTH_CHECK(cs.set_run_options(c, options));
     std::printf("%s\n", c.id.c_str());
     set_exit_status(0);
     return {};

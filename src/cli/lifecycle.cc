@@ -119,16 +119,19 @@ Action setup_start(CLI::App& app, const GlobalOptions& g) {
     for (const std::string& n : *names) {
       ContainerRecord c = BERTH_TRY(cs.find(n));
       if (!c.running) {
-        // The command of its last run as it was (entrypoint included), else the image's.
-        RunOptions opts;
+        // The options of its last run (or of create) and its command as it was (entrypoint
+        // included), else the image's, as `docker start` repeats the container's config.
+        GivenOptions given;
+        RunOptions opts = options_from_record(c.run_options, &given);
         std::vector<std::string> rest = {c.id};
         if (!c.last_command.empty()) {
           opts.entrypoint_set = true;
+          opts.entrypoint.clear();
           rest.insert(rest.end(), c.last_command.begin(), c.last_command.end());
         }
         bool monitor = false;
         Status st =
-            do_run(g, opts, GivenOptions{}, "", false, false, "", rest, Detach::kQuietly, &monitor);
+            do_run(g, opts, given, "", false, false, "", rest, Detach::kQuietly, &monitor);
         if (monitor) return st;  // the monitor, its run ended: its status is the run's
         BERTH_CHECK(std::move(st));
       }

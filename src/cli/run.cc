@@ -42,14 +42,28 @@ Result<std::string> read_in_root(const std::string& rootfs, const char* path) {
   return read_file_in_root(root.get(), path);
 }
 
+}  // namespace
+
 std::vector<std::string> host_environment() {
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
   return env;
 }
 
-/// `volume` (HOST:CTR[:MODE]) with its host part, relative, made absolute against the working
-/// directory and normalised.
+Status read_env_files(RunOptions& opts, const std::vector<std::string>& host_env) {
+  for (const std::string& path : opts.env_files) {
+    std::string text = BERTH_TRY(read_file(path));
+    auto vars = BERTH_TRY(parse_env_file(text, path, host_env));
+    opts.file_env.insert(opts.file_env.end(), vars.begin(), vars.end());
+  }
+  opts.env_files.clear();  // read: a record of the options keeps what they held
+  return {};
+}
+
+namespace {
+
+}  // namespace
+
 Result<std::string> absolute_volume(const std::string& volume) {
   size_t colon = volume.find(':');
   std::string host = volume.substr(0, colon);
@@ -59,6 +73,8 @@ Result<std::string> absolute_volume(const std::string& volume) {
   while (abs.size() > 1 && abs.ends_with("/")) abs.pop_back();
   return abs + (colon == std::string::npos ? "" : volume.substr(colon));
 }
+
+namespace {
 
 /// `--network`: the host's network (host, the default) or none; Docker's others need a virtual
 /// network, which rootless Berth does not make.
@@ -70,6 +86,8 @@ Status check_network(const std::string& network) {
                     ErrorCode::kUnsupported)
       .with_hint("leave out --network, or use --network none to cut the container off");
 }
+
+}  // namespace
 
 /// Declares the options of `run` that the command line mentions (see MentionedOptions).
 void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const MentionedOptions& m) {
@@ -115,6 +133,85 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
   // Everything from the image on is positional: IMAGE [COMMAND [ARG...]].
   app.prefix_command();
 }
+
+nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
+                              const std::vector<std::string>& host_env) {
+  nlohmann::json j = nlohmann::json::object();
+  std::vector<std::string> env;
+  for (const std::string& e : o.env) {
+    if (e.find('=') != std::string::npos) {
+      env.push_back(e);
+      continue;
+    }
+    // KEY alone: the host's value now, as `docker create` takes it; unset on the host, left out.
+    auto it = std::find_if(host_env.begin(), host_env.end(), [&](const std::string& h) {
+      return h.size() > e.size() && h.starts_with(e) && h[e.size()] == '=';
+    });
+    if (it != host_env.end()) env.push_back(*it);
+  }
+  auto put = [&j](const char* key, const auto& value, bool present) {
+    if (present) j[key] = value;
+  };
+  put("env", env, !env.empty());
+  put("file_env", o.file_env, !o.file_env.empty());
+  put("volumes", o.volumes, !o.volumes.empty());
+  put("workdir", o.workdir, !o.workdir.empty());
+  put("user", o.user, !o.user.empty());
+  put("entrypoint", o.entrypoint, o.entrypoint_set);
+  put("hostname", o.hostname, !o.hostname.empty());
+  put("pid_ns", true, o.pid_namespace);
+  put("host_dev", true, o.host_dev);
+  put("network_none", true, o.network_none);
+  put("bind_home", o.bind_home, given.bind_home);
+  put("hostenv", true, o.hostenv);
+  put("read_only", o.read_only, given.read_only);
+  put("gpus", o.gpus.value_or(""), o.gpus.has_value());
+  put("devices", o.devices, !o.devices.empty());
+  return j;
+}
+
+RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
+  RunOptions o;
+  if (!j.is_object()) return o;
+  // Written by options_record; a field of another type (a hand-edited file) is left out.
+  auto strings = [&j](const char* key) {
+    auto it = j.find(key);
+    std::vector<std::string> out;
+    if (it == j.end() || !it->is_array()) return out;
+    for (const auto& v : *it)
+      if (v.is_string()) out.push_back(v.get<std::string>());
+    return out;
+  };
+  auto text = [&j](const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  auto flag = [&j](const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_boolean() && it->get<bool>();
+  };
+  o.env = strings("env");
+  o.file_env = strings("file_env");
+  o.volumes = strings("volumes");
+  o.workdir = text("workdir");
+  o.user = text("user");
+  o.entrypoint_set = j.contains("entrypoint");
+  o.entrypoint = text("entrypoint");
+  o.hostname = text("hostname");
+  o.pid_namespace = flag("pid_ns");
+  o.host_dev = flag("host_dev");
+  o.network_none = flag("network_none");
+  given->bind_home = j.contains("bind_home");
+  o.bind_home = flag("bind_home");
+  o.hostenv = flag("hostenv");
+  given->read_only = j.contains("read_only");
+  o.read_only = flag("read_only");
+  if (j.contains("gpus")) o.gpus = text("gpus");
+  o.devices = strings("devices");
+  return o;
+}
+
+namespace {
 
 /// A root filesystem directory rather than an image or container: a path, which no image
 /// reference or container name can be ("/...", "./...", "../...").
@@ -272,15 +369,13 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   for (std::string& v : opts.volumes)
     if (v.starts_with(".")) v = BERTH_TRY(absolute_volume(v));
   if (!engine.empty()) BERTH_CHECK(validate_engine_name(engine));
+  HostContext host{host_environment(), home_dir(), ::getuid(), ::getgid()};
+  BERTH_CHECK(read_env_files(opts, host.environ));
+  // What `berth start` repeats: the options as typed, before the policy's defaults (the
+  // policy in force then applies then).
+  const nlohmann::json typed = options_record(opts, given, host.environ);
   const SiteConfig& site = BERTH_TRY(g.site);
   BERTH_CHECK(apply_run_policy(site, given, opts));
-
-  HostContext host{host_environment(), home_dir(), ::getuid(), ::getgid()};
-  for (const std::string& path : opts.env_files) {
-    std::string text = BERTH_TRY(read_file(path));
-    auto vars = BERTH_TRY(parse_env_file(text, path, host.environ));
-    opts.file_env.insert(opts.file_env.end(), vars.begin(), vars.end());
-  }
   if (detach && is_directory_argument(what))
     return make_error("run", what, "-d applies to containers, not to a directory or squashfs image")
         .with_hint("run it in the background with your shell ('&', nohup), or import it");
@@ -381,7 +476,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   // Bookkeeping for ps, written once the run ended (while it runs, ps sees the run lock); a
   // failure to write it must not change the run's status.
   if (!remove) {
-    if (auto st = cs.record_run(c, spec->argv, outcome.exit_code); !st.ok())
+    if (auto st = cs.record_run(c, spec->argv, outcome.exit_code, typed); !st.ok())
       log::warn("{}", st.error().message());
   }
   if (detach) record_monitor_end(cs, c, outcome.exit_code);

@@ -20,6 +20,27 @@ struct RunExtras {
   std::string pull = "missing";  ///< --pull: always | missing | never (container_target.h)
 };
 
+/// Declares the run options the command line mentions (MentionedOptions), for run and create.
+void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const MentionedOptions& m);
+
+/// `volume` (HOST:CTR[:MODE]) with its host part, relative, made absolute against the working
+/// directory and normalised.
+Result<std::string> absolute_volume(const std::string& volume);
+
+/// The caller's environment, "K=V".
+std::vector<std::string> host_environment();
+
+/// Reads opts.env_files into opts.file_env (and empties env_files).
+Status read_env_files(RunOptions& opts, const std::vector<std::string>& host_env);
+
+/// A run's options as `berth start` repeats them (container.json's "run_options"): as typed,
+/// with what depends on the moment resolved (-e KEY's host value; --env-file read, relative
+/// volumes made absolute by the caller); -i, -t, --name and --rm left out.
+nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
+                              const std::vector<std::string>& host_env);
+/// The options `options_record` wrote, and which of the policy-defaulted ones were given.
+RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given);
+
 /// Runs `rest` (IMAGE|CONTAINER|DIR [COMMAND...]) with `opts`; detached: under a monitor, the
 /// caller returning at once (runtime/monitor.h), and the monitor returning once the run ended,
 /// with `*monitor` set.

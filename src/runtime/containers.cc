@@ -116,6 +116,7 @@ Result<ContainerRecord> ContainerStore::load(const std::string& id, Detail detai
     c.created = j.value("created", "");
     c.image_config = j.value("image_config", nlohmann::json::object());
     c.last_command = j.value("last_command", std::vector<std::string>{});
+    if (auto it = j.find("run_options"); it != j.end() && it->is_object()) c.run_options = *it;
     if (j.contains("last_exit") && j["last_exit"].is_number_integer())
       c.last_exit = j["last_exit"].get<int>();
     c.is_protected = j.value("protected", false);
@@ -147,6 +148,7 @@ std::string record_text(const ContainerRecord& c) {
                       {"image_id", c.image_id}, {"created", c.created},
                       {"image_config", c.image_config}, {"last_command", c.last_command}};
   if (c.last_exit) j["last_exit"] = *c.last_exit;
+  if (c.run_options.is_object() && !c.run_options.empty()) j["run_options"] = c.run_options;
   if (c.is_protected) j["protected"] = true;
   if (!c.engine.empty()) j["engine"] = c.engine;
   if (!c.link_prefix.empty()) j["link_prefix"] = c.link_prefix;
@@ -471,10 +473,16 @@ Status ContainerStore::stop(const ContainerRecord& c, int grace_seconds) const {
 }
 
 Status ContainerStore::record_run(const ContainerRecord& c, const std::vector<std::string>& argv,
-                                  std::optional<int> exit_code) {
+                                  std::optional<int> exit_code, const nlohmann::json& options) {
   // The same command ending the same way as last time (a loop of runs): nothing to write, and
   // creating and renaming a file costs more than starting the container did.
-  if ((argv.empty() || argv == c.last_command) && exit_code == c.last_exit) return {};
+  auto same_options = [&]() {
+    if (options.is_null()) return true;
+    bool had_none = !c.run_options.is_object() || c.run_options.empty();
+    return options.empty() ? had_none : options == c.run_options;
+  };
+  if ((argv.empty() || argv == c.last_command) && exit_code == c.last_exit && same_options())
+    return {};
   // Run bookkeeping (last command, exit status) is rewritten on every run: an fsync would cost
   // more than the container's start, and a crash losing the last status loses nothing else.
   return update(
@@ -482,8 +490,14 @@ Status ContainerStore::record_run(const ContainerRecord& c, const std::vector<st
       [&](ContainerRecord& now) {
         if (!argv.empty()) now.last_command = argv;
         now.last_exit = exit_code;
+        if (!options.is_null()) now.run_options = options;
       },
       Durability::kProcessSafe);
+}
+
+Status ContainerStore::set_run_options(const ContainerRecord& c, const nlohmann::json& options) {
+  return update(c, [&](ContainerRecord& now) { now.run_options = options; },
+                Durability::kProcessSafe);
 }
 
 Status ContainerStore::set_engine(const ContainerRecord& c, const std::string& engine) {

@@ -44,6 +44,9 @@ struct ContainerRecord {
   nlohmann::json image_config;       ///< the image config's "config" object (Env, Cmd, ...)
   std::vector<std::string> last_command;  ///< argv of the last run, empty before the first
   std::optional<int> last_exit;           ///< exit status of the last run that ended
+  /// The options of the last run (or of `create`), which `berth start` repeats: what
+  /// cli::options_record wrote; null before any.
+  nlohmann::json run_options;
   bool is_protected = false;              ///< `berth protect`: rm refuses it, even with -f
   std::string engine;                     ///< default engine (`berth setup --engine`); "" userns
   /// The host prefix absolute symlinks in the rootfs may carry now: "" as unpacked, the rootfs
@@ -97,10 +100,13 @@ class ContainerStore {
   /// it (which forwards it to the workload), SIGKILL after `grace_seconds` (the workload dies
   /// with it), and returns once the run lock is free. Nothing to do when it is not running.
   Status stop(const ContainerRecord& c, int grace_seconds) const;
-  /// Records the command and exit status of a run (`c` as found before the run; nothing is
-  /// written when both are what `c` already holds).
+  /// Records the command, exit status and options of a run (`c` as found before the run;
+  /// nothing is written when all three are what `c` already holds). An empty `argv` or null
+  /// `options` keeps what was recorded.
   Status record_run(const ContainerRecord& c, const std::vector<std::string>& argv,
-                    std::optional<int> exit_code);
+                    std::optional<int> exit_code, const nlohmann::json& options = {});
+  /// Records the options `berth create` was given, for `berth start`.
+  Status set_run_options(const ContainerRecord& c, const nlohmann::json& options);
 
   /// Finds what killed commands left: containers half created or half removed (.tmp-<id>
   /// whose lock is free), names whose container is gone, container.json temporaries (under

@@ -141,6 +141,43 @@ def test_start_of_a_created_container_runs_its_image_command(berth, img):
     assert "uid=0" in logs(berth, "fresh")  # the image's Cmd: /probe id
 
 
+def test_start_repeats_the_runs_options(berth, img):
+    """docker start keeps what run was given: env (KEY alone: its value then), --env-file (read
+    then), volumes (relative ones as they resolved then), -w."""
+    w = berth.workdir
+    berth.identity.write_file(os.path.join(w, "data", "seen"), "")
+    berth.identity.write_file(os.path.join(w, "vars"), "FROM_FILE=yes\n")
+    script = 'echo "$A $B_ON_HOST $FROM_FILE $(pwd)" >> /data/seen'
+    berth("run", "-d", "--name", "opts", "-e", "A=a", "-e", "B_ON_HOST", "--env-file", "vars",
+          "-v", "./data:/data", "-w", "/etc", img, "/bin/sh", "-c", script,
+          env={"B_ON_HOST": "host-b"})
+    assert berth("wait", "opts")[1] == "0\n"
+    berth.identity.write_file(os.path.join(w, "vars"), "FROM_FILE=changed\n")
+    berth("start", "opts")  # without B_ON_HOST now
+    assert berth("wait", "opts")[1] == "0\n"
+    with open(os.path.join(w, "data", "seen")) as f:
+        assert f.read() == "a host-b yes /etc\n" * 2
+
+
+def test_create_takes_run_options_for_start(berth, img):
+    out = os.path.join(berth.workdir, "out")
+    berth.identity.write_file(os.path.join(out, "said"), "")
+    berth("create", "--name", "made", "-e", "GREETING=hi", "-v", f"{out}:/out", "-w", "/out",
+          img, "/bin/sh", "-c", 'echo "$GREETING from $(pwd)" > said')
+    berth("start", "made")
+    assert berth("wait", "made")[1] == "0\n"
+    with open(os.path.join(out, "said")) as f:
+        assert f.read() == "hi from /out\n"
+    # A later run with options of its own is what start repeats then.
+    berth("run", "-e", "GREETING=bye", "-v", f"{out}:/out", "made", "/bin/sh", "-c",
+          'echo "$GREETING" > /out/said')
+    berth.identity.write_file(os.path.join(out, "said"), "")
+    berth("start", "made")
+    assert berth("wait", "made")[1] == "0\n"
+    with open(os.path.join(out, "said")) as f:
+        assert f.read() == "bye\n"
+
+
 def test_logs_follow_returns_when_the_container_stops(berth, img):
     detach(berth, "--name", "chatty", img, "/bin/sh", "-c",
            "echo one; while [ ! -e /go ]; do sleep 1; done; echo two")
