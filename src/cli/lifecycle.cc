@@ -8,11 +8,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <thread>
 
 #include "cli/context.h"
 #include "cli/run.h"
+#include "core/clock.h"
 #include "core/strings.h"
 #include "runtime/monitor.h"
 
@@ -49,17 +51,44 @@ Result<int> parse_signal(const std::string& s) {
       .with_hint("a name such as TERM, KILL, HUP, USR1, or a number");
 }
 
-/// Copies what `fd` holds from `*offset` on to stdout.
-void copy_out(int fd, off_t* offset) {
+/// Prints a log's records: stdout's to stdout, stderr's to stderr, as `docker logs` does; with
+/// `timestamps`, each line after the time it was read (RFC 3339, nanoseconds, UTC).
+class LogPrinter {
+ public:
+  explicit LogPrinter(bool timestamps) : timestamps_(timestamps) {}
+
+  void operator()(int stream, int64_t time_ns, std::string_view data) {
+    FILE* out = stream == 2 ? stderr : stdout;
+    bool& at_line_start = line_start_[stream == 2 ? 1 : 0];
+    while (!data.empty()) {
+      if (timestamps_ && at_line_start) std::fprintf(out, "%s ", rfc3339_nano(time_ns).c_str());
+      size_t nl = data.find('\n');
+      size_t n = nl == std::string_view::npos ? data.size() : nl + 1;
+      std::fwrite(data.data(), 1, n, out);
+      at_line_start = nl != std::string_view::npos;
+      data.remove_prefix(n);
+    }
+  }
+
+ private:
+  bool timestamps_;
+  bool line_start_[2] = {true, true};
+};
+
+/// Prints what `fd` holds from `*offset` on; `whole`: nothing more will come.
+void print_log(int fd, off_t* offset, bool whole, LogReader& reader, LogPrinter& printer) {
   char buf[65536];
+  LogSink sink = std::ref(printer);
   for (;;) {
     ssize_t n = ::pread(fd, buf, sizeof buf, *offset);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    std::fwrite(buf, 1, static_cast<size_t>(n), stdout);
+    reader.feed(std::string_view(buf, static_cast<size_t>(n)), false, sink);
     *offset += n;
   }
+  if (whole) reader.feed({}, true, sink);
   std::fflush(stdout);
+  std::fflush(stderr);
 }
 
 }  // namespace
@@ -68,9 +97,11 @@ Action setup_logs(CLI::App& app, const GlobalOptions& g) {
   struct Opts {
     std::string name;
     bool follow = false;
+    bool timestamps = false;
   };
   auto o = std::make_shared<Opts>();
   app.add_flag("-f,--follow", o->follow, "Keep printing until the container stops");
+  app.add_flag("-t,--timestamps", o->timestamps, "Show when each line was written");
   app.add_option("CONTAINER", o->name, "Container name or ID")->required();
   return [o, &g]() -> Status {
     ContainerStore cs = BERTH_TRY(open_containers(g));
@@ -80,10 +111,13 @@ Action setup_logs(CLI::App& app, const GlobalOptions& g) {
     auto fd = open_file(path, O_RDONLY);
     if (!fd.ok() && fd.error().code != ErrorCode::kNotFound) return std::move(fd).error();
     off_t offset = 0;
+    LogReader reader;
+    LogPrinter printer(o->timestamps);
     for (;;) {
-      bool was_running = o->follow && runner_pid(cs, c) != 0;
+      bool running = runner_pid(cs, c) != 0;
+      bool was_running = o->follow && running;
       if (!fd.ok()) fd = open_file(path, O_RDONLY);
-      if (fd.ok()) copy_out(fd->get(), &offset);
+      if (fd.ok()) print_log(fd->get(), &offset, !running, reader, printer);
       if (!was_running) break;  // read once more after it stopped: nothing is lost
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }

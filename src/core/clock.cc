@@ -14,6 +14,16 @@ std::string now_rfc3339() {
   return buf;
 }
 
+std::string rfc3339_nano(int64_t unix_ns) {
+  std::time_t t = static_cast<std::time_t>(unix_ns / 1000000000);
+  std::tm tm;
+  ::gmtime_r(&t, &tm);
+  char buf[48];
+  size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof buf - n, ".%09lldZ", static_cast<long long>(unix_ns % 1000000000));
+  return buf;
+}
+
 int64_t parse_rfc3339(std::string_view text) {
   std::tm tm{};
   int n = 0;

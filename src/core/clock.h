@@ -10,6 +10,10 @@ namespace berth {
 /// Now, in UTC, as RFC 3339 to the second: "2026-11-23T04:20:31Z".
 std::string now_rfc3339();
 
+/// A time (Unix ns) in UTC as RFC 3339 with nanoseconds, as Docker's `logs -t` prints it:
+/// "2026-11-23T04:20:31.123456789Z".
+std::string rfc3339_nano(int64_t unix_ns);
+
 /// Seconds since the epoch of an RFC 3339 UTC time as now_rfc3339() writes it ("...Z"); -1 when
 /// `text` is not one.
 int64_t parse_rfc3339(std::string_view text);

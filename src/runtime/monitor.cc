@@ -1,13 +1,19 @@
 #include "runtime/monitor.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <linux/close_range.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "core/dir.h"
@@ -50,7 +56,107 @@ int64_t number(const nlohmann::json& j, const char* key) {
   return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
 }
 
+/// A detached run's log starts with this line; a log without it (Berth before the streams
+/// were kept apart) is one stream of raw bytes.
+constexpr std::string_view kLogMagic = "berth-log 1\n";
+
+/// Each piece of output, as it came: a header, then `length` bytes.
+struct LogHeader {
+  uint8_t stream;  ///< 1 stdout, 2 stderr
+  uint8_t zero[3];
+  uint32_t length;
+  int64_t time_ns;  ///< when the logger read it (Unix ns)
+};
+static_assert(sizeof(LogHeader) == 16);
+
+/// The logger, a process of its own beside the monitor: copies what arrives on the workload's
+/// stdout and stderr pipes into the log, a record per read, until both are closed (the
+/// workload and the monitor gone). Not the monitor's child: `exec` and `kill` find the
+/// workload as the monitor's only one.
+[[noreturn]] void run_logger(int out_r, int err_r, int log_fd, int null_fd) {
+  // Only these stay open: the run lock's must not outlive the monitor here, nor the caller's
+  // stdout and stderr (whoever reads them would wait for this process to end).
+  // Moved out of the way first: any of them may sit where another is going.
+  int keep[] = {::fcntl(out_r, F_DUPFD, 100), ::fcntl(err_r, F_DUPFD, 100),
+                ::fcntl(log_fd, F_DUPFD, 100), ::fcntl(null_fd, F_DUPFD, 100)};
+  for (int fd : keep)
+    if (fd < 0) ::_exit(1);
+  for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO})
+    if (::dup2(keep[3], fd) < 0) ::_exit(1);
+  if (::dup2(keep[0], 3) < 0 || ::dup2(keep[1], 4) < 0 || ::dup2(keep[2], 5) < 0) ::_exit(1);
+  (void)::syscall(SYS_close_range, 6U, ~0U, 0U);
+  pollfd fds[2] = {{3, POLLIN, 0}, {4, POLLIN, 0}};
+  int open_streams = 2;
+  char buf[65536];
+  while (open_streams > 0) {
+    int n = ::poll(fds, 2, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) ::_exit(1);
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      ssize_t got = ::read(fds[i].fd, buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {  // closed by every writer (or broken): this stream is over
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_streams;
+        continue;
+      }
+      LogHeader h{};
+      h.stream = static_cast<uint8_t>(i + 1);
+      h.length = static_cast<uint32_t>(got);
+      h.time_ns = now_ns();
+      iovec iov[2] = {{&h, sizeof h}, {buf, static_cast<size_t>(got)}};
+      // One write per record, appended: a reader never sees records interleave.
+      (void)!::writev(5, iov, 2);
+    }
+  }
+  ::_exit(0);
+}
+
 }  // namespace
+
+void LogReader::feed(std::string_view more, bool whole, const LogSink& sink) {
+  pending_.append(more);
+  if (format_ == Format::kUnknown) {
+    if (pending_.starts_with(kLogMagic)) {
+      format_ = Format::kRecords;
+      pending_.erase(0, kLogMagic.size());
+    } else if (!whole && kLogMagic.starts_with(pending_)) {
+      return;  // so short that the first line may still come
+    } else {
+      format_ = Format::kRaw;  // a log of an older Berth: one stream
+    }
+  }
+  if (format_ == Format::kRaw) {
+    if (!pending_.empty()) sink(1, 0, pending_);
+    pending_.clear();
+    return;
+  }
+  size_t at = 0;
+  while (pending_.size() - at >= sizeof(LogHeader)) {
+    LogHeader h;
+    std::memcpy(&h, pending_.data() + at, sizeof h);
+    bool sane = (h.stream == 1 || h.stream == 2) && h.zero[0] == 0 && h.zero[1] == 0 &&
+                h.zero[2] == 0;
+    if (!sane) {  // damaged: the rest is shown as it is rather than lost
+      format_ = Format::kRaw;
+      pending_.erase(0, at);
+      sink(1, 0, pending_);
+      pending_.clear();
+      return;
+    }
+    if (pending_.size() - at - sizeof h < h.length) break;  // a record still being written
+    sink(h.stream, h.time_ns, std::string_view(pending_).substr(at + sizeof h, h.length));
+    at += sizeof h + h.length;
+  }
+  pending_.erase(0, at);
+  if (whole && !pending_.empty()) {  // cut short for good (a full disk): what there is of it
+    if (pending_.size() > sizeof(LogHeader))
+      sink(pending_[0] == 2 ? 2 : 1, 0, std::string_view(pending_).substr(sizeof(LogHeader)));
+    pending_.clear();
+  }
+}
 
 std::string log_path(const ContainerStore& cs, const ContainerRecord& c) {
   return path_join(cs.dir(c), "log");
@@ -93,6 +199,10 @@ Result<bool> detach_monitor(const ContainerStore& cs, const ContainerRecord& c,
                             const FileLock& lock, bool keep_stdin) {
   // Opened here, so that a failure is reported to the caller rather than to the log.
   UniqueFd log = BERTH_TRY(open_file(log_path(cs, c), O_WRONLY | O_CREAT | O_APPEND, 0600));
+  struct stat log_st;
+  if (::fstat(log.get(), &log_st) == 0 && log_st.st_size == 0 &&
+      ::write(log.get(), kLogMagic.data(), kLogMagic.size()) != static_cast<ssize_t>(kLogMagic.size()))
+    return sys_error("write", log_path(cs, c));
   UniqueFd null = BERTH_TRY(open_file("/dev/null", O_RDWR));
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) return sys_error("pipe", "monitor");
@@ -105,8 +215,20 @@ Result<bool> detach_monitor(const ContainerStore& cs, const ContainerRecord& c,
     // The first child: a new session, then the monitor, which nobody waits for.
     ready_r.reset();
     if (::setsid() < 0) ::_exit(1);
+    // The workload's stdout and stderr go through the logger, which keeps them apart.
+    int out[2], err[2];
+    if (::pipe(out) != 0 || ::pipe(err) != 0) ::_exit(1);
+    pid_t logger = ::fork();
+    if (logger < 0) ::_exit(1);
+    if (logger == 0) {
+      ::close(out[1]);
+      ::close(err[1]);
+      run_logger(out[0], err[0], log.get(), null.get());
+    }
     pid_t monitor = ::fork();
     if (monitor != 0) ::_exit(monitor < 0 ? 1 : 0);
+    ::close(out[0]);
+    ::close(err[0]);
     write_runner_pid(lock);
     if (keep_stdin) {
       // -i: a pipe whose write end the monitor keeps open and never writes, as Docker's
@@ -118,8 +240,10 @@ Result<bool> detach_monitor(const ContainerStore& cs, const ContainerRecord& c,
     } else {
       ::dup2(null.get(), STDIN_FILENO);
     }
-    ::dup2(log.get(), STDOUT_FILENO);
-    ::dup2(log.get(), STDERR_FILENO);
+    if (::dup2(out[1], STDOUT_FILENO) < 0 || ::dup2(err[1], STDERR_FILENO) < 0) ::_exit(1);
+    ::close(out[1]);
+    ::close(err[1]);
+    log.reset();  // the logger writes it
     struct stat st;
     int64_t lock_mtime = ::fstat(lock.fd(), &st) == 0 ? mtime_ns(st) : 0;
     nlohmann::json m = {{"pid", static_cast<int>(::getpid())},

@@ -4,8 +4,9 @@
 // A detached run forks twice: the first child starts a new session and exits, so the second,
 // the monitor, is nobody's child and has no terminal. The monitor is an ordinary `berth run`
 // from then on (it holds run.lock, which it inherits already taken, and runs the engine) with
-// stdin on /dev/null (or a pipe nobody writes, for -i), stdout and stderr appended to
-// containers/<id>/log. It records its start and end in containers/<id>/monitor.json; the
+// stdin on /dev/null (or a pipe nobody writes, for -i), stdout and stderr on pipes to a logger
+// (forked by the first child too, so not the monitor's child), which appends what comes to
+// containers/<id>/log stream by stream, and ends when both pipes close. The monitor records its start and end in containers/<id>/monitor.json; the
 // workload dies with it (the engine's PR_SET_PDEATHSIG), so a monitor killed outright leaves
 // a record with a start and no end, and a free run lock: `ps` says Exited (137).
 //
@@ -21,8 +22,10 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -41,8 +44,27 @@ struct RunTimes {
 /// Reads the times of `c`'s last run (`c` as loaded: running, last_exit).
 RunTimes run_times(const ContainerStore& cs, const ContainerRecord& c);
 
-/// containers/<id>/log: a detached run's stdout and stderr.
+/// containers/<id>/log: a detached run's stdout and stderr, each piece of output a record
+/// (stream, time, bytes) in the order it came, written by a logger process beside the monitor.
 std::string log_path(const ContainerStore& cs, const ContainerRecord& c);
+
+/// Receives one piece of a log: stream 1 (stdout) or 2 (stderr), the time it was read (Unix
+/// ns; 0 when unknown) and its bytes.
+using LogSink = std::function<void(int stream, int64_t time_ns, std::string_view data)>;
+
+/// Decodes a log read piece by piece from its start (`logs -f` reads while it grows).
+class LogReader {
+ public:
+  /// Gives `sink` every record that `more`, the next bytes of the log, completes. A record cut
+  /// short waits for the next call, unless `whole` (the log ends here): then what there is of
+  /// it goes too. A log without the format's first line is stdout, raw.
+  void feed(std::string_view more, bool whole, const LogSink& sink);
+
+ private:
+  enum class Format { kUnknown, kRecords, kRaw };
+  Format format_ = Format::kUnknown;
+  std::string pending_;  ///< bytes of a record not yet complete
+};
 
 /// In the caller: forks the monitor and returns false once it has taken over `lock` (its pid
 /// recorded in it, its output on the log); in the monitor: returns true, with the process

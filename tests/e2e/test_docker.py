@@ -53,8 +53,9 @@ def test_detached_run_records_output_and_status(berth, img):
     cid = detach(berth, "--name", "bg", img, "/bin/sh", "-c", "echo out; echo err >&2; exit 3")
     _, out, _ = berth("wait", "bg")
     assert out == "3\n"
-    text = logs(berth, "bg")
-    assert "out\n" in text and "err\n" in text  # logs work after the workload exited
+    # logs work after the workload exited, and keep the streams apart as docker logs does.
+    _, out, err = berth("logs", "bg")
+    assert (out, err) == ("out\n", "err\n")
     assert ps_row(berth, "bg") == ""  # ps: running containers only
     row = ps_row(berth, "bg", "-a")
     assert cid[:12] in row and re.search(r"Exited \(3\) .* ago", row), row
@@ -176,6 +177,22 @@ def test_create_takes_run_options_for_start(berth, img):
     assert berth("wait", "made")[1] == "0\n"
     with open(os.path.join(out, "said")) as f:
         assert f.read() == "bye\n"
+
+
+def test_logs_keep_order_within_each_stream_and_timestamps(berth, img):
+    detach(berth, "--name", "both", img, "/bin/sh", "-c",
+           "for i in 1 2 3; do echo o$i; echo e$i >&2; done; printf partial")
+    berth("wait", "both")
+    _, out, err = berth("logs", "both")
+    assert (out, err) == ("o1\no2\no3\npartial", "e1\ne2\ne3\n")
+    _, out, err = berth("logs", "-t", "both")
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z "
+    assert re.fullmatch(f"{stamp}o1\n{stamp}o2\n{stamp}o3\n{stamp}partial", out), out
+    assert re.fullmatch(f"({stamp}e\\d\n){{3}}", err), err
+    # A second run appends to the same log.
+    berth("start", "both")
+    berth("wait", "both")
+    assert berth("logs", "both")[1].count("o1\n") == 2
 
 
 def test_logs_follow_returns_when_the_container_stops(berth, img):
