@@ -98,6 +98,8 @@ Action setup_squash(CLI::App& app, const GlobalOptions& g) {
       // sees (as export does; as root, host and container IDs are the same).
       uid_t uid = ::geteuid() == 0 ? static_cast<uid_t>(-1) : ::geteuid();
       gid_t gid = ::geteuid() == 0 ? static_cast<gid_t>(-1) : ::getegid();
+      // A container's files changed since the image was made: only SOURCE_DATE_EPOCH pins it.
+      o->squash.made = reproducible_time(nlohmann::json());
       SquashStats s =
           BERTH_TRY(squash_tree(cs.rootfs(*c), to_text(meta), o->squash, o->output, uid, gid)
                         .with_context("squash " + o->name));
@@ -117,6 +119,7 @@ Action setup_squash(CLI::App& app, const GlobalOptions& g) {
     nlohmann::json config = BERTH_TRY(read_config(store, rec.config_digest));
     std::vector<LayerInput> layers = BERTH_TRY(store.layer_inputs(rec, "squash"));
     std::string meta = to_text(squash_metadata(rec.name, rec.manifest_digest, config));
+    o->squash.made = reproducible_time(config);  // the same image squashes to the same bytes
     SquashStats s = BERTH_TRY(
         squash_layers(layers, meta, o->squash, o->output).with_context("squash " + rec.name));
     report(g, o->json, o->output, o->squash, s, seconds());

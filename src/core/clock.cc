@@ -28,13 +28,30 @@ int64_t parse_rfc3339(std::string_view text) {
   std::tm tm{};
   int n = 0;
   std::string s(text);
-  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 ||
-      static_cast<size_t>(n) != s.size())
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 || n != 19)
     return -1;
+  std::string_view rest = text.substr(19);
+  // Fractions of a second (image configs carry nanoseconds): dropped.
+  if (rest.starts_with('.')) {
+    size_t digits = rest.find_first_not_of("0123456789", 1);
+    if (digits == 1 || digits == std::string_view::npos) return -1;
+    rest.remove_prefix(digits);
+  }
+  int64_t offset = 0;
+  if (rest == "Z" || rest == "z") {
+    // UTC
+  } else if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':') {
+    int hh = 0, mm = 0;
+    if (std::sscanf(std::string(rest.substr(1)).c_str(), "%2d:%2d%n", &hh, &mm, &n) != 2 || n != 5)
+      return -1;
+    offset = (rest[0] == '+' ? 1 : -1) * (int64_t{hh} * 3600 + int64_t{mm} * 60);
+  } else {
+    return -1;
+  }
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
-  return static_cast<int64_t>(::timegm(&tm));
+  return static_cast<int64_t>(::timegm(&tm)) - offset;
 }
 
 std::string human_duration(int64_t seconds) {

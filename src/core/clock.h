@@ -14,8 +14,9 @@ std::string now_rfc3339();
 /// "2026-11-23T04:20:31.123456789Z".
 std::string rfc3339_nano(int64_t unix_ns);
 
-/// Seconds since the epoch of an RFC 3339 UTC time as now_rfc3339() writes it ("...Z"); -1 when
-/// `text` is not one.
+/// Seconds since the epoch of an RFC 3339 time: "...Z" as now_rfc3339() writes it, with or
+/// without fractions of a second (dropped), or with a "+hh:mm"/"-hh:mm" offset; -1 when `text`
+/// is not one.
 int64_t parse_rfc3339(std::string_view text);
 
 /// A duration as Docker's `ps` says it (go-units HumanDuration): "Less than a second",

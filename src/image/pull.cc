@@ -141,10 +141,12 @@ Status squash_into_store(Store& store, ImageRecord& rec, const SquashOptions& op
   std::string config_text = BERTH_TRY(store.read_blob(rec.config_digest));
   nlohmann::json config = BERTH_TRY(parse_json(config_text, "image config " + rec.config_digest));
   std::string meta = to_text(squash_metadata(rec.name, rec.manifest_digest, config));
+  SquashOptions pinned = opts;
+  pinned.made = reproducible_time(config);  // one image, one blob: the same bytes every time
   Staging staging = BERTH_TRY(Staging::create(store));
   std::string out = staging.new_path();
   log::info("squashing {} layers of {}", layers.size(), rec.name);
-  SquashStats stats = BERTH_TRY(squash_layers(layers, meta, opts, out));
+  SquashStats stats = BERTH_TRY(squash_layers(layers, meta, pinned, out));
   std::string digest = BERTH_TRY(sha256_file(out));
   BERTH_CHECK(store.adopt_blob(digest, out));
   rec.squash = digest;

@@ -18,6 +18,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "core/clock.h"
 #include "core/fs.h"
 #include "core/json.h"
 #include "image/layer_stream.h"
@@ -281,6 +282,10 @@ unsigned default_workers() {
 // ---------------------------------------------------------------------------------------------
 // The squashfs being written: libsquashfs's writer objects, the data blocks, the tables.
 
+uint32_t clamp_time(int64_t t) {
+  return static_cast<uint32_t>(std::clamp<int64_t>(t, 0, int64_t{UINT32_MAX}));
+}
+
 class Builder {
  public:
   Builder(int fd, std::string what) : file_(fd), what_(std::move(what)) {}
@@ -301,8 +306,8 @@ class Builder {
     if ((r = sq().compressor_create(&cfg, &cmp)) != 0) return fail("compressor", r);
     uncmp_.reset(cmp);
 
-    if ((r = sq().super_init(&super_, kBlockSize, static_cast<sqfs_u32>(::time(nullptr)), c->id)) !=
-        0)
+    made_ = opts.made ? clamp_time(*opts.made) : clamp_time(::time(nullptr));
+    if ((r = sq().super_init(&super_, kBlockSize, made_, c->id)) != 0)
       return fail("super block", r);
     if ((r = sq().super_write(&super_, &file_.base)) != 0) return fail("super block", r);
     r = cmp_->write_options(cmp_.get(), &file_.base);
@@ -406,6 +411,9 @@ class Builder {
     return {};
   }
 
+  /// The file system's time (its super block's, and /.berth's): SquashOptions::made, else now.
+  uint32_t made() const { return made_; }
+
   /// An error from libsquashfs's code `r` while doing `what`: errno when the file failed.
   Error fail(std::string_view what, int r) const {
     if (int e = file_.err.load()) return sys_error("write", what_, e);
@@ -493,6 +501,7 @@ class Builder {
 
   FdFile file_;
   std::string what_;
+  uint32_t made_ = 0;
   sqfs_super_t super_{};
   SqfsPtr<sqfs_compressor_t> cmp_, uncmp_;
   SqfsPtr<sqfs_block_writer_t> blkwr_;
@@ -511,15 +520,11 @@ void free_unwritten(MergeTree& tree) {
   }
 }
 
-uint32_t clamp_time(int64_t t) {
-  return static_cast<uint32_t>(std::clamp<int64_t>(t, 0, int64_t{UINT32_MAX}));
-}
-
 /// Adds /.berth/image.json, as the newest of all layers, so that no layer can replace it.
 Status add_metadata(MergeTree& tree, Builder& b, int layer, std::string_view metadata,
                     SquashStats& stats) {
   if (metadata.empty()) return {};
-  uint32_t now = clamp_time(::time(nullptr));
+  uint32_t now = b.made();
   MergeInode dir;
   dir.mode = S_IFDIR | 0755;
   dir.mtime = now;
@@ -1143,6 +1148,23 @@ Result<SquashOptions> parse_squash_options(std::string_view text) {
   if (Status st = check_squash_options(opts); !st.ok())
     return bad(st.error().subject + ": " + st.error().detail);
   return opts;
+}
+
+std::optional<int64_t> reproducible_time(const nlohmann::json& config) {
+  // The reproducible-builds convention first: a build system pins every time it makes.
+  if (const char* epoch = std::getenv("SOURCE_DATE_EPOCH"); epoch != nullptr && *epoch != '\0') {
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(epoch, &end, 10);
+    if (errno == 0 && *end == '\0' && v >= 0) return v;
+  }
+  if (config.is_object()) {
+    if (auto it = config.find("created"); it != config.end() && it->is_string()) {
+      int64_t t = parse_rfc3339(it->get<std::string>());
+      if (t >= 0) return t;
+    }
+  }
+  return std::nullopt;
 }
 
 Result<SquashStats> squash_layers(const std::vector<LayerInput>& layers, std::string_view metadata,

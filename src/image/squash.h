@@ -60,7 +60,14 @@ struct SquashOptions {
   std::string compressor = kDefaultCompressor;  ///< lz4, zstd or gzip
   int level = 0;         ///< 0: the compressor's default (zstd 15, gzip 9); lz4 has no levels
   unsigned workers = 0;  ///< compression threads; 0: one per CPU this process may use
+  /// The file system's own time (Unix seconds: the super block's, and /.berth's); nullopt:
+  /// now. With it, the same input gives the same bytes (reproducible_time()).
+  std::optional<int64_t> made;
 };
+
+/// The time that makes a squash of an image reproducible: $SOURCE_DATE_EPOCH when set (the
+/// reproducible-builds convention), else the image config's "created"; nullopt when neither.
+std::optional<int64_t> reproducible_time(const nlohmann::json& config);
 
 struct SquashStats {
   uint64_t inodes = 0;

@@ -80,6 +80,13 @@ TEST(Clock, ParsesWhatItWrites) {
   EXPECT_EQ(parse_rfc3339("2026-11-23T04:20:31Z"), 1795407631);
   EXPECT_EQ(parse_rfc3339("yesterday"), -1);
   EXPECT_EQ(parse_rfc3339("2026-11-23T04:20:31Z+junk"), -1);
+  // As image configs write it: nanoseconds, an offset.
+  EXPECT_EQ(parse_rfc3339("2026-11-23T04:20:31.123456789Z"), 1795407631);
+  EXPECT_EQ(parse_rfc3339("2026-11-23T05:20:31+01:00"), 1795407631);
+  EXPECT_EQ(parse_rfc3339("2026-11-23T03:50:31-00:30"), 1795407631);
+  EXPECT_EQ(parse_rfc3339("2026-11-23T04:20:31.Z"), -1);
+  EXPECT_EQ(parse_rfc3339("2026-11-23T04:20:31"), -1);
+  EXPECT_EQ(parse_rfc3339("2026-11-23T04:20:31+1:00"), -1);
 }
 
 }  // namespace
