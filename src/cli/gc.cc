@@ -8,19 +8,21 @@
 #include "core/progress.h"
 #include "core/safe_text.h"
 #include "image/gc.h"
+#include "site/central_store.h"
 
 namespace berth::cli {
 namespace {
 
 /// What gc says of `n` leftovers of a kind: "unused blob" / "unused blobs".
 std::string kind_phrase(LeftoverKind k, size_t n) {
-  static constexpr std::array<std::pair<const char*, const char*>, 6> kPhrases = {{
+  static constexpr std::array<std::pair<const char*, const char*>, 7> kPhrases = {{
       {"unused blob", "unused blobs"},
       {"interrupted download", "interrupted downloads"},
       {"abandoned staging folder", "abandoned staging folders"},
       {"half-created or half-removed container", "half-created or half-removed containers"},
       {"leftover temporary file", "leftover temporary files"},
       {"dangling container name", "dangling container names"},
+      {"stale central store verdict", "stale central store verdicts"},
   }};
   const auto& [one, many] = kPhrases[static_cast<size_t>(k)];
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -52,6 +54,9 @@ Action setup_gc(CLI::App& app, const GlobalOptions& g) {
     std::vector<Leftover> found = BERTH_TRY(sweep_tmp(store, o->dry_run));
     std::vector<Leftover> more = BERTH_TRY(containers.sweep(o->dry_run));
     found.insert(found.end(), more.begin(), more.end());
+    const SiteConfig& site = BERTH_TRY(g.site);
+    more = BERTH_TRY(sweep_central_verdicts(site, store, o->dry_run));
+    found.insert(found.end(), more.begin(), more.end());
     {
       FileLock sweep = BERTH_TRY(wait_for_sweep_lock(g, store, "gc", o->timeout));
       std::vector<Leftover> blobs = BERTH_TRY(unreferenced_blob_files(store));
@@ -75,7 +80,7 @@ Action setup_gc(CLI::App& app, const GlobalOptions& g) {
       return {};
     }
     if (g.quiet) return {};
-    for (size_t k = 0; k <= static_cast<size_t>(LeftoverKind::kName); ++k) {
+    for (size_t k = 0; k <= static_cast<size_t>(LeftoverKind::kVerdict); ++k) {
       size_t n = 0;
       int64_t bytes = 0;
       for (const Leftover& l : gone)

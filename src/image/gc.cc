@@ -125,6 +125,7 @@ std::string_view leftover_kind_word(LeftoverKind k) {
     case LeftoverKind::kContainer: return "container";
     case LeftoverKind::kTempFile: return "temporary";
     case LeftoverKind::kName: return "name";
+    case LeftoverKind::kVerdict: return "verdict";
   }
   return "?";
 }

@@ -35,6 +35,7 @@ enum class LeftoverKind : uint8_t {
   kTempFile,   ///< a temporary of an atomic rewrite (images.json.tmp.*, version.tmp.*,
                ///< container.json.tmp.*)
   kName,       ///< a container name whose container is gone
+  kVerdict,    ///< a central store file's verdict (central-verified/) for a file version gone
 };
 
 /// The kind as a word for people and JSON ("blob", "download", "staging", ...).

@@ -1,8 +1,12 @@
 #include "site/central_store.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+
+#include "core/dir.h"
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/sha256.h"
@@ -42,6 +46,38 @@ Result<std::optional<Store>> open_central_store(const SiteConfig& site) {
 
 std::string central_verdict_dir(const Store& user_store) {
   return path_join(user_store.root(), "central-verified");
+}
+
+Result<std::vector<Leftover>> sweep_central_verdicts(const SiteConfig& site, const Store& user_store,
+                                                     bool dry_run) {
+  std::vector<Leftover> stale;
+  std::string dir = central_verdict_dir(user_store);
+  std::vector<std::string> names = list_dir(dir);
+  if (names.empty()) return stale;
+  // A central store that cannot be opened now (its checks fail, it is gone) vouches for
+  // nothing: every verdict goes, and the next run says why it cannot use the store.
+  std::optional<Store> central;
+  if (auto opened = open_central_store(site); opened.ok()) central = std::move(*opened);
+  for (const std::string& name : names) {
+    std::string path = path_join(dir, name);
+    bool keep = false;
+    if (central) {
+      auto digest = read_file(path);
+      struct stat st;
+      if (digest.ok() && digest->ends_with("\n")) {
+        std::string blob = central->blob_path(digest->substr(0, digest->size() - 1));
+        keep = ::stat(blob.c_str(), &st) == 0 && squashfs_key(st) == name;
+      }
+    }
+    if (keep) continue;
+    Leftover l;
+    l.kind = LeftoverKind::kVerdict;
+    l.path = path;
+    l.bytes = tree_size(path);
+    if (!dry_run && ::unlink(path.c_str()) != 0 && errno != ENOENT) return sys_error("remove", path);
+    stale.push_back(std::move(l));
+  }
+  return stale;
 }
 
 Result<SquashfsFile> open_central_squash(const Store& central, const ImageRecord& image,

@@ -13,7 +13,8 @@
 //   <user store>/central-verified/<squashfs_key()>   the digest the file was found to have
 //
 // squashfs_key() hashes the file's device, inode, size, modification and change times, so a
-// file rewritten or replaced in place gets a new key and is hashed again. An image of the
+// file rewritten or replaced in place gets a new key and is hashed again; `berth gc` removes
+// the verdicts whose file version is gone. An image of the
 // central store kept as layers is refused: a container would need its layers unpacked into the
 // user's store, which the central store is there to avoid.
 #pragma once
@@ -22,6 +23,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "image/gc.h"
 #include "image/store.h"
 #include "site/config.h"
 #include "site/squashfs.h"
@@ -42,5 +44,11 @@ Result<SquashfsFile> open_central_squash(const Store& central, const ImageRecord
 
 /// Where open_central_squash() keeps its verdicts in `user_store`.
 std::string central_verdict_dir(const Store& user_store);
+
+/// The verdicts of `user_store` that can no longer be used (`berth gc`): the site names no
+/// central store any more, the file they vouch for is gone from it, or it was rewritten (its
+/// key changed). Removed unless `dry_run`. A verdict removed by mistake costs one hash.
+Result<std::vector<Leftover>> sweep_central_verdicts(const SiteConfig& site, const Store& user_store,
+                                                     bool dry_run);
 
 }  // namespace berth

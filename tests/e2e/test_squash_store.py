@@ -387,12 +387,19 @@ def test_central_store_runs_verified_once(sqb, central, sq_images, can_mount):
     assert out == "squashed app\n"
     assert "verifying" not in err and "verified before" in err
     assert sqb.blobs() == set() and tree_state(store) == state
+    # gc keeps a verdict while its file version is there.
+    _, out, _ = sqb("gc")
+    assert "verdict" not in out and len(os.listdir(verdicts)) == 1
     # A file changed in place is a new version: hashed again, and refused.
     squash = sqb.json("inspect", app)["squash"]["path"]
     tamper(squash)
     rc, _, err = sqb("run", app, "true", check=False)
     assert rc == 125
     assert err.startswith(f"berth: error: verify {squash}: digest mismatch: got sha256:")
+    # The old version's verdict can serve no more: gc removes it.
+    _, out, _ = sqb("gc")
+    assert "Deleted 1 stale central store verdict: " in out
+    assert os.listdir(verdicts) == []
 
 
 @needs_root
