@@ -12,6 +12,8 @@ packages=(
   libarchive-dev libgtest-dev libgmock-dev libyaml-dev libtomlplusplus-dev
   # berth squash / inspect FILE.sqsh: squashfs-tools-ng's libsquashfs (headers; loaded at run time)
   libsquashfs-dev
+  # berth-squashfs, the squashfs FUSE daemon (src/site/squashfs_fuse): libfuse3 low-level API
+  libfuse3-dev
   # fuzzing (scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes
   clang-14 libclang-rt-14-dev
   # static analysis (scripts/test.sh tidy): clang-tidy-14 and run-clang-tidy-14

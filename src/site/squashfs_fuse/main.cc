@@ -1,0 +1,325 @@
+// berth-squashfs IMAGE MOUNTPOINT: Berth's FUSE file system for squashfs images, started in the
+// foreground by the squashfs mount's keeper (site/squashfs_mount.h) and stopped with SIGTERM,
+// on which it unmounts (through fusermount3, as libfuse does for a user) and exits. It replaces
+// Debian's squashfuse_ll, which answers no READDIRPLUS: from a fresh mount the kernel then
+// sends one LOOKUP per entry of every directory walked, about 16 us each; with READDIRPLUS
+// (asked for on every readdir, not left to the kernel's heuristic) a directory's entries come
+// with their attributes, 25 or so per request, and the walk makes no lookups at all.
+//
+// The image never changes under the mount, so every entry, attribute, negative lookup, file's
+// pages, directory listing and symlink target is cached by the kernel for as long as it likes.
+// Every file is reported as owned by the user who mounted it, as a rootless unpack of the same
+// image would be (an image of root's files would otherwise show uid 0, which the container's
+// user namespace cannot map: its root would lack CAP_DAC_OVERRIDE over the image). The kernel
+// checks permissions from those attributes (default_permissions): no ACCESS requests.
+//
+// A program of its own rather than `berth` re-executed: it links libfuse3 and libsquashfs
+// (about 90 kB of code between them) instead of loading berth's 3 MB with every library
+// berth defers, and berth itself does not link libfuse3. It is started once per image and node,
+// so the difference is small either way; keeping libfuse out of berth's start is what counts.
+//
+// One request at a time (fuse_session_loop): libsquashfs's readers are not thread-safe, every
+// request is short CPU work on an image whose pages are cached, and a lock around a pool of
+// threads would serialize the same work with more wake-ups (on the 2-CPU machine of
+// bench/README.md a walk is bound by round trips, not by the daemon's CPU).
+#define FUSE_USE_VERSION 34
+#include <fuse_lowlevel.h>
+#include <signal.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "site/squashfs_fuse/squashfs_reader.h"
+
+namespace berth::sqfuse {
+namespace {
+
+/// How long the kernel may keep entries and attributes: the image is immutable.
+constexpr double kForever = 365.0 * 24 * 3600;
+/// The largest read asked of the daemon (fuse's own ceiling, 256 pages).
+constexpr unsigned kMaxRead = 1U << 20;
+
+struct Daemon {
+  std::unique_ptr<SquashfsReader> image;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<char> buffer;  ///< read and readdir replies (one request at a time)
+};
+
+/// An open directory: its listing, and the inode numbers of "." and "..".
+struct DirHandle {
+  std::shared_ptr<const Listing> listing;
+  uint32_t self = 0;
+  uint32_t parent = 0;
+};
+
+Daemon& daemon_of(fuse_req_t req) { return *static_cast<Daemon*>(fuse_req_userdata(req)); }
+
+void on_init(void* /*userdata*/, struct fuse_conn_info* conn) {
+  if ((conn->capable & FUSE_CAP_READDIRPLUS) != 0) {
+    conn->want |= FUSE_CAP_READDIRPLUS;
+    conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // every readdir a plus: a walk stats what it lists
+  }
+  if ((conn->capable & FUSE_CAP_CACHE_SYMLINKS) != 0) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+  // libfuse sizes the kernel's largest request (max_pages) from max_write: 1 MiB reads.
+  conn->max_write = kMaxRead;
+}
+
+/// The entry for `ref`, its inode read; 0 or an errno.
+int make_entry(Daemon& d, uint64_t ref, struct fuse_entry_param* e) {
+  InodePtr inode;
+  if (int rc = d.image->inode(ref, &inode); rc != 0) return rc;
+  std::memset(e, 0, sizeof *e);
+  e->ino = d.image->node_of(ref);
+  e->generation = 1;
+  d.image->attributes(*inode, d.uid, d.gid, &e->attr);
+  e->attr_timeout = kForever;
+  e->entry_timeout = kForever;
+  return 0;
+}
+
+void on_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Daemon& d = daemon_of(req);
+  uint64_t ref = d.image->ref_of(parent);
+  InodePtr dir;
+  DirEntry found;
+  int rc = d.image->inode(ref, &dir);
+  if (rc == 0) rc = d.image->lookup(*dir, ref, name, &found);
+  struct fuse_entry_param e;
+  if (rc == ENOENT) {  // a negative entry, kept as long as any other
+    std::memset(&e, 0, sizeof e);
+    e.entry_timeout = kForever;
+    fuse_reply_entry(req, &e);
+    return;
+  }
+  if (rc == 0) rc = make_entry(d, found.ref, &e);
+  if (rc != 0) {
+    fuse_reply_err(req, rc);
+    return;
+  }
+  fuse_reply_entry(req, &e);
+}
+
+void on_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* /*fi*/) {
+  Daemon& d = daemon_of(req);
+  InodePtr inode;
+  if (int rc = d.image->inode(d.image->ref_of(ino), &inode); rc != 0) {
+    fuse_reply_err(req, rc);
+    return;
+  }
+  struct stat st;
+  d.image->attributes(*inode, d.uid, d.gid, &st);
+  fuse_reply_attr(req, &st, kForever);
+}
+
+void on_readlink(fuse_req_t req, fuse_ino_t ino) {
+  Daemon& d = daemon_of(req);
+  InodePtr inode;
+  if (int rc = d.image->inode(d.image->ref_of(ino), &inode); rc != 0) {
+    fuse_reply_err(req, rc);
+    return;
+  }
+  std::string_view target = SquashfsReader::symlink_target(*inode);
+  if (target.empty()) {
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
+  fuse_reply_readlink(req, std::string(target).c_str());
+}
+
+void on_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+    fuse_reply_err(req, EROFS);
+    return;
+  }
+  Daemon& d = daemon_of(req);
+  InodePtr inode;
+  if (int rc = d.image->inode(d.image->ref_of(ino), &inode); rc != 0) {
+    fuse_reply_err(req, rc);
+    return;
+  }
+  if (type_mode(inode->base.type) != S_IFREG) {
+    fuse_reply_err(req, EISDIR);
+    return;
+  }
+  fi->keep_cache = 1;  // the pages stay valid from one open to the next
+  fi->fh = reinterpret_cast<uint64_t>(inode.get());
+  if (fuse_reply_open(req, fi) == 0) (void)inode.release();  // owned by fh until release
+}
+
+void on_read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off,
+             struct fuse_file_info* fi) {
+  Daemon& d = daemon_of(req);
+  const auto* inode = reinterpret_cast<const sqfs_inode_generic_t*>(fi->fh);
+  size = std::min<size_t>(size, kMaxRead);
+  if (d.buffer.size() < size) d.buffer.resize(size);
+  long n = d.image->read(*inode, static_cast<uint64_t>(off), d.buffer.data(), size);
+  if (n < 0) {
+    fuse_reply_err(req, static_cast<int>(-n));
+    return;
+  }
+  fuse_reply_buf(req, d.buffer.data(), static_cast<size_t>(n));
+}
+
+void on_release(fuse_req_t req, fuse_ino_t /*ino*/, struct fuse_file_info* fi) {
+  InodePtr(reinterpret_cast<sqfs_inode_generic_t*>(fi->fh));  // frees it
+  fuse_reply_err(req, 0);
+}
+
+void on_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  Daemon& d = daemon_of(req);
+  uint64_t ref = d.image->ref_of(ino);
+  InodePtr dir;
+  auto handle = std::make_unique<DirHandle>();
+  int rc = d.image->inode(ref, &dir);
+  if (rc == 0) rc = d.image->list(*dir, ref, &handle->listing);
+  if (rc != 0) {
+    fuse_reply_err(req, rc);
+    return;
+  }
+  handle->self = dir->base.inode_number;
+  handle->parent = dir->base.type == SQFS_INODE_EXT_DIR ? dir->data.dir_ext.parent_inode
+                                                        : dir->data.dir.parent_inode;
+  fi->fh = reinterpret_cast<uint64_t>(handle.get());
+  fi->keep_cache = 1;     // the kernel keeps the listing (FOPEN_CACHE_DIR) ...
+  fi->cache_readdir = 1;  // ... from one opendir to the next
+  if (fuse_reply_open(req, fi) == 0) (void)handle.release();  // owned by fh until releasedir
+}
+
+/// readdir and readdirplus: entry i of ".", "..", then the listing, from offset `off` (the
+/// index of the next entry), as many as fit in `size` bytes.
+void read_dir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info* fi, bool plus) {
+  Daemon& d = daemon_of(req);
+  const auto& h = *reinterpret_cast<const DirHandle*>(fi->fh);
+  const Listing& entries = *h.listing;
+  size = std::min<size_t>(size, kMaxRead);
+  if (d.buffer.size() < size) d.buffer.resize(size);
+  char* buf = d.buffer.data();
+  size_t used = 0;
+  for (size_t i = off < 0 ? 0 : static_cast<size_t>(off); i < entries.size() + 2; ++i) {
+    struct fuse_entry_param e;
+    std::memset(&e, 0, sizeof e);
+    const char* name;
+    if (i < 2) {  // "." and "..": no attributes beyond the number and type (ino 0: no entry)
+      name = i == 0 ? "." : "..";
+      e.attr.st_ino = i == 0 ? h.self : h.parent;
+      e.attr.st_mode = S_IFDIR;
+    } else {
+      const DirEntry& ent = entries[i - 2];
+      name = ent.name.c_str();
+      if (plus) {
+        if (int rc = make_entry(d, ent.ref, &e); rc != 0) {
+          if (used == 0) {
+            fuse_reply_err(req, rc);
+            return;
+          }
+          break;  // what fits so far; the next call reports the error
+        }
+      } else {
+        e.attr.st_ino = ent.inode_number;
+        e.attr.st_mode = type_mode(ent.type);
+      }
+    }
+    auto next = static_cast<off_t>(i + 1);
+    size_t need = plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &e, next)
+                       : fuse_add_direntry(req, buf + used, size - used, name, &e.attr, next);
+    if (need > size - used) break;  // not added: the next call starts with it
+    used += need;
+  }
+  fuse_reply_buf(req, buf, used);
+}
+
+void on_readdir(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off,
+                struct fuse_file_info* fi) {
+  read_dir(req, size, off, fi, false);
+}
+
+void on_readdirplus(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off,
+                    struct fuse_file_info* fi) {
+  read_dir(req, size, off, fi, true);
+}
+
+void on_releasedir(fuse_req_t req, fuse_ino_t /*ino*/, struct fuse_file_info* fi) {
+  delete reinterpret_cast<DirHandle*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void on_statfs(fuse_req_t req, fuse_ino_t /*ino*/) {
+  const sqfs_super_t& s = daemon_of(req).image->super();
+  struct statvfs st;
+  std::memset(&st, 0, sizeof st);
+  st.f_bsize = s.block_size;
+  st.f_frsize = s.block_size;
+  st.f_blocks = (s.bytes_used + s.block_size - 1) / s.block_size;
+  st.f_files = s.inode_count;
+  st.f_namemax = 256;
+  st.f_flag = ST_RDONLY;
+  fuse_reply_statfs(req, &st);
+}
+
+const struct fuse_lowlevel_ops kOps = [] {
+  struct fuse_lowlevel_ops ops;
+  std::memset(&ops, 0, sizeof ops);
+  ops.init = on_init;
+  ops.lookup = on_lookup;
+  ops.getattr = on_getattr;
+  ops.readlink = on_readlink;
+  ops.open = on_open;
+  ops.read = on_read;
+  ops.release = on_release;
+  ops.opendir = on_opendir;
+  ops.readdir = on_readdir;
+  ops.readdirplus = on_readdirplus;
+  ops.releasedir = on_releasedir;
+  ops.statfs = on_statfs;
+  return ops;
+}();
+
+/// Mounts `image` on `mountpoint` and serves it until SIGTERM (or an unmount); the exit status.
+int serve(const std::string& image, const std::string& mountpoint) {
+  Daemon d;
+  auto opened = SquashfsReader::open(image, image);
+  if (!opened.ok()) {
+    // One line for the keeper, which reports it after "mount squashfs FILE: " (the subject
+    // here is only /proc/self/fd/N).
+    const Error& e = opened.error();
+    std::fprintf(stderr, "berth-squashfs: %s\n",
+                 e.sys_errno != 0 ? e.message().c_str() : e.detail.c_str());
+    return 1;
+  }
+  d.image = std::move(*opened);
+  d.uid = ::getuid();
+  d.gid = ::getgid();
+  const char* argv[] = {"berth-squashfs", "-o",
+                        "ro,default_permissions,fsname=berth-squashfs,subtype=squashfs"};
+  struct fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
+  struct fuse_session* se = fuse_session_new(&args, &kOps, sizeof kOps, &d);
+  if (se == nullptr) return 1;  // libfuse said why on stderr
+  int status = 1;
+  if (fuse_set_signal_handlers(se) == 0) {
+    if (fuse_session_mount(se, mountpoint.c_str()) == 0) {
+      status = fuse_session_loop(se) == 0 ? 0 : 1;
+      fuse_session_unmount(se);
+    }
+    fuse_remove_signal_handlers(se);
+  }
+  fuse_session_destroy(se);
+  return status;
+}
+
+}  // namespace
+}  // namespace berth::sqfuse
+
+int main(int argc, char** argv) {
+  if (argc != 3 || argv[1][0] == '-') {
+    std::fprintf(stderr, "usage: berth-squashfs IMAGE MOUNTPOINT (runs in the foreground)\n");
+    return 2;
+  }
+  return berth::sqfuse::serve(argv[1], argv[2]);
+}
