@@ -1,5 +1,5 @@
-"""`berth run FILE.sqsh`, end to end, as the unprivileged test user: real squashfuse_ll, real
-FUSE (fusermount3), real kernel overlayfs. Images are made here with mksquashfs (-all-root,
+"""`berth run FILE.sqsh`, end to end, as the unprivileged test user: Berth's own FUSE daemon
+(berth-squashfs), real FUSE (fusermount3), real kernel overlayfs. Images are made here with mksquashfs (-all-root,
 as enroot makes them), with and without Berth's /.berth/image.json.
 
 Each test gets its own runtime directory (BERTH_RUNTIME_DIR), so that the mounts and daemons
@@ -35,7 +35,7 @@ CONFIG = {
 
 
 def fuse_procs(runtime: str) -> list[int]:
-    """Live squashfuse_ll processes mounting beneath `runtime` (zombies left to a pid 1 that
+    """Live berth-squashfs processes mounting beneath `runtime` (zombies left to a pid 1 that
     does not reap hold nothing and do not count)."""
     found = []
     for pid in os.listdir("/proc"):
@@ -49,7 +49,7 @@ def fuse_procs(runtime: str) -> list[int]:
         except OSError:
             continue
         state = stat.rsplit(")", 1)[1].split()[0]
-        if state != "Z" and "squashfuse_ll" in cmdline and runtime in cmdline:
+        if state != "Z" and "berth-squashfs" in cmdline and runtime in cmdline:
             found.append(int(pid))
     return found
 
@@ -121,7 +121,7 @@ def mksquashfs(tree: str, out: str) -> str:
 def images(identity, scratch, usable_fuse):
     """`berth.sqsh` with Berth's image.json, `plain.sqsh` without (enroot's kind), and
     `complete.sqsh`, which also has every default mount target (/etc/hosts, resolv.conf)."""
-    for tool in ("mksquashfs", "squashfuse_ll", "fusermount3"):
+    for tool in ("mksquashfs", "fusermount3"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
     if not userns_works(identity):
@@ -171,7 +171,8 @@ def test_plain_image_needs_a_command(sq, images):
 
 
 def test_root_owns_the_image_inside(sq, images):
-    """mksquashfs -all-root files are root's inside (the owner shim), so a 0600 file of root's
+    """mksquashfs -all-root files are root's inside (the daemon reports the mounting user as
+    every file's owner), so a 0600 file of root's
     is readable by the container's root, as in a stored image."""
     _, out, _ = sq("run", images["plain"], "/bin/sh", "-c",
                    "stat -c '%u %g' /etc/motd /root/secret; cat /root/secret")
@@ -264,12 +265,12 @@ def test_concurrent_runs_share_one_mount(sq, images, identity):
 
 
 def test_joining_a_mount_needs_no_daemon_lookup(sq, images):
-    """Only a start that mounts looks for squashfuse_ll: one that joins a mount does not (its
+    """Only a start that mounts looks for berth-squashfs: one that joins a mount does not (its
     PATH search is no part of every start), and a start that must mount still says what is
     missing."""
-    bad = {"BERTH_SQUASHFUSE_LL": "/nonexistent/squashfuse_ll"}
+    bad = {"BERTH_SQUASHFS_DAEMON": "/nonexistent/berth-squashfs"}
     rc, _, err = sq("run", images["plain"], "/bin/true", env=bad, check=False)
-    assert rc == 125 and "BERTH_SQUASHFUSE_LL=/nonexistent/squashfuse_ll" in err, err
+    assert rc == 125 and "BERTH_SQUASHFS_DAEMON=/nonexistent/berth-squashfs" in err, err
     out = sq.make_dir("out")
     holder = sq.popen("run", "-v", f"{out}:/out", images["plain"], "/bin/sh", "-c",
                       "touch /out/up; sleep 4")
@@ -344,8 +345,8 @@ def test_bad_files_are_refused_in_one_line(sq, images):
     assert _one_line_refusal(sq, corrupt) == (
         f"berth: error: read squashfs {corrupt}: corrupt squashfs image: block size 131072 "
         f"(log 3)\n")
-    # A superblock that passes, over an inode table that is garbage: squashfuse_ll mounts it
-    # but cannot answer for the root directory; refused, and the mount removed.
+    # A superblock that passes, over an inode table that is garbage: the daemon cannot read
+    # the root directory; refused (before anything is mounted), and nothing left behind.
     garbage = bytearray(good)
     inodes, directories = (int.from_bytes(good[o:o + 8], "little") for o in (64, 72))
     garbage[inodes:directories] = b"\xff" * (directories - inodes)
