@@ -7,10 +7,13 @@ it counts are its own."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import random
 import shutil
 import signal
+import stat as stat_module
 import subprocess
 import tempfile
 import time
@@ -393,3 +396,102 @@ def test_the_policys_runtime_dir_holds_the_mounts(berth, images, scratch, identi
 
 def stat_mode(st: os.stat_result) -> int:
     return st.st_mode & 0o7777
+
+
+WALK_APPLETS = ("sh", "find", "sort", "stat", "readlink", "sha256sum", "ls", "wc", "cat", "while",
+                "test", "[")
+
+
+def _walk_tree(root: str) -> str:
+    """A tree with what a directory walk must get right: a directory of 3,000 entries with long
+    names (its listing spans many FUSE readdir replies), hard links, symlinks (relative,
+    absolute, dangling), a FIFO, odd modes (setuid, sticky, 0600, 0700), an empty file, files of
+    other owners, and a 5 MB file of seeded random bytes (data blocks and a fragment)."""
+    os.makedirs(os.path.join(root, "bin"))
+    shutil.copy2("/bin/busybox", os.path.join(root, "bin", "busybox"))
+    for a in WALK_APPLETS:
+        if a not in ("while",):
+            os.symlink("busybox", os.path.join(root, "bin", a))
+    for d in ("etc", "proc", "dev", "sys", "tmp"):
+        os.makedirs(os.path.join(root, d))
+    for f in ("hosts", "resolv.conf"):
+        open(os.path.join(root, "etc", f), "w").close()
+    with open(os.path.join(root, "etc", "passwd"), "w") as f:
+        f.write("root:x:0:0:root:/root:/bin/sh\n")
+    with open(os.path.join(root, "etc", "group"), "w") as f:
+        f.write("root:x:0:\n")
+    w = os.path.join(root, "w")
+    many = os.path.join(w, "many")
+    os.makedirs(many)
+    for i in range(3000):
+        name = f"entry-{i:05d}-" + "x" * (i % 120)
+        with open(os.path.join(many, name), "w") as f:
+            f.write("y" * (i % 7))
+    os.makedirs(os.path.join(w, "sub", "deeper", "deepest"))
+    with open(os.path.join(w, "sub", "a"), "w") as f:
+        f.write("hard linked\n")
+    os.link(os.path.join(w, "sub", "a"), os.path.join(w, "sub", "hard"))
+    os.link(os.path.join(w, "sub", "a"), os.path.join(w, "sub", "deeper", "hard2"))
+    os.symlink("a", os.path.join(w, "sub", "rel"))
+    os.symlink("/w/sub/deeper", os.path.join(w, "sub", "abs"))
+    os.symlink("../nowhere/" + "long" * 40, os.path.join(w, "sub", "dangling"))
+    os.mkfifo(os.path.join(w, "sub", "fifo"), 0o640)
+    open(os.path.join(w, "empty"), "w").close()
+    for name, mode in (("setuid", 0o4755), ("private", 0o600), ("group", 0o640)):
+        path = os.path.join(w, name)
+        with open(path, "w") as f:
+            f.write(name + "\n")
+        os.chmod(path, mode)
+    os.chmod(os.path.join(w, "sub", "deeper"), 0o700)
+    os.chmod(os.path.join(w, "sub", "deeper", "deepest"), 0o1777)
+    os.chown(os.path.join(w, "group"), 1234, 4321)
+    rng = random.Random(12)
+    with open(os.path.join(w, "big"), "wb") as f:
+        f.write(rng.randbytes(5 * 1024 * 1024 + 12345))
+    for dirpath, _, _ in os.walk(root):
+        os.utime(dirpath, (1700000000, 1700000000))
+    return root
+
+
+def test_a_walk_inside_matches_the_image_tree(sq, scratch):
+    """From a fresh mount, a walk inside the container sees the tree the image was made from:
+    names, types, modes, sizes, link counts, times, symlink targets, hard links as one inode,
+    every file the caller's (root inside), and the contents of a large file. The attributes a
+    walk sees come from the daemon's READDIRPLUS replies (the kernel keeps them), so this is
+    what checks them."""
+    d = tempfile.mkdtemp(prefix="walk-", dir=scratch)
+    os.chmod(d, 0o755)
+    tree = _walk_tree(os.path.join(d, "tree"))
+    image = os.path.join(d, "walk.sqsh")
+    subprocess.run(["mksquashfs", tree, image, "-comp", "lz4", "-noappend", "-quiet",
+                    "-no-progress"], check=True, stdout=subprocess.DEVNULL)
+    os.chmod(image, 0o644)
+    script = ("cd /w && find . | sort | while read -r p; do "
+              "if [ -d \"$p\" ] && [ ! -L \"$p\" ]; then stat -c '%n %f - %u %g - %Y' \"$p\"; "
+              "else stat -c '%n %f %s %u %g %h %Y' \"$p\"; fi; "
+              "if [ -L \"$p\" ]; then echo \"-> $(readlink \"$p\")\"; fi; done; "
+              "stat -c '%i' sub/a sub/hard sub/deeper/hard2 sub/rel | sort -u | wc -l; "
+              "sha256sum big; ls -a many | wc -l")
+    rc, out, err = sq("run", image, "/bin/sh", "-c", script, check=False)
+    assert (rc, err) == (0, ""), err
+
+    expected = []
+    w = os.path.join(tree, "w")
+    paths = ["."]
+    for dirpath, dirnames, filenames in os.walk(w):
+        for n in dirnames + filenames:
+            paths.append("./" + os.path.relpath(os.path.join(dirpath, n), w))
+    for p in sorted(paths):
+        st = os.lstat(os.path.join(w, p))
+        if stat_module.S_ISDIR(st.st_mode):
+            expected.append(f"{p} {st.st_mode:x} - 0 0 - {int(st.st_mtime)}")
+        else:
+            expected.append(f"{p} {st.st_mode:x} {st.st_size} 0 0 {st.st_nlink} "
+                            f"{int(st.st_mtime)}")
+        if stat_module.S_ISLNK(st.st_mode):
+            expected.append("-> " + os.readlink(os.path.join(w, p)))
+    expected.append("2")  # sub/a, sub/hard and deeper/hard2 are one inode; rel is another
+    with open(os.path.join(w, "big"), "rb") as f:
+        expected.append(hashlib.sha256(f.read()).hexdigest() + "  big")
+    expected.append("3002")  # 3,000 entries and "." and ".."
+    assert out.splitlines() == expected

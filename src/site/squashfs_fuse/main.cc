@@ -49,24 +49,29 @@ struct Daemon {
   std::unique_ptr<SquashfsReader> image;
   uid_t uid = 0;
   gid_t gid = 0;
+  bool no_open = false;      ///< the kernel opens files without asking (on_init)
+  bool no_opendir = false;   ///< ... and directories
   std::vector<char> buffer;  ///< read and readdir replies (one request at a time)
-};
-
-/// An open directory: its listing, and the inode numbers of "." and "..".
-struct DirHandle {
-  std::shared_ptr<const Listing> listing;
-  uint32_t self = 0;
-  uint32_t parent = 0;
+  uint64_t file_ref = ~0ULL;  ///< the file the last read read, and its inode
+  InodePtr file;
 };
 
 Daemon& daemon_of(fuse_req_t req) { return *static_cast<Daemon*>(fuse_req_userdata(req)); }
 
-void on_init(void* /*userdata*/, struct fuse_conn_info* conn) {
+void on_init(void* userdata, struct fuse_conn_info* conn) {
   if ((conn->capable & FUSE_CAP_READDIRPLUS) != 0) {
     conn->want |= FUSE_CAP_READDIRPLUS;
     conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // every readdir a plus: a walk stats what it lists
   }
   if ((conn->capable & FUSE_CAP_CACHE_SYMLINKS) != 0) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+  // Zero-message opens: once OPEN and OPENDIR answer ENOSYS, the kernel opens files and
+  // directories by itself, keeping their pages and listings cached (FOPEN_KEEP_CACHE and
+  // FOPEN_CACHE_DIR are its default then), and sends no RELEASE either: a walk makes one
+  // round trip fewer per directory, a start one fewer per file it opens. Nothing is kept per
+  // open file: reads and readdirs find their inode by node id.
+  Daemon& d = *static_cast<Daemon*>(userdata);
+  d.no_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+  d.no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
   // libfuse sizes the kernel's largest request (max_pages) from max_write: 1 MiB reads.
   conn->max_write = kMaxRead;
 }
@@ -133,33 +138,35 @@ void on_readlink(fuse_req_t req, fuse_ino_t ino) {
   fuse_reply_readlink(req, std::string(target).c_str());
 }
 
-void on_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+void on_open(fuse_req_t req, fuse_ino_t /*ino*/, struct fuse_file_info* fi) {
   if ((fi->flags & O_ACCMODE) != O_RDONLY) {
     fuse_reply_err(req, EROFS);
     return;
   }
   Daemon& d = daemon_of(req);
-  InodePtr inode;
-  if (int rc = d.image->inode(d.image->ref_of(ino), &inode); rc != 0) {
-    fuse_reply_err(req, rc);
-    return;
-  }
-  if (type_mode(inode->base.type) != S_IFREG) {
-    fuse_reply_err(req, EISDIR);
+  if (d.no_open) {
+    fuse_reply_err(req, ENOSYS);  // on_init says why
     return;
   }
   fi->keep_cache = 1;  // the pages stay valid from one open to the next
-  fi->fh = reinterpret_cast<uint64_t>(inode.get());
-  if (fuse_reply_open(req, fi) == 0) (void)inode.release();  // owned by fh until release
+  fuse_reply_open(req, fi);
 }
 
-void on_read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off,
-             struct fuse_file_info* fi) {
+void on_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+             struct fuse_file_info* /*fi*/) {
   Daemon& d = daemon_of(req);
-  const auto* inode = reinterpret_cast<const sqfs_inode_generic_t*>(fi->fh);
+  uint64_t ref = d.image->ref_of(ino);
+  if (ref != d.file_ref) {  // a file's reads come in a row: its inode is read once
+    d.file_ref = ~0ULL;
+    if (int rc = d.image->inode(ref, &d.file); rc != 0) {
+      fuse_reply_err(req, rc);
+      return;
+    }
+    d.file_ref = ref;
+  }
   size = std::min<size_t>(size, kMaxRead);
   if (d.buffer.size() < size) d.buffer.resize(size);
-  long n = d.image->read(*inode, static_cast<uint64_t>(off), d.buffer.data(), size);
+  long n = d.image->read(*d.file, static_cast<uint64_t>(off), d.buffer.data(), size);
   if (n < 0) {
     fuse_reply_err(req, static_cast<int>(-n));
     return;
@@ -167,37 +174,33 @@ void on_read(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off,
   fuse_reply_buf(req, d.buffer.data(), static_cast<size_t>(n));
 }
 
-void on_release(fuse_req_t req, fuse_ino_t /*ino*/, struct fuse_file_info* fi) {
-  InodePtr(reinterpret_cast<sqfs_inode_generic_t*>(fi->fh));  // frees it
-  fuse_reply_err(req, 0);
-}
-
-void on_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  Daemon& d = daemon_of(req);
-  uint64_t ref = d.image->ref_of(ino);
-  InodePtr dir;
-  auto handle = std::make_unique<DirHandle>();
-  int rc = d.image->inode(ref, &dir);
-  if (rc == 0) rc = d.image->list(*dir, ref, &handle->listing);
-  if (rc != 0) {
-    fuse_reply_err(req, rc);
+void on_opendir(fuse_req_t req, fuse_ino_t /*ino*/, struct fuse_file_info* fi) {
+  if (daemon_of(req).no_opendir) {
+    fuse_reply_err(req, ENOSYS);  // on_init says why
     return;
   }
-  handle->self = dir->base.inode_number;
-  handle->parent = dir->base.type == SQFS_INODE_EXT_DIR ? dir->data.dir_ext.parent_inode
-                                                        : dir->data.dir.parent_inode;
-  fi->fh = reinterpret_cast<uint64_t>(handle.get());
   fi->keep_cache = 1;     // the kernel keeps the listing (FOPEN_CACHE_DIR) ...
   fi->cache_readdir = 1;  // ... from one opendir to the next
-  if (fuse_reply_open(req, fi) == 0) (void)handle.release();  // owned by fh until releasedir
+  fuse_reply_open(req, fi);
 }
 
 /// readdir and readdirplus: entry i of ".", "..", then the listing, from offset `off` (the
 /// index of the next entry), as many as fit in `size` bytes.
-void read_dir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info* fi, bool plus) {
+void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
   Daemon& d = daemon_of(req);
-  const auto& h = *reinterpret_cast<const DirHandle*>(fi->fh);
-  const Listing& entries = *h.listing;
+  uint64_t ref = d.image->ref_of(ino);
+  InodePtr dir;
+  std::shared_ptr<const Listing> listing;
+  int rc = d.image->inode(ref, &dir);
+  if (rc == 0) rc = d.image->list(*dir, ref, &listing);  // kept: read once per directory
+  if (rc != 0) {
+    fuse_reply_err(req, rc);
+    return;
+  }
+  const Listing& entries = *listing;
+  uint32_t self = dir->base.inode_number;
+  uint32_t parent = dir->base.type == SQFS_INODE_EXT_DIR ? dir->data.dir_ext.parent_inode
+                                                         : dir->data.dir.parent_inode;
   size = std::min<size_t>(size, kMaxRead);
   if (d.buffer.size() < size) d.buffer.resize(size);
   char* buf = d.buffer.data();
@@ -208,7 +211,7 @@ void read_dir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info* fi,
     const char* name;
     if (i < 2) {  // "." and "..": no attributes beyond the number and type (ino 0: no entry)
       name = i == 0 ? "." : "..";
-      e.attr.st_ino = i == 0 ? h.self : h.parent;
+      e.attr.st_ino = i == 0 ? self : parent;
       e.attr.st_mode = S_IFDIR;
     } else {
       const DirEntry& ent = entries[i - 2];
@@ -235,19 +238,14 @@ void read_dir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info* fi,
   fuse_reply_buf(req, buf, used);
 }
 
-void on_readdir(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off,
-                struct fuse_file_info* fi) {
-  read_dir(req, size, off, fi, false);
+void on_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                struct fuse_file_info* /*fi*/) {
+  read_dir(req, ino, size, off, false);
 }
 
-void on_readdirplus(fuse_req_t req, fuse_ino_t /*ino*/, size_t size, off_t off,
-                    struct fuse_file_info* fi) {
-  read_dir(req, size, off, fi, true);
-}
-
-void on_releasedir(fuse_req_t req, fuse_ino_t /*ino*/, struct fuse_file_info* fi) {
-  delete reinterpret_cast<DirHandle*>(fi->fh);
-  fuse_reply_err(req, 0);
+void on_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info* /*fi*/) {
+  read_dir(req, ino, size, off, true);
 }
 
 void on_statfs(fuse_req_t req, fuse_ino_t /*ino*/) {
@@ -272,11 +270,9 @@ const struct fuse_lowlevel_ops kOps = [] {
   ops.readlink = on_readlink;
   ops.open = on_open;
   ops.read = on_read;
-  ops.release = on_release;
   ops.opendir = on_opendir;
   ops.readdir = on_readdir;
   ops.readdirplus = on_readdirplus;
-  ops.releasedir = on_releasedir;
   ops.statfs = on_statfs;
   return ops;
 }();
