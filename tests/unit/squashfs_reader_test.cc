@@ -5,9 +5,13 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <cstdlib>
 #include <string>
 
 #include "image/squash.h"
@@ -157,6 +161,44 @@ TEST_F(SquashfsReaderTest, CorruptInodeTableIsOneLine) {
   auto missing = SquashfsReader::open(*tmp_ / "none.sqsh", "none.sqsh");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().message(), "open none.sqsh: No such file or directory");
+}
+
+TEST_F(SquashfsReaderTest, NoXattrsInAnImageWithout) {
+  InodePtr big;
+  find(kRootNode, "big", &big);
+  Xattrs x = {{"stale", "entry"}};
+  EXPECT_EQ(reader_->xattrs(*big, &x), 0);
+  EXPECT_TRUE(x.empty());
+}
+
+TEST(SquashfsReaderXattrs, NamesAndValuesAsStored) {
+  // Berth's own writer keeps no xattrs: squashfs-tools' mksquashfs makes this image.
+  if (std::system("command -v mksquashfs >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "mksquashfs (squashfs-tools) is not installed";
+  TempDir tmp("sqfs-xattr");
+  std::string file = tmp.write("root/f", "x");
+  if (::setxattr(file.c_str(), "user.color", "blue", 4, 0) != 0)
+    GTEST_SKIP() << "the temporary folder takes no user xattrs: " << std::strerror(errno);
+  ASSERT_EQ(::setxattr(file.c_str(), "user.empty", "", 0, 0), 0);
+  std::string image = tmp / "x.sqsh";
+  std::string cmd = "mksquashfs '" + tmp / "root" + "' '" + image +
+                    "' -noappend -quiet -no-progress >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto r = SquashfsReader::open(image, "x.sqsh");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  SquashfsReader& reader = **r;
+  ASSERT_TRUE(reader.has_xattrs());
+  InodePtr root, f;
+  DirEntry e;
+  ASSERT_EQ(reader.inode(reader.ref_of(kRootNode), &root), 0);
+  ASSERT_EQ(reader.lookup(*root, reader.ref_of(kRootNode), "f", &e), 0);
+  ASSERT_EQ(reader.inode(e.ref, &f), 0);
+  Xattrs x;
+  ASSERT_EQ(reader.xattrs(*f, &x), 0);
+  std::sort(x.begin(), x.end());
+  EXPECT_EQ(x, (Xattrs{{"user.color", "blue"}, {"user.empty", ""}}));
+  ASSERT_EQ(reader.xattrs(*root, &x), 0);
+  EXPECT_TRUE(x.empty());
 }
 
 }  // namespace

@@ -248,6 +248,52 @@ void on_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   read_dir(req, ino, size, off, true);
 }
 
+/// The extended attributes of node `ino`, or false after replying with an error.
+bool node_xattrs(fuse_req_t req, fuse_ino_t ino, Xattrs* out) {
+  Daemon& d = daemon_of(req);
+  if (!d.image->has_xattrs()) {
+    // No xattr table: ENOSYS tells the kernel to stop asking (an exec asks for
+    // security.capability), and every later call gets EOPNOTSUPP without a round trip.
+    fuse_reply_err(req, ENOSYS);
+    return false;
+  }
+  InodePtr inode;
+  int rc = d.image->inode(d.image->ref_of(ino), &inode);
+  if (rc == 0) rc = d.image->xattrs(*inode, out);
+  if (rc != 0) fuse_reply_err(req, rc);
+  return rc == 0;
+}
+
+/// Replies with `value`: its size when `size` is 0, ERANGE when it does not fit.
+void reply_sized(fuse_req_t req, const std::string& value, size_t size) {
+  if (size == 0)
+    fuse_reply_xattr(req, value.size());
+  else if (size < value.size())
+    fuse_reply_err(req, ERANGE);
+  else
+    fuse_reply_buf(req, value.data(), value.size());
+}
+
+void on_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  Xattrs all;
+  if (!node_xattrs(req, ino, &all)) return;
+  for (const auto& [key, value] : all) {
+    if (key == name) {
+      reply_sized(req, value, size);
+      return;
+    }
+  }
+  fuse_reply_err(req, ENODATA);
+}
+
+void on_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  Xattrs all;
+  if (!node_xattrs(req, ino, &all)) return;
+  std::string names;
+  for (const auto& kv : all) names.append(kv.first).push_back('\0');
+  reply_sized(req, names, size);
+}
+
 void on_statfs(fuse_req_t req, fuse_ino_t /*ino*/) {
   const sqfs_super_t& s = daemon_of(req).image->super();
   struct statvfs st;
@@ -274,6 +320,8 @@ const struct fuse_lowlevel_ops kOps = [] {
   ops.readdir = on_readdir;
   ops.readdirplus = on_readdirplus;
   ops.statfs = on_statfs;
+  ops.getxattr = on_getxattr;
+  ops.listxattr = on_listxattr;
   return ops;
 }();
 

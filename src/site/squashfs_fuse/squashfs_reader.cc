@@ -1,6 +1,7 @@
 #include "site/squashfs_fuse/squashfs_reader.h"
 
 #include <sqfs/error.h>
+#include <sqfs/xattr.h>
 #include <sys/sysmacros.h>
 
 #include <algorithm>
@@ -121,6 +122,12 @@ Result<std::unique_ptr<SquashfsReader>> SquashfsReader::open(const std::string& 
   if (!r->inodes_ || !r->dirs_ || !r->data_) return fail("readers", SQFS_ERROR_ALLOC);
   if ((rc = sqfs_data_reader_load_fragment_table(r->data_.get(), &s)) != 0)
     return fail("fragment table", rc);
+  if ((s.flags & SQFS_FLAG_NO_XATTRS) == 0 && s.xattr_id_table_start != ~0ULL) {
+    r->xattrs_.reset(sqfs_xattr_reader_create(0));
+    if (!r->xattrs_) return fail("readers", SQFS_ERROR_ALLOC);
+    if ((rc = sqfs_xattr_reader_load(r->xattrs_.get(), &s, r->file_.get(), cmp)) != 0)
+      return fail("xattr table", rc);
+  }
   r->root_ref_ = s.root_inode_ref;
   InodePtr root;
   if ((rc = r->inode(r->root_ref_, &root)) != 0 || type_mode(root->base.type) != S_IFDIR)
@@ -140,6 +147,7 @@ Result<std::unique_ptr<SquashfsReader>> SquashfsReader::open(const std::string& 
 SquashfsReader::~SquashfsReader() {
   // libsquashfs objects refer to the file and the compressor: readers first.
   listings_.clear();
+  xattrs_.reset();
   data_.reset();
   dirs_.reset();
   inodes_.reset();
@@ -291,6 +299,28 @@ std::string_view SquashfsReader::symlink_target(const sqfs_inode_generic_t& inod
   if (inode.base.type == SQFS_INODE_SLINK) return {target, inode.data.slink.target_size};
   if (inode.base.type == SQFS_INODE_EXT_SLINK) return {target, inode.data.slink_ext.target_size};
   return {};
+}
+
+int SquashfsReader::xattrs(const sqfs_inode_generic_t& inode, Xattrs* out) {
+  out->clear();
+  sqfs_u32 index = 0xffffffff;
+  if (!xattrs_ || sqfs_inode_get_xattr_index(&inode, &index) != 0 || index == 0xffffffff)
+    return 0;
+  sqfs_xattr_id_t desc;
+  int rc = sqfs_xattr_reader_get_desc(xattrs_.get(), index, &desc);
+  if (rc == 0) rc = sqfs_xattr_reader_seek_kv(xattrs_.get(), &desc);
+  for (sqfs_u32 i = 0; rc == 0 && i < desc.count; ++i) {
+    sqfs_xattr_entry_t* key = nullptr;
+    sqfs_xattr_value_t* value = nullptr;
+    if ((rc = sqfs_xattr_reader_read_key(xattrs_.get(), &key)) != 0) break;
+    std::unique_ptr<sqfs_xattr_entry_t, SqfsFreer> key_owner(key);
+    if ((rc = sqfs_xattr_reader_read_value(xattrs_.get(), key, &value)) != 0) break;
+    std::unique_ptr<sqfs_xattr_value_t, SqfsFreer> value_owner(value);
+    // libsquashfs gives the whole name ("user.x", prefix included), NUL-terminated.
+    out->emplace_back(reinterpret_cast<const char*>(key->key),
+                      std::string(reinterpret_cast<const char*>(value->value), value->size));
+  }
+  return errno_of_sqfs(rc);
 }
 
 }  // namespace berth::sqfuse

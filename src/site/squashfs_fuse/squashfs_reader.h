@@ -21,6 +21,7 @@
 #include <sqfs/io.h>
 #include <sqfs/meta_reader.h>
 #include <sqfs/super.h>
+#include <sqfs/xattr_reader.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -30,6 +31,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -48,6 +50,8 @@ struct DirEntry {
 };
 /// A directory's entries in the image's order (sorted by name, as squashfs stores them).
 using Listing = std::vector<DirEntry>;
+/// An inode's extended attributes, (full name, value) in the image's order.
+using Xattrs = std::vector<std::pair<std::string, std::string>>;
 
 /// Destroys a libsquashfs object.
 struct SqfsDestroyer {
@@ -93,6 +97,10 @@ class SquashfsReader {
   long read(const sqfs_inode_generic_t& file, uint64_t offset, char* buf, size_t size);
   /// A symlink's target; empty for other inodes.
   static std::string_view symlink_target(const sqfs_inode_generic_t& inode);
+  /// Whether the image has an xattr table at all.
+  bool has_xattrs() const { return xattrs_ != nullptr; }
+  /// The extended attributes of `inode`; 0 or an errno.
+  int xattrs(const sqfs_inode_generic_t& inode, Xattrs* out);
 
   /// The superblock (statfs).
   const sqfs_super_t& super() const { return super_; }
@@ -107,6 +115,7 @@ class SquashfsReader {
   std::unique_ptr<sqfs_meta_reader_t, SqfsDestroyer> inodes_;
   std::unique_ptr<sqfs_meta_reader_t, SqfsDestroyer> dirs_;
   std::unique_ptr<sqfs_data_reader_t, SqfsDestroyer> data_;
+  std::unique_ptr<sqfs_xattr_reader_t, SqfsDestroyer> xattrs_;  ///< null: no xattr table
   std::map<uint64_t, std::shared_ptr<const Listing>> listings_;
   size_t listed_entries_ = 0;
 };
