@@ -348,7 +348,10 @@ int serve(const std::string& image, const std::string& mountpoint) {
   int status = 1;
   if (fuse_set_signal_handlers(se) == 0) {
     if (fuse_session_mount(se, mountpoint.c_str()) == 0) {
-      status = fuse_session_loop(se) == 0 ? 0 : 1;
+      // Ended by an unmount (0) or by SIGTERM, the keeper's stop (libfuse 3.14 returns the
+      // signal's number): a clean exit either way; a failure is a negative errno.
+      int rc = fuse_session_loop(se);
+      status = rc >= 0 || rc == -EINTR ? 0 : 1;
       fuse_session_unmount(se);
     }
     fuse_remove_signal_handlers(se);
