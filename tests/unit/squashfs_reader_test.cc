@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "image/squash.h"
@@ -181,8 +181,8 @@ TEST(SquashfsReaderXattrs, NamesAndValuesAsStored) {
     GTEST_SKIP() << "the temporary folder takes no user xattrs: " << std::strerror(errno);
   ASSERT_EQ(::setxattr(file.c_str(), "user.empty", "", 0, 0), 0);
   std::string image = tmp / "x.sqsh";
-  std::string cmd = "mksquashfs '" + tmp / "root" + "' '" + image +
-                    "' -noappend -quiet -no-progress >/dev/null";
+  std::string cmd =
+      "mksquashfs '" + tmp / "root" + "' '" + image + "' -noappend -quiet -no-progress >/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   auto r = SquashfsReader::open(image, "x.sqsh");
   ASSERT_TRUE(r.ok()) << r.error().message();

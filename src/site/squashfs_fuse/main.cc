@@ -52,14 +52,16 @@ struct Daemon {
   std::unique_ptr<SquashfsReader> image;
   uid_t uid = 0;
   gid_t gid = 0;
-  bool no_open = false;      ///< the kernel opens files without asking (on_init)
-  bool no_opendir = false;   ///< ... and directories
-  std::vector<char> buffer;  ///< read and readdir replies (one request at a time)
+  bool no_open = false;       ///< the kernel opens files without asking (on_init)
+  bool no_opendir = false;    ///< ... and directories
+  std::vector<char> buffer;   ///< read and readdir replies (one request at a time)
   uint64_t file_ref = ~0ULL;  ///< the file the last read read, and its inode
   InodePtr file;
 };
 
-Daemon& daemon_of(fuse_req_t req) { return *static_cast<Daemon*>(fuse_req_userdata(req)); }
+Daemon& daemon_of(fuse_req_t req) {
+  return *static_cast<Daemon*>(fuse_req_userdata(req));
+}
 
 void on_init(void* userdata, struct fuse_conn_info* conn) {
   if ((conn->capable & FUSE_CAP_READDIRPLUS) != 0) {

@@ -52,7 +52,9 @@ dev_t device_number(uint32_t devno) {
 
 }  // namespace
 
-void SqfsFreer::operator()(void* p) const { sqfs_free(p); }
+void SqfsFreer::operator()(void* p) const {
+  sqfs_free(p);
+}
 
 int errno_of_sqfs(int code) {
   switch (code) {
@@ -115,8 +117,8 @@ Result<std::unique_ptr<SquashfsReader>> SquashfsReader::open(const std::string& 
   // The bounds libsquashfs's own directory reader gives its two metadata readers.
   const sqfs_super_t& s = r->super_;
   uint64_t dir_limit = std::min({s.id_table_start, s.fragment_table_start, s.export_table_start});
-  r->inodes_.reset(sqfs_meta_reader_create(r->file_.get(), cmp, s.inode_table_start,
-                                           s.directory_table_start));
+  r->inodes_.reset(
+      sqfs_meta_reader_create(r->file_.get(), cmp, s.inode_table_start, s.directory_table_start));
   r->dirs_.reset(sqfs_meta_reader_create(r->file_.get(), cmp, s.directory_table_start, dir_limit));
   r->data_.reset(sqfs_data_reader_create(r->file_.get(), s.block_size, cmp, 0));
   if (!r->inodes_ || !r->dirs_ || !r->data_) return fail("readers", SQFS_ERROR_ALLOC);
@@ -250,8 +252,8 @@ int SquashfsReader::list(const sqfs_inode_generic_t& dir, uint64_t ref,
     e.type = ent->type;
     sqfs_free(ent);
     // A name that the kernel would refuse (empty, "."/"..", with a '/' or a NUL) is corrupt.
-    if (e.name == "." || e.name == ".." || e.name.find_first_of(std::string_view("/\0", 2)) !=
-                                               std::string::npos)
+    if (e.name == "." || e.name == ".." ||
+        e.name.find_first_of(std::string_view("/\0", 2)) != std::string::npos)
       return EIO;
     listing->push_back(std::move(e));
   }
@@ -304,8 +306,7 @@ std::string_view SquashfsReader::symlink_target(const sqfs_inode_generic_t& inod
 int SquashfsReader::xattrs(const sqfs_inode_generic_t& inode, Xattrs* out) {
   out->clear();
   sqfs_u32 index = 0xffffffff;
-  if (!xattrs_ || sqfs_inode_get_xattr_index(&inode, &index) != 0 || index == 0xffffffff)
-    return 0;
+  if (!xattrs_ || sqfs_inode_get_xattr_index(&inode, &index) != 0 || index == 0xffffffff) return 0;
   sqfs_xattr_id_t desc;
   int rc = sqfs_xattr_reader_get_desc(xattrs_.get(), index, &desc);
   if (rc == 0) rc = sqfs_xattr_reader_seek_kv(xattrs_.get(), &desc);

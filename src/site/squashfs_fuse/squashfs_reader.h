@@ -84,14 +84,12 @@ class SquashfsReader {
   /// The inode at `ref`; 0, or an errno (EIO for a corrupt table).
   int inode(uint64_t ref, InodePtr* out);
   /// The attributes of `inode` as stat() reports them, owned by `uid`:`gid`.
-  void attributes(const sqfs_inode_generic_t& inode, uid_t uid, gid_t gid,
-                  struct stat* st) const;
+  void attributes(const sqfs_inode_generic_t& inode, uid_t uid, gid_t gid, struct stat* st) const;
   /// The entries of directory `dir` (at `ref`), read once and then kept (up to a bounded
   /// number of entries for all directories together); 0 or an errno (ENOTDIR, EIO).
   int list(const sqfs_inode_generic_t& dir, uint64_t ref, std::shared_ptr<const Listing>* out);
   /// The entry `name` of directory `dir` (at `ref`): found (0), ENOENT, or another errno.
-  int lookup(const sqfs_inode_generic_t& dir, uint64_t ref, std::string_view name,
-             DirEntry* out);
+  int lookup(const sqfs_inode_generic_t& dir, uint64_t ref, std::string_view name, DirEntry* out);
   /// Up to `size` bytes of regular file `file` from `offset` into `buf`: the count read (0 at
   /// the end), or a negative errno.
   long read(const sqfs_inode_generic_t& file, uint64_t offset, char* buf, size_t size);
