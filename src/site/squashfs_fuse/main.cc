@@ -349,7 +349,10 @@ int serve(const std::string& image, const std::string& mountpoint) {
                         "ro,default_permissions,fsname=berth-squashfs,subtype=squashfs"};
   struct fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
   struct fuse_session* se = fuse_session_new(&args, &kOps, sizeof kOps, &d);
-  if (se == nullptr) return 1;  // libfuse said why on stderr
+  if (se == nullptr) {
+    fuse_opt_free_args(&args);
+    return 1;  // libfuse said why on stderr
+  }
   int status = 1;
   if (fuse_set_signal_handlers(se) == 0) {
     if (fuse_session_mount(se, mountpoint.c_str()) == 0) {
@@ -362,6 +365,7 @@ int serve(const std::string& image, const std::string& mountpoint) {
     fuse_remove_signal_handlers(se);
   }
   fuse_session_destroy(se);
+  fuse_opt_free_args(&args);  // libfuse copies the arguments it parses
   return status;
 }
 
