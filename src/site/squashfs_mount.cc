@@ -189,7 +189,8 @@ bool wait_exit(pid_t pid, long ms) {
     if (waited >= kMountTimeoutMs) {
       ::kill(daemon, SIGTERM);
       if (!wait_exit(daemon, kStopTimeoutMs)) ::kill(daemon, SIGKILL);
-      report("the squashfs daemon did not mount within " + std::to_string(kMountTimeoutMs / 1000) + " s");
+      report("the squashfs daemon did not mount within " +
+             std::to_string(kMountTimeoutMs / 1000) + " s");
       ::_exit(1);
     }
     sleep_ms(waited < 100 ? 1 : 5);

@@ -16,8 +16,9 @@
 //
 // Lifetime. The first start (holding create.lock, and users.lock shared) forks a keeper: a
 // detached copy of berth (new session) that starts berth-squashfs (site/squashfs_fuse/main.cc,
-// Berth's FUSE file system for squashfs images) in the foreground with PR_SET_PDEATHSIG=SIGTERM, waits for the mount, tells the start it is ready, and then
-// blocks taking users.lock exclusively. It gets the lock when no container holds it any more
+// Berth's FUSE file system for squashfs images) in the foreground with
+// PR_SET_PDEATHSIG=SIGTERM, waits for the mount, tells the start it is ready, and then blocks
+// taking users.lock exclusively. It gets the lock when no container holds it any more
 // -- each holder is a `berth run` process, whose workload dies with it (PR_SET_PDEATHSIG) --
 // and then stops the daemon with SIGTERM, on which it unmounts (libfuse runs fusermount3 -u -z)
 // and exits. When every Berth process is killed (SIGKILL included), the keeper's death sends
