@@ -17,8 +17,8 @@ bench_drop_root() {
   shift
   bin_dir=$(mktemp -d /tmp/berth-bench-bin.XXXXXX)
   cp "$BERTH" "$bin_dir/berth"
-  # The squashfs mounts' owner shim lives beside the binary (src/site/squashfs_mount.h).
-  [ -f "$(dirname "$BERTH")/berth-fuse-owner.so" ] && cp "$(dirname "$BERTH")/berth-fuse-owner.so" "$bin_dir/"
+  # The squashfs mounts' daemon lives beside the binary (src/site/squashfs_mount.h).
+  [ -f "$(dirname "$BERTH")/berth-squashfs" ] && cp "$(dirname "$BERTH")/berth-squashfs" "$bin_dir/"
   cp -r "$(dirname "$script")" "$bin_dir/bench"
   chmod -R a+rX "$bin_dir"
   chown -R berthtest: "$BENCH_DIR" 2>/dev/null || true  # may not exist yet: created below as the user

@@ -12,6 +12,8 @@ packages=(
   libarchive-dev libgtest-dev libgmock-dev libyaml-dev libtomlplusplus-dev
   # berth squash / inspect FILE.sqsh: squashfs-tools-ng's libsquashfs (headers; loaded at run time)
   libsquashfs-dev
+  # berth-squashfs, the squashfs FUSE daemon (src/site/squashfs_fuse): libfuse3 low-level API
+  libfuse3-dev
   # fuzzing (scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes
   clang-14 libclang-rt-14-dev
   # static analysis (scripts/test.sh tidy): clang-tidy-14 and run-clang-tidy-14
@@ -19,8 +21,9 @@ packages=(
   # end-to-end tier: a real registry and real image tools
   docker-registry umoci skopeo apache2-utils openssl python3 python3-pytest
   busybox-static zstd gzip tar util-linux procps curl ca-certificates
-  # squashfs images (berth run FILE.sqsh): the FUSE daemon, fusermount3; squashfs-tools'
-  # mksquashfs and unsquashfs for tests and bench/squash
+  # squashfs images (berth run FILE.sqsh): fusermount3 (the daemon is Berth's berth-squashfs);
+  # squashfuse (squashfuse_ll and squashfuse) as the peers of bench/sqrun and bench/sqwalk;
+  # squashfs-tools' mksquashfs and unsquashfs for tests and bench/squash
   squashfuse fuse3 squashfs-tools
   # fallback engines (berth run --engine=proot|fakechroot|oci), also peers for the benchmarks
   proot fakechroot libfakechroot runc crun

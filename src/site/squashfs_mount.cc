@@ -38,14 +38,7 @@ bool executable(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
 }
 
-Result<std::string> find_program(const char* name, const char* env_var, const char* package) {
-  if (env_var != nullptr) {
-    if (const char* v = ::getenv(env_var); v != nullptr && *v != '\0') {
-      if (executable(v)) return std::string(v);
-      return make_error("mount squashfs", std::string(env_var) + "=" + v,
-                        "not an executable file");
-    }
-  }
+Result<std::string> find_program(const char* name, const char* package) {
   for (const std::string& dir : split_path(env_or("PATH", "") + ":/usr/bin:/bin")) {
     if (dir.empty() || dir.front() != '/') continue;
     std::string candidate = path_join(dir, name);
@@ -71,7 +64,8 @@ MountState mount_state(const std::string& mnt, dev_t parent_dev, dev_t* dev) {
   if (::stat(mnt.c_str(), &st) != 0) {
     if (errno == ENOTCONN || errno == ECONNABORTED) return MountState::kDead;
     // Even ENOENT: the directory was made before any daemon started, so it is the daemon
-    // that cannot find its root (squashfuse_ll's answer to a garbage inode table).
+    // that cannot find its root (berth-squashfs refuses such an image before it mounts; this
+    // is for one that fails later).
     return MountState::kBroken;
   }
   if (dev != nullptr) *dev = st.st_dev;
@@ -93,15 +87,19 @@ void lazy_unmount(const std::string& fusermount, const std::string& mnt) {
   }
 }
 
-/// The first line of squashfuse_ll's log, for the error when it failed.
+/// What the daemon's log says, for the error when it failed: its own one-line message
+/// ("berth-squashfs: corrupt squashfs image: ..."), or else the first line (libfuse's).
 std::string daemon_complaint(const std::string& log) {
   auto text = read_file(log);
-  if (!text.ok()) return "";
+  if (!text.ok()) return "the squashfs daemon failed";
+  constexpr std::string_view kOwn = "berth-squashfs: ";
+  std::string first;
   for (std::string_view line : split_lines(*text)) {
     line = trim(line);
-    if (!line.empty()) return std::string(line.substr(0, 300));
+    if (line.substr(0, kOwn.size()) == kOwn) return std::string(line.substr(kOwn.size(), 300));
+    if (first.empty() && !line.empty()) first = line.substr(0, 300);
   }
-  return "";
+  return "the squashfs daemon failed" + (first.empty() ? std::string() : ": " + first);
 }
 
 /// Everything the keeper needs, prepared before it is forked.
@@ -154,7 +152,7 @@ bool wait_exit(pid_t pid, long ms) {
   pid_t keeper = ::getpid();
   pid_t daemon = ::fork();
   if (daemon == 0) {
-    // The daemon dies with the keeper, whatever kills it: on SIGTERM squashfuse_ll unmounts.
+    // The daemon dies with the keeper, whatever kills it: on SIGTERM it unmounts.
     if (::prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) != 0 || ::getppid() != keeper) ::_exit(1);
     ::dup2(log, STDERR_FILENO);
     ::execve(argv[0], argv.data(), envp.data());
@@ -172,14 +170,14 @@ bool wait_exit(pid_t pid, long ms) {
       std::string why = daemon_complaint(a.log);
       if (mount_state(a.mnt, a.parent_dev, nullptr) == MountState::kDead)
         lazy_unmount(a.fusermount, a.mnt);
-      report("squashfuse_ll failed" + (why.empty() ? std::string() : ": " + why));
+      report(why);
       ::_exit(1);
     }
     MountState state = mount_state(a.mnt, a.parent_dev, &mine);
     if (state == MountState::kMounted) break;
     if (state == MountState::kBroken || state == MountState::kDead) {
       // Mounted, but the daemon cannot serve the root directory (ENOENT, EIO), or gave up on
-      // the connection (ENOTCONN): squashfuse_ll's answers to a corrupt inode table.
+      // the connection (ENOTCONN).
       std::string why = std::strerror(errno);
       ::kill(daemon, SIGTERM);  // it unmounts on the way out
       if (!wait_exit(daemon, kStopTimeoutMs)) ::kill(daemon, SIGKILL);
@@ -191,7 +189,8 @@ bool wait_exit(pid_t pid, long ms) {
     if (waited >= kMountTimeoutMs) {
       ::kill(daemon, SIGTERM);
       if (!wait_exit(daemon, kStopTimeoutMs)) ::kill(daemon, SIGKILL);
-      report("squashfuse_ll did not mount within " + std::to_string(kMountTimeoutMs / 1000) + " s");
+      report("the squashfs daemon did not mount within " +
+             std::to_string(kMountTimeoutMs / 1000) + " s");
       ::_exit(1);
     }
     sleep_ms(waited < 100 ? 1 : 5);
@@ -289,8 +288,14 @@ Status start_keeper(const SquashfsFile& image, const KeeperArgs& args) {
 
 Result<SquashfsTools> find_squashfs_tools() {
   SquashfsTools t;
-  t.squashfuse_ll = BERTH_TRY(find_program("squashfuse_ll", "BERTH_SQUASHFUSE_LL", "squashfuse"));
-  t.fusermount = BERTH_TRY(find_program("fusermount3", nullptr, "fuse3"));
+  t.fusermount = BERTH_TRY(find_program("fusermount3", "fuse3"));
+  if (const char* v = ::getenv("BERTH_SQUASHFS_DAEMON"); v != nullptr && *v != '\0') {
+    if (!executable(v))
+      return make_error("mount squashfs", std::string("BERTH_SQUASHFS_DAEMON=") + v,
+                        "not an executable file");
+    t.daemon = v;
+    return t;
+  }
   char exe[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return sys_error("readlink", "/proc/self/exe");
@@ -298,14 +303,14 @@ Result<SquashfsTools> find_squashfs_tools() {
   std::string dir(exe, static_cast<size_t>(n));
   dir.erase(dir.rfind('/'));
   for (const std::string& candidate :
-       {path_join(dir, "berth-fuse-owner.so"), path_join(dir, "../lib/berth/berth-fuse-owner.so")}) {
-    if (path_exists(candidate)) {
-      t.owner_shim = candidate;
+       {path_join(dir, "berth-squashfs"), path_join(dir, "../lib/berth/berth-squashfs")}) {
+    if (executable(candidate)) {
+      t.daemon = candidate;
       return t;
     }
   }
-  return make_error("mount squashfs", path_join(dir, "berth-fuse-owner.so"),
-                    "Berth's FUSE owner shim is missing beside the berth binary",
+  return make_error("mount squashfs", path_join(dir, "berth-squashfs"),
+                    "Berth's squashfs daemon is missing beside the berth binary",
                     ErrorCode::kNotFound)
       .with_hint("build it with berth (cmake --build) and install the two together");
 }
@@ -354,9 +359,10 @@ Result<SquashfsMount> acquire_squashfs_mount(const SquashfsFile& image, const st
   a.log = path_join(keydir, "daemon.log");
   a.fusermount = tools.fusermount;
   a.parent_dev = parent.st_dev;
-  a.argv = {tools.squashfuse_ll, "-f", "/proc/self/fd/" + std::to_string(kImageFd), m.root};
-  a.env = {"PATH=" + env_or("PATH", "/usr/bin:/bin"), "LD_PRELOAD=" + tools.owner_shim,
-           "BERTH_FUSE_OWNER=" + std::to_string(::getuid()) + ":" + std::to_string(::getgid())};
+  // berth-squashfs runs in the foreground and reports every file as this user's (its own uid
+  // and gid); libfuse finds fusermount3 on PATH.
+  a.argv = {tools.daemon, "/proc/self/fd/" + std::to_string(kImageFd), m.root};
+  a.env = {"PATH=" + env_or("PATH", "/usr/bin:/bin")};
   BERTH_CHECK(start_keeper(image, a));
   m.started = true;
   return m;

@@ -1,6 +1,6 @@
 // One shared, reference-counted FUSE mount per squashfs image per node.
 //
-// Why shared: starting one squashfuse_ll daemon per container costs ~14x a directory start at
+// Why shared: starting one FUSE daemon per container costs ~14x a directory start at
 // 32 concurrent starts; one mount shared by all of them costs ~1.0-1.3x (FIELD-NOTES).
 // Mounting inside each container's user namespace (enroot's way) would tie the daemon's
 // lifetime to the container for free, but gives no sharing: a FUSE mount made inside a user
@@ -12,14 +12,15 @@
 //   squashfs/<key>/mnt          the FUSE mount, in the host's mount namespace, read-only
 //   squashfs/<key>/scratch      an empty directory each container mounts its own tmpfs on, in
 //                               its own mount namespace (the overlay's upper and work)
-//   squashfs/<key>/daemon.log   squashfuse_ll's messages, for the error when it fails
+//   squashfs/<key>/daemon.log   the daemon's messages, for the error when it fails
 //
 // Lifetime. The first start (holding create.lock, and users.lock shared) forks a keeper: a
-// detached copy of berth (new session) that starts Debian's squashfuse_ll in the foreground
-// with PR_SET_PDEATHSIG=SIGTERM, waits for the mount, tells the start it is ready, and then
-// blocks taking users.lock exclusively. It gets the lock when no container holds it any more
+// detached copy of berth (new session) that starts berth-squashfs (site/squashfs_fuse/main.cc,
+// Berth's FUSE file system for squashfs images) in the foreground with
+// PR_SET_PDEATHSIG=SIGTERM, waits for the mount, tells the start it is ready, and then blocks
+// taking users.lock exclusively. It gets the lock when no container holds it any more
 // -- each holder is a `berth run` process, whose workload dies with it (PR_SET_PDEATHSIG) --
-// and then stops the daemon with SIGTERM, on which squashfuse_ll unmounts (fusermount3 -u -z)
+// and then stops the daemon with SIGTERM, on which it unmounts (libfuse runs fusermount3 -u -z)
 // and exits. When every Berth process is killed (SIGKILL included), the keeper's death sends
 // the daemon the same SIGTERM: nothing is left mounted and no daemon is left.
 // fusermount3's own `-o auto_unmount` is not used: Debian 12's fusermount3 (3.14) opens the
@@ -43,14 +44,12 @@ namespace berth {
 
 /// Where the daemon and its helper live.
 struct SquashfsTools {
-  std::string squashfuse_ll;  ///< the daemon (Debian's squashfuse_ll)
-  std::string fusermount;     ///< fusermount3, for unmounting a dead mount
-  std::string owner_shim;     ///< berth-fuse-owner.so (site/fuse_shim/owner_shim.cc)
+  std::string daemon;      ///< berth-squashfs (site/squashfs_fuse/main.cc)
+  std::string fusermount;  ///< fusermount3, for unmounting a dead mount
 };
 
-/// Finds squashfuse_ll and fusermount3 on PATH ($BERTH_SQUASHFUSE_LL names the daemon
-/// explicitly) and the owner shim beside the berth binary; one line naming the Debian package
-/// when one is missing.
+/// Finds berth-squashfs beside the berth binary (or in ../lib/berth; $BERTH_SQUASHFS_DAEMON
+/// names it explicitly) and fusermount3 on PATH; one line saying what is missing.
 Result<SquashfsTools> find_squashfs_tools();
 
 /// Berth's per-user runtime directory: $BERTH_RUNTIME_DIR, else berth-UID in the site
@@ -70,7 +69,7 @@ struct SquashfsMount {
 
 /// Joins the mount of `image` under `base` (runtime_dir()/squashfs), mounting it first when
 /// there is none; the tools (find_squashfs_tools()) are looked for only then, not on every
-/// start that joins. On failure nothing is left mounted; the error is one line (squashfuse_ll's
+/// start that joins. On failure nothing is left mounted; the error is one line (the daemon's
 /// own complaint included).
 Result<SquashfsMount> acquire_squashfs_mount(const SquashfsFile& image, const std::string& base);
 

@@ -146,10 +146,10 @@ def berth_bin(identity, scratch) -> str:
         copy = os.path.join(bindir, "berth")
         shutil.copy2(path, copy)
         os.chmod(copy, 0o755)
-        # The squashfs mounts' owner shim lives beside the binary (site/squashfs_mount.h).
-        shim = os.path.join(os.path.dirname(path), "berth-fuse-owner.so")
-        if os.path.isfile(shim):
-            shutil.copy2(shim, os.path.join(bindir, "berth-fuse-owner.so"))
+        # The squashfs mounts' daemon lives beside the binary (site/squashfs_mount.h).
+        daemon = os.path.join(os.path.dirname(path), "berth-squashfs")
+        if os.path.isfile(daemon):
+            shutil.copy2(daemon, os.path.join(bindir, "berth-squashfs"))
         path = copy
     return path
 

@@ -1,5 +1,5 @@
 """Squashed images in the store (`berth pull --squash`, store_format = "squashfs") and the site's
-central read-only store (central_store), end to end: a real registry, real squashfuse_ll, the
+central read-only store (central_store), end to end: a real registry, Berth's squashfs daemon, the
 real binary as the unprivileged test user; the central store is filled by berth run as root."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def sq_images(registry):
 
 @pytest.fixture
 def can_mount(identity, usable_fuse):
-    for tool in ("squashfuse_ll", "fusermount3"):
+    for tool in ("fusermount3",):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
     if not userns_works(identity):

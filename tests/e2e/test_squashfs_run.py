@@ -1,5 +1,5 @@
-"""`berth run FILE.sqsh`, end to end, as the unprivileged test user: real squashfuse_ll, real
-FUSE (fusermount3), real kernel overlayfs. Images are made here with mksquashfs (-all-root,
+"""`berth run FILE.sqsh`, end to end, as the unprivileged test user: Berth's own FUSE daemon
+(berth-squashfs), real FUSE (fusermount3), real kernel overlayfs. Images are made here with mksquashfs (-all-root,
 as enroot makes them), with and without Berth's /.berth/image.json.
 
 Each test gets its own runtime directory (BERTH_RUNTIME_DIR), so that the mounts and daemons
@@ -7,10 +7,13 @@ it counts are its own."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import random
 import shutil
 import signal
+import stat as stat_module
 import subprocess
 import tempfile
 import time
@@ -35,7 +38,7 @@ CONFIG = {
 
 
 def fuse_procs(runtime: str) -> list[int]:
-    """Live squashfuse_ll processes mounting beneath `runtime` (zombies left to a pid 1 that
+    """Live berth-squashfs processes mounting beneath `runtime` (zombies left to a pid 1 that
     does not reap hold nothing and do not count)."""
     found = []
     for pid in os.listdir("/proc"):
@@ -49,7 +52,7 @@ def fuse_procs(runtime: str) -> list[int]:
         except OSError:
             continue
         state = stat.rsplit(")", 1)[1].split()[0]
-        if state != "Z" and "squashfuse_ll" in cmdline and runtime in cmdline:
+        if state != "Z" and "berth-squashfs" in cmdline and runtime in cmdline:
             found.append(int(pid))
     return found
 
@@ -121,7 +124,7 @@ def mksquashfs(tree: str, out: str) -> str:
 def images(identity, scratch, usable_fuse):
     """`berth.sqsh` with Berth's image.json, `plain.sqsh` without (enroot's kind), and
     `complete.sqsh`, which also has every default mount target (/etc/hosts, resolv.conf)."""
-    for tool in ("mksquashfs", "squashfuse_ll", "fusermount3"):
+    for tool in ("mksquashfs", "fusermount3"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
     if not userns_works(identity):
@@ -171,7 +174,8 @@ def test_plain_image_needs_a_command(sq, images):
 
 
 def test_root_owns_the_image_inside(sq, images):
-    """mksquashfs -all-root files are root's inside (the owner shim), so a 0600 file of root's
+    """mksquashfs -all-root files are root's inside (the daemon reports the mounting user as
+    every file's owner), so a 0600 file of root's
     is readable by the container's root, as in a stored image."""
     _, out, _ = sq("run", images["plain"], "/bin/sh", "-c",
                    "stat -c '%u %g' /etc/motd /root/secret; cat /root/secret")
@@ -264,12 +268,12 @@ def test_concurrent_runs_share_one_mount(sq, images, identity):
 
 
 def test_joining_a_mount_needs_no_daemon_lookup(sq, images):
-    """Only a start that mounts looks for squashfuse_ll: one that joins a mount does not (its
+    """Only a start that mounts looks for berth-squashfs: one that joins a mount does not (its
     PATH search is no part of every start), and a start that must mount still says what is
     missing."""
-    bad = {"BERTH_SQUASHFUSE_LL": "/nonexistent/squashfuse_ll"}
+    bad = {"BERTH_SQUASHFS_DAEMON": "/nonexistent/berth-squashfs"}
     rc, _, err = sq("run", images["plain"], "/bin/true", env=bad, check=False)
-    assert rc == 125 and "BERTH_SQUASHFUSE_LL=/nonexistent/squashfuse_ll" in err, err
+    assert rc == 125 and "BERTH_SQUASHFS_DAEMON=/nonexistent/berth-squashfs" in err, err
     out = sq.make_dir("out")
     holder = sq.popen("run", "-v", f"{out}:/out", images["plain"], "/bin/sh", "-c",
                       "touch /out/up; sleep 4")
@@ -344,8 +348,8 @@ def test_bad_files_are_refused_in_one_line(sq, images):
     assert _one_line_refusal(sq, corrupt) == (
         f"berth: error: read squashfs {corrupt}: corrupt squashfs image: block size 131072 "
         f"(log 3)\n")
-    # A superblock that passes, over an inode table that is garbage: squashfuse_ll mounts it
-    # but cannot answer for the root directory; refused, and the mount removed.
+    # A superblock that passes, over an inode table that is garbage: the daemon cannot read
+    # the root directory; refused (before anything is mounted), and nothing left behind.
     garbage = bytearray(good)
     inodes, directories = (int.from_bytes(good[o:o + 8], "little") for o in (64, 72))
     garbage[inodes:directories] = b"\xff" * (directories - inodes)
@@ -392,3 +396,102 @@ def test_the_policys_runtime_dir_holds_the_mounts(berth, images, scratch, identi
 
 def stat_mode(st: os.stat_result) -> int:
     return st.st_mode & 0o7777
+
+
+WALK_APPLETS = ("sh", "find", "sort", "stat", "readlink", "sha256sum", "ls", "wc", "cat", "while",
+                "test", "[")
+
+
+def _walk_tree(root: str) -> str:
+    """A tree with what a directory walk must get right: a directory of 3,000 entries with long
+    names (its listing spans many FUSE readdir replies), hard links, symlinks (relative,
+    absolute, dangling), a FIFO, odd modes (setuid, sticky, 0600, 0700), an empty file, files of
+    other owners, and a 5 MB file of seeded random bytes (data blocks and a fragment)."""
+    os.makedirs(os.path.join(root, "bin"))
+    shutil.copy2("/bin/busybox", os.path.join(root, "bin", "busybox"))
+    for a in WALK_APPLETS:
+        if a not in ("while",):
+            os.symlink("busybox", os.path.join(root, "bin", a))
+    for d in ("etc", "proc", "dev", "sys", "tmp"):
+        os.makedirs(os.path.join(root, d))
+    for f in ("hosts", "resolv.conf"):
+        open(os.path.join(root, "etc", f), "w").close()
+    with open(os.path.join(root, "etc", "passwd"), "w") as f:
+        f.write("root:x:0:0:root:/root:/bin/sh\n")
+    with open(os.path.join(root, "etc", "group"), "w") as f:
+        f.write("root:x:0:\n")
+    w = os.path.join(root, "w")
+    many = os.path.join(w, "many")
+    os.makedirs(many)
+    for i in range(3000):
+        name = f"entry-{i:05d}-" + "x" * (i % 120)
+        with open(os.path.join(many, name), "w") as f:
+            f.write("y" * (i % 7))
+    os.makedirs(os.path.join(w, "sub", "deeper", "deepest"))
+    with open(os.path.join(w, "sub", "a"), "w") as f:
+        f.write("hard linked\n")
+    os.link(os.path.join(w, "sub", "a"), os.path.join(w, "sub", "hard"))
+    os.link(os.path.join(w, "sub", "a"), os.path.join(w, "sub", "deeper", "hard2"))
+    os.symlink("a", os.path.join(w, "sub", "rel"))
+    os.symlink("/w/sub/deeper", os.path.join(w, "sub", "abs"))
+    os.symlink("../nowhere/" + "long" * 40, os.path.join(w, "sub", "dangling"))
+    os.mkfifo(os.path.join(w, "sub", "fifo"), 0o640)
+    open(os.path.join(w, "empty"), "w").close()
+    for name, mode in (("setuid", 0o4755), ("private", 0o600), ("group", 0o640)):
+        path = os.path.join(w, name)
+        with open(path, "w") as f:
+            f.write(name + "\n")
+        os.chmod(path, mode)
+    os.chmod(os.path.join(w, "sub", "deeper"), 0o700)
+    os.chmod(os.path.join(w, "sub", "deeper", "deepest"), 0o1777)
+    os.chown(os.path.join(w, "group"), 1234, 4321)
+    rng = random.Random(12)
+    with open(os.path.join(w, "big"), "wb") as f:
+        f.write(rng.randbytes(5 * 1024 * 1024 + 12345))
+    for dirpath, _, _ in os.walk(root):
+        os.utime(dirpath, (1700000000, 1700000000))
+    return root
+
+
+def test_a_walk_inside_matches_the_image_tree(sq, scratch):
+    """From a fresh mount, a walk inside the container sees the tree the image was made from:
+    names, types, modes, sizes, link counts, times, symlink targets, hard links as one inode,
+    every file the caller's (root inside), and the contents of a large file. The attributes a
+    walk sees come from the daemon's READDIRPLUS replies (the kernel keeps them), so this is
+    what checks them."""
+    d = tempfile.mkdtemp(prefix="walk-", dir=scratch)
+    os.chmod(d, 0o755)
+    tree = _walk_tree(os.path.join(d, "tree"))
+    image = os.path.join(d, "walk.sqsh")
+    subprocess.run(["mksquashfs", tree, image, "-comp", "lz4", "-noappend", "-quiet",
+                    "-no-progress"], check=True, stdout=subprocess.DEVNULL)
+    os.chmod(image, 0o644)
+    script = ("cd /w && find . | sort | while read -r p; do "
+              "if [ -d \"$p\" ] && [ ! -L \"$p\" ]; then stat -c '%n %f - %u %g - %Y' \"$p\"; "
+              "else stat -c '%n %f %s %u %g %h %Y' \"$p\"; fi; "
+              "if [ -L \"$p\" ]; then echo \"-> $(readlink \"$p\")\"; fi; done; "
+              "stat -c '%i' sub/a sub/hard sub/deeper/hard2 sub/rel | sort -u | wc -l; "
+              "sha256sum big; ls -a many | wc -l")
+    rc, out, err = sq("run", image, "/bin/sh", "-c", script, check=False)
+    assert (rc, err) == (0, ""), err
+
+    expected = []
+    w = os.path.join(tree, "w")
+    paths = ["."]
+    for dirpath, dirnames, filenames in os.walk(w):
+        for n in dirnames + filenames:
+            paths.append("./" + os.path.relpath(os.path.join(dirpath, n), w))
+    for p in sorted(paths):
+        st = os.lstat(os.path.join(w, p))
+        if stat_module.S_ISDIR(st.st_mode):
+            expected.append(f"{p} {st.st_mode:x} - 0 0 - {int(st.st_mtime)}")
+        else:
+            expected.append(f"{p} {st.st_mode:x} {st.st_size} 0 0 {st.st_nlink} "
+                            f"{int(st.st_mtime)}")
+        if stat_module.S_ISLNK(st.st_mode):
+            expected.append("-> " + os.readlink(os.path.join(w, p)))
+    expected.append("2")  # sub/a, sub/hard and deeper/hard2 are one inode; rel is another
+    with open(os.path.join(w, "big"), "rb") as f:
+        expected.append(hashlib.sha256(f.read()).hexdigest() + "  big")
+    expected.append("3002")  # 3,000 entries and "." and ".."
+    assert out.splitlines() == expected

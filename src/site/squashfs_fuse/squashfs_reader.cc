@@ -1,0 +1,327 @@
+#include "site/squashfs_fuse/squashfs_reader.h"
+
+#include <sqfs/error.h>
+#include <sqfs/xattr.h>
+#include <sys/sysmacros.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace berth::sqfuse {
+namespace {
+
+/// How many directory entries the listings kept may hold together: about 40 MB for names of
+/// 100 bytes. Past it the kept listings are dropped (all of them: simple, and a walk that big
+/// reads each directory about once anyway).
+constexpr size_t kMaxListedEntries = 400000;
+
+}  // namespace
+
+mode_t type_mode(uint16_t type) {
+  switch (type) {
+    case SQFS_INODE_DIR:
+    case SQFS_INODE_EXT_DIR:
+      return S_IFDIR;
+    case SQFS_INODE_FILE:
+    case SQFS_INODE_EXT_FILE:
+      return S_IFREG;
+    case SQFS_INODE_SLINK:
+    case SQFS_INODE_EXT_SLINK:
+      return S_IFLNK;
+    case SQFS_INODE_BDEV:
+    case SQFS_INODE_EXT_BDEV:
+      return S_IFBLK;
+    case SQFS_INODE_CDEV:
+    case SQFS_INODE_EXT_CDEV:
+      return S_IFCHR;
+    case SQFS_INODE_FIFO:
+    case SQFS_INODE_EXT_FIFO:
+      return S_IFIFO;
+    default:
+      return S_IFSOCK;
+  }
+}
+
+namespace {
+
+/// A squashfs device number (the kernel's old 32-bit encoding) as a dev_t.
+dev_t device_number(uint32_t devno) {
+  return makedev((devno & 0xfff00) >> 8, (devno & 0xff) | ((devno >> 12) & 0xfff00));
+}
+
+}  // namespace
+
+void SqfsFreer::operator()(void* p) const {
+  sqfs_free(p);
+}
+
+int errno_of_sqfs(int code) {
+  switch (code) {
+    case 0:
+      return 0;
+    case SQFS_ERROR_ALLOC:
+      return ENOMEM;
+    case SQFS_ERROR_NO_ENTRY:
+      return ENOENT;
+    case SQFS_ERROR_NOT_DIR:
+      return ENOTDIR;
+    case SQFS_ERROR_NOT_FILE:
+      return EISDIR;
+    case SQFS_ERROR_ARG_INVALID:
+      return EINVAL;
+    default:
+      return EIO;
+  }
+}
+
+const char* sqfs_error_words(int code) {
+  switch (code) {
+    case SQFS_ERROR_ALLOC:
+      return "out of memory";
+    case SQFS_ERROR_IO:
+      return "input/output error";
+    case SQFS_ERROR_COMPRESSOR:
+      return "compressor failure";
+    case SQFS_ERROR_UNSUPPORTED:
+      return "unsupported squashfs feature or compressor";
+    case SFQS_ERROR_SUPER_MAGIC:
+      return "not a squashfs image";
+    case SFQS_ERROR_SUPER_VERSION:
+      return "unsupported squashfs version";
+    default:
+      return "corrupt or truncated";
+  }
+}
+
+Result<std::unique_ptr<SquashfsReader>> SquashfsReader::open(const std::string& path,
+                                                             const std::string& name) {
+  std::unique_ptr<SquashfsReader> r(new SquashfsReader());
+  r->file_.reset(sqfs_open_file(path.c_str(), SQFS_FILE_OPEN_READ_ONLY));
+  if (!r->file_) return sys_error("open", name);
+  auto fail = [&](const std::string& what, int code) {
+    return make_error("mount squashfs", name,
+                      "corrupt squashfs image: " + what + " (" + sqfs_error_words(code) + ")",
+                      ErrorCode::kInvalidInput);
+  };
+  int rc = sqfs_super_read(&r->super_, r->file_.get());
+  if (rc != 0) return fail("superblock", rc);
+  sqfs_compressor_config_t cfg;
+  rc = sqfs_compressor_config_init(&cfg, static_cast<SQFS_COMPRESSOR>(r->super_.compression_id),
+                                   r->super_.block_size, SQFS_COMP_FLAG_UNCOMPRESS);
+  sqfs_compressor_t* cmp = nullptr;
+  if (rc == 0) rc = sqfs_compressor_create(&cfg, &cmp);
+  if (rc != 0) return fail("compressor", rc);
+  r->cmp_.reset(cmp);
+
+  // The bounds libsquashfs's own directory reader gives its two metadata readers.
+  const sqfs_super_t& s = r->super_;
+  uint64_t dir_limit = std::min({s.id_table_start, s.fragment_table_start, s.export_table_start});
+  r->inodes_.reset(
+      sqfs_meta_reader_create(r->file_.get(), cmp, s.inode_table_start, s.directory_table_start));
+  r->dirs_.reset(sqfs_meta_reader_create(r->file_.get(), cmp, s.directory_table_start, dir_limit));
+  r->data_.reset(sqfs_data_reader_create(r->file_.get(), s.block_size, cmp, 0));
+  if (!r->inodes_ || !r->dirs_ || !r->data_) return fail("readers", SQFS_ERROR_ALLOC);
+  if ((rc = sqfs_data_reader_load_fragment_table(r->data_.get(), &s)) != 0)
+    return fail("fragment table", rc);
+  if ((s.flags & SQFS_FLAG_NO_XATTRS) == 0 && s.xattr_id_table_start != ~0ULL) {
+    r->xattrs_.reset(sqfs_xattr_reader_create(0));
+    if (!r->xattrs_) return fail("readers", SQFS_ERROR_ALLOC);
+    if ((rc = sqfs_xattr_reader_load(r->xattrs_.get(), &s, r->file_.get(), cmp)) != 0)
+      return fail("xattr table", rc);
+  }
+  r->root_ref_ = s.root_inode_ref;
+  InodePtr root;
+  if ((rc = r->inode(r->root_ref_, &root)) != 0 || type_mode(root->base.type) != S_IFDIR)
+    return make_error("mount squashfs", name,
+                      std::string("corrupt squashfs image: its root directory cannot be read (") +
+                          (rc != 0 ? std::strerror(rc) : "not a directory") + ")",
+                      ErrorCode::kInvalidInput);
+  std::shared_ptr<const Listing> top;
+  if ((rc = r->list(*root, r->root_ref_, &top)) != 0)
+    return make_error("mount squashfs", name,
+                      std::string("corrupt squashfs image: its root directory cannot be read (") +
+                          std::strerror(rc) + ")",
+                      ErrorCode::kInvalidInput);
+  return r;
+}
+
+SquashfsReader::~SquashfsReader() {
+  // libsquashfs objects refer to the file and the compressor: readers first.
+  listings_.clear();
+  xattrs_.reset();
+  data_.reset();
+  dirs_.reset();
+  inodes_.reset();
+  cmp_.reset();
+  file_.reset();
+}
+
+int SquashfsReader::inode(uint64_t ref, InodePtr* out) {
+  sqfs_inode_generic_t* raw = nullptr;
+  // The block's position relative to the inode table: libsquashfs adds the table's start.
+  int rc = sqfs_meta_reader_read_inode(inodes_.get(), &super_, ref >> 16, ref & 0xffff, &raw);
+  if (rc != 0) return errno_of_sqfs(rc);
+  out->reset(raw);
+  return 0;
+}
+
+void SquashfsReader::attributes(const sqfs_inode_generic_t& inode, uid_t uid, gid_t gid,
+                                struct stat* st) const {
+  std::memset(st, 0, sizeof *st);
+  st->st_ino = inode.base.inode_number;
+  st->st_mode = type_mode(inode.base.type) | (inode.base.mode & 07777);
+  st->st_uid = uid;
+  st->st_gid = gid;
+  st->st_mtime = inode.base.mod_time;
+  st->st_atime = inode.base.mod_time;
+  st->st_ctime = inode.base.mod_time;
+  st->st_blksize = static_cast<blksize_t>(super_.block_size);
+  st->st_nlink = 1;
+  const auto& d = inode.data;
+  switch (inode.base.type) {
+    case SQFS_INODE_DIR:
+      st->st_nlink = d.dir.nlink;
+      st->st_size = d.dir.size;
+      break;
+    case SQFS_INODE_EXT_DIR:
+      st->st_nlink = d.dir_ext.nlink;
+      st->st_size = d.dir_ext.size;
+      break;
+    case SQFS_INODE_FILE:
+      st->st_size = d.file.file_size;
+      break;
+    case SQFS_INODE_EXT_FILE:
+      st->st_nlink = d.file_ext.nlink;
+      st->st_size = static_cast<off_t>(d.file_ext.file_size);
+      break;
+    case SQFS_INODE_SLINK:
+      st->st_nlink = d.slink.nlink;
+      st->st_size = d.slink.target_size;
+      break;
+    case SQFS_INODE_EXT_SLINK:
+      st->st_nlink = d.slink_ext.nlink;
+      st->st_size = d.slink_ext.target_size;
+      break;
+    case SQFS_INODE_BDEV:
+    case SQFS_INODE_CDEV:
+      st->st_nlink = d.dev.nlink;
+      st->st_rdev = device_number(d.dev.devno);
+      break;
+    case SQFS_INODE_EXT_BDEV:
+    case SQFS_INODE_EXT_CDEV:
+      st->st_nlink = d.dev_ext.nlink;
+      st->st_rdev = device_number(d.dev_ext.devno);
+      break;
+    case SQFS_INODE_FIFO:
+    case SQFS_INODE_SOCKET:
+      st->st_nlink = d.ipc.nlink;
+      break;
+    case SQFS_INODE_EXT_FIFO:
+    case SQFS_INODE_EXT_SOCKET:
+      st->st_nlink = d.ipc_ext.nlink;
+      break;
+    default:
+      break;
+  }
+  st->st_blocks = (st->st_size + 511) / 512;
+}
+
+int SquashfsReader::list(const sqfs_inode_generic_t& dir, uint64_t ref,
+                         std::shared_ptr<const Listing>* out) {
+  if (auto it = listings_.find(ref); it != listings_.end()) {
+    *out = it->second;
+    return 0;
+  }
+  if (type_mode(dir.base.type) != S_IFDIR) return ENOTDIR;
+  sqfs_readdir_state_t state;
+  int rc = sqfs_readdir_state_init(&state, &super_, &dir);
+  if (rc != 0) return errno_of_sqfs(rc);
+  auto listing = std::make_shared<Listing>();
+  for (;;) {
+    sqfs_dir_entry_t* ent = nullptr;
+    sqfs_u32 inum = 0;
+    sqfs_u64 iref = 0;
+    rc = sqfs_meta_reader_readdir(dirs_.get(), &state, &ent, &inum, &iref);
+    if (rc > 0) break;  // the end
+    if (rc < 0) return errno_of_sqfs(rc);
+    DirEntry e;
+    e.name.assign(reinterpret_cast<const char*>(ent->name), ent->size + 1u);
+    e.ref = iref;
+    e.inode_number = inum;
+    e.type = ent->type;
+    sqfs_free(ent);
+    // A name that the kernel would refuse (empty, "."/"..", with a '/' or a NUL) is corrupt.
+    if (e.name == "." || e.name == ".." ||
+        e.name.find_first_of(std::string_view("/\0", 2)) != std::string::npos)
+      return EIO;
+    listing->push_back(std::move(e));
+  }
+  if (listed_entries_ + listing->size() > kMaxListedEntries) {
+    listings_.clear();
+    listed_entries_ = 0;
+  }
+  listed_entries_ += listing->size();
+  listings_.emplace(ref, listing);
+  *out = std::move(listing);
+  return 0;
+}
+
+int SquashfsReader::lookup(const sqfs_inode_generic_t& dir, uint64_t ref, std::string_view name,
+                           DirEntry* out) {
+  std::shared_ptr<const Listing> listing;
+  if (int rc = list(dir, ref, &listing); rc != 0) return rc;
+  // Squashfs sorts a directory's names bytewise (mksquashfs and libsquashfs both): a binary
+  // search, and a scan should an image not be sorted.
+  auto it = std::lower_bound(listing->begin(), listing->end(), name,
+                             [](const DirEntry& e, std::string_view n) { return e.name < n; });
+  if (it == listing->end() || it->name != name)
+    it = std::find_if(listing->begin(), listing->end(),
+                      [&](const DirEntry& e) { return e.name == name; });
+  if (it == listing->end()) return ENOENT;
+  *out = *it;
+  return 0;
+}
+
+long SquashfsReader::read(const sqfs_inode_generic_t& file, uint64_t offset, char* buf,
+                          size_t size) {
+  if (type_mode(file.base.type) != S_IFREG) return -EISDIR;
+  sqfs_u64 file_size = 0;
+  sqfs_inode_get_file_size(&file, &file_size);
+  if (offset >= file_size) return 0;
+  size = static_cast<size_t>(std::min<uint64_t>(size, file_size - offset));
+  size = std::min<size_t>(size, 1U << 30);
+  sqfs_s32 n = sqfs_data_reader_read(data_.get(), &file, offset, buf, static_cast<sqfs_u32>(size));
+  if (n < 0) return -errno_of_sqfs(n);
+  return n;
+}
+
+std::string_view SquashfsReader::symlink_target(const sqfs_inode_generic_t& inode) {
+  const char* target = reinterpret_cast<const char*>(inode.extra);
+  if (inode.base.type == SQFS_INODE_SLINK) return {target, inode.data.slink.target_size};
+  if (inode.base.type == SQFS_INODE_EXT_SLINK) return {target, inode.data.slink_ext.target_size};
+  return {};
+}
+
+int SquashfsReader::xattrs(const sqfs_inode_generic_t& inode, Xattrs* out) {
+  out->clear();
+  sqfs_u32 index = 0xffffffff;
+  if (!xattrs_ || sqfs_inode_get_xattr_index(&inode, &index) != 0 || index == 0xffffffff) return 0;
+  sqfs_xattr_id_t desc;
+  int rc = sqfs_xattr_reader_get_desc(xattrs_.get(), index, &desc);
+  if (rc == 0) rc = sqfs_xattr_reader_seek_kv(xattrs_.get(), &desc);
+  for (sqfs_u32 i = 0; rc == 0 && i < desc.count; ++i) {
+    sqfs_xattr_entry_t* key = nullptr;
+    sqfs_xattr_value_t* value = nullptr;
+    if ((rc = sqfs_xattr_reader_read_key(xattrs_.get(), &key)) != 0) break;
+    std::unique_ptr<sqfs_xattr_entry_t, SqfsFreer> key_owner(key);
+    if ((rc = sqfs_xattr_reader_read_value(xattrs_.get(), key, &value)) != 0) break;
+    std::unique_ptr<sqfs_xattr_value_t, SqfsFreer> value_owner(value);
+    // libsquashfs gives the whole name ("user.x", prefix included), NUL-terminated.
+    out->emplace_back(reinterpret_cast<const char*>(key->key),
+                      std::string(reinterpret_cast<const char*>(value->value), value->size));
+  }
+  return errno_of_sqfs(rc);
+}
+
+}  // namespace berth::sqfuse

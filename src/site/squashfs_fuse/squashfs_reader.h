@@ -1,0 +1,129 @@
+// A squashfs image read the way a FUSE file system serves it (berth-squashfs, main.cc): inodes
+// by their reference, directory listings, file data and symlink targets, through
+// squashfs-tools-ng's libsquashfs, linked (the daemon is a program of its own: nothing to save
+// by loading it late, as berth does in image/sqfs_api.h).
+//
+// Node ids. A squashfs inode reference (the inode's metadata block, relative to the inode
+// table, << 16 | its offset in that block) names one inode for the life of the image, and every
+// name of a hard-linked file carries the same one: it is the FUSE node id, plus 2 so that no id
+// is 0 (no node) or 1 (FUSE_ROOT_ID), which the root takes instead. Nothing is remembered per
+// node, so the kernel's FORGET needs no answer and the daemon's memory does not grow with the
+// number of nodes the kernel holds.
+//
+// Not thread-safe: libsquashfs's readers each keep one decompressed block (main.cc serves one
+// request at a time, and says why).
+#pragma once
+
+#include <sqfs/compressor.h>
+#include <sqfs/data_reader.h>
+#include <sqfs/dir.h>
+#include <sqfs/inode.h>
+#include <sqfs/io.h>
+#include <sqfs/meta_reader.h>
+#include <sqfs/super.h>
+#include <sqfs/xattr_reader.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+
+namespace berth::sqfuse {
+
+/// The FUSE node id of the root directory (fuse_lowlevel.h's FUSE_ROOT_ID).
+constexpr uint64_t kRootNode = 1;
+
+/// One directory entry: what a listing and a lookup need, without the inode itself.
+struct DirEntry {
+  std::string name;
+  uint64_t ref = 0;           ///< the inode reference (node id: node_of())
+  uint32_t inode_number = 0;  ///< st_ino
+  uint16_t type = 0;          ///< SQFS_INODE_TYPE, basic form (the entry's own)
+};
+/// A directory's entries in the image's order (sorted by name, as squashfs stores them).
+using Listing = std::vector<DirEntry>;
+/// An inode's extended attributes, (full name, value) in the image's order.
+using Xattrs = std::vector<std::pair<std::string, std::string>>;
+
+/// Destroys a libsquashfs object.
+struct SqfsDestroyer {
+  void operator()(void* obj) const { sqfs_destroy(obj); }
+};
+/// Frees an inode libsquashfs returned.
+struct SqfsFreer {
+  void operator()(void* p) const;
+};
+using InodePtr = std::unique_ptr<sqfs_inode_generic_t, SqfsFreer>;
+
+/// An open squashfs image.
+class SquashfsReader {
+ public:
+  /// Opens the image at `path` (a file, or /proc/self/fd/N) and reads what every request needs:
+  /// the superblock, the compressor, the fragment table and the root inode. `name` is how
+  /// messages call the image. A corrupt image is refused here, in one line, before anything is
+  /// mounted.
+  static Result<std::unique_ptr<SquashfsReader>> open(const std::string& path,
+                                                      const std::string& name);
+  ~SquashfsReader();
+  SquashfsReader(const SquashfsReader&) = delete;
+  SquashfsReader& operator=(const SquashfsReader&) = delete;
+
+  /// The node id of the inode at `ref` (kRootNode for the root).
+  uint64_t node_of(uint64_t ref) const { return ref == root_ref_ ? kRootNode : ref + 2; }
+  /// The inode reference of node id `node` (node_of's inverse).
+  uint64_t ref_of(uint64_t node) const { return node == kRootNode ? root_ref_ : node - 2; }
+
+  /// The inode at `ref`; 0, or an errno (EIO for a corrupt table).
+  int inode(uint64_t ref, InodePtr* out);
+  /// The attributes of `inode` as stat() reports them, owned by `uid`:`gid`.
+  void attributes(const sqfs_inode_generic_t& inode, uid_t uid, gid_t gid, struct stat* st) const;
+  /// The entries of directory `dir` (at `ref`), read once and then kept (up to a bounded
+  /// number of entries for all directories together); 0 or an errno (ENOTDIR, EIO).
+  int list(const sqfs_inode_generic_t& dir, uint64_t ref, std::shared_ptr<const Listing>* out);
+  /// The entry `name` of directory `dir` (at `ref`): found (0), ENOENT, or another errno.
+  int lookup(const sqfs_inode_generic_t& dir, uint64_t ref, std::string_view name, DirEntry* out);
+  /// Up to `size` bytes of regular file `file` from `offset` into `buf`: the count read (0 at
+  /// the end), or a negative errno.
+  long read(const sqfs_inode_generic_t& file, uint64_t offset, char* buf, size_t size);
+  /// A symlink's target; empty for other inodes.
+  static std::string_view symlink_target(const sqfs_inode_generic_t& inode);
+  /// Whether the image has an xattr table at all.
+  bool has_xattrs() const { return xattrs_ != nullptr; }
+  /// The extended attributes of `inode`; 0 or an errno.
+  int xattrs(const sqfs_inode_generic_t& inode, Xattrs* out);
+
+  /// The superblock (statfs).
+  const sqfs_super_t& super() const { return super_; }
+
+ private:
+  SquashfsReader() = default;
+
+  sqfs_super_t super_{};
+  uint64_t root_ref_ = 0;
+  std::unique_ptr<sqfs_file_t, SqfsDestroyer> file_;
+  std::unique_ptr<sqfs_compressor_t, SqfsDestroyer> cmp_;
+  std::unique_ptr<sqfs_meta_reader_t, SqfsDestroyer> inodes_;
+  std::unique_ptr<sqfs_meta_reader_t, SqfsDestroyer> dirs_;
+  std::unique_ptr<sqfs_data_reader_t, SqfsDestroyer> data_;
+  std::unique_ptr<sqfs_xattr_reader_t, SqfsDestroyer> xattrs_;  ///< null: no xattr table
+  std::map<uint64_t, std::shared_ptr<const Listing>> listings_;
+  size_t listed_entries_ = 0;
+};
+
+/// The file-type bits (S_IFDIR, ...) of an SQFS_INODE_TYPE: squashfs keeps only the permission
+/// bits in an inode's mode.
+mode_t type_mode(uint16_t type);
+/// An errno for a libsquashfs error code (EIO for a corrupt image, ENOMEM, ...).
+int errno_of_sqfs(int code);
+/// A libsquashfs error code in words.
+const char* sqfs_error_words(int code);
+
+}  // namespace berth::sqfuse
