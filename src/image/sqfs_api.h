@@ -19,6 +19,8 @@
 #include <sqfs/meta_writer.h>
 #include <sqfs/super.h>
 
+#include "image/sqfs_errors.h"
+
 #include <memory>
 
 #include "core/dynlib.h"
@@ -86,7 +88,5 @@ struct SqfsFree {
 };
 using SqfsInodePtr = std::unique_ptr<sqfs_inode_generic_t, SqfsFree>;
 
-/// libsquashfs's SQFS_ERROR code in words ("out of memory", "corrupted").
-const char* sqfs_error_text(int code);
 
 }  // namespace berth

@@ -8,13 +8,12 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 
 import pytest
 
 import imagelib
-from test_run import img, run_image, workload_pids  # noqa: F401  (fixtures and a helper)
+from test_run import img, on_terminal, run_image, workload_pids  # noqa: F401  (fixtures, helpers)
 
 WAIT = 60  # seconds: generous readiness limits, never asserted as durations
 
@@ -246,24 +245,17 @@ def test_exec_joins_a_detached_container(berth, img):
 def test_exec_tty_puts_the_command_in_the_terminals_foreground(berth, img):
     """exec -it, as `run -it` does: the command owns the caller's terminal (before: it ran in
     berth's process group, so ^C and a shell's job control did not reach it)."""
-    import shlex
     detach(berth, "--name", "term", img, "/probe", "signals", "603")
     wait_for(lambda: "ready" in logs(berth, "term"), "the workload to start")
-    cmd, env = berth.command(["exec", "-it", "term", "/probe", "tty"])
-    # script(1) runs the command on a new pseudo-terminal, as a user's shell would.
-    r = subprocess.run(["script", "-qec", shlex.join(cmd), "/dev/null"], env=env,
-                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-    out = r.stdout.replace("\r\n", "\n")
-    assert r.returncode == 0, out
+    rc, out = on_terminal(berth, ["exec", "-it", "term", "/probe", "tty"])
+    assert rc == 0, out
     lines = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     assert (lines["tty"], lines["foreground"]) == ("1", "1"), out
     # Its own process group (berth's would get ^C too, and pass it on: twice).
-    cmd, env = berth.command(["exec", "-it", "term", "/bin/sh", "-c",
-                              'read -r _ _ _ _ pg _ < /proc/$$/stat; echo "pid=$$ pgrp=$pg"'])
-    r = subprocess.run(["script", "-qec", shlex.join(cmd), "/dev/null"], env=env,
-                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-    ids = dict(w.split("=") for w in r.stdout.split())
-    assert ids["pid"] == ids["pgrp"], r.stdout
+    _, out = on_terminal(berth, ["exec", "-it", "term", "/bin/sh", "-c",
+                                 'read -r _ _ _ _ pg _ < /proc/$$/stat; echo "pid=$$ pgrp=$pg"'])
+    ids = dict(w.split("=") for w in out.split())
+    assert ids["pid"] == ids["pgrp"], out
     rc, _, err = berth("exec", "-t", "term", "/probe", "tty", check=False)
     assert rc == 125 and "no terminal" in err.splitlines()[0]
     berth("stop", "term")

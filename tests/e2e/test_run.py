@@ -547,16 +547,21 @@ def test_run_a_root_filesystem_directory(berth, img):
 # --- terminal ------------------------------------------------------------------------
 
 
+def on_terminal(berth, args) -> tuple[int, str]:
+    """Runs berth ARGS on a new pseudo-terminal, as a user's shell would (script(1)); returns
+    its status and output, newlines as written."""
+    import shlex
+    cmd, env = berth.command(args)
+    r = subprocess.run(["script", "-qec", shlex.join(cmd), "/dev/null"], env=env,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    return r.returncode, r.stdout.replace("\r\n", "\n")
+
+
 def test_tty_gives_a_working_terminal(berth, img):
     """-t hands the caller's terminal to the workload, and `tty` inside finds it under
     /dev/pts (before: isatty was true but ttyname failed: "not a tty")."""
-    import shlex
-    cmd, env = berth.command(["run", "--rm", "-it", img, "/probe", "tty"])
-    # script(1) runs the command on a new pseudo-terminal, as a user's shell would.
-    r = subprocess.run(["script", "-qec", shlex.join(cmd), "/dev/null"], env=env,
-                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-    out = r.stdout.replace("\r\n", "\n")
-    assert r.returncode == 0, out
+    rc, out = on_terminal(berth, ["run", "--rm", "-it", img, "/probe", "tty"])
+    assert rc == 0, out
     lines = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     assert (lines["tty"], lines["foreground"]) == ("1", "1"), out
     assert lines["ttyname"].startswith("/dev/pts/"), out

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "image/sqfs_errors.h"
+
 namespace berth::sqfuse {
 namespace {
 
@@ -75,25 +77,6 @@ int errno_of_sqfs(int code) {
   }
 }
 
-const char* sqfs_error_words(int code) {
-  switch (code) {
-    case SQFS_ERROR_ALLOC:
-      return "out of memory";
-    case SQFS_ERROR_IO:
-      return "input/output error";
-    case SQFS_ERROR_COMPRESSOR:
-      return "compressor failure";
-    case SQFS_ERROR_UNSUPPORTED:
-      return "unsupported squashfs feature or compressor";
-    case SFQS_ERROR_SUPER_MAGIC:
-      return "not a squashfs image";
-    case SFQS_ERROR_SUPER_VERSION:
-      return "unsupported squashfs version";
-    default:
-      return "corrupt or truncated";
-  }
-}
-
 Result<std::unique_ptr<SquashfsReader>> SquashfsReader::open(const std::string& path,
                                                              const std::string& name) {
   std::unique_ptr<SquashfsReader> r(new SquashfsReader());
@@ -101,7 +84,7 @@ Result<std::unique_ptr<SquashfsReader>> SquashfsReader::open(const std::string& 
   if (!r->file_) return sys_error("open", name);
   auto fail = [&](const std::string& what, int code) {
     return make_error("mount squashfs", name,
-                      "corrupt squashfs image: " + what + " (" + sqfs_error_words(code) + ")",
+                      "corrupt squashfs image: " + what + " (" + sqfs_error_text(code) + ")",
                       ErrorCode::kInvalidInput);
   };
   int rc = sqfs_super_read(&r->super_, r->file_.get());
