@@ -22,6 +22,7 @@
 #include "core/root_path.h"
 #include "core/signals.h"
 #include "runtime/netns.h"
+#include "runtime/root_emulation.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -90,6 +91,11 @@ void reset_signals() {
   // so the kernel does not lock them). Docker drops it too.
   if (::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0) {
     set_failure(&f, 125, errno, "drop capability", "CAP_SYS_ADMIN");
+    fail(ctx, f);
+  }
+  // Last, so that the setup above ran unfiltered; the workload and its children keep it.
+  if (ctx.spec->root_emulation == RootEmulation::kSeccomp && install_root_emulation() != 0) {
+    set_failure(&f, 125, errno, "root emulation", "seccomp filter");
     fail(ctx, f);
   }
   // Descriptors the caller left open must not leak into the container.

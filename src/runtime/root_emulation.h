@@ -1,0 +1,49 @@
+// Root emulation for the userns engine: a seccomp filter that makes the calls package managers
+// make as root, and which a user namespace with one mapped ID refuses, succeed without effect.
+//
+// With one ID mapped (the user as root inside), `apt-get update` fails on setgroups (EPERM:
+// /proc/self/setgroups is "deny"), on seteuid(_apt) (EINVAL: no such ID in the namespace) and
+// on chown to _apt (EINVAL); dpkg, useradd and build scripts fail the same way. The filter
+// answers these calls with success and changes nothing, as Charliecloud's `--seccomp` and
+// enroot's remap-root filter do:
+//   - the set*id family: setuid, setgid, setreuid, setregid, setresuid, setresgid, setfsuid,
+//     setfsgid, setgroups (a process keeps its IDs: getuid() still says 0);
+//   - the chown family: chown, fchown, lchown, fchownat (files keep the user's ownership);
+//   - mknod and mknodat of a character or block device (nothing is created; FIFOs, sockets and
+//     regular files are made as usual).
+// Every other call runs as before. The filter is classic BPF built at compile time: installing
+// it is one prctl(), and the kernel's seccomp cache lets calls the filter always allows skip it.
+// It matches the host's native architecture and, on x86-64, the i386 one (32-bit binaries);
+// calls of other architectures (x32 included) are not emulated.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+namespace berth {
+
+/// Which root emulation a run of the userns engine uses.
+enum class RootEmulation {
+  kNone,     ///< the one mapped ID only: set*id and chown to other IDs fail as the kernel says
+  kSeccomp,  ///< the filter above (the default)
+};
+
+/// "none" or "seccomp".
+std::string_view root_emulation_name(RootEmulation mode);
+
+/// The mode named `name` ("none", "seccomp"); nullopt for any other word.
+std::optional<RootEmulation> parse_root_emulation(std::string_view name);
+
+/// Whether this build has a filter for the host's architecture.
+bool root_emulation_supported();
+
+/// The number of instructions of the filter (0 when unsupported), for tests.
+size_t root_emulation_filter_length();
+
+/// Installs the filter on the calling thread, inherited by its children and kept across exec.
+/// Needs CAP_SYS_ADMIN in the caller's user namespace or no_new_privs. Allocates nothing (it
+/// runs between clone and exec); -1 with errno on failure (ENOSYS when unsupported).
+int install_root_emulation();
+
+}  // namespace berth
