@@ -4,6 +4,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -11,6 +12,9 @@
 #include <array>
 #include <cerrno>
 #include <cstdint>
+
+#include "core/fs.h"
+#include "core/root_path.h"
 
 namespace berth {
 namespace {
@@ -155,6 +159,17 @@ std::optional<RootEmulation> parse_root_emulation(std::string_view name) {
 bool root_emulation_supported() { return kSupported; }
 
 size_t root_emulation_filter_length() { return kSupported ? kProgram.length : 0; }
+
+Status prepare_root_emulation(int root_fd) {
+  UniqueFd dir(open_in_root(root_fd, "/etc/apt/apt.conf.d", O_PATH | O_DIRECTORY));
+  if (!dir.valid()) return {};  // no apt here (or no such directory): nothing to do
+  UniqueFd file(open_in_root(root_fd, kAptDropIn, O_WRONLY | O_CREAT | O_EXCL, 0644));
+  if (!file.valid()) {
+    if (errno == EEXIST) return {};  // written by an earlier run
+    return sys_error("create", kAptDropIn);
+  }
+  return write_all(file.get(), kAptDropInText, kAptDropIn);
+}
 
 int install_root_emulation() {
   if (!kSupported) {

@@ -13,6 +13,12 @@
 //     regular files are made as usual).
 // Every other call runs as before. The filter is classic BPF built at compile time: installing
 // it is one prctl(), and the kernel's seccomp cache lets calls the filter always allows skip it.
+//
+// apt checks that its downloads really run as _apt ("Could not switch group"), which no
+// filter can make true: with the filter on, a container whose root has /etc/apt/apt.conf.d
+// gets kAptDropIn there, which turns apt's sandbox user off (Charliecloud passes the same
+// setting to apt's command lines in its seccomp mode).
+//
 // It matches the host's native architecture and, on x86-64, the i386 one (32-bit binaries);
 // calls of other architectures (x32 included) are not emulated.
 #pragma once
@@ -20,6 +26,8 @@
 #include <cstddef>
 #include <optional>
 #include <string_view>
+
+#include "core/error.h"
 
 namespace berth {
 
@@ -40,6 +48,18 @@ bool root_emulation_supported();
 
 /// The number of instructions of the filter (0 when unsupported), for tests.
 size_t root_emulation_filter_length();
+
+/// The file written into a container's /etc/apt/apt.conf.d, and what it says.
+inline constexpr const char* kAptDropIn = "/etc/apt/apt.conf.d/00berth-root-emulation";
+inline constexpr std::string_view kAptDropInText =
+    "// Written by Berth's root emulation (seccomp): apt cannot switch to _apt in a user\n"
+    "// namespace with one mapped ID, so its downloads run as root (berth run\n"
+    "// --root-emulation=none leaves this file alone; removing it is harmless).\n"
+    "APT::Sandbox::User \"root\";\n";
+
+/// Writes kAptDropIn beneath the writable root at `root_fd` when the root has
+/// /etc/apt/apt.conf.d and the file is missing (resolved inside the root); nothing otherwise.
+Status prepare_root_emulation(int root_fd);
 
 /// Installs the filter on the calling thread, inherited by its children and kept across exec.
 /// Needs CAP_SYS_ADMIN in the caller's user namespace or no_new_privs. Allocates nothing (it

@@ -27,6 +27,7 @@
 #include "runtime/container_spec.h"
 #include "runtime/identity.h"
 #include "runtime/mount_plan.h"
+#include "runtime/root_emulation.h"
 
 namespace berth {
 namespace {
@@ -90,8 +91,14 @@ RunOutcome run_userns(const ContainerSpec& spec) {
       if (spec.overlay_only_for_writes && !spec.writable_rootfs && identity.passwd.empty() &&
           identity.group.empty() && plan_needs_no_writes(root.get(), *plan, spec.cwd))
         overlay = false;  // the shared mount itself, bound read-only
-    } else if (auto st = ensure_identity(root.get(), spec); !st) {
-      return failed(std::move(st).error().with_context("set up /etc/passwd"));
+    } else {
+      if (auto st = ensure_identity(root.get(), spec); !st)
+        return failed(std::move(st).error().with_context("set up /etc/passwd"));
+      // A squashfs root is not written: apt there needs -o APT::Sandbox::User=root.
+      if (spec.root_emulation == RootEmulation::kSeccomp) {
+        if (auto st = prepare_root_emulation(root.get()); !st)
+          return failed(std::move(st).error().with_context("set up root emulation"));
+      }
     }
   }
   std::string uid_map = std::to_string(spec.uid) + " " + std::to_string(::geteuid()) + " 1";
