@@ -93,13 +93,6 @@ void reset_signals() {
     set_failure(&f, 125, errno, "drop capability", "CAP_SYS_ADMIN");
     fail(ctx, f);
   }
-  // Last, so that the setup above ran unfiltered; the workload and its children keep it.
-  // A build without a filter for this architecture runs without (`berth info` says so).
-  if (ctx.spec->root_emulation == RootEmulation::kSeccomp && root_emulation_supported() &&
-      install_root_emulation() != 0) {
-    set_failure(&f, 125, errno, "root emulation", "seccomp filter");
-    fail(ctx, f);
-  }
   // Descriptors the caller left open must not leak into the container.
   (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // ENOSYS on old kernels: leak is harmless
   reset_signals();
@@ -364,6 +357,15 @@ void child_main(const ChildContext& ctx) {
       set_failure(&f, 125, errno, "chdir to working directory", spec.cwd.c_str());
       fail(ctx, f);
     }
+  }
+  // After the setup (ldconfig ran unfiltered), before the init of a PID namespace forks: the
+  // workload, its children and the init (whose /proc/PID/status tells `berth exec` to install
+  // the filter too) keep it. A build without a filter for this architecture runs without
+  // (`berth info` says so).
+  if (spec.root_emulation == RootEmulation::kSeccomp && root_emulation_supported() &&
+      install_root_emulation() != 0) {
+    set_failure(&f, 125, errno, "root emulation", "seccomp filter");
+    fail(ctx, f);
   }
   if (spec.pid_namespace) run_init(ctx);
   start_workload(ctx);
