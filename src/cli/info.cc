@@ -204,11 +204,11 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
     std::string emulation = site.root_emulation.empty() ? "seccomp" : site.root_emulation;
     if (!root_emulation_supported()) emulation = "none";
     std::string emulation_text =
-        emulation == "seccomp"
-            ? "seccomp (one mapped ID; set*id, setgroups, chown and device mknod succeed "
-              "without effect)"
-            : root_emulation_supported() ? "none (one mapped ID; set*id and chown to other IDs fail)"
-                                         : "none (no filter for this architecture)";
+        "seccomp (one mapped ID; set*id, setgroups, chown and device mknod succeed without effect)";
+    if (emulation == "none")
+      emulation_text = root_emulation_supported()
+                           ? "none (one mapped ID; set*id and chown to other IDs fail)"
+                           : "none (no filter for this architecture)";
     j["root_emulation"] = {{"mode", emulation},
                            {"supported", root_emulation_supported()},
                            {"filter_instructions", root_emulation_filter_length()}};

@@ -1,10 +1,10 @@
 // The root-emulation seccomp filter, built at compile time.
 #include "runtime/root_emulation.h"
 
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
-#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -32,6 +32,8 @@ struct ArchCalls {
 
 constexpr int kEnd = -1;
 
+// One architecture per row group, as the kernel's tables read.
+// clang-format off
 #if defined(__x86_64__)
 constexpr bool kSupported = true;
 // Numbers from the kernel's syscall tables (arch/x86/entry/syscalls/syscall_{64,32}.tbl).
@@ -42,7 +44,7 @@ constexpr std::array<ArchCalls, 2> kArchs = {{
      SYS_mknod, SYS_mknodat, 0x40000000U},
     // i386: the 16-bit-ID calls and their 32-bit-ID twins.
     {AUDIT_ARCH_I386,
-     {182, 95, 16, 298, 23, 46, 70, 71, 164, 170, 138, 139, 81,  // chown .. setgroups
+     {182, 95, 16, 298, 23, 46, 70, 71, 164, 170, 138, 139, 81,          // chown .. setgroups
       212, 207, 198, 213, 214, 203, 204, 208, 210, 215, 216, 206, kEnd},  // chown32 .. setgroups32
      14, 297, 0},
 }};
@@ -59,6 +61,7 @@ constexpr std::array<ArchCalls, 1> kArchs = {{
 constexpr bool kSupported = false;
 constexpr std::array<ArchCalls, 0> kArchs = {};
 #endif
+// clang-format on
 
 // A 64-bit argument's low word (the mode of mknod) is at its offset on a little-endian host.
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -74,7 +77,9 @@ struct Program {
   size_t length = 0;
 };
 
-constexpr sock_filter stmt(uint16_t code, uint32_t k) { return {code, 0, 0, k}; }
+constexpr sock_filter stmt(uint16_t code, uint32_t k) {
+  return {code, 0, 0, k};
+}
 constexpr sock_filter jump(uint16_t code, uint32_t k, uint8_t jt, uint8_t jf) {
   return {code, jt, jf, k};
 }
@@ -99,45 +104,35 @@ constexpr Program build() {
   size_t blocks = 0;
   for (const ArchCalls& a : kArchs) blocks += 3 + (a.other_abi_from != 0) + fake_count(a) + 3;
   const size_t allow = blocks, fake = blocks + 1, mknod = blocks + 2, mknodat = blocks + 4;
+  // An instruction's operands are computed before it is appended: `to` is relative to it.
+  auto emit = [&](sock_filter f) { p.code[p.length++] = f; };
   auto to = [&](size_t target) { return static_cast<uint8_t>(target - p.length - 1); };
+  constexpr uint16_t kJeq = BPF_JMP | BPF_JEQ | BPF_K;
+  constexpr uint16_t kLoad = BPF_LD | BPF_W | BPF_ABS;
   for (const ArchCalls& a : kArchs) {
     size_t next = p.length + 3 + (a.other_abi_from != 0) + fake_count(a) + 3;
-    p.code[p.length] = stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch));
-    ++p.length;
-    p.code[p.length] = jump(BPF_JMP | BPF_JEQ | BPF_K, a.audit_arch, 0, to(next));
-    ++p.length;
-    p.code[p.length] = stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr));
-    ++p.length;
-    if (a.other_abi_from != 0) {
-      p.code[p.length] = jump(BPF_JMP | BPF_JGE | BPF_K, a.other_abi_from, to(allow), 0);
-      ++p.length;
-    }
-    for (size_t i = 0; i < fake_count(a); ++i) {
-      p.code[p.length] =
-          jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(a.fake[i]), to(fake), 0);
-      ++p.length;
-    }
-    // A missing mknod compares against a number no call has.
-    p.code[p.length] = jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(a.mknod), to(mknod), 0);
-    ++p.length;
-    p.code[p.length] =
-        jump(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(a.mknodat), to(mknodat), 0);
-    ++p.length;
-    p.code[p.length] = stmt(BPF_JMP | BPF_JA, static_cast<uint32_t>(allow - p.length - 1));
-    ++p.length;
+    emit(stmt(kLoad, offsetof(seccomp_data, arch)));
+    emit(jump(kJeq, a.audit_arch, 0, to(next)));
+    emit(stmt(kLoad, offsetof(seccomp_data, nr)));
+    if (a.other_abi_from != 0)
+      emit(jump(BPF_JMP | BPF_JGE | BPF_K, a.other_abi_from, to(allow), 0));
+    for (size_t i = 0; i < fake_count(a); ++i)
+      emit(jump(kJeq, static_cast<uint32_t>(a.fake[i]), to(fake), 0));
+    // A missing mknod (-1) compares against a number no call has.
+    emit(jump(kJeq, static_cast<uint32_t>(a.mknod), to(mknod), 0));
+    emit(jump(kJeq, static_cast<uint32_t>(a.mknodat), to(mknodat), 0));
+    emit(stmt(BPF_JMP | BPF_JA, static_cast<uint32_t>(allow - p.length - 1)));
   }
-  p.code[p.length++] = stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-  p.code[p.length++] = stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 0U);
-  p.code[p.length++] =
-      stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args) + 1 * 8 + kLowWord);
-  p.code[p.length++] = stmt(BPF_JMP | BPF_JA, 1);
-  p.code[p.length++] =
-      stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args) + 2 * 8 + kLowWord);
-  p.code[p.length++] = stmt(BPF_ALU | BPF_AND | BPF_K, S_IFMT);
-  p.code[p.length++] = jump(BPF_JMP | BPF_JEQ | BPF_K, S_IFCHR, 2, 0);
-  p.code[p.length++] = jump(BPF_JMP | BPF_JEQ | BPF_K, S_IFBLK, 1, 0);
-  p.code[p.length++] = stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-  p.code[p.length++] = stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 0U);
+  emit(stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  emit(stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 0U));
+  emit(stmt(kLoad, offsetof(seccomp_data, args[1]) + kLowWord));
+  emit(stmt(BPF_JMP | BPF_JA, 1));
+  emit(stmt(kLoad, offsetof(seccomp_data, args[2]) + kLowWord));
+  emit(stmt(BPF_ALU | BPF_AND | BPF_K, S_IFMT));
+  emit(jump(kJeq, S_IFCHR, 2, 0));
+  emit(jump(kJeq, S_IFBLK, 1, 0));
+  emit(stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  emit(stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 0U));
   return p;
 }
 
@@ -156,9 +151,13 @@ std::optional<RootEmulation> parse_root_emulation(std::string_view name) {
   return std::nullopt;
 }
 
-bool root_emulation_supported() { return kSupported; }
+bool root_emulation_supported() {
+  return kSupported;
+}
 
-size_t root_emulation_filter_length() { return kSupported ? kProgram.length : 0; }
+size_t root_emulation_filter_length() {
+  return kSupported ? kProgram.length : 0;
+}
 
 Status prepare_root_emulation(int root_fd) {
   UniqueFd dir(open_in_root(root_fd, "/etc/apt/apt.conf.d", O_PATH | O_DIRECTORY));

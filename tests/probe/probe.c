@@ -35,12 +35,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include <grp.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
@@ -192,10 +192,14 @@ static int cmd_zombies(void) {
 static const char* outcome(int rc) {
   if (rc == 0) return "ok";
   switch (errno) {
-    case EPERM: return "EPERM";
-    case EINVAL: return "EINVAL";
-    case EACCES: return "EACCES";
-    default: return strerror(errno);
+    case EPERM:
+      return "EPERM";
+    case EINVAL:
+      return "EINVAL";
+    case EACCES:
+      return "EACCES";
+    default:
+      return strerror(errno);
   }
 }
 
@@ -222,7 +226,10 @@ static int cmd_rootops(const char* path) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: probe id|env|cwd|mounts|hostname|pid|write|cat|readlink|exit|raise|signals|ls|walk|zombies|remount|tty|rootops|true\n");
+    fprintf(stderr,
+            "usage: probe "
+            "id|env|cwd|mounts|hostname|pid|write|cat|readlink|exit|raise|signals|ls|walk|zombies|"
+            "remount|tty|rootops|true\n");
     return 2;
   }
   const char* cmd = argv[1];

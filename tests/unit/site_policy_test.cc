@@ -109,38 +109,67 @@ TEST(SitePolicy, BadValuesAreNamedByFileLineAndKey) {
     const char* detail;
   };
   for (const Case& t : {
-           Case{"allowed_registries = \"docker.io\"", "line 1: \"allowed_registries\" is not a list of strings"},
-           Case{"\n\ninsecure_registries = [1]", "line 3: \"insecure_registries\" is not a list of strings"},
-           Case{"registry_mirrors = [\"x\"]", "line 1: \"registry_mirrors\" is not a table of registry = [mirrors]"},
-           Case{"[registry_mirrors]\n\"docker.io\" = 5", "line 2: \"registry_mirrors.docker.io\" is not a list of strings"},
-           Case{"site_mounts = [\"/a\"]", "line 1: \"site_mounts\" holds \"/a\", not SOURCE:DESTINATION[:ro|:rw] with absolute paths"},
-           Case{"site_mounts = [\"/a:/b:rx\"]", "line 1: \"site_mounts\" holds \"/a:/b:rx\", not SOURCE:DESTINATION[:ro|:rw] with absolute paths"},
-           Case{"deny_mount_destinations = [\"etc\"]", "line 1: \"deny_mount_destinations\" holds a path that is not absolute: \"etc\""},
-           Case{"allow_mount_sources = \"/home\"", "line 1: \"allow_mount_sources\" is not a list of strings"},
+           Case{"allowed_registries = \"docker.io\"",
+                "line 1: \"allowed_registries\" is not a list of strings"},
+           Case{"\n\ninsecure_registries = [1]",
+                "line 3: \"insecure_registries\" is not a list of strings"},
+           Case{"registry_mirrors = [\"x\"]",
+                "line 1: \"registry_mirrors\" is not a table of registry = [mirrors]"},
+           Case{"[registry_mirrors]\n\"docker.io\" = 5",
+                "line 2: \"registry_mirrors.docker.io\" is not a list of strings"},
+           Case{"site_mounts = [\"/a\"]",
+                "line 1: \"site_mounts\" holds \"/a\", not SOURCE:DESTINATION[:ro|:rw] with "
+                "absolute paths"},
+           Case{"site_mounts = [\"/a:/b:rx\"]",
+                "line 1: \"site_mounts\" holds \"/a:/b:rx\", not SOURCE:DESTINATION[:ro|:rw] with "
+                "absolute paths"},
+           Case{"deny_mount_destinations = [\"etc\"]",
+                "line 1: \"deny_mount_destinations\" holds a path that is not absolute: \"etc\""},
+           Case{"allow_mount_sources = \"/home\"",
+                "line 1: \"allow_mount_sources\" is not a list of strings"},
            Case{"mount_home = \"yes\"", "line 1: \"mount_home\" is not true or false"},
            Case{"readonly = 1", "line 1: \"readonly\" is not true or false"},
            Case{"default_engine = [\"userns\"]", "line 1: \"default_engine\" is not a string"},
-           Case{"allowed_engines = \"userns\"", "line 1: \"allowed_engines\" is not a list of strings"},
-           Case{"driver_root = \"opt\"", "line 1: \"driver_root\" is not an absolute path: \"opt\""},
+           Case{"allowed_engines = \"userns\"",
+                "line 1: \"allowed_engines\" is not a list of strings"},
+           Case{"driver_root = \"opt\"",
+                "line 1: \"driver_root\" is not an absolute path: \"opt\""},
            Case{"dev_root = 3", "line 1: \"dev_root\" is not a string"},
            Case{"gpus = 2", "line 1: \"gpus\" is not a string"},
-           Case{"central_store = \"shared\"", "line 1: \"central_store\" is not an absolute path: \"shared\""},
+           Case{"central_store = \"shared\"",
+                "line 1: \"central_store\" is not an absolute path: \"shared\""},
            Case{"squash_options = [\"-comp\"]", "line 1: \"squash_options\" is not a string"},
-           Case{"store_format = \"squash\"", "line 1: \"store_format\" is not \"layers\" or \"squashfs\": \"squash\""},
+           Case{"store_format = \"squash\"",
+                "line 1: \"store_format\" is not \"layers\" or \"squashfs\": \"squash\""},
            Case{"store_format = 1", "line 1: \"store_format\" is not a string"},
+           Case{"root_emulation = \"fake\"",
+                "line 1: \"root_emulation\" is not \"seccomp\" or \"none\": \"fake\""},
            Case{"runtime_dir = true", "line 1: \"runtime_dir\" is not a string"},
-           Case{"pull_deadline = -1", "line 1: \"pull_deadline\" is not a whole number of 0 to 1000000000"},
-           Case{"pull_low_speed_limit = 1.5", "line 1: \"pull_low_speed_limit\" is not a whole number of 0 to 1000000000"},
-           Case{"pull_low_speed_time = \"30\"", "line 1: \"pull_low_speed_time\" is not a whole number of 0 to 1000000000"},
+           Case{"pull_deadline = -1",
+                "line 1: \"pull_deadline\" is not a whole number of 0 to 1000000000"},
+           Case{"pull_low_speed_limit = 1.5",
+                "line 1: \"pull_low_speed_limit\" is not a whole number of 0 to 1000000000"},
+           Case{"pull_low_speed_time = \"30\"",
+                "line 1: \"pull_low_speed_time\" is not a whole number of 0 to 1000000000"},
            Case{"env = \"A=1\"", "line 1: \"env\" is not a table with set, prepend, append, unset"},
            Case{"[env]\nset = [\"A=1\"]", "line 2: \"env.set\" is not a table of NAME = \"value\""},
            Case{"[env]\nset = { A = 1 }", "line 2: \"env.set.A\" is not a string"},
            Case{"[env]\nunset = \"A\"", "line 2: \"env.unset\" is not a list of strings"},
-           Case{"[env]\nexport = { A = \"1\" }", "line 2: \"env.export\" is not a key of [env] (set, prepend, append, unset)"},
-           Case{"squash_options = \"-comp lzo -noD\"", "line 1: \"squash_options\" holds \"-comp lzo -noD\": -comp lzo: not a compressor Berth builds with (lz4, zstd or gzip)"},
-           Case{"squash_options = \"-comp zstd -noD\"", "line 1: \"squash_options\" holds \"-comp zstd -noD\": \"-noD\" is not an option Berth's squash takes (-comp, -Xcompression-level, -processors)"},
-           Case{"squash_options = \"-comp gzip -Xcompression-level 12\"", "line 1: \"squash_options\" holds \"-comp gzip -Xcompression-level 12\": gzip: level 12 is out of range 1-9"},
-           Case{"lock = [\"allowed_registries\"]", "line 1: \"lock\" names \"allowed_registries\", which cannot be locked (readonly, default_engine, driver_root, dev_root, gpus, mount_home, squash_options, store_format)"},
+           Case{"[env]\nexport = { A = \"1\" }",
+                "line 2: \"env.export\" is not a key of [env] (set, prepend, append, unset)"},
+           Case{"squash_options = \"-comp lzo -noD\"",
+                "line 1: \"squash_options\" holds \"-comp lzo -noD\": -comp lzo: not a compressor "
+                "Berth builds with (lz4, zstd or gzip)"},
+           Case{"squash_options = \"-comp zstd -noD\"",
+                "line 1: \"squash_options\" holds \"-comp zstd -noD\": \"-noD\" is not an option "
+                "Berth's squash takes (-comp, -Xcompression-level, -processors)"},
+           Case{"squash_options = \"-comp gzip -Xcompression-level 12\"",
+                "line 1: \"squash_options\" holds \"-comp gzip -Xcompression-level 12\": gzip: "
+                "level 12 is out of range 1-9"},
+           Case{"lock = [\"allowed_registries\"]",
+                "line 1: \"lock\" names \"allowed_registries\", which cannot be locked (readonly, "
+                "default_engine, driver_root, dev_root, gpus, mount_home, squash_options, "
+                "store_format, root_emulation)"},
            Case{"alowed_registries = []", "line 1: \"alowed_registries\" is not a key Berth knows"},
        }) {
     SCOPED_TRACE(t.text);
@@ -326,6 +355,18 @@ unset = ["A"])", kUser, false);
   using K = EnvEdit::Kind;
   EXPECT_EQ(c.env, (std::vector<EnvEdit>{{K::kSet, "A", "site"}, {K::kUnset, "A", ""}}));
   EXPECT_TRUE(c.ignored.empty());
+}
+
+TEST(SitePolicy, RootEmulationIsTheUsersUnlessTheSiteLocksIt) {
+  SiteConfig plain = merge_policy(std::nullopt, {layer("root_emulation = \"none\"", kUser, false)});
+  EXPECT_EQ(plain.root_emulation, "none");
+  EXPECT_EQ(plain.sources["root_emulation"], kUser);
+  PolicyLayer site =
+      layer("root_emulation = \"seccomp\"\nlock = [\"root_emulation\"]", kSite, true);
+  SiteConfig c = merge_policy(site, {layer("root_emulation = \"none\"", kUser, false)});
+  EXPECT_EQ(c.root_emulation, "seccomp");
+  EXPECT_EQ(c.ignored,
+            std::vector<std::string>{std::string(kUser) + ": root_emulation: locked by " + kSite});
 }
 
 TEST(SitePolicy, LockedValuesStayTheSites) {

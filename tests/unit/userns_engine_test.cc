@@ -473,7 +473,6 @@ TEST_F(UsernsEngine, StartupIsFast) {
   std::printf("run_userns(probe true): %.2f ms per run; fork+exec bare: %.2f ms\n", ms, bare);
 }
 
-
 // Root emulation (runtime/root_emulation.h): with the filter, what a package manager tries as
 // root succeeds and changes nothing; without it, the one mapped ID refuses as before.
 
@@ -494,13 +493,13 @@ TEST_F(UsernsEngine, RootEmulationMakesSetIdChownAndDeviceNodesSucceedWithoutEff
   Ran r = run(s);
   ASSERT_EQ(r.code, 0) << r.error << r.out;
   auto kv = probe_kv(r.out);
-  for (const char* call : {"setgroups", "setresgid", "setresuid", "setuid", "chown", "mknod_chr",
-                           "mknod_fifo"})
+  for (const char* call :
+       {"setgroups", "setresgid", "setresuid", "setuid", "chown", "mknod_chr", "mknod_fifo"})
     EXPECT_EQ(kv[call], "ok") << call << "\n" << r.out;
-  EXPECT_EQ(kv["uid"], "0");       // the IDs did not change
-  EXPECT_EQ(kv["owner"], "0:0");   // nor did the file's owner
-  EXPECT_EQ(kv["dev"], "0");       // no device node was made
-  EXPECT_EQ(kv["fifo"], "1");      // a FIFO is made as usual
+  EXPECT_EQ(kv["uid"], "0");      // the IDs did not change
+  EXPECT_EQ(kv["owner"], "0:0");  // nor did the file's owner
+  EXPECT_EQ(kv["dev"], "0");      // no device node was made
+  EXPECT_EQ(kv["fifo"], "1");     // a FIFO is made as usual
   struct stat st;
   ASSERT_EQ(::stat((rootfs_ + "/file").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, ::geteuid());  // on the host: still the user's
@@ -513,7 +512,7 @@ TEST_F(UsernsEngine, WithoutRootEmulationTheMappedIdRefusesAsBefore) {
   Ran r = run(s);
   ASSERT_EQ(r.code, 0) << r.error << r.out;
   auto kv = probe_kv(r.out);
-  EXPECT_EQ(kv["setgroups"], "EPERM");  // /proc/self/setgroups is "deny"
+  EXPECT_EQ(kv["setgroups"], "EPERM");   // /proc/self/setgroups is "deny"
   EXPECT_EQ(kv["setresuid"], "EINVAL");  // 42 is not mapped
   EXPECT_EQ(kv["chown"], "EINVAL");
   EXPECT_NE(kv["mknod_chr"], "ok");
