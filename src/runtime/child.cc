@@ -402,6 +402,9 @@ RunOutcome child_outcome(int status, const ChildFailure& failure, size_t got,
     Error e =
         c.detail[0] ? make_error(c.op, c.subject, c.detail) : sys_error(c.op, c.subject, c.err);
     e.sys_errno = c.err;
+    if (c.op == Op("root emulation"))  // a kernel without seccomp filters (CONFIG_SECCOMP_FILTER)
+      e = std::move(e).with_hint(
+          "run with --root-emulation=none (or root_emulation = \"none\" in berth.conf)");
     out.exit_code = c.exit_code;
     out.error = std::move(e);
   } else if (got > 0) {

@@ -519,6 +519,35 @@ TEST_F(UsernsEngine, WithoutRootEmulationTheMappedIdRefusesAsBefore) {
   EXPECT_EQ(kv["fifo"], "1");
 }
 
+/// Refuses seccomp filters (prctl PR_SET_SECCOMP) with EINVAL, as a kernel built without
+/// CONFIG_SECCOMP_FILTER does.
+void refuse_seccomp_filters() {
+  struct sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_prctl, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PR_SET_SECCOMP, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {static_cast<unsigned short>(std::size(f)), f};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+    ::_exit(90);
+}
+
+TEST_F(UsernsEngine, RootEmulationTheKernelRefusesIsOneLineAnd125) {
+  int o = -1, e = -1;
+  pid_t pid = start(spec({"probe", "true"}), o, e, refuse_seccomp_filters);
+  Ran r = finish(pid, o, e);
+  EXPECT_EQ(r.code, 125);
+  EXPECT_EQ(r.error, "root emulation seccomp filter: Invalid argument");
+  ContainerSpec s = spec({"probe", "true"});
+  s.root_emulation = RootEmulation::kNone;  // what the hint says
+  pid = start(s, o, e, refuse_seccomp_filters);
+  EXPECT_EQ(finish(pid, o, e).code, 0);
+}
+
 TEST_F(UsernsEngine, RootEmulationTurnsAptsSandboxUserOffOnlyWhereAptIs) {
   ContainerSpec s = spec({"probe", "true"});
   ASSERT_EQ(run(s).code, 0);
