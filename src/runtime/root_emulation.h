@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -60,6 +61,15 @@ inline constexpr std::string_view kAptDropInText =
 /// Writes kAptDropIn beneath the writable root at `root_fd` when the root has
 /// /etc/apt/apt.conf.d and the file is missing (resolved inside the root); nothing otherwise.
 Status prepare_root_emulation(int root_fd);
+
+/// What the filter answers a call with: the kernel runs it, or it succeeds without effect.
+enum class RootEmulationVerdict { kAllow, kFake };
+
+/// The filter's answer for call `nr` of architecture `audit_arch` (an AUDIT_ARCH_* value) with
+/// `args`, found by running the installed program in a small classic-BPF interpreter: what the
+/// tests check every call number against.
+RootEmulationVerdict root_emulation_verdict(uint32_t audit_arch, uint32_t nr,
+                                            const uint64_t (&args)[6]);
 
 /// Installs the filter on the calling thread, inherited by its children and kept across exec.
 /// Needs CAP_SYS_ADMIN in the caller's user namespace or no_new_privs. Allocates nothing (it
