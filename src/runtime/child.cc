@@ -219,6 +219,7 @@ void append_in_root(const ChildContext& ctx, int root_fd, const char* path, cons
 void add_identity_lines(const ChildContext& ctx, int root_fd) {
   append_in_root(ctx, root_fd, "/etc/passwd", ctx.passwd_tail);
   append_in_root(ctx, root_fd, "/etc/group", ctx.group_tail);
+  append_in_root(ctx, root_fd, kAptDropIn, ctx.apt_drop_in);
 }
 
 }  // namespace

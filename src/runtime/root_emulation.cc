@@ -214,6 +214,13 @@ size_t root_emulation_filter_length() {
   return kSupported ? kProgram.length : 0;
 }
 
+bool needs_apt_drop_in(int root_fd) {
+  UniqueFd dir(open_in_root(root_fd, "/etc/apt/apt.conf.d", O_PATH | O_DIRECTORY));
+  if (!dir.valid()) return false;
+  UniqueFd file(open_in_root(root_fd, kAptDropIn, O_PATH));
+  return !file.valid() && errno == ENOENT;
+}
+
 Status prepare_root_emulation(int root_fd) {
   UniqueFd dir(open_in_root(root_fd, "/etc/apt/apt.conf.d", O_PATH | O_DIRECTORY));
   if (!dir.valid()) return {};  // no apt here (or no such directory): nothing to do

@@ -58,6 +58,10 @@ inline constexpr std::string_view kAptDropInText =
     "// --root-emulation=none leaves this file alone; removing it is harmless).\n"
     "APT::Sandbox::User \"root\";\n";
 
+/// Whether the root at `root_fd` has /etc/apt/apt.conf.d and no kAptDropIn (resolved inside
+/// the root): a squashfs image's overlay gets the file from the run's child.
+bool needs_apt_drop_in(int root_fd);
+
 /// Writes kAptDropIn beneath the writable root at `root_fd` when the root has
 /// /etc/apt/apt.conf.d and the file is missing (resolved inside the root); nothing otherwise.
 Status prepare_root_emulation(int root_fd);

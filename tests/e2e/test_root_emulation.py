@@ -136,3 +136,27 @@ def test_apt_without_root_emulation_fails_as_before(berth, debian_tarball):
     rc, out, err = berth("run", "--rm", "--root-emulation=none", "deb12", "/bin/sh", "-c",
                          "apt-get update 2>&1", check=False, timeout=300)
     assert rc != 0 and "setgroups" in out, (out, err)
+
+
+# --- a squashfs image: the drop-in goes to a writable run's overlay --------------------------
+
+
+def test_writable_squashfs_run_gets_the_apt_drop_in_in_its_overlay(berth, identity, scratch,
+                                                                   usable_fuse):
+    from test_squashfs_run import make_tree, mksquashfs  # noqa: PLC0415 (its fixtures skip)
+    for tool in ("mksquashfs", "squashfuse_ll", "fusermount3"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
+    tree = os.path.join(berth.workdir, "apt-tree")
+    make_tree(tree, None)
+    os.makedirs(os.path.join(tree, "etc", "apt", "apt.conf.d"))
+    image = mksquashfs(tree, os.path.join(berth.workdir, "apt.sqsh"))
+    berth.env["BERTH_RUNTIME_DIR"] = berth.make_dir("runtime")
+    drop_in = "/etc/apt/apt.conf.d/00berth-root-emulation"
+    _, out, _ = berth("run", "--writable", image, "/bin/cat", drop_in)
+    assert out.endswith('APT::Sandbox::User "root";\n'), out
+    rc, _, _ = berth("run", image, "/bin/cat", drop_in, check=False)  # read-only: not written
+    assert rc == 1
+    rc, _, _ = berth("run", "--writable", "--root-emulation=none", image, "/bin/cat", drop_in,
+                     check=False)
+    assert rc == 1
