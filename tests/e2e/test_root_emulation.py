@@ -125,6 +125,12 @@ def test_apt_install_useradd_chown_su_then_rm_leaves_nothing(berth, debian_tarba
     # The package stays in the container: a second run finds it.
     _, out, _ = berth("run", "deb", "/usr/bin/hello")
     assert out == "Hello, world!\n"
+    # Every file the package manager wrote is the user's: export reads them all.
+    out_tar = os.path.join(berth.workdir, "deb.tar")
+    berth("export", "-o", out_tar, "deb", timeout=300)
+    names = subprocess.run(["tar", "-tf", out_tar], check=True, stdout=subprocess.PIPE,
+                           text=True).stdout.splitlines()
+    assert "usr/bin/hello" in [n.lstrip("./") for n in names]
     berth("rm", "deb")
     containers = os.path.join(berth.berth_home, "containers")
     assert not os.path.isdir(containers) or os.listdir(containers) == []
