@@ -519,11 +519,12 @@ TEST_F(UsernsEngine, WithoutRootEmulationTheMappedIdRefusesAsBefore) {
   EXPECT_EQ(kv["fifo"], "1");
 }
 
-/// Refuses seccomp filters (prctl PR_SET_SECCOMP) with EINVAL, as a kernel built without
-/// CONFIG_SECCOMP_FILTER does.
+/// Refuses seccomp filters (seccomp(2), prctl PR_SET_SECCOMP) with EINVAL, as a kernel built
+/// without CONFIG_SECCOMP_FILTER does.
 void refuse_seccomp_filters() {
   struct sock_filter f[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_seccomp, 3, 0),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_prctl, 0, 3),
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PR_SET_SECCOMP, 0, 1),
