@@ -12,7 +12,8 @@
 //   - mknod and mknodat of a character or block device (nothing is created; FIFOs, sockets and
 //     regular files are made as usual).
 // Every other call runs as before. The filter is classic BPF built at compile time: installing
-// it is one seccomp(2) call, and the kernel's seccomp cache lets calls the filter always allows skip it.
+// it is one seccomp(2) call, and the kernel's seccomp cache lets the calls it always allows
+// skip it.
 //
 // apt checks that its downloads really run as _apt ("Could not switch group"), which no
 // filter can make true: with the filter on, a container whose root has /etc/apt/apt.conf.d
