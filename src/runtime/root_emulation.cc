@@ -228,6 +228,9 @@ Status prepare_root_emulation(int root_fd) {
   UniqueFd file(open_in_root(root_fd, kAptDropIn, O_WRONLY | O_CREAT | O_EXCL, 0644));
   if (!file.valid()) {
     if (errno == EEXIST) return {};  // written by an earlier run
+    // A tree the user may not write (`berth run DIR` on a shared, read-only image) runs as it
+    // is: nothing can be installed there anyway, and apt still takes -o APT::Sandbox::User=root.
+    if (errno == EACCES || errno == EPERM || errno == EROFS) return {};
     return sys_error("create", kAptDropIn);
   }
   return write_all(file.get(), kAptDropInText, kAptDropIn);

@@ -63,8 +63,9 @@ inline constexpr std::string_view kAptDropInText =
 /// the root): a squashfs image's overlay gets the file from the run's child.
 bool needs_apt_drop_in(int root_fd);
 
-/// Writes kAptDropIn beneath the writable root at `root_fd` when the root has
-/// /etc/apt/apt.conf.d and the file is missing (resolved inside the root); nothing otherwise.
+/// Writes kAptDropIn beneath the root at `root_fd` when the root has /etc/apt/apt.conf.d and
+/// the file is missing (resolved inside the root); nothing otherwise, nor where the user may not
+/// write (EACCES, EPERM, EROFS).
 Status prepare_root_emulation(int root_fd);
 
 /// What the filter answers a call with: the kernel runs it, or it succeeds without effect.

@@ -564,6 +564,13 @@ TEST_F(UsernsEngine, RootEmulationTurnsAptsSandboxUserOffOnlyWhereAptIs) {
   text << in.rdbuf();
   EXPECT_EQ(text.str(), kAptDropInText);
   ASSERT_EQ(run(s).code, 0);  // a second run finds it there
+  // A tree the user may not write runs without it.
+  fs::remove(rootfs_ + kAptDropIn);
+  fs::permissions(rootfs_ + "/etc/apt/apt.conf.d", fs::perms(0555));
+  Ran r = run(s);
+  EXPECT_EQ(r.code, 0) << r.error;
+  EXPECT_FALSE(fs::exists(rootfs_ + kAptDropIn));
+  fs::permissions(rootfs_ + "/etc/apt/apt.conf.d", fs::perms(0755));
 }
 
 }  // namespace
