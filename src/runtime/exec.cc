@@ -43,7 +43,9 @@ bool same_file(const std::string& a, const std::string& b) {
 }
 
 /// Whether `target` runs under a seccomp filter (/proc/PID/status "Seccomp: 2"): in a
-/// container of the userns engine, that is the root-emulation filter its run installed.
+/// container of the userns engine, that is the root-emulation filter its run installed (or,
+/// in one run with --root-emulation=none, a filter the workload installed itself, which then
+/// gives the exec'd command root emulation it did not ask for: harmless, it only fakes).
 bool has_seccomp_filter(const std::string& proc) {
   auto text = read_file(proc + "/status");
   return text.ok() && text->find("\nSeccomp:\t2\n") != std::string::npos;
