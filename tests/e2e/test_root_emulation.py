@@ -101,9 +101,12 @@ def debian_tarball() -> str:
         if not archive_reachable():
             pytest.skip("Debian's archive (deb.debian.org) is not reachable")
         os.makedirs(CACHE, mode=0o755, exist_ok=True)
-        partial = path + ".partial"
-        subprocess.run(["mmdebstrap", "--quiet", "--variant=apt", "bookworm", partial],
-                       check=True, stdout=subprocess.DEVNULL, timeout=900)
+        # Written beside and renamed: an interrupted build leaves no tarball to trust.
+        partial = os.path.join(CACHE, "bookworm-apt.partial.tar")
+        if os.path.exists(partial):
+            os.remove(partial)
+        subprocess.run(["mmdebstrap", "--quiet", "--format=tar", "--variant=apt", "bookworm",
+                        partial], check=True, stdout=subprocess.DEVNULL, timeout=900)
         os.rename(partial, path)
     os.chmod(CACHE, 0o755)
     os.chmod(path, 0o644)  # the unprivileged user imports it
