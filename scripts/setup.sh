@@ -27,6 +27,9 @@ packages=(
   squashfuse fuse3 squashfs-tools
   # fallback engines (berth run --engine=proot|fakechroot|oci), also peers for the benchmarks
   proot fakechroot libfakechroot runc crun
+  # package managers inside (tests/e2e/test_root_emulation.py): a real Debian 12 image built
+  # from Debian's archive; newuidmap/newgidmap for subordinate-ID mappings
+  mmdebstrap uidmap
   # peers measured by the benchmarks
   charliecloud-runtime hyperfine
 )

@@ -19,6 +19,7 @@
 #include "image/platform.h"
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
+#include "runtime/root_emulation.h"
 #include "runtime/tool.h"
 
 namespace berth::cli {
@@ -92,6 +93,7 @@ nlohmann::json policy_json(const SiteConfig& c) {
       {"mount_home", c.mount_home},
       {"env", env},
       {"readonly", c.readonly},
+      {"root_emulation", c.root_emulation.empty() ? "seccomp" : c.root_emulation},
       {"default_engine", c.default_engine.empty() ? kDefaultEngine : c.default_engine},
       {"allowed_engines", opt_list(c.allowed_engines)},
       {"driver_root", c.driver_root.empty() ? "/" : c.driver_root},
@@ -197,6 +199,19 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
                         {"engines_available", usable},
                         {"engine_table", facts}};
     if (!userns.ok()) j["user_namespaces_error"] = userns.error().message();
+    // What a run of the userns engine does about IDs other than the user's (the policy's
+    // root_emulation, or --root-emulation per run).
+    std::string emulation = site.root_emulation.empty() ? "seccomp" : site.root_emulation;
+    if (!root_emulation_supported()) emulation = "none";
+    std::string emulation_text =
+        "seccomp (one mapped ID; set*id, setgroups, chown and device mknod succeed without effect)";
+    if (emulation == "none")
+      emulation_text = root_emulation_supported()
+                           ? "none (one mapped ID; set*id and chown to other IDs fail)"
+                           : "none (no filter for this architecture)";
+    j["root_emulation"] = {{"mode", emulation},
+                           {"supported", root_emulation_supported()},
+                           {"filter_instructions", root_emulation_filter_length()}};
     j["policy"] = policy_json(site);
     if (*json) {
       print_json(j);
@@ -210,7 +225,8 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
          {"Containers:", std::to_string(containers)},
          {"Kernel:", kernel_release()},
          {"Platform:", host_platform().str()},
-         {"User namespaces:", userns.ok() ? "yes" : "no (" + userns.error().message() + ")"}});
+         {"User namespaces:", userns.ok() ? "yes" : "no (" + userns.error().message() + ")"},
+         {"Root emulation:", emulation_text}});
     std::printf("Engines:\n");
     std::vector<std::vector<std::string>> rows = {{"  ENGINE", "FOUND", "PATH"}};
     for (const auto& e : engines)

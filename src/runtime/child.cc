@@ -22,6 +22,7 @@
 #include "core/root_path.h"
 #include "core/signals.h"
 #include "runtime/netns.h"
+#include "runtime/root_emulation.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -212,6 +213,7 @@ void append_in_root(const ChildContext& ctx, int root_fd, const char* path, cons
 void add_identity_lines(const ChildContext& ctx, int root_fd) {
   append_in_root(ctx, root_fd, "/etc/passwd", ctx.passwd_tail);
   append_in_root(ctx, root_fd, "/etc/group", ctx.group_tail);
+  append_in_root(ctx, root_fd, kAptDropIn, ctx.apt_drop_in);
 }
 
 }  // namespace
@@ -351,6 +353,15 @@ void child_main(const ChildContext& ctx) {
       fail(ctx, f);
     }
   }
+  // After the setup (ldconfig ran unfiltered), before the init of a PID namespace forks: the
+  // workload, its children and the init (whose /proc/PID/status tells `berth exec` to install
+  // the filter too) keep it. A build without a filter for this architecture runs without
+  // (`berth info` says so).
+  if (spec.root_emulation == RootEmulation::kSeccomp && root_emulation_supported() &&
+      install_root_emulation() != 0) {
+    set_failure(&f, 125, errno, "root emulation", "seccomp filter");
+    fail(ctx, f);
+  }
   if (spec.pid_namespace) run_init(ctx);
   start_workload(ctx);
 }
@@ -401,6 +412,9 @@ RunOutcome child_outcome(int status, const ChildFailure& failure, size_t got,
     Error e =
         c.detail[0] ? make_error(c.op, c.subject, c.detail) : sys_error(c.op, c.subject, c.err);
     e.sys_errno = c.err;
+    if (c.op == Op("root emulation"))  // a kernel without seccomp filters (CONFIG_SECCOMP_FILTER)
+      e = std::move(e).with_hint(
+          "run with --root-emulation=none (or root_emulation = \"none\" in berth.conf)");
     out.exit_code = c.exit_code;
     out.error = std::move(e);
   } else if (got > 0) {

@@ -49,6 +49,8 @@ struct ChildContext {
   const char* overlay_data = nullptr;
   const char* passwd_tail = "";
   const char* group_tail = "";
+  /// The root emulation's apt drop-in to write in the overlay (kAptDropIn; "" for none).
+  const char* apt_drop_in = "";
   int report_fd = -1;             ///< write end of the report pipe (close-on-exec)
   /// The parent's read end of the report pipe, which the child closes at once: the parent's
   /// copy is then the pipe's only reader, so a pipe with none says the parent died.

@@ -186,6 +186,13 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   spec.host_dev = opts.host_dev;
   spec.network_none = opts.network_none;
   spec.writable_rootfs = !opts.read_only;
+  if (!opts.root_emulation.empty()) {
+    auto mode = parse_root_emulation(opts.root_emulation);
+    if (!mode)
+      return make_error("run", "--root-emulation " + opts.root_emulation,
+                        "expected seccomp or none");
+    spec.root_emulation = *mode;
+  }
   return spec;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "runtime/root_emulation.h"
 
 namespace berth {
 
@@ -68,6 +69,10 @@ struct ContainerSpec {
   bool pid_namespace = false;          ///< --pid: new PID namespace with a minimal init
   bool host_dev = false;               ///< bind the host's /dev instead of a minimal one
   bool network_none = false;           ///< --network none: a network namespace with only lo
+  /// The userns engine's root emulation (runtime/root_emulation.h): a seccomp filter that makes
+  /// set*id, setgroups, chown and device mknod succeed without effect, so that package
+  /// managers work with one mapped ID. --root-emulation=none or the policy's root_emulation.
+  RootEmulation root_emulation = RootEmulation::kSeccomp;
   bool writable_rootfs = true;         ///< the container's root is writable (it is a private copy)
   /// Not empty for a squashfs image (site/squashfs_mount.h): `rootfs` is then a read-only
   /// FUSE mount shared with other containers, and the userns engine stacks a kernel overlayfs

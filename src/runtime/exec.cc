@@ -18,6 +18,7 @@
 #include "core/fs.h"
 #include "core/signals.h"
 #include "runtime/child.h"
+#include "runtime/root_emulation.h"
 
 namespace berth {
 namespace {
@@ -39,6 +40,15 @@ bool same_file(const std::string& a, const std::string& b) {
 [[noreturn]] void report(int fd, const ChildFailure& f) {
   (void)!::write(fd, &f, sizeof f);
   ::_exit(f.exit_code);
+}
+
+/// Whether `target` runs under a seccomp filter (/proc/PID/status "Seccomp: 2"): in a
+/// container of the userns engine, that is the root-emulation filter its run installed (or,
+/// in one run with --root-emulation=none, a filter the workload installed itself, which then
+/// gives the exec'd command root emulation it did not ask for: harmless, it only fakes).
+bool has_seccomp_filter(const std::string& proc) {
+  auto text = read_file(proc + "/status");
+  return text.ok() && text->find("\nSeccomp:\t2\n") != std::string::npos;
 }
 
 }  // namespace
@@ -94,6 +104,8 @@ RunOutcome exec_in_container(const ExecSpec& spec) {
   if (!root.ok()) return failed(std::move(root).error());
   auto devnull = open_file("/dev/null", O_RDONLY);
   if (!devnull.ok()) return failed(std::move(devnull).error());
+  // The command gets the same root emulation as the container's workload.
+  bool emulate_root = has_seccomp_filter(proc) && root_emulation_supported();
 
   // The child allocates nothing: every string it needs is ready here.
   std::vector<char*> argv, envp;
@@ -185,6 +197,10 @@ RunOutcome exec_in_container(const ExecSpec& spec) {
     // As the workload: without CAP_SYS_ADMIN a root command cannot undo the mount plan.
     if (::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0) {
       set_failure(&f, 125, errno, "drop capability", "CAP_SYS_ADMIN");
+      report(out, f);
+    }
+    if (emulate_root && install_root_emulation() != 0) {
+      set_failure(&f, 125, errno, "root emulation", "seccomp filter");
       report(out, f);
     }
     (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // ENOSYS: a harmless leak

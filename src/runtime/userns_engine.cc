@@ -27,6 +27,7 @@
 #include "runtime/container_spec.h"
 #include "runtime/identity.h"
 #include "runtime/mount_plan.h"
+#include "runtime/root_emulation.h"
 
 namespace berth {
 namespace {
@@ -68,6 +69,7 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   if (!plan) return failed(std::move(plan).error());
   if (auto st = plan_device_edits(spec, *plan); !st) return failed(std::move(st).error());
   IdentityAdditions identity;
+  std::string_view apt_drop_in;  // kAptDropInText (a literal: NUL-terminated) or nothing
   bool overlay = !spec.overlay_scratch.empty();
   {
     UniqueFd root(::open(spec.rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
@@ -77,11 +79,21 @@ RunOutcome run_userns(const ContainerSpec& spec) {
       auto add = identity_additions(root.get(), spec);
       if (!add) return failed(std::move(add).error().with_context("set up /etc/passwd"));
       identity = std::move(add).value();
+      // A writable squashfs root (--writable) may run apt: the child writes the root
+      // emulation's drop-in in the overlay. A read-only one installs nothing.
+      if (spec.root_emulation == RootEmulation::kSeccomp && spec.writable_rootfs &&
+          needs_apt_drop_in(root.get()))
+        apt_drop_in = kAptDropInText;
       if (spec.overlay_only_for_writes && !spec.writable_rootfs && identity.passwd.empty() &&
           identity.group.empty() && plan_needs_no_writes(root.get(), *plan, spec.cwd))
         overlay = false;  // the shared mount itself, bound read-only
-    } else if (auto st = ensure_identity(root.get(), spec); !st) {
-      return failed(std::move(st).error().with_context("set up /etc/passwd"));
+    } else {
+      if (auto st = ensure_identity(root.get(), spec); !st)
+        return failed(std::move(st).error().with_context("set up /etc/passwd"));
+      if (spec.root_emulation == RootEmulation::kSeccomp) {
+        if (auto st = prepare_root_emulation(root.get()); !st)
+          return failed(std::move(st).error().with_context("set up root emulation"));
+      }
     }
   }
   std::string uid_map = std::to_string(spec.uid) + " " + std::to_string(::geteuid()) + " 1";
@@ -120,6 +132,7 @@ RunOutcome run_userns(const ContainerSpec& spec) {
     ctx.overlay_data = overlay_data.c_str();
     ctx.passwd_tail = identity.passwd.c_str();
     ctx.group_tail = identity.group.c_str();
+    ctx.apt_drop_in = apt_drop_in.empty() ? "" : apt_drop_in.data();
   }
   // Device layers asked for loader directories: ldconfig runs inside before the workload.
   const std::string ld_args[] = {spec.ldconfig_path, "-X", "-f", kBerthLdConf, "-C", kBerthLdCache};

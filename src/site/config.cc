@@ -227,6 +227,7 @@ void merge_user_layer(SiteConfig& c, const PolicyLayer& u, bool site_sets_mirror
   };
   prefer("mount_home", u.mount_home, c.mount_home);
   prefer("readonly", u.readonly, c.readonly);
+  prefer("root_emulation", u.root_emulation, c.root_emulation);
   if (u.default_engine && c.allowed_engines &&
       std::find(c.allowed_engines->begin(), c.allowed_engines->end(), *u.default_engine) ==
           c.allowed_engines->end()) {
@@ -271,6 +272,7 @@ SiteConfig merge_policy(const std::optional<PolicyLayer>& site,
     take("mount_home", s.mount_home, c.mount_home);
     take("env", s.env, c.env);
     take("readonly", s.readonly, c.readonly);
+    take("root_emulation", s.root_emulation, c.root_emulation);
     take("default_engine", s.default_engine, c.default_engine);
     take("allowed_engines", s.allowed_engines, c.allowed_engines);
     take("driver_root", s.driver_root, c.driver_root);

@@ -44,6 +44,7 @@ struct PolicyLayer {
   std::optional<bool> mount_home;
   std::optional<std::vector<EnvEdit>> env;  ///< [env] set, prepend, append, unset, in that order
   std::optional<bool> readonly;
+  std::optional<std::string> root_emulation;  ///< "seccomp" or "none"
   std::optional<std::string> default_engine;
   std::optional<std::vector<std::string>> allowed_engines;
   std::optional<std::string> driver_root;
@@ -63,7 +64,7 @@ struct PolicyLayer {
 /// may not change.
 inline constexpr std::string_view kLockableKeys[] = {
     "readonly", "default_engine", "driver_root", "dev_root", "gpus", "mount_home", "squash_options",
-    "store_format"};
+    "store_format", "root_emulation"};
 
 /// The configuration in force: the site's policy with the user's preferences merged in.
 struct SiteConfig {
@@ -84,6 +85,9 @@ struct SiteConfig {
   bool mount_home = false;
   std::vector<EnvEdit> env;  ///< the site's edits, then the user's
   bool readonly = false;
+  /// The userns engine's root emulation (runtime/root_emulation.h): "seccomp", "none"; "" for
+  /// Berth's default (seccomp).
+  std::string root_emulation;
   std::string default_engine;  ///< "" for Berth's own default
   std::optional<std::vector<std::string>> allowed_engines;  ///< nullopt: any
   std::string driver_root;

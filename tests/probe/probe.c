@@ -21,6 +21,12 @@
  *                          or error=...
  *   probe tty              tty=0|1 foreground=0|1 (stdin is a terminal whose
  *                          foreground process group is ours)
+ *   probe rootops PATH     what a package manager tries as root: setgroups,
+ *                          setresgid, setresuid, setuid (to 42), chown PATH
+ *                          42:42, mknod of a character device at PATH.dev and
+ *                          of a FIFO at PATH.fifo; NAME=ok or NAME=<errno
+ *                          name> each, then uid= gid= and owner= (PATH's
+ *                          uid:gid) dev= fifo= (each made: 1 or 0)
  *   probe true             exits 0
  * Errors: error=<what>: <strerror> on stderr, exit 1. */
 /* A feature-test macro: POSIX reserves the name for programs to define, which the check does
@@ -29,12 +35,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -181,9 +189,47 @@ static int cmd_zombies(void) {
   return 0;
 }
 
+static const char* outcome(int rc) {
+  if (rc == 0) return "ok";
+  switch (errno) {
+    case EPERM:
+      return "EPERM";
+    case EINVAL:
+      return "EINVAL";
+    case EACCES:
+      return "EACCES";
+    default:
+      return strerror(errno);
+  }
+}
+
+static int cmd_rootops(const char* path) {
+  char dev[4096], fifo[4096];
+  snprintf(dev, sizeof dev, "%s.dev", path);
+  snprintf(fifo, sizeof fifo, "%s.fifo", path);
+  gid_t groups[1] = {42};
+  /* Each line is printed before the next call: the set*id calls may change who runs. */
+  printf("setgroups=%s\n", outcome(setgroups(1, groups)));
+  printf("setresgid=%s\n", outcome(setresgid(42, 42, 42)));
+  printf("setresuid=%s\n", outcome(setresuid(42, 42, 42)));
+  printf("setuid=%s\n", outcome(setuid(42)));
+  printf("chown=%s\n", outcome(chown(path, 42, 42)));
+  printf("mknod_chr=%s\n", outcome(mknod(dev, S_IFCHR | 0666, makedev(1, 3))));
+  printf("mknod_fifo=%s\n", outcome(mknod(fifo, S_IFIFO | 0644, 0)));
+  struct stat st;
+  if (stat(path, &st) != 0) return fail("stat", path);
+  printf("uid=%u\ngid=%u\nowner=%u:%u\n", (unsigned)getuid(), (unsigned)getgid(),
+         (unsigned)st.st_uid, (unsigned)st.st_gid);
+  printf("dev=%d\nfifo=%d\n", lstat(dev, &st) == 0, lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: probe id|env|cwd|mounts|hostname|pid|write|cat|readlink|exit|raise|signals|ls|walk|zombies|remount|tty|true\n");
+    fprintf(stderr,
+            "usage: probe "
+            "id|env|cwd|mounts|hostname|pid|write|cat|readlink|exit|raise|signals|ls|walk|zombies|"
+            "remount|tty|rootops|true\n");
     return 2;
   }
   const char* cmd = argv[1];
@@ -240,6 +286,7 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "signals")) return cmd_signals(atoi(argv[2]));
   if (!strcmp(cmd, "ls")) return cmd_ls(argv[2]);
   if (!strcmp(cmd, "walk")) return cmd_walk(argv[2]);
+  if (!strcmp(cmd, "rootops")) return cmd_rootops(argv[2]);
   if (!strcmp(cmd, "remount")) {
     if (mount(NULL, argv[2], NULL, MS_REMOUNT | MS_BIND, NULL) != 0) return fail("remount", argv[2]);
     printf("remounted=%s\n", argv[2]);

@@ -128,6 +128,7 @@ TEST(SitePolicy, BadValuesAreNamedByFileLineAndKey) {
            Case{"squash_options = [\"-comp\"]", "line 1: \"squash_options\" is not a string"},
            Case{"store_format = \"squash\"", "line 1: \"store_format\" is not \"layers\" or \"squashfs\": \"squash\""},
            Case{"store_format = 1", "line 1: \"store_format\" is not a string"},
+           Case{"root_emulation = \"fake\"", "line 1: \"root_emulation\" is not \"seccomp\" or \"none\": \"fake\""},
            Case{"runtime_dir = true", "line 1: \"runtime_dir\" is not a string"},
            Case{"pull_deadline = -1", "line 1: \"pull_deadline\" is not a whole number of 0 to 1000000000"},
            Case{"pull_low_speed_limit = 1.5", "line 1: \"pull_low_speed_limit\" is not a whole number of 0 to 1000000000"},
@@ -140,7 +141,7 @@ TEST(SitePolicy, BadValuesAreNamedByFileLineAndKey) {
            Case{"squash_options = \"-comp lzo -noD\"", "line 1: \"squash_options\" holds \"-comp lzo -noD\": -comp lzo: not a compressor Berth builds with (lz4, zstd or gzip)"},
            Case{"squash_options = \"-comp zstd -noD\"", "line 1: \"squash_options\" holds \"-comp zstd -noD\": \"-noD\" is not an option Berth's squash takes (-comp, -Xcompression-level, -processors)"},
            Case{"squash_options = \"-comp gzip -Xcompression-level 12\"", "line 1: \"squash_options\" holds \"-comp gzip -Xcompression-level 12\": gzip: level 12 is out of range 1-9"},
-           Case{"lock = [\"allowed_registries\"]", "line 1: \"lock\" names \"allowed_registries\", which cannot be locked (readonly, default_engine, driver_root, dev_root, gpus, mount_home, squash_options, store_format)"},
+           Case{"lock = [\"allowed_registries\"]", "line 1: \"lock\" names \"allowed_registries\", which cannot be locked (readonly, default_engine, driver_root, dev_root, gpus, mount_home, squash_options, store_format, root_emulation)"},
            Case{"alowed_registries = []", "line 1: \"alowed_registries\" is not a key Berth knows"},
        }) {
     SCOPED_TRACE(t.text);
@@ -326,6 +327,18 @@ unset = ["A"])", kUser, false);
   using K = EnvEdit::Kind;
   EXPECT_EQ(c.env, (std::vector<EnvEdit>{{K::kSet, "A", "site"}, {K::kUnset, "A", ""}}));
   EXPECT_TRUE(c.ignored.empty());
+}
+
+TEST(SitePolicy, RootEmulationIsTheUsersUnlessTheSiteLocksIt) {
+  SiteConfig plain = merge_policy(std::nullopt, {layer("root_emulation = \"none\"", kUser, false)});
+  EXPECT_EQ(plain.root_emulation, "none");
+  EXPECT_EQ(plain.sources["root_emulation"], kUser);
+  PolicyLayer site =
+      layer("root_emulation = \"seccomp\"\nlock = [\"root_emulation\"]", kSite, true);
+  SiteConfig c = merge_policy(site, {layer("root_emulation = \"none\"", kUser, false)});
+  EXPECT_EQ(c.root_emulation, "seccomp");
+  EXPECT_EQ(c.ignored,
+            std::vector<std::string>{std::string(kUser) + ": root_emulation: locked by " + kSite});
 }
 
 TEST(SitePolicy, LockedValuesStayTheSites) {

@@ -21,11 +21,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
 #include "core/fs.h"
 #include "runtime/container_spec.h"
+#include "runtime/root_emulation.h"
 #include "test_util.h"
 
 namespace berth {
@@ -469,6 +471,106 @@ TEST_F(UsernsEngine, StartupIsFast) {
   double bare = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                     .count() / kRuns;
   std::printf("run_userns(probe true): %.2f ms per run; fork+exec bare: %.2f ms\n", ms, bare);
+}
+
+// Root emulation (runtime/root_emulation.h): with the filter, what a package manager tries as
+// root succeeds and changes nothing; without it, the one mapped ID refuses as before.
+
+std::map<std::string, std::string> probe_kv(const std::string& out) {
+  std::map<std::string, std::string> kv;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    size_t eq = line.find('=');
+    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return kv;
+}
+
+TEST_F(UsernsEngine, RootEmulationMakesSetIdChownAndDeviceNodesSucceedWithoutEffect) {
+  std::ofstream(rootfs_ + "/file") << "x";
+  ContainerSpec s = spec({"probe", "rootops", "/file"});
+  ASSERT_EQ(s.root_emulation, RootEmulation::kSeccomp);  // the default
+  Ran r = run(s);
+  ASSERT_EQ(r.code, 0) << r.error << r.out;
+  auto kv = probe_kv(r.out);
+  for (const char* call :
+       {"setgroups", "setresgid", "setresuid", "setuid", "chown", "mknod_chr", "mknod_fifo"})
+    EXPECT_EQ(kv[call], "ok") << call << "\n" << r.out;
+  EXPECT_EQ(kv["uid"], "0");      // the IDs did not change
+  EXPECT_EQ(kv["owner"], "0:0");  // nor did the file's owner
+  EXPECT_EQ(kv["dev"], "0");      // no device node was made
+  EXPECT_EQ(kv["fifo"], "1");     // a FIFO is made as usual
+  struct stat st;
+  ASSERT_EQ(::stat((rootfs_ + "/file").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, ::geteuid());  // on the host: still the user's
+}
+
+TEST_F(UsernsEngine, WithoutRootEmulationTheMappedIdRefusesAsBefore) {
+  std::ofstream(rootfs_ + "/file") << "x";
+  ContainerSpec s = spec({"probe", "rootops", "/file"});
+  s.root_emulation = RootEmulation::kNone;
+  Ran r = run(s);
+  ASSERT_EQ(r.code, 0) << r.error << r.out;
+  auto kv = probe_kv(r.out);
+  EXPECT_EQ(kv["setgroups"], "EPERM");   // /proc/self/setgroups is "deny"
+  EXPECT_EQ(kv["setresuid"], "EINVAL");  // 42 is not mapped
+  EXPECT_EQ(kv["chown"], "EINVAL");
+  EXPECT_NE(kv["mknod_chr"], "ok");
+  EXPECT_EQ(kv["fifo"], "1");
+}
+
+/// Refuses seccomp filters (seccomp(2), prctl PR_SET_SECCOMP) with EINVAL, as a kernel built
+/// without CONFIG_SECCOMP_FILTER does.
+void refuse_seccomp_filters() {
+  struct sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_seccomp, 3, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_prctl, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PR_SET_SECCOMP, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {static_cast<unsigned short>(std::size(f)), f};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+    ::_exit(90);
+}
+
+TEST_F(UsernsEngine, RootEmulationTheKernelRefusesIsOneLineAnd125) {
+  int o = -1, e = -1;
+  pid_t pid = start(spec({"probe", "true"}), o, e, refuse_seccomp_filters);
+  Ran r = finish(pid, o, e);
+  EXPECT_EQ(r.code, 125);
+  EXPECT_EQ(r.error, "root emulation seccomp filter: Invalid argument");
+  ContainerSpec s = spec({"probe", "true"});
+  s.root_emulation = RootEmulation::kNone;  // what the hint says
+  pid = start(s, o, e, refuse_seccomp_filters);
+  EXPECT_EQ(finish(pid, o, e).code, 0);
+}
+
+TEST_F(UsernsEngine, RootEmulationTurnsAptsSandboxUserOffOnlyWhereAptIs) {
+  ContainerSpec s = spec({"probe", "true"});
+  ASSERT_EQ(run(s).code, 0);
+  EXPECT_FALSE(fs::exists(rootfs_ + "/etc/apt"));  // no apt: nothing written
+  fs::create_directories(rootfs_ + "/etc/apt/apt.conf.d");
+  s.root_emulation = RootEmulation::kNone;
+  ASSERT_EQ(run(s).code, 0);
+  EXPECT_FALSE(fs::exists(rootfs_ + kAptDropIn));
+  s.root_emulation = RootEmulation::kSeccomp;
+  ASSERT_EQ(run(s).code, 0);
+  std::ifstream in(rootfs_ + kAptDropIn);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), kAptDropInText);
+  ASSERT_EQ(run(s).code, 0);  // a second run finds it there
+  // A tree the user may not write runs without it.
+  fs::remove(rootfs_ + kAptDropIn);
+  fs::permissions(rootfs_ + "/etc/apt/apt.conf.d", fs::perms(0555));
+  Ran r = run(s);
+  EXPECT_EQ(r.code, 0) << r.error;
+  EXPECT_FALSE(fs::exists(rootfs_ + kAptDropIn));
+  fs::permissions(rootfs_ + "/etc/apt/apt.conf.d", fs::perms(0755));
 }
 
 }  // namespace
