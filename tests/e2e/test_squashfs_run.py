@@ -63,9 +63,11 @@ def mounts(runtime: str) -> list[str]:
         return [line.split()[4] for line in f if line.split()[4].startswith(runtime)]
 
 
-def berth_pids(uid: int) -> list[int]:
-    """Every berth process of the test user (runs, and the mounts' keepers)."""
+def berth_pids(uid: int, berth_home: str) -> list[int]:
+    """Every berth process of the test user started for the store `berth_home` (runs, and the
+    mounts' keepers, which keep their environment): not those of other tests running beside."""
     found = []
+    mine = f"BERTH_HOME={berth_home}".encode() + b"\0"
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -73,9 +75,13 @@ def berth_pids(uid: int) -> list[int]:
             with open(f"/proc/{pid}/comm") as f:
                 comm = f.read().strip()
             st = os.stat(f"/proc/{pid}")
+            if comm != "berth" or st.st_uid != uid:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = b"\0" + f.read()
         except OSError:
             continue
-        if comm == "berth" and st.st_uid == uid:
+        if b"\0" + mine in env:
             found.append(int(pid))
     return found
 
@@ -290,7 +296,7 @@ def test_sigkill_of_every_berth_process_leaves_nothing(sq, images, identity):
                      f"touch /out/{i}; exec sleep 600") for i in range(4)]
     assert wait_for(lambda: len(os.listdir(out)) == 4, timeout=30), os.listdir(out)
     assert len(mounts(sq.runtime)) == 1 and len(fuse_procs(sq.runtime)) == 1
-    pids = berth_pids(identity.uid)
+    pids = berth_pids(identity.uid, sq.berth_home)
     assert len(pids) >= 5  # four runs and the mount's keeper
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
