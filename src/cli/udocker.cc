@@ -1,0 +1,920 @@
+// udocker's command line, translated into Berth's commands (cli/udocker.h).
+//
+// A udocker line is GLOBAL-OPTIONS COMMAND OPTIONS OPERANDS: global options are the words before
+// the first one starting with a letter; a command's options end at its first operand (for run,
+// everything after the container is its command). A value is given as --opt=VALUE or
+// --opt VALUE (VALUE not starting with '-'), as udocker's parser takes it. Each command either
+// becomes a berth command line (the same code paths as `berth ...`) or, where udocker prints
+// its own formats or has no Berth twin (ps, images, setup, showconf, mkrepo, install), runs here
+// on Berth's stores.
+#include "cli/udocker.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/context.h"
+#include "cli/policy.h"
+#include "core/env.h"
+#include "core/fs.h"
+#include "core/log.h"
+#include "image/auth.h"
+#include "image/reference.h"
+#include "runtime/engines.h"
+
+namespace berth::cli {
+namespace udocker {
+
+/// A command option as udocker's parser takes it: its names ("-v,--volume") and whether it
+/// takes a value.
+struct OptionSpec {
+  std::string_view names;
+  bool value = false;
+};
+
+/// A command's words, parsed: options by their last (long) name, in order, then the operands.
+struct Parsed {
+  std::vector<std::pair<std::string, std::string>> options;
+  std::vector<std::string> operands;
+
+  bool has(std::string_view name) const {
+    for (const auto& [n, v] : options)
+      if (n == name) return true;
+    return false;
+  }
+  std::string get(std::string_view name) const {
+    std::string last;
+    for (const auto& [n, v] : options)
+      if (n == name) last = v;
+    return last;
+  }
+  std::vector<std::string> all(std::string_view name) const {
+    std::vector<std::string> values;
+    for (const auto& [n, v] : options)
+      if (n == name) values.push_back(v);
+    return values;
+  }
+};
+
+/// The spec's last name: the one Parsed keys the option by.
+std::string_view canonical(std::string_view names) {
+  size_t comma = names.rfind(',');
+  return comma == std::string_view::npos ? names : names.substr(comma + 1);
+}
+
+bool names_match(std::string_view names, std::string_view word) {
+  size_t start = 0;
+  while (start <= names.size()) {
+    size_t comma = names.find(',', start);
+    std::string_view n = names.substr(start, comma == std::string_view::npos ? comma : comma - start);
+    if (n == word) return true;
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return false;
+}
+
+Result<Parsed> parse_command(const std::string& command, const std::vector<OptionSpec>& specs,
+                             const std::vector<std::string>& words) {
+  Parsed p;
+  size_t i = 0;
+  for (; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w.size() < 2 || w[0] != '-') break;  // the first operand ("-" is one: stdin)
+    std::string_view name = w;
+    std::string value;
+    bool inline_value = false;
+    if (size_t eq = w.find('='); eq != std::string::npos) {
+      name = std::string_view(w).substr(0, eq);
+      value = w.substr(eq + 1);
+      inline_value = true;
+    }
+    const OptionSpec* spec = nullptr;
+    for (const OptionSpec& s : specs)
+      if (names_match(s.names, name)) spec = &s;
+    if (spec == nullptr)
+      return make_error("udocker", command + " " + w, "not an option of udocker " + command)
+          .with_hint("see 'udocker help' and docs/udocker.md");
+    if (spec->value && !inline_value) {
+      if (i + 1 >= words.size() || words[i + 1].starts_with("-"))
+        return make_error("udocker", command + " " + w, "needs a value (" + w + "=VALUE)");
+      value = words[++i];
+    } else if (!spec->value && inline_value) {
+      return make_error("udocker", command + " " + w, "takes no value");
+    }
+    p.options.emplace_back(std::string(canonical(spec->names)), value);
+  }
+  p.operands.assign(words.begin() + static_cast<std::ptrdiff_t>(i), words.end());
+  return p;
+}
+
+/// What one udocker line runs with: the berth global options it maps to, and the options a
+/// command run here needs.
+struct Context {
+  std::vector<std::string> global;  ///< --home DIR, -v, -q
+  GlobalOptions g;
+  bool insecure = false;
+
+  /// Runs `berth GLOBAL ARGS...`; its exit status.
+  int berth(const std::vector<std::string>& args) const {
+    std::vector<std::string> line = {"berth"};
+    line.insert(line.end(), global.begin(), global.end());
+    line.insert(line.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    argv.reserve(line.size() + 1);
+    for (std::string& a : line) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::fflush(stdout);
+    return berth_main(static_cast<int>(line.size()), argv.data());
+  }
+  /// Runs `action` here, as berth runs a command; its exit status.
+  int local(const Action& action) {
+    GlobalOptions copy = g;
+    return run_action(copy, action);
+  }
+  /// With --insecure: the registry of `ref` (host[:port]) may be reached over plain HTTP.
+  void allow_insecure(const std::string& ref) {
+    if (!insecure) return;
+    auto r = parse_reference(ref);
+    if (r.ok()) global.insert(global.begin(), {"--insecure-registry", r->registry});
+  }
+};
+
+/// One line on stderr for a udocker option Berth takes differently; never silent.
+void note(const std::string& what) { std::fprintf(stderr, "udocker: %s\n", what.c_str()); }
+
+/// The registry host of a --registry=URL value ("https://quay.io" -> "quay.io").
+std::string registry_host(std::string url) {
+  if (size_t scheme = url.find("://"); scheme != std::string::npos) url = url.substr(scheme + 3);
+  while (url.ends_with("/")) url.pop_back();
+  return url;
+}
+
+/// --httpproxy=URL: libcurl takes it from the environment, socks schemes included.
+void use_proxy(const Parsed& p) {
+  if (p.has("--httpproxy")) ::setenv("ALL_PROXY", p.get("--httpproxy").c_str(), 1);
+}
+
+/// IMAGE with --registry=URL's host in front, when it names none of its own.
+std::string with_registry(const Parsed& p, const std::string& image) {
+  if (!p.has("--registry")) return image;
+  std::string first = image.substr(0, image.find('/'));
+  bool has_host = image.find('/') != std::string::npos &&
+                  (first.find('.') != std::string::npos || first.find(':') != std::string::npos ||
+                   first == "localhost");
+  return has_host ? image : registry_host(p.get("--registry")) + "/" + image;
+}
+
+Status need_operands(const std::string& command, const Parsed& p, size_t at_least,
+                     const std::string& usage) {
+  if (p.operands.size() >= at_least) return {};
+  return make_error("udocker", command, "missing operand").with_hint("udocker " + usage);
+}
+
+/// Prints Status's error the way berth's main does, for checks made before any action runs.
+int fail(const Status& st) {
+  return Context{}.local([&st]() -> Status { return st; });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Execution modes
+
+/// udocker's execution modes and the Berth engine each runs with.
+struct ModeRow {
+  const char* mode;
+  const char* engine;
+  const char* difference;  ///< "" where the engine does what the mode does
+};
+
+constexpr ModeRow kModes[] = {
+    {"P1", "proot", ""},
+    {"P2", "proot",
+     "P2 runs as P1: Berth's proot engine leaves seccomp acceleration to proot"},
+    {"F1", "fakechroot", ""},
+    {"F2", "fakechroot", "F2 runs as F1: no protected environment or patched ld.so"},
+    {"F3", "fakechroot", "F3 runs as F1: Berth patches no ELF headers"},
+    {"F4", "fakechroot", "F4 runs as F1: Berth patches no ELF headers"},
+    {"R1", "oci", ""},
+    {"R2", "oci", "R2 runs as R1: no proot root emulation on top of runc"},
+    {"R3", "oci", "R3 runs as R1: no proot root emulation on top of runc"},
+    {"S1", "apptainer", ""},
+};
+
+/// The mode `udocker ps -m` and `setup` show: the one set, else the engine's closest;
+/// "NS" for Berth's own user-namespace engine, which udocker lacks.
+std::string mode_of(const ContainerRecord& c) {
+  if (!c.udocker_mode.empty()) return c.udocker_mode;
+  for (const ModeRow& m : kModes)
+    if (c.engine == m.engine && m.difference[0] == '\0') return m.mode;
+  return "NS";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands run here
+
+void print_help() {
+  std::printf(
+      "udocker command line, run by Berth (docs/udocker.md has every command and option)\n\n"
+      "  udocker [GLOBAL-OPTIONS] COMMAND [OPTIONS] [OPERANDS]\n\n"
+      "Global options: -D|--debug, -q|--quiet, --insecure, --repo=DIR, --allow-root,\n"
+      "  -h|--help, -V|--version. UDOCKER_DIR names the store, as --repo does.\n\n"
+      "Images:     search, pull, images [-l] [-p], rmi [-f], tag, verify, inspect,\n"
+      "            manifest inspect, load, save, import [--tocontainer] [--mv]\n"
+      "Containers: create [--name=N], run [OPTIONS] CONTAINER|IMAGE [CMD...], ps [-m] [-s] [-p],\n"
+      "            rm, name, rmname, rename, clone, export, protect, unprotect, inspect -p\n"
+      "Settings:   setup [--execmode=P1|P2|F1|F2|F3|F4|R1|R2|R3|S1] [--nvidia] [--purge]\n"
+      "            [--fixperm] CONTAINER, login, logout [-a], showconf, mkrepo DIR,\n"
+      "            install (nothing to install), version, help\n\n"
+      "Images and containers are Berth's: `berth images` and `berth ps -a` show the same ones.\n");
+}
+
+int do_version() {
+  std::printf("version: %s\n", BERTH_VERSION);
+  std::printf("tarball: none (Berth runs udocker's command line; no tools tarball)\n");
+  return 0;
+}
+
+/// The store root the line uses, for showconf and mkrepo.
+std::string home_of(const Context& ctx) {
+  return ctx.g.home.empty() ? berth_home() : ctx.g.home;
+}
+
+int do_showconf(Context& ctx) {
+  std::string home = home_of(ctx);
+  std::string line(80, '-');
+  std::printf("%s\n\t\tConfiguration options\n", line.c_str());
+  std::printf("topdir = %s\n", home.c_str());
+  std::printf("containersdir = %s\n", path_join(home, "containers").c_str());
+  std::printf("layersdir = %s\n", path_join(home, "blobs/sha256").c_str());
+  std::printf("default_execution_mode = NS (Berth's user-namespace engine)\n");
+  std::printf("engines = %s\n", engine_names().c_str());
+  std::printf("tarball = none\n");
+  std::printf("%s\n", line.c_str());
+  return 0;
+}
+
+int do_mkrepo(Context& ctx, const Parsed& p) {
+  return ctx.local([&]() -> Status {
+    BERTH_CHECK(need_operands("mkrepo", p, 1, "mkrepo DIR"));
+    const std::string& dir = p.operands[0];
+    if (path_exists(dir)) return make_error("udocker", "mkrepo " + dir, "already exists");
+    BERTH_CHECK(make_dirs(dir, 0755));
+    BERTH_CHECK(Store::open(dir));
+    BERTH_CHECK(ContainerStore::open(dir));
+    return {};
+  });
+}
+
+int do_install(const Parsed& p) {
+  std::printf("udocker install: nothing to %s: Berth needs no tools tarball; it runs proot, "
+              "fakechroot, runc/crun and apptainer from the host when a container asks for them\n",
+              p.has("--purge") ? "remove" : "install");
+  return 0;
+}
+
+/// "['a', 'b']": udocker prints a container's names as Python prints a list ("" for none).
+std::string python_list(const std::vector<std::string>& names) {
+  if (names.empty()) return "";
+  std::string s = "[";
+  for (size_t i = 0; i < names.size(); ++i) s += (i ? ", '" : "'") + names[i] + "'";
+  return s + "]";
+}
+
+std::string format(const char* fmt, const std::string& a) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, fmt, a.c_str());
+  return buf;
+}
+
+int do_ps(Context& ctx, const Parsed& p) {
+  return ctx.local([&]() -> Status {
+    ContainerStore cs = BERTH_TRY(open_containers(ctx.g));
+    std::vector<ContainerRecord> all = BERTH_TRY(cs.list());
+    std::optional<Store> store;
+    if (p.has("-p")) store = BERTH_TRY(open_store(ctx.g));
+    // udocker's columns: ID, protected (P or .), writable (W), then -m, -s, -p, names, image.
+    // IDs are printed whole: Berth's are 64 digits, udocker's 36 (a column's width).
+    std::string head = format("%-36s", "CONTAINER ID") + " P M ";
+    if (p.has("-m")) head += "MOD ";
+    if (p.has("-s")) head += "SIZE ";
+    if (p.has("-p")) head += "PLATFORM           ";
+    std::printf("%s%-18s %-20.20s\n", head.c_str(), "NAMES", "IMAGE");
+    for (const ContainerRecord& c : all) {
+      std::string line = format("%-36s", c.id) + (c.is_protected ? " P" : " .") + " W ";
+      if (p.has("-m")) line += format("%2.2s ", mode_of(c));
+      if (p.has("-s"))
+        line += format("%5.5s ", std::to_string(tree_size(cs.dir(c)) / (1024 * 1024)));
+      if (p.has("-p")) {
+        std::string platform;
+        if (auto rec = store->find_image(c.image_id); rec.ok()) platform = rec->platform.str();
+        line += format("%-18.18s ", platform);
+      }
+      std::printf("%s%-18.100s %-20.100s\n", line.c_str(), python_list(c.names).c_str(),
+                  c.image.c_str());
+    }
+    return {};
+  });
+}
+
+int do_images(Context& ctx, const Parsed& p) {
+  return ctx.local([&]() -> Status {
+    Store store = BERTH_TRY(open_store(ctx.g));
+    std::vector<ImageRecord> images = BERTH_TRY(store.list_images());
+    std::printf("REPOSITORY\n");
+    for (const ImageRecord& rec : images) {
+      auto [repo, tag] = image_repo_and_tag(rec.name);
+      std::string name = repo + ":" + tag;
+      char prot = rec.is_protected ? 'P' : '.';
+      if (p.has("-p"))
+        std::printf("%-18.18s %c %s\n", rec.platform.str().c_str(), prot, name.c_str());
+      else
+        std::printf("%s    %c\n", name.c_str(), prot);
+      if (!p.has("-l")) continue;
+      std::string blobs = path_join(home_of(ctx), "blobs/sha256");
+      std::printf(" %s/\n", blobs.c_str());
+      for (const std::string& layer : rec.layers) {
+        struct stat st {};
+        int64_t size = ::stat(store.blob_path(layer).c_str(), &st) == 0 ? st.st_size : 0;
+        int64_t mb = size / (1024 * 1024);
+        if (mb == 0 && size > 0) mb = 1;
+        std::printf("    %s (%lld MB)\n", layer.c_str(), static_cast<long long>(mb));
+      }
+    }
+    return {};
+  });
+}
+
+/// setup --fixperm: the owner may read and write every file and enter every directory (what
+/// udocker's rchmod does; the files are the user's already, rootless, so there is no chown).
+Status fix_permissions(const std::string& root) {
+  std::error_code ec;
+  auto add = [](const std::string& path, bool dir) -> Status {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return sys_error("stat", path);
+    if (S_ISLNK(st.st_mode)) return {};
+    mode_t want = st.st_mode | S_IRUSR | S_IWUSR | (dir ? S_IXUSR : 0);
+    if (want != st.st_mode && ::chmod(path.c_str(), want & 07777) != 0)
+      return sys_error("chmod", path);
+    return {};
+  };
+  BERTH_CHECK(add(root, true));
+  std::filesystem::recursive_directory_iterator it(root, ec), end;
+  if (ec) return make_error("walk", root, ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) return make_error("walk", root, ec.message());
+    bool dir = it->is_directory(ec) && !it->is_symlink(ec);
+    BERTH_CHECK(add(it->path().string(), dir));
+  }
+  return {};
+}
+
+int do_setup(Context& ctx, const Parsed& p) {
+  return ctx.local([&]() -> Status {
+    BERTH_CHECK(need_operands("setup", p, 1, "setup [--execmode=MODE] [--nvidia] CONTAINER"));
+    ContainerStore cs = BERTH_TRY(open_containers(ctx.g));
+    ContainerRecord c = BERTH_TRY(cs.find(p.operands[0]));
+    std::string mode = p.get("--execmode");
+    for (char& ch : mode) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    if (p.has("--execmode") && c.is_protected)
+      return make_error("setup", c.short_id(), "the container is protected");
+    if (p.has("--fixperm")) BERTH_CHECK(fix_permissions(cs.rootfs(c)));
+    if (p.has("--nvidia")) BERTH_CHECK(cs.set_gpus(c, "all"));
+    if (p.has("--execmode")) {
+      const ModeRow* row = nullptr;
+      for (const ModeRow& m : kModes)
+        if (mode == m.mode) row = &m;
+      if (row == nullptr)
+        return make_error("setup", "--execmode=" + p.get("--execmode"), "not a udocker mode")
+            .with_hint("P1, P2, F1, F2, F3, F4, R1, R2, R3 or S1");
+      const SiteConfig& site = BERTH_TRY(ctx.g.site);
+      BERTH_CHECK(check_run_engine(site, row->engine));
+      if (row->difference[0] != '\0') note(row->difference);
+      std::string said;
+      if (auto e = choose_engine(row->engine, &said); !e.ok()) log::warn("{}", e.error().message());
+      return cs.set_udocker_mode(c, row->engine, row->mode);
+    }
+    // --purge: Berth leaves no mount points or bound files inside a container to clean.
+    if (!(p.has("--force") || p.has("--nvidia") || p.has("--purge") || p.has("--fixperm")) ||
+        p.options.empty()) {
+      c = BERTH_TRY(cs.find(c.id));
+      std::printf("execmode: %s\n", mode_of(c).c_str());
+      std::printf("nvidiamode: %s\n", c.gpus.empty() ? "False" : "True");
+    }
+    return {};
+  });
+}
+
+/// Runs `fn` with stdout sent to /dev/null (a step whose output udocker does not print).
+int quietly(const std::function<int()>& fn) {
+  std::fflush(stdout);
+  int saved = ::dup(STDOUT_FILENO);
+  int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (saved >= 0 && null >= 0) ::dup2(null, STDOUT_FILENO);
+  int rc = fn();
+  std::fflush(stdout);
+  if (saved >= 0) {
+    ::dup2(saved, STDOUT_FILENO);
+    ::close(saved);
+  }
+  if (null >= 0) ::close(null);
+  return rc;
+}
+
+int do_import(Context& ctx, const Parsed& p) {
+  if (p.has("--clone"))
+    return fail(make_error("udocker", "import --clone",
+                           "udocker's clone format (a container directory with its metadata) is "
+                           "not read by Berth")
+                    .with_hint("export the container's files (udocker export -o FILE CONTAINER) "
+                               "and import them with --tocontainer"));
+  // "import - IMAGE" reads stdin; --mv is taken as a copy (the store keeps its own file).
+  if (Status st = need_operands("import", p, 1, "import [--tocontainer] FILE|- [REPO/IMAGE:TAG]");
+      !st.ok())
+    return fail(st);
+  std::string file = p.operands[0];
+  std::vector<std::string> args = {"import"};
+  if (p.has("--platform")) args.insert(args.end(), {"--platform", p.get("--platform")});
+  if (!p.has("--tocontainer")) {
+    if (Status st = need_operands("import", p, 2, "import FILE|- REPO/IMAGE:TAG"); !st.ok())
+      return fail(st);
+    args.insert(args.end(), {file, p.operands[1]});
+    return ctx.berth(args);
+  }
+  // --tocontainer: an image first (Berth's containers come from images), then the container;
+  // only the container's ID is printed, as udocker does.
+  std::string image = p.operands.size() > 1 ? p.operands[1] : "imported:unknown";
+  args.insert(args.end(), {file, image});
+  if (int rc = quietly([&] { return ctx.berth(args); }); rc != 0) return rc;
+  std::vector<std::string> create = {"create", "--pull", "never"};
+  if (p.has("--name")) create.insert(create.end(), {"--name", p.get("--name")});
+  create.push_back(image);
+  return ctx.berth(create);
+}
+
+int do_logout(Context& ctx, const Parsed& p) {
+  if (!p.has("-a")) {
+    std::vector<std::string> args = {"logout"};
+    if (p.has("--registry")) args.push_back(registry_host(p.get("--registry")));
+    return ctx.berth(args);
+  }
+  return ctx.local([]() -> Status {
+    CredentialStore creds = BERTH_TRY(CredentialStore::load());
+    for (const std::string& r : creds.berth_registries()) BERTH_TRY(creds.erase(r));
+    return {};
+  });
+}
+
+int do_inspect(Context& ctx, const Parsed& p) {
+  if (!p.has("-p")) {
+    std::vector<std::string> args = {"inspect"};
+    args.insert(args.end(), p.operands.begin(), p.operands.end());
+    return ctx.berth(args);
+  }
+  return ctx.local([&]() -> Status {
+    BERTH_CHECK(need_operands("inspect", p, 1, "inspect -p CONTAINER"));
+    ContainerStore cs = BERTH_TRY(open_containers(ctx.g));
+    ContainerRecord c = BERTH_TRY(cs.find(p.operands[0], ContainerStore::Detail::kRecord));
+    std::printf("%s\n", cs.rootfs(c).c_str());
+    return {};
+  });
+}
+
+int do_create(Context& ctx, const Parsed& p) {
+  if (Status st = need_operands("create", p, 1, "create [--name=NAME] REPO/IMAGE:TAG"); !st.ok())
+    return fail(st);
+  std::vector<std::string> args = {"create"};
+  std::string name = p.get("--name");
+  if (!name.empty() && p.has("--force")) {
+    // --force: create even when the name is taken (the new container goes without it).
+    auto cs = open_containers(ctx.g);
+    if (cs.ok() && cs->find(name, ContainerStore::Detail::kRecord).ok()) {
+      note("create --force: the name " + name + " is taken; the new container has none");
+      name.clear();
+    }
+  }
+  if (!name.empty()) args.insert(args.end(), {"--name", name});
+  args.push_back(p.operands[0]);
+  return ctx.berth(args);
+}
+
+/// --dri: the host's DRI device nodes and driver directories, as udocker binds them.
+void add_dri(std::vector<std::string>& args) {
+  if (path_exists("/dev/dri")) args.insert(args.end(), {"--device", "/dev/dri"});
+  for (const char* dir : {"/usr/lib64/dri", "/lib64/dri", "/usr/lib/dri", "/lib/dri",
+                          "/usr/lib/x86_64-linux-gnu/dri", "/usr/lib/aarch64-linux-gnu/dri",
+                          "/usr/share/glvnd", "/usr/lib/xorg/modules/dri"})
+    if (path_exists(dir)) args.insert(args.end(), {"-v", std::string(dir) + ":" + dir + ":ro"});
+}
+
+/// --cpuset-cpus=LIST ("0,2-3"): this process's CPU affinity, which the workload inherits.
+Status set_cpuset(const std::string& list) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  size_t start = 0;
+  while (start < list.size()) {
+    size_t comma = list.find(',', start);
+    std::string item = list.substr(start, comma == std::string::npos ? comma : comma - start);
+    size_t dash = item.find('-');
+    char* end = nullptr;
+    long lo = std::strtol(item.c_str(), &end, 10);
+    long hi = dash == std::string::npos ? lo : std::strtol(item.c_str() + dash + 1, &end, 10);
+    if (item.empty() || *end != '\0' || lo < 0 || hi < lo || hi >= CPU_SETSIZE)
+      return make_error("udocker", "--cpuset-cpus=" + list, "not a CPU list (like 0,2-3)");
+    for (long cpu = lo; cpu <= hi; ++cpu) CPU_SET(static_cast<int>(cpu), &set);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (::sched_setaffinity(0, sizeof set, &set) != 0)
+    return sys_error("run", "--cpuset-cpus=" + list);
+  return {};
+}
+
+int do_run(Context& ctx, const Parsed& p) {
+  use_proxy(p);
+  // udocker hands the workload its standard input as it is.
+  std::vector<std::string> args = {"run", "-i"};
+  for (const auto& [name, value] : p.options) {
+    if (name == "--rm") args.push_back("--rm");
+    else if (name == "--workdir") args.insert(args.end(), {"-w", value});
+    else if (name == "--user") args.insert(args.end(), {"-u", value});
+    else if (name == "--volume") args.insert(args.end(), {"-v", value});
+    else if (name == "--env") args.insert(args.end(), {"-e", value});
+    else if (name == "--env-file") args.insert(args.end(), {"--env-file", value});
+    else if (name == "--hostenv") args.push_back("--hostenv");
+    else if (name == "--bindhome") args.push_back("--bind-home");
+    else if (name == "--device") args.insert(args.end(), {"--device", value});
+    else if (name == "--entrypoint") args.insert(args.end(), {"--entrypoint", value});
+    else if (name == "--nometa") args.insert(args.end(), {"--entrypoint", ""});
+    else if (name == "--dri") add_dri(args);
+    else if (name == "--hostauth")
+      args.insert(args.end(), {"-v", "/etc/passwd:/etc/passwd:ro", "-v", "/etc/group:/etc/group:ro"});
+  }
+  if (p.has("--kernel"))
+    note("run --kernel=" + p.get("--kernel") + ": Berth's engines do not fake the kernel version; "
+         "the container sees the host's");
+  if (p.has("--novol"))
+    note("run --novol: Berth binds no host /dev, /proc or /sys to leave out (it mounts its own)");
+  if (p.has("--nosysdirs"))
+    note("run --nosysdirs: Berth binds no host system directories; its own /proc, /sys and /dev "
+         "stay");
+  if (p.has("--publish") || p.has("--publish-all"))
+    note("run --publish: a rootless container shares the host's network; its ports are the "
+         "host's");
+  for (const char* ignored : {"--dns", "--dns-search", "--volumes-from"})
+    if (p.has(ignored)) note(std::string("run ") + ignored + ": ignored, as udocker ignores it");
+  if (p.has("--cpuset-cpus"))
+    if (Status st = set_cpuset(p.get("--cpuset-cpus")); !st.ok()) return fail(st);
+
+  std::vector<std::string> rest = p.operands;
+  std::string name = p.get("--name");
+  std::string pull = p.has("--pull") ? p.get("--pull") : "missing";
+  if (p.has("--location")) {
+    // A root filesystem outside the store, run in place; every operand is the command.
+    std::string dir = p.get("--location");
+    char real[PATH_MAX];
+    if (::realpath(dir.c_str(), real) != nullptr) dir = real;
+    if (!dir.starts_with("/")) dir = "./" + dir;
+    args.push_back(dir);
+    args.insert(args.end(), rest.begin(), rest.end());
+    return ctx.berth(args);
+  }
+  if (rest.empty())
+    return fail(make_error("udocker", "run", "a container or an image is required")
+                    .with_hint("udocker run [OPTIONS] CONTAINER|REPO/IMAGE:TAG [COMMAND...]"));
+  std::string target = rest.front();
+  rest.erase(rest.begin());
+  auto cs = open_containers(ctx.g);
+  if (!cs.ok()) return fail(std::move(cs).error());
+  // --pull=reuse --name=N: N's container when there is one (else pull and create as missing).
+  if (pull == "reuse") {
+    pull = "missing";
+    if (!name.empty() && cs->find(name, ContainerStore::Detail::kRecord).ok()) {
+      target = name;
+      name.clear();
+    }
+  }
+  auto existing = cs->find(target, ContainerStore::Detail::kRecord);
+  if (existing.ok() && !name.empty()) {
+    // udocker gives an existing container the name (Berth's run names new containers only).
+    auto holder = cs->find(name, ContainerStore::Detail::kRecord);
+    if (!holder.ok()) {
+      if (Status st = cs->add_name(*existing, name); !st.ok()) return fail(st);
+    } else if (holder->id != existing->id) {
+      return fail(make_error("name", name, "already names container " + holder->short_id()));
+    }
+    name.clear();
+  }
+  if (!existing.ok()) {
+    target = with_registry(p, target);
+    ctx.allow_insecure(target);
+    // --platform: pulled first for that platform (run has no --platform of its own).
+    if (p.has("--platform") && pull != "never") {
+      if (int rc = ctx.berth({"pull", "--platform", p.get("--platform"), target}); rc != 0)
+        return rc;
+      if (pull == "always") pull = "missing";
+    }
+  }
+  if (!name.empty()) args.insert(args.end(), {"--name", name});
+  if (!existing.ok()) args.insert(args.end(), {"--pull", pull});
+  args.push_back(target);
+  args.insert(args.end(), rest.begin(), rest.end());
+  return ctx.berth(args);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The command table
+
+struct UdockerCommand {
+  const char* name;
+  std::vector<OptionSpec> options;
+  std::function<int(Context&, const Parsed&)> run;
+};
+
+/// `berth WORDS... OPERANDS...`: commands whose operands Berth takes as they are.
+std::function<int(Context&, const Parsed&)> as_berth(std::vector<std::string> words) {
+  return [words](Context& ctx, const Parsed& p) {
+    std::vector<std::string> args = words;
+    args.insert(args.end(), p.operands.begin(), p.operands.end());
+    return ctx.berth(args);
+  };
+}
+
+const std::vector<OptionSpec> kRegistryOptions = {
+    {"--index", true}, {"--registry", true}, {"--httpproxy", true}, {"--platform", true}};
+
+const std::vector<UdockerCommand>& commands() {
+  static const std::vector<UdockerCommand> table = {
+      {"help", {}, [](Context&, const Parsed&) { print_help(); return 0; }},
+      {"version", {}, [](Context&, const Parsed&) { return do_version(); }},
+      {"showconf", {}, [](Context& c, const Parsed&) { return do_showconf(c); }},
+      {"mkrepo", {}, do_mkrepo},
+      {"install", {{"--force"}, {"--purge"}}, [](Context&, const Parsed& p) { return do_install(p); }},
+      {"search",
+       {{"-a"}, {"--no-trunc"}, {"--list-tags"}, {"--index", true}, {"--registry", true},
+        {"--httpproxy", true}},
+       [](Context& ctx, const Parsed& p) {
+         if (p.has("--list-tags"))
+           return fail(make_error("udocker", "search --list-tags", "Berth lists no tags")
+                           .with_hint("skopeo list-tags docker://IMAGE lists them"));
+         use_proxy(p);
+         std::vector<std::string> args = {"search"};
+         for (const std::string& term : p.operands) {
+           std::string t = p.has("--registry") ? registry_host(p.get("--registry")) + "/" + term
+                                               : term;
+           ctx.allow_insecure(t + ":x");
+           args.push_back(t);
+         }
+         return ctx.berth(args);  // -a: Berth never pauses
+       }},
+      {"pull", kRegistryOptions,
+       [](Context& ctx, const Parsed& p) {
+         use_proxy(p);
+         if (Status st = need_operands("pull", p, 1, "pull REPO/IMAGE:TAG"); !st.ok())
+           return fail(st);
+         std::string image = with_registry(p, p.operands[0]);
+         ctx.allow_insecure(image);
+         std::vector<std::string> args = {"pull"};
+         if (p.has("--platform")) args.insert(args.end(), {"--platform", p.get("--platform")});
+         args.push_back(image);
+         return ctx.berth(args);
+       }},
+      {"images", {{"-l"}, {"-p"}, {"--no-trunc"}, {"--all"}}, do_images},
+      {"create", {{"--name", true}, {"--force"}}, do_create},
+      {"run",
+       {{"--rm"},           {"-w,--workdir", true},  {"-u,--user", true},
+        {"-v,--volume", true}, {"--novol", true},   {"-e,--env", true},
+        {"--env-file", true}, {"--hostauth"},       {"--containerauth"},
+        {"--nosysdirs"},     {"--nometa"},          {"--dri"},
+        {"--hostenv"},       {"--cpuset-cpus", true}, {"--name", true},
+        {"--bindhome"},      {"--kernel", true},    {"--device", true},
+        {"--location", true}, {"--nobanner"},       {"--entrypoint", true},
+        {"--platform", true}, {"--pull", true},     {"--httpproxy", true},
+        {"--index", true},   {"--registry", true},  {"-p,--publish", true},
+        {"-P,--netcoop,--publish-all"}, {"--volumes-from", true}, {"--dns", true},
+        {"--dns-search", true}, {"-i"},              {"-t"},
+        {"-a"}},
+       do_run},
+      {"ps", {{"-m"}, {"-s"}, {"-p"}}, do_ps},
+      {"rm", {{"-f"}},
+       [](Context& ctx, const Parsed& p) {
+         std::vector<std::string> args = {"rm"};
+         if (p.has("-f")) args.push_back("-f");
+         args.insert(args.end(), p.operands.begin(), p.operands.end());
+         return ctx.berth(args);
+       }},
+      {"rmi", {{"-f"}}, as_berth({"rmi"})},  // -f: Berth's rmi removes what only it uses
+      {"tag", {}, as_berth({"tag"})},
+      {"name", {}, as_berth({"name"})},
+      {"rmname", {}, as_berth({"rmname"})},
+      {"rename", {},
+       [](Context& ctx, const Parsed& p) {
+         // udocker renames one name; Berth's rename replaces them all: name, then rmname.
+         if (Status st = need_operands("rename", p, 2, "rename NAME NEW_NAME"); !st.ok())
+           return fail(st);
+         if (int rc = ctx.berth({"name", p.operands[0], p.operands[1]}); rc != 0) return rc;
+         return ctx.berth({"rmname", p.operands[0]});
+       }},
+      {"clone", {{"--name", true}},
+       [](Context& ctx, const Parsed& p) {
+         std::vector<std::string> args = {"clone"};
+         if (p.has("--name")) args.insert(args.end(), {"--name", p.get("--name")});
+         args.insert(args.end(), p.operands.begin(), p.operands.end());
+         return ctx.berth(args);
+       }},
+      {"import", {{"--mv"}, {"--tocontainer"}, {"--clone"}, {"--name", true}, {"--platform", true}},
+       do_import},
+      {"export", {{"-o"}, {"--clone"}},
+       [](Context& ctx, const Parsed& p) {
+         if (p.has("--clone"))
+           return fail(make_error("udocker", "export --clone",
+                                  "Berth writes no udocker clone format")
+                           .with_hint("udocker export -o FILE CONTAINER writes its files"));
+         // -o FILE CONTAINER, or - CONTAINER (stdout).
+         std::vector<std::string> args = {"export"};
+         if (p.has("-o") && p.operands.size() >= 2)
+           args.insert(args.end(), {"-o", p.operands[0], p.operands[1]});
+         else if (!p.operands.empty())
+           args.push_back(p.operands.back());
+         return ctx.berth(args);
+       }},
+      {"save", {{"-o,--output", true}}, [](Context& ctx, const Parsed& p) {
+         std::vector<std::string> args = {"save"};
+         if (p.has("--output")) args.insert(args.end(), {"-o", p.get("--output")});
+         for (const std::string& o : p.operands)
+           if (o != "-") args.push_back(o);
+         return ctx.berth(args);
+       }},
+      {"load", {{"-i,--input", true}},
+       [](Context& ctx, const Parsed& p) {
+         std::vector<std::string> names;
+         for (const std::string& o : p.operands)
+           if (o != "-") names.push_back(o);
+         if (!names.empty())
+           return fail(make_error("udocker", "load " + names[0],
+                                  "Berth loads images under the names the archive gives them")
+                           .with_hint("udocker load -i FILE, then udocker tag"));
+         std::string input = p.has("--input") ? p.get("--input") : "-";
+         return ctx.berth({"load", "-i", input});
+       }},
+      {"inspect", {{"-p"}}, do_inspect},
+      {"verify", {}, as_berth({"verify"})},
+      {"protect", {}, as_berth({"protect"})},
+      {"unprotect", {}, as_berth({"unprotect"})},
+      {"manifest", kRegistryOptions,
+       [](Context& ctx, const Parsed& p) {
+         use_proxy(p);
+         if (Status st = need_operands("manifest", p, 2, "manifest inspect REPO/IMAGE:TAG");
+             !st.ok())
+           return fail(st);
+         if (p.has("--platform")) note("manifest --platform: Berth prints the whole index");
+         std::string image = with_registry(p, p.operands[1]);
+         ctx.allow_insecure(image);
+         return ctx.berth({"manifest", p.operands[0], "--json", image});
+       }},
+      {"login",
+       {{"--username", true}, {"--password", true}, {"--password-stdin"}, {"--registry", true}},
+       [](Context& ctx, const Parsed& p) {
+         std::vector<std::string> args = {"login"};
+         if (p.has("--username")) args.insert(args.end(), {"-u", p.get("--username")});
+         if (p.has("--password")) args.insert(args.end(), {"-p", p.get("--password")});
+         if (p.has("--password-stdin")) args.push_back("--password-stdin");
+         if (p.has("--registry")) args.push_back(registry_host(p.get("--registry")));
+         return ctx.berth(args);
+       }},
+      {"logout", {{"-a"}, {"--registry", true}}, do_logout},
+      {"setup",
+       {{"--execmode", true}, {"--force"}, {"--purge"}, {"--fixperm"}, {"--nvidia"}},
+       do_setup},
+  };
+  return table;
+}
+
+/// Maps udocker's store choice onto Berth's: --repo=DIR (which must exist, as udocker wants),
+/// else $UDOCKER_DIR, else Berth's own store. A real udocker repository is refused: its layout
+/// is not Berth's.
+Status choose_store(const std::string& repo, Context& ctx) {
+  const char* env = ::getenv("UDOCKER_DIR");
+  std::string dir = repo;
+  std::string said_by = "--repo";
+  if (dir.empty() && env != nullptr && *env != '\0') {
+    dir = env;
+    said_by = "UDOCKER_DIR";
+  }
+  if (dir.empty()) return {};
+  if (!repo.empty() && !path_exists(dir))
+    return make_error("udocker", "--repo=" + dir, "no such repository")
+        .with_hint("make it with: udocker mkrepo " + dir);
+  if (path_exists(path_join(dir, "repos")) || path_exists(path_join(dir, "layers")))
+    return make_error("udocker", dir,
+                      "holds a udocker repository (repos/, layers/), which Berth cannot use "
+                      "(named by " + said_by + ")")
+        .with_hint("point " + said_by + " at a new directory, or unset it for Berth's store");
+  ctx.g.home = dir;
+  ctx.global.insert(ctx.global.end(), {"--home", dir});
+  return {};
+}
+
+}  // namespace udocker
+
+bool invoked_as_udocker(const char* argv0) {
+  if (argv0 == nullptr) return false;
+  std::string_view a = argv0;
+  size_t slash = a.rfind('/');
+  return (slash == std::string_view::npos ? a : a.substr(slash + 1)) == "udocker";
+}
+
+Status make_udocker_link(const std::string& dir) {
+  char self[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n < 0) return sys_error("readlink", "/proc/self/exe");
+  self[n] = '\0';
+  std::string link = path_join(dir, "udocker");
+  char current[PATH_MAX];
+  ssize_t m = ::readlink(link.c_str(), current, sizeof current - 1);
+  if (m >= 0) {
+    current[m] = '\0';
+    if (std::string_view(current) == self) return {};  // there already
+    return make_error("setup", link, std::string("exists, a link to ") + current)
+        .with_hint("remove it first to point it at this berth");
+  }
+  if (path_exists(link)) return make_error("setup", link, "exists and is not a link");
+  if (::symlink(self, link.c_str()) != 0) return sys_error("symlink", link);
+  std::printf("%s -> %s\n", link.c_str(), self);
+  return {};
+}
+
+int udocker_main(int argc, char** argv) {
+  using namespace udocker;
+  std::vector<std::string> words(argv + 1, argv + argc);
+  Context ctx;
+  bool allow_root = false, help = false, version = false;
+  std::string repo;
+  size_t i = 0;
+  // Global options: every word before the first that starts with a letter.
+  for (; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w.empty()) continue;
+    if (std::isalpha(static_cast<unsigned char>(w[0]))) break;
+    if (w == "-D" || w == "--debug") {
+      ctx.g.verbose = true;
+      ctx.global.push_back("-v");
+    } else if (w == "-q" || w == "--quiet") {
+      ctx.g.quiet = true;
+      ctx.global.push_back("-q");
+    } else if (w == "--insecure") {
+      ctx.insecure = true;
+    } else if (w == "--allow-root") {
+      allow_root = true;
+    } else if (w == "-h" || w == "--help") {
+      help = true;
+    } else if (w == "-V" || w == "--version") {
+      version = true;
+    } else if (w.starts_with("--repo=")) {
+      repo = w.substr(7);
+    } else if (w == "--repo" && i + 1 < words.size()) {
+      repo = words[++i];
+    } else if (w.starts_with("--config")) {
+      return fail(make_error("udocker", w, "udocker configuration files are not read by Berth")
+                      .with_hint("Berth's settings: ~/.config/berth/berth.conf (docs/config.md)"));
+    } else {
+      return fail(make_error("udocker", w, "not a udocker global option")
+                      .with_hint("see 'udocker help'"));
+    }
+  }
+  if (::geteuid() == 0 && !allow_root)
+    return fail(make_error("udocker", "euid 0", "udocker runs as root only with --allow-root")
+                    .with_hint("run it as yourself, or give --allow-root as udocker wants"));
+  if (help || (i == words.size() && !version)) {
+    print_help();
+    return 0;
+  }
+  if (version) return do_version();
+  if (Status st = choose_store(repo, ctx); !st.ok()) return fail(st);
+  std::string command = words[i];
+  std::vector<std::string> rest(words.begin() + static_cast<std::ptrdiff_t>(i) + 1, words.end());
+  for (const UdockerCommand& c : commands()) {
+    if (command != c.name) continue;
+    if (!rest.empty() && (rest.front() == "--help" || rest.front() == "-h")) {
+      print_help();
+      return 0;
+    }
+    auto parsed = parse_command(command, c.options, rest);
+    if (!parsed.ok()) return fail(std::move(parsed).error());
+    return c.run(ctx, *parsed);
+  }
+  return fail(make_error("udocker", command, "not a udocker command")
+                  .with_hint("see 'udocker help'"));
+}
+
+}  // namespace berth::cli
