@@ -320,8 +320,9 @@ int do_ps(Context& ctx, const Parsed& p) {
         if (auto rec = store->find_image(c.image_id); rec.ok()) platform = rec->platform.str();
         line += format("%-18.18s ", platform);
       }
+      auto [repo, tag] = image_repo_and_tag(c.image);  // as `images` shows it
       std::printf("%s%-18.100s %-20.100s\n", line.c_str(), python_list(c.names).c_str(),
-                  c.image.c_str());
+                  (repo + ":" + tag).c_str());
     }
     return {};
   });
