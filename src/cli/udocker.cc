@@ -688,7 +688,12 @@ const std::vector<UdockerCommand>& commands() {
          std::vector<std::string> args = {"pull"};
          if (p.has("--platform")) args.insert(args.end(), {"--platform", p.get("--platform")});
          args.push_back(image);
-         return ctx.berth(args);
+         int rc = ctx.berth(args);
+         // udocker names an image pulled with --registry=URL as typed, without the registry:
+         // `create REPO/IMAGE:TAG` must find it so.
+         if (rc == 0 && image != p.operands[0])
+           rc = quietly([&] { return ctx.berth({"tag", image, p.operands[0]}); });
+         return rc;
        }},
       {"images", {{"-l"}, {"-p"}, {"--no-trunc"}, {"--all"}}, do_images},
       {"create", {{"--name", true}, {"--force"}}, do_create},
