@@ -405,9 +405,9 @@ int do_setup(Context& ctx, const Parsed& p) {
       if (auto e = choose_engine(row->engine, &said); !e.ok()) log::warn("{}", e.error().message());
       return cs.set_udocker_mode(c, row->engine, row->mode);
     }
-    // --purge: Berth leaves no mount points or bound files inside a container to clean.
-    if (!(p.has("--force") || p.has("--nvidia") || p.has("--purge") || p.has("--fixperm")) ||
-        p.options.empty()) {
+    // --purge: Berth leaves no mount points or bound files inside a container to clean. Only
+    // a bare `setup CONTAINER` prints the settings, as in udocker.
+    if (p.options.empty()) {
       c = BERTH_TRY(cs.find(c.id));
       std::printf("execmode: %s\n", mode_of(c).c_str());
       std::printf("nvidiamode: %s\n", c.gpus.empty() ? "False" : "True");
@@ -549,7 +549,8 @@ int do_run(Context& ctx, const Parsed& p) {
     if (name == "--rm") args.push_back("--rm");
     else if (name == "--workdir") args.insert(args.end(), {"-w", value});
     else if (name == "--user") args.insert(args.end(), {"-u", value});
-    else if (name == "--volume") args.insert(args.end(), {"-v", value});
+    else if (name == "--volume")  // udocker's HOST alone binds it at the same path
+      args.insert(args.end(), {"-v", value.find(':') == std::string::npos ? value + ":" + value : value});
     else if (name == "--env") args.insert(args.end(), {"-e", value});
     else if (name == "--env-file") args.insert(args.end(), {"--env-file", value});
     else if (name == "--hostenv") args.push_back("--hostenv");

@@ -159,6 +159,8 @@ ROWS = [
         out=r"\Adata file\n\Z"),
     Row("run -v (short)", "run -v {work}/data:/mnt c /bin/cat /mnt/f", setup=CREATED,
         out=r"\Adata file\n\Z"),
+    Row("run --volume=HOST (the same path inside)", "run --volume={work}/data c /bin/cat {work}/data/f",
+        setup=CREATED, out=r"\Adata file\n\Z"),
     Row("run -e (short)", "run -e A=1 -e B=2 c /bin/sh -c 'echo $A$B'", setup=CREATED,
         out=r"\A12\n\Z"),
     Row("run --hostenv", "run --hostenv c /bin/sh -c 'echo $MARK'", setup=CREATED,
