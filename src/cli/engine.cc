@@ -62,8 +62,7 @@ Action setup_setup(CLI::App& app, const GlobalOptions& g) {
     if (o->gpus_given && o->gpus != "none") BERTH_CHECK(parse_gpus_flag(o->gpus));
     if (o->gpus_given) BERTH_CHECK(cs.set_gpus(c, o->gpus == "none" ? "" : o->gpus));
     if (o->engine.empty()) {
-      if (!o->gpus_given)
-        std::printf("%s\n", c.engine.empty() ? kDefaultEngine : c.engine.c_str());
+      if (!o->gpus_given) std::printf("%s\n", c.engine.empty() ? kDefaultEngine : c.engine.c_str());
       return {};
     }
     BERTH_CHECK(validate_engine_name(o->engine));

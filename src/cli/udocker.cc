@@ -67,6 +67,15 @@ struct Parsed {
   }
 };
 
+/// "A" + SEP + "B", built in place.
+std::string cat3(std::string_view a, std::string_view sep, std::string_view b) {
+  std::string s;
+  s.reserve(a.size() + sep.size() + b.size());
+  return s.append(a).append(sep).append(b);
+}
+
+constexpr int64_t kMiB = int64_t{1024} * 1024;
+
 /// The spec's last name: the one Parsed keys the option by.
 std::string_view canonical(std::string_view names) {
   size_t comma = names.rfind(',');
@@ -77,7 +86,8 @@ bool names_match(std::string_view names, std::string_view word) {
   size_t start = 0;
   while (start <= names.size()) {
     size_t comma = names.find(',', start);
-    std::string_view n = names.substr(start, comma == std::string_view::npos ? comma : comma - start);
+    std::string_view n =
+        names.substr(start, comma == std::string_view::npos ? comma : comma - start);
     if (n == word) return true;
     if (comma == std::string_view::npos) break;
     start = comma + 1;
@@ -104,14 +114,14 @@ Result<Parsed> parse_command(const std::string& command, const std::vector<Optio
     for (const OptionSpec& s : specs)
       if (names_match(s.names, name)) spec = &s;
     if (spec == nullptr)
-      return make_error("udocker", command + " " + w, "not an option of udocker " + command)
+      return make_error("udocker", cat3(command, " ", w), "not an option of udocker " + command)
           .with_hint("see 'udocker help' and docs/udocker.md");
     if (spec->value && !inline_value) {
       if (i + 1 >= words.size() || words[i + 1].starts_with("-"))
-        return make_error("udocker", command + " " + w, "needs a value (" + w + "=VALUE)");
+        return make_error("udocker", cat3(command, " ", w), cat3("needs a value (", w, "=VALUE)"));
       value = words[++i];
     } else if (!spec->value && inline_value) {
-      return make_error("udocker", command + " " + w, "takes no value");
+      return make_error("udocker", cat3(command, " ", w), "takes no value");
     }
     p.options.emplace_back(std::string(canonical(spec->names)), value);
   }
@@ -152,7 +162,9 @@ struct Context {
 };
 
 /// One line on stderr for a udocker option Berth takes differently; never silent.
-void note(const std::string& what) { std::fprintf(stderr, "udocker: %s\n", what.c_str()); }
+void note(const std::string& what) {
+  std::fprintf(stderr, "udocker: %s\n", what.c_str());
+}
 
 /// The registry host of a --registry=URL value ("https://quay.io" -> "quay.io").
 std::string registry_host(std::string url) {
@@ -199,8 +211,7 @@ struct ModeRow {
 
 constexpr ModeRow kModes[] = {
     {"P1", "proot", ""},
-    {"P2", "proot",
-     "P2 runs as P1: Berth's proot engine leaves seccomp acceleration to proot"},
+    {"P2", "proot", "P2 runs as P1: Berth's proot engine leaves seccomp acceleration to proot"},
     {"F1", "fakechroot", ""},
     {"F2", "fakechroot", "F2 runs as F1: no protected environment or patched ld.so"},
     {"F3", "fakechroot", "F3 runs as F1: Berth patches no ELF headers"},
@@ -277,9 +288,10 @@ int do_mkrepo(Context& ctx, const Parsed& p) {
 }
 
 int do_install(const Parsed& p) {
-  std::printf("udocker install: nothing to %s: Berth needs no tools tarball; it runs proot, "
-              "fakechroot, runc/crun and apptainer from the host when a container asks for them\n",
-              p.has("--purge") ? "remove" : "install");
+  std::printf(
+      "udocker install: nothing to %s: Berth needs no tools tarball; it runs proot, "
+      "fakechroot, runc/crun and apptainer from the host when a container asks for them\n",
+      p.has("--purge") ? "remove" : "install");
   return 0;
 }
 
@@ -313,8 +325,7 @@ int do_ps(Context& ctx, const Parsed& p) {
     for (const ContainerRecord& c : all) {
       std::string line = format("%-36s", c.id) + (c.is_protected ? " P" : " .") + " W ";
       if (p.has("-m")) line += format("%2.2s ", mode_of(c));
-      if (p.has("-s"))
-        line += format("%5.5s ", std::to_string(tree_size(cs.dir(c)) / (1024 * 1024)));
+      if (p.has("-s")) line += format("%5.5s ", std::to_string(tree_size(cs.dir(c)) / kMiB));
       if (p.has("-p")) {
         std::string platform;
         if (auto rec = store->find_image(c.image_id); rec.ok()) platform = rec->platform.str();
@@ -322,7 +333,7 @@ int do_ps(Context& ctx, const Parsed& p) {
       }
       auto [repo, tag] = image_repo_and_tag(c.image);  // as `images` shows it
       std::printf("%s%-18.100s %-20.100s\n", line.c_str(), python_list(c.names).c_str(),
-                  (repo + ":" + tag).c_str());
+                  cat3(repo, ":", tag).c_str());
     }
     return {};
   });
@@ -335,7 +346,7 @@ int do_images(Context& ctx, const Parsed& p) {
     std::printf("REPOSITORY\n");
     for (const ImageRecord& rec : images) {
       auto [repo, tag] = image_repo_and_tag(rec.name);
-      std::string name = repo + ":" + tag;
+      std::string name = cat3(repo, ":", tag);
       char prot = rec.is_protected ? 'P' : '.';
       if (p.has("-p"))
         std::printf("%-18.18s %c %s\n", rec.platform.str().c_str(), prot, name.c_str());
@@ -347,7 +358,7 @@ int do_images(Context& ctx, const Parsed& p) {
       for (const std::string& layer : rec.layers) {
         struct stat st {};
         int64_t size = ::stat(store.blob_path(layer).c_str(), &st) == 0 ? st.st_size : 0;
-        int64_t mb = size / (1024 * 1024);
+        int64_t mb = size / kMiB;
         if (mb == 0 && size > 0) mb = 1;
         std::printf("    %s (%lld MB)\n", layer.c_str(), static_cast<long long>(mb));
       }
@@ -512,9 +523,9 @@ int do_create(Context& ctx, const Parsed& p) {
 /// --dri: the host's DRI device nodes and driver directories, as udocker binds them.
 void add_dri(std::vector<std::string>& args) {
   if (path_exists("/dev/dri")) args.insert(args.end(), {"--device", "/dev/dri"});
-  for (const char* dir : {"/usr/lib64/dri", "/lib64/dri", "/usr/lib/dri", "/lib/dri",
-                          "/usr/lib/x86_64-linux-gnu/dri", "/usr/lib/aarch64-linux-gnu/dri",
-                          "/usr/share/glvnd", "/usr/lib/xorg/modules/dri"})
+  for (const char* dir :
+       {"/usr/lib64/dri", "/lib64/dri", "/usr/lib/dri", "/lib/dri", "/usr/lib/x86_64-linux-gnu/dri",
+        "/usr/lib/aarch64-linux-gnu/dri", "/usr/share/glvnd", "/usr/lib/xorg/modules/dri"})
     if (path_exists(dir)) args.insert(args.end(), {"-v", std::string(dir) + ":" + dir + ":ro"});
 }
 
@@ -546,33 +557,49 @@ int do_run(Context& ctx, const Parsed& p) {
   // udocker hands the workload its standard input as it is.
   std::vector<std::string> args = {"run", "-i"};
   for (const auto& [name, value] : p.options) {
-    if (name == "--rm") args.push_back("--rm");
-    else if (name == "--workdir") args.insert(args.end(), {"-w", value});
-    else if (name == "--user") args.insert(args.end(), {"-u", value});
+    if (name == "--rm")
+      args.push_back("--rm");
+    else if (name == "--workdir")
+      args.insert(args.end(), {"-w", value});
+    else if (name == "--user")
+      args.insert(args.end(), {"-u", value});
     else if (name == "--volume")  // udocker's HOST alone binds it at the same path
-      args.insert(args.end(), {"-v", value.find(':') == std::string::npos ? value + ":" + value : value});
-    else if (name == "--env") args.insert(args.end(), {"-e", value});
-    else if (name == "--env-file") args.insert(args.end(), {"--env-file", value});
-    else if (name == "--hostenv") args.push_back("--hostenv");
-    else if (name == "--bindhome") args.push_back("--bind-home");
-    else if (name == "--device") args.insert(args.end(), {"--device", value});
-    else if (name == "--entrypoint") args.insert(args.end(), {"--entrypoint", value});
-    else if (name == "--nometa") args.insert(args.end(), {"--entrypoint", ""});
-    else if (name == "--dri") add_dri(args);
+      args.insert(args.end(),
+                  {"-v", value.find(':') == std::string::npos ? cat3(value, ":", value) : value});
+    else if (name == "--env")
+      args.insert(args.end(), {"-e", value});
+    else if (name == "--env-file")
+      args.insert(args.end(), {"--env-file", value});
+    else if (name == "--hostenv")
+      args.push_back("--hostenv");
+    else if (name == "--bindhome")
+      args.push_back("--bind-home");
+    else if (name == "--device")
+      args.insert(args.end(), {"--device", value});
+    else if (name == "--entrypoint")
+      args.insert(args.end(), {"--entrypoint", value});
+    else if (name == "--nometa")
+      args.insert(args.end(), {"--entrypoint", ""});
+    else if (name == "--dri")
+      add_dri(args);
     else if (name == "--hostauth")
-      args.insert(args.end(), {"-v", "/etc/passwd:/etc/passwd:ro", "-v", "/etc/group:/etc/group:ro"});
+      args.insert(args.end(),
+                  {"-v", "/etc/passwd:/etc/passwd:ro", "-v", "/etc/group:/etc/group:ro"});
   }
   if (p.has("--kernel"))
-    note("run --kernel=" + p.get("--kernel") + ": Berth's engines do not fake the kernel version; "
+    note("run --kernel=" + p.get("--kernel") +
+         ": Berth's engines do not fake the kernel version; "
          "the container sees the host's");
   if (p.has("--novol"))
     note("run --novol: Berth binds no host /dev, /proc or /sys to leave out (it mounts its own)");
   if (p.has("--nosysdirs"))
-    note("run --nosysdirs: Berth binds no host system directories; its own /proc, /sys and /dev "
-         "stay");
+    note(
+        "run --nosysdirs: Berth binds no host system directories; its own /proc, /sys and /dev "
+        "stay");
   if (p.has("--publish") || p.has("--publish-all"))
-    note("run --publish: a rootless container shares the host's network; its ports are the "
-         "host's");
+    note(
+        "run --publish: a rootless container shares the host's network; its ports are the "
+        "host's");
   for (const char* ignored : {"--dns", "--dns-search", "--volumes-from"})
     if (p.has(ignored)) note(std::string("run ") + ignored + ": ignored, as udocker ignores it");
   if (p.has("--cpuset-cpus"))
@@ -644,7 +671,7 @@ struct UdockerCommand {
 };
 
 /// `berth WORDS... OPERANDS...`: commands whose operands Berth takes as they are.
-std::function<int(Context&, const Parsed&)> as_berth(std::vector<std::string> words) {
+std::function<int(Context&, const Parsed&)> as_berth(const std::vector<std::string>& words) {
   return [words](Context& ctx, const Parsed& p) {
     std::vector<std::string> args = words;
     args.insert(args.end(), p.operands.begin(), p.operands.end());
@@ -657,13 +684,24 @@ const std::vector<OptionSpec> kRegistryOptions = {
 
 const std::vector<UdockerCommand>& commands() {
   static const std::vector<UdockerCommand> table = {
-      {"help", {}, [](Context&, const Parsed&) { print_help(); return 0; }},
+      {"help",
+       {},
+       [](Context&, const Parsed&) {
+         print_help();
+         return 0;
+       }},
       {"version", {}, [](Context&, const Parsed&) { return do_version(); }},
       {"showconf", {}, [](Context& c, const Parsed&) { return do_showconf(c); }},
       {"mkrepo", {}, do_mkrepo},
-      {"install", {{"--force"}, {"--purge"}}, [](Context&, const Parsed& p) { return do_install(p); }},
+      {"install",
+       {{"--force"}, {"--purge"}},
+       [](Context&, const Parsed& p) { return do_install(p); }},
       {"search",
-       {{"-a"}, {"--no-trunc"}, {"--list-tags"}, {"--index", true}, {"--registry", true},
+       {{"-a"},
+        {"--no-trunc"},
+        {"--list-tags"},
+        {"--index", true},
+        {"--registry", true},
         {"--httpproxy", true}},
        [](Context& ctx, const Parsed& p) {
          if (p.has("--list-tags"))
@@ -672,8 +710,8 @@ const std::vector<UdockerCommand>& commands() {
          use_proxy(p);
          std::vector<std::string> args = {"search"};
          for (const std::string& term : p.operands) {
-           std::string t = p.has("--registry") ? registry_host(p.get("--registry")) + "/" + term
-                                               : term;
+           std::string t =
+               p.has("--registry") ? registry_host(p.get("--registry")) + "/" + term : term;
            ctx.allow_insecure(t + ":x");
            args.push_back(t);
          }
@@ -699,21 +737,44 @@ const std::vector<UdockerCommand>& commands() {
       {"images", {{"-l"}, {"-p"}, {"--no-trunc"}, {"--all"}}, do_images},
       {"create", {{"--name", true}, {"--force"}}, do_create},
       {"run",
-       {{"--rm"},           {"-w,--workdir", true},  {"-u,--user", true},
-        {"-v,--volume", true}, {"--novol", true},   {"-e,--env", true},
-        {"--env-file", true}, {"--hostauth"},       {"--containerauth"},
-        {"--nosysdirs"},     {"--nometa"},          {"--dri"},
-        {"--hostenv"},       {"--cpuset-cpus", true}, {"--name", true},
-        {"--bindhome"},      {"--kernel", true},    {"--device", true},
-        {"--location", true}, {"--nobanner"},       {"--entrypoint", true},
-        {"--platform", true}, {"--pull", true},     {"--httpproxy", true},
-        {"--index", true},   {"--registry", true},  {"-p,--publish", true},
-        {"-P,--netcoop,--publish-all"}, {"--volumes-from", true}, {"--dns", true},
-        {"--dns-search", true}, {"-i"},              {"-t"},
+       {{"--rm"},
+        {"-w,--workdir", true},
+        {"-u,--user", true},
+        {"-v,--volume", true},
+        {"--novol", true},
+        {"-e,--env", true},
+        {"--env-file", true},
+        {"--hostauth"},
+        {"--containerauth"},
+        {"--nosysdirs"},
+        {"--nometa"},
+        {"--dri"},
+        {"--hostenv"},
+        {"--cpuset-cpus", true},
+        {"--name", true},
+        {"--bindhome"},
+        {"--kernel", true},
+        {"--device", true},
+        {"--location", true},
+        {"--nobanner"},
+        {"--entrypoint", true},
+        {"--platform", true},
+        {"--pull", true},
+        {"--httpproxy", true},
+        {"--index", true},
+        {"--registry", true},
+        {"-p,--publish", true},
+        {"-P,--netcoop,--publish-all"},
+        {"--volumes-from", true},
+        {"--dns", true},
+        {"--dns-search", true},
+        {"-i"},
+        {"-t"},
         {"-a"}},
        do_run},
       {"ps", {{"-m"}, {"-s"}, {"-p"}}, do_ps},
-      {"rm", {{"-f"}},
+      {"rm",
+       {{"-f"}},
        [](Context& ctx, const Parsed& p) {
          std::vector<std::string> args = {"rm"};
          if (p.has("-f")) args.push_back("-f");
@@ -724,7 +785,8 @@ const std::vector<UdockerCommand>& commands() {
       {"tag", {}, as_berth({"tag"})},
       {"name", {}, as_berth({"name"})},
       {"rmname", {}, as_berth({"rmname"})},
-      {"rename", {},
+      {"rename",
+       {},
        [](Context& ctx, const Parsed& p) {
          // udocker renames one name; Berth's rename replaces them all: name, then rmname.
          if (Status st = need_operands("rename", p, 2, "rename NAME NEW_NAME"); !st.ok())
@@ -732,21 +794,24 @@ const std::vector<UdockerCommand>& commands() {
          if (int rc = ctx.berth({"name", p.operands[0], p.operands[1]}); rc != 0) return rc;
          return ctx.berth({"rmname", p.operands[0]});
        }},
-      {"clone", {{"--name", true}},
+      {"clone",
+       {{"--name", true}},
        [](Context& ctx, const Parsed& p) {
          std::vector<std::string> args = {"clone"};
          if (p.has("--name")) args.insert(args.end(), {"--name", p.get("--name")});
          args.insert(args.end(), p.operands.begin(), p.operands.end());
          return ctx.berth(args);
        }},
-      {"import", {{"--mv"}, {"--tocontainer"}, {"--clone"}, {"--name", true}, {"--platform", true}},
+      {"import",
+       {{"--mv"}, {"--tocontainer"}, {"--clone"}, {"--name", true}, {"--platform", true}},
        do_import},
-      {"export", {{"-o"}, {"--clone"}},
+      {"export",
+       {{"-o"}, {"--clone"}},
        [](Context& ctx, const Parsed& p) {
          if (p.has("--clone"))
-           return fail(make_error("udocker", "export --clone",
-                                  "Berth writes no udocker clone format")
-                           .with_hint("udocker export -o FILE CONTAINER writes its files"));
+           return fail(
+               make_error("udocker", "export --clone", "Berth writes no udocker clone format")
+                   .with_hint("udocker export -o FILE CONTAINER writes its files"));
          // -o FILE CONTAINER, or - CONTAINER (stdout).
          std::vector<std::string> args = {"export"};
          if (p.has("-o") && p.operands.size() >= 2)
@@ -755,14 +820,17 @@ const std::vector<UdockerCommand>& commands() {
            args.push_back(p.operands.back());
          return ctx.berth(args);
        }},
-      {"save", {{"-o,--output", true}}, [](Context& ctx, const Parsed& p) {
+      {"save",
+       {{"-o,--output", true}},
+       [](Context& ctx, const Parsed& p) {
          std::vector<std::string> args = {"save"};
          if (p.has("--output")) args.insert(args.end(), {"-o", p.get("--output")});
          for (const std::string& o : p.operands)
            if (o != "-") args.push_back(o);
          return ctx.berth(args);
        }},
-      {"load", {{"-i,--input", true}},
+      {"load",
+       {{"-i,--input", true}},
        [](Context& ctx, const Parsed& p) {
          std::vector<std::string> names;
          for (const std::string& o : p.operands)
@@ -825,7 +893,8 @@ Status choose_store(const std::string& repo, Context& ctx) {
   if (path_exists(path_join(dir, "repos")) || path_exists(path_join(dir, "layers")))
     return make_error("udocker", dir,
                       "holds a udocker repository (repos/, layers/), which Berth cannot use "
-                      "(named by " + said_by + ")")
+                      "(named by " +
+                          said_by + ")")
         .with_hint("point " + said_by + " at a new directory, or unset it for Berth's store");
   ctx.g.home = dir;
   ctx.global.insert(ctx.global.end(), {"--home", dir});
@@ -895,8 +964,8 @@ int udocker_main(int argc, char** argv) {
       return fail(make_error("udocker", w, "udocker configuration files are not read by Berth")
                       .with_hint("Berth's settings: ~/.config/berth/berth.conf (docs/config.md)"));
     } else {
-      return fail(make_error("udocker", w, "not a udocker global option")
-                      .with_hint("see 'udocker help'"));
+      return fail(
+          make_error("udocker", w, "not a udocker global option").with_hint("see 'udocker help'"));
     }
   }
   if (::geteuid() == 0 && !allow_root)
@@ -920,8 +989,8 @@ int udocker_main(int argc, char** argv) {
     if (!parsed.ok()) return fail(std::move(parsed).error());
     return c.run(ctx, *parsed);
   }
-  return fail(make_error("udocker", command, "not a udocker command")
-                  .with_hint("see 'udocker help'"));
+  return fail(
+      make_error("udocker", command, "not a udocker command").with_hint("see 'udocker help'"));
 }
 
 }  // namespace berth::cli
