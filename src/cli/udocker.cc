@@ -679,10 +679,10 @@ std::function<int(Context&, const Parsed&)> as_berth(const std::vector<std::stri
   };
 }
 
-const std::vector<OptionSpec> kRegistryOptions = {
-    {"--index", true}, {"--registry", true}, {"--httpproxy", true}, {"--platform", true}};
-
+/// udocker's commands, made on the first udocker line only: a berth start builds nothing here.
 const std::vector<UdockerCommand>& commands() {
+  const std::vector<OptionSpec> registry_flags = {
+      {"--index", true}, {"--registry", true}, {"--httpproxy", true}, {"--platform", true}};
   static const std::vector<UdockerCommand> table = {
       {"help",
        {},
@@ -717,7 +717,7 @@ const std::vector<UdockerCommand>& commands() {
          }
          return ctx.berth(args);  // -a: Berth never pauses
        }},
-      {"pull", kRegistryOptions,
+      {"pull", registry_flags,
        [](Context& ctx, const Parsed& p) {
          use_proxy(p);
          if (Status st = need_operands("pull", p, 1, "pull REPO/IMAGE:TAG"); !st.ok())
@@ -846,7 +846,7 @@ const std::vector<UdockerCommand>& commands() {
       {"verify", {}, as_berth({"verify"})},
       {"protect", {}, as_berth({"protect"})},
       {"unprotect", {}, as_berth({"unprotect"})},
-      {"manifest", kRegistryOptions,
+      {"manifest", registry_flags,
        [](Context& ctx, const Parsed& p) {
          use_proxy(p);
          if (Status st = need_operands("manifest", p, 2, "manifest inspect REPO/IMAGE:TAG");
