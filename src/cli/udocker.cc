@@ -729,9 +729,13 @@ const std::vector<UdockerCommand>& commands() {
          args.push_back(image);
          int rc = ctx.berth(args);
          // udocker names an image pulled with --registry=URL as typed, without the registry:
-         // `create REPO/IMAGE:TAG` must find it so.
+         // `create REPO/IMAGE:TAG` must find it so, and `images` show it so (the name moves;
+         // the blobs stay, used by the new name).
          if (rc == 0 && image != p.operands[0])
-           rc = quietly([&] { return ctx.berth({"tag", image, p.operands[0]}); });
+           rc = quietly([&] {
+             int tagged = ctx.berth({"tag", image, p.operands[0]});
+             return tagged != 0 ? tagged : ctx.berth({"rmi", image});
+           });
          return rc;
        }},
       {"images", {{"-l"}, {"-p"}, {"--no-trunc"}, {"--all"}}, do_images},
