@@ -17,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 import tarfile
+import tempfile
 
 import pytest
 
@@ -366,3 +367,23 @@ def test_setup_gpus_marks_the_container(berth, ud_image):
     assert "gpus" not in json.load(open(record))
     rc, _, err = berth("setup", "--gpus", "bogus=1", "g", check=False)
     assert rc == 1 and err.startswith("berth: error: ")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="policy files must be owned by root")
+def test_setup_execmode_obeys_the_site_policy(berth, ud_image, scratch):
+    folder = tempfile.mkdtemp(prefix="policy-", dir=scratch)
+    os.chmod(folder, 0o755)
+    path = os.path.join(folder, "berth.conf")
+    with open(path, "w") as f:
+        f.write('allowed_engines = ["proot", "userns"]\n')
+    os.chmod(path, 0o644)
+    ud = Udocker(berth, {"img": ud_image})
+    env = {"BERTH_SITE_CONF": path}
+    assert ud("pull {img}", env=env)[0] == 0
+    assert ud("create --name=c {img}", env=env)[0] == 0
+    rc, _, err = ud("setup --execmode=R1 c", env=env)
+    assert rc == 1
+    assert err == (f"berth: error: engine oci: not allowed by {path} "
+                   "(allowed_engines: proot, userns)\n")
+    assert ud("setup --execmode=P1 c", env=env)[0] == 0
+    assert ud("setup c", env=env)[1] == "execmode: P1\nnvidiamode: False\n"
