@@ -550,6 +550,30 @@ Status set_cpuset(const std::string& list) {
   return {};
 }
 
+/// What udocker gives a run of an existing container besides its options: the working
+/// directory, when neither the line nor the image names one, is the user's home (root's:
+/// /root, when the container has it; Berth's own default is /), and the workload's environment
+/// says which container it runs in (container_uuid, container_names, container_execmode,
+/// container_root, container_ruser).
+void udocker_run_defaults(const ContainerStore& cs, const ContainerRecord& c, const Parsed& p,
+                          std::vector<std::string>& args) {
+  std::string names;
+  for (const std::string& n : c.names) names += (names.empty() ? "" : ",") + n;
+  const char* user = ::getenv("USER");
+  for (const std::string& kv :
+       {"container_uuid=" + c.id, "container_names=" + names, "container_execmode=" + mode_of(c),
+        "container_root=" + cs.rootfs(c), "container_ruser=" + std::string(user ? user : "")})
+    args.insert(args.end(), {"-e", kv});
+  bool image_workdir = c.image_config.is_object() && c.image_config.contains("WorkingDir") &&
+                       c.image_config["WorkingDir"].is_string() &&
+                       !c.image_config["WorkingDir"].get<std::string>().empty();
+  if (!p.has("--workdir") && !p.has("--user") && !p.has("--nometa") && !image_workdir) {
+    struct stat st {};
+    if (::lstat(path_join(cs.rootfs(c), "root").c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      args.insert(args.end(), {"-w", "/root"});
+  }
+}
+
 int do_run(Context& ctx, const Parsed& p) {
   use_proxy(p);
   // udocker hands the workload its standard input as it is.
@@ -631,7 +655,9 @@ int do_run(Context& ctx, const Parsed& p) {
       name.clear();
     }
   }
-  auto existing = cs->find(target, ContainerStore::Detail::kRecord);
+  // Every name: udocker tells the workload its container's names (container_names).
+  auto existing = cs->find(target, ContainerStore::Detail::kFull);
+  if (existing.ok()) udocker_run_defaults(*cs, *existing, p, args);
   if (existing.ok() && !name.empty()) {
     // udocker gives an existing container the name (Berth's run names new containers only).
     auto holder = cs->find(name, ContainerStore::Detail::kRecord);

@@ -158,6 +158,10 @@ ROWS = [
     Row("setup --fixperm", "setup --fixperm c", setup=CREATED, out=r"\A\Z"),
     # --- run options ------------------------------------------------------------------------
     Row("run IMAGE (its Cmd)", "run {img}", setup=["pull {img}"], out=r"uid=0"),
+    Row("run: udocker's environment", "run c /bin/sh -c 'echo $container_uuid $container_names "
+        "$container_execmode'", setup=CREATED + ["name c c2"], out=r"\A{cid} c,c2 NS\n\Z"),
+    Row("run: the working directory is root's home", "run c /bin/sh -c 'cd -P . && echo $PWD'",
+        setup=CREATED, out=r"\A/root\n\Z"),
     Row("run exit status", "run c /bin/sh -c 'exit 3'", setup=CREATED, rc=3),
     Row("run stdin", "run c /bin/cat", setup=CREATED, input="from stdin\n", out=r"\Afrom stdin\n\Z"),
     Row("run --workdir=", "run --workdir=/tmp c /bin/busybox pwd", setup=CREATED, out=r"\A/tmp\n\Z"),
@@ -242,6 +246,7 @@ def ud_image(registry, identity, berth_bin):
         imagelib.File("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\napp:x:1234:1234::/:/bin/sh\n"),
         imagelib.File("etc/group", b"root:x:0:\napp:x:1234:\n"),
         imagelib.File("probe", b"#!/bin/sh\necho uid=$(id -u)\n", 0o755),
+        imagelib.Dir("root"),
     ])
     img = imagelib.make_image([imagelib.busybox_layer(), extra], cmd=["/probe"],
                               config={"Env": [f"PATH={PATH}"]})
