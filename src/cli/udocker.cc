@@ -515,6 +515,7 @@ int do_create(Context& ctx, const Parsed& p) {
   }
   if (!name.empty()) args.insert(args.end(), {"--name", name});
   args.push_back(p.operands[0]);
+  ctx.allow_insecure(p.operands[0]);  // create pulls a missing image
   return ctx.berth(args);
 }
 
