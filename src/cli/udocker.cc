@@ -26,6 +26,7 @@
 #include "cli/command.h"
 #include "cli/context.h"
 #include "cli/policy.h"
+#include "core/dir.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -441,13 +442,79 @@ int quietly(const std::function<int()>& fn) {
   return rc;
 }
 
+/// Runs `fn` with stdout captured into `*out` (a step whose output the drop-in reads).
+int captured(const std::function<int()>& fn, std::string* out) {
+  std::fflush(stdout);
+  std::FILE* tmp = std::tmpfile();
+  int saved = ::dup(STDOUT_FILENO);
+  if (tmp == nullptr || saved < 0) {
+    if (tmp != nullptr) std::fclose(tmp);
+    if (saved >= 0) ::close(saved);
+    return fn();  // nothing to capture into: the output goes where it would have
+  }
+  ::dup2(::fileno(tmp), STDOUT_FILENO);
+  int rc = fn();
+  std::fflush(stdout);
+  ::dup2(saved, STDOUT_FILENO);
+  ::close(saved);
+  std::rewind(tmp);
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, tmp)) > 0;) out->append(buf, n);
+  std::fclose(tmp);
+  return rc;
+}
+
+/// A container's root made of the udocker clone it holds: ROOT/'s entries move up, udocker's
+/// metadata files (container.json, imagerepo.name, ...) go.
+Status unwrap_clone(const std::string& rootfs, const std::string& file) {
+  std::string inner = path_join(rootfs, "ROOT");
+  struct stat st {};
+  if (::lstat(inner.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return make_error("import", file, "not a udocker clone: no ROOT/ folder")
+        .with_hint("a root filesystem tarball imports with --tocontainer");
+  for (const std::string& e : list_dir(rootfs))
+    if (e != "ROOT") BERTH_CHECK(remove_tree(path_join(rootfs, e)));
+  for (const std::string& e : list_dir(inner))
+    if (::rename(path_join(inner, e).c_str(), path_join(rootfs, e).c_str()) != 0)
+      return sys_error("rename", path_join(inner, e));
+  if (::rmdir(inner.c_str()) != 0) return sys_error("remove", inner);
+  return {};
+}
+
+/// import --clone: a container exported by udocker with `export --clone` (its directory: ROOT/
+/// and udocker's metadata) becomes a Berth container; prints its ID.
+int import_clone(Context& ctx, const Parsed& p) {
+  const std::string& file = p.operands[0];
+  const std::string image = "udocker-clone:import";  // a staging name, removed at the end
+  if (int rc = quietly([&] { return ctx.berth({"import", file, image}); }); rc != 0) return rc;
+  std::vector<std::string> create = {"create", "--pull", "never"};
+  if (p.has("--name")) create.insert(create.end(), {"--name", p.get("--name")});
+  create.push_back(image);
+  std::string out;
+  int rc = captured([&] { return ctx.berth(create); }, &out);
+  std::string id = out.substr(0, out.find('\n'));
+  if (rc == 0) {
+    rc = ctx.local([&]() -> Status {
+      ContainerStore cs = BERTH_TRY(open_containers(ctx.g));
+      ContainerRecord c = BERTH_TRY(cs.find(id));
+      if (Status st = unwrap_clone(cs.rootfs(c), file); !st.ok()) {
+        (void)cs.remove(c, true);  // half made: the error below is what matters
+        return st;
+      }
+      return {};
+    });
+  }
+  quietly([&] { return ctx.berth({"-q", "rmi", image}); });
+  if (rc == 0) std::printf("%s\n", id.c_str());
+  return rc;
+}
+
 int do_import(Context& ctx, const Parsed& p) {
-  if (p.has("--clone"))
-    return fail(make_error("udocker", "import --clone",
-                           "udocker's clone format (a container directory with its metadata) is "
-                           "not read by Berth")
-                    .with_hint("export the container's files (udocker export -o FILE CONTAINER) "
-                               "and import them with --tocontainer"));
+  if (p.has("--clone")) {
+    if (Status st = need_operands("import", p, 1, "import --clone [--name=NAME] FILE"); !st.ok())
+      return fail(st);
+    return import_clone(ctx, p);
+  }
   // "import - IMAGE" reads stdin; --mv is taken as a copy (the store keeps its own file).
   if (Status st = need_operands("import", p, 1, "import [--tocontainer] FILE|- [REPO/IMAGE:TAG]");
       !st.ok())

@@ -10,6 +10,7 @@ Each row gets a fresh store."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -110,8 +111,13 @@ ROWS = [
         then_out=r"mycentos1:latest    \."),
     Row("T040 import --tocontainer --name=", "import --tocontainer --name=mycont {work}/rootfs.tar",
         out=rf"\A{ID}\n\Z", then="ps", then_out=r"\['mycont'\] +imported:unknown"),
-    Row("T041 import --clone (refused)", "import --clone --name=clone_cont {work}/rootfs.tar",
-        rc=1, err=r"udocker's clone format .* is not read by Berth"),
+    Row("T041 import --clone of a plain tar (refused)",
+        "import --clone --name=clone_cont {work}/rootfs.tar", rc=1,
+        err=r"\Aberth: error: import .*rootfs\.tar: not a udocker clone: no ROOT/ folder\n",
+        then="ps", then_not=r"clone_cont"),
+    Row("import --clone of a udocker clone (export --clone's format)",
+        "import --clone --name=cl {work}/clone.tar", out=rf"\A{ID}\n\Z",
+        then="run cl /bin/cat /etc/motd", then_out=r"\Audocker motd\n\Z"),
     Row("T042 rmi", "rmi {img}", setup=["pull {img}"], then="images", then_not=r"e2e/udocker"),
     Row("T043 ps -m", "ps -m", setup=CREATED, out=r"P M MOD NAMES .*\n{cid} \. W NS \['c'\]"),
     Row("T044 ps -s -m", "ps -s -m", setup=CREATED,
@@ -294,6 +300,15 @@ def prepare_work(berth, ud_image):
     with tarfile.open(berth.path("rootfs.tar"), "w") as t:
         t.add(rootfs, arcname=".")
     berth.identity.chown(berth.path("rootfs.tar"))
+    # udocker's clone format (udocker export --clone): the container's folder, ROOT/ and
+    # udocker's metadata.
+    with tarfile.open(berth.path("clone.tar"), "w") as t:
+        t.add(rootfs, arcname="./ROOT")
+        for name, text in (("container.json", b"{}"), ("imagerepo.name", b"e2e/udocker:1.0")):
+            info = tarfile.TarInfo("./" + name)
+            info.size = len(text)
+            t.addfile(info, io.BytesIO(text))
+    berth.identity.chown(berth.path("clone.tar"))
     berth("rmi", ud_image)
     for d in ("udocker-repo", "udocker-repo/repos", "udocker-repo/layers"):
         berth.make_dir(d)
