@@ -29,6 +29,7 @@
 #include "core/dir.h"
 #include "core/env.h"
 #include "core/fs.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "image/auth.h"
 #include "image/reference.h"
@@ -464,6 +465,31 @@ int captured(const std::function<int()>& fn, std::string* out) {
   return rc;
 }
 
+/// search: Berth's results (`berth search --json`) in udocker's columns, NAME OFFICIAL
+/// DESCRIPTION STARS, truncated as udocker truncates them unless --no-trunc.
+int do_search(Context& ctx, const std::string& term, bool no_trunc) {
+  std::string out;
+  int rc = captured([&] { return ctx.berth({"search", "--json", term}); }, &out);
+  if (rc != 0) return rc;
+  nlohmann::json hits = parse_json_or_discarded(out);
+  if (!hits.is_array()) return fail(make_error("search", term, "unreadable results"));
+  const char* fmt = no_trunc ? "%-55s %8s %-70s %5s\n" : "%-55.80s %8.8s %-70.70s %5.5s\n";
+  std::printf(fmt, "NAME", "OFFICIAL", "DESCRIPTION", "STARS");
+  for (const nlohmann::json& h : hits) {
+    auto text = [&h](const char* key) {
+      const nlohmann::json& v = h.contains(key) ? h[key] : nlohmann::json();
+      return v.is_string() ? v.get<std::string>() : v.is_number() ? v.dump() : std::string();
+    };
+    std::string description = text("description");
+    description = description.substr(0, description.find('\n'));
+    bool official =
+        h.contains("official") && h["official"].is_boolean() && h["official"].get<bool>();
+    std::printf(fmt, text("name").c_str(), official ? "[OK]" : "----", description.c_str(),
+                text("stars").c_str());
+  }
+  return 0;
+}
+
 /// A container's root made of the udocker clone it holds: ROOT/'s entries move up, udocker's
 /// metadata files (container.json, imagerepo.name, ...) go.
 Status unwrap_clone(const std::string& rootfs, const std::string& file) {
@@ -800,14 +826,12 @@ const std::vector<UdockerCommand>& commands() {
            return fail(make_error("udocker", "search --list-tags", "Berth lists no tags")
                            .with_hint("skopeo list-tags docker://IMAGE lists them"));
          use_proxy(p);
-         std::vector<std::string> args = {"search"};
-         for (const std::string& term : p.operands) {
-           std::string t =
-               p.has("--registry") ? registry_host(p.get("--registry")) + "/" + term : term;
-           ctx.allow_insecure(t + ":x");
-           args.push_back(t);
-         }
-         return ctx.berth(args);  // -a: Berth never pauses
+         if (Status st = need_operands("search", p, 1, "search [-a] EXPRESSION"); !st.ok())
+           return fail(st);
+         std::string term = p.operands[0];
+         if (p.has("--registry")) term = cat3(registry_host(p.get("--registry")), "/", term);
+         ctx.allow_insecure(term + ":x");
+         return do_search(ctx, term, p.has("--no-trunc"));  // -a: Berth never pauses
        }},
       {"pull", registry_flags,
        [](Context& ctx, const Parsed& p) {
