@@ -23,6 +23,7 @@ import tempfile
 import pytest
 
 import imagelib
+from test_gpu import UUID0, UUID1, host, images, pulled  # noqa: F401  (fixtures)
 from test_run import PATH, userns_works
 
 ID = r"[0-9a-f]{64}"
@@ -413,3 +414,18 @@ def test_setup_execmode_obeys_the_site_policy(berth, ud_image, scratch):
                    "(allowed_engines: proot, userns)\n")
     assert ud("setup --execmode=P1 c", env=env)[0] == 0
     assert ud("setup c", env=env)[1] == "execmode: P1\nnvidiamode: False\n"
+
+
+def test_setup_nvidia_injects_the_gpus_at_every_run(berth, host, pulled):
+    """udocker's `setup --nvidia` through the link, on test_gpu's fabricated driver tree: runs
+    of that container get the GPUs (Berth's --gpus all), another container's do not."""
+    ud = Udocker(berth, {})
+    env = host.env()
+    berth("create", "--name", "g", pulled["plain"])
+    berth("create", "--name", "plain", pulled["plain"])
+    assert ud("setup --nvidia g", env=env)[0] == 0
+    assert ud("setup g", env=env)[1] == "execmode: NS\nnvidiamode: True\n"
+    rc, out, err = ud("run g nvidia-smi", env=env)
+    assert (rc, out) == (0, f"fake nvidia-smi {UUID0},{UUID1}\n"), err
+    rc, out, err = ud("run plain /probe env", env=env)
+    assert rc == 0 and "NVIDIA_VISIBLE_DEVICES" not in out, err
