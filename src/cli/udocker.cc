@@ -33,7 +33,9 @@
 #include "core/log.h"
 #include "image/auth.h"
 #include "image/reference.h"
+#include "image/tar_writer.h"
 #include "runtime/engines.h"
+#include "runtime/link_form.h"
 
 namespace berth::cli {
 namespace udocker {
@@ -507,6 +509,31 @@ Status unwrap_clone(const std::string& rootfs, const std::string& file) {
   return {};
 }
 
+/// export --clone: the container in udocker's clone format (the container's folder as udocker
+/// keeps it: ROOT/, container.json with the image config, imagerepo.name), which udocker's
+/// `import --clone` reads; to FILE or stdout ("-").
+Status export_clone(const GlobalOptions& g, const std::string& file, const std::string& name) {
+  ContainerStore cs = BERTH_TRY(open_containers(g));
+  ContainerRecord c = BERTH_TRY(cs.find(name));
+  FileLock held = BERTH_TRY(lock_canonical(cs, c, "export"));  // the image's symlink form
+  bool to_stdout = file.empty() || file == "-";
+  UniqueFd out;
+  if (!to_stdout) out = BERTH_TRY(open_file(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  auto write = [&]() -> Status {
+    TarWriter w = BERTH_TRY(TarWriter::open(to_stdout ? STDOUT_FILENO : out.get(), file));
+    if (::geteuid() != 0) w.set_owner_view(::geteuid(), ::getegid());
+    BERTH_CHECK(w.add_dir("ROOT"));
+    BERTH_CHECK(w.add_tree(cs.rootfs(c), "ROOT/").with_context("export " + name));
+    nlohmann::json config = {{"config", c.image_config}, {"os", "linux"}};
+    BERTH_CHECK(w.add_bytes("container.json", to_text(config, 2) + "\n"));
+    BERTH_CHECK(w.add_bytes("imagerepo.name", c.image));
+    return w.finish();
+  };
+  Status st = write();
+  if (!st.ok() && !to_stdout) (void)::unlink(file.c_str());  // a half-written archive
+  return st;
+}
+
 /// import --clone: a container exported by udocker with `export --clone` (its directory: ROOT/
 /// and udocker's metadata) becomes a Berth container; prints its ID.
 int import_clone(Context& ctx, const Parsed& p) {
@@ -928,10 +955,11 @@ const std::vector<UdockerCommand>& commands() {
       {"export",
        {{"-o"}, {"--clone"}},
        [](Context& ctx, const Parsed& p) {
-         if (p.has("--clone"))
-           return fail(
-               make_error("udocker", "export --clone", "Berth writes no udocker clone format")
-                   .with_hint("udocker export -o FILE CONTAINER writes its files"));
+         if (p.has("--clone")) {
+           std::string file = p.has("-o") && p.operands.size() >= 2 ? p.operands[0] : "-";
+           std::string name = p.operands.empty() ? "" : p.operands.back();
+           return ctx.local([&ctx, file, name] { return export_clone(ctx.g, file, name); });
+         }
          // -o FILE CONTAINER, or - CONTAINER (stdout).
          std::vector<std::string> args = {"export"};
          if (p.has("-o") && p.operands.size() >= 2)
