@@ -667,7 +667,7 @@ int udocker_main(int argc, char** argv) {
       repo = words[++i];
     } else if (w.starts_with("--config")) {
       return fail(make_error("udocker", w, "udocker configuration files are not read by Berth")
-                      .with_hint("Berth's settings: ~/.config/berth/berth.conf (docs/config.md)"));
+                      .with_hint("Berth's settings: ~/.config/berth/berth.conf (docs/site.md)"));
     } else {
       return fail(
           make_error("udocker", w, "not a udocker global option").with_hint("see 'udocker help'"));

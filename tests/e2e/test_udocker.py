@@ -163,7 +163,8 @@ ROWS = [
     Row("setup --execmode=S1", "setup --execmode=S1 c", setup=CREATED, then="ps -m",
         then_out=r"{cid} \. W S1"),
     Row("setup --execmode=X9 (refused)", "setup --execmode=X9 c", setup=CREATED, rc=1,
-        err=r"--execmode=X9: not a udocker mode"),
+        err=r"\Aberth: error: setup --execmode=X9: not a udocker mode\n"
+            r"berth: hint: P1, P2, F1, F2, F3, F4, R1, R2, R3 or S1\n\Z"),
     # --- setup ------------------------------------------------------------------------------
     Row("setup --nvidia", "setup --nvidia c", setup=CREATED, out=r"\A\Z", then="setup c",
         then_out=r"nvidiamode: True"),
@@ -220,7 +221,8 @@ ROWS = [
     Row("run --platform=", "run --platform=linux/amd64 {img} /bin/true"),
     Row("run --entrypoint=", "run --entrypoint=/bin/echo c hi", setup=CREATED, out=r"\Ahi\n\Z"),
     Row("run --unknown (refused)", "run --unknown c /bin/true", setup=CREATED, rc=1,
-        err=r"udocker run --unknown: not an option of udocker run"),
+        err=r"\Aberth: error: udocker run --unknown: not an option of udocker run\n"
+            r"berth: hint: see 'udocker help' and docs/udocker\.md\n\Z"),
     # --- the rest of the commands -----------------------------------------------------------
     Row("rename", "rename c newc", setup=CREATED, then="ps", then_out=r"\['newc'\]"),
     Row("tag", "tag {img} mine/copy:2", setup=["pull {img}"], then="images",
@@ -231,20 +233,27 @@ ROWS = [
     Row("rmi -f", "rmi -f {img}", setup=["pull {img}"], then="images", then_not=r"e2e/udocker"),
     Row("images -p", "images -p", setup=["pull {img}"], out=r"linux/amd64 +\. \S*e2e/udocker:1\.0"),
     Row("ps -p", "ps -p", setup=CREATED, out=r"PLATFORM .*\n{cid} \. W linux/amd64 +\['c'\]"),
-    Row("search --list-tags (refused)", "search --list-tags {img}", rc=1, err=r"lists no tags"),
+    Row("search --list-tags (refused)", "search --list-tags {img}", rc=1,
+        err=r"\Aberth: error: udocker search --list-tags: Berth lists no tags\n"
+            r"berth: hint: skopeo list-tags docker://IMAGE lists them\n\Z"),
     Row("export --clone", "export --clone -o {work}/c.tar c", setup=CREATED, out=r"\A\Z",
         files=["c.tar"]),
     Row("import --clone of export --clone's file", "import --clone --name=back {work}/c.tar",
         setup=CREATED + ["export --clone -o {work}/c.tar c"], out=rf"\A{ID}\n\Z",
         then="run back /bin/cat /etc/motd", then_out=r"\Audocker motd\n\Z"),
     Row("--config= (refused)", "--config=udocker.conf images", rc=1,
-        err=r"udocker configuration files are not read"),
+        err=r"\Aberth: error: udocker --config=udocker\.conf: udocker configuration files are "
+            r"not read by Berth\nberth: hint: Berth's settings: ~/\.config/berth/berth\.conf "
+            r"\(docs/site\.md\)\n\Z"),
     Row("--repo= of a missing directory (refused)", "--repo={work}/none images", rc=1,
-        err=r"--repo=.+/none: no such repository"),
+        err=r"\Aberth: error: udocker --repo={work}/none: no such repository\n"
+            r"berth: hint: make it with: udocker mkrepo {work}/none\n\Z"),
     Row("UDOCKER_DIR of a real udocker repository (refused)", "images",
         env={"UDOCKER_DIR": "{work}/udocker-repo"}, rc=1,
         err=r"holds a udocker repository .* \(named by UDOCKER_DIR\)"),
-    Row("an unknown command", "frobnicate", rc=1, err=r"frobnicate: not a udocker command"),
+    Row("an unknown command", "frobnicate", rc=1,
+        err=r"\Aberth: error: udocker frobnicate: not a udocker command\n"
+            r"berth: hint: see 'udocker help'\n\Z"),
 ]
 
 # Rows whose `then` line is expected to fail (logout removed the credentials).
