@@ -63,6 +63,12 @@ struct Command {
 /// instead of 1 when it fails (run and create: 125, Docker's "Berth itself failed").
 void set_exit_status(int status);
 
+/// Parses a berth command line (argv[0] included) and runs it; the process's exit status.
+int berth_main(int argc, char** argv);
+/// Runs `action` as main runs a parsed command: log level from `g`, the configuration read into
+/// g.site, an error printed once; returns the exit status.
+int run_action(GlobalOptions& g, const Action& action);
+
 /// Every subcommand, in the order `berth --help` lists them.
 const std::vector<Command>& command_table();
 

@@ -8,7 +8,9 @@
 
 #include "cli/context.h"
 #include "cli/policy.h"
+#include "cli/udocker.h"
 #include "core/log.h"
+#include "devices/gpu_select.h"
 #include "runtime/engines.h"
 #include "runtime/link_form.h"
 
@@ -35,16 +37,32 @@ Result<RunOutcome> run_with_engine(ContainerStore& cs, const ContainerRecord& c,
 
 Action setup_setup(CLI::App& app, const GlobalOptions& g) {
   struct Opts {
-    std::string engine, container;
+    std::string engine, container, gpus, link_dir;
+    bool gpus_given = false;
   };
   auto o = std::make_shared<Opts>();
   app.add_option("--engine", o->engine, "Default engine for the container: " + engine_names());
-  app.add_option("CONTAINER", o->container, "Container name or ID")->required();
+  app.add_option("--gpus", o->gpus,
+                 "GPUs every run of the container injects unless it says --gpus (none: clear)")
+      ->each([o](const std::string&) { o->gpus_given = true; });
+  app.add_option("--udocker-link", o->link_dir,
+                 "Make DIR/udocker, a link to this berth that takes udocker's command line");
+  app.add_option("CONTAINER", o->container, "Container name or ID");
   return [o, &g]() -> Status {
+    if (!o->link_dir.empty()) {
+      if (!o->container.empty() || !o->engine.empty() || o->gpus_given)
+        return make_error("setup", "--udocker-link", "takes no container and no other option");
+      return make_udocker_link(o->link_dir);
+    }
+    if (o->container.empty())
+      return make_error("setup", "CONTAINER", "a container is required")
+          .with_hint("berth setup [--engine=NAME] [--gpus=SPEC] CONTAINER, or --udocker-link DIR");
     ContainerStore cs = BERTH_TRY(open_containers(g));
     ContainerRecord c = BERTH_TRY(cs.find(o->container));
+    if (o->gpus_given && o->gpus != "none") BERTH_CHECK(parse_gpus_flag(o->gpus));
+    if (o->gpus_given) BERTH_CHECK(cs.set_gpus(c, o->gpus == "none" ? "" : o->gpus));
     if (o->engine.empty()) {
-      std::printf("%s\n", c.engine.empty() ? kDefaultEngine : c.engine.c_str());
+      if (!o->gpus_given) std::printf("%s\n", c.engine.empty() ? kDefaultEngine : c.engine.c_str());
       return {};
     }
     BERTH_CHECK(validate_engine_name(o->engine));
@@ -54,7 +72,8 @@ Action setup_setup(CLI::App& app, const GlobalOptions& g) {
     std::string said;
     if (auto e = choose_engine(o->engine, &said); !e.ok())
       log::warn("{}", e.error().message());
-    return cs.set_engine(c, o->engine == kDefaultEngine ? "" : o->engine);
+    // udocker's mode label no longer says what runs: cleared.
+    return cs.set_udocker_mode(c, o->engine == kDefaultEngine ? "" : o->engine, "");
   };
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/udocker.h"
 #include "core/log.h"
 #include "core/safe_text.h"
 
@@ -170,10 +171,17 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "berth: hint: see 'berth --help'\n");
     return kExitUsage;
   }
+  return run_action(g, action);
+}
+
+}  // namespace
+
+int run_action(GlobalOptions& g, const Action& action) {
   log::set_level(g.quiet ? log::Level::kError : g.verbose ? log::Level::kDebug : log::Level::kWarn);
   g.site = load_config();
   if (g.site.ok())
     for (const std::string& line : g.site->ignored) log::warn("{} (ignored)", line);
+  g_exit_status = -1;  // the udocker line may run several actions, one after another
   Status st = action();
   if (!st.ok()) {
     print_error(st.error());
@@ -182,10 +190,14 @@ int run(int argc, char** argv) {
   return g_exit_status >= 0 ? g_exit_status : 0;
 }
 
-}  // namespace
+int berth_main(int argc, char** argv) { return run(argc, argv); }
 
 void set_exit_status(int status) { g_exit_status = status; }
 
 }  // namespace berth::cli
 
-int main(int argc, char** argv) { return berth::cli::run(argc, argv); }
+int main(int argc, char** argv) {
+  // A link named udocker takes udocker's command line (cli/udocker.h).
+  if (berth::cli::invoked_as_udocker(argv[0])) return berth::cli::udocker_main(argc, argv);
+  return berth::cli::berth_main(argc, argv);
+}

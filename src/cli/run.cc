@@ -430,6 +430,9 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   const ContainerRecord c =
       existing.ok() ? std::move(existing).value()
                     : BERTH_TRY(create_from_image(g, cs, what, name, "run", {}, extras.pull));
+  // `berth setup --gpus` (udocker's `setup --nvidia`): the container's GPUs unless --gpus (or
+  // the site's default gpus, applied above) says otherwise.
+  if (!opts.gpus && !c.gpus.empty()) opts.gpus = c.gpus;
   if (opts.network_none) {
     // Only the userns engine makes namespaces of its own (nothing compares engine names but
     // this: the engine row has no network column yet).

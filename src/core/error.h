@@ -80,6 +80,8 @@ inline constexpr std::string_view kOpWords[] = {
     "inject GPUs", "mount source", "parse ld.so.cache", "read ELF", "select GPUs",
     // The site policy (site).
     "registry",
+    // The udocker command line (cli/udocker.h).
+    "setup", "udocker",
 };
 // clang-format on
 

@@ -200,4 +200,10 @@ Result<bool> CredentialStore::erase(std::string_view registry) {
   return true;
 }
 
+std::vector<std::string> CredentialStore::berth_registries() const {
+  std::vector<std::string> keys;
+  for (const auto& [key, creds] : berth_) keys.push_back(key);
+  return keys;
+}
+
 }  // namespace berth

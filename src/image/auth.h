@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/error.h"
 
@@ -47,6 +48,9 @@ class CredentialStore {
   Status save(std::string_view registry, const Credentials& c);
   /// Removes a registry's entry from Berth's auth.json; false when there was none.
   Result<bool> erase(std::string_view registry);
+  /// The registries Berth's auth.json holds credentials for (Docker's file is not Berth's to
+  /// empty): the keys erase() takes.
+  std::vector<std::string> berth_registries() const;
 
   std::string berth_file;   ///< path of Berth's auth.json
   std::string docker_file;  ///< path of Docker's config.json

@@ -185,9 +185,9 @@ Status TarWriter::add_dir(const std::string& name, int mode) {
   return s_->header(name, st, nullptr, nullptr);
 }
 
-Status TarWriter::add_tree(const std::string& root) {
+Status TarWriter::add_tree(const std::string& root, const std::string& prefix) {
   UniqueFd fd = BERTH_TRY(open_file(root, O_RDONLY | O_DIRECTORY));
-  return s_->walk(fd.get(), root, "");
+  return s_->walk(fd.get(), root, prefix);
 }
 
 void TarWriter::set_owner_view(uid_t host_uid, gid_t host_gid) {

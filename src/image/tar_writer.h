@@ -30,10 +30,11 @@ class TarWriter {
   Status add_file(const std::string& name, const std::string& path, int mode = 0644);
   /// A directory entry.
   Status add_dir(const std::string& name, int mode = 0755);
-  /// Everything under the directory `root`, names relative to it, sorted: directories,
-  /// files, symlinks (never followed), FIFOs and hard links (stored once, then linked), with
-  /// mode, owner and mtime as stored. Sockets and device nodes are left out.
-  Status add_tree(const std::string& root);
+  /// Everything under the directory `root`, names relative to it (after `prefix`, "DIR/" or
+  /// ""), sorted: directories, files, symlinks (never followed), FIFOs and hard links (stored
+  /// once, then linked), with mode, owner and mtime as stored. Sockets and device nodes are
+  /// left out.
+  Status add_tree(const std::string& root, const std::string& prefix = "");
   /// From now on, writes owners as a rootless container sees them (what `docker export`
   /// writes): `host_uid`/`host_gid`, which the container's user namespace maps to root, as 0,
   /// and every other ID as 65534, the kernel's overflow ID for unmapped owners.

@@ -121,6 +121,8 @@ Result<ContainerRecord> ContainerStore::load(const std::string& id, Detail detai
       c.last_exit = j["last_exit"].get<int>();
     c.is_protected = j.value("protected", false);
     c.engine = j.value("engine", "");
+    c.gpus = j.value("gpus", "");
+    c.udocker_mode = j.value("udocker_mode", "");
     c.link_prefix = j.value("link_prefix", "");
   } catch (const nlohmann::json::exception& e) {
     return make_error("read container", path, json_error_text(e));
@@ -151,6 +153,8 @@ std::string record_text(const ContainerRecord& c) {
   if (c.run_options.is_object() && !c.run_options.empty()) j["run_options"] = c.run_options;
   if (c.is_protected) j["protected"] = true;
   if (!c.engine.empty()) j["engine"] = c.engine;
+  if (!c.gpus.empty()) j["gpus"] = c.gpus;
+  if (!c.udocker_mode.empty()) j["udocker_mode"] = c.udocker_mode;
   if (!c.link_prefix.empty()) j["link_prefix"] = c.link_prefix;
   return to_text(j, 2) + "\n";
 }
@@ -502,6 +506,21 @@ Status ContainerStore::set_run_options(const ContainerRecord& c, const nlohmann:
 
 Status ContainerStore::set_engine(const ContainerRecord& c, const std::string& engine) {
   return update(c, [&](ContainerRecord& now) { now.engine = engine; }, Durability::kProcessSafe);
+}
+
+Status ContainerStore::set_gpus(const ContainerRecord& c, const std::string& gpus) {
+  return update(c, [&](ContainerRecord& now) { now.gpus = gpus; }, Durability::kProcessSafe);
+}
+
+Status ContainerStore::set_udocker_mode(const ContainerRecord& c, const std::string& engine,
+                                        const std::string& mode) {
+  return update(
+      c,
+      [&](ContainerRecord& now) {
+        now.engine = engine;
+        now.udocker_mode = mode;
+      },
+      Durability::kProcessSafe);
 }
 
 Status ContainerStore::set_link_prefix(const ContainerRecord& c, const std::string& prefix) {

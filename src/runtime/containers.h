@@ -49,6 +49,12 @@ struct ContainerRecord {
   nlohmann::json run_options;
   bool is_protected = false;              ///< `berth protect`: rm refuses it, even with -f
   std::string engine;                     ///< default engine (`berth setup --engine`); "" userns
+  /// GPUs every run injects unless it says --gpus (`berth setup --gpus`; udocker's
+  /// `setup --nvidia` sets "all"); "" none.
+  std::string gpus;
+  /// udocker's execution mode as `udocker setup --execmode` last set it (P1 ... S1), shown by
+  /// `udocker ps -m` and `udocker setup`; the engine it maps to is `engine` (cli/udocker.h).
+  std::string udocker_mode;
   /// The host prefix absolute symlinks in the rootfs may carry now: "" as unpacked, the rootfs
   /// path while a fakechroot run owns it, or after one was killed (runtime/link_form.h).
   std::string link_prefix;
@@ -115,6 +121,11 @@ class ContainerStore {
 
   /// Records the container's default engine ("" for the default).
   Status set_engine(const ContainerRecord& c, const std::string& engine);
+  /// Records the GPUs every run injects by default ("" none).
+  Status set_gpus(const ContainerRecord& c, const std::string& gpus);
+  /// Records the engine and udocker's execution-mode label together (`udocker setup`).
+  Status set_udocker_mode(const ContainerRecord& c, const std::string& engine,
+                          const std::string& mode);
   /// Records the prefix the rootfs's absolute symlinks carry now.
   Status set_link_prefix(const ContainerRecord& c, const std::string& prefix);
 
