@@ -102,6 +102,26 @@ def scratch():
     shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.fixture
+def policy(scratch):
+    """Writes a site policy into a fresh root-owned folder (the tests run as root; berth reads
+    it as the test user); returns a function (text, mode, owner) -> path; pass the path as
+    BERTH_SITE_CONF."""
+    folder = tempfile.mkdtemp(prefix="policy-", dir=scratch)
+    os.chmod(folder, 0o755)
+
+    def write(text: str, mode: int = 0o644, owner: int = 0, name: str = "berth.conf") -> str:
+        path = os.path.join(folder, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chown(path, owner, owner)
+        os.chmod(path, mode)
+        return path
+
+    yield write
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def _build_dirs() -> list[str]:
     """The build folders to take binaries from, best first: the one BERTH_BIN lives in, else
     build/, else any other build*/ folder of the checkout holding a berth (newest first; the

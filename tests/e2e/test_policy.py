@@ -21,25 +21,6 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="policy files must be owned by root: run the tests as root")
 
 
-@pytest.fixture
-def policy(scratch):
-    """Writes a site policy into a fresh root-owned folder; returns a function (text, mode,
-    owner) -> path; pass the path as BERTH_SITE_CONF."""
-    folder = tempfile.mkdtemp(prefix="policy-", dir=scratch)
-    os.chmod(folder, 0o755)
-
-    def write(text: str, mode: int = 0o644, owner: int = 0, name: str = "berth.conf") -> str:
-        path = os.path.join(folder, name)
-        with open(path, "w") as f:
-            f.write(text)
-        os.chown(path, owner, owner)
-        os.chmod(path, mode)
-        return path
-
-    yield write
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 def with_policy(path: str, **extra) -> dict:
     return {"BERTH_SITE_CONF": path, **extra}
 

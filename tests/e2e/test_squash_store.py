@@ -337,12 +337,8 @@ def tree_state(root: str) -> dict:
 
 
 @needs_root
-def test_locked_store_format_refuses_the_flag(berth, scratch, sq_images):
-    folder = tempfile.mkdtemp(prefix="policy-", dir=scratch)
-    os.chmod(folder, 0o755)
-    policy = os.path.join(folder, "berth.conf")
-    with open(policy, "w") as f:
-        f.write('store_format = "squashfs"\nlock = ["store_format"]\n')
+def test_locked_store_format_refuses_the_flag(berth, sq_images, policy):
+    policy = policy('store_format = "squashfs"\nlock = ["store_format"]\n')
     ref, _ = sq_images["app"]
     rc, _, err = berth("pull", "--no-squash", ref, check=False, env={"BERTH_SITE_CONF": policy})
     assert (rc, err) == (1, f"berth: error: pull --no-squash: the site policy {policy} locks "

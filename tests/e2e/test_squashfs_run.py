@@ -372,19 +372,14 @@ def test_other_engines_are_refused(sq, images):
                    "userns engine only\n")
 
 
-def test_the_policys_runtime_dir_holds_the_mounts(berth, images, scratch, identity):
+def test_the_policys_runtime_dir_holds_the_mounts(berth, images, scratch, identity, policy):
     """runtime_dir in the site policy (docs/site.md) moves the shared mounts into a folder per
     user beneath it, as it moves the oci engine's state."""
     if os.geteuid() != 0:
         pytest.skip("policy files must be owned by root: run the tests as root")
     shared = tempfile.mkdtemp(prefix="shm-", dir=scratch)
     os.chmod(shared, 0o1777)  # as /dev/shm
-    folder = tempfile.mkdtemp(prefix="policy-", dir=scratch)
-    os.chmod(folder, 0o755)
-    path = os.path.join(folder, "berth.conf")
-    with open(path, "w") as f:
-        f.write(f'runtime_dir = "{shared}"\n')
-    os.chmod(path, 0o644)
+    path = policy(f'runtime_dir = "{shared}"\n')
     berth.env.pop("BERTH_RUNTIME_DIR", None)
     mine = os.path.join(shared, f"berth-{identity.uid}")
     try:
@@ -397,7 +392,6 @@ def test_the_policys_runtime_dir_holds_the_mounts(berth, images, scratch, identi
     finally:
         assert wait_for(lambda: not mounts(shared) and not fuse_procs(shared)), (
             mounts(shared), fuse_procs(shared))
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def stat_mode(st: os.stat_result) -> int:

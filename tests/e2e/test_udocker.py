@@ -18,7 +18,6 @@ import shlex
 import shutil
 import subprocess
 import tarfile
-import tempfile
 
 import pytest
 
@@ -409,13 +408,8 @@ def test_setup_gpus_marks_the_container(berth, ud_image):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="policy files must be owned by root")
-def test_setup_execmode_obeys_the_site_policy(berth, ud_image, scratch):
-    folder = tempfile.mkdtemp(prefix="policy-", dir=scratch)
-    os.chmod(folder, 0o755)
-    path = os.path.join(folder, "berth.conf")
-    with open(path, "w") as f:
-        f.write('allowed_engines = ["proot", "userns"]\n')
-    os.chmod(path, 0o644)
+def test_setup_execmode_obeys_the_site_policy(berth, ud_image, policy):
+    path = policy('allowed_engines = ["proot", "userns"]\n')
     ud = Udocker(berth, {"img": ud_image})
     env = {"BERTH_SITE_CONF": path}
     assert ud("pull {img}", env=env)[0] == 0
