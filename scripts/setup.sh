@@ -24,6 +24,9 @@ packages=(
   squashfuse fuse3 squashfs-tools
   # fallback engines (berth run --engine=proot|fakechroot|oci), also peers for the benchmarks
   proot fakechroot libfakechroot runc crun
+  # Slurm: the SPANK plugin is built against libslurm-dev; the slurm tier (tests/slurm) runs
+  # munge, slurmctld and two slurmd on 127.0.0.1
+  libslurm-dev slurmctld slurmd slurm-client munge
   # peers measured by the benchmarks
   charliecloud-runtime hyperfine
 )
