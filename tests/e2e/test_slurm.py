@@ -1,0 +1,194 @@
+"""The Slurm plugin (spank_berth.so), end to end: srun and sbatch as the unprivileged user on a
+one-host cluster (tests/e2e/slurm.py), pyxis's options, images from the local registry."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import slurm
+from conftest import build_file
+from test_run import userns_works
+
+
+@pytest.fixture(scope="session")
+def spank_plugin(scratch) -> str:
+    path = build_file(os.path.join("src", "spank_berth.so"), "BERTH_SPANK", "spank_berth")
+    # srun loads it as the test user: a copy it can read, as berth_bin makes of berth.
+    bindir = os.path.join(scratch, "bin")
+    os.makedirs(bindir, mode=0o755, exist_ok=True)
+    copy = os.path.join(bindir, "spank_berth.so")
+    shutil.copy2(path, copy)
+    os.chmod(copy, 0o755)
+    return copy
+
+
+@pytest.fixture(scope="session")
+def cluster(scratch, spank_plugin, berth_bin, identity):
+    why = slurm.missing_packages()
+    if why:
+        pytest.skip(why)
+    if not userns_works(identity):
+        pytest.skip("unprivileged user namespaces are not available to the test user here")
+    c = slurm.Cluster(os.path.join(scratch, "slurm"), spank_plugin, berth_bin)
+    try:
+        c.start()
+    except Exception:
+        c.stop()
+        raise
+    yield c
+    c.stop()
+
+
+class Slurm:
+    """Runs Slurm's clients as the test user, in the test's folder, with its berth store."""
+
+    def __init__(self, berth, cluster):
+        self.berth, self.cluster = berth, cluster
+
+    def env(self, extra: dict | None = None) -> dict:
+        env = dict(self.berth.env)
+        env.update(self.cluster.env())
+        env.update(extra or {})
+        return env
+
+    def __call__(self, tool: str, *args, env: dict | None = None, timeout: float = 120):
+        """Runs `tool ARGS`; returns (rc, stdout, stderr)."""
+        r = subprocess.run(self.berth.identity.prefix + [tool, *map(str, args)],
+                           env=self.env(env), cwd=self.berth.workdir, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=timeout)
+        return r.returncode, r.stdout, r.stderr
+
+    def srun(self, *args, **kw):
+        return self("srun", "-N1", "-w", "n1", *args, **kw)
+
+    def ok(self, *args, **kw) -> str:
+        rc, out, err = self.srun(*args, **kw)
+        assert rc == 0, f"srun {' '.join(map(str, args))} exited {rc}\nstdout:\n{out}\nstderr:\n{err}"
+        return out
+
+    def popen(self, tool: str, *args) -> subprocess.Popen:
+        return subprocess.Popen(self.berth.identity.prefix + [tool, *map(str, args)],
+                                env=self.env(), cwd=self.berth.workdir,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def sl(berth, cluster) -> Slurm:
+    return Slurm(berth, cluster)
+
+
+def user_processes(identity) -> list[str]:
+    r = subprocess.run(["ps", "-u", str(identity.uid), "-o", "pid=,args="], capture_output=True,
+                       text=True)
+    return [line for line in r.stdout.splitlines() if line.strip()]
+
+
+def test_srun_runs_the_tasks_in_the_image(sl, pushed_busybox):
+    out = sl.ok("-n2", f"--container-image={pushed_busybox}", "cat", "/etc/motd")
+    assert out == "hello from berth e2e\n" * 2
+    # Both tasks share the step's one container: the same mount namespace.
+    out = sl.ok("-n2", f"--container-image={pushed_busybox}", "readlink", "/proc/self/ns/mnt")
+    lines = out.split()
+    assert len(lines) == 2 and lines[0] == lines[1]
+    # As the user, with Slurm's variables passed through.
+    out = sl.ok(f"--container-image={pushed_busybox}", "sh", "-c", "id -u; echo $SLURM_JOB_ID")
+    uid, job = out.split()
+    assert uid == str(sl.berth.identity.uid) and job.isdigit()
+
+
+def test_without_an_image_the_plugin_does_nothing(sl):
+    assert sl.ok("cat", "/etc/debian_version")  # the host's file
+
+
+def test_mounts_workdir_and_env(sl, pushed_busybox):
+    data = sl.berth.make_dir("data")
+    sl.berth.write_file("data/f", "from the host\n")
+    out = sl.ok(f"--container-image={pushed_busybox}", f"--container-mounts={data}:/in:ro",
+                "--container-workdir=/in", "--container-env=PICK", "sh", "-c",
+                "pwd; cat f; echo $PICK; touch g 2>/dev/null || echo read-only",
+                env={"PICK": "chosen"})
+    assert out == "/in\nfrom the host\nchosen\nread-only\n"
+
+
+def test_environment_forms(sl, pushed_busybox):
+    # PYXIS_CONTAINER_IMAGE without the option; BERTH_CONTAINER_WORKDIR wins over PYXIS_'s.
+    out = sl.ok("pwd", env={"PYXIS_CONTAINER_IMAGE": pushed_busybox,
+                            "PYXIS_CONTAINER_WORKDIR": "/etc",
+                            "BERTH_CONTAINER_WORKDIR": "/bin"})
+    assert out == "/bin\n"
+    out = sl.ok("cat", "/etc/motd", env={"BERTH_CONTAINER_IMAGE": pushed_busybox})
+    assert out == "hello from berth e2e\n"
+
+
+def test_named_container_is_reused_across_steps(sl, pushed_busybox):
+    sl.ok(f"--container-image={pushed_busybox}", "--container-name=keep", "sh", "-c",
+          "echo kept > /tmp/mark")
+    out = sl.ok("--container-name=keep", "cat", "/tmp/mark")
+    assert out == "kept\n"
+    rc, _, err = sl.srun("--container-name=keep:create", f"--container-image={pushed_busybox}",
+                         "true")
+    assert rc != 0
+    assert "berth: error: container 'keep' already exists (--container-name=keep:create)" in err
+    rc, _, err = sl.srun("--container-name=nothere", "true")
+    assert rc != 0
+    assert ("berth: error: a container with name 'nothere' does not exist, and "
+            "--container-image is not set") in err
+
+
+def test_errors_reach_the_exit_status(sl, registry):
+    # A bad option: srun itself refuses it.
+    rc, _, err = sl.srun("--container-image=x", "--container-name=a:sometimes", "true")
+    assert rc != 0
+    assert "--container-name: unknown flag 'sometimes' (auto, create, exec or no_exec)" in err
+    # A failure on the node (no such image): the task fails with Berth's one line.
+    rc, _, err = sl.srun(f"--container-image={registry.host}/e2e/absent:1", "true")
+    assert rc == 1
+    assert "berth: error: " in err and "absent" in err
+
+
+def test_sbatch_runs_the_script_in_the_image(sl, pushed_busybox):
+    script = sl.berth.write_file("job.sh", "#!/bin/sh\ncat /etc/motd\n", 0o755)
+    out_file = sl.berth.path("job.out")
+    rc, out, err = sl("sbatch", "--wait", "-w", "n1", f"--container-image={pushed_busybox}",
+                      "-o", out_file, script)
+    assert rc == 0, out + err
+    with open(out_file) as f:
+        assert f.read() == "hello from berth e2e\n"
+
+
+def test_scancel_leaves_nothing_behind(sl, pushed_busybox, identity):
+    before = set(user_processes(identity))
+    p = sl.popen("srun", "-N1", "-w", "n1", "-J", "tocancel",
+                 f"--container-image={pushed_busybox}", "sleep", "300")
+    try:
+        deadline = time.monotonic() + 60
+        job = ""
+        while time.monotonic() < deadline:
+            _, out, _ = sl("squeue", "-h", "-n", "tocancel", "-t", "R", "-o", "%i")
+            job = out.strip()
+            if job and any("sleep 300" in line for line in user_processes(identity)):
+                break
+            time.sleep(0.2)
+        assert job, "the step did not start"
+        sl("scancel", job)
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        left = set(user_processes(identity)) - before
+        _, ps, _ = sl.berth("ps", "-a", "--format", "{{.Names}}", check=False)
+        if not left and "slurm-" not in ps:
+            break
+        time.sleep(0.2)
+    assert not left, left
+    assert "slurm-" not in ps
+    with open("/proc/self/mountinfo") as f:
+        assert sl.berth.berth_home not in f.read()
