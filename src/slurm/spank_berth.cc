@@ -331,7 +331,16 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
   Ran r;
   if (found < 0) {
     std::vector<std::string> args;
-    if (Problem q = berth::slurm::run_arguments(o, g_state.args, ids, cwd, &args); !q.empty())
+    Options with = o;
+    // The batch step's command is the script in slurmd's spool: bound read-only at the same
+    // path, so that Slurm's execve finds it inside, as pyxis does.
+    int argc = 0;
+    char** argv = nullptr;
+    if (ids.step == berth::slurm::kBatchStep &&
+        spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 &&
+        argv[0] != nullptr && argv[0][0] == '/')
+      with.mounts.push_back(std::string(argv[0]) + ":" + argv[0] + ":ro");
+    if (Problem q = berth::slurm::run_arguments(with, g_state.args, ids, cwd, &args); !q.empty())
       return fail(q);
     r = run_berth(args, env, nullptr);
     if (r.status != 0) return fail(last_line(r.err));
@@ -385,8 +394,9 @@ Problem merge_environment(spank_t sp, long pid) {
     if (eq == std::string::npos || eq == 0) continue;
     std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
     if (k == "HOSTNAME") continue;  // the node's name is the truth in a job
-    if (spank_setenv(sp, k.c_str(), v.c_str(), listed(k) ? 0 : 1) != ESPANK_SUCCESS)
-      return "env: cannot set " + k;
+    spank_err_t e = spank_setenv(sp, k.c_str(), v.c_str(), listed(k) ? 0 : 1);
+    if (e != ESPANK_SUCCESS && e != ESPANK_ENV_EXISTS)  // exists: a --container-env name
+      return "env: cannot set " + k + ": " + spank_strerror(e);
   }
   // PyTorch's launcher variables, as pyxis sets them for PyTorch images.
   char buf[64];
@@ -562,7 +572,8 @@ int slurm_spank_exit(spank_t sp, int, char**) {
     Ran r = g_state.opts.name.empty() ? run_berth({"rm", "-f", name}, env, &ids)
                                       : run_berth({"kill", name}, env, &ids);
     if (r.status != 0)
-      slurm_error("berth: cleaning up container %s: %s", name, last_line(r.err).c_str());
+      slurm_error("berth: cleaning up container %s: exit status %d: %s", name, r.status,
+                  last_line(r.err).c_str());
   }
   (void)::unlink(file.c_str());  // a missing file is fine: nothing was started
   (void)::unlink((file + ".lock").c_str());

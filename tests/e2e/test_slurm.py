@@ -83,21 +83,35 @@ def sl(berth, cluster) -> Slurm:
     return Slurm(berth, cluster)
 
 
-def user_processes(identity) -> list[str]:
-    r = subprocess.run(["ps", "-u", str(identity.uid), "-o", "pid=,args="], capture_output=True,
-                       text=True)
-    return [line for line in r.stdout.splitlines() if line.strip()]
+def step_processes(berth) -> list[str]:
+    """The test user's processes that belong to this test: its berth commands (its BERTH_HOME),
+    its job's tasks and the plugin's holders (other tests share the user)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != berth.identity.uid:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if (f"BERTH_HOME={berth.berth_home}".encode() in env or "kill -STOP" in args
+                or b"SLURM_JOB_NAME=tocancel" in env):
+            found.append(f"{pid} {args}")
+    return found
 
 
 def test_srun_runs_the_tasks_in_the_image(sl, pushed_busybox):
     out = sl.ok("-n2", f"--container-image={pushed_busybox}", "cat", "/etc/motd")
     assert out == "hello from berth e2e\n" * 2
     # Both tasks share the step's one container: the same mount namespace.
-    out = sl.ok("-n2", f"--container-image={pushed_busybox}", "readlink", "/proc/self/ns/mnt")
+    out = sl.ok("-n2", f"--container-image={pushed_busybox}", "busybox", "readlink", "/proc/self/ns/mnt")
     lines = out.split()
     assert len(lines) == 2 and lines[0] == lines[1]
     # As the user, with Slurm's variables passed through.
-    out = sl.ok(f"--container-image={pushed_busybox}", "sh", "-c", "id -u; echo $SLURM_JOB_ID")
+    out = sl.ok(f"--container-image={pushed_busybox}", "sh", "-c", "busybox id -u; echo $SLURM_JOB_ID")
     uid, job = out.split()
     assert uid == str(sl.berth.identity.uid) and job.isdigit()
 
@@ -111,14 +125,14 @@ def test_mounts_workdir_and_env(sl, pushed_busybox):
     sl.berth.write_file("data/f", "from the host\n")
     out = sl.ok(f"--container-image={pushed_busybox}", f"--container-mounts={data}:/in:ro",
                 "--container-workdir=/in", "--container-env=PICK", "sh", "-c",
-                "pwd; cat f; echo $PICK; touch g 2>/dev/null || echo read-only",
+                "pwd; cat f; echo $PICK; busybox touch g 2>/dev/null || echo read-only",
                 env={"PICK": "chosen"})
     assert out == "/in\nfrom the host\nchosen\nread-only\n"
 
 
 def test_environment_forms(sl, pushed_busybox):
     # PYXIS_CONTAINER_IMAGE without the option; BERTH_CONTAINER_WORKDIR wins over PYXIS_'s.
-    out = sl.ok("pwd", env={"PYXIS_CONTAINER_IMAGE": pushed_busybox,
+    out = sl.ok("sh", "-c", "pwd", env={"PYXIS_CONTAINER_IMAGE": pushed_busybox,
                             "PYXIS_CONTAINER_WORKDIR": "/etc",
                             "BERTH_CONTAINER_WORKDIR": "/bin"})
     assert out == "/bin\n"
@@ -128,8 +142,8 @@ def test_environment_forms(sl, pushed_busybox):
 
 def test_named_container_is_reused_across_steps(sl, pushed_busybox):
     sl.ok(f"--container-image={pushed_busybox}", "--container-name=keep", "sh", "-c",
-          "echo kept > /tmp/mark")
-    out = sl.ok("--container-name=keep", "cat", "/tmp/mark")
+          "echo kept > /mark")
+    out = sl.ok("--container-name=keep", "cat", "/mark")
     assert out == "kept\n"
     rc, _, err = sl.srun("--container-name=keep:create", f"--container-image={pushed_busybox}",
                          "true")
@@ -157,22 +171,23 @@ def test_sbatch_runs_the_script_in_the_image(sl, pushed_busybox):
     out_file = sl.berth.path("job.out")
     rc, out, err = sl("sbatch", "--wait", "-w", "n1", f"--container-image={pushed_busybox}",
                       "-o", out_file, script)
-    assert rc == 0, out + err
     with open(out_file) as f:
-        assert f.read() == "hello from berth e2e\n"
+        text = f.read()
+    assert rc == 0, out + err + text
+    assert text == "hello from berth e2e\n"
 
 
-def test_scancel_leaves_nothing_behind(sl, pushed_busybox, identity):
-    before = set(user_processes(identity))
+def test_scancel_leaves_nothing_behind(sl, pushed_busybox):
+    before = set(step_processes(sl.berth))
     p = sl.popen("srun", "-N1", "-w", "n1", "-J", "tocancel",
-                 f"--container-image={pushed_busybox}", "sleep", "300")
+                 f"--container-image={pushed_busybox}", "busybox", "sleep", "300")
     try:
         deadline = time.monotonic() + 60
         job = ""
         while time.monotonic() < deadline:
             _, out, _ = sl("squeue", "-h", "-n", "tocancel", "-t", "R", "-o", "%i")
             job = out.strip()
-            if job and any("sleep 300" in line for line in user_processes(identity)):
+            if job and any("sleep 300" in line for line in step_processes(sl.berth)):
                 break
             time.sleep(0.2)
         assert job, "the step did not start"
@@ -183,7 +198,7 @@ def test_scancel_leaves_nothing_behind(sl, pushed_busybox, identity):
             p.kill()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        left = set(user_processes(identity)) - before
+        left = set(step_processes(sl.berth)) - before
         _, ps, _ = sl.berth("ps", "-a", "--format", "{{.Names}}", check=False)
         if not left and "slurm-" not in ps:
             break
