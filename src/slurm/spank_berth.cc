@@ -353,7 +353,13 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
   if (o.entrypoint_log && !r.err.empty())
     (void)!::write(STDERR_FILENO, r.err.data(), r.err.size());
   if (owned) {
+    // A detached start may return before its monitor has recorded the workload: ask again
+    // for a while.
     found = holder_pid(name, env, &p);
+    for (int i = 0; i < 100 && found == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      found = holder_pid(name, env, &p);
+    }
     if (found <= 0) return fail(p.empty() ? "container '" + name + "' is not running" : p);
     if (Problem q = wait_stopped(found); !q.empty()) return fail(q);
   }
