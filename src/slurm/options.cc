@@ -323,7 +323,7 @@ Problem apply_environment(Options* o, std::optional<std::string> (*getenv)(const
       default:
         break;
     }
-    if (!p.empty()) return var + ": " + p;
+    if (!p.empty()) return var.append(": ").append(p);
   }
   return {};
 }
@@ -383,9 +383,11 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
     if (parts.size() == 3) {
       if (Problem p = mount_flags(parts[2], &mode); !p.empty()) return p;
     }
-    if (!src.starts_with("/")) src = cwd + "/" + src;
-    std::string dst = parts.size() > 1 ? parts[1] : src;
-    v.insert(v.end(), {"-v", src + ":" + dst + (mode.empty() ? "" : ":" + mode)});
+    if (!src.starts_with("/")) src = std::string(cwd).append("/").append(src);
+    std::string volume = src;
+    volume.append(":").append(parts.size() > 1 ? parts[1] : src);
+    if (!mode.empty()) volume.append(":").append(mode);
+    v.insert(v.end(), {"-v", volume});
   }
   if (!o.workdir.empty()) v.insert(v.end(), {"-w", o.workdir});
   // --container-env: the host's value (berth run's -e NAME), before the entrypoint runs.

@@ -475,6 +475,7 @@ Problem join(spank_t sp, long pid) {
 
 std::vector<std::string> plugin_arguments(int ac, char** av) {
   std::vector<std::string> args;
+  args.reserve(static_cast<size_t>(ac));
   for (int i = 0; i < ac; ++i) args.emplace_back(av[i]);
   return args;
 }
