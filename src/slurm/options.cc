@@ -370,7 +370,13 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   std::string image;
   if (Problem p = berth_image(o.image, cwd, &image); !p.empty()) return p;
   std::vector<std::string>& v = *out;
-  v = {"run", "-d", "--name", container_name(o, a, ids)};
+  if (!is_squashfs_path(o.image)) {
+    v = {"run", "-d", "--name", container_name(o, a, ids)};
+  } else if (o.name.empty()) {
+    v = {"run"};
+  } else {
+    return "--container-name with a squashfs image (" + o.image + ") is not supported yet";
+  }
   // pyxis runs the tasks as the user unless --container-remap-root: the same uid and gid
   // inside, so that files written to bound directories belong to the user.
   std::string uid = std::to_string(ids.uid), gid = std::to_string(ids.gid);
@@ -394,7 +400,7 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   for (const std::string& n : o.env_names) v.insert(v.end(), {"-e", n});
   // Berth's directory images are writable already; --writable is for squashfs files.
   if (o.writable == false) v.push_back("--read-only");
-  if (o.writable == true && image.starts_with("/")) v.push_back("--writable");
+  if (o.writable == true && is_squashfs_path(o.image)) v.push_back("--writable");
   for (const std::string& ns : o.unshare)
     if (ns == "net") v.insert(v.end(), {"--network", "none"});
   // The holder: a shell that stops itself, so that the container exists (its namespaces and

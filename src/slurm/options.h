@@ -84,8 +84,16 @@ inline constexpr unsigned kBatchStep = 0xfffffffbU;  // SLURM_BATCH_SCRIPT
 /// slurm-JOB.STEP.NODE (node-unique: several slurmd may share a host and a store).
 std::string container_name(const Options& o, const PluginArgs& a, const StepIds& ids);
 
-/// The `berth run -d` arguments (after the binary) that make the step's container: a holder
+/// Whether `image` (as typed) names a squashfs file rather than a registry image.
+inline bool is_squashfs_path(const std::string& image) {
+  return image.starts_with("/") || image.starts_with(".");
+}
+
+/// The `berth run` arguments (after the binary) that make the step's container: a holder
 /// process (/bin/sh stopping itself) that the tasks join and the plugin ends at step end.
+/// `berth run -d --name` for a registry image (a container record, reusable by name); a plain
+/// `berth run` for a squashfs file, which Berth runs without a record (the plugin keeps that
+/// run in the background). A named container from a squashfs file is a Problem (not yet).
 Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
                       const std::string& cwd, std::vector<std::string>* out);
 

@@ -40,6 +40,7 @@ SPANK_PLUGIN(berth, 1)
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -147,6 +148,9 @@ Ran run_berth(const std::vector<std::string>& args, const std::vector<std::strin
   if (pid == 0) {
     int null = ::open("/dev/null", O_RDONLY);
     if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) _exit(127);
+    // Nothing of the task's: a monitor left behind by `run -d` holding the task's output
+    // would keep srun waiting for its end.
+    (void)::syscall(SYS_close_range, 3U, ~0U, 0U);  // ENOSYS: a harmless leak
     if (drop != nullptr) {
       if (::setgroups(0, nullptr) != 0 || ::setgid(drop->gid) != 0 || ::setuid(drop->uid) != 0)
         _exit(126);
@@ -275,6 +279,145 @@ Problem wait_stopped(long pid) {
   return "the container's holder did not start within 60 s";
 }
 
+/// The state letter of `pid` ('R', 'S', 'T', 'Z', ...), or 0 when it is gone.
+char process_state(long pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : 0;
+}
+
+/// The holder among `root`'s descendants: stopped, running the holder's shell.
+long find_holder(long root) {
+  std::vector<long> todo = {root};
+  while (!todo.empty()) {
+    long p = todo.back();
+    todo.pop_back();
+    if (p != root && process_state(p) == 'T' &&
+        read_file("/proc/" + std::to_string(p) + "/cmdline").find("kill -STOP") !=
+            std::string::npos)
+      return p;
+    std::string children =
+        read_file("/proc/" + std::to_string(p) + "/task/" + std::to_string(p) + "/children");
+    for (const char* c = children.c_str(); *c != '\0';) {
+      char* end = nullptr;
+      long child = std::strtol(c, &end, 10);
+      if (end == c) break;
+      todo.push_back(child);
+      c = end;
+    }
+  }
+  return 0;
+}
+
+/// Starts `berth ARGS` out of the step's process tree (setsid and a double fork), as `drop`'s
+/// user when given; its stderr goes to `err_fd`. Returns its pid, or 0. Out of the tree
+/// because slurmstepd's process tracking kills every process of the step at its end, the
+/// plugin's own clean-up included, and because the task's command must not inherit it as a
+/// child.
+long spawn_detached(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                    const StepIds* drop, int err_fd) {
+  int pids[2];
+  if (::pipe2(pids, O_CLOEXEC) != 0) return 0;
+  std::vector<std::string> argv_s = {g_state.args.berth};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::setsid();
+    pid_t grandchild = ::fork();
+    if (grandchild != 0) _exit(grandchild > 0 ? 0 : 1);
+    long me = ::getpid();
+    (void)!::write(pids[1], &me, sizeof me);
+    int null = ::open("/dev/null", O_RDWR);
+    if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(err_fd, 2) < 0)
+      _exit(127);
+    (void)::syscall(SYS_close_range, 3U, ~0U, 0U);
+    if (drop != nullptr) {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(drop->gid) != 0 || ::setuid(drop->uid) != 0)
+        _exit(126);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(argv[0], argv.data(), envp.data());
+    std::string msg = "berth: error: exec: \"" + argv_s[0] + "\": " + errno_text(errno) + "\n";
+    (void)!::write(2, msg.data(), msg.size());
+    _exit(127);
+  }
+  ::close(pids[1]);
+  long pid = 0;
+  if (child > 0) {
+    while (::waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    if (::read(pids[0], &pid, sizeof pid) != static_cast<ssize_t>(sizeof pid)) pid = 0;
+  }
+  ::close(pids[0]);
+  return pid;
+}
+
+/// Runs `berth ARGS` with spawn_detached and waits up to `seconds` for it to end. Not its
+/// parent, the plugin knows no exit status: an error line on stderr is the failure.
+Ran run_berth_detached(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                       const StepIds* drop, int seconds) {
+  Ran r;
+  int err = ::memfd_create("berth-err", MFD_CLOEXEC);
+  if (err < 0) {
+    r.err = "berth: error: memfd_create: " + errno_text(errno);
+    return r;
+  }
+  long pid = spawn_detached(args, env, drop, err);
+  if (pid <= 0) {
+    r.err = "berth: error: fork: " + errno_text(errno);
+  } else {
+    for (int i = 0; i < seconds * 100; ++i) {
+      char st = process_state(pid);
+      if (st == 0 || st == 'Z') break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    r.err = read_all(err);
+    r.status = r.err.find("berth: error:") == std::string::npos ? 0 : 1;
+  }
+  ::close(err);
+  return r;
+}
+
+/// Starts `berth ARGS` (a run without a container record: a squashfs file) in the background
+/// (spawn_detached), and waits until its holder has stopped itself. The run ends when
+/// slurm_spank_exit kills the holder; berth then releases the squashfs mount as after any run.
+Problem start_background(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                         long* runner, long* holder) {
+  int err = ::memfd_create("berth-err", MFD_CLOEXEC);
+  if (err < 0) return "memfd_create: " + errno_text(errno);
+  long pid = spawn_detached(args, env, nullptr, err);
+  Problem p;
+  if (pid <= 0) p = "fork: berth run: " + errno_text(errno);
+  for (int i = 0; p.empty(); ++i) {
+    char st = process_state(pid);
+    if (st == 0 || st == 'Z') {
+      p = last_line(read_all(err));
+      if (p.empty()) p = "berth run exited before the tasks could join its container";
+      break;
+    }
+    if (long h = find_holder(pid); h > 0) {
+      *runner = pid;
+      *holder = h;
+      break;
+    }
+    if (i == 6000) {
+      p = "the container's holder did not start within 60 s";
+      ::kill(static_cast<pid_t>(pid), SIGKILL);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::close(err);
+  return p;
+}
+
 /// Under the step's lock: the holder's pid, starting the container when this is the first
 /// local task. The step file records it for the other tasks and for slurm_spank_exit:
 /// "PID NAME OWNED" (OWNED: this step started the holder), or "error MESSAGE".
@@ -342,6 +485,18 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
       with.mounts.push_back(std::string(argv[0]) + ":" + argv[0] + ":ro");
     if (Problem q = berth::slurm::run_arguments(with, g_state.args, ids, cwd, &args); !q.empty())
       return fail(q);
+    if (berth::slurm::is_squashfs_path(o.image)) {
+      long runner = 0, holder = 0;
+      if (Problem q = start_background(args, env, &runner, &holder); !q.empty()) return fail(q);
+      // "-": no container record; the runner ends with its holder.
+      std::string text = std::to_string(holder) + " - 1 " + std::to_string(runner);
+      int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0) return fail("open: " + file + ": " + errno_text(errno));
+      (void)!::write(fd, text.data(), text.size());
+      ::close(fd);
+      *pid = holder;
+      return {};
+    }
     r = run_berth(args, env, nullptr);
     if (r.status != 0) return fail(last_line(r.err));
     owned = true;
@@ -574,10 +729,21 @@ int slurm_spank_exit(spank_t sp, int, char**) {
   char name[512] = "";
   long pid = 0;
   int owned = 0;
-  if (std::sscanf(state.c_str(), "%ld %511s %d", &pid, name, &owned) == 3 && owned == 1) {
+  long runner = 0;
+  int fields = std::sscanf(state.c_str(), "%ld %511s %d %ld", &pid, name, &owned, &runner);
+  if (fields == 4 && std::strcmp(name, "-") == 0 && pid > 0) {
+    // A squashfs run: its holder goes, then berth itself releases the mount.
+    ::kill(static_cast<pid_t>(pid), SIGKILL);
+    for (int i = 0; i < 1000; ++i) {
+      char st = process_state(runner);
+      if (st == 0 || st == 'Z') break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  } else if (fields >= 3 && owned == 1) {
     std::vector<std::string> env = job_environment(sp);
-    Ran r = g_state.opts.name.empty() ? run_berth({"rm", "-f", name}, env, &ids)
-                                      : run_berth({"kill", name}, env, &ids);
+    std::vector<std::string> args = {"rm", "-f", name};
+    if (!g_state.opts.name.empty()) args = {"kill", name};
+    Ran r = run_berth_detached(args, env, &ids, 30);
     if (r.status != 0)
       slurm_error("berth: cleaning up container %s: exit status %d: %s", name, r.status,
                   last_line(r.err).c_str());

@@ -13,6 +13,7 @@ import pytest
 import slurm
 from conftest import build_file
 from test_run import userns_works
+from test_squashfs_run import fuse_procs, images, mounts, wait_for  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="session")
@@ -207,3 +208,40 @@ def test_scancel_leaves_nothing_behind(sl, pushed_busybox):
     assert "slurm-" not in ps
     with open("/proc/self/mountinfo") as f:
         assert sl.berth.berth_home not in f.read()
+
+
+def test_two_nodes_each_have_their_container(sl, pushed_busybox):
+    out = sl("srun", "-N2", "-n2", f"--container-image={pushed_busybox}", "sh", "-c",
+             "cat /etc/motd; echo $SLURMD_NODENAME")
+    assert out[0] == 0, out
+    lines = sorted(out[1].splitlines())
+    assert lines == ["hello from berth e2e", "hello from berth e2e", "n1", "n2"]
+
+
+def test_remap_root_and_readonly(sl, pushed_busybox):
+    assert sl.ok(f"--container-image={pushed_busybox}", "--container-remap-root",
+                 "busybox", "id", "-u") == "0\n"
+    assert sl.ok(f"--container-image={pushed_busybox}", "--no-container-remap-root",
+                 "busybox", "id", "-u") == f"{sl.berth.identity.uid}\n"
+    out = sl.ok(f"--container-image={pushed_busybox}", "--container-readonly", "sh", "-c",
+                "echo x > /x 2>/dev/null || echo read-only")
+    assert out == "read-only\n"
+
+
+def test_squashfs_image(sl, images):
+    runtime = sl.berth.make_dir("runtime")
+    sl.berth.env["BERTH_RUNTIME_DIR"] = runtime
+    out = sl.ok("-n2", f"--container-image={images['plain']}", "cat", "/etc/motd")
+    assert out == "motd from the image\n" * 2
+    assert wait_for(lambda: not mounts(runtime) and not fuse_procs(runtime)), (
+        mounts(runtime), fuse_procs(runtime))
+
+
+def test_an_unknown_plugstack_argument_fails_loudly(sl, cluster):
+    cluster.write_plugstack("colour=blue")
+    try:
+        rc, _, err = sl.srun("true")
+    finally:
+        cluster.write_plugstack()
+    assert rc != 0
+    assert "berth: unknown plugstack argument 'colour=blue'" in err
