@@ -731,19 +731,23 @@ int slurm_spank_exit(spank_t sp, int, char**) {
   int owned = 0;
   long runner = 0;
   int fields = std::sscanf(state.c_str(), "%ld %511s %d %ld", &pid, name, &owned, &runner);
-  if (fields == 4 && std::strcmp(name, "-") == 0 && pid > 0) {
-    // A squashfs run: its holder goes, then berth itself releases the mount.
+  // The holder is stopped: a SIGTERM (berth rm's first, polite signal) would wait for the
+  // grace period in vain. It is killed here, after a check that the pid is still the holder.
+  if (fields >= 3 && owned == 1 && pid > 0 &&
+      read_file("/proc/" + std::to_string(pid) + "/cmdline").find("kill -STOP") !=
+          std::string::npos)
     ::kill(static_cast<pid_t>(pid), SIGKILL);
+  if (fields == 4 && std::strcmp(name, "-") == 0) {
+    // A squashfs run: with its holder gone, berth itself releases the mount.
     for (int i = 0; i < 1000; ++i) {
       char st = process_state(runner);
       if (st == 0 || st == 'Z') break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-  } else if (fields >= 3 && owned == 1) {
+  } else if (fields >= 3 && owned == 1 && g_state.opts.name.empty()) {
+    // An unnamed container goes; a named one stays, stopped, for the job's next steps.
     std::vector<std::string> env = job_environment(sp);
-    std::vector<std::string> args = {"rm", "-f", name};
-    if (!g_state.opts.name.empty()) args = {"kill", name};
-    Ran r = run_berth_detached(args, env, &ids, 30);
+    Ran r = run_berth_detached({"rm", "-f", name}, env, &ids, 30);
     if (r.status != 0)
       slurm_error("berth: cleaning up container %s: exit status %d: %s", name, r.status,
                   last_line(r.err).c_str());
