@@ -732,10 +732,13 @@ int slurm_spank_exit(spank_t sp, int, char**) {
   long runner = 0;
   int fields = std::sscanf(state.c_str(), "%ld %511s %d %ld", &pid, name, &owned, &runner);
   // The holder is stopped: a SIGTERM (berth rm's first, polite signal) would wait for the
-  // grace period in vain. It is killed here, after a check that the pid is still the holder.
-  if (fields >= 3 && owned == 1 && pid > 0 &&
-      read_file("/proc/" + std::to_string(pid) + "/cmdline").find("kill -STOP") !=
-          std::string::npos)
+  // grace period in vain. It is killed here, as root, so only after checking that the pid
+  // (read from a file the user owns) is still the holder, and the user's.
+  struct stat st;
+  std::string proc = "/proc/" + std::to_string(pid);
+  if (fields >= 3 && owned == 1 && pid > 0 && ::stat(proc.c_str(), &st) == 0 &&
+      st.st_uid == ids.uid &&
+      read_file(proc + "/cmdline").find("kill -STOP") != std::string::npos)
     ::kill(static_cast<pid_t>(pid), SIGKILL);
   if (fields == 4 && std::strcmp(name, "-") == 0) {
     // A squashfs run: with its holder gone, berth itself releases the mount.

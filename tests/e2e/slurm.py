@@ -42,6 +42,7 @@ class Cluster:
         self.procs: list[subprocess.Popen] = []
         self.conf = os.path.join(root, "etc", "slurm.conf")
         self.runtime = os.path.join(root, "run", "berth")
+        self.gpus = all(os.path.exists(f"/dev/tty{i}") for i in (0, 1))
 
     def env(self) -> dict:
         return {"SLURM_CONF": self.conf}
@@ -82,9 +83,11 @@ class Cluster:
         sock = self._munge()
         ports = [free_port() for _ in range(1 + len(NODES))]
         host = socket.gethostname().split(".")[0]
+        # Fake GPUs: Slurm only needs device files to hand out (FIELD-NOTES).
+        gres = " Gres=gpu:fake:2" if self.gpus else ""
         nodes = "\n".join(
             f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={ports[i + 1]} "
-            f"CPUs=16 RealMemory=16000 Gres=gpu:fake:2 State=UNKNOWN"
+            f"CPUs=16 RealMemory=16000{gres} State=UNKNOWN"
             for i, n in enumerate(NODES))
         self._write("etc/slurm.conf", f"""\
 ClusterName=berthtest
@@ -121,7 +124,8 @@ KillWait=5
 {nodes}
 PartitionName=debug Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """)
-        self._write("etc/gres.conf", "Name=gpu Type=fake File=/dev/tty[0-1]\n")
+        self._write("etc/gres.conf",
+                    "Name=gpu Type=fake File=/dev/tty[0-1]\n" if self.gpus else "")
         self.write_plugstack(self.plugin_args)
         env = dict(os.environ, SLURM_CONF=self.conf)
         log = open(os.path.join(r, "log", "daemons.out"), "ab")

@@ -245,3 +245,13 @@ def test_an_unknown_plugstack_argument_fails_loudly(sl, cluster):
         cluster.write_plugstack()
     assert rc != 0
     assert "berth: unknown plugstack argument 'colour=blue'" in err
+
+
+def test_gpu_variables_reach_the_container(sl, pushed_busybox, cluster):
+    # The step's GPUs as Slurm names them pass into the container; injecting the devices
+    # themselves is not there yet (docs/slurm.md).
+    if not cluster.gpus:
+        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
+    out = sl.ok("--gres=gpu:1", f"--container-image={pushed_busybox}", "sh", "-c",
+                "echo $CUDA_VISIBLE_DEVICES")
+    assert out == "0\n"
