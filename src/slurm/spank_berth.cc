@@ -93,8 +93,8 @@ std::string read_all(int fd) {
   return out;
 }
 
-std::string read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+std::string read_file(const std::string& path, int flags = 0) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags);
   if (fd < 0) return {};
   std::string out = read_all(fd);
   ::close(fd);
@@ -723,7 +723,7 @@ int slurm_spank_exit(spank_t sp, int, char**) {
   StepIds ids;
   if (!step_ids(sp, &ids).empty()) return 0;
   std::string file = step_file(ids);
-  std::string state = read_file(file);
+  std::string state = read_file(file, O_NOFOLLOW);  // root reading the user's file
   // "PID NAME OWNED": the holder this step started ends with it; an unnamed container goes,
   // a named one stays (stopped) for the job's next steps.
   char name[512] = "";
