@@ -72,11 +72,14 @@ struct State {
 State g_state;
 
 /// An error on the user's stderr: in srun and sbatch, through Slurm's log (which prints on the
-/// terminal); in a task, on the task's stderr, so that it reads as Berth's own one line.
+/// terminal); in a task, on the task's stderr, so that it reads as Berth's own one line, once
+/// (slurm_error there would print it a second time with slurmstepd's prefix).
 void report(const std::string& message, bool task) {
   if (task) {
     std::string line = "berth: error: " + message + "\n";
     (void)!::write(STDERR_FILENO, line.data(), line.size());
+    slurm_info("berth: %s", message.c_str());  // and in slurmd's log, for the admin
+    return;
   }
   slurm_error("berth: %s", message.c_str());
 }
@@ -125,9 +128,10 @@ struct Ran {
 };
 
 /// Runs `berth ARGS` with `env`, as `ids`' user when `drop` (slurmstepd is root), and waits.
-/// Output goes to memory files, not pipes: `run -d` leaves a monitor behind that holds them.
+/// Output goes to memory files, not pipes: `run -d` leaves a monitor behind that holds them;
+/// with `keep_err`, the stderr file stays open for the caller (who closes it).
 Ran run_berth(const std::vector<std::string>& args, const std::vector<std::string>& env,
-              const StepIds* drop) {
+              const StepIds* drop, int* keep_err = nullptr) {
   Ran r;
   int out = ::memfd_create("berth-out", MFD_CLOEXEC);
   int err = ::memfd_create("berth-err", MFD_CLOEXEC);
@@ -175,7 +179,11 @@ Ran run_berth(const std::vector<std::string>& args, const std::vector<std::strin
   r.out = read_all(out);
   r.err += read_all(err);
   ::close(out);
-  ::close(err);
+  if (keep_err != nullptr) {
+    *keep_err = err;  // `run -d`: its monitor reports a failed start there, later
+  } else {
+    ::close(err);
+  }
   return r;
 }
 
@@ -254,14 +262,18 @@ Problem make_user_dir(const StepIds& ids) {
   return {};
 }
 
-/// The container's holder pid per `berth inspect` (0: exists, not running), or -1 with
-/// `*missing` when there is no such container.
-long holder_pid(const std::string& name, const std::vector<std::string>& env, Problem* p) {
-  Ran r = run_berth({"inspect", "--format", "{{.State.Pid}}", name}, env, nullptr);
+/// The container's holder pid per `berth inspect` (0: exists, not running), or -1 with `*p`
+/// set when there is no such container.
+/// With `exited`: whether its status says it ran and ended.
+long holder_pid(const std::string& name, const std::vector<std::string>& env, Problem* p,
+                bool* exited = nullptr) {
+  Ran r = run_berth({"inspect", "--format", "{{.State.Pid}} {{.State.Status}}", name}, env,
+                    nullptr);
   if (r.status != 0) {
     *p = last_line(r.err);
     return -1;
   }
+  if (exited != nullptr) *exited = r.out.find(" exited") != std::string::npos;
   return std::atol(r.out.c_str());
 }
 
@@ -454,7 +466,14 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     }
     return p;
   };
-  bool owned = false;
+  bool owned = false, created = false;
+  int monitor_err = -1;
+  struct CloseErr {
+    int* fd;
+    ~CloseErr() {
+      if (*fd >= 0) ::close(*fd);
+    }
+  } close_err{&monitor_err};
   Problem p;
   long found = o.name.empty() ? -1 : holder_pid(name, env, &p);
   using berth::slurm::NameMode;
@@ -497,26 +516,50 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
       *pid = holder;
       return {};
     }
-    r = run_berth(args, env, nullptr);
+    r = run_berth(args, env, nullptr, &monitor_err);
     if (r.status != 0) return fail(last_line(r.err));
-    owned = true;
+    created = true;
   } else if (found == 0) {
-    r = run_berth({"start", name}, env, nullptr);
+    r = run_berth({"start", name}, env, nullptr, &monitor_err);
     if (r.status != 0) return fail(last_line(r.err));
-    owned = true;
   }
+  owned = found <= 0;
   if (o.entrypoint_log && !r.err.empty())
     (void)!::write(STDERR_FILENO, r.err.data(), r.err.size());
   if (owned) {
     // A detached start may return before its monitor has recorded the workload: ask again
     // for a while.
-    found = holder_pid(name, env, &p);
-    for (int i = 0; i < 100 && found == 0; ++i) {
+    // A start that fails in the monitor (a missing bind source) says so on its stderr.
+    auto monitor_failure = [&] {
+      std::string text = monitor_err >= 0 ? read_all(monitor_err) : "";
+      return text.find("berth: error:") != std::string::npos ? last_line(text) : "";
+    };
+    // A container this step created and already exited will not start (a restarted one may
+    // still show its last run's status).
+    bool exited = false;
+    found = holder_pid(name, env, &p, &exited);
+    for (int i = 0; i < 100 && found == 0 && !(created && exited) && monitor_failure().empty();
+         ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      found = holder_pid(name, env, &p);
+      found = holder_pid(name, env, &p, &exited);
     }
-    if (found <= 0) return fail(p.empty() ? "container '" + name + "' is not running" : p);
-    if (Problem q = wait_stopped(found); !q.empty()) return fail(q);
+    Problem q;
+    if (found <= 0) {
+      q = monitor_failure();
+      if (q.empty()) q = p.empty() ? "container '" + name + "' is not running" : p;
+    } else {
+      q = wait_stopped(found);
+      if (!q.empty() && !monitor_failure().empty()) q = monitor_failure();
+    }
+    if (!q.empty()) {
+      // The monitor of a failed start records its error with the container (berth logs and
+      // rm print it); a container made for this step and never started is of no use.
+      std::string said = run_berth({"logs", name}, env, nullptr).err;
+      if (created) said += run_berth({"rm", "-f", name}, env, nullptr).err;  // best effort
+      if (size_t at = said.rfind("berth: error:"); at != std::string::npos)
+        q = last_line(said.substr(0, said.find('\n', at)));
+      return fail(q);
+    }
   }
   std::string text = std::to_string(found) + " " + name + " " + (owned ? "1" : "0");
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

@@ -167,6 +167,18 @@ def test_errors_reach_the_exit_status(sl, registry):
     assert "berth: error: " in err and "absent" in err
 
 
+def test_a_failed_start_says_why_once_per_task_and_leaves_no_container(sl, pushed_busybox):
+    rc, _, err = sl.srun("-n2", f"--container-image={pushed_busybox}",
+                         "--container-mounts=/nonexistent:/x", "true")
+    assert rc == 1
+    lines = [line for line in err.splitlines() if line.startswith("berth: error:")]
+    assert sorted(lines) == [
+        "berth: error: mount volume /nonexistent:/x: bind source path does not exist",
+        "berth: error: the container was not started successfully by another task: mount "
+        "volume /nonexistent:/x: bind source path does not exist"]
+    assert "slurm-" not in sl.berth("ps", "-a", "--format", "{{.Names}}")[1]
+
+
 def test_sbatch_runs_the_script_in_the_image(sl, pushed_busybox):
     script = sl.berth.write_file("job.sh", "#!/bin/sh\ncat /etc/motd\n", 0o755)
     out_file = sl.berth.path("job.out")
