@@ -39,8 +39,8 @@ std::vector<std::string> split(std::string_view text, char sep) {
 /// Sets a single-valued option: the same value again is fine (Slurm repeats callbacks).
 Problem set_once(std::string* field, const std::string& value, const char* option) {
   if (!field->empty() && *field != value)
-    return std::string("--") + option + ": given twice with different values ('" + *field +
-           "', '" + value + "')";
+    return std::string("--") + option + ": given twice with different values ('" + *field + "', '" +
+           value + "')";
   *field = value;
   return {};
 }
@@ -198,8 +198,7 @@ const std::vector<OptionSpec>& option_table() {
       {"container-workdir", "PATH", "[berth] working directory inside the container", "WORKDIR"},
       {"container-name", "NAME[:auto|create|exec|no_exec]",
        "[berth] name the container, to reuse it in later steps", "NAME"},
-      {"container-save", "PATH", "[berth] save the container as a squashfs file (not yet)",
-       "SAVE"},
+      {"container-save", "PATH", "[berth] save the container as a squashfs file (not yet)", "SAVE"},
       {"container-mount-home", nullptr, "[berth] bind the user's home directory", "MOUNT_HOME"},
       {"no-container-mount-home", nullptr, "[berth] do not bind the user's home directory",
        nullptr},
@@ -347,8 +346,8 @@ Problem berth_image(const std::string& image, const std::string& cwd, std::strin
       return "--container-image: USER@ credentials are not supported yet; log in with "
              "'berth login REGISTRY' instead";
     ref = registry + "/" + ref.substr(hash + 1);
-  } else if (size_t at = ref.find('@'); at != std::string::npos &&
-                                         ref.find(':', at) == std::string::npos) {
+  } else if (size_t at = ref.find('@');
+             at != std::string::npos && ref.find(':', at) == std::string::npos) {
     // USER@IMAGE (a digest is IMAGE@ALGO:HEX)
     return "--container-image: USER@ credentials are not supported yet; log in with "
            "'berth login REGISTRY' instead";

@@ -33,12 +33,12 @@ Problem parse_plugin_args(const std::vector<std::string>& args, PluginArgs* out)
 
 /// The options of one step, as given (on the command line or in the environment).
 struct Options {
-  std::string image;                   ///< as typed
-  std::vector<std::string> mounts;     ///< SRC[:DST[:FLAGS]] items, duplicates dropped
+  std::string image;                ///< as typed
+  std::vector<std::string> mounts;  ///< SRC[:DST[:FLAGS]] items, duplicates dropped
   std::string workdir;
-  std::string name;                    ///< without its flag
+  std::string name;  ///< without its flag
   NameMode name_mode = NameMode::kAuto;
-  std::string save;                    ///< --container-save (not yet)
+  std::string save;  ///< --container-save (not yet)
   std::optional<bool> mount_home, remap_root, entrypoint, writable;
   bool entrypoint_log = false;
   std::vector<std::string> env_names;  ///< --container-env
@@ -50,10 +50,10 @@ struct Options {
 
 /// The options the plugin registers, in the order `srun --help` lists them.
 struct OptionSpec {
-  const char* name;   ///< without "--"
-  const char* arg;    ///< argument's metavar, nullptr for a flag
+  const char* name;  ///< without "--"
+  const char* arg;   ///< argument's metavar, nullptr for a flag
   const char* usage;
-  const char* env;    ///< suffix after PYXIS_/BERTH_ (nullptr: no environment form)
+  const char* env;  ///< suffix after PYXIS_/BERTH_ (nullptr: no environment form)
 };
 /// The option table; index = the value Slurm passes back to the callback.
 const std::vector<OptionSpec>& option_table();
@@ -74,8 +74,8 @@ Problem berth_image(const std::string& image, const std::string& cwd, std::strin
 /// Where the step runs, for container names and ids.
 struct StepIds {
   unsigned job = 0;
-  unsigned step = 0;         ///< kBatchStep for the batch script
-  std::string node;          ///< SLURMD_NODENAME
+  unsigned step = 0;  ///< kBatchStep for the batch script
+  std::string node;   ///< SLURMD_NODENAME
   unsigned uid = 0, gid = 0;
 };
 inline constexpr unsigned kBatchStep = 0xfffffffbU;  // SLURM_BATCH_SCRIPT

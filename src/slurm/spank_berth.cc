@@ -84,7 +84,9 @@ void report(const std::string& message, bool task) {
   slurm_error("berth: %s", message.c_str());
 }
 
-std::string errno_text(int err) { return std::strerror(err); }
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
 
 /// Reads a whole (small) file from the start of `fd`.
 std::string read_all(int fd) {
@@ -122,9 +124,9 @@ std::string last_line(const std::string& text) {
 
 /// The outcome of one `berth` command.
 struct Ran {
-  int status = -1;   ///< exit status, -1 when it could not run
-  std::string out;   ///< stdout
-  std::string err;   ///< stderr
+  int status = -1;  ///< exit status, -1 when it could not run
+  std::string out;  ///< stdout
+  std::string err;  ///< stderr
 };
 
 /// Runs `berth ARGS` with `env`, as `ids`' user when `drop` (slurmstepd is root), and waits.
@@ -198,7 +200,9 @@ std::optional<std::string> spank_env(spank_t sp, const char* name) {
     return std::nullopt;
   return std::string(buf.data());
 }
-std::optional<std::string> remote_getenv(const char* name) { return spank_env(nullptr, name); }
+std::optional<std::string> remote_getenv(const char* name) {
+  return spank_env(nullptr, name);
+}
 std::optional<std::string> local_getenv(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? std::nullopt : std::optional<std::string>(v);
@@ -267,8 +271,8 @@ Problem make_user_dir(const StepIds& ids) {
 /// With `exited`: whether its status says it ran and ended.
 long holder_pid(const std::string& name, const std::vector<std::string>& env, Problem* p,
                 bool* exited = nullptr) {
-  Ran r = run_berth({"inspect", "--format", "{{.State.Pid}} {{.State.Status}}", name}, env,
-                    nullptr);
+  Ran r =
+      run_berth({"inspect", "--format", "{{.State.Pid}} {{.State.Status}}", name}, env, nullptr);
   if (r.status != 0) {
     *p = last_line(r.err);
     return -1;
@@ -284,8 +288,7 @@ Problem wait_stopped(long pid) {
     std::string stat = read_file(stat_path);
     if (stat.empty()) return "the container's holder (pid " + std::to_string(pid) + ") exited";
     size_t paren = stat.rfind(')');
-    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T')
-      return {};
+    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T') return {};
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return "the container's holder did not start within 60 s";
@@ -345,8 +348,7 @@ long spawn_detached(const std::vector<std::string>& args, const std::vector<std:
     long me = ::getpid();
     (void)!::write(pids[1], &me, sizeof me);
     int null = ::open("/dev/null", O_RDWR);
-    if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(err_fd, 2) < 0)
-      _exit(127);
+    if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(err_fd, 2) < 0) _exit(127);
     (void)::syscall(SYS_close_range, 3U, ~0U, 0U);
     if (drop != nullptr) {
       if (::setgroups(0, nullptr) != 0 || ::setgid(drop->gid) != 0 || ::setuid(drop->uid) != 0)
@@ -484,8 +486,7 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     return fail("container '" + o.name + "' already exists (--container-name=" + o.name +
                 ":create)");
   if (found <= 0 && o.name_mode == NameMode::kExec)
-    return fail("container '" + o.name + "' is not running (--container-name=" + o.name +
-                ":exec)");
+    return fail("container '" + o.name + "' is not running (--container-name=" + o.name + ":exec)");
   if (found > 0 && o.name_mode == NameMode::kNoExec)
     return fail("--container-name=" + o.name + ":no_exec is not supported yet");
   if (found > 0 && !o.mounts.empty())
@@ -524,8 +525,7 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     if (r.status != 0) return fail(last_line(r.err));
   }
   owned = found <= 0;
-  if (o.entrypoint_log && !r.err.empty())
-    (void)!::write(STDERR_FILENO, r.err.data(), r.err.size());
+  if (o.entrypoint_log && !r.err.empty()) (void)!::write(STDERR_FILENO, r.err.data(), r.err.size());
   if (owned) {
     // A detached start may return before its monitor has recorded the workload: ask again
     // for a while.
@@ -780,8 +780,7 @@ int slurm_spank_exit(spank_t sp, int, char**) {
   struct stat st;
   std::string proc = "/proc/" + std::to_string(pid);
   if (fields >= 3 && owned == 1 && pid > 0 && ::stat(proc.c_str(), &st) == 0 &&
-      st.st_uid == ids.uid &&
-      read_file(proc + "/cmdline").find("kill -STOP") != std::string::npos)
+      st.st_uid == ids.uid && read_file(proc + "/cmdline").find("kill -STOP") != std::string::npos)
     ::kill(static_cast<pid_t>(pid), SIGKILL);
   if (fields == 4 && std::strcmp(name, "-") == 0) {
     // A squashfs run: with its holder gone, berth itself releases the mount.

@@ -154,11 +154,26 @@ TEST(SlurmOptions, RunArguments) {
   StepIds ids{12, 3, "n1", 1000, 100};
   std::vector<std::string> args;
   EXPECT_EQ(run_arguments(o, a, ids, "/home/u", &args), "");
-  EXPECT_EQ(args, (std::vector<std::string>{
-                      "run", "-d", "--name", "slurm-12.3.n1", "-u", "1000:100", "--no-bind-home",
-                      "-v", "/data:/in:ro", "-v", "/home/u/rel:/home/u/rel", "-w", "/in", "-e", "A",
-                      "--entrypoint", "/bin/sh", "reg:5000/e2e/busybox:1.0", "-c",
-                      "kill -STOP $$; exit 0"}));
+  EXPECT_EQ(args, (std::vector<std::string>{"run",
+                                            "-d",
+                                            "--name",
+                                            "slurm-12.3.n1",
+                                            "-u",
+                                            "1000:100",
+                                            "--no-bind-home",
+                                            "-v",
+                                            "/data:/in:ro",
+                                            "-v",
+                                            "/home/u/rel:/home/u/rel",
+                                            "-w",
+                                            "/in",
+                                            "-e",
+                                            "A",
+                                            "--entrypoint",
+                                            "/bin/sh",
+                                            "reg:5000/e2e/busybox:1.0",
+                                            "-c",
+                                            "kill -STOP $$; exit 0"}));
   o.remap_root = true;
   o.entrypoint = true;
   o.mounts.clear();
@@ -168,8 +183,8 @@ TEST(SlurmOptions, RunArguments) {
   a.job_scope = true;
   EXPECT_EQ(run_arguments(o, a, ids, "/home/u", &args), "");
   EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "12_keep", "-u", "0:0",
-                                            "--no-bind-home", "reg:5000/e2e/busybox:1.0",
-                                            "/bin/sh", "-c", "kill -STOP $$; exit 0"}));
+                                            "--no-bind-home", "reg:5000/e2e/busybox:1.0", "/bin/sh",
+                                            "-c", "kill -STOP $$; exit 0"}));
   EXPECT_EQ(container_name(Options{}, PluginArgs{}, StepIds{7, kBatchStep, "n2", 0, 0}),
             "slurm-7.batch.n2");
 }
