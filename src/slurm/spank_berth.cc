@@ -88,6 +88,28 @@ std::string errno_text(int err) {
   return std::strerror(err);
 }
 
+/// A memory file for a child's output, at 3 or above: slurmd's epilog runs with 0-2 closed,
+/// and a descriptor there would be overwritten by the child's own dup2 onto 0-2.
+int output_file(const char* name) {
+  int fd = ::memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0 || fd > 2) return fd;
+  int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  ::close(fd);
+  return high;
+}
+
+/// pipe2(O_CLOEXEC) with both ends at 3 or above (see output_file).
+int high_pipe(int fds[2]) {
+  if (::pipe2(fds, O_CLOEXEC) != 0) return -1;
+  for (int i = 0; i < 2; ++i) {
+    if (fds[i] > 2) continue;
+    int high = ::fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+    ::close(fds[i]);
+    fds[i] = high;
+  }
+  return fds[0] >= 0 && fds[1] >= 0 ? 0 : -1;
+}
+
 /// Reads a whole (small) file from the start of `fd`.
 std::string read_all(int fd) {
   std::string out;
@@ -135,8 +157,8 @@ struct Ran {
 Ran run_berth(const std::vector<std::string>& args, const std::vector<std::string>& env,
               const StepIds* drop, int* keep_err = nullptr) {
   Ran r;
-  int out = ::memfd_create("berth-out", MFD_CLOEXEC);
-  int err = ::memfd_create("berth-err", MFD_CLOEXEC);
+  int out = output_file("berth-out");
+  int err = output_file("berth-err");
   if (out < 0 || err < 0) {
     r.err = "berth: error: memfd_create: " + errno_text(errno);
     if (out >= 0) ::close(out);
@@ -294,6 +316,24 @@ Problem wait_stopped(long pid) {
   return "the container's holder did not start within 60 s";
 }
 
+std::string job_file(const StepIds& ids) {
+  return user_dir(ids) + "/" + std::to_string(ids.job) + ".job";
+}
+
+/// The variables that say where the user's Berth store is (HOME, BERTH_HOME, XDG_DATA_HOME),
+/// for the job's epilog: it has no job environment to read them from.
+void record_store(const StepIds& ids, const std::vector<std::string>& env) {
+  std::string text;
+  for (const std::string& e : env)
+    if (e.starts_with("HOME=") || e.starts_with("BERTH_HOME=") || e.starts_with("XDG_DATA_HOME="))
+      text += e + "\n";
+  std::string file = job_file(ids);
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;  // the epilog then finds nothing to sweep: the step's exit still cleans
+  (void)!::write(fd, text.data(), text.size());
+  ::close(fd);
+}
+
 /// The state letter of `pid` ('R', 'S', 'T', 'Z', ...), or 0 when it is gone.
 char process_state(long pid) {
   std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
@@ -332,7 +372,7 @@ long find_holder(long root) {
 long spawn_detached(const std::vector<std::string>& args, const std::vector<std::string>& env,
                     const StepIds* drop, int err_fd) {
   int pids[2];
-  if (::pipe2(pids, O_CLOEXEC) != 0) return 0;
+  if (high_pipe(pids) != 0) return 0;
   std::vector<std::string> argv_s = {g_state.args.berth};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv, envp;
@@ -378,7 +418,7 @@ long spawn_detached(const std::vector<std::string>& args, const std::vector<std:
 Ran run_berth_detached(const std::vector<std::string>& args, const std::vector<std::string>& env,
                        const StepIds* drop, int seconds) {
   Ran r;
-  int err = ::memfd_create("berth-err", MFD_CLOEXEC);
+  int err = output_file("berth-err");
   if (err < 0) {
     r.err = "berth: error: memfd_create: " + errno_text(errno);
     return r;
@@ -404,7 +444,7 @@ Ran run_berth_detached(const std::vector<std::string>& args, const std::vector<s
 /// slurm_spank_exit kills the holder; berth then releases the squashfs mount as after any run.
 Problem start_background(const std::vector<std::string>& args, const std::vector<std::string>& env,
                          long* runner, long* holder) {
-  int err = ::memfd_create("berth-err", MFD_CLOEXEC);
+  int err = output_file("berth-err");
   if (err < 0) return "memfd_create: " + errno_text(errno);
   long pid = spawn_detached(args, env, nullptr, err);
   Problem p;
@@ -455,6 +495,7 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     return {};
   }
   std::vector<std::string> env = job_environment(sp);
+  record_store(ids, env);
   std::string name = berth::slurm::container_name(o, g_state.args, ids);
   char cwd_buf[4096];
   std::string cwd = ::getcwd(cwd_buf, sizeof cwd_buf) != nullptr ? cwd_buf : "/";
@@ -799,6 +840,54 @@ int slurm_spank_exit(spank_t sp, int, char**) {
   }
   (void)::unlink(file.c_str());  // a missing file is fine: nothing was started
   (void)::unlink((file + ".lock").c_str());
+  return 0;
+}
+
+/// At the job's end on each node (slurmd's epilog, root, no PATH, no job environment): the
+/// sweep behind slurm_spank_exit. As the user, every container of the job the plugin made
+/// goes: unnamed ones a killed step left (slurm-JOB.*), and with container_scope=job the job's
+/// named ones (JOB_NAME), as pyxis's epilog does.
+int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
+  if (Problem p = berth::slurm::parse_plugin_args(plugin_arguments(ac, av), &g_state.args);
+      !p.empty()) {
+    slurm_error("berth: %s", p.c_str());
+    return -1;
+  }
+  StepIds ids;
+  uint32_t job = 0;
+  if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_UID, &ids.uid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_GID, &ids.gid) != ESPANK_SUCCESS)
+    return 0;
+  ids.job = job;
+  std::string file = job_file(ids);
+  std::string text = read_file(file, O_NOFOLLOW);  // root reading the user's file
+  if (text.empty()) return 0;                      // the plugin made nothing here
+  std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start) env.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  Ran ps = run_berth({"ps", "-a", "--format", "{{.Names}}"}, env, &ids);
+  if (ps.status != 0) slurm_error("berth: job epilog: %s", last_line(ps.err).c_str());
+  std::vector<std::string> gone = {"rm", "-f"};
+  std::string unnamed = "slurm-" + std::to_string(job) + ".";
+  std::string scoped = std::to_string(job) + "_";
+  for (size_t start = 0; start < ps.out.size();) {
+    size_t end = ps.out.find('\n', start);
+    if (end == std::string::npos) end = ps.out.size();
+    std::string name = ps.out.substr(start, end - start);
+    start = end + 1;
+    if (name.starts_with(unnamed) || (g_state.args.job_scope && name.starts_with(scoped)))
+      gone.push_back(name);
+  }
+  if (gone.size() > 2) {
+    Ran r = run_berth(gone, env, &ids);
+    if (r.status != 0) slurm_error("berth: job epilog: %s", last_line(r.err).c_str());
+  }
+  (void)::unlink(file.c_str());
   return 0;
 }
 

@@ -267,3 +267,26 @@ def test_gpu_variables_reach_the_container(sl, pushed_busybox, cluster):
     out = sl.ok("--gres=gpu:1", f"--container-image={pushed_busybox}", "sh", "-c",
                 "echo $CUDA_VISIBLE_DEVICES")
     assert out == "0\n"
+
+
+def test_job_scope_names_are_removed_at_the_job_end(sl, cluster, pushed_busybox):
+    cluster.write_plugstack("container_scope=job")
+    try:
+        rc, _, err = sl.srun(f"--container-image={pushed_busybox}", "--container-name=scoped",
+                             "true")
+        assert rc == 0, err
+        # The job's epilog runs on the node after srun returned.
+        names = ""
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            names = sl.berth("ps", "-a", "--format", "{{.Names}}")[1]
+            if "_scoped" not in names:
+                break
+            time.sleep(0.2)
+        assert "_scoped" not in names
+    finally:
+        cluster.write_plugstack()
+    # Global scope (the default): the name stays for later jobs.
+    sl.ok(f"--container-image={pushed_busybox}", "--container-name=kept", "true")
+    time.sleep(1)
+    assert "kept" in sl.berth("ps", "-a", "--format", "{{.Names}}")[1].split()
