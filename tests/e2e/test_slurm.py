@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import imagelib
 import slurm
 from conftest import build_file
 from test_run import userns_works
@@ -290,3 +291,37 @@ def test_job_scope_names_are_removed_at_the_job_end(sl, cluster, pushed_busybox)
     sl.ok(f"--container-image={pushed_busybox}", "--container-name=kept", "true")
     time.sleep(1)
     assert "kept" in sl.berth("ps", "-a", "--format", "{{.Names}}")[1].split()
+
+
+@pytest.fixture(scope="module")
+def entry_image(registry) -> str:
+    """busybox with Env FROM_IMAGE/SHARED and an entrypoint that marks the environment and
+    execs its arguments, as images' entrypoints do."""
+    entry = imagelib.File("entry.sh", b'#!/bin/sh\nexport ENTRYPOINT_RAN=yes\nexec "$@"\n', 0o755)
+    img = imagelib.make_image(
+        [imagelib.busybox_layer(), imagelib.Layer([entry])],
+        config={"Env": ["PATH=/bin", "FROM_IMAGE=image", "SHARED=image"],
+                "Entrypoint": ["/entry.sh"], "WorkingDir": "/etc"})
+    registry.pusher().push_image("e2e/entry", "1", img)
+    return f"{registry.host}/e2e/entry:1"
+
+
+def test_environment_precedence_and_entrypoint(sl, entry_image):
+    show = ["sh", "-c", 'pwd; echo "$FROM_IMAGE $SHARED $HOST_ONLY ${ENTRYPOINT_RAN:-no}"']
+    env = {"SHARED": "host", "HOST_ONLY": "host"}
+    # The image wins for what it defines; host-only variables pass; WorkingDir is the cwd.
+    out = sl.ok(f"--container-image={entry_image}", *show, env=env)
+    assert out == "/etc\nimage image host no\n"
+    # --container-env: the host's value wins for the names it lists.
+    out = sl.ok(f"--container-image={entry_image}", "--container-env=SHARED", *show, env=env)
+    assert out == "/etc\nimage host host no\n"
+    # --container-entrypoint: the entrypoint runs before the tasks join (its exports reach them).
+    out = sl.ok(f"--container-image={entry_image}", "--container-entrypoint", *show, env=env)
+    assert out == "/etc\nimage image host yes\n"
+
+
+def test_salloc_then_srun(sl, pushed_busybox):
+    rc, out, err = sl("salloc", "-N1", "-w", "n1", "srun", f"--container-image={pushed_busybox}",
+                      "cat", "/etc/motd")
+    assert rc == 0, err
+    assert out == "hello from berth e2e\n"
