@@ -191,10 +191,16 @@ def test_sbatch_runs_the_script_in_the_image(sl, pushed_busybox):
     assert text == "hello from berth e2e\n"
 
 
-def test_scancel_leaves_nothing_behind(sl, pushed_busybox):
+@pytest.mark.parametrize("kind", ["registry", "squashfs"])
+def test_scancel_leaves_nothing_behind(sl, pushed_busybox, kind, request):
+    image = pushed_busybox
+    runtime = sl.berth.make_dir("runtime")
+    sl.berth.env["BERTH_RUNTIME_DIR"] = runtime
+    if kind == "squashfs":
+        image = request.getfixturevalue("images")["plain"]
     before = set(step_processes(sl.berth))
-    p = sl.popen("srun", "-N1", "-w", "n1", "-J", "tocancel",
-                 f"--container-image={pushed_busybox}", "busybox", "sleep", "300")
+    p = sl.popen("srun", "-N1", "-w", "n1", "-J", "tocancel", f"--container-image={image}",
+                 "busybox", "sleep", "300")
     try:
         deadline = time.monotonic() + 60
         job = ""
@@ -221,6 +227,8 @@ def test_scancel_leaves_nothing_behind(sl, pushed_busybox):
     assert "slurm-" not in ps
     with open("/proc/self/mountinfo") as f:
         assert sl.berth.berth_home not in f.read()
+    assert wait_for(lambda: not mounts(runtime) and not fuse_procs(runtime)), (
+        mounts(runtime), fuse_procs(runtime))
 
 
 def test_two_nodes_each_have_their_container(sl, pushed_busybox):
