@@ -14,7 +14,7 @@ import imagelib
 import slurm
 from conftest import build_file
 from test_run import userns_works
-from test_squashfs_run import fuse_procs, images, mounts, wait_for  # noqa: F401 (a fixture)
+from test_squashfs_run import fuse_procs, make_tree, mksquashfs, mounts, wait_for
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +44,22 @@ def cluster(scratch, spank_plugin, berth_bin, identity):
         raise
     yield c
     c.stop()
+
+
+@pytest.fixture(scope="module")
+def sqsh_image(scratch, usable_fuse) -> str:
+    """A squashfs image (busybox, /etc/motd "motd from the image"), made as test_squashfs_run
+    makes its plain one, in a folder of this module's own."""
+    for tool in ("mksquashfs", "squashfuse_ll", "fusermount3"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
+    d = os.path.join(scratch, "slurm-sqsh")
+    os.makedirs(d, exist_ok=True)
+    os.chmod(d, 0o755)
+    tree = os.path.join(d, "tree")
+    if not os.path.isdir(tree):
+        make_tree(tree, None)
+    return mksquashfs(tree, os.path.join(d, "plain.sqsh"))
 
 
 class Slurm:
@@ -197,7 +213,7 @@ def test_scancel_leaves_nothing_behind(sl, pushed_busybox, kind, request):
     runtime = sl.berth.make_dir("runtime")
     sl.berth.env["BERTH_RUNTIME_DIR"] = runtime
     if kind == "squashfs":
-        image = request.getfixturevalue("images")["plain"]
+        image = request.getfixturevalue("sqsh_image")
     before = set(step_processes(sl.berth))
     p = sl.popen("srun", "-N1", "-w", "n1", "-J", "tocancel", f"--container-image={image}",
                  "busybox", "sleep", "300")
@@ -249,10 +265,10 @@ def test_remap_root_and_readonly(sl, pushed_busybox):
     assert out == "read-only\n"
 
 
-def test_squashfs_image(sl, images):
+def test_squashfs_image(sl, sqsh_image):
     runtime = sl.berth.make_dir("runtime")
     sl.berth.env["BERTH_RUNTIME_DIR"] = runtime
-    out = sl.ok("-n2", f"--container-image={images['plain']}", "cat", "/etc/motd")
+    out = sl.ok("-n2", f"--container-image={sqsh_image}", "cat", "/etc/motd")
     assert out == "motd from the image\n" * 2
     assert wait_for(lambda: not mounts(runtime) and not fuse_procs(runtime)), (
         mounts(runtime), fuse_procs(runtime))
