@@ -191,3 +191,37 @@ TEST(SlurmOptions, RunArguments) {
 
 }  // namespace
 }  // namespace berth::slurm
+
+namespace berth::slurm {
+namespace {
+
+TEST(SlurmOptions, NotYetIsAnErrorNeverIgnored) {
+  Options o;
+  EXPECT_EQ(apply(&o, "container-save", "/out.sqsh"), "--container-save: not supported yet");
+  EXPECT_EQ(apply(&o, "container-unshare", "net,ipc"),
+            "--container-unshare: ipc is not supported yet");
+  Options p;
+  EXPECT_EQ(apply(&p, "container-unshare", "pid"),
+            "--container-unshare: unknown namespace 'pid' (net, ipc, uts)");
+  PluginArgs a;
+  EXPECT_EQ(parse_plugin_args({"importer=/usr/bin/x"}, &a),
+            "plugstack argument importer=: not supported yet");
+}
+
+TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
+  Options o;
+  o.image = "./img.sqsh";
+  o.unshare = {"net"};
+  o.writable = true;
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
+  EXPECT_EQ(args, (std::vector<std::string>{"run", "-u", "5:6", "--no-bind-home", "--writable",
+                                            "--network", "none", "--entrypoint", "/bin/sh",
+                                            "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
+  o.name = "n";
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{}, "/w", &args),
+            "--container-name with a squashfs image (./img.sqsh) is not supported yet");
+}
+
+}  // namespace
+}  // namespace berth::slurm
