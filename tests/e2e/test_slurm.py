@@ -349,3 +349,30 @@ def test_salloc_then_srun(sl, pushed_busybox):
                       "cat", "/etc/motd")
     assert rc == 0, err
     assert out == "hello from berth e2e\n"
+
+
+def test_exec_attaches_to_a_running_named_container(sl, pushed_busybox):
+    # A first job keeps the container 'live' running; a second joins it (NAME:exec), sees
+    # what the first wrote, and ignores its mounts as pyxis does.
+    first = sl.popen("srun", "-N1", "-w", "n1", "-J", "liveholder",
+                     f"--container-image={pushed_busybox}",
+                     "--container-name=live", "sh", "-c",
+                     "echo from-first > /marker; busybox sleep 30")
+    try:
+        deadline = time.monotonic() + 60
+        out = ""
+        while time.monotonic() < deadline:
+            rc, out, err = sl.srun("--container-name=live:exec", "--container-mounts=/tmp",
+                                   "cat", "/marker")
+            if rc == 0:
+                break
+            time.sleep(0.3)
+        assert out == "from-first\n", err
+        assert "ignoring --container-mounts when attaching to a running container" in err
+    finally:
+        sl("scancel", "-n", "liveholder")
+        try:
+            first.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            first.kill()
+            first.wait()
