@@ -156,6 +156,10 @@ def test_environment_forms(sl, pushed_busybox):
     assert out == "/bin\n"
     out = sl.ok("cat", "/etc/motd", env={"BERTH_CONTAINER_IMAGE": pushed_busybox})
     assert out == "hello from berth e2e\n"
+    # Only in the job's environment, not srun's: slurmstepd reads it (spank_getenv), the path
+    # jobs submitted through slurmrestd take.
+    out = sl.ok(f"--export=ALL,BERTH_CONTAINER_IMAGE={pushed_busybox}", "cat", "/etc/motd")
+    assert out == "hello from berth e2e\n"
 
 
 def test_named_container_is_reused_across_steps(sl, pushed_busybox):
