@@ -517,6 +517,21 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
       if (*fd >= 0) ::close(*fd);
     }
   } close_err{&monitor_err};
+  // A named container may be wanted by several jobs' steps at once: its look-up and creation
+  // happen under a lock of its own (the step's lock covers only this step's tasks).
+  int name_lock = -1;
+  if (!o.name.empty()) {
+    name_lock = ::open((user_dir(ids) + "/" + name + ".name.lock").c_str(),
+                       O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    while (name_lock >= 0 && ::flock(name_lock, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  struct UnlockName {
+    int fd;
+    ~UnlockName() {
+      if (fd >= 0) ::close(fd);
+    }
+  } unlock_name{name_lock};
   Problem p;
   long found = o.name.empty() ? -1 : holder_pid(name, env, &p);
   using berth::slurm::NameMode;
@@ -569,8 +584,8 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
   if (o.entrypoint_log && !r.err.empty()) (void)!::write(STDERR_FILENO, r.err.data(), r.err.size());
   if (owned) {
     // A detached start may return before its monitor has recorded the workload: ask again
-    // for a while.
-    // A start that fails in the monitor (a missing bind source) says so on its stderr.
+    // for a while. A start that fails in the monitor (a missing bind source) says so on its
+    // stderr.
     auto monitor_failure = [&] {
       std::string text = monitor_err >= 0 ? read_all(monitor_err) : "";
       return text.find("berth: error:") != std::string::npos ? last_line(text) : "";

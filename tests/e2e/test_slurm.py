@@ -368,7 +368,7 @@ def test_exec_attaches_to_a_running_named_container(sl, pushed_busybox):
         while time.monotonic() < deadline:
             rc, out, err = sl.srun("--container-name=live:exec", "--container-mounts=/tmp",
                                    "cat", "/marker")
-            if rc == 0:
+            if rc == 0 and out:  # joined, and the first job's task has written the marker
                 break
             time.sleep(0.3)
         assert out == "from-first\n", err
