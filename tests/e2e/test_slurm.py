@@ -380,3 +380,12 @@ def test_exec_attaches_to_a_running_named_container(sl, pushed_busybox):
         except subprocess.TimeoutExpired:
             first.kill()
             first.wait()
+
+
+def test_mount_home(sl, pushed_busybox):
+    sl.berth.write_file("home/note", "in the home\n")
+    note = os.path.join(sl.berth.home, "note")
+    show = ["sh", "-c", f"cat {note} 2>/dev/null || echo absent"]
+    assert sl.ok(f"--container-image={pushed_busybox}", *show) == "absent\n"  # pyxis's default
+    assert sl.ok(f"--container-image={pushed_busybox}", "--container-mount-home",
+                 *show) == "in the home\n"
