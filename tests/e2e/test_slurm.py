@@ -389,3 +389,15 @@ def test_mount_home(sl, pushed_busybox):
     assert sl.ok(f"--container-image={pushed_busybox}", *show) == "absent\n"  # pyxis's default
     assert sl.ok(f"--container-image={pushed_busybox}", "--container-mount-home",
                  *show) == "in the home\n"
+
+
+def test_a_container_running_outside_slurm_is_not_joined(sl, pushed_busybox):
+    sl.berth("run", "-d", "--name", "outside", pushed_busybox, "busybox", "sleep", "60")
+    try:
+        rc, _, err = sl.srun("--container-name=outside", "true")
+        assert rc == 1
+        assert ("berth: error: container 'outside' is running, but not as a Slurm step's "
+                "container on this node (started outside Slurm, or on another node sharing "
+                "this store)") in err
+    finally:
+        sl.berth("rm", "-f", "-t", "0", "outside", check=False)
