@@ -252,13 +252,17 @@ Problem step_ids(spank_t sp, StepIds* ids) {
 }
 
 /// The job's environment (S_JOB_ENV), for the berth commands: HOME, BERTH_HOME, the user's
-/// registries' settings. Slurm's PMI file descriptors mean nothing to berth and are left out.
+/// registries' settings. Slurm's PMI file descriptors mean nothing to berth and are left out,
+/// and so is BERTH_SITE_CONF: a job does not choose the site policy its containers run under
+/// (docs/site.md).
 std::vector<std::string> job_environment(spank_t sp) {
   std::vector<std::string> env;
   char** job_env = nullptr;
   if (spank_get_item(sp, S_JOB_ENV, &job_env) == ESPANK_SUCCESS && job_env != nullptr)
     for (char** e = job_env; *e != nullptr; ++e)
-      if (!std::string_view(*e).starts_with("PMI_FD=")) env.emplace_back(*e);
+      if (!std::string_view(*e).starts_with("PMI_FD=") &&
+          !std::string_view(*e).starts_with("BERTH_SITE_CONF="))
+        env.emplace_back(*e);
   return env;
 }
 
