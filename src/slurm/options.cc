@@ -400,6 +400,9 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   // Berth's directory images are writable already; --writable is for squashfs files.
   if (o.writable == false) v.push_back("--read-only");
   if (o.writable == true && is_squashfs_path(o.image)) v.push_back("--writable");
+  // The step's GPUs, and only those: berth's --gpus all takes the job's CUDA_VISIBLE_DEVICES
+  // as the pool and renumbers it from 0 inside, with the site policy applied.
+  if (ids.gpus) v.insert(v.end(), {"--gpus", "all"});
   for (const std::string& ns : o.unshare)
     if (ns == "net") v.insert(v.end(), {"--network", "none"});
   // The holder: a shell that stops itself, so that the container exists (its namespaces and

@@ -77,6 +77,7 @@ struct StepIds {
   unsigned step = 0;  ///< kBatchStep for the batch script
   std::string node;   ///< SLURMD_NODENAME
   unsigned uid = 0, gid = 0;
+  bool gpus = false;  ///< Slurm gave the step GPUs (SLURM_STEP_GPUS or SLURM_JOB_GPUS is set)
 };
 inline constexpr unsigned kBatchStep = 0xfffffffbU;  // SLURM_BATCH_SCRIPT
 

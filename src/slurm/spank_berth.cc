@@ -248,6 +248,9 @@ Problem step_ids(spank_t sp, StepIds* ids) {
   if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof node) != ESPANK_SUCCESS)
     ::gethostname(node, sizeof node - 1);
   ids->node = node;
+  char gpus[256];
+  ids->gpus = spank_getenv(sp, "SLURM_STEP_GPUS", gpus, sizeof gpus) == ESPANK_SUCCESS ||
+              spank_getenv(sp, "SLURM_JOB_GPUS", gpus, sizeof gpus) == ESPANK_SUCCESS;
   return {};
 }
 

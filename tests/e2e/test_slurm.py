@@ -13,6 +13,7 @@ import pytest
 import imagelib
 import slurm
 from conftest import build_file
+from test_gpu import UUID0, FakeHost
 from test_run import userns_works
 from test_squashfs_run import fuse_procs, make_tree, mksquashfs, mounts, wait_for
 
@@ -288,14 +289,25 @@ def test_an_unknown_plugstack_argument_fails_loudly(sl, cluster):
     assert "berth: unknown plugstack argument 'colour=blue'" in err
 
 
-def test_gpu_variables_reach_the_container(sl, pushed_busybox, cluster):
-    # The step's GPUs as Slurm names them pass into the container; injecting the devices
-    # themselves is not there yet (docs/slurm.md).
+def test_the_steps_gpus_and_only_those_are_injected(sl, pushed_busybox, cluster, scratch):
+    # Slurm hands out the fake GRES (tty devices); berth injects the fabricated GPU host's
+    # GPUs that CUDA_VISIBLE_DEVICES names, renumbered from 0 inside.
     if not cluster.gpus:
         pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
-    out = sl.ok("--gres=gpu:1", f"--container-image={pushed_busybox}", "sh", "-c",
-                "echo $CUDA_VISIBLE_DEVICES")
-    assert out == "0\n"
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the fake driver libraries")
+    base = os.path.join(scratch, "slurm-gpu-host")
+    host = FakeHost(base) if not os.path.exists(base) else None
+    env = (host.env() if host else {"BERTH_DRIVER_ROOT": os.path.join(base, "root"),
+                                    "BERTH_DEV_ROOT": os.path.join(base, "dev-root")})
+    show = ["sh", "-c", "echo $CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES; ls /dev"]
+    out = sl.ok("--gres=gpu:1", f"--container-image={pushed_busybox}", *show, env=env)
+    first, devices = out.split("\n", 1)
+    assert first == f"0 {UUID0}"
+    assert "nvidia0" in devices.split() and "nvidia1" not in devices.split()
+    # Without GPUs from Slurm, none are injected.
+    out = sl.ok(f"--container-image={pushed_busybox}", *show, env=env)
+    assert "nvidia0" not in out.split()
 
 
 def test_job_scope_names_are_removed_at_the_job_end(sl, cluster, pushed_busybox):

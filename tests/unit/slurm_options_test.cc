@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <map>
 
 namespace berth::slurm {
@@ -218,6 +220,10 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   EXPECT_EQ(args, (std::vector<std::string>{"run", "-u", "5:6", "--no-bind-home", "--writable",
                                             "--network", "none", "--entrypoint", "/bin/sh",
                                             "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
+  StepIds gpu_step{1, 0, "n1", 5, 6};
+  gpu_step.gpus = true;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, gpu_step, "/w", &args), "");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--gpus"), 1);
   o.name = "n";
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{}, "/w", &args),
             "--container-name with a squashfs image (./img.sqsh) is not supported yet");
