@@ -305,6 +305,11 @@ def test_the_steps_gpus_and_only_those_are_injected(sl, pushed_busybox, cluster,
     first, devices = out.split("\n", 1)
     assert first == f"0 {UUID0}"
     assert "nvidia0" in devices.split() and "nvidia1" not in devices.split()
+    # On two nodes, each task has its node's GPU as GPU 0.
+    rc, out, err = sl("srun", "-N2", "-n2", "--gres=gpu:1", f"--container-image={pushed_busybox}",
+                      "sh", "-c", "echo $CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES", env=env)
+    assert rc == 0, err
+    assert out.splitlines() == [f"0 {UUID0}"] * 2
     # Without GPUs from Slurm, none are injected.
     out = sl.ok(f"--container-image={pushed_busybox}", *show, env=env)
     assert "nvidia0" not in out.split()
@@ -413,3 +418,11 @@ def test_a_container_running_outside_slurm_is_not_joined(sl, pushed_busybox):
                 "this store)") in err
     finally:
         sl.berth("rm", "-f", "-t", "0", "outside", check=False)
+
+
+def test_pmi2_socket_reaches_the_tasks(sl, pushed_busybox):
+    # srun --mpi=pmi2: each task's PMI socket (PMI_FD) and rank variables, inside.
+    out = sl.ok("-n2", "--mpi=pmi2", f"--container-image={pushed_busybox}", "sh", "-c",
+                "echo $PMI_RANK $PMI_SIZE; ls -l /proc/self/fd/$PMI_FD")
+    assert sorted(line for line in out.splitlines() if "->" not in line) == ["0 2", "1 2"]
+    assert out.count("socket:[") == 2
