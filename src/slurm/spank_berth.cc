@@ -313,12 +313,14 @@ long holder_pid(const std::string& name, const std::vector<std::string>& env, Pr
 /// Waits until `pid` has stopped itself (the holder is inside, everything mounted).
 Problem wait_stopped(long pid) {
   std::string stat_path = "/proc/" + std::to_string(pid) + "/stat";
-  for (int i = 0; i < 6000; ++i) {
+  // Every millisecond: the holder stops a few milliseconds after `run -d` returns, and every
+  // task of the step waits for it.
+  for (int i = 0; i < 60000; ++i) {
     std::string stat = read_file(stat_path);
     if (stat.empty()) return "the container's holder (pid " + std::to_string(pid) + ") exited";
     size_t paren = stat.rfind(')');
     if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T') return {};
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return "the container's holder did not start within 60 s";
 }
@@ -468,12 +470,12 @@ Problem start_background(const std::vector<std::string>& args, const std::vector
       *holder = h;
       break;
     }
-    if (i == 6000) {
+    if (i == 30000) {
       p = "the container's holder did not start within 60 s";
       ::kill(static_cast<pid_t>(pid), SIGKILL);
       break;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   ::close(err);
   return p;
@@ -609,9 +611,9 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     // still show its last run's status).
     bool exited = false;
     found = holder_pid(name, env, &p, &exited);
-    for (int i = 0; i < 100 && found == 0 && !(created && exited) && monitor_failure().empty();
+    for (int i = 0; i < 1000 && found == 0 && !(created && exited) && monitor_failure().empty();
          ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
       found = holder_pid(name, env, &p, &exited);
     }
     Problem q;
