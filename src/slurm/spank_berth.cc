@@ -436,10 +436,10 @@ Ran run_berth_detached(const std::vector<std::string>& args, const std::vector<s
   if (pid <= 0) {
     r.err = "berth: error: fork: " + errno_text(errno);
   } else {
-    for (int i = 0; i < seconds * 100; ++i) {
+    for (int i = 0; i < seconds * 1000; ++i) {
       char st = process_state(pid);
       if (st == 0 || st == 'Z') break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     r.err = read_all(err);
     r.status = r.err.find("berth: error:") == std::string::npos ? 0 : 1;
@@ -857,10 +857,10 @@ int slurm_spank_exit(spank_t sp, int, char**) {
     ::kill(static_cast<pid_t>(pid), SIGKILL);
   if (fields == 4 && std::strcmp(name, "-") == 0) {
     // A squashfs run: with its holder gone, berth itself releases the mount.
-    for (int i = 0; i < 1000; ++i) {
+    for (int i = 0; i < 10000; ++i) {
       char st = process_state(runner);
       if (st == 0 || st == 'Z') break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   } else if (fields >= 3 && owned == 1 && g_state.opts.name.empty()) {
     // An unnamed container goes; a named one stays, stopped, for the job's next steps.
