@@ -24,6 +24,7 @@
 // script in CMakeLists.txt); no exception leaves a callback.
 
 extern "C" {
+#include <slurm/slurm.h>
 #include <slurm/spank.h>
 extern const char plugin_name[];
 extern const char plugin_type[];
@@ -675,13 +676,30 @@ Problem merge_environment(spank_t sp, long pid) {
     if (e != ESPANK_SUCCESS && e != ESPANK_ENV_EXISTS)  // exists: a --container-env name
       return "env: cannot set " + k + ": " + spank_strerror(e);
   }
-  // PyTorch's launcher variables, as pyxis sets them for PyTorch images.
+  // PyTorch's launcher variables for PyTorch images: RANK and LOCAL_RANK as pyxis sets them,
+  // WORLD_SIZE and MASTER_ADDR (the step's first node) as enroot's PyTorch hook does.
   char buf[64];
   if (spank_getenv(sp, "PYTORCH_VERSION", buf, sizeof buf) == ESPANK_SUCCESS) {
     if (spank_getenv(sp, "SLURM_PROCID", buf, sizeof buf) == ESPANK_SUCCESS)
       spank_setenv(sp, "RANK", buf, 1);
     if (spank_getenv(sp, "SLURM_LOCALID", buf, sizeof buf) == ESPANK_SUCCESS)
       spank_setenv(sp, "LOCAL_RANK", buf, 1);
+    if (spank_getenv(sp, "SLURM_NTASKS", buf, sizeof buf) == ESPANK_SUCCESS)
+      spank_setenv(sp, "WORLD_SIZE", buf, 0);
+    std::vector<char> nodes(65536);
+    int len = static_cast<int>(nodes.size());
+    if (spank_getenv(sp, "SLURM_STEP_NODELIST", nodes.data(), len) == ESPANK_SUCCESS ||
+        spank_getenv(sp, "SLURM_JOB_NODELIST", nodes.data(), len) == ESPANK_SUCCESS) {
+      // Slurm's own hostlist parser ("n[1-3],gpu07"), from the slurmstepd that loaded us.
+      hostlist_t hl = slurm_hostlist_create(nodes.data());
+      if (hl != nullptr) {
+        if (char* first = slurm_hostlist_shift(hl); first != nullptr) {
+          spank_setenv(sp, "MASTER_ADDR", first, 0);
+          std::free(first);
+        }
+        slurm_hostlist_destroy(hl);
+      }
+    }
   }
   return {};
 }

@@ -426,3 +426,15 @@ def test_pmi2_socket_reaches_the_tasks(sl, pushed_busybox):
                 "echo $PMI_RANK $PMI_SIZE; ls -l /proc/self/fd/$PMI_FD")
     assert sorted(line for line in out.splitlines() if "->" not in line) == ["0 2", "1 2"]
     assert out.count("socket:[") == 2
+
+
+def test_pytorch_variables(sl, pushed_busybox):
+    # For PyTorch images (PYTORCH_VERSION set; here from the host, which passes through).
+    rc, out, err = sl("srun", "-N2", "-n2", f"--container-image={pushed_busybox}", "sh", "-c",
+                      "echo $RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR",
+                      env={"PYTORCH_VERSION": "2.3.0"})
+    assert rc == 0, err
+    assert sorted(out.splitlines()) == ["0 0 2 n1", "1 0 2 n1"]
+    # Not for other images.
+    out = sl.ok(f"--container-image={pushed_busybox}", "sh", "-c", "echo ${RANK:-none}")
+    assert out == "none\n"
