@@ -33,6 +33,7 @@ extern const unsigned int spank_plugin_version;
 SPANK_PLUGIN(berth, 1)
 }
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <sched.h>
@@ -482,6 +483,16 @@ Problem start_background(const std::vector<std::string>& args, const std::vector
   return p;
 }
 
+/// SIGKILLs `pid` (as root) if it is still a holder of `uid`'s: the pid comes from a file the
+/// user owns.
+void kill_holder(long pid, unsigned uid) {
+  struct stat st;
+  std::string proc = "/proc/" + std::to_string(pid);
+  if (pid > 0 && ::stat(proc.c_str(), &st) == 0 && st.st_uid == uid &&
+      read_file(proc + "/cmdline").find("kill -STOP") != std::string::npos)
+    ::kill(static_cast<pid_t>(pid), SIGKILL);
+}
+
 /// Under the step's lock: the holder's pid, starting the container when this is the first
 /// local task. The step file records it for the other tasks and for slurm_spank_exit:
 /// "PID NAME OWNED" (OWNED: this step started the holder), or "error MESSAGE".
@@ -868,11 +879,7 @@ int slurm_spank_exit(spank_t sp, int, char**) {
   // The holder is stopped: a SIGTERM (berth rm's first, polite signal) would wait for the
   // grace period in vain. It is killed here, as root, so only after checking that the pid
   // (read from a file the user owns) is still the holder, and the user's.
-  struct stat st;
-  std::string proc = "/proc/" + std::to_string(pid);
-  if (fields >= 3 && owned == 1 && pid > 0 && ::stat(proc.c_str(), &st) == 0 &&
-      st.st_uid == ids.uid && read_file(proc + "/cmdline").find("kill -STOP") != std::string::npos)
-    ::kill(static_cast<pid_t>(pid), SIGKILL);
+  if (fields >= 3 && owned == 1) kill_holder(pid, ids.uid);
   if (fields == 4 && std::strcmp(name, "-") == 0) {
     // A squashfs run: with its holder gone, berth itself releases the mount.
     for (int i = 0; i < 10000; ++i) {
@@ -919,6 +926,26 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
     if (end == std::string::npos) end = text.size();
     if (end > start) env.push_back(text.substr(start, end - start));
     start = end + 1;
+  }
+  // Steps whose slurmstepd died before its clean-up left their step files: their holders
+  // (named containers' too) are stopped here, after the same checks as slurm_spank_exit's.
+  if (DIR* d = ::opendir(user_dir(ids).c_str()); d != nullptr) {
+    std::string prefix = std::to_string(job) + ".";
+    while (struct dirent* e = ::readdir(d)) {
+      std::string entry = e->d_name;
+      if (!entry.starts_with(prefix) || !entry.ends_with(".step")) continue;
+      std::string path = user_dir(ids) + "/" + entry;
+      long holder = 0;
+      char name[512] = "";
+      int owned = 0;
+      if (std::sscanf(read_file(path, O_NOFOLLOW).c_str(), "%ld %511s %d", &holder, name, &owned) ==
+              3 &&
+          owned == 1)
+        kill_holder(holder, ids.uid);
+      (void)::unlink(path.c_str());
+      (void)::unlink((path + ".lock").c_str());
+    }
+    ::closedir(d);
   }
   Ran ps = run_berth({"ps", "-a", "--format", "{{.Names}}"}, env, &ids);
   if (ps.status != 0) slurm_error("berth: job epilog: %s", last_line(ps.err).c_str());

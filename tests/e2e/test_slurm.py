@@ -438,3 +438,37 @@ def test_pytorch_variables(sl, pushed_busybox):
     # Not for other images.
     out = sl.ok(f"--container-image={pushed_busybox}", "sh", "-c", "echo ${RANK:-none}")
     assert out == "none\n"
+
+
+def test_a_killed_slurmstepd_leaves_no_holder(sl, pushed_busybox):
+    # The node-side kill: slurmstepd dies before its clean-up; the job's epilog stops the
+    # holder it left, even a named container's.
+    p = sl.popen("srun", "-N1", "-w", "n1", "-J", "stepkill", f"--container-image={pushed_busybox}",
+                 "--container-name=orphan", "busybox", "sleep", "300")
+    try:
+        deadline = time.monotonic() + 60
+        job = ""
+        while time.monotonic() < deadline and not job:
+            _, out, _ = sl("squeue", "-h", "-n", "stepkill", "-t", "R", "-o", "%i")
+            if out.strip() and any("sleep 300" in line for line in step_processes(sl.berth)):
+                job = out.strip()
+            time.sleep(0.2)
+        assert job, "the step did not start"
+        stepd = subprocess.run(["pgrep", "-f", rf"^slurmstepd: \[{job}\.0\]"],
+                               capture_output=True, text=True).stdout.split()
+        assert stepd, "no slurmstepd for the step"
+        for pid in stepd:
+            os.kill(int(pid), 9)
+        sl("scancel", job)
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    holders = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        holders = [line for line in step_processes(sl.berth) if "kill -STOP" in line]
+        if not holders:
+            break
+        time.sleep(0.2)
+    assert not holders
