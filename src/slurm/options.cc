@@ -1,0 +1,421 @@
+#include "slurm/options.h"
+
+#include <algorithm>
+
+namespace berth::slurm {
+namespace {
+
+/// Indexes into option_table(), in its order.
+enum Index : size_t {
+  kImage,
+  kMounts,
+  kWorkdir,
+  kName,
+  kSave,
+  kMountHome,
+  kNoMountHome,
+  kRemapRoot,
+  kNoRemapRoot,
+  kEntrypoint,
+  kNoEntrypoint,
+  kEntrypointLog,
+  kWritable,
+  kReadonly,
+  kEnv,
+  kUnshare,
+};
+
+std::vector<std::string> split(std::string_view text, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t end = text.find(sep, start);
+    out.emplace_back(text.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) return out;
+    start = end + 1;
+  }
+}
+
+/// Sets a single-valued option: the same value again is fine (Slurm repeats callbacks).
+Problem set_once(std::string* field, const std::string& value, const char* option) {
+  if (!field->empty() && *field != value)
+    return std::string("--") + option + ": given twice with different values ('" + *field + "', '" +
+           value + "')";
+  *field = value;
+  return {};
+}
+
+/// Sets one side of a --x / --no-x pair.
+Problem set_flag(std::optional<bool>* field, bool value, const char* option) {
+  if (field->has_value() && **field != value)
+    return std::string("--") + option + ": both --" + option + " and its opposite were given";
+  *field = value;
+  return {};
+}
+
+/// The mount flags `berth run -v` expresses: ro/rw; binds are always recursive binds, and
+/// propagation stays private, which is what pyxis's default flags (rbind) give.
+Problem mount_flags(const std::string& flags, std::string* mode) {
+  for (const std::string& f : split(flags, '+')) {
+    if (f == "ro" || f == "rw") {
+      *mode = f;
+    } else if (f == "rbind" || f == "bind" || f == "private" || f == "rprivate") {
+      // what Berth does anyway
+    } else {
+      return "--container-mounts: mount flag '" + f +
+             "' is not supported yet (ro, rw, rbind, bind, private, rprivate)";
+    }
+  }
+  return {};
+}
+
+Problem check_mount(const std::string& item) {
+  if (item.empty()) return "--container-mounts: empty item";
+  std::vector<std::string> parts = split(item, ':');
+  if (parts.size() > 3) return "--container-mounts: '" + item + "': expected SRC[:DST[:FLAGS]]";
+  if (parts[0] == "tmpfs" || parts[0] == "umount")
+    return "--container-mounts: '" + item + "': " + parts[0] + " mounts are not supported yet";
+  if (parts.size() > 1 && !parts[1].starts_with("/"))
+    return "--container-mounts: '" + item + "': the destination must be an absolute path";
+  std::string mode;
+  if (parts.size() == 3) return mount_flags(parts[2], &mode);
+  return {};
+}
+
+Problem set_mounts(Options* o, const std::string& value) {
+  for (const std::string& item : split(value, ',')) {
+    if (Problem p = check_mount(item); !p.empty()) return p;
+    if (std::find(o->mounts.begin(), o->mounts.end(), item) == o->mounts.end())
+      o->mounts.push_back(item);
+  }
+  return {};
+}
+
+Problem set_name(Options* o, const std::string& value) {
+  std::string name = value, flag = "auto";
+  if (size_t colon = value.find(':'); colon != std::string::npos) {
+    name = value.substr(0, colon);
+    flag = value.substr(colon + 1);
+  }
+  NameMode mode;
+  if (flag == "auto") {
+    mode = NameMode::kAuto;
+  } else if (flag == "create") {
+    mode = NameMode::kCreate;
+  } else if (flag == "exec") {
+    mode = NameMode::kExec;
+  } else if (flag == "no_exec") {
+    mode = NameMode::kNoExec;
+  } else {
+    return "--container-name: unknown flag '" + flag + "' (auto, create, exec or no_exec)";
+  }
+  if (name.empty()) return "--container-name: the name is empty";
+  if (name.find('/') != std::string::npos || name.size() > 200)
+    return "--container-name: '" + name + "' is not a valid name";
+  if (Problem p = set_once(&o->name, name, "container-name"); !p.empty()) return p;
+  o->name_mode = mode;
+  return {};
+}
+
+Problem set_list(std::vector<std::string>* field, const std::string& value, const char* option) {
+  std::vector<std::string> items = split(value, ',');
+  for (const std::string& item : items)
+    if (item.empty()) return std::string("--") + option + ": empty item in '" + value + "'";
+  if (!field->empty() && *field != items)
+    return std::string("--") + option + ": given twice with different values";
+  *field = items;
+  return {};
+}
+
+Problem set_unshare(Options* o, const std::string& value) {
+  if (Problem p = set_list(&o->unshare, value, "container-unshare"); !p.empty()) return p;
+  for (const std::string& ns : o->unshare) {
+    if (ns == "ipc" || ns == "uts") return "--container-unshare: " + ns + " is not supported yet";
+    if (ns != "net") return "--container-unshare: unknown namespace '" + ns + "' (net, ipc, uts)";
+  }
+  return {};
+}
+
+}  // namespace
+
+std::optional<bool> parse_bool(std::string_view text) {
+  if (text == "1" || text == "true" || text == "yes" || text == "y") return true;
+  if (text == "0" || text == "false" || text == "no" || text == "n") return false;
+  return std::nullopt;
+}
+
+Problem parse_plugin_args(const std::vector<std::string>& args, PluginArgs* out) {
+  for (const std::string& arg : args) {
+    size_t eq = arg.find('=');
+    std::string key = arg.substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    auto boolean = [&](bool* field) -> Problem {
+      std::optional<bool> b = parse_bool(value);
+      if (!b) return "plugstack argument " + arg + ": expected true or false";
+      *field = *b;
+      return {};
+    };
+    Problem p;
+    if (eq == std::string::npos) {
+      p = "plugstack argument '" + arg + "': expected KEY=VALUE";
+    } else if (key == "berth") {
+      if (!value.starts_with("/")) p = "plugstack argument " + arg + ": expected an absolute path";
+      out->berth = value;
+    } else if (key == "runtime_path") {
+      if (!value.starts_with("/")) p = "plugstack argument " + arg + ": expected an absolute path";
+      out->runtime_path = value;
+    } else if (key == "execute_entrypoint") {
+      p = boolean(&out->execute_entrypoint);
+    } else if (key == "sbatch_support") {
+      p = boolean(&out->sbatch_support);
+    } else if (key == "container_scope") {
+      if (value != "job" && value != "global")
+        p = "plugstack argument " + arg + ": expected job or global";
+      out->job_scope = value == "job";
+    } else if (key == "use_enroot_load" || key == "use_squashfuse") {
+      // pyxis's import strategies: Berth always pulls into its store and mounts squashfs
+      // files with its shared squashfuse mount, so either value means the same here.
+      bool ignored = false;
+      p = boolean(&ignored);
+    } else if (key == "importer") {
+      p = "plugstack argument importer=: not supported yet";
+    } else {
+      p = "unknown plugstack argument '" + arg +
+          "' (berth, runtime_path, execute_entrypoint, container_scope, sbatch_support, "
+          "use_enroot_load, use_squashfuse)";
+    }
+    if (!p.empty()) return p;
+  }
+  return {};
+}
+
+const std::vector<OptionSpec>& option_table() {
+  static const std::vector<OptionSpec> table = {
+      {"container-image", "[USER@][REGISTRY#]IMAGE[:TAG]|PATH",
+       "[berth] the image to run the tasks in (Docker reference, or a squashfs file)", "IMAGE"},
+      {"container-mounts", "SRC[:DST[:FLAGS]][,...]", "[berth] bind mounts into the container",
+       "MOUNTS"},
+      {"container-workdir", "PATH", "[berth] working directory inside the container", "WORKDIR"},
+      {"container-name", "NAME[:auto|create|exec|no_exec]",
+       "[berth] name the container, to reuse it in later steps", "NAME"},
+      {"container-save", "PATH", "[berth] save the container as a squashfs file (not yet)", "SAVE"},
+      {"container-mount-home", nullptr, "[berth] bind the user's home directory", "MOUNT_HOME"},
+      {"no-container-mount-home", nullptr, "[berth] do not bind the user's home directory",
+       nullptr},
+      {"container-remap-root", nullptr, "[berth] run as root (uid 0) inside", "REMAP_ROOT"},
+      {"no-container-remap-root", nullptr, "[berth] run as your own uid inside", nullptr},
+      {"container-entrypoint", nullptr, "[berth] run the image's entrypoint", "ENTRYPOINT"},
+      {"no-container-entrypoint", nullptr, "[berth] do not run the image's entrypoint", nullptr},
+      {"container-entrypoint-log", nullptr, "[berth] print Berth's output even on success",
+       "ENTRYPOINT_LOG"},
+      {"container-writable", nullptr, "[berth] a writable container root", "WRITABLE"},
+      {"container-readonly", nullptr, "[berth] a read-only container root", "READONLY"},
+      {"container-env", "NAME[,NAME...]", "[berth] host variables that win over the image's",
+       "ENV"},
+      {"container-unshare", "net", "[berth] namespaces of the container's own (net)", "UNSHARE"},
+  };
+  return table;
+}
+
+Problem apply_option(size_t index, const char* arg, Options* o) {
+  std::string value = arg == nullptr ? "" : arg;
+  switch (index) {
+    case kImage:
+      if (value.empty()) return "--container-image: the image is empty";
+      return set_once(&o->image, value, "container-image");
+    case kMounts:
+      return set_mounts(o, value);
+    case kWorkdir:
+      if (!value.starts_with("/")) return "--container-workdir: '" + value + "' is not absolute";
+      return set_once(&o->workdir, value, "container-workdir");
+    case kName:
+      return set_name(o, value);
+    case kSave:
+      return "--container-save: not supported yet";
+    case kMountHome:
+    case kNoMountHome:
+      return set_flag(&o->mount_home, index == kMountHome, "container-mount-home");
+    case kRemapRoot:
+    case kNoRemapRoot:
+      return set_flag(&o->remap_root, index == kRemapRoot, "container-remap-root");
+    case kEntrypoint:
+    case kNoEntrypoint:
+      return set_flag(&o->entrypoint, index == kEntrypoint, "container-entrypoint");
+    case kEntrypointLog:
+      o->entrypoint_log = true;
+      return {};
+    case kWritable:
+    case kReadonly:
+      return set_flag(&o->writable, index == kWritable, "container-writable");
+    case kEnv:
+      return set_list(&o->env_names, value, "container-env");
+    case kUnshare:
+      return set_unshare(o, value);
+    default:
+      return "unknown option " + std::to_string(index);
+  }
+}
+
+Problem apply_environment(Options* o, std::optional<std::string> (*getenv)(const char* name)) {
+  // An option given on the command line wins; then BERTH_CONTAINER_X, then PYXIS_CONTAINER_X.
+  Options given = *o;
+  const auto& table = option_table();
+  for (size_t i = 0; i < table.size(); ++i) {
+    const OptionSpec& spec = table[i];
+    if (spec.env == nullptr) continue;
+    std::optional<std::string> value;
+    std::string var;
+    for (const char* prefix : {"BERTH_CONTAINER_", "PYXIS_CONTAINER_"}) {
+      var = std::string(prefix) + spec.env;
+      value = getenv(var.c_str());
+      if (value) break;
+    }
+    if (!value) continue;
+    bool is_flag = spec.arg == nullptr;
+    std::optional<bool> b;
+    if (is_flag) {
+      b = parse_bool(*value);
+      // pyxis ignores a value it cannot read; Berth says so, as for any other bad input.
+      if (!b) return var + "=" + *value + ": expected 1, true, yes, y, 0, false, no or n";
+    }
+    Problem p;
+    switch (i) {
+      case kImage:
+        if (given.image.empty()) p = apply_option(i, value->c_str(), o);
+        break;
+      case kMounts:
+        if (given.mounts.empty()) p = apply_option(i, value->c_str(), o);
+        break;
+      case kWorkdir:
+        if (given.workdir.empty()) p = apply_option(i, value->c_str(), o);
+        break;
+      case kName:
+        if (given.name.empty()) p = apply_option(i, value->c_str(), o);
+        break;
+      case kSave:
+        if (given.save.empty()) p = apply_option(i, value->c_str(), o);
+        break;
+      case kMountHome:
+        if (!given.mount_home) o->mount_home = *b;
+        break;
+      case kRemapRoot:
+        if (!given.remap_root) o->remap_root = *b;
+        break;
+      case kEntrypoint:
+        if (!given.entrypoint) o->entrypoint = *b;
+        break;
+      case kEntrypointLog:
+        if (!given.entrypoint_log) o->entrypoint_log = *b;
+        break;
+      case kWritable:
+        if (!given.writable && !o->writable) o->writable = *b;
+        break;
+      case kReadonly:
+        if (!given.writable && !o->writable) o->writable = !*b;
+        break;
+      case kEnv:
+        if (given.env_names.empty()) p = apply_option(i, value->c_str(), o);
+        break;
+      case kUnshare:
+        if (given.unshare.empty()) p = apply_option(i, value->c_str(), o);
+        break;
+      default:
+        break;
+    }
+    if (!p.empty()) return var.append(": ").append(p);
+  }
+  return {};
+}
+
+Problem berth_image(const std::string& image, const std::string& cwd, std::string* out) {
+  if (image.starts_with("/")) {
+    *out = image;
+    return {};
+  }
+  if (image.starts_with(".")) {
+    *out = cwd + "/" + image;
+    return {};
+  }
+  std::string ref = image;
+  if (ref.starts_with("docker://")) ref = ref.substr(9);
+  if (ref.starts_with("dockerd://"))
+    return "--container-image: dockerd:// images are not supported (there is no Docker daemon)";
+  if (size_t hash = ref.find('#'); hash != std::string::npos) {
+    std::string registry = ref.substr(0, hash);
+    if (registry.find('@') != std::string::npos)
+      return "--container-image: USER@ credentials are not supported yet; log in with "
+             "'berth login REGISTRY' instead";
+    ref = registry + "/" + ref.substr(hash + 1);
+  } else if (size_t at = ref.find('@');
+             at != std::string::npos && ref.find(':', at) == std::string::npos) {
+    // USER@IMAGE (a digest is IMAGE@ALGO:HEX)
+    return "--container-image: USER@ credentials are not supported yet; log in with "
+           "'berth login REGISTRY' instead";
+  }
+  if (ref.empty()) return "--container-image: the image is empty";
+  *out = ref;
+  return {};
+}
+
+std::string container_name(const Options& o, const PluginArgs& a, const StepIds& ids) {
+  std::string job = std::to_string(ids.job);
+  if (!o.name.empty()) return a.job_scope ? job + "_" + o.name : o.name;
+  std::string step = ids.step == kBatchStep ? "batch" : std::to_string(ids.step);
+  return "slurm-" + job + "." + step + "." + ids.node;
+}
+
+Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
+                      const std::string& cwd, std::vector<std::string>* out) {
+  std::string image;
+  if (Problem p = berth_image(o.image, cwd, &image); !p.empty()) return p;
+  std::vector<std::string>& v = *out;
+  if (!is_squashfs_path(o.image)) {
+    v = {"run", "-d", "--name", container_name(o, a, ids)};
+  } else if (o.name.empty()) {
+    v = {"run"};
+  } else {
+    return "--container-name with a squashfs image (" + o.image + ") is not supported yet";
+  }
+  // pyxis runs the tasks as the user unless --container-remap-root: the same uid and gid
+  // inside, so that files written to bound directories belong to the user.
+  std::string uid = std::to_string(ids.uid), gid = std::to_string(ids.gid);
+  v.insert(v.end(), {"-u", o.remap_root.value_or(false) ? "0:0" : uid + ":" + gid});
+  // enroot's default is no home; Berth's would be the site policy's: pyxis's wins here.
+  v.push_back(o.mount_home.value_or(false) ? "--bind-home" : "--no-bind-home");
+  for (const std::string& m : o.mounts) {
+    std::vector<std::string> parts = split(m, ':');
+    std::string src = parts[0], mode;
+    if (parts.size() == 3) {
+      if (Problem p = mount_flags(parts[2], &mode); !p.empty()) return p;
+    }
+    if (!src.starts_with("/")) src = std::string(cwd).append("/").append(src);
+    std::string volume = src;
+    volume.append(":").append(parts.size() > 1 ? parts[1] : src);
+    if (!mode.empty()) volume.append(":").append(mode);
+    v.insert(v.end(), {"-v", volume});
+  }
+  if (!o.workdir.empty()) v.insert(v.end(), {"-w", o.workdir});
+  // --container-env: the host's value (berth run's -e NAME), before the entrypoint runs.
+  for (const std::string& n : o.env_names) v.insert(v.end(), {"-e", n});
+  // Berth's directory images are writable already; --writable is for squashfs files.
+  if (o.writable == false) v.push_back("--read-only");
+  if (o.writable == true && is_squashfs_path(o.image)) v.push_back("--writable");
+  // The step's GPUs, and only those: berth's --gpus all takes the job's CUDA_VISIBLE_DEVICES
+  // as the pool and renumbers it from 0 inside, with the site policy applied.
+  if (ids.gpus) v.insert(v.end(), {"--gpus", "all"});
+  for (const std::string& ns : o.unshare)
+    if (ns == "net") v.insert(v.end(), {"--network", "none"});
+  // The holder: a shell that stops itself, so that the container exists (its namespaces and
+  // mounts) while the tasks join it, and costs nothing while they run; the plugin kills it at
+  // step end. With the entrypoint, the image's entrypoint runs first and execs the holder
+  // ("$@"), as enroot's /etc/rc does for pyxis.
+  const char* holder = "kill -STOP $$; exit 0";
+  if (o.entrypoint.value_or(a.execute_entrypoint)) {
+    v.insert(v.end(), {image, "/bin/sh", "-c", holder});
+  } else {
+    v.insert(v.end(), {"--entrypoint", "/bin/sh", image, "-c", holder});
+  }
+  return {};
+}
+
+}  // namespace berth::slurm

@@ -1,0 +1,104 @@
+// The Slurm plugin's options, with pyxis's names and syntax (--container-image, -mounts, -name,
+// ...), their PYXIS_CONTAINER_* / BERTH_CONTAINER_* environment forms, the plugstack arguments,
+// and the `berth run` command line they turn into. Pure: no Slurm header, no Berth library, so
+// that the plugin (a shared object loaded into srun and slurmstepd) compiles it in with -fPIC
+// and the unit tests check it without a cluster. Errors are one line, Berth's shape, for the
+// user's stderr.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace berth::slurm {
+
+/// An error message (one line, without "berth: error: "), or empty for success.
+using Problem = std::string;
+
+/// What a --container-name flag asks for (pyxis's NAME:FLAG).
+enum class NameMode { kAuto, kCreate, kExec, kNoExec };
+
+/// The plugstack.conf arguments (pyxis's, plus Berth's own `berth=`).
+struct PluginArgs {
+  std::string berth = "/usr/local/bin/berth";  ///< berth= : the berth binary the tasks run
+  std::string runtime_path = "/run/berth";     ///< runtime_path= : per-user step state
+  bool execute_entrypoint = false;             ///< default of --[no-]container-entrypoint
+  bool job_scope = false;                      ///< container_scope=job (else global)
+  bool sbatch_support = true;                  ///< options registered for sbatch/salloc
+};
+
+/// Parses plugstack arguments ("key=value"); an unknown key or a bad value is a Problem.
+Problem parse_plugin_args(const std::vector<std::string>& args, PluginArgs* out);
+
+/// The options of one step, as given (on the command line or in the environment).
+struct Options {
+  std::string image;                ///< as typed
+  std::vector<std::string> mounts;  ///< SRC[:DST[:FLAGS]] items, duplicates dropped
+  std::string workdir;
+  std::string name;  ///< without its flag
+  NameMode name_mode = NameMode::kAuto;
+  std::string save;  ///< --container-save (not yet)
+  std::optional<bool> mount_home, remap_root, entrypoint, writable;
+  bool entrypoint_log = false;
+  std::vector<std::string> env_names;  ///< --container-env
+  std::vector<std::string> unshare;    ///< --container-unshare items
+
+  /// Whether the plugin does anything for this step (pyxis: an image or a name).
+  bool active() const { return !image.empty() || !name.empty(); }
+};
+
+/// The options the plugin registers, in the order `srun --help` lists them.
+struct OptionSpec {
+  const char* name;  ///< without "--"
+  const char* arg;   ///< argument's metavar, nullptr for a flag
+  const char* usage;
+  const char* env;  ///< suffix after PYXIS_/BERTH_ (nullptr: no environment form)
+};
+/// The option table; index = the value Slurm passes back to the callback.
+const std::vector<OptionSpec>& option_table();
+
+/// Applies option `index` of option_table() with `arg` (nullptr for a flag) to `o`. Slurm calls
+/// an option's callback up to three times with the same value (srun, then slurmstepd twice):
+/// the same value again is accepted, a different one is a Problem.
+Problem apply_option(size_t index, const char* arg, Options* o);
+
+/// For each option not given, its environment form: BERTH_CONTAINER_X, else PYXIS_CONTAINER_X,
+/// read through `getenv` (getenv in srun/sbatch, spank_getenv in slurmstepd).
+Problem apply_environment(Options* o, std::optional<std::string> (*getenv)(const char* name));
+
+/// The image as `berth run` takes it: a squashfs path (starting with '/' or '.') made absolute
+/// against `cwd`; pyxis's [USER@][REGISTRY#]IMAGE[:TAG] turned into Docker's REGISTRY/IMAGE.
+Problem berth_image(const std::string& image, const std::string& cwd, std::string* out);
+
+/// Where the step runs, for container names and ids.
+struct StepIds {
+  unsigned job = 0;
+  unsigned step = 0;  ///< kBatchStep for the batch script
+  std::string node;   ///< SLURMD_NODENAME
+  unsigned uid = 0, gid = 0;
+  bool gpus = false;  ///< Slurm gave the step GPUs (SLURM_STEP_GPUS or SLURM_JOB_GPUS is set)
+};
+inline constexpr unsigned kBatchStep = 0xfffffffbU;  // SLURM_BATCH_SCRIPT
+
+/// The Berth container's name: NAME (container_scope=job: JOB_NAME) when named, else
+/// slurm-JOB.STEP.NODE (node-unique: several slurmd may share a host and a store).
+std::string container_name(const Options& o, const PluginArgs& a, const StepIds& ids);
+
+/// Whether `image` (as typed) names a squashfs file rather than a registry image.
+inline bool is_squashfs_path(const std::string& image) {
+  return image.starts_with("/") || image.starts_with(".");
+}
+
+/// The `berth run` arguments (after the binary) that make the step's container: a holder
+/// process (/bin/sh stopping itself) that the tasks join and the plugin ends at step end.
+/// `berth run -d --name` for a registry image (a container record, reusable by name); a plain
+/// `berth run` for a squashfs file, which Berth runs without a record (the plugin keeps that
+/// run in the background). A named container from a squashfs file is a Problem (not yet).
+Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
+                      const std::string& cwd, std::vector<std::string>* out);
+
+/// Whether `text` is a pyxis boolean: 1|true|yes|y or 0|false|no|n (case-sensitive).
+std::optional<bool> parse_bool(std::string_view text);
+
+}  // namespace berth::slurm

@@ -1,0 +1,971 @@
+// spank_berth.so: a Slurm SPANK plugin, a drop-in for pyxis (srun --container-image=...).
+//
+// How the work is split, and why:
+// - The plugin stays thin. It parses pyxis's options (slurm/options.h), and hands every piece
+//   of container work to the `berth` binary, run as the job's user: pulling, unpacking,
+//   squashfs mounts, the mount plan, the site policy, GPU injection. The plugin is loaded into
+//   srun and slurmstepd, which are root or long-lived: a crash or a leak there costs the node,
+//   and a second implementation of runs would drift from `berth run`.
+// - One container per node per step, shared by the step's local tasks, as pyxis does. In
+//   task_init (which runs in each task's own process, as the user, after Slurm set up its I/O
+//   and before it execs the command) the first local task takes a lock and starts the step's
+//   container with `berth run -d`: its workload is a holder, a shell that stops itself. Every
+//   task then joins the holder's namespaces with setns and chroots to its root, as `berth exec`
+//   does (runtime/exec.cc), and merges the container's environment into its own. Slurm then
+//   execs the task's command, which it looks up on the task's PATH: inside the container.
+//   Slurm 22.05's SPANK has no way to replace the task's argv, so joining in-process is the
+//   only way to keep the task (its pid, I/O, signals, accounting) Slurm's own.
+// - Errors are returned from task_init: it is the only remote callback whose failure reaches
+//   srun's exit status (FIELD-NOTES). Errors found earlier in slurmstepd are kept for it.
+// - The step's end (slurm_spank_exit in slurmstepd, also after scancel) ends the holder: an
+//   unnamed container is removed, a named one is stopped and kept for the next step.
+//
+// C ABI surface only: the slurm_spank_* callbacks and the plugin_* symbols (see the version
+// script in CMakeLists.txt); no exception leaves a callback.
+
+extern "C" {
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+extern const char plugin_name[];
+extern const char plugin_type[];
+extern const unsigned int plugin_version;
+extern const unsigned int spank_plugin_version;
+SPANK_PLUGIN(berth, 1)
+}
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <linux/capability.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "slurm/options.h"
+
+namespace {
+
+using berth::slurm::Options;
+using berth::slurm::PluginArgs;
+using berth::slurm::Problem;
+using berth::slurm::StepIds;
+
+/// The plugin's state in one process (srun, sbatch, or one slurmstepd).
+struct State {
+  PluginArgs args;
+  Options opts;
+  Problem deferred;  ///< an error found in slurmstepd before task_init, returned there
+};
+State g_state;
+
+/// An error on the user's stderr: in srun and sbatch, through Slurm's log (which prints on the
+/// terminal); in a task, on the task's stderr, so that it reads as Berth's own one line, once
+/// (slurm_error there would print it a second time with slurmstepd's prefix).
+void report(const std::string& message, bool task) {
+  if (task) {
+    std::string line = "berth: error: " + message + "\n";
+    (void)!::write(STDERR_FILENO, line.data(), line.size());
+    slurm_info("berth: %s", message.c_str());  // and in slurmd's log, for the admin
+    return;
+  }
+  slurm_error("berth: %s", message.c_str());
+}
+
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
+
+/// A memory file for a child's output, at 3 or above: slurmd's epilog runs with 0-2 closed,
+/// and a descriptor there would be overwritten by the child's own dup2 onto 0-2.
+int output_file(const char* name) {
+  int fd = ::memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0 || fd > 2) return fd;
+  int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  ::close(fd);
+  return high;
+}
+
+/// pipe2(O_CLOEXEC) with both ends at 3 or above (see output_file).
+int high_pipe(int fds[2]) {
+  if (::pipe2(fds, O_CLOEXEC) != 0) return -1;
+  for (int i = 0; i < 2; ++i) {
+    if (fds[i] > 2) continue;
+    int high = ::fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+    ::close(fds[i]);
+    fds[i] = high;
+  }
+  return fds[0] >= 0 && fds[1] >= 0 ? 0 : -1;
+}
+
+/// Reads a whole (small) file from the start of `fd`.
+std::string read_all(int fd) {
+  std::string out;
+  char buf[4096];
+  ::lseek(fd, 0, SEEK_SET);
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+std::string read_file(const std::string& path, int flags = 0) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags);
+  if (fd < 0) return {};
+  std::string out = read_all(fd);
+  ::close(fd);
+  return out;
+}
+
+/// The last non-empty line of `text` (Berth's one-line error), without "berth: error: ".
+std::string last_line(const std::string& text) {
+  std::string line;
+  size_t end = text.size();
+  while (end > 0) {
+    size_t start = text.rfind('\n', end - 1);
+    start = start == std::string::npos ? 0 : start + 1;
+    line = text.substr(start, end - start);
+    if (!line.empty() && !line.starts_with("berth: hint:")) break;
+    if (start == 0) break;
+    end = start - 1;
+  }
+  if (line.starts_with("berth: error: ")) line = line.substr(14);
+  return line;
+}
+
+/// The outcome of one `berth` command.
+struct Ran {
+  int status = -1;  ///< exit status, -1 when it could not run
+  std::string out;  ///< stdout
+  std::string err;  ///< stderr
+};
+
+/// Runs `berth ARGS` with `env`, as `ids`' user when `drop` (slurmstepd is root), and waits.
+/// Output goes to memory files, not pipes: `run -d` leaves a monitor behind that holds them;
+/// with `keep_err`, the stderr file stays open for the caller (who closes it).
+Ran run_berth(const std::vector<std::string>& args, const std::vector<std::string>& env,
+              const StepIds* drop, int* keep_err = nullptr) {
+  Ran r;
+  int out = output_file("berth-out");
+  int err = output_file("berth-err");
+  if (out < 0 || err < 0) {
+    r.err = "berth: error: memfd_create: " + errno_text(errno);
+    if (out >= 0) ::close(out);
+    if (err >= 0) ::close(err);
+    return r;
+  }
+  std::vector<std::string> argv_s = {g_state.args.berth};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int null = ::open("/dev/null", O_RDONLY);
+    if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) _exit(127);
+    // Nothing of the task's: a monitor left behind by `run -d` holding the task's output
+    // would keep srun waiting for its end.
+    (void)::syscall(SYS_close_range, 3U, ~0U, 0U);  // ENOSYS: a harmless leak
+    if (drop != nullptr) {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(drop->gid) != 0 || ::setuid(drop->uid) != 0)
+        _exit(126);
+    }
+    // No leftover signal state from slurmstepd: berth forwards and waits on its own.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(argv[0], argv.data(), envp.data());
+    std::string msg = "berth: error: exec: \"" + argv_s[0] + "\": " + errno_text(errno) + "\n";
+    (void)!::write(2, msg.data(), msg.size());
+    _exit(127);
+  }
+  if (pid > 0) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  } else {
+    r.err = "berth: error: fork: " + errno_text(errno);
+  }
+  r.out = read_all(out);
+  r.err += read_all(err);
+  ::close(out);
+  if (keep_err != nullptr) {
+    *keep_err = err;  // `run -d`: its monitor reports a failed start there, later
+  } else {
+    ::close(err);
+  }
+  return r;
+}
+
+std::optional<std::string> spank_env(spank_t sp, const char* name) {
+  static spank_t current;  // set by the callers below; getenv callbacks take no context
+  if (name == nullptr) {
+    current = sp;
+    return std::nullopt;
+  }
+  std::vector<char> buf(16384);
+  if (spank_getenv(current, name, buf.data(), static_cast<int>(buf.size())) != ESPANK_SUCCESS)
+    return std::nullopt;
+  return std::string(buf.data());
+}
+std::optional<std::string> remote_getenv(const char* name) {
+  return spank_env(nullptr, name);
+}
+std::optional<std::string> local_getenv(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::nullopt : std::optional<std::string>(v);
+}
+
+/// The step's ids, read through Slurm's items.
+Problem step_ids(spank_t sp, StepIds* ids) {
+  uint32_t job = 0, step = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+    return "slurm: cannot read the job's ids";
+  ids->job = job;
+  ids->step = step;
+  ids->uid = uid;
+  ids->gid = gid;
+  char node[256] = "";
+  if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof node) != ESPANK_SUCCESS)
+    ::gethostname(node, sizeof node - 1);
+  ids->node = node;
+  char gpus[256];
+  ids->gpus = spank_getenv(sp, "SLURM_STEP_GPUS", gpus, sizeof gpus) == ESPANK_SUCCESS ||
+              spank_getenv(sp, "SLURM_JOB_GPUS", gpus, sizeof gpus) == ESPANK_SUCCESS;
+  return {};
+}
+
+/// The job's environment (S_JOB_ENV), for the berth commands: HOME, BERTH_HOME, the user's
+/// registries' settings. Slurm's PMI file descriptors mean nothing to berth and are left out,
+/// and so is BERTH_SITE_CONF: a job does not choose the site policy its containers run under
+/// (docs/site.md).
+std::vector<std::string> job_environment(spank_t sp) {
+  std::vector<std::string> env;
+  char** job_env = nullptr;
+  if (spank_get_item(sp, S_JOB_ENV, &job_env) == ESPANK_SUCCESS && job_env != nullptr)
+    for (char** e = job_env; *e != nullptr; ++e)
+      if (!std::string_view(*e).starts_with("PMI_FD=") &&
+          !std::string_view(*e).starts_with("BERTH_SITE_CONF="))
+        env.emplace_back(*e);
+  return env;
+}
+
+/// <runtime_path>/<uid>: the user's step state (locks, which holder a step started).
+std::string user_dir(const StepIds& ids) {
+  return g_state.args.runtime_path + "/" + std::to_string(ids.uid);
+}
+std::string step_file(const StepIds& ids) {
+  std::string step = ids.step == berth::slurm::kBatchStep ? "batch" : std::to_string(ids.step);
+  return user_dir(ids) + "/" + std::to_string(ids.job) + "." + step + "." + ids.node + ".step";
+}
+
+/// Makes <runtime_path>/<uid>, as root in slurmstepd: 0700 and the user's, so that no other
+/// user can take a step's lock or forge its state.
+Problem make_user_dir(const StepIds& ids) {
+  const std::string& root = g_state.args.runtime_path;
+  if (::mkdir(root.c_str(), 0755) != 0 && errno != EEXIST)
+    return "mkdir: " + root + ": " + errno_text(errno);
+  std::string dir = user_dir(ids);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return "mkdir: " + dir + ": " + errno_text(errno);
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return "stat: " + dir + ": not a directory";
+  if ((st.st_uid != ids.uid || st.st_gid != ids.gid) && ::chown(dir.c_str(), ids.uid, ids.gid) != 0)
+    return "chown: " + dir + ": " + errno_text(errno);
+  return {};
+}
+
+/// The container's holder pid per `berth inspect` (0: exists, not running), or -1 with `*p`
+/// set when there is no such container.
+/// With `exited`: whether its status says it ran and ended.
+long holder_pid(const std::string& name, const std::vector<std::string>& env, Problem* p,
+                bool* exited = nullptr) {
+  Ran r =
+      run_berth({"inspect", "--format", "{{.State.Pid}} {{.State.Status}}", name}, env, nullptr);
+  if (r.status != 0) {
+    *p = last_line(r.err);
+    return -1;
+  }
+  if (exited != nullptr) *exited = r.out.find(" exited") != std::string::npos;
+  return std::atol(r.out.c_str());
+}
+
+/// Waits until `pid` has stopped itself (the holder is inside, everything mounted).
+Problem wait_stopped(long pid) {
+  std::string stat_path = "/proc/" + std::to_string(pid) + "/stat";
+  // Every millisecond: the holder stops a few milliseconds after `run -d` returns, and every
+  // task of the step waits for it.
+  for (int i = 0; i < 60000; ++i) {
+    std::string stat = read_file(stat_path);
+    if (stat.empty()) return "the container's holder (pid " + std::to_string(pid) + ") exited";
+    size_t paren = stat.rfind(')');
+    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T') return {};
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return "the container's holder did not start within 60 s";
+}
+
+std::string job_file(const StepIds& ids) {
+  return user_dir(ids) + "/" + std::to_string(ids.job) + ".job";
+}
+
+/// The variables that say where the user's Berth store is (HOME, BERTH_HOME, XDG_DATA_HOME),
+/// for the job's epilog: it has no job environment to read them from.
+void record_store(const StepIds& ids, const std::vector<std::string>& env) {
+  std::string text;
+  for (const std::string& e : env)
+    if (e.starts_with("HOME=") || e.starts_with("BERTH_HOME=") || e.starts_with("XDG_DATA_HOME="))
+      text += e + "\n";
+  std::string file = job_file(ids);
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;  // the epilog then finds nothing to sweep: the step's exit still cleans
+  (void)!::write(fd, text.data(), text.size());
+  ::close(fd);
+}
+
+/// The state letter of `pid` ('R', 'S', 'T', 'Z', ...), or 0 when it is gone.
+char process_state(long pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : 0;
+}
+
+/// The holder among `root`'s descendants: stopped, running the holder's shell.
+long find_holder(long root) {
+  std::vector<long> todo = {root};
+  while (!todo.empty()) {
+    long p = todo.back();
+    todo.pop_back();
+    if (p != root && process_state(p) == 'T' &&
+        read_file("/proc/" + std::to_string(p) + "/cmdline").find("kill -STOP") !=
+            std::string::npos)
+      return p;
+    std::string children =
+        read_file("/proc/" + std::to_string(p) + "/task/" + std::to_string(p) + "/children");
+    for (const char* c = children.c_str(); *c != '\0';) {
+      char* end = nullptr;
+      long child = std::strtol(c, &end, 10);
+      if (end == c) break;
+      todo.push_back(child);
+      c = end;
+    }
+  }
+  return 0;
+}
+
+/// Starts `berth ARGS` out of the step's process tree (setsid and a double fork), as `drop`'s
+/// user when given; its stderr goes to `err_fd`. Returns its pid, or 0. Out of the tree
+/// because slurmstepd's process tracking kills every process of the step at its end, the
+/// plugin's own clean-up included, and because the task's command must not inherit it as a
+/// child.
+long spawn_detached(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                    const StepIds* drop, int err_fd) {
+  int pids[2];
+  if (high_pipe(pids) != 0) return 0;
+  std::vector<std::string> argv_s = {g_state.args.berth};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::setsid();
+    pid_t grandchild = ::fork();
+    if (grandchild != 0) _exit(grandchild > 0 ? 0 : 1);
+    long me = ::getpid();
+    (void)!::write(pids[1], &me, sizeof me);
+    int null = ::open("/dev/null", O_RDWR);
+    if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(err_fd, 2) < 0) _exit(127);
+    (void)::syscall(SYS_close_range, 3U, ~0U, 0U);
+    if (drop != nullptr) {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(drop->gid) != 0 || ::setuid(drop->uid) != 0)
+        _exit(126);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(argv[0], argv.data(), envp.data());
+    std::string msg = "berth: error: exec: \"" + argv_s[0] + "\": " + errno_text(errno) + "\n";
+    (void)!::write(2, msg.data(), msg.size());
+    _exit(127);
+  }
+  ::close(pids[1]);
+  long pid = 0;
+  if (child > 0) {
+    while (::waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    if (::read(pids[0], &pid, sizeof pid) != static_cast<ssize_t>(sizeof pid)) pid = 0;
+  }
+  ::close(pids[0]);
+  return pid;
+}
+
+/// Runs `berth ARGS` with spawn_detached and waits up to `seconds` for it to end. Not its
+/// parent, the plugin knows no exit status: an error line on stderr is the failure.
+Ran run_berth_detached(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                       const StepIds* drop, int seconds) {
+  Ran r;
+  int err = output_file("berth-err");
+  if (err < 0) {
+    r.err = "berth: error: memfd_create: " + errno_text(errno);
+    return r;
+  }
+  long pid = spawn_detached(args, env, drop, err);
+  if (pid <= 0) {
+    r.err = "berth: error: fork: " + errno_text(errno);
+  } else {
+    for (int i = 0; i < seconds * 1000; ++i) {
+      char st = process_state(pid);
+      if (st == 0 || st == 'Z') break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    r.err = read_all(err);
+    r.status = r.err.find("berth: error:") == std::string::npos ? 0 : 1;
+  }
+  ::close(err);
+  return r;
+}
+
+/// Starts `berth ARGS` (a run without a container record: a squashfs file) in the background
+/// (spawn_detached), and waits until its holder has stopped itself. The run ends when
+/// slurm_spank_exit kills the holder; berth then releases the squashfs mount as after any run.
+Problem start_background(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                         long* runner, long* holder) {
+  int err = output_file("berth-err");
+  if (err < 0) return "memfd_create: " + errno_text(errno);
+  long pid = spawn_detached(args, env, nullptr, err);
+  Problem p;
+  if (pid <= 0) p = "fork: berth run: " + errno_text(errno);
+  for (int i = 0; p.empty(); ++i) {
+    char st = process_state(pid);
+    if (st == 0 || st == 'Z') {
+      p = last_line(read_all(err));
+      if (p.empty()) p = "berth run exited before the tasks could join its container";
+      break;
+    }
+    if (long h = find_holder(pid); h > 0) {
+      *runner = pid;
+      *holder = h;
+      break;
+    }
+    if (i == 30000) {
+      p = "the container's holder did not start within 60 s";
+      ::kill(static_cast<pid_t>(pid), SIGKILL);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ::close(err);
+  return p;
+}
+
+/// SIGKILLs `pid` (as root) if it is still a holder of `uid`'s: the pid comes from a file the
+/// user owns.
+void kill_holder(long pid, unsigned uid) {
+  struct stat st;
+  std::string proc = "/proc/" + std::to_string(pid);
+  if (pid > 0 && ::stat(proc.c_str(), &st) == 0 && st.st_uid == uid &&
+      read_file(proc + "/cmdline").find("kill -STOP") != std::string::npos)
+    ::kill(static_cast<pid_t>(pid), SIGKILL);
+}
+
+/// Under the step's lock: the holder's pid, starting the container when this is the first
+/// local task. The step file records it for the other tasks and for slurm_spank_exit:
+/// "PID NAME OWNED" (OWNED: this step started the holder), or "error MESSAGE".
+Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
+  const Options& o = g_state.opts;
+  std::string file = step_file(ids);
+  int lock = ::open((file + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock < 0) return "open: " + file + ".lock: " + errno_text(errno);
+  while (::flock(lock, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::close(fd); }
+  } unlock{lock};
+
+  std::string state = read_file(file);
+  if (state.starts_with("error "))
+    return "the container was not started successfully by another task: " + state.substr(6);
+  if (!state.empty()) {
+    *pid = std::atol(state.c_str());
+    return {};
+  }
+  std::vector<std::string> env = job_environment(sp);
+  record_store(ids, env);
+  std::string name = berth::slurm::container_name(o, g_state.args, ids);
+  char cwd_buf[4096];
+  std::string cwd = ::getcwd(cwd_buf, sizeof cwd_buf) != nullptr ? cwd_buf : "/";
+
+  auto fail = [&](const Problem& p) {
+    std::string text = "error " + p;
+    int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      (void)!::write(fd, text.data(), text.size());
+      ::close(fd);
+    }
+    return p;
+  };
+  bool owned = false, created = false;
+  int monitor_err = -1;
+  struct CloseErr {
+    int* fd;
+    ~CloseErr() {
+      if (*fd >= 0) ::close(*fd);
+    }
+  } close_err{&monitor_err};
+  // A named container may be wanted by several jobs' steps at once: its look-up and creation
+  // happen under a lock of its own (the step's lock covers only this step's tasks).
+  int name_lock = -1;
+  if (!o.name.empty()) {
+    name_lock = ::open((user_dir(ids) + "/" + name + ".name.lock").c_str(),
+                       O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    while (name_lock >= 0 && ::flock(name_lock, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  struct UnlockName {
+    int fd;
+    ~UnlockName() {
+      if (fd >= 0) ::close(fd);
+    }
+  } unlock_name{name_lock};
+  Problem p;
+  long found = o.name.empty() ? -1 : holder_pid(name, env, &p);
+  using berth::slurm::NameMode;
+  // Running means a holder this plugin started, on this node: a store shared between nodes
+  // (a shared home) may record another node's process, which must not be joined.
+  if (found > 0 && (process_state(found) != 'T' ||
+                    read_file("/proc/" + std::to_string(found) + "/cmdline").find("kill -STOP") ==
+                        std::string::npos))
+    return fail("container '" + name +
+                "' is running, but not as a Slurm step's container on this node " +
+                "(started outside Slurm, or on another node sharing this store)");
+  if (found < 0 && !o.name.empty() && o.image.empty())
+    return fail("a container with name '" + o.name +
+                "' does not exist, and --container-image is not set");
+  if (found >= 0 && o.name_mode == NameMode::kCreate)
+    return fail("container '" + o.name + "' already exists (--container-name=" + o.name +
+                ":create)");
+  if (found <= 0 && o.name_mode == NameMode::kExec)
+    return fail("container '" + o.name + "' is not running (--container-name=" + o.name + ":exec)");
+  if (found > 0 && o.name_mode == NameMode::kNoExec)
+    return fail("--container-name=" + o.name + ":no_exec is not supported yet");
+  if (found > 0 && !o.mounts.empty())
+    slurm_spank_log("berth: ignoring --container-mounts when attaching to a running container");
+  Ran r;
+  if (found < 0) {
+    std::vector<std::string> args;
+    Options with = o;
+    // The batch step's command is the script in slurmd's spool: bound read-only at the same
+    // path, so that Slurm's execve finds it inside, as pyxis does.
+    int argc = 0;
+    char** argv = nullptr;
+    if (ids.step == berth::slurm::kBatchStep &&
+        spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 &&
+        argv[0] != nullptr && argv[0][0] == '/')
+      with.mounts.push_back(std::string(argv[0]) + ":" + argv[0] + ":ro");
+    if (Problem q = berth::slurm::run_arguments(with, g_state.args, ids, cwd, &args); !q.empty())
+      return fail(q);
+    if (berth::slurm::is_squashfs_path(o.image)) {
+      long runner = 0, holder = 0;
+      if (Problem q = start_background(args, env, &runner, &holder); !q.empty()) return fail(q);
+      // "-": no container record; the runner ends with its holder.
+      std::string text = std::to_string(holder) + " - 1 " + std::to_string(runner);
+      int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0) return fail("open: " + file + ": " + errno_text(errno));
+      (void)!::write(fd, text.data(), text.size());
+      ::close(fd);
+      *pid = holder;
+      return {};
+    }
+    r = run_berth(args, env, nullptr, &monitor_err);
+    if (r.status != 0) return fail(last_line(r.err));
+    created = true;
+  } else if (found == 0) {
+    r = run_berth({"start", name}, env, nullptr, &monitor_err);
+    if (r.status != 0) return fail(last_line(r.err));
+  }
+  owned = found <= 0;
+  if (o.entrypoint_log && !r.err.empty()) (void)!::write(STDERR_FILENO, r.err.data(), r.err.size());
+  if (owned) {
+    // A detached start may return before its monitor has recorded the workload: ask again
+    // for a while. A start that fails in the monitor (a missing bind source) says so on its
+    // stderr.
+    auto monitor_failure = [&] {
+      std::string text = monitor_err >= 0 ? read_all(monitor_err) : "";
+      return text.find("berth: error:") != std::string::npos ? last_line(text) : "";
+    };
+    // A container this step created and already exited will not start (a restarted one may
+    // still show its last run's status).
+    bool exited = false;
+    found = holder_pid(name, env, &p, &exited);
+    for (int i = 0; i < 1000 && found == 0 && !(created && exited) && monitor_failure().empty();
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      found = holder_pid(name, env, &p, &exited);
+    }
+    Problem q;
+    if (found <= 0) {
+      q = monitor_failure();
+      if (q.empty()) q = p.empty() ? "container '" + name + "' is not running" : p;
+    } else {
+      q = wait_stopped(found);
+      if (!q.empty() && !monitor_failure().empty()) q = monitor_failure();
+    }
+    if (!q.empty()) {
+      // The monitor of a failed start records its error with the container (berth logs and
+      // rm print it); a container made for this step and never started is of no use.
+      std::string said = run_berth({"logs", name}, env, nullptr).err;
+      if (created) said += run_berth({"rm", "-f", name}, env, nullptr).err;  // best effort
+      if (size_t at = said.rfind("berth: error:"); at != std::string::npos)
+        q = last_line(said.substr(0, said.find('\n', at)));
+      return fail(q);
+    }
+  }
+  std::string text = std::to_string(found) + " " + name + " " + (owned ? "1" : "0");
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return fail("open: " + file + ": " + errno_text(errno));
+  (void)!::write(fd, text.data(), text.size());
+  ::close(fd);
+  *pid = found;
+  return {};
+}
+
+bool same_ns(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_ino == sb.st_ino &&
+         sa.st_dev == sb.st_dev;
+}
+
+/// The container's environment merged into the task's, as pyxis does: the image's variables
+/// win, except those --container-env names; LANG and LC_ALL come from the image only.
+Problem merge_environment(spank_t sp, long pid) {
+  const Options& o = g_state.opts;
+  auto listed = [&](std::string_view n) {
+    for (const std::string& e : o.env_names)
+      if (e == n) return true;
+    return false;
+  };
+  std::string text = read_file("/proc/" + std::to_string(pid) + "/environ");
+  for (const char* n : {"LANG", "LANGUAGE", "LC_ALL"})
+    if (!listed(n)) spank_unsetenv(sp, n);
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\0', start);
+    if (end == std::string::npos) end = text.size();
+    std::string kv = text.substr(start, end - start);
+    start = end + 1;
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+    if (k == "HOSTNAME") continue;  // the node's name is the truth in a job
+    spank_err_t e = spank_setenv(sp, k.c_str(), v.c_str(), listed(k) ? 0 : 1);
+    if (e != ESPANK_SUCCESS && e != ESPANK_ENV_EXISTS)  // exists: a --container-env name
+      return "env: cannot set " + k + ": " + spank_strerror(e);
+  }
+  // PyTorch's launcher variables for PyTorch images: RANK and LOCAL_RANK as pyxis sets them,
+  // WORLD_SIZE and MASTER_ADDR (the step's first node) as enroot's PyTorch hook does.
+  char buf[64];
+  if (spank_getenv(sp, "PYTORCH_VERSION", buf, sizeof buf) == ESPANK_SUCCESS) {
+    if (spank_getenv(sp, "SLURM_PROCID", buf, sizeof buf) == ESPANK_SUCCESS)
+      spank_setenv(sp, "RANK", buf, 1);
+    if (spank_getenv(sp, "SLURM_LOCALID", buf, sizeof buf) == ESPANK_SUCCESS)
+      spank_setenv(sp, "LOCAL_RANK", buf, 1);
+    if (spank_getenv(sp, "SLURM_NTASKS", buf, sizeof buf) == ESPANK_SUCCESS)
+      spank_setenv(sp, "WORLD_SIZE", buf, 0);
+    std::vector<char> nodes(65536);
+    int len = static_cast<int>(nodes.size());
+    if (spank_getenv(sp, "SLURM_STEP_NODELIST", nodes.data(), len) == ESPANK_SUCCESS ||
+        spank_getenv(sp, "SLURM_JOB_NODELIST", nodes.data(), len) == ESPANK_SUCCESS) {
+      // Slurm's own hostlist parser ("n[1-3],gpu07"), from the slurmstepd that loaded us.
+      hostlist_t hl = slurm_hostlist_create(nodes.data());
+      if (hl != nullptr) {
+        if (char* first = slurm_hostlist_shift(hl); first != nullptr) {
+          spank_setenv(sp, "MASTER_ADDR", first, 0);
+          std::free(first);
+        }
+        slurm_hostlist_destroy(hl);
+      }
+    }
+  }
+  return {};
+}
+
+/// Moves this task into the holder's namespaces and root, as `berth exec` does.
+Problem join(spank_t sp, long pid) {
+  const Options& o = g_state.opts;
+  std::string proc = "/proc/" + std::to_string(pid);
+  struct Ns {
+    const char* name;
+    int fd;
+  } ns[] = {{"user", -1}, {"mnt", -1}, {"cgroup", -1}, {"uts", -1}, {"ipc", -1}, {"net", -1}};
+  auto close_all = [&] {
+    for (auto& n : ns)
+      if (n.fd >= 0) ::close(n.fd);
+  };
+  for (auto& n : ns) {
+    std::string theirs = proc + "/ns/" + n.name;
+    if (same_ns("/proc/self/ns/" + std::string(n.name), theirs)) continue;
+    n.fd = ::open(theirs.c_str(), O_RDONLY | O_CLOEXEC);
+    if (n.fd < 0) {
+      int e = errno;
+      close_all();
+      return "open: " + theirs + ": " + errno_text(e);
+    }
+  }
+  int root = ::open((proc + "/root").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int cwd = ::open((proc + "/cwd").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0 || cwd < 0) {
+    int e = errno;
+    close_all();
+    return "open: " + proc + "/root: " + errno_text(e);
+  }
+  if (Problem p = merge_environment(sp, pid); !p.empty()) return p;
+  Problem p;
+  for (auto& n : ns) {
+    if (n.fd >= 0 && p.empty() && ::setns(n.fd, 0) != 0)
+      p = std::string("setns: ") + n.name + ": " + errno_text(errno);
+  }
+  close_all();
+  if (p.empty() && (::fchdir(root) != 0 || ::chroot(".") != 0))
+    p = "chdir: /: the container's root: " + errno_text(errno);
+  if (p.empty()) {
+    if (!o.workdir.empty()) {
+      if (::chdir(o.workdir.c_str()) != 0)
+        p = "chdir to working directory: " + o.workdir + ": " + errno_text(errno);
+    } else if (::fchdir(cwd) != 0) {
+      p = "chdir to working directory: " + errno_text(errno);
+    }
+  }
+  ::close(root);
+  ::close(cwd);
+  if (!p.empty()) return p;
+  char buf[4096];
+  if (::getcwd(buf, sizeof buf) != nullptr) spank_setenv(sp, "PWD", buf, 1);
+  // As the workload of `berth run`: with --container-remap-root the task is uid 0 in the
+  // container's namespace, and without CAP_SYS_ADMIN it cannot undo the mount plan.
+  if (::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0)
+    return "drop capability: CAP_SYS_ADMIN: " + errno_text(errno);
+  return {};
+}
+
+std::vector<std::string> plugin_arguments(int ac, char** av) {
+  std::vector<std::string> args;
+  args.reserve(static_cast<size_t>(ac));
+  for (int i = 0; i < ac; ++i) args.emplace_back(av[i]);
+  return args;
+}
+
+int option_callback(int val, const char* optarg, int remote) {
+  Problem p = berth::slurm::apply_option(static_cast<size_t>(val), optarg, &g_state.opts);
+  if (p.empty()) return 0;
+  if (remote) {
+    // slurmstepd: only task_init's errors reach srun; srun has checked the same value already.
+    if (g_state.deferred.empty()) g_state.deferred = p;
+    return 0;
+  }
+  report(p, false);
+  return -1;
+}
+
+}  // namespace
+
+extern "C" {
+
+int slurm_spank_init(spank_t sp, int ac, char** av) {
+  spank_context_t ctx = spank_context();
+  if (Problem p = berth::slurm::parse_plugin_args(plugin_arguments(ac, av), &g_state.args);
+      !p.empty()) {
+    slurm_error("berth: %s", p.c_str());
+    return -1;
+  }
+  if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR) return 0;
+  if (ctx == S_CTX_ALLOCATOR && !g_state.args.sbatch_support) return 0;
+  const auto& table = berth::slurm::option_table();
+  for (size_t i = 0; i < table.size(); ++i) {
+    struct spank_option opt = {const_cast<char*>(table[i].name),
+                               const_cast<char*>(table[i].arg),
+                               const_cast<char*>(table[i].usage),
+                               table[i].arg != nullptr ? 1 : 0,
+                               static_cast<int>(i),
+                               option_callback};
+    if (spank_option_register(sp, &opt) != ESPANK_SUCCESS) {
+      slurm_error("berth: cannot register --%s", table[i].name);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int, char**) {
+  spank_context_t ctx = spank_context();
+  if (ctx == S_CTX_REMOTE) {
+    spank_env(sp, nullptr);
+    Problem p = berth::slurm::apply_environment(&g_state.opts, remote_getenv);
+    if (!p.empty() && g_state.deferred.empty()) g_state.deferred = p;
+    if (!g_state.opts.active()) return 0;
+    StepIds ids;
+    p = step_ids(sp, &ids);
+    if (p.empty()) p = make_user_dir(ids);
+    if (!p.empty() && g_state.deferred.empty()) g_state.deferred = p;
+    return 0;
+  }
+  if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR) {
+    Problem p = berth::slurm::apply_environment(&g_state.opts, local_getenv);
+    if (!p.empty()) {
+      report(p, false);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int slurm_spank_task_init(spank_t sp, int, char**) {
+  if (!spank_remote(sp)) return 0;
+  if (!g_state.deferred.empty()) {
+    report(g_state.deferred, true);
+    return -1;
+  }
+  if (!g_state.opts.active()) return 0;
+  StepIds ids;
+  Problem p = step_ids(sp, &ids);
+  long pid = 0;
+  if (p.empty()) p = step_holder(sp, ids, &pid);
+  if (p.empty()) p = join(sp, pid);
+  if (!p.empty()) {
+    report(p, true);
+    return -1;
+  }
+  return 0;
+}
+
+int slurm_spank_exit(spank_t sp, int, char**) {
+  if (spank_context() != S_CTX_REMOTE || !g_state.opts.active()) return 0;
+  StepIds ids;
+  if (!step_ids(sp, &ids).empty()) return 0;
+  std::string file = step_file(ids);
+  std::string state = read_file(file, O_NOFOLLOW);  // root reading the user's file
+  // "PID NAME OWNED": the holder this step started ends with it; an unnamed container goes,
+  // a named one stays (stopped) for the job's next steps.
+  char name[512] = "";
+  long pid = 0;
+  int owned = 0;
+  long runner = 0;
+  int fields = std::sscanf(state.c_str(), "%ld %511s %d %ld", &pid, name, &owned, &runner);
+  // The holder is stopped: a SIGTERM (berth rm's first, polite signal) would wait for the
+  // grace period in vain. It is killed here, as root, so only after checking that the pid
+  // (read from a file the user owns) is still the holder, and the user's.
+  if (fields >= 3 && owned == 1) kill_holder(pid, ids.uid);
+  if (fields == 4 && std::strcmp(name, "-") == 0) {
+    // A squashfs run: with its holder gone, berth itself releases the mount.
+    for (int i = 0; i < 10000; ++i) {
+      char st = process_state(runner);
+      if (st == 0 || st == 'Z') break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  } else if (fields >= 3 && owned == 1 && g_state.opts.name.empty()) {
+    // An unnamed container goes; a named one stays, stopped, for the job's next steps.
+    std::vector<std::string> env = job_environment(sp);
+    Ran r = run_berth_detached({"rm", "-f", name}, env, &ids, 30);
+    if (r.status != 0)
+      slurm_error("berth: cleaning up container %s: exit status %d: %s", name, r.status,
+                  last_line(r.err).c_str());
+  }
+  (void)::unlink(file.c_str());  // a missing file is fine: nothing was started
+  (void)::unlink((file + ".lock").c_str());
+  return 0;
+}
+
+/// At the job's end on each node (slurmd's epilog, root, no PATH, no job environment): the
+/// sweep behind slurm_spank_exit. As the user, every container of the job the plugin made
+/// goes: unnamed ones a killed step left (slurm-JOB.*), and with container_scope=job the job's
+/// named ones (JOB_NAME), as pyxis's epilog does.
+int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
+  if (Problem p = berth::slurm::parse_plugin_args(plugin_arguments(ac, av), &g_state.args);
+      !p.empty()) {
+    slurm_error("berth: %s", p.c_str());
+    return -1;
+  }
+  StepIds ids;
+  uint32_t job = 0;
+  if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_UID, &ids.uid) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_GID, &ids.gid) != ESPANK_SUCCESS)
+    return 0;
+  ids.job = job;
+  std::string file = job_file(ids);
+  std::string text = read_file(file, O_NOFOLLOW);  // root reading the user's file
+  if (text.empty()) return 0;                      // the plugin made nothing here
+  std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start) env.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  // Steps whose slurmstepd died before its clean-up left their step files: their holders
+  // (named containers' too) are stopped here, after the same checks as slurm_spank_exit's.
+  if (DIR* d = ::opendir(user_dir(ids).c_str()); d != nullptr) {
+    std::string prefix = std::to_string(job) + ".";
+    while (struct dirent* e = ::readdir(d)) {
+      std::string entry = e->d_name;
+      if (!entry.starts_with(prefix) || !entry.ends_with(".step")) continue;
+      std::string path = user_dir(ids) + "/" + entry;
+      long holder = 0;
+      char name[512] = "";
+      int owned = 0;
+      if (std::sscanf(read_file(path, O_NOFOLLOW).c_str(), "%ld %511s %d", &holder, name, &owned) ==
+              3 &&
+          owned == 1)
+        kill_holder(holder, ids.uid);
+      (void)::unlink(path.c_str());
+      (void)::unlink((path + ".lock").c_str());
+    }
+    ::closedir(d);
+  }
+  Ran ps = run_berth({"ps", "-a", "--format", "{{.Names}}"}, env, &ids);
+  if (ps.status != 0) slurm_error("berth: job epilog: %s", last_line(ps.err).c_str());
+  std::vector<std::string> gone = {"rm", "-f"};
+  std::string unnamed = "slurm-" + std::to_string(job) + ".";
+  std::string scoped = std::to_string(job) + "_";
+  for (size_t start = 0; start < ps.out.size();) {
+    size_t end = ps.out.find('\n', start);
+    if (end == std::string::npos) end = ps.out.size();
+    std::string name = ps.out.substr(start, end - start);
+    start = end + 1;
+    if (name.starts_with(unnamed) || (g_state.args.job_scope && name.starts_with(scoped)))
+      gone.push_back(name);
+  }
+  if (gone.size() > 2) {
+    Ran r = run_berth(gone, env, &ids);
+    if (r.status != 0) slurm_error("berth: job epilog: %s", last_line(r.err).c_str());
+  }
+  (void)::unlink(file.c_str());
+  return 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,182 @@
+"""A one-host Slurm cluster for the plugin's tests: munged on a private socket, slurmctld and
+two slurmd ("n1", "n2": distinct names and ports, one address, 127.0.0.1), fake GPUs as GRES,
+and a plugstack.conf loading the built spank_berth.so. Started once per test session, from
+Debian's packages (slurmctld slurmd slurm-client munge), as root; stopped by the pids it
+recorded. See FIELD-NOTES "Slurm on one host" for why each setting is there.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import time
+
+from servers import free_port
+
+NODES = ("n1", "n2")
+
+
+def missing_packages() -> str:
+    """Why the cluster cannot start here ("" when it can)."""
+    if os.geteuid() != 0:
+        return "the Slurm tier starts slurmd and munged: it needs root"
+    for tool in ("munged", "slurmctld", "slurmd", "srun", "sbatch", "scancel", "squeue"):
+        if shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin") is None:
+            return f"{tool} is not installed (Debian: slurmctld slurmd slurm-client munge)"
+    try:
+        pwd.getpwnam("munge")
+    except KeyError:
+        return "no munge user (Debian: munge)"
+    return ""
+
+
+class Cluster:
+    """The cluster's files live under `root`; `env()` is what a client (srun) needs."""
+
+    def __init__(self, root: str, plugin: str, berth: str, plugin_args: str = ""):
+        self.root, self.plugin, self.berth = root, plugin, berth
+        self.plugin_args = plugin_args
+        self.procs: list[subprocess.Popen] = []
+        self.conf = os.path.join(root, "etc", "slurm.conf")
+        self.runtime = os.path.join(root, "run", "berth")
+        self.gpus = all(os.path.exists(f"/dev/tty{i}") for i in (0, 1))
+
+    def env(self) -> dict:
+        return {"SLURM_CONF": self.conf}
+
+    def _write(self, rel: str, text: str) -> str:
+        path = os.path.join(self.root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def _munge(self) -> str:
+        d = os.path.join(self.root, "munge")
+        os.makedirs(d, exist_ok=True)
+        os.chmod(d, 0o755)  # clients (the test user) reach the socket through it
+        shutil.chown(d, "munge", "munge")
+        key = os.path.join(d, "munge.key")
+        subprocess.run(["/usr/sbin/mungekey", "-c", "-f", "-k", key], check=True)
+        shutil.chown(key, "munge", "munge")
+        os.chmod(key, 0o400)
+        sock = os.path.join(d, "munge.socket")
+        subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged", f"--socket={sock}",
+                        f"--key-file={key}", f"--pid-file={d}/munged.pid",
+                        f"--log-file={d}/munged.log", f"--seed-file={d}/munged.seed"],
+                       check=True)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(sock):
+            if time.monotonic() > deadline:
+                raise RuntimeError("munged did not create its socket within 10 s")
+            time.sleep(0.05)
+        return sock
+
+    def start(self) -> "Cluster":
+        r = self.root
+        for sub in ("etc", "state", "spool", "run", "log"):
+            os.makedirs(os.path.join(r, sub), exist_ok=True)
+        os.chmod(r, 0o755)
+        sock = self._munge()
+        ports = [free_port() for _ in range(1 + len(NODES))]
+        host = socket.gethostname().split(".")[0]
+        # Fake GPUs: Slurm only needs device files to hand out (FIELD-NOTES).
+        gres = " Gres=gpu:fake:2" if self.gpus else ""
+        nodes = "\n".join(
+            f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={ports[i + 1]} "
+            f"CPUs=16 RealMemory=16000{gres} State=UNKNOWN"
+            for i, n in enumerate(NODES))
+        self._write("etc/slurm.conf", f"""\
+ClusterName=berthtest
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={ports[0]}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={sock}
+CredType=cred/munge
+StateSaveLocation={r}/state
+SlurmdSpoolDir={r}/spool/%n
+SlurmctldPidFile={r}/run/slurmctld.pid
+SlurmdPidFile={r}/run/slurmd-%n.pid
+SlurmctldLogFile={r}/log/slurmctld.log
+SlurmdLogFile={r}/log/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=100
+GresTypes=gpu
+SlurmdParameters=config_overrides
+PlugStackConfig={r}/etc/plugstack.conf
+MpiDefault=none
+SwitchType=switch/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+ReturnToService=2
+SchedulerType=sched/builtin
+KillWait=5
+{nodes}
+PartitionName=debug Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+""")
+        self._write("etc/gres.conf",
+                    "Name=gpu Type=fake File=/dev/tty[0-1]\n" if self.gpus else "")
+        self.write_plugstack(self.plugin_args)
+        env = dict(os.environ, SLURM_CONF=self.conf)
+        log = open(os.path.join(r, "log", "daemons.out"), "ab")
+        self.procs.append(subprocess.Popen(["/usr/sbin/slurmctld", "-D", "-i"], env=env,
+                                           stdout=log, stderr=log))
+        for n in NODES:
+            self.procs.append(subprocess.Popen(["/usr/sbin/slurmd", "-D", "-N", n], env=env,
+                                               stdout=log, stderr=log))
+        self._wait_idle()
+        return self
+
+    def write_plugstack(self, extra: str = "") -> None:
+        """The plugstack.conf srun and slurmstepd read (each step reads it afresh)."""
+        self._write("etc/plugstack.conf",
+                    f"required {self.plugin} berth={self.berth} runtime_path={self.runtime} "
+                    f"{extra}\n")
+
+    def _wait_idle(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        out = ""
+        while time.monotonic() < deadline:
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"{p.args[0]} exited with {p.returncode}: "
+                                       f"see {self.root}/log")
+            r = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=dict(
+                os.environ, SLURM_CONF=self.conf), capture_output=True, text=True)
+            out = r.stdout
+            states = dict(line.split() for line in out.splitlines() if line.strip())
+            if all(states.get(n) in ("idle", "mix", "alloc") for n in NODES):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"the nodes did not come up within {timeout:.0f} s: {out!r}; "
+                           f"see {self.root}/log")
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        pidfile = os.path.join(self.root, "munge", "munged.pid")
+        if os.path.exists(pidfile):
+            with open(pidfile) as f:
+                pid = int(f.read().strip() or 0)
+            if pid > 0:
+                try:
+                    os.kill(pid, 15)
+                except ProcessLookupError:
+                    pass

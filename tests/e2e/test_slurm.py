@@ -1,0 +1,474 @@
+"""The Slurm plugin (spank_berth.so), end to end: srun and sbatch as the unprivileged user on a
+one-host cluster (tests/e2e/slurm.py), pyxis's options, images from the local registry."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import imagelib
+import slurm
+from conftest import build_file
+from test_gpu import UUID0, FakeHost
+from test_run import userns_works
+from test_squashfs_run import fuse_procs, make_tree, mksquashfs, mounts, wait_for
+
+
+@pytest.fixture(scope="session")
+def spank_plugin(scratch) -> str:
+    path = build_file(os.path.join("src", "spank_berth.so"), "BERTH_SPANK", "spank_berth")
+    # srun loads it as the test user: a copy it can read, as berth_bin makes of berth.
+    bindir = os.path.join(scratch, "bin")
+    os.makedirs(bindir, mode=0o755, exist_ok=True)
+    copy = os.path.join(bindir, "spank_berth.so")
+    shutil.copy2(path, copy)
+    os.chmod(copy, 0o755)
+    return copy
+
+
+@pytest.fixture(scope="session")
+def cluster(scratch, spank_plugin, berth_bin, identity):
+    why = slurm.missing_packages()
+    if why:
+        pytest.skip(why)
+    if not userns_works(identity):
+        pytest.skip("unprivileged user namespaces are not available to the test user here")
+    c = slurm.Cluster(os.path.join(scratch, "slurm"), spank_plugin, berth_bin)
+    try:
+        c.start()
+    except Exception:
+        c.stop()
+        raise
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def sqsh_image(scratch, usable_fuse) -> str:
+    """A squashfs image (busybox, /etc/motd "motd from the image"), made as test_squashfs_run
+    makes its plain one, in a folder of this module's own."""
+    for tool in ("mksquashfs", "squashfuse_ll", "fusermount3"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
+    d = os.path.join(scratch, "slurm-sqsh")
+    os.makedirs(d, exist_ok=True)
+    os.chmod(d, 0o755)
+    tree = os.path.join(d, "tree")
+    if not os.path.isdir(tree):
+        make_tree(tree, None)
+    return mksquashfs(tree, os.path.join(d, "plain.sqsh"))
+
+
+class Slurm:
+    """Runs Slurm's clients as the test user, in the test's folder, with its berth store."""
+
+    def __init__(self, berth, cluster):
+        self.berth, self.cluster = berth, cluster
+
+    def env(self, extra: dict | None = None) -> dict:
+        env = dict(self.berth.env)
+        env.update(self.cluster.env())
+        env.update(extra or {})
+        return env
+
+    def __call__(self, tool: str, *args, env: dict | None = None, timeout: float = 120):
+        """Runs `tool ARGS`; returns (rc, stdout, stderr)."""
+        r = subprocess.run(self.berth.identity.prefix + [tool, *map(str, args)],
+                           env=self.env(env), cwd=self.berth.workdir, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=timeout)
+        return r.returncode, r.stdout, r.stderr
+
+    def srun(self, *args, **kw):
+        return self("srun", "-N1", "-w", "n1", *args, **kw)
+
+    def ok(self, *args, **kw) -> str:
+        rc, out, err = self.srun(*args, **kw)
+        assert rc == 0, f"srun {' '.join(map(str, args))} exited {rc}\nstdout:\n{out}\nstderr:\n{err}"
+        return out
+
+    def popen(self, tool: str, *args) -> subprocess.Popen:
+        return subprocess.Popen(self.berth.identity.prefix + [tool, *map(str, args)],
+                                env=self.env(), cwd=self.berth.workdir,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def sl(berth, cluster) -> Slurm:
+    return Slurm(berth, cluster)
+
+
+def step_processes(berth) -> list[str]:
+    """The test user's processes that belong to this test: its berth commands (its BERTH_HOME),
+    its job's tasks and the plugin's holders (other tests share the user)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != berth.identity.uid:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if (f"BERTH_HOME={berth.berth_home}".encode() in env or "kill -STOP" in args
+                or b"SLURM_JOB_NAME=tocancel" in env):
+            found.append(f"{pid} {args}")
+    return found
+
+
+def test_srun_runs_the_tasks_in_the_image(sl, pushed_busybox):
+    out = sl.ok("-n2", f"--container-image={pushed_busybox}", "cat", "/etc/motd")
+    assert out == "hello from berth e2e\n" * 2
+    # Both tasks share the step's one container: the same mount namespace.
+    out = sl.ok("-n2", f"--container-image={pushed_busybox}", "busybox", "readlink", "/proc/self/ns/mnt")
+    lines = out.split()
+    assert len(lines) == 2 and lines[0] == lines[1]
+    # As the user, with Slurm's variables passed through.
+    out = sl.ok(f"--container-image={pushed_busybox}", "sh", "-c", "busybox id -u; echo $SLURM_JOB_ID")
+    uid, job = out.split()
+    assert uid == str(sl.berth.identity.uid) and job.isdigit()
+
+
+def test_without_an_image_the_plugin_does_nothing(sl):
+    assert sl.ok("cat", "/etc/debian_version")  # the host's file
+
+
+def test_mounts_workdir_and_env(sl, pushed_busybox):
+    data = sl.berth.make_dir("data")
+    sl.berth.write_file("data/f", "from the host\n")
+    out = sl.ok(f"--container-image={pushed_busybox}", f"--container-mounts={data}:/in:ro",
+                "--container-workdir=/in", "--container-env=PICK", "sh", "-c",
+                "pwd; cat f; echo $PICK; busybox touch g 2>/dev/null || echo read-only",
+                env={"PICK": "chosen"})
+    assert out == "/in\nfrom the host\nchosen\nread-only\n"
+
+
+def test_environment_forms(sl, pushed_busybox):
+    # PYXIS_CONTAINER_IMAGE without the option; BERTH_CONTAINER_WORKDIR wins over PYXIS_'s.
+    out = sl.ok("sh", "-c", "pwd", env={"PYXIS_CONTAINER_IMAGE": pushed_busybox,
+                            "PYXIS_CONTAINER_WORKDIR": "/etc",
+                            "BERTH_CONTAINER_WORKDIR": "/bin"})
+    assert out == "/bin\n"
+    out = sl.ok("cat", "/etc/motd", env={"BERTH_CONTAINER_IMAGE": pushed_busybox})
+    assert out == "hello from berth e2e\n"
+    # Only in the job's environment, not srun's: slurmstepd reads it (spank_getenv), the path
+    # jobs submitted through slurmrestd take.
+    out = sl.ok(f"--export=ALL,BERTH_CONTAINER_IMAGE={pushed_busybox}", "cat", "/etc/motd")
+    assert out == "hello from berth e2e\n"
+
+
+def test_named_container_is_reused_across_steps(sl, pushed_busybox):
+    sl.ok(f"--container-image={pushed_busybox}", "--container-name=keep", "sh", "-c",
+          "echo kept > /mark")
+    out = sl.ok("--container-name=keep", "cat", "/mark")
+    assert out == "kept\n"
+    rc, _, err = sl.srun("--container-name=keep:create", f"--container-image={pushed_busybox}",
+                         "true")
+    assert rc != 0
+    assert "berth: error: container 'keep' already exists (--container-name=keep:create)" in err
+    rc, _, err = sl.srun("--container-name=nothere", "true")
+    assert rc != 0
+    assert ("berth: error: a container with name 'nothere' does not exist, and "
+            "--container-image is not set") in err
+
+
+def test_errors_reach_the_exit_status(sl, registry):
+    # A bad option: srun itself refuses it.
+    rc, _, err = sl.srun("--container-image=x", "--container-name=a:sometimes", "true")
+    assert rc != 0
+    assert "--container-name: unknown flag 'sometimes' (auto, create, exec or no_exec)" in err
+    # A failure on the node (no such image): the task fails with Berth's one line.
+    rc, _, err = sl.srun(f"--container-image={registry.host}/e2e/absent:1", "true")
+    assert rc == 1
+    assert "berth: error: " in err and "absent" in err
+
+
+def test_a_failed_start_says_why_once_per_task_and_leaves_no_container(sl, pushed_busybox):
+    rc, _, err = sl.srun("-n2", f"--container-image={pushed_busybox}",
+                         "--container-mounts=/nonexistent:/x", "true")
+    assert rc == 1
+    lines = [line for line in err.splitlines() if line.startswith("berth: error:")]
+    assert sorted(lines) == [
+        "berth: error: mount volume /nonexistent:/x: bind source path does not exist",
+        "berth: error: the container was not started successfully by another task: mount "
+        "volume /nonexistent:/x: bind source path does not exist"]
+    assert "slurm-" not in sl.berth("ps", "-a", "--format", "{{.Names}}")[1]
+
+
+def test_sbatch_runs_the_script_in_the_image(sl, pushed_busybox):
+    script = sl.berth.write_file("job.sh", "#!/bin/sh\ncat /etc/motd\n", 0o755)
+    out_file = sl.berth.path("job.out")
+    rc, out, err = sl("sbatch", "--wait", "-w", "n1", f"--container-image={pushed_busybox}",
+                      "-o", out_file, script)
+    with open(out_file) as f:
+        text = f.read()
+    assert rc == 0, out + err + text
+    assert text == "hello from berth e2e\n"
+
+
+@pytest.mark.parametrize("kind", ["registry", "squashfs"])
+def test_scancel_leaves_nothing_behind(sl, pushed_busybox, kind, request):
+    image = pushed_busybox
+    runtime = sl.berth.make_dir("runtime")
+    sl.berth.env["BERTH_RUNTIME_DIR"] = runtime
+    if kind == "squashfs":
+        image = request.getfixturevalue("sqsh_image")
+    before = set(step_processes(sl.berth))
+    p = sl.popen("srun", "-N1", "-w", "n1", "-J", "tocancel", f"--container-image={image}",
+                 "busybox", "sleep", "300")
+    try:
+        deadline = time.monotonic() + 60
+        job = ""
+        while time.monotonic() < deadline:
+            _, out, _ = sl("squeue", "-h", "-n", "tocancel", "-t", "R", "-o", "%i")
+            job = out.strip()
+            if job and any("sleep 300" in line for line in step_processes(sl.berth)):
+                break
+            time.sleep(0.2)
+        assert job, "the step did not start"
+        sl("scancel", job)
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        left = set(step_processes(sl.berth)) - before
+        _, ps, _ = sl.berth("ps", "-a", "--format", "{{.Names}}", check=False)
+        if not left and "slurm-" not in ps:
+            break
+        time.sleep(0.2)
+    assert not left, left
+    assert "slurm-" not in ps
+    with open("/proc/self/mountinfo") as f:
+        assert sl.berth.berth_home not in f.read()
+    assert wait_for(lambda: not mounts(runtime) and not fuse_procs(runtime)), (
+        mounts(runtime), fuse_procs(runtime))
+
+
+def test_two_nodes_each_have_their_container(sl, pushed_busybox):
+    out = sl("srun", "-N2", "-n2", f"--container-image={pushed_busybox}", "sh", "-c",
+             "cat /etc/motd; echo $SLURMD_NODENAME")
+    assert out[0] == 0, out
+    lines = sorted(out[1].splitlines())
+    assert lines == ["hello from berth e2e", "hello from berth e2e", "n1", "n2"]
+
+
+def test_remap_root_and_readonly(sl, pushed_busybox):
+    assert sl.ok(f"--container-image={pushed_busybox}", "--container-remap-root",
+                 "busybox", "id", "-u") == "0\n"
+    assert sl.ok(f"--container-image={pushed_busybox}", "--no-container-remap-root",
+                 "busybox", "id", "-u") == f"{sl.berth.identity.uid}\n"
+    out = sl.ok(f"--container-image={pushed_busybox}", "--container-readonly", "sh", "-c",
+                "echo x > /x 2>/dev/null || echo read-only")
+    assert out == "read-only\n"
+
+
+def test_squashfs_image(sl, sqsh_image):
+    runtime = sl.berth.make_dir("runtime")
+    sl.berth.env["BERTH_RUNTIME_DIR"] = runtime
+    out = sl.ok("-n2", f"--container-image={sqsh_image}", "cat", "/etc/motd")
+    assert out == "motd from the image\n" * 2
+    assert wait_for(lambda: not mounts(runtime) and not fuse_procs(runtime)), (
+        mounts(runtime), fuse_procs(runtime))
+
+
+def test_an_unknown_plugstack_argument_fails_loudly(sl, cluster):
+    cluster.write_plugstack("colour=blue")
+    try:
+        rc, _, err = sl.srun("true")
+    finally:
+        cluster.write_plugstack()
+    assert rc != 0
+    assert "berth: unknown plugstack argument 'colour=blue'" in err
+
+
+def test_the_steps_gpus_and_only_those_are_injected(sl, pushed_busybox, cluster, scratch):
+    # Slurm hands out the fake GRES (tty devices); berth injects the fabricated GPU host's
+    # GPUs that CUDA_VISIBLE_DEVICES names, renumbered from 0 inside.
+    if not cluster.gpus:
+        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the fake driver libraries")
+    base = os.path.join(scratch, "slurm-gpu-host")
+    host = FakeHost(base) if not os.path.exists(base) else None
+    env = (host.env() if host else {"BERTH_DRIVER_ROOT": os.path.join(base, "root"),
+                                    "BERTH_DEV_ROOT": os.path.join(base, "dev-root")})
+    show = ["sh", "-c", "echo $CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES; ls /dev"]
+    out = sl.ok("--gres=gpu:1", f"--container-image={pushed_busybox}", *show, env=env)
+    first, devices = out.split("\n", 1)
+    assert first == f"0 {UUID0}"
+    assert "nvidia0" in devices.split() and "nvidia1" not in devices.split()
+    # On two nodes, each task has its node's GPU as GPU 0.
+    rc, out, err = sl("srun", "-N2", "-n2", "--gres=gpu:1", f"--container-image={pushed_busybox}",
+                      "sh", "-c", "echo $CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES", env=env)
+    assert rc == 0, err
+    assert out.splitlines() == [f"0 {UUID0}"] * 2
+    # Without GPUs from Slurm, none are injected.
+    out = sl.ok(f"--container-image={pushed_busybox}", *show, env=env)
+    assert "nvidia0" not in out.split()
+
+
+def test_job_scope_names_are_removed_at_the_job_end(sl, cluster, pushed_busybox):
+    cluster.write_plugstack("container_scope=job")
+    try:
+        rc, _, err = sl.srun(f"--container-image={pushed_busybox}", "--container-name=scoped",
+                             "true")
+        assert rc == 0, err
+        # The job's epilog runs on the node after srun returned.
+        names = ""
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            names = sl.berth("ps", "-a", "--format", "{{.Names}}")[1]
+            if "_scoped" not in names:
+                break
+            time.sleep(0.2)
+        assert "_scoped" not in names
+    finally:
+        cluster.write_plugstack()
+    # Global scope (the default): the name stays for later jobs.
+    sl.ok(f"--container-image={pushed_busybox}", "--container-name=kept", "true")
+    time.sleep(1)
+    assert "kept" in sl.berth("ps", "-a", "--format", "{{.Names}}")[1].split()
+
+
+@pytest.fixture(scope="module")
+def entry_image(registry) -> str:
+    """busybox with Env FROM_IMAGE/SHARED and an entrypoint that marks the environment and
+    execs its arguments, as images' entrypoints do."""
+    entry = imagelib.File("entry.sh", b'#!/bin/sh\nexport ENTRYPOINT_RAN=yes\nexec "$@"\n', 0o755)
+    img = imagelib.make_image(
+        [imagelib.busybox_layer(), imagelib.Layer([entry])],
+        config={"Env": ["PATH=/bin", "FROM_IMAGE=image", "SHARED=image"],
+                "Entrypoint": ["/entry.sh"], "WorkingDir": "/etc"})
+    registry.pusher().push_image("e2e/entry", "1", img)
+    return f"{registry.host}/e2e/entry:1"
+
+
+def test_environment_precedence_and_entrypoint(sl, entry_image):
+    show = ["sh", "-c", 'pwd; echo "$FROM_IMAGE $SHARED $HOST_ONLY ${ENTRYPOINT_RAN:-no}"']
+    env = {"SHARED": "host", "HOST_ONLY": "host"}
+    # The image wins for what it defines; host-only variables pass; WorkingDir is the cwd.
+    out = sl.ok(f"--container-image={entry_image}", *show, env=env)
+    assert out == "/etc\nimage image host no\n"
+    # --container-env: the host's value wins for the names it lists.
+    out = sl.ok(f"--container-image={entry_image}", "--container-env=SHARED", *show, env=env)
+    assert out == "/etc\nimage host host no\n"
+    # --container-entrypoint: the entrypoint runs before the tasks join (its exports reach them).
+    out = sl.ok(f"--container-image={entry_image}", "--container-entrypoint", *show, env=env)
+    assert out == "/etc\nimage image host yes\n"
+
+
+def test_salloc_then_srun(sl, pushed_busybox):
+    rc, out, err = sl("salloc", "-N1", "-w", "n1", "srun", f"--container-image={pushed_busybox}",
+                      "cat", "/etc/motd")
+    assert rc == 0, err
+    assert out == "hello from berth e2e\n"
+
+
+def test_exec_attaches_to_a_running_named_container(sl, pushed_busybox):
+    # A first job keeps the container 'live' running; a second joins it (NAME:exec), sees
+    # what the first wrote, and ignores its mounts as pyxis does.
+    first = sl.popen("srun", "-N1", "-w", "n1", "-J", "liveholder",
+                     f"--container-image={pushed_busybox}",
+                     "--container-name=live", "sh", "-c",
+                     "echo from-first > /marker; busybox sleep 30")
+    try:
+        deadline = time.monotonic() + 60
+        out = ""
+        while time.monotonic() < deadline:
+            rc, out, err = sl.srun("--container-name=live:exec", "--container-mounts=/tmp",
+                                   "cat", "/marker")
+            if rc == 0 and out:  # joined, and the first job's task has written the marker
+                break
+            time.sleep(0.3)
+        assert out == "from-first\n", err
+        assert "ignoring --container-mounts when attaching to a running container" in err
+    finally:
+        sl("scancel", "-n", "liveholder")
+        try:
+            first.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            first.kill()
+            first.wait()
+
+
+def test_mount_home(sl, pushed_busybox):
+    sl.berth.write_file("home/note", "in the home\n")
+    note = os.path.join(sl.berth.home, "note")
+    show = ["sh", "-c", f"cat {note} 2>/dev/null || echo absent"]
+    assert sl.ok(f"--container-image={pushed_busybox}", *show) == "absent\n"  # pyxis's default
+    assert sl.ok(f"--container-image={pushed_busybox}", "--container-mount-home",
+                 *show) == "in the home\n"
+
+
+def test_a_container_running_outside_slurm_is_not_joined(sl, pushed_busybox):
+    sl.berth("run", "-d", "--name", "outside", pushed_busybox, "busybox", "sleep", "60")
+    try:
+        rc, _, err = sl.srun("--container-name=outside", "true")
+        assert rc == 1
+        assert ("berth: error: container 'outside' is running, but not as a Slurm step's "
+                "container on this node (started outside Slurm, or on another node sharing "
+                "this store)") in err
+    finally:
+        sl.berth("rm", "-f", "-t", "0", "outside", check=False)
+
+
+def test_pmi2_socket_reaches_the_tasks(sl, pushed_busybox):
+    # srun --mpi=pmi2: each task's PMI socket (PMI_FD) and rank variables, inside.
+    out = sl.ok("-n2", "--mpi=pmi2", f"--container-image={pushed_busybox}", "sh", "-c",
+                "echo $PMI_RANK $PMI_SIZE; ls -l /proc/self/fd/$PMI_FD")
+    assert sorted(line for line in out.splitlines() if "->" not in line) == ["0 2", "1 2"]
+    assert out.count("socket:[") == 2
+
+
+def test_pytorch_variables(sl, pushed_busybox):
+    # For PyTorch images (PYTORCH_VERSION set; here from the host, which passes through).
+    rc, out, err = sl("srun", "-N2", "-n2", f"--container-image={pushed_busybox}", "sh", "-c",
+                      "echo $RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR",
+                      env={"PYTORCH_VERSION": "2.3.0"})
+    assert rc == 0, err
+    assert sorted(out.splitlines()) == ["0 0 2 n1", "1 0 2 n1"]
+    # Not for other images.
+    out = sl.ok(f"--container-image={pushed_busybox}", "sh", "-c", "echo ${RANK:-none}")
+    assert out == "none\n"
+
+
+def test_a_killed_slurmstepd_leaves_no_holder(sl, pushed_busybox):
+    # The node-side kill: slurmstepd dies before its clean-up; the job's epilog stops the
+    # holder it left, even a named container's.
+    p = sl.popen("srun", "-N1", "-w", "n1", "-J", "stepkill", f"--container-image={pushed_busybox}",
+                 "--container-name=orphan", "busybox", "sleep", "300")
+    try:
+        deadline = time.monotonic() + 60
+        job = ""
+        while time.monotonic() < deadline and not job:
+            _, out, _ = sl("squeue", "-h", "-n", "stepkill", "-t", "R", "-o", "%i")
+            if out.strip() and any("sleep 300" in line for line in step_processes(sl.berth)):
+                job = out.strip()
+            time.sleep(0.2)
+        assert job, "the step did not start"
+        stepd = subprocess.run(["pgrep", "-f", rf"^slurmstepd: \[{job}\.0\]"],
+                               capture_output=True, text=True).stdout.split()
+        assert stepd, "no slurmstepd for the step"
+        for pid in stepd:
+            os.kill(int(pid), 9)
+        sl("scancel", job)
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    holders = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        holders = [line for line in step_processes(sl.berth) if "kill -STOP" in line]
+        if not holders:
+            break
+        time.sleep(0.2)
+    assert not holders

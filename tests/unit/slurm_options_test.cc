@@ -1,0 +1,233 @@
+#include "slurm/options.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <map>
+
+namespace berth::slurm {
+namespace {
+
+size_t index_of(const std::string& name) {
+  const auto& t = option_table();
+  for (size_t i = 0; i < t.size(); ++i)
+    if (name == t[i].name) return i;
+  ADD_FAILURE() << "no option " << name;
+  return 0;
+}
+
+Problem apply(Options* o, const std::string& name, const char* arg = nullptr) {
+  return apply_option(index_of(name), arg, o);
+}
+
+std::map<std::string, std::string> g_env;
+std::optional<std::string> fake_getenv(const char* name) {
+  auto it = g_env.find(name);
+  if (it == g_env.end()) return std::nullopt;
+  return it->second;
+}
+
+TEST(SlurmOptions, SameValueTwiceIsFineADifferentOneIsNot) {
+  // Slurm calls each callback in srun, then twice in slurmstepd.
+  Options o;
+  EXPECT_EQ(apply(&o, "container-image", "ubuntu:22.04"), "");
+  EXPECT_EQ(apply(&o, "container-image", "ubuntu:22.04"), "");
+  EXPECT_EQ(apply(&o, "container-image", "ubuntu:24.04"),
+            "--container-image: given twice with different values ('ubuntu:22.04', "
+            "'ubuntu:24.04')");
+}
+
+TEST(SlurmOptions, NameFlags) {
+  Options o;
+  EXPECT_EQ(apply(&o, "container-name", "work:exec"), "");
+  EXPECT_EQ(o.name, "work");
+  EXPECT_EQ(o.name_mode, NameMode::kExec);
+  Options p;
+  EXPECT_EQ(apply(&p, "container-name", "work"), "");
+  EXPECT_EQ(p.name_mode, NameMode::kAuto);
+  EXPECT_EQ(apply(&p, "container-name", "work:sometimes"),
+            "--container-name: unknown flag 'sometimes' (auto, create, exec or no_exec)");
+  EXPECT_EQ(apply(&p, "container-name", ":create"), "--container-name: the name is empty");
+  EXPECT_EQ(apply(&p, "container-name", "a/b"), "--container-name: 'a/b' is not a valid name");
+}
+
+TEST(SlurmOptions, MountsAreCheckedAndDeduplicated) {
+  Options o;
+  EXPECT_EQ(apply(&o, "container-mounts", "/data:/data:ro+rbind,/scratch"), "");
+  EXPECT_EQ(apply(&o, "container-mounts", "/data:/data:ro+rbind,/scratch"), "");
+  EXPECT_EQ(o.mounts, (std::vector<std::string>{"/data:/data:ro+rbind", "/scratch"}));
+  EXPECT_EQ(apply(&o, "container-mounts", "/a:rel"),
+            "--container-mounts: '/a:rel': the destination must be an absolute path");
+  EXPECT_EQ(apply(&o, "container-mounts", "/a:/b:x-create=dir"),
+            "--container-mounts: mount flag 'x-create=dir' is not supported yet (ro, rw, rbind, "
+            "bind, private, rprivate)");
+  EXPECT_EQ(apply(&o, "container-mounts", "/a,,/b"), "--container-mounts: empty item");
+  EXPECT_EQ(apply(&o, "container-mounts", "tmpfs:/t"),
+            "--container-mounts: 'tmpfs:/t': tmpfs mounts are not supported yet");
+}
+
+TEST(SlurmOptions, FlagPairsConflict) {
+  Options o;
+  EXPECT_EQ(apply(&o, "container-mount-home"), "");
+  EXPECT_EQ(apply(&o, "container-mount-home"), "");
+  EXPECT_EQ(apply(&o, "no-container-mount-home"),
+            "--container-mount-home: both --container-mount-home and its opposite were given");
+  Options p;
+  EXPECT_EQ(apply(&p, "container-readonly"), "");
+  EXPECT_EQ(p.writable, false);
+}
+
+TEST(SlurmOptions, EnvList) {
+  Options o;
+  EXPECT_EQ(apply(&o, "container-env", "A,B"), "");
+  EXPECT_EQ(o.env_names, (std::vector<std::string>{"A", "B"}));
+  Options p;
+  EXPECT_EQ(apply(&p, "container-env", "A,"), "--container-env: empty item in 'A,'");
+}
+
+TEST(SlurmOptions, EnvironmentFormsFillOnlyWhatWasNotGiven) {
+  g_env = {{"PYXIS_CONTAINER_IMAGE", "pyxis:1"},
+           {"BERTH_CONTAINER_WORKDIR", "/w"},
+           {"PYXIS_CONTAINER_WORKDIR", "/p"},
+           {"PYXIS_CONTAINER_REMAP_ROOT", "y"},
+           {"PYXIS_CONTAINER_MOUNTS", "/x"}};
+  Options o;
+  EXPECT_EQ(apply(&o, "container-mounts", "/given"), "");
+  EXPECT_EQ(apply_environment(&o, fake_getenv), "");
+  EXPECT_EQ(o.image, "pyxis:1");
+  EXPECT_EQ(o.workdir, "/w");  // BERTH_ before PYXIS_
+  EXPECT_EQ(o.remap_root, true);
+  EXPECT_EQ(o.mounts, (std::vector<std::string>{"/given"}));
+
+  g_env = {{"BERTH_CONTAINER_MOUNT_HOME", "maybe"}};
+  Options p;
+  EXPECT_EQ(apply_environment(&p, fake_getenv),
+            "BERTH_CONTAINER_MOUNT_HOME=maybe: expected 1, true, yes, y, 0, false, no or n");
+  g_env = {{"PYXIS_CONTAINER_NAME", "x:bad"}};
+  Options q;
+  EXPECT_EQ(apply_environment(&q, fake_getenv),
+            "PYXIS_CONTAINER_NAME: --container-name: unknown flag 'bad' (auto, create, exec or "
+            "no_exec)");
+  g_env.clear();
+}
+
+TEST(SlurmOptions, PluginArguments) {
+  PluginArgs a;
+  EXPECT_EQ(parse_plugin_args({"runtime_path=/run/x", "container_scope=job",
+                               "execute_entrypoint=true", "use_squashfuse=1"},
+                              &a),
+            "");
+  EXPECT_EQ(a.runtime_path, "/run/x");
+  EXPECT_TRUE(a.job_scope);
+  EXPECT_TRUE(a.execute_entrypoint);
+  EXPECT_EQ(parse_plugin_args({"colour=blue"}, &a),
+            "unknown plugstack argument 'colour=blue' (berth, runtime_path, execute_entrypoint, "
+            "container_scope, sbatch_support, use_enroot_load, use_squashfuse)");
+  EXPECT_EQ(parse_plugin_args({"container_scope=node"}, &a),
+            "plugstack argument container_scope=node: expected job or global");
+  EXPECT_EQ(parse_plugin_args({"berth=relative"}, &a),
+            "plugstack argument berth=relative: expected an absolute path");
+}
+
+TEST(SlurmOptions, ImagesAsBerthTakesThem) {
+  std::string out;
+  EXPECT_EQ(berth_image("nvcr.io#nvidia/pytorch:24.01", "/home/u", &out), "");
+  EXPECT_EQ(out, "nvcr.io/nvidia/pytorch:24.01");
+  EXPECT_EQ(berth_image("docker://ubuntu:22.04", "/home/u", &out), "");
+  EXPECT_EQ(out, "ubuntu:22.04");
+  EXPECT_EQ(berth_image("ubuntu@sha256:abcd", "/home/u", &out), "");
+  EXPECT_EQ(out, "ubuntu@sha256:abcd");
+  EXPECT_EQ(berth_image("./img.sqsh", "/home/u", &out), "");
+  EXPECT_EQ(out, "/home/u/./img.sqsh");
+  EXPECT_EQ(berth_image("/sq/img.sqsh", "/home/u", &out), "");
+  EXPECT_EQ(out, "/sq/img.sqsh");
+  EXPECT_NE(berth_image("alice@nvcr.io#nvidia/pytorch", "/", &out), "");
+  EXPECT_NE(berth_image("dockerd://ubuntu", "/", &out), "");
+}
+
+TEST(SlurmOptions, RunArguments) {
+  Options o;
+  o.image = "reg:5000/e2e/busybox:1.0";
+  o.mounts = {"/data:/in:ro", "rel"};
+  o.workdir = "/in";
+  o.env_names = {"A"};
+  PluginArgs a;
+  StepIds ids{12, 3, "n1", 1000, 100};
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(o, a, ids, "/home/u", &args), "");
+  EXPECT_EQ(args, (std::vector<std::string>{"run",
+                                            "-d",
+                                            "--name",
+                                            "slurm-12.3.n1",
+                                            "-u",
+                                            "1000:100",
+                                            "--no-bind-home",
+                                            "-v",
+                                            "/data:/in:ro",
+                                            "-v",
+                                            "/home/u/rel:/home/u/rel",
+                                            "-w",
+                                            "/in",
+                                            "-e",
+                                            "A",
+                                            "--entrypoint",
+                                            "/bin/sh",
+                                            "reg:5000/e2e/busybox:1.0",
+                                            "-c",
+                                            "kill -STOP $$; exit 0"}));
+  o.remap_root = true;
+  o.entrypoint = true;
+  o.mounts.clear();
+  o.workdir.clear();
+  o.env_names.clear();
+  o.name = "keep";
+  a.job_scope = true;
+  EXPECT_EQ(run_arguments(o, a, ids, "/home/u", &args), "");
+  EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "12_keep", "-u", "0:0",
+                                            "--no-bind-home", "reg:5000/e2e/busybox:1.0", "/bin/sh",
+                                            "-c", "kill -STOP $$; exit 0"}));
+  EXPECT_EQ(container_name(Options{}, PluginArgs{}, StepIds{7, kBatchStep, "n2", 0, 0}),
+            "slurm-7.batch.n2");
+}
+
+}  // namespace
+}  // namespace berth::slurm
+
+namespace berth::slurm {
+namespace {
+
+TEST(SlurmOptions, NotYetIsAnErrorNeverIgnored) {
+  Options o;
+  EXPECT_EQ(apply(&o, "container-save", "/out.sqsh"), "--container-save: not supported yet");
+  EXPECT_EQ(apply(&o, "container-unshare", "net,ipc"),
+            "--container-unshare: ipc is not supported yet");
+  Options p;
+  EXPECT_EQ(apply(&p, "container-unshare", "pid"),
+            "--container-unshare: unknown namespace 'pid' (net, ipc, uts)");
+  PluginArgs a;
+  EXPECT_EQ(parse_plugin_args({"importer=/usr/bin/x"}, &a),
+            "plugstack argument importer=: not supported yet");
+}
+
+TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
+  Options o;
+  o.image = "./img.sqsh";
+  o.unshare = {"net"};
+  o.writable = true;
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
+  EXPECT_EQ(args, (std::vector<std::string>{"run", "-u", "5:6", "--no-bind-home", "--writable",
+                                            "--network", "none", "--entrypoint", "/bin/sh",
+                                            "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
+  StepIds gpu_step{1, 0, "n1", 5, 6};
+  gpu_step.gpus = true;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, gpu_step, "/w", &args), "");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--gpus"), 1);
+  o.name = "n";
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{}, "/w", &args),
+            "--container-name with a squashfs image (./img.sqsh) is not supported yet");
+}
+
+}  // namespace
+}  // namespace berth::slurm
