@@ -130,6 +130,14 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
     app.add_option("--device", o.devices,
                    "A CDI device (vendor.com/class=name) or a host device HOST[:CONTAINER[:rwm]]")
         ->allow_extra_args(false);
+  if (m.any("--preserve-fds"))
+    app.add_option("--preserve-fds", o.preserve_fds,
+                   "Keep descriptors 3 .. 2+N open in the workload (PMI_FD is kept anyway)");
+  if (m.any("--ipc"))
+    app.add_option_function<std::string>(
+        "--ipc", [&o](const std::string& v) { o.ipc_host = v == "host"; },
+        "host: the host's /dev/shm, shared by the ranks of a job (default: a private one)")
+        ->check(CLI::IsMember({"host", "private"}));
   // Everything from the image on is positional: IMAGE [COMMAND [ARG...]].
   app.prefix_command();
 }
@@ -167,6 +175,7 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
   put("read_only", o.read_only, given.read_only);
   put("gpus", o.gpus.value_or(""), o.gpus.has_value());
   put("devices", o.devices, !o.devices.empty());
+  put("ipc_host", true, o.ipc_host);  // not --preserve-fds: descriptors belong to one run
   return j;
 }
 
@@ -208,6 +217,7 @@ RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
   o.read_only = flag("read_only");
   if (j.contains("gpus")) o.gpus = text("gpus");
   o.devices = strings("devices");
+  o.ipc_host = flag("ipc_host");
   return o;
 }
 
@@ -230,6 +240,7 @@ Result<ContainerSpec> prepare_spec(const nlohmann::json& image_config, const std
   std::string passwd = BERTH_TRY(read_in_root(rootfs, "/etc/passwd"));
   std::string group = BERTH_TRY(read_in_root(rootfs, "/etc/group"));
   ContainerSpec spec = BERTH_TRY(build_spec(image_config, rootfs, opts, host, passwd, group));
+  BERTH_CHECK(check_fds_open(spec.kept_fds));
   spec.passwd = std::move(passwd);  // the engine's identity step reads them from here
   spec.group = std::move(group);
   BERTH_CHECK(apply_mount_policy(site, opts.bind_home && !given.bind_home, spec));
