@@ -97,6 +97,7 @@ nlohmann::json policy_json(const SiteConfig& c) {
       {"driver_root", c.driver_root.empty() ? "/" : c.driver_root},
       {"dev_root", c.dev_root.empty() ? "/dev" : c.dev_root},
       {"gpus", c.gpus},
+      {"ib", c.ib},
       {"lock", c.locked},
       {"central_store", c.central_store},
       {"squash_options", c.squash_options},

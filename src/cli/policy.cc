@@ -17,6 +17,8 @@ Status apply_run_policy(const SiteConfig& site, const GivenOptions& given, RunOp
   if (opts.gpus && *opts.gpus != site.gpus)
     BERTH_CHECK(check_not_locked(site, "gpus", "--gpus " + *opts.gpus));
   if (!opts.gpus && !site.gpus.empty()) opts.gpus = site.gpus;
+  if (opts.ib && *opts.ib != site.ib) BERTH_CHECK(check_not_locked(site, "ib", "--ib " + *opts.ib));
+  opts.ib_site_default = site.ib;
   opts.policy_env = site.env;
   return {};
 }

@@ -130,6 +130,8 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
     app.add_option("--device", o.devices,
                    "A CDI device (vendor.com/class=name) or a host device HOST[:CONTAINER[:rwm]]")
         ->allow_extra_args(false);
+  if (m.any("--ib"))
+    app.add_option("--ib", o.ib, "InfiniBand/RDMA HCAs to inject: all | none | 0,1 | mlx5_0");
   if (m.any("--preserve-fds"))
     app.add_option("--preserve-fds", o.preserve_fds,
                    "Keep descriptors 3 .. 2+N open in the workload (PMI_FD is kept anyway)");
@@ -175,7 +177,8 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
   put("read_only", o.read_only, given.read_only);
   put("gpus", o.gpus.value_or(""), o.gpus.has_value());
   put("devices", o.devices, !o.devices.empty());
-  put("ipc_host", true, o.ipc_host);  // not --preserve-fds: descriptors belong to one run
+  put("ipc_host", true, o.ipc_host);
+  put("ib", o.ib.value_or(""), o.ib.has_value());  // not --preserve-fds: descriptors belong to one run
   return j;
 }
 
@@ -218,6 +221,7 @@ RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
   if (j.contains("gpus")) o.gpus = text("gpus");
   o.devices = strings("devices");
   o.ipc_host = flag("ipc_host");
+  if (j.contains("ib")) o.ib = text("ib");
   return o;
 }
 

@@ -49,6 +49,7 @@ struct PolicyLayer {
   std::optional<std::string> driver_root;
   std::optional<std::string> dev_root;
   std::optional<std::string> gpus;  ///< the --gpus a run gets when it gives none
+  std::optional<std::string> ib;    ///< the HCAs a run gets when it names none (--ib syntax)
   std::optional<std::vector<std::string>> lock;  ///< site only: keys users may not change
   std::optional<std::string> central_store;
   std::optional<std::string> squash_options;
@@ -62,7 +63,7 @@ struct PolicyLayer {
 /// The keys a site may name in `lock`: defaults a user's file, command line or environment
 /// may not change.
 inline constexpr std::string_view kLockableKeys[] = {
-    "readonly", "default_engine", "driver_root", "dev_root", "gpus", "mount_home", "squash_options",
+    "readonly", "default_engine", "driver_root", "dev_root", "gpus", "ib", "mount_home", "squash_options",
     "store_format"};
 
 /// The configuration in force: the site's policy with the user's preferences merged in.
@@ -89,6 +90,7 @@ struct SiteConfig {
   std::string driver_root;
   std::string dev_root;
   std::string gpus;  ///< "" for none
+  std::string ib;    ///< "" for none: --ib syntax, injected where the host has HCAs
   std::vector<std::string> locked;  ///< the site's `lock`
   std::string central_store;
   /// mksquashfs-style options for the squashfs files Berth writes (image/squash.h

@@ -227,6 +227,7 @@ Result<PolicyLayer> parse_policy(std::string_view text, const std::string& path,
     else if (k == "driver_root") l.driver_root = BERTH_TRY(r.absolute_path(node, k));
     else if (k == "dev_root") l.dev_root = BERTH_TRY(r.absolute_path(node, k));
     else if (k == "gpus") l.gpus = BERTH_TRY(r.string(node, k));
+    else if (k == "ib") l.ib = BERTH_TRY(r.string(node, k));
     else if (k == "central_store") l.central_store = BERTH_TRY(r.absolute_path(node, k));
     else if (k == "squash_options") {
       // Checked now, so that a typo fails every command naming the file, not a squash later.
