@@ -133,3 +133,18 @@ def test_memlock_limit_is_carried(berth, img, host):
                        capture_output=True, text=True, timeout=120, cwd=berth.workdir)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "4096"
+
+
+def test_cdi_spec_for_rdma_round_trips(berth, img, host):
+    spec_dir = berth.make_dir("cdi")
+    berth("cdi", "generate", "--kind", "rdma", "-o", os.path.join(spec_dir, "rdma.json"),
+          env=host)
+    with open(os.path.join(spec_dir, "rdma.json")) as f:
+        doc = json.load(f)
+    assert doc["kind"] == "berth.dev/rdma"
+    assert [d["name"] for d in doc["devices"]] == ["0", "mlx5_0", "1", "rxe0", "all"]
+    assert "umad" not in json.dumps(doc) and "issm" not in json.dumps(doc)
+    # The spec drives a run through --device, as any CDI consumer would.
+    _, out, _ = berth("run", "--rm", "--device", "berth.dev/rdma=rxe0", img, "ls",
+                      "/dev/infiniband", env=dict(host, BERTH_CDI_SPEC_DIRS=spec_dir))
+    assert out.split() == ["rdma_cm", "uverbs0"]
