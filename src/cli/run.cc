@@ -20,6 +20,7 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/root_path.h"
+#include "devices/mpi.h"
 #include "devices/run_devices.h"
 #include "runtime/container_config.h"
 #include "runtime/container_spec.h"
@@ -132,6 +133,9 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
         ->allow_extra_args(false);
   if (m.any("--ib"))
     app.add_option("--ib", o.ib, "InfiniBand/RDMA HCAs to inject: all | none | 0,1 | mlx5_0");
+  if (m.any("--mpi"))
+    app.add_flag("--mpi{*}", o.mpi,
+                 "Inject the host's MPI (--mpi=TYPE: one the site policy declares)");
   if (m.any("--preserve-fds"))
     app.add_option("--preserve-fds", o.preserve_fds,
                    "Keep descriptors 3 .. 2+N open in the workload (PMI_FD is kept anyway)");
@@ -178,7 +182,8 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
   put("gpus", o.gpus.value_or(""), o.gpus.has_value());
   put("devices", o.devices, !o.devices.empty());
   put("ipc_host", true, o.ipc_host);
-  put("ib", o.ib.value_or(""), o.ib.has_value());  // not --preserve-fds: descriptors belong to one run
+  put("ib", o.ib.value_or(""), o.ib.has_value());
+  put("mpi", o.mpi, !o.mpi.empty());  // not --preserve-fds: descriptors belong to one run
   return j;
 }
 
@@ -222,6 +227,7 @@ RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
   o.devices = strings("devices");
   o.ipc_host = flag("ipc_host");
   if (j.contains("ib")) o.ib = text("ib");
+  o.mpi = text("mpi");
   return o;
 }
 
@@ -249,6 +255,13 @@ Result<ContainerSpec> prepare_spec(const nlohmann::json& image_config, const std
   spec.group = std::move(group);
   BERTH_CHECK(apply_mount_policy(site, opts.bind_home && !given.bind_home, spec));
   BERTH_CHECK(add_run_devices(opts, host, discovery, spec));
+  if (!opts.mpi.empty()) {
+    std::vector<MpiDeclaration> declared;
+    for (const MpiPolicy& p : site.mpi)
+      declared.push_back({p.type, p.libraries, p.dependencies, p.mounts,
+                          parse_mpi_abi_rule(p.abi).value_or(MpiAbiRule::kMajor)});
+    BERTH_CHECK(add_mpi(declared, site.mpi_default, opts.mpi == "*" ? "" : opts.mpi, spec));
+  }
   return spec;
 }
 

@@ -278,6 +278,8 @@ SiteConfig merge_policy(const std::optional<PolicyLayer>& site,
     take("dev_root", s.dev_root, c.dev_root);
     take("gpus", s.gpus, c.gpus);
     take("ib", s.ib, c.ib);
+    take("mpi", s.mpi, c.mpi);
+    take("mpi_default", s.mpi_default, c.mpi_default);
     take("lock", s.lock, c.locked);
     take("central_store", s.central_store, c.central_store);
     take("squash_options", s.squash_options, c.squash_options);
