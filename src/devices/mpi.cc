@@ -30,6 +30,43 @@ void beside(const HostLibrary& lib, MpiPlan& plan) {
     plan.edits.push_back({DeviceEdit::Kind::kSymlink, name, path_join(kMpiLibDir, lib.soname)});
 }
 
+/// Sarus's glibc rule: the host libraries' newest needed GLIBC_ version against the image's
+/// libc.so.6 (through its ld.so.cache). Read only under --mpi.
+Status check_glibc(const std::vector<HostLibrary>& host, const std::vector<HostLibrary>& deps,
+                   const std::vector<ImageLibrary>& image, const std::string& rootfs) {
+  std::vector<int> need;
+  std::string needer;
+  for (const auto* group : {&host, &deps})
+    for (const HostLibrary& h : *group) {
+      std::string bytes = BERTH_TRY(read_file(h.real));
+      std::vector<int> v = highest_glibc_version(bytes);
+      if (v > need) {
+        need = v;
+        needer = h.real;
+      }
+    }
+  if (need.empty()) return {};
+  std::string libc;
+  for (const ImageLibrary& i : image)
+    if (i.soname == "libc.so.6") libc = i.real;
+  if (libc.empty())
+    return make_error("inject MPI", needer,
+                      "needs glibc " + version_string(need) +
+                          " and the image has none (no libc.so.6 in its ld.so.cache)",
+                      ErrorCode::kUnsupported);
+  auto root = BERTH_TRY(open_file(rootfs, O_PATH | O_DIRECTORY));
+  std::string bytes = BERTH_TRY(read_file_in_root(root.get(), libc.c_str()));
+  std::vector<int> have = highest_glibc_version(bytes);
+  if (have < need)
+    return make_error("inject MPI", needer,
+                      "needs glibc " + version_string(need) + ", newer than the image's " +
+                          (have.empty() ? std::string("(unknown)") : version_string(have)) +
+                          " (" + libc + ")",
+                      ErrorCode::kUnsupported)
+        .with_hint("use an image built on a newer distribution, or a host MPI built for older ones");
+  return {};
+}
+
 }  // namespace
 
 Result<MpiPlan> plan_mpi(const MpiDeclaration& decl, const std::vector<HostLibrary>& host,
@@ -125,6 +162,7 @@ Status add_mpi(const std::vector<MpiDeclaration>& declared, const std::string& d
   auto deps = BERTH_TRY(resolve_host_libraries(decl->dependencies));
   auto image = BERTH_TRY(image_libraries(spec.rootfs));
   MpiPlan plan = BERTH_TRY(plan_mpi(*decl, host, deps, image));
+  BERTH_CHECK(check_glibc(host, deps, image, spec.rootfs));
   for (const std::string& w : plan.warnings) log::warn("{}", w);
   ensure_run_dir(spec);
   for (DeviceEdit& e : plan.edits) spec.device_edits.push_back(std::move(e));

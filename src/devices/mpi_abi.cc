@@ -77,6 +77,37 @@ int choose_image_library(const std::vector<std::string>& files, const std::strin
   return best;
 }
 
+std::vector<int> highest_glibc_version(std::string_view bytes) {
+  std::vector<int> best;
+  constexpr std::string_view kTag = "GLIBC_";
+  for (size_t at = bytes.find(kTag); at != std::string_view::npos;
+       at = bytes.find(kTag, at + 1)) {
+    size_t i = at + kTag.size();
+    std::vector<int> v;
+    while (i < bytes.size() && bytes[i] >= '0' && bytes[i] <= '9') {
+      int n = 0;
+      while (i < bytes.size() && bytes[i] >= '0' && bytes[i] <= '9' && n < 100000)
+        n = n * 10 + (bytes[i++] - '0');
+      v.push_back(n);
+      if (i < bytes.size() && bytes[i] == '.' && i + 1 < bytes.size() && bytes[i + 1] >= '0' &&
+          bytes[i + 1] <= '9')
+        ++i;
+      else
+        break;
+    }
+    // Names end there ("GLIBC_2.34\0"); "GLIBC_PRIVATE" and text like "GLIBC_2.3x" do not count.
+    bool ends = i >= bytes.size() || bytes[i] == '\0';
+    if (v.size() >= 2 && ends && v > best) best = v;
+  }
+  return best;
+}
+
+std::string version_string(const std::vector<int>& v) {
+  std::string s;
+  for (int n : v) s += (s.empty() ? "" : ".") + std::to_string(n);
+  return s;
+}
+
 namespace {
 
 std::string version_text(const LibraryName& n) {

@@ -66,4 +66,13 @@ Result<std::vector<MpiPair>> match_mpi_libraries(const std::vector<std::string>&
                                                  MpiAbiRule rule,
                                                  std::vector<std::string>* warnings);
 
+/// The highest "GLIBC_X.Y[.Z]" version name in an ELF file's bytes, {} when none: for a
+/// library, the newest glibc symbol version it needs; for a libc.so.6, the version it is
+/// (the newest it defines). Sarus's glibc rule: a host MPI that needs a newer glibc than the
+/// image's is refused.
+std::vector<int> highest_glibc_version(std::string_view bytes);
+
+/// "2.34" for {2, 34}.
+std::string version_string(const std::vector<int>& v);
+
 }  // namespace berth

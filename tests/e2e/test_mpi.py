@@ -18,15 +18,17 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="policy files must be owned by root: run the tests as root")
 
 
-def build_lib(out: str, soname: str, marker: str) -> None:
+def build_lib(out: str, soname: str, marker: str, body: str = "return 0;") -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".c", delete=False) as f:
-        f.write(f'const char berth_marker[] = "{marker}";\nint MPI_Init(void) {{ return 0; }}\n')
+        f.write("#include <pthread.h>\n"
+                f'const char berth_marker[] = "{marker}";\nint MPI_Init(void) {{ {body} }}\n')
     subprocess.run(["cc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", out, f.name],
                    check=True)
     os.unlink(f.name)
 
 
-def image_with(libs: dict[str, str], links: dict[str, str]) -> imagelib.Image:
+def image_with(libs: dict[str, str], links: dict[str, str],
+               old_libc: bool = False) -> imagelib.Image:
     """busybox + /usr/lib files ({name: marker}) + links ({name: target}) + ld.so.cache."""
     tree = tempfile.mkdtemp(prefix="mpi-image-")
     try:
@@ -38,6 +40,11 @@ def image_with(libs: dict[str, str], links: dict[str, str]) -> imagelib.Image:
             build_lib(os.path.join(tree, "usr/lib", name), f"libmpich.so.{major}", marker)
             with open(os.path.join(tree, "usr/lib", name), "rb") as f:
                 entries.append(imagelib.File(f"usr/lib/{name}", f.read(), 0o755))
+        if old_libc:  # a stand-in libc.so.6 that says it is glibc 2.17
+            path = os.path.join(tree, "usr/lib/libc.so.6")
+            build_lib(path, "libc.so.6", "GLIBC_2.17")
+            with open(path, "rb") as f:
+                entries.append(imagelib.File("usr/lib/libc.so.6", f.read(), 0o755))
         for name, target in links.items():
             os.symlink(target, os.path.join(tree, "usr/lib", name))
             entries.append(imagelib.Symlink(f"usr/lib/{name}", target))
@@ -65,6 +72,8 @@ def images(registry):
     }
     for tag, (libs, links) in cases.items():
         registry.pusher().push_image("e2e/mpi", tag, image_with(libs, links))
+    registry.pusher().push_image("e2e/mpi", "oldglibc", image_with(
+        {"libmpich.so.12.1.0": "IMAGE"}, {"libmpich.so.12": "libmpich.so.12.1.0"}, True))
     return f"{registry.host}/e2e/mpi"
 
 
@@ -76,11 +85,18 @@ def host_mpi(berth, policy_dir):
     build_lib(os.path.join(lib_dir, "libfabric.so.1.18.0"), "libfabric.so.1", "HOST-FABRIC")
     os.chmod(lib_dir, 0o755)
 
-    def env(abi: str) -> dict:
-        path = os.path.join(policy_dir, f"berth-{abi}.conf")
+    # A host MPI that needs glibc 2.34 (pthread_create's version since glibc merged libpthread).
+    new_dir = berth.make_dir("newmpi")
+    build_lib(os.path.join(new_dir, "libmpich.so.12.1.0"), "libmpich.so.12", "HOST-MPICH",
+              "return pthread_create(0, 0, 0, 0);")
+    os.chmod(new_dir, 0o755)
+
+    def env(abi: str, new_glibc: bool = False) -> dict:
+        path = os.path.join(policy_dir, f"berth-{abi}-{new_glibc}.conf")
+        lib = f"{new_dir}/libmpich.so.12.1.0" if new_glibc else f"{lib_dir}/libmpich.so.12"
         with open(path, "w") as f:
             f.write(f'mpi_default = "mpich"\n[mpi.mpich]\n'
-                    f'libraries = ["{lib_dir}/libmpich.so.12"]\n'
+                    f'libraries = ["{lib}"]\n'
                     f'dependencies = ["{lib_dir}/libfabric.so.1.18.0"]\nabi = "{abi}"\n')
         os.chmod(path, 0o644)
         return {"BERTH_SITE_CONF": path}
@@ -159,3 +175,17 @@ def test_undeclared_type_is_one_line(berth, images, host_mpi):
     assert rc == 125
     assert err.strip() == ("berth: error: inject MPI --mpi=openmpi: the site policy declares no "
                            "MPI openmpi (declared: mpich)")
+
+
+def test_host_mpi_needing_a_newer_glibc_is_refused(berth, images, host_mpi, scratch):
+    rc, _, err = run(berth, f"{images}:oldglibc", host_mpi("major", new_glibc=True), "true")
+    assert rc == 125
+    first = err.splitlines()[0]
+    assert first.startswith("berth: error: inject MPI ") and first.endswith(
+        "/newmpi/libmpich.so.12.1.0: needs glibc 2.34, newer than the image's 2.17 "
+        "(/usr/lib/libc.so.6)"), first
+    # The same library into an image without any glibc: refused too.
+    rc, _, err = run(berth, f"{images}:compatible", host_mpi("major", new_glibc=True), "true")
+    assert rc == 125
+    assert err.splitlines()[0].endswith(
+        "needs glibc 2.34 and the image has none (no libc.so.6 in its ld.so.cache)")

@@ -100,3 +100,19 @@ TEST(MpiAbi, MatchNamesBothFilesWhenIncompatible) {
 
 }  // namespace
 }  // namespace berth
+
+namespace berth {
+namespace {
+
+TEST(MpiAbi, GlibcVersionNames) {
+  using namespace std::string_literals;
+  EXPECT_EQ(highest_glibc_version("x\0GLIBC_2.2.5\0GLIBC_2.34\0GLIBC_2.4\0GLIBC_PRIVATE\0"s),
+            (std::vector<int>{2, 34}));
+  EXPECT_EQ(highest_glibc_version("GLIBC_2.36"s), (std::vector<int>{2, 36}));
+  EXPECT_EQ(highest_glibc_version("GLIBC_2.3x\0GLIBC_2\0"s), std::vector<int>{});
+  EXPECT_EQ(highest_glibc_version("nothing"s), std::vector<int>{});
+  EXPECT_EQ(version_string({2, 2, 5}), "2.2.5");
+}
+
+}  // namespace
+}  // namespace berth
