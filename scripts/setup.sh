@@ -29,6 +29,8 @@ packages=(
   proot fakechroot libfakechroot runc crun
   # peers measured by the benchmarks
   charliecloud-runtime hyperfine
+  # MPI launches (tests/e2e/test_launcher.py's MPICH ranks, bench/mpi): Debian's MPICH
+  mpich libmpich-dev
 )
 
 sudo=""

@@ -25,6 +25,7 @@
 #include "runtime/container_config.h"
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
+#include "runtime/launcher.h"
 #include "runtime/monitor.h"
 #include "site/central_store.h"
 #include "site/policy.h"

@@ -137,7 +137,7 @@ Result<std::vector<ImageLibrary>> image_libraries(const std::string& rootfs) {
     std::string host(link, static_cast<size_t>(n));
     if (!host.starts_with(rootfs)) continue;
     std::string inside = host.substr(rootfs.size());
-    if (inside.empty() || inside[0] != '/') inside = "/" + inside;
+    if (inside.empty() || inside[0] != '/') inside.insert(0, "/");
     out.push_back({e.name, inside});
   }
   return out;

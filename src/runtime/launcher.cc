@@ -32,6 +32,7 @@ Result<std::vector<int>> kept_fds(int preserve_fds, const std::vector<std::strin
     return make_error("run", "--preserve-fds " + std::to_string(preserve_fds),
                       "more descriptors than a process can have", ErrorCode::kInvalidInput);
   std::vector<int> fds;
+  fds.reserve(static_cast<size_t>(preserve_fds) + 1);
   for (int i = 0; i < preserve_fds; ++i) fds.push_back(3 + i);
   for (const std::string& kv : container_env) {
     if (!kv.starts_with("PMI_FD=")) continue;
