@@ -479,6 +479,14 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
     cleanup();
     return std::move(spec).error();
   }
+  if (detach && !spec->kept_fds.empty()) {
+    cleanup();
+    // The monitor closes what it does not use; a launcher's rank is a foreground process.
+    return make_error("run", "descriptor " + std::to_string(spec->kept_fds.front()),
+                      "a detached run keeps no descriptors (PMI_FD, --preserve-fds)",
+                      ErrorCode::kUnsupported)
+        .with_hint("run the rank in the foreground, or berth exec it into a detached container");
+  }
   if (detach) {
     // Detached (cli/lifecycle.cc, runtime/monitor.h): this process prints the ID and leaves;
     // the monitor, holding the run lock it inherits, goes on below. There is no terminal.

@@ -130,3 +130,12 @@ def test_mpich_ranks_in_one_container(berth, img, identity):
         assert any(l.startswith("size 8 latency_us") for l in lines)
     finally:
         berth("rm", "-f", "mpijob", check=False)
+
+
+def test_detached_run_refuses_kept_descriptors(berth, img):
+    note = berth.write_file("note", "x\n")
+    rc, _, err = run_with_fds(berth, ["run", "-d", "--preserve-fds", "1", img, "true"],
+                              f"3<{note}")
+    assert rc == 125
+    assert err.splitlines()[0] == ("berth: error: run descriptor 3: a detached run keeps no "
+                                   "descriptors (PMI_FD, --preserve-fds)")
