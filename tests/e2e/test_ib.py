@@ -148,3 +148,22 @@ def test_cdi_spec_for_rdma_round_trips(berth, img, host):
     _, out, _ = berth("run", "--rm", "--device", "berth.dev/rdma=rxe0", img, "ls",
                       "/dev/infiniband", env=dict(host, BERTH_CDI_SPEC_DIRS=spec_dir))
     assert out.split() == ["rdma_cm", "uverbs0"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="policy files must be owned by root")
+def test_site_default_injects_where_there_are_hcas(berth, img, host, scratch):
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="ib-policy-", dir=scratch)
+    os.chmod(folder, 0o755)
+    conf = os.path.join(folder, "berth.conf")
+    with open(conf, "w") as f:
+        f.write('ib = "rxe0"\n')
+    os.chmod(conf, 0o644)
+    site = {"BERTH_SITE_CONF": conf}
+    assert devices(berth, img, host, env=site) == "rdma_cm uverbs0 rdma_cm uverbs0"
+    assert devices(berth, img, host, "--ib", "none", env=site) == ""
+    # A host without HCAs: the site's default is no error.
+    empty = berth.make_dir("empty")
+    rc, _, err = berth("run", "--rm", img, "true", check=False,
+                       env={**site, "BERTH_SYSFS_ROOT": empty})
+    assert rc == 0, err
