@@ -139,3 +139,17 @@ def test_detached_run_refuses_kept_descriptors(berth, img):
     assert rc == 125
     assert err.splitlines()[0] == ("berth: error: run descriptor 3: a detached run keeps no "
                                    "descriptors (PMI_FD, --preserve-fds)")
+
+
+def test_oci_engine_passes_the_launchers_descriptor(berth, img):
+    if not shutil.which("runc"):
+        pytest.skip("runc is not installed")
+    note = berth.write_file("note", "through runc\n")
+    rc, out, err = run_with_fds(
+        berth, ["run", "--rm", "--engine=oci", img, "sh", "-c",
+                'read l <&$PMI_FD; echo "$l/$PMI_RANK"'],
+        f"5<{note}", env={"PMI_FD": "5", "PMI_RANK": "2"})
+    if rc != 0 and "runc" in err and "cgroup" in err:
+        pytest.skip(f"runc cannot run rootless here: {err.strip()}")
+    assert rc == 0, err
+    assert out == "through runc/2\n"
