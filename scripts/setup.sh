@@ -35,6 +35,8 @@ packages=(
   libslurm-dev slurmctld slurmd slurm-client munge
   # peers measured by the benchmarks
   charliecloud-runtime hyperfine
+  # MPI launches (tests/e2e/test_launcher.py's MPICH ranks, bench/mpi): Debian's MPICH
+  mpich libmpich-dev
 )
 
 sudo=""

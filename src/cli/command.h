@@ -95,6 +95,7 @@ Action setup_rmname(CLI::App& app, const GlobalOptions& g);
 Action setup_setup(CLI::App& app, const GlobalOptions& g);
 Action setup_gpu(CLI::App& app, const GlobalOptions& g);
 Action setup_cdi(CLI::App& app, const GlobalOptions& g);
+Action setup_ib(CLI::App& app, const GlobalOptions& g);
 Action setup_import(CLI::App& app, const GlobalOptions& g);
 Action setup_load(CLI::App& app, const GlobalOptions& g);
 Action setup_save(CLI::App& app, const GlobalOptions& g);

@@ -7,9 +7,11 @@
 #include "cli/container_target.h"
 #include "cli/context.h"
 #include "cli/engine.h"
+#include "cli/run.h"
 #include "core/env_list.h"
 #include "core/strings.h"
 #include "runtime/exec.h"
+#include "runtime/launcher.h"
 #include "runtime/monitor.h"
 
 namespace berth::cli {
@@ -37,6 +39,7 @@ Action setup_exec(CLI::App& app, const GlobalOptions& g) {
     std::vector<std::string> env;
     std::string workdir, user;
     bool interactive = false, tty = false;
+    int preserve_fds = 0;
   };
   auto o = std::make_shared<Opts>();
   app.add_flag("-i,--interactive", o->interactive, "Keep stdin attached");
@@ -45,6 +48,8 @@ Action setup_exec(CLI::App& app, const GlobalOptions& g) {
       ->allow_extra_args(false);
   app.add_option("-w,--workdir", o->workdir, "Working directory inside the container");
   app.add_option("-u,--user", o->user, "User inside: the container's own (rootless: one user)");
+  app.add_option("--preserve-fds", o->preserve_fds,
+                 "Keep descriptors 3 .. 2+N open in the command (PMI_FD is kept anyway)");
   app.prefix_command();
   return [o, &g, &app]() -> Status {
     set_exit_status(kExitBerthFailed);
@@ -89,6 +94,9 @@ Action setup_exec(CLI::App& app, const GlobalOptions& g) {
     spec.argv.assign(rest.begin() + 1, rest.end());
     // The workload's environment, as the run made it; -e on top (KEY alone: the host's value).
     spec.env = BERTH_TRY(process_environment(target));
+    // A launcher's ranks started with berth exec (one container per node, as pyxis runs
+    // them: one user namespace and /dev/shm for all) get its variables and descriptor.
+    for (const std::string& kv : launcher_env(host_environment())) set_env(spec.env, kv);
     for (const std::string& e : o->env) {
       std::string kv = e;
       if (kv.find('=') == std::string::npos) {
@@ -105,6 +113,8 @@ Action setup_exec(CLI::App& app, const GlobalOptions& g) {
       return make_error("exec", "-w " + spec.cwd, "the working directory must be absolute");
     spec.stdin_open = o->interactive;
     spec.tty = o->tty;
+    spec.kept_fds = BERTH_TRY(kept_fds(o->preserve_fds, spec.env));
+    BERTH_CHECK(check_fds_open(spec.kept_fds));
     RunOutcome outcome = exec_in_container(spec);
     set_exit_status(outcome.exit_code);
     if (outcome.error) return *outcome.error;

@@ -16,6 +16,7 @@
 #include "core/json.h"
 #include "core/progress.h"
 #include "core/safe_text.h"
+#include "devices/rdma.h"
 #include "image/platform.h"
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
@@ -81,6 +82,13 @@ nlohmann::json policy_json(const SiteConfig& c) {
     if (e.kind != EnvEdit::Kind::kUnset) one["value"] = e.value;
     env.push_back(one);
   }
+  auto mpi_json = [](const std::vector<MpiPolicy>& list) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const MpiPolicy& p : list)
+      out[p.type] = {{"libraries", p.libraries}, {"dependencies", p.dependencies},
+                     {"mounts", p.mounts}, {"abi", p.abi}};
+    return out;
+  };
   std::vector<std::string> mounts = c.site_mounts;
   mounts.insert(mounts.end(), c.user_mounts.begin(), c.user_mounts.end());
   nlohmann::json values = {
@@ -99,6 +107,9 @@ nlohmann::json policy_json(const SiteConfig& c) {
       {"driver_root", c.driver_root.empty() ? "/" : c.driver_root},
       {"dev_root", c.dev_root.empty() ? "/dev" : c.dev_root},
       {"gpus", c.gpus},
+      {"ib", c.ib},
+      {"mpi_default", c.mpi_default},
+      {"mpi", mpi_json(c.mpi)},
       {"lock", c.locked},
       {"central_store", c.central_store},
       {"squash_options", c.squash_options},
@@ -212,6 +223,19 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
     j["root_emulation"] = {{"mode", emulation},
                            {"supported", root_emulation_supported()},
                            {"filter_instructions", root_emulation_filter_length()}};
+    // The HCAs --ib can select: one sysfs listing (ib info has the details).
+    std::string hcas;
+    nlohmann::json hca_names = nlohmann::json::array();
+    auto discovery = discovery_options(g);
+    auto roots = rdma_roots_from_env(discovery.ok() ? discovery->effective_dev_root() : "/");
+    if (roots.ok()) {
+      if (auto rdma = discover_rdma(*roots); rdma.ok())
+        for (const Hca& h : rdma->hcas) {
+          hca_names.push_back(h.name);
+          hcas += (hcas.empty() ? "" : ", ") + h.name;
+        }
+    }
+    j["infiniband"] = hca_names;
     j["policy"] = policy_json(site);
     if (*json) {
       print_json(j);
@@ -226,7 +250,8 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
          {"Kernel:", kernel_release()},
          {"Platform:", host_platform().str()},
          {"User namespaces:", userns.ok() ? "yes" : "no (" + userns.error().message() + ")"},
-         {"Root emulation:", emulation_text}});
+         {"Root emulation:", emulation_text},
+         {"InfiniBand HCAs:", hcas.empty() ? "none" : hcas}});
     std::printf("Engines:\n");
     std::vector<std::vector<std::string>> rows = {{"  ENGINE", "FOUND", "PATH"}};
     for (const auto& e : engines)

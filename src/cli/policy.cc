@@ -22,6 +22,8 @@ Status apply_run_policy(const SiteConfig& site, const GivenOptions& given, RunOp
     BERTH_CHECK(
         check_not_locked(site, "root_emulation", "--root-emulation " + opts.root_emulation));
   if (opts.root_emulation.empty()) opts.root_emulation = site.root_emulation;
+  if (opts.ib && *opts.ib != site.ib) BERTH_CHECK(check_not_locked(site, "ib", "--ib " + *opts.ib));
+  opts.ib_site_default = site.ib;
   opts.policy_env = site.env;
   return {};
 }

@@ -20,10 +20,12 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/root_path.h"
+#include "devices/mpi.h"
 #include "devices/run_devices.h"
 #include "runtime/container_config.h"
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
+#include "runtime/launcher.h"
 #include "runtime/monitor.h"
 #include "site/central_store.h"
 #include "site/policy.h"
@@ -134,6 +136,19 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
     app.add_option("--device", o.devices,
                    "A CDI device (vendor.com/class=name) or a host device HOST[:CONTAINER[:rwm]]")
         ->allow_extra_args(false);
+  if (m.any("--ib"))
+    app.add_option("--ib", o.ib, "InfiniBand/RDMA HCAs to inject: all | none | 0,1 | mlx5_0");
+  if (m.any("--mpi"))
+    app.add_flag("--mpi{*}", o.mpi,
+                 "Inject the host's MPI (--mpi=TYPE: one the site policy declares)");
+  if (m.any("--preserve-fds"))
+    app.add_option("--preserve-fds", o.preserve_fds,
+                   "Keep descriptors 3 .. 2+N open in the workload (PMI_FD is kept anyway)");
+  if (m.any("--ipc"))
+    app.add_option_function<std::string>(
+        "--ipc", [&o](const std::string& v) { o.ipc_host = v == "host"; },
+        "host: the host's /dev/shm, shared by the ranks of a job (default: a private one)")
+        ->check(CLI::IsMember({"host", "private"}));
   // Everything from the image on is positional: IMAGE [COMMAND [ARG...]].
   app.prefix_command();
 }
@@ -171,6 +186,10 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
   put("read_only", o.read_only, given.read_only);
   put("gpus", o.gpus.value_or(""), o.gpus.has_value());
   put("devices", o.devices, !o.devices.empty());
+  put("root_emulation", o.root_emulation, !o.root_emulation.empty());
+  put("ipc_host", true, o.ipc_host);
+  put("ib", o.ib.value_or(""), o.ib.has_value());
+  put("mpi", o.mpi, !o.mpi.empty());  // not --preserve-fds: descriptors belong to one run
   return j;
 }
 
@@ -212,6 +231,10 @@ RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
   o.read_only = flag("read_only");
   if (j.contains("gpus")) o.gpus = text("gpus");
   o.devices = strings("devices");
+  o.root_emulation = text("root_emulation");
+  o.ipc_host = flag("ipc_host");
+  if (j.contains("ib")) o.ib = text("ib");
+  o.mpi = text("mpi");
   return o;
 }
 
@@ -234,10 +257,18 @@ Result<ContainerSpec> prepare_spec(const nlohmann::json& image_config, const std
   std::string passwd = BERTH_TRY(read_in_root(rootfs, "/etc/passwd"));
   std::string group = BERTH_TRY(read_in_root(rootfs, "/etc/group"));
   ContainerSpec spec = BERTH_TRY(build_spec(image_config, rootfs, opts, host, passwd, group));
+  BERTH_CHECK(check_fds_open(spec.kept_fds));
   spec.passwd = std::move(passwd);  // the engine's identity step reads them from here
   spec.group = std::move(group);
   BERTH_CHECK(apply_mount_policy(site, opts.bind_home && !given.bind_home, spec));
   BERTH_CHECK(add_run_devices(opts, host, discovery, spec));
+  if (!opts.mpi.empty()) {
+    std::vector<MpiDeclaration> declared;
+    for (const MpiPolicy& p : site.mpi)
+      declared.push_back({p.type, p.libraries, p.dependencies, p.mounts,
+                          parse_mpi_abi_rule(p.abi).value_or(MpiAbiRule::kMajor)});
+    BERTH_CHECK(add_mpi(declared, site.mpi_default, opts.mpi == "*" ? "" : opts.mpi, spec));
+  }
   return spec;
 }
 
@@ -456,6 +487,14 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   if (!spec.ok()) {
     cleanup();
     return std::move(spec).error();
+  }
+  if (detach && !spec->kept_fds.empty()) {
+    cleanup();
+    // The monitor closes what it does not use; a launcher's rank is a foreground process.
+    return make_error("run", "descriptor " + std::to_string(spec->kept_fds.front()),
+                      "a detached run keeps no descriptors (PMI_FD, --preserve-fds)",
+                      ErrorCode::kUnsupported)
+        .with_hint("run the rank in the foreground, or berth exec it into a detached container");
   }
   if (detach) {
     // Detached (cli/lifecycle.cc, runtime/monitor.h): this process prints the ID and leaves;

@@ -78,6 +78,7 @@ inline constexpr std::string_view kOpWords[] = {
     // Devices.
     "--device", "CDI", "CDI spec", "cdi generate", "check requirement", "device", "device node", "gpu info",
     "inject GPUs", "mount source", "parse ld.so.cache", "read ELF", "select GPUs",
+    "ib info", "inject MPI", "select HCAs",
     // The site policy (site).
     "registry",
     // The udocker command line (cli/udocker.h).

@@ -195,6 +195,28 @@ bool non_empty(const json& obj, const char* key) {
 
 }  // namespace
 
+json make_rdma_cdi_spec(const RdmaDevices& d) {
+  auto node = [&d](const DeviceNode& n) {
+    json j = {{"path", n.path}};
+    if (d.roots.dev_root != "/") j["hostPath"] = n.host_path;
+    return j;
+  };
+  json devices = json::array();
+  json all_nodes = json::array();
+  for (const Hca& h : d.hcas) {
+    if (!h.has_node) continue;
+    json edits = {{"deviceNodes", json::array({node(h.node)})}};
+    devices.push_back({{"name", std::to_string(h.index)}, {"containerEdits", edits}});
+    devices.push_back({{"name", h.name}, {"containerEdits", edits}});
+    all_nodes.push_back(node(h.node));
+  }
+  devices.push_back({{"name", "all"}, {"containerEdits", {{"deviceNodes", all_nodes}}}});
+  json spec = {{"cdiVersion", "0.3.0"}, {"kind", kRdmaCdiKind}, {"devices", devices}};
+  if (d.has_rdma_cm) spec["containerEdits"] = {{"deviceNodes", json::array({node(d.rdma_cm)})}};
+  spec["cdiVersion"] = cdi_required_version(spec);
+  return spec;
+}
+
 std::string cdi_spec_text(const json& doc, bool yaml) {
   if (!yaml) return doc.dump(2) + "\n";
   std::string out = "---\n";

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "devices/nvidia_discover.h"
+#include "devices/rdma.h"
 #include "runtime/container_spec.h"
 
 namespace berth {
@@ -28,6 +29,13 @@ inline constexpr const char* kCdiKind = "nvidia.com/gpu";
 /// nodes name their hostPath when the device root is not "/". cdiVersion is the lowest the
 /// content needs (cdi_required_version), so older consumers (Podman 4.3) accept it.
 nlohmann::json make_cdi_spec(const NvidiaDriver& driver);
+
+inline constexpr const char* kRdmaCdiKind = "berth.dev/rdma";
+
+/// The spec (kind kRdmaCdiKind) for the HCAs `devices` lists: a device per HCA named by its
+/// index and by its name, with its uverbs node, and "all"; rdma_cm in the common edits. umad
+/// and issm are never in it (devices/rdma.h); hostPath as for GPUs.
+nlohmann::json make_rdma_cdi_spec(const RdmaDevices& devices);
 
 /// A spec as the text of its file: pretty JSON, or YAML when `yaml`.
 std::string cdi_spec_text(const nlohmann::json& doc, bool yaml);

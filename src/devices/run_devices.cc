@@ -3,14 +3,15 @@
 #include <sys/stat.h>
 
 #include "core/dir.h"
+#include "core/fs.h"
 #include "core/env.h"
 #include "core/env_list.h"
-#include "core/fs.h"
 #include "core/log.h"
 #include "devices/amd.h"
 #include "devices/cdi.h"
 #include "devices/gpu_plan.h"
 #include "devices/inject.h"
+#include "devices/rdma.h"
 
 namespace berth {
 namespace {
@@ -67,6 +68,44 @@ Status add_host_device(const std::string& value, ContainerSpec& spec) {
   return {};
 }
 
+/// InfiniBand/RDMA (devices/rdma.h): --ib, else MELLANOX_VISIBLE_DEVICES, else the site's
+/// default. Asked by the caller (--ib, -e, --env-file), a host without HCAs is an error; from
+/// the image or the site, HCAs are injected where there are some. Nothing is read otherwise.
+Status add_rdma(const RunOptions& opts, const Result<DiscoveryOptions>& discovery,
+                ContainerSpec& spec) {
+  constexpr std::string_view kVar = "MELLANOX_VISIBLE_DEVICES";
+  std::string text, what;
+  bool asked = false;
+  if (opts.ib) {
+    text = *opts.ib;
+    what = "--ib " + text;
+    asked = true;
+  } else if (auto v = env_lookup(spec.env, kVar)) {
+    text = *v;
+    what = std::string(kVar) + "=" + text;
+    asked = sets(opts.env, kVar) || sets(opts.file_env, kVar);
+  } else {
+    text = opts.ib_site_default;
+    what = "the site policy's ib = " + text;
+  }
+  IbRequest req = parse_ib_request(text);
+  if (req.kind == IbRequest::Kind::kNothing) return {};
+  std::string dev_root = discovery.ok() ? discovery->effective_dev_root() : "/";
+  RdmaRoots roots = BERTH_TRY(rdma_roots_from_env(dev_root));
+  RdmaDevices devices = BERTH_TRY(discover_rdma(roots));
+  if (!devices.found()) {
+    if (!asked) return {};
+    return make_error("select HCAs", what,
+                      "no InfiniBand/RDMA device under " +
+                          path_join(roots.sysfs_root, "sys/class/infiniband"),
+                      ErrorCode::kNotFound)
+        .with_hint("set BERTH_SYSFS_ROOT if the host's sysfs is elsewhere, or leave out --ib");
+  }
+  std::vector<const Hca*> selected = BERTH_TRY(select_hcas(devices, req, what));
+  for (DeviceEdit& e : plan_rdma(devices, selected)) spec.device_edits.push_back(std::move(e));
+  return {};
+}
+
 }  // namespace
 
 Status add_run_devices(const RunOptions& opts, const HostContext& host,
@@ -93,6 +132,7 @@ Status add_run_devices(const RunOptions& opts, const HostContext& host,
                  dopts.driver_root);
     }
   }
+  BERTH_CHECK(add_rdma(opts, discovery, spec));
   std::vector<CdiSpec> cdi;
   bool cdi_loaded = false;
   for (const auto& name : opts.devices) {

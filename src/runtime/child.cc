@@ -21,6 +21,7 @@
 
 #include "core/root_path.h"
 #include "core/signals.h"
+#include "runtime/launcher.h"
 #include "runtime/netns.h"
 #include "runtime/root_emulation.h"
 
@@ -89,6 +90,7 @@ void reset_signals() {
   }
   // Descriptors the caller left open must not leak into the container.
   (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // ENOSYS on old kernels: leak is harmless
+  keep_across_exec(ctx.spec->kept_fds);  // a launcher's (runtime/launcher.h)
   reset_signals();
   exec_workload(ctx, &f);
   fail(ctx, f);

@@ -4,6 +4,7 @@
 #include "core/strings.h"
 #include "image/image_config.h"
 #include "runtime/identity.h"
+#include "runtime/launcher.h"
 
 #include <algorithm>
 #include <charconv>
@@ -149,6 +150,8 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   if (!opts.policy_env.empty() && !env_lookup(spec.env, "PATH"))
     set_env(spec.env, std::string("PATH=") + kDefaultPath);
   for (const EnvEdit& e : opts.policy_env) apply_env_edit(spec.env, e);
+  // A launcher's variables (PMI_RANK, PMIX_NAMESPACE...) reach the rank it started.
+  for (const std::string& kv : launcher_env(host.environ)) set_env(spec.env, kv);
   for (const std::string& kv : opts.file_env) set_env(spec.env, kv);
   for (const std::string& e : opts.env) {
     if (env_name(e).empty())
@@ -162,6 +165,9 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
 
   // Volumes, then --bind-home.
   for (const std::string& v : opts.volumes) spec.volumes.push_back(BERTH_TRY(parse_volume(v)));
+  // --ipc host: ranks of one job on one node meet in the host's /dev/shm (MPICH, Open MPI's
+  // shared-memory transports); Docker's name for it. Bound over the minimal /dev's tmpfs.
+  if (opts.ipc_host) spec.volumes.push_back(Volume{"/dev/shm", "/dev/shm", false});
   if (opts.bind_home) {
     if (host.home.empty() || host.home[0] != '/')
       return make_error("bind home", "$HOME", "HOME is not set to an absolute path");
@@ -193,6 +199,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
                         "expected seccomp or none");
     spec.root_emulation = *mode;
   }
+  spec.kept_fds = BERTH_TRY(kept_fds(opts.preserve_fds, spec.env));
   return spec;
 }
 

@@ -44,6 +44,12 @@ struct RunOptions {
   std::vector<EnvEdit> policy_env;
   std::optional<std::string> gpus;     ///< --gpus (Docker's syntax)
   std::vector<std::string> devices;    ///< --device: CDI names (vendor.com/class=name)
+  std::optional<std::string> ib;       ///< --ib all|none|0,1|mlx5_0 (devices/rdma.h)
+  std::string ib_site_default;         ///< the site policy's `ib`: HCAs where the host has some
+  /// --mpi[=TYPE]: "" not asked, "*" the site's default type, else the type (devices/mpi.h).
+  std::string mpi;
+  int preserve_fds = 0;                ///< --preserve-fds N: keep 3 .. 2+N open (runtime/launcher.h)
+  bool ipc_host = false;               ///< --ipc host: the host's /dev/shm (ranks of one job share it)
   std::vector<std::string> command;    ///< everything after the image
 };
 

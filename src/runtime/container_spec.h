@@ -94,6 +94,9 @@ struct ContainerSpec {
   /// /etc/ld.so.cache for this run only: nothing is written to the image.
   std::vector<std::string> ld_library_dirs;
   std::string ldconfig_path = "/sbin/ldconfig";
+  /// Descriptors above 2 the workload inherits (PMI_FD, --preserve-fds; runtime/launcher.h),
+  /// sorted; every other one is closed at exec.
+  std::vector<int> kept_fds;
 };
 
 /// How a run ended, for `berth run` to turn into its exit status.

@@ -18,6 +18,7 @@
 #include "core/fs.h"
 #include "core/signals.h"
 #include "runtime/child.h"
+#include "runtime/launcher.h"
 #include "runtime/root_emulation.h"
 
 namespace berth {
@@ -204,6 +205,7 @@ RunOutcome exec_in_container(const ExecSpec& spec) {
       report(out, f);
     }
     (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // ENOSYS: a harmless leak
+    keep_across_exec(spec.kept_fds);  // a launcher's (runtime/launcher.h)
     reset_forwarded_signals();
     exec_workload(ctx, &f);
     report(out, f);

@@ -22,6 +22,7 @@ struct ExecSpec {
   std::string cwd = "/";          ///< inside the container
   bool stdin_open = false;        ///< -i: keep stdin (otherwise /dev/null)
   bool tty = false;               ///< -t: the caller's terminal, with the command in its foreground
+  std::vector<int> kept_fds;      ///< descriptors above 2 the command inherits (runtime/launcher.h)
 };
 
 /// The uid inside the container that the caller's uid maps to (its user namespace's single

@@ -184,7 +184,12 @@ RunOutcome run_oci(const EngineRun& run) {
       !st)
     return failed(std::move(st).error());
   std::vector<std::string> argv = {*runtime, "--root", *state, "--log", log_path,
-                                   "--log-format", "json", "run", "--bundle", bundle, run.run_name};
+                                   "--log-format", "json", "run", "--bundle", bundle};
+  // A launcher's descriptors (runtime/launcher.h): runc and crun keep 3 .. 2+N, so N reaches
+  // the highest kept one (any open between them are passed too).
+  if (!spec.kept_fds.empty())
+    argv.insert(argv.end(), {"--preserve-fds", std::to_string(spec.kept_fds.back() - 2)});
+  argv.push_back(run.run_name);
   // The runtime gets the caller's environment (it may need XDG_RUNTIME_DIR and the like); the
   // workload's comes from config.json.
   std::vector<std::string> env;

@@ -238,6 +238,7 @@ void merge_user_layer(SiteConfig& c, const PolicyLayer& u, bool site_sets_mirror
   prefer("driver_root", u.driver_root, c.driver_root);
   prefer("dev_root", u.dev_root, c.dev_root);
   prefer("gpus", u.gpus, c.gpus);
+  prefer("ib", u.ib, c.ib);
   prefer("central_store", u.central_store, c.central_store);
   prefer("squash_options", u.squash_options, c.squash_options);
   prefer("store_format", u.store_format, c.store_format);
@@ -278,6 +279,9 @@ SiteConfig merge_policy(const std::optional<PolicyLayer>& site,
     take("driver_root", s.driver_root, c.driver_root);
     take("dev_root", s.dev_root, c.dev_root);
     take("gpus", s.gpus, c.gpus);
+    take("ib", s.ib, c.ib);
+    take("mpi", s.mpi, c.mpi);
+    take("mpi_default", s.mpi_default, c.mpi_default);
     take("lock", s.lock, c.locked);
     take("central_store", s.central_store, c.central_store);
     take("squash_options", s.squash_options, c.squash_options);

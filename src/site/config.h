@@ -31,6 +31,15 @@ inline constexpr const char* kSitePolicyPath = "/etc/berth/berth.conf";
 
 /// What one configuration file says; unset fields were not given. A list given as [] is set
 /// (and empty): for allowed_registries that means none is allowed.
+/// A host MPI the site declares ([mpi.TYPE]), for --mpi (devices/mpi.h).
+struct MpiPolicy {
+  std::string type;
+  std::vector<std::string> libraries;     ///< absolute host paths
+  std::vector<std::string> dependencies;  ///< absolute host paths
+  std::vector<std::string> mounts;        ///< -v syntax
+  std::string abi = "major";              ///< major | full | strict
+};
+
 struct PolicyLayer {
   std::string path;  ///< the file, named in errors and in `berth info`
   std::optional<std::vector<std::string>> allowed_registries;
@@ -50,6 +59,9 @@ struct PolicyLayer {
   std::optional<std::string> driver_root;
   std::optional<std::string> dev_root;
   std::optional<std::string> gpus;  ///< the --gpus a run gets when it gives none
+  std::optional<std::string> ib;    ///< the HCAs a run gets when it names none (--ib syntax)
+  std::optional<std::vector<MpiPolicy>> mpi;  ///< site only: [mpi.TYPE] tables
+  std::optional<std::string> mpi_default;     ///< the TYPE plain --mpi uses
   std::optional<std::vector<std::string>> lock;  ///< site only: keys users may not change
   std::optional<std::string> central_store;
   std::optional<std::string> squash_options;
@@ -63,8 +75,8 @@ struct PolicyLayer {
 /// The keys a site may name in `lock`: defaults a user's file, command line or environment
 /// may not change.
 inline constexpr std::string_view kLockableKeys[] = {
-    "readonly", "default_engine", "driver_root", "dev_root", "gpus", "mount_home", "squash_options",
-    "store_format", "root_emulation"};
+    "readonly",       "default_engine", "driver_root",  "dev_root",      "gpus",
+    "ib",             "mount_home",     "squash_options", "store_format", "root_emulation"};
 
 /// The configuration in force: the site's policy with the user's preferences merged in.
 struct SiteConfig {
@@ -93,6 +105,9 @@ struct SiteConfig {
   std::string driver_root;
   std::string dev_root;
   std::string gpus;  ///< "" for none
+  std::string ib;    ///< "" for none: --ib syntax, injected where the host has HCAs
+  std::vector<MpiPolicy> mpi;  ///< the site's host MPIs
+  std::string mpi_default;     ///< "" when none: plain --mpi is then an error
   std::vector<std::string> locked;  ///< the site's `lock`
   std::string central_store;
   /// mksquashfs-style options for the squashfs files Berth writes (image/squash.h

@@ -191,6 +191,32 @@ class LayerReader {
     return out;
   }
 
+  /// [mpi.TYPE] tables: libraries (required), dependencies, mounts, abi.
+  Result<std::vector<MpiPolicy>> mpi(const toml::node& node, std::string_view key) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, key, "is not a table of [mpi.TYPE] tables");
+    std::vector<MpiPolicy> out;
+    for (const auto& [name, sub] : *t) {
+      std::string where = std::string(key) + "." + std::string(name.str());
+      const toml::table* m = sub.as_table();
+      if (m == nullptr) return bad(sub, where, "is not a table");
+      MpiPolicy p;
+      p.type = std::string(name.str());
+      for (const auto& [k, v] : *m) {
+        std::string_view s = k.str();
+        std::string full = where + "." + std::string(s);
+        if (s == "libraries") p.libraries = BERTH_TRY(absolute_paths(v, full));
+        else if (s == "dependencies") p.dependencies = BERTH_TRY(absolute_paths(v, full));
+        else if (s == "mounts") p.mounts = BERTH_TRY(mounts(v, full));
+        else if (s == "abi") p.abi = BERTH_TRY(one_of(v, full, {"major", "full", "strict"}));
+        else return bad(v, full, "is not a key of [mpi.TYPE] (libraries, dependencies, mounts, abi)");
+      }
+      if (p.libraries.empty()) return bad(sub, where, "names no libraries");
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+
  private:
   const std::string& path_;
 };
@@ -229,6 +255,12 @@ Result<PolicyLayer> parse_policy(std::string_view text, const std::string& path,
     else if (k == "driver_root") l.driver_root = BERTH_TRY(r.absolute_path(node, k));
     else if (k == "dev_root") l.dev_root = BERTH_TRY(r.absolute_path(node, k));
     else if (k == "gpus") l.gpus = BERTH_TRY(r.string(node, k));
+    else if (k == "ib") l.ib = BERTH_TRY(r.string(node, k));
+    else if (k == "mpi") {
+      if (!site) return r.bad(node, k, "is a site policy key: host MPIs are the site's to declare");
+      l.mpi = BERTH_TRY(r.mpi(node, k));
+    }
+    else if (k == "mpi_default") l.mpi_default = BERTH_TRY(r.string(node, k));
     else if (k == "central_store") l.central_store = BERTH_TRY(r.absolute_path(node, k));
     else if (k == "squash_options") {
       // Checked now, so that a typo fails every command naming the file, not a squash later.

@@ -141,7 +141,7 @@ TEST(SitePolicy, BadValuesAreNamedByFileLineAndKey) {
            Case{"squash_options = \"-comp lzo -noD\"", "line 1: \"squash_options\" holds \"-comp lzo -noD\": -comp lzo: not a compressor Berth builds with (lz4, zstd or gzip)"},
            Case{"squash_options = \"-comp zstd -noD\"", "line 1: \"squash_options\" holds \"-comp zstd -noD\": \"-noD\" is not an option Berth's squash takes (-comp, -Xcompression-level, -processors)"},
            Case{"squash_options = \"-comp gzip -Xcompression-level 12\"", "line 1: \"squash_options\" holds \"-comp gzip -Xcompression-level 12\": gzip: level 12 is out of range 1-9"},
-           Case{"lock = [\"allowed_registries\"]", "line 1: \"lock\" names \"allowed_registries\", which cannot be locked (readonly, default_engine, driver_root, dev_root, gpus, mount_home, squash_options, store_format, root_emulation)"},
+           Case{"lock = [\"allowed_registries\"]", "line 1: \"lock\" names \"allowed_registries\", which cannot be locked (readonly, default_engine, driver_root, dev_root, gpus, ib, mount_home, squash_options, store_format, root_emulation)"},
            Case{"alowed_registries = []", "line 1: \"alowed_registries\" is not a key Berth knows"},
        }) {
     SCOPED_TRACE(t.text);
