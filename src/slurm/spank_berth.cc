@@ -256,17 +256,23 @@ Problem step_ids(spank_t sp, StepIds* ids) {
   return {};
 }
 
+/// Whether `kv` is one of a launcher's per-rank variables, which `berth run` carries into a
+/// container (runtime/launcher.h's kLauncherEnvPrefixes): each task keeps its own, so the
+/// step's shared container must not hold the first task's (PMI_RANK=0 for every rank).
+bool launcher_variable(std::string_view kv) {
+  return kv.starts_with("PMI_") || kv.starts_with("PMIX_") || kv.starts_with("OMPI_");
+}
+
 /// The job's environment (S_JOB_ENV), for the berth commands: HOME, BERTH_HOME, the user's
-/// registries' settings. Slurm's PMI file descriptors mean nothing to berth and are left out,
-/// and so is BERTH_SITE_CONF: a job does not choose the site policy its containers run under
-/// (docs/site.md).
+/// registries' settings. Slurm's PMI variables and descriptor are each task's, not the
+/// container's, and are left out; so is BERTH_SITE_CONF: a job does not choose the site policy
+/// its containers run under (docs/site.md).
 std::vector<std::string> job_environment(spank_t sp) {
   std::vector<std::string> env;
   char** job_env = nullptr;
   if (spank_get_item(sp, S_JOB_ENV, &job_env) == ESPANK_SUCCESS && job_env != nullptr)
     for (char** e = job_env; *e != nullptr; ++e)
-      if (!std::string_view(*e).starts_with("PMI_FD=") &&
-          !std::string_view(*e).starts_with("BERTH_SITE_CONF="))
+      if (!launcher_variable(*e) && !std::string_view(*e).starts_with("BERTH_SITE_CONF="))
         env.emplace_back(*e);
   return env;
 }
@@ -683,6 +689,7 @@ Problem merge_environment(spank_t sp, long pid) {
     if (eq == std::string::npos || eq == 0) continue;
     std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
     if (k == "HOSTNAME") continue;  // the node's name is the truth in a job
+    if (launcher_variable(kv)) continue;  // the task's own rank, not the holder's
     spank_err_t e = spank_setenv(sp, k.c_str(), v.c_str(), listed(k) ? 0 : 1);
     if (e != ESPANK_SUCCESS && e != ESPANK_ENV_EXISTS)  // exists: a --container-env name
       return "env: cannot set " + k + ": " + spank_strerror(e);

@@ -143,6 +143,27 @@ PartitionName=debug Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=U
                     f"required {self.plugin} berth={self.berth} runtime_path={self.runtime} "
                     f"{extra}\n")
 
+    def recover(self, timeout: float = 60) -> None:
+        """After a test that broke plugstack.conf: waits until no job is completing (its epilog
+        may have read the broken file, and a failed epilog drains the node) and returns drained
+        nodes to service, so that the tests after it are not queued forever."""
+        env = dict(os.environ, SLURM_CONF=self.conf)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            r = subprocess.run(["squeue", "-h", "-t", "CG", "-o", "%i"], env=env,
+                               capture_output=True, text=True)
+            if r.returncode == 0 and not r.stdout.strip():
+                break
+            time.sleep(0.2)
+        r = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=env, capture_output=True,
+                           text=True)
+        for line in r.stdout.splitlines():
+            name, state = line.split()
+            if "drain" in state or "drng" in state:
+                subprocess.run(["scontrol", "update", f"NodeName={name}", "State=RESUME"],
+                               env=env, capture_output=True, check=True)
+        self._wait_idle(timeout)
+
     def _wait_idle(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         out = ""
