@@ -153,6 +153,47 @@ struct Ran {
   std::string err;  ///< stderr
 };
 
+/// `berth ARGS` with `env`, spelled out before a fork: the child allocates nothing.
+struct BerthCommand {
+  BerthCommand(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+    argv_s.push_back(g_state.args.berth);
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    for (auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    exec_failed = "berth: error: exec: \"" + argv_s[0] + "\": ";
+  }
+  std::vector<std::string> argv_s;
+  std::vector<char*> argv, envp;
+  std::string exec_failed;  ///< the message's start, errno's words to follow
+};
+
+/// In a forked child: stdin /dev/null, stdout `out` (-1: /dev/null), stderr `err`, nothing else
+/// open (a monitor left behind by `run -d` holding the task's output would keep srun waiting
+/// for its end), `drop`'s user when given (slurmstepd is root), no signal state left from
+/// slurmstepd (berth forwards and waits on its own); then execs `cmd`.
+[[noreturn]] void exec_berth(const BerthCommand& cmd, int out, int err, const StepIds* drop) {
+  int null = ::open("/dev/null", O_RDWR);
+  if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(out >= 0 ? out : null, 1) < 0 ||
+      ::dup2(err, 2) < 0)
+    _exit(127);
+  (void)::syscall(SYS_close_range, 3U, ~0U, 0U);  // ENOSYS: a harmless leak
+  if (drop != nullptr) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(drop->gid) != 0 || ::setuid(drop->uid) != 0)
+      _exit(126);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::execve(cmd.argv[0], cmd.argv.data(), cmd.envp.data());
+  const char* why = std::strerror(errno);
+  (void)!::write(2, cmd.exec_failed.data(), cmd.exec_failed.size());
+  (void)!::write(2, why, std::strlen(why));
+  (void)!::write(2, "\n", 1);
+  _exit(127);
+}
+
 /// Runs `berth ARGS` with `env`, as `ids`' user when `drop` (slurmstepd is root), and waits.
 /// Output goes to memory files, not pipes: `run -d` leaves a monitor behind that holds them;
 /// with `keep_err`, the stderr file stays open for the caller (who closes it).
@@ -167,33 +208,9 @@ Ran run_berth(const std::vector<std::string>& args, const std::vector<std::strin
     if (err >= 0) ::close(err);
     return r;
   }
-  std::vector<std::string> argv_s = {g_state.args.berth};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv, envp;
-  for (auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  BerthCommand cmd(args, env);
   pid_t pid = ::fork();
-  if (pid == 0) {
-    int null = ::open("/dev/null", O_RDONLY);
-    if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) _exit(127);
-    // Nothing of the task's: a monitor left behind by `run -d` holding the task's output
-    // would keep srun waiting for its end.
-    (void)::syscall(SYS_close_range, 3U, ~0U, 0U);  // ENOSYS: a harmless leak
-    if (drop != nullptr) {
-      if (::setgroups(0, nullptr) != 0 || ::setgid(drop->gid) != 0 || ::setuid(drop->uid) != 0)
-        _exit(126);
-    }
-    // No leftover signal state from slurmstepd: berth forwards and waits on its own.
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execve(argv[0], argv.data(), envp.data());
-    std::string msg = "berth: error: exec: \"" + argv_s[0] + "\": " + errno_text(errno) + "\n";
-    (void)!::write(2, msg.data(), msg.size());
-    _exit(127);
-  }
+  if (pid == 0) exec_berth(cmd, out, err, drop);
   if (pid > 0) {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -390,13 +407,7 @@ long spawn_detached(const std::vector<std::string>& args, const std::vector<std:
                     const StepIds* drop, int err_fd) {
   int pids[2];
   if (high_pipe(pids) != 0) return 0;
-  std::vector<std::string> argv_s = {g_state.args.berth};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv, envp;
-  for (auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  BerthCommand cmd(args, env);
   pid_t child = ::fork();
   if (child == 0) {
     ::setsid();
@@ -404,20 +415,7 @@ long spawn_detached(const std::vector<std::string>& args, const std::vector<std:
     if (grandchild != 0) _exit(grandchild > 0 ? 0 : 1);
     long me = ::getpid();
     (void)!::write(pids[1], &me, sizeof me);
-    int null = ::open("/dev/null", O_RDWR);
-    if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(err_fd, 2) < 0) _exit(127);
-    (void)::syscall(SYS_close_range, 3U, ~0U, 0U);
-    if (drop != nullptr) {
-      if (::setgroups(0, nullptr) != 0 || ::setgid(drop->gid) != 0 || ::setuid(drop->uid) != 0)
-        _exit(126);
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execve(argv[0], argv.data(), envp.data());
-    std::string msg = "berth: error: exec: \"" + argv_s[0] + "\": " + errno_text(errno) + "\n";
-    (void)!::write(2, msg.data(), msg.size());
-    _exit(127);
+    exec_berth(cmd, -1, err_fd, drop);
   }
   ::close(pids[1]);
   long pid = 0;

@@ -103,6 +103,17 @@ def scratch():
 
 
 @pytest.fixture
+def pulled_busybox(berth, pushed_busybox, identity):
+    """The busybox image in the test user's store, for tests of the userns engine: skipped
+    where the test user cannot make a user namespace."""
+    r = subprocess.run(identity.prefix + ["unshare", "-Ur", "true"], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip("unprivileged user namespaces are not available to the test user here")
+    berth("pull", pushed_busybox)
+    return pushed_busybox
+
+
+@pytest.fixture
 def policy(scratch):
     """Writes a site policy into a fresh root-owned folder (the tests run as root; berth reads
     it as the test user); returns a function (text, mode, owner) -> path; pass the path as
