@@ -30,7 +30,7 @@ packages=(
   # package managers inside (tests/e2e/test_root_emulation.py): a real Debian 12 image built
   # from Debian's archive; newuidmap/newgidmap for subordinate-ID mappings
   mmdebstrap uidmap
-  # Slurm: the SPANK plugin is built against libslurm-dev; the slurm tier (tests/slurm) runs
+  # Slurm: the SPANK plugin is built against libslurm-dev; the Slurm tests (tests/e2e/slurm.py) run
   # munge, slurmctld and two slurmd on 127.0.0.1
   libslurm-dev slurmctld slurmd slurm-client munge
   # peers measured by the benchmarks
