@@ -5,6 +5,7 @@
 #include "cli/container_target.h"
 #include "cli/context.h"
 #include "cli/run.h"
+#include "core/env_list.h"
 
 namespace berth::cli {
 
@@ -32,13 +33,9 @@ Action setup_create(CLI::App& app, const GlobalOptions& g) {
     std::vector<std::string> command(rest.begin() + 1, rest.end());
     // Options that depend on the moment are resolved now, as Docker does: relative volumes,
     // --env-file's contents, -e KEY's host value.
-    for (std::string& v : o->run.volumes)
-      if (v.starts_with(".")) v = BERTH_TRY(absolute_volume(v));
-    std::vector<std::string> host_env = host_environment();
-    BERTH_CHECK(read_env_files(o->run, host_env));
-    GivenOptions given{given_count(app, "--bind-home") + given_count(app, "--no-bind-home") > 0,
-                       given_count(app, "--read-only") > 0};
-    nlohmann::json options = options_record(o->run, given, host_env);
+    std::vector<std::string> host_env = current_environment();
+    BERTH_CHECK(resolve_typed_options(o->run, host_env));
+    nlohmann::json options = options_record(o->run, given_run_options(app), host_env);
     ContainerRecord c =
         BERTH_TRY(create_from_image(g, cs, rest.front(), name, "create", command, o->pull));
     if (!options.empty()) BERTH_CHECK(cs.set_run_options(c, options));

@@ -96,7 +96,7 @@ Action setup_exec(CLI::App& app, const GlobalOptions& g) {
     spec.env = BERTH_TRY(process_environment(target));
     // A launcher's ranks started with berth exec (one container per node, as pyxis runs
     // them: one user namespace and /dev/shm for all) get its variables and descriptor.
-    for (const std::string& kv : launcher_env(host_environment())) set_env(spec.env, kv);
+    for (const std::string& kv : launcher_env(current_environment())) set_env(spec.env, kv);
     for (const std::string& e : o->env) {
       std::string kv = e;
       if (kv.find('=') == std::string::npos) {

@@ -17,6 +17,7 @@
 #include "cli/policy.h"
 #include "cli/run.h"
 #include "core/env.h"
+#include "core/env_list.h"
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/root_path.h"
@@ -32,8 +33,6 @@
 #include "site/squashfs.h"
 #include "site/squashfs_mount.h"
 
-extern char** environ;
-
 namespace berth::cli {
 namespace {
 
@@ -44,15 +43,25 @@ Result<std::string> read_in_root(const std::string& rootfs, const char* path) {
   return read_file_in_root(root.get(), path);
 }
 
-}  // namespace
-
-std::vector<std::string> host_environment() {
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
-  return env;
+/// `volume` (HOST:CTR[:MODE]) with its host part, relative, made absolute against the working
+/// directory and normalised.
+Result<std::string> absolute_volume(const std::string& volume) {
+  size_t colon = volume.find(':');
+  std::string host = volume.substr(0, colon);
+  char cwd[PATH_MAX];
+  if (::getcwd(cwd, sizeof cwd) == nullptr) return sys_error("volume", volume);
+  std::string abs = std::filesystem::path(path_join(cwd, host)).lexically_normal().string();
+  while (abs.size() > 1 && abs.ends_with("/")) abs.pop_back();
+  return abs + (colon == std::string::npos ? "" : volume.substr(colon));
 }
 
-Status read_env_files(RunOptions& opts, const std::vector<std::string>& host_env) {
+}  // namespace
+
+Status resolve_typed_options(RunOptions& opts, const std::vector<std::string>& host_env) {
+  // -v ./data:/data, as Docker takes it: a host path starting with '.' is the working
+  // directory's.
+  for (std::string& v : opts.volumes)
+    if (v.starts_with(".")) v = BERTH_TRY(absolute_volume(v));
   for (const std::string& path : opts.env_files) {
     std::string text = BERTH_TRY(read_file(path));
     auto vars = BERTH_TRY(parse_env_file(text, path, host_env));
@@ -62,18 +71,9 @@ Status read_env_files(RunOptions& opts, const std::vector<std::string>& host_env
   return {};
 }
 
-namespace {
-
-}  // namespace
-
-Result<std::string> absolute_volume(const std::string& volume) {
-  size_t colon = volume.find(':');
-  std::string host = volume.substr(0, colon);
-  char cwd[PATH_MAX];
-  if (::getcwd(cwd, sizeof cwd) == nullptr) return sys_error("volume", volume);
-  std::string abs = std::filesystem::path(path_join(cwd, host)).lexically_normal().string();
-  while (abs.size() > 1 && abs.ends_with("/")) abs.pop_back();
-  return abs + (colon == std::string::npos ? "" : volume.substr(colon));
+GivenOptions given_run_options(const CLI::App& app) {
+  return {given_count(app, "--bind-home") + given_count(app, "--no-bind-home") > 0,
+          given_count(app, "--read-only") > 0};
 }
 
 namespace {
@@ -163,10 +163,7 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
       continue;
     }
     // KEY alone: the host's value now, as `docker create` takes it; unset on the host, left out.
-    auto it = std::find_if(host_env.begin(), host_env.end(), [&](const std::string& h) {
-      return h.size() > e.size() && h.starts_with(e) && h[e.size()] == '=';
-    });
-    if (it != host_env.end()) env.push_back(*it);
+    if (auto v = env_lookup(host_env, e)) env.push_back(e + "=" + *v);
   }
   auto put = [&j](const char* key, const auto& value, bool present) {
     if (present) j[key] = value;
@@ -399,13 +396,9 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   if (what.starts_with("-")) return unknown_flag("run", what);
   opts.command.assign(rest.begin() + 1, rest.end());
   BERTH_CHECK(check_pull_policy("run", extras.pull));
-  // -v ./data:/data, as Docker takes it: a host path starting with '.' is the working
-  // directory's.
-  for (std::string& v : opts.volumes)
-    if (v.starts_with(".")) v = BERTH_TRY(absolute_volume(v));
   if (!engine.empty()) BERTH_CHECK(validate_engine_name(engine));
-  HostContext host{host_environment(), home_dir(), ::getuid(), ::getgid()};
-  BERTH_CHECK(read_env_files(opts, host.environ));
+  HostContext host{current_environment(), home_dir(), ::getuid(), ::getgid()};
+  BERTH_CHECK(resolve_typed_options(opts, host.environ));
   // What `berth start` repeats: the options as typed, before the policy's defaults (the
   // policy in force then applies then).
   const nlohmann::json typed = options_record(opts, given, host.environ);
@@ -570,8 +563,7 @@ Action setup_run(CLI::App& app, const GlobalOptions& g) {
     set_exit_status(kExitBerthFailed);
     BERTH_CHECK(check_network(o->network));
     o->run.network_none = o->network == "none";
-    GivenOptions given{given_count(app, "--bind-home") + given_count(app, "--no-bind-home") > 0,
-                       given_count(app, "--read-only") > 0};
+    GivenOptions given = given_run_options(app);
     return do_run(g, o->run, given, o->name, o->remove, o->writable, o->engine, app.remaining(),
                   o->detach ? Detach::kYes : Detach::kNo, nullptr, o->extras);
   };

@@ -23,15 +23,15 @@ struct RunExtras {
 /// Declares the run options the command line mentions (MentionedOptions), for run and create.
 void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const MentionedOptions& m);
 
-/// `volume` (HOST:CTR[:MODE]) with its host part, relative, made absolute against the working
-/// directory and normalised.
-Result<std::string> absolute_volume(const std::string& volume);
+/// Resolves what typed run options depend on at the moment they are typed, for `run` and
+/// `create` alike: relative volume sources made absolute against the working directory (as
+/// Docker takes `-v ./data:/data`), and opts.env_files read into opts.file_env (env_files
+/// emptied).
+Status resolve_typed_options(RunOptions& opts, const std::vector<std::string>& host_env);
 
-/// The caller's environment, "K=V".
-std::vector<std::string> host_environment();
-
-/// Reads opts.env_files into opts.file_env (and empties env_files).
-Status read_env_files(RunOptions& opts, const std::vector<std::string>& host_env);
+/// Which of the run options the site policy defaults (--bind-home, --read-only) the command
+/// line gave; `app` as add_run_options() declared it.
+GivenOptions given_run_options(const CLI::App& app);
 
 /// A run's options as `berth start` repeats them (container.json's "run_options"): as typed,
 /// with what depends on the moment resolved (-e KEY's host value; --env-file read, relative

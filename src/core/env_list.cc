@@ -1,11 +1,19 @@
 #include "core/env_list.h"
 
+#include <unistd.h>  // environ
+
 #include "core/strings.h"
 
 namespace berth {
 
 std::string_view env_name(std::string_view kv) {
   return kv.substr(0, kv.find('='));
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
+  return env;
 }
 
 std::optional<std::string> env_lookup(const std::vector<std::string>& env, std::string_view key) {

@@ -15,6 +15,8 @@ namespace berth {
 inline constexpr const char* kDefaultPath =
     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+/// This process's environment ("K=V", in order).
+std::vector<std::string> current_environment();
 /// The name part of "K=V" (all of `kv` when it has no '=').
 std::string_view env_name(std::string_view kv);
 /// The value of `key` in a "K=V" list (the last one wins; a bare "K" unsets); nullopt when absent.

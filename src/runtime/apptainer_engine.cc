@@ -5,10 +5,10 @@
 
 #include <unistd.h>
 
+#include "core/env_list.h"
 #include "runtime/fallback.h"
 #include "runtime/spawn.h"
 
-extern char** environ;
 
 namespace berth {
 namespace {
@@ -55,9 +55,7 @@ RunOutcome run_apptainer(const EngineRun& run) {
   if (auto st = refuse_unsupported(spec, *run.engine); !st) return RunOutcome{125, std::move(st).error()};
   auto argv = apptainer_argv(spec, *tool);
   if (!argv) return RunOutcome{125, std::move(argv).error()};
-  std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
-  return spawn_and_wait(spec, *argv, env);
+  return spawn_and_wait(spec, *argv, current_environment());
 }
 
 }  // namespace berth

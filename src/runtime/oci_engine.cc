@@ -10,6 +10,7 @@
 
 #include <sstream>
 
+#include "core/env_list.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/json.h"
@@ -19,7 +20,6 @@
 #include "runtime/library_path.h"
 #include "runtime/spawn.h"
 
-extern char** environ;
 
 namespace berth {
 namespace {
@@ -192,8 +192,7 @@ RunOutcome run_oci(const EngineRun& run) {
   argv.push_back(run.run_name);
   // The runtime gets the caller's environment (it may need XDG_RUNTIME_DIR and the like); the
   // workload's comes from config.json.
-  std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
+  std::vector<std::string> env = current_environment();
   // A killed berth kills runc (its parent death signal), which leaves the container running:
   // the runtime's forced delete ends it.
   std::vector<std::string> orphan = {*runtime, "--root", *state, "delete", "--force",

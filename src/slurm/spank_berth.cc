@@ -56,6 +56,7 @@ SPANK_PLUGIN(berth, 1)
 #include <thread>
 #include <vector>
 
+#include "runtime/launcher.h"
 #include "slurm/options.h"
 
 namespace {
@@ -274,10 +275,12 @@ Problem step_ids(spank_t sp, StepIds* ids) {
 }
 
 /// Whether `kv` is one of a launcher's per-rank variables, which `berth run` carries into a
-/// container (runtime/launcher.h's kLauncherEnvPrefixes): each task keeps its own, so the
-/// step's shared container must not hold the first task's (PMI_RANK=0 for every rank).
+/// container (runtime/launcher.h): each task keeps its own, so the step's shared container
+/// must not hold the first task's (PMI_RANK=0 for every rank).
 bool launcher_variable(std::string_view kv) {
-  return kv.starts_with("PMI_") || kv.starts_with("PMIX_") || kv.starts_with("OMPI_");
+  for (std::string_view prefix : berth::kLauncherEnvPrefixes)
+    if (kv.starts_with(prefix)) return true;
+  return false;
 }
 
 /// The job's environment (S_JOB_ENV), for the berth commands: HOME, BERTH_HOME, the user's
