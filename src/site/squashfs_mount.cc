@@ -2,6 +2,7 @@
 #include "site/squashfs_mount.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
@@ -144,8 +145,17 @@ bool wait_exit(pid_t pid, long ms) {
     report(std::string("open ") + a.keydir + ": " + std::strerror(errno));
     ::_exit(1);
   }
+  // The daemon writes a byte on `ready` once its mount is made, or closes it by exiting: no
+  // polling of the mount point while it starts.
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) {
+    report(std::string("pipe: ") + std::strerror(errno));
+    ::_exit(1);
+  }
+  std::vector<std::string> daemon_args = a.argv;
+  daemon_args.insert(daemon_args.begin() + 1, {"--ready-fd", std::to_string(ready[1])});
   std::vector<char*> argv, envp;
-  for (const std::string& s : a.argv) argv.push_back(const_cast<char*>(s.c_str()));
+  for (const std::string& s : daemon_args) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);
   for (const std::string& s : a.env) envp.push_back(const_cast<char*>(s.c_str()));
   envp.push_back(nullptr);
@@ -155,6 +165,7 @@ bool wait_exit(pid_t pid, long ms) {
     // The daemon dies with the keeper, whatever kills it: on SIGTERM it unmounts.
     if (::prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) != 0 || ::getppid() != keeper) ::_exit(1);
     ::dup2(log, STDERR_FILENO);
+    if (::fcntl(ready[1], F_SETFD, 0) != 0) ::_exit(1);  // inherited across the exec
     ::execve(argv[0], argv.data(), envp.data());
     (void)!::write(STDERR_FILENO, "exec failed\n", 12);
     ::_exit(127);
@@ -163,10 +174,32 @@ bool wait_exit(pid_t pid, long ms) {
     report(std::string("fork: ") + std::strerror(errno));
     ::_exit(1);
   }
+  ::close(ready[1]);
   dev_t mine = 0;
-  for (long waited = 0;; waited += waited < 100 ? 1 : 5) {
-    int status;
-    if (::waitpid(daemon, &status, WNOHANG) == daemon) {
+  struct timespec begun;
+  ::clock_gettime(CLOCK_MONOTONIC, &begun);
+  for (;;) {
+    struct timespec now;
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    long waited = (now.tv_sec - begun.tv_sec) * 1000 + (now.tv_nsec - begun.tv_nsec) / 1000000;
+    struct pollfd p = {ready[0], POLLIN, 0};
+    int n = waited >= kMountTimeoutMs ? 0 : ::poll(&p, 1, static_cast<int>(kMountTimeoutMs - waited));
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) {
+      ::kill(daemon, SIGTERM);
+      if (!wait_exit(daemon, kStopTimeoutMs)) ::kill(daemon, SIGKILL);
+      report("the squashfs daemon did not mount within " +
+             std::to_string(kMountTimeoutMs / 1000) + " s");
+      ::_exit(1);
+    }
+    char byte;
+    ssize_t got = n > 0 ? ::read(ready[0], &byte, 1) : -1;
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      // Closed without a word: the daemon failed (its reason is in the log) and exits.
+      int status;
+      while (::waitpid(daemon, &status, 0) < 0 && errno == EINTR) {
+      }
       std::string why = daemon_complaint(a.log);
       if (mount_state(a.mnt, a.parent_dev, nullptr) == MountState::kDead)
         lazy_unmount(a.fusermount, a.mnt);
@@ -175,26 +208,20 @@ bool wait_exit(pid_t pid, long ms) {
     }
     MountState state = mount_state(a.mnt, a.parent_dev, &mine);
     if (state == MountState::kMounted) break;
-    if (state == MountState::kBroken || state == MountState::kDead) {
-      // Mounted, but the daemon cannot serve the root directory (ENOENT, EIO), or gave up on
-      // the connection (ENOTCONN).
-      std::string why = std::strerror(errno);
-      ::kill(daemon, SIGTERM);  // it unmounts on the way out
-      if (!wait_exit(daemon, kStopTimeoutMs)) ::kill(daemon, SIGKILL);
-      if (mount_state(a.mnt, a.parent_dev, nullptr) != MountState::kAbsent)
-        lazy_unmount(a.fusermount, a.mnt);
-      report("corrupt squashfs image: its root directory cannot be read (" + why + ")");
+    // Mounted, but the daemon cannot serve the root directory (ENOENT, EIO), or gave up on the
+    // connection (ENOTCONN); or, where nothing is mounted, a daemon that is not berth-squashfs.
+    std::string why = std::strerror(errno);
+    ::kill(daemon, SIGTERM);  // it unmounts on the way out
+    if (!wait_exit(daemon, kStopTimeoutMs)) ::kill(daemon, SIGKILL);
+    if (state == MountState::kAbsent) {
+      report("the squashfs daemon reported a mount on " + a.mnt + " that is not there");
       ::_exit(1);
     }
-    if (waited >= kMountTimeoutMs) {
-      ::kill(daemon, SIGTERM);
-      if (!wait_exit(daemon, kStopTimeoutMs)) ::kill(daemon, SIGKILL);
-      report("the squashfs daemon did not mount within " +
-             std::to_string(kMountTimeoutMs / 1000) + " s");
-      ::_exit(1);
-    }
-    sleep_ms(waited < 100 ? 1 : 5);
+    lazy_unmount(a.fusermount, a.mnt);
+    report("corrupt squashfs image: its root directory cannot be read (" + why + ")");
+    ::_exit(1);
   }
+  ::close(ready[0]);
   report("");
 
   // Wait for the last user. SIGCHLD (the daemon died) interrupts the flock; a once-a-second

@@ -33,6 +33,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -331,7 +332,7 @@ const struct fuse_lowlevel_ops kOps = [] {
 }();
 
 /// Mounts `image` on `mountpoint` and serves it until SIGTERM (or an unmount); the exit status.
-int serve(const std::string& image, const std::string& mountpoint) {
+int serve(const std::string& image, const std::string& mountpoint, int ready_fd) {
   Daemon d;
   auto opened = SquashfsReader::open(image, image);
   if (!opened.ok()) {
@@ -356,6 +357,10 @@ int serve(const std::string& image, const std::string& mountpoint) {
   int status = 1;
   if (fuse_set_signal_handlers(se) == 0) {
     if (fuse_session_mount(se, mountpoint.c_str()) == 0) {
+      if (ready_fd >= 0) {  // the keeper waits for this byte (or for the end of the pipe)
+        (void)!::write(ready_fd, "m", 1);
+        ::close(ready_fd);
+      }
       // Ended by an unmount (0) or by SIGTERM, the keeper's stop (libfuse 3.14 returns the
       // signal's number): a clean exit either way; a failure is a negative errno.
       int rc = fuse_session_loop(se);
@@ -373,9 +378,23 @@ int serve(const std::string& image, const std::string& mountpoint) {
 }  // namespace berth::sqfuse
 
 int main(int argc, char** argv) {
+  // --ready-fd N: write one byte on descriptor N once the mount is made (the keeper's signal).
+  int ready_fd = -1;
+  if (argc == 5 && std::strcmp(argv[1], "--ready-fd") == 0) {
+    char* end = nullptr;
+    long fd = std::strtol(argv[2], &end, 10);
+    if (end == argv[2] || *end != '\0' || fd < 3 || fd > 1 << 20) {
+      std::fprintf(stderr, "berth-squashfs: --ready-fd: not a descriptor: %s\n", argv[2]);
+      return 2;
+    }
+    ready_fd = static_cast<int>(fd);
+    argc -= 2;
+    argv += 2;
+  }
   if (argc != 3 || argv[1][0] == '-') {
-    std::fprintf(stderr, "usage: berth-squashfs IMAGE MOUNTPOINT (runs in the foreground)\n");
+    std::fprintf(stderr,
+                 "usage: berth-squashfs [--ready-fd N] IMAGE MOUNTPOINT (runs in the foreground)\n");
     return 2;
   }
-  return berth::sqfuse::serve(argv[1], argv[2]);
+  return berth::sqfuse::serve(argv[1], argv[2], ready_fd);
 }
