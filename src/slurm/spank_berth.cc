@@ -271,6 +271,9 @@ Problem step_ids(spank_t sp, StepIds* ids) {
   char gpus[256];
   ids->gpus = spank_getenv(sp, "SLURM_STEP_GPUS", gpus, sizeof gpus) == ESPANK_SUCCESS ||
               spank_getenv(sp, "SLURM_JOB_GPUS", gpus, sizeof gpus) == ESPANK_SUCCESS;
+  char mpi[64];
+  ids->mpi_step = spank_getenv(sp, "SLURM_MPI_TYPE", mpi, sizeof mpi) == ESPANK_SUCCESS &&
+                  std::strcmp(mpi, "none") != 0;
   return {};
 }
 
@@ -285,8 +288,8 @@ bool launcher_variable(std::string_view kv) {
 
 /// The job's environment (S_JOB_ENV), for the berth commands: HOME, BERTH_HOME, the user's
 /// registries' settings. Slurm's PMI variables and descriptor are each task's, not the
-/// container's, and are left out; so is BERTH_SITE_CONF: a job does not choose the site policy
-/// its containers run under (docs/site.md).
+/// container's, and are left out; so is the job's BERTH_SITE_CONF: a job does not choose the
+/// site policy its containers run under (docs/site.md); the admin's site_conf= does.
 std::vector<std::string> job_environment(spank_t sp) {
   std::vector<std::string> env;
   char** job_env = nullptr;
@@ -294,6 +297,7 @@ std::vector<std::string> job_environment(spank_t sp) {
     for (char** e = job_env; *e != nullptr; ++e)
       if (!launcher_variable(*e) && !std::string_view(*e).starts_with("BERTH_SITE_CONF="))
         env.emplace_back(*e);
+  if (!g_state.args.site_conf.empty()) env.push_back("BERTH_SITE_CONF=" + g_state.args.site_conf);
   return env;
 }
 
@@ -818,7 +822,7 @@ int slurm_spank_init(spank_t sp, int ac, char** av) {
     struct spank_option opt = {const_cast<char*>(table[i].name),
                                const_cast<char*>(table[i].arg),
                                const_cast<char*>(table[i].usage),
-                               table[i].arg != nullptr ? 1 : 0,
+                               table[i].arg == nullptr ? 0 : table[i].optional_arg ? 2 : 1,
                                static_cast<int>(i),
                                option_callback};
     if (spank_option_register(sp, &opt) != ESPANK_SUCCESS) {
@@ -929,6 +933,7 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
   std::string text = read_file(file, O_NOFOLLOW);  // root reading the user's file
   if (text.empty()) return 0;                      // the plugin made nothing here
   std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+  if (!g_state.args.site_conf.empty()) env.push_back("BERTH_SITE_CONF=" + g_state.args.site_conf);
   for (size_t start = 0; start < text.size();) {
     size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
