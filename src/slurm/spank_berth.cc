@@ -301,6 +301,19 @@ std::vector<std::string> job_environment(spank_t sp) {
   return env;
 }
 
+/// srun --mpi=pmix's server directory for this step (PMIX_SERVER_TMPDIR, without a trailing
+/// '/'), or "" for a step without PMIx.
+std::string pmix_server_dir(spank_t sp) {
+  char type[64], dir[4096];
+  if (spank_getenv(sp, "SLURM_MPI_TYPE", type, sizeof type) != ESPANK_SUCCESS ||
+      !std::string_view(type).starts_with("pmix") ||
+      spank_getenv(sp, "PMIX_SERVER_TMPDIR", dir, sizeof dir) != ESPANK_SUCCESS || dir[0] != '/')
+    return "";
+  std::string path = dir;
+  while (path.size() > 1 && path.ends_with('/')) path.pop_back();
+  return path.find(':') == std::string::npos ? path : "";  // -v SRC:DST cannot say it
+}
+
 /// <runtime_path>/<uid>: the user's step state (locks, which holder a step started).
 std::string user_dir(const StepIds& ids) {
   return g_state.args.runtime_path + "/" + std::to_string(ids.uid);
@@ -599,6 +612,9 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
         spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 &&
         argv[0] != nullptr && argv[0][0] == '/')
       with.mounts.push_back(std::string(argv[0]) + ":" + argv[0] + ":ro");
+    // srun --mpi=pmix: the step's PMIx server directory (its shared-memory data store, under
+    // slurmd's spool) bound at its path, as enroot's PMI hook does; the socket is TCP.
+    if (std::string dir = pmix_server_dir(sp); !dir.empty()) with.mounts.push_back(dir + ":" + dir);
     if (Problem q = berth::slurm::run_arguments(with, g_state.args, ids, cwd, &args); !q.empty())
       return fail(q);
     if (berth::slurm::is_squashfs_path(o.image)) {
@@ -698,6 +714,15 @@ Problem merge_environment(spank_t sp, long pid) {
     spank_err_t e = spank_setenv(sp, k.c_str(), v.c_str(), listed(k) ? 0 : 1);
     if (e != ESPANK_SUCCESS && e != ESPANK_ENV_EXISTS)  // exists: a --container-env name
       return "env: cannot set " + k + ": " + spank_strerror(e);
+  }
+  // PMIx: the modules the server chose, as MCA parameters that a client in the image (maybe
+  // an older PMIx) reads, unless the job set them (enroot's PMI hook does the same).
+  for (auto [from, to] : {std::pair{"PMIX_PTL_MODULE", "PMIX_MCA_ptl"},
+                          std::pair{"PMIX_SECURITY_MODE", "PMIX_MCA_psec"},
+                          std::pair{"PMIX_GDS_MODULE", "PMIX_MCA_gds"}}) {
+    char value[256];
+    if (spank_getenv(sp, from, value, sizeof value) == ESPANK_SUCCESS)
+      spank_setenv(sp, to, value, 0);
   }
   // PyTorch's launcher variables for PyTorch images: RANK and LOCAL_RANK as pyxis sets them,
   // WORLD_SIZE and MASTER_ADDR (the step's first node) as enroot's PyTorch hook does.

@@ -75,12 +75,13 @@ def build_pingpong(out: str) -> str:
     return out
 
 
-def image_tar(work: str, extra_bins: tuple[str, ...] = ()) -> str:
+def image_tar(work: str, extra_bins: tuple[str, ...] = (), extra_dirs: tuple[str, ...] = ()) -> str:
     """Builds the image's tree under `work` and returns a tar of it (for `berth import`):
     /app/pingpong, the libraries it and the host's MPICH load (so that the host's library,
     bound in by --mpi, finds its dependencies, as it would in an image built with MPICH), the
     stand-in libmpich.so.12.0.1 behind the image's libmpich.so.12 link, UCX's modules, busybox,
-    an ld.so.cache. `extra_bins`: more host programs (with their libraries) at their paths."""
+    an ld.so.cache. `extra_bins`: more host programs (with their libraries), in /app;
+    `extra_dirs`: host folders copied whole (a library's plugins), their libraries' too."""
     tree = os.path.join(work, "tree")
     for d in ("usr/lib", "usr/lib64", "usr/bin", "etc", "tmp", "proc", "sys", "dev", "app"):
         os.makedirs(os.path.join(tree, d))
@@ -101,13 +102,15 @@ def image_tar(work: str, extra_bins: tuple[str, ...] = ()) -> str:
     copy_deps(prog)
     for b in extra_bins:
         copy_deps(b)
-        os.makedirs(os.path.dirname(tree + b), exist_ok=True)
-        shutil.copy(b, tree + b)
-    ucx = "/usr/lib/x86_64-linux-gnu/ucx"
-    if os.path.isdir(ucx):
-        shutil.copytree(ucx, tree + ucx)
-        for m in os.listdir(ucx):
-            copy_deps(os.path.join(ucx, m))
+        shutil.copy(b, os.path.join(tree, "app", os.path.basename(b)))
+    for d in ("/usr/lib/x86_64-linux-gnu/ucx", *extra_dirs):
+        if not os.path.isdir(d):
+            continue
+        shutil.copytree(d, tree + d, dirs_exist_ok=True)
+        for top, _, files in os.walk(d):
+            for m in files:
+                if ".so" in m:
+                    copy_deps(os.path.join(top, m))
     # The image's own MPICH: the stand-in, with its own version numbers (12.0.1: the same
     # major as the host's 12.2.2 and a lower minor, so the "full" rule binds the host's over).
     libdir = tree + "/usr/lib/x86_64-linux-gnu"
