@@ -57,6 +57,8 @@ SPANK_PLUGIN(berth, 1)
 #include <vector>
 
 #include "runtime/launcher.h"
+#include "slurm/host_agent.h"
+#include "slurm/host_tools.h"
 #include "slurm/options.h"
 
 namespace {
@@ -314,6 +316,11 @@ std::string pmix_server_dir(spank_t sp) {
   return path.find(':') == std::string::npos ? path : "";  // -v SRC:DST cannot say it
 }
 
+/// The batch step's agent folder (its socket, bound into the batch container at this path).
+std::string agent_dir(const std::string& user_dir, const StepIds& ids) {
+  return user_dir + "/" + std::to_string(ids.job) + ".batch." + ids.node + ".agent";
+}
+
 /// <runtime_path>/<uid>: the user's step state (locks, which holder a step started).
 std::string user_dir(const StepIds& ids) {
   return g_state.args.runtime_path + "/" + std::to_string(ids.uid);
@@ -517,6 +524,30 @@ void kill_holder(long pid, unsigned uid) {
     ::kill(static_cast<pid_t>(pid), SIGKILL);
 }
 
+/// sbatch --container-image: Slurm's own clients inside the batch container (host_tools.h).
+/// Starts the host agent (in this task, before it joins) and adds the binds that reach it:
+/// its folder, and berth-slurm-client at /usr/local/bin/srun and the other clients' names.
+/// Without berth-slurm-client beside berth, the script simply has no Slurm clients inside.
+Problem add_host_tools(spank_t sp, const StepIds& ids, Options* with) {
+  const std::string& berth = g_state.args.berth;
+  std::string client = berth.substr(0, berth.rfind('/') + 1) + berth::slurm::kClientName;
+  if (::access(client.c_str(), X_OK) != 0) {
+    slurm_info("berth: %s: %s: no Slurm clients in the batch container", client.c_str(),
+               errno_text(errno).c_str());
+    return {};
+  }
+  std::string dir = agent_dir(user_dir(ids), ids);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return "mkdir: " + dir + ": " + errno_text(errno);
+  std::string sock = dir + "/sock";
+  if (Problem p = berth::slurm::start_host_agent(sock); !p.empty()) return p;
+  with->mounts.push_back(dir + ":" + dir);
+  for (std::string_view tool : berth::slurm::kHostTools)
+    with->mounts.push_back(client + ":/usr/local/bin/" + std::string(tool) + ":ro");
+  spank_setenv(sp, berth::slurm::kAgentEnv, sock.c_str(), 1);
+  return {};
+}
+
 /// Under the step's lock: the holder's pid, starting the container when this is the first
 /// local task. The step file records it for the other tasks and for slurm_spank_exit:
 /// "PID NAME OWNED" (OWNED: this step started the holder), or "error MESSAGE".
@@ -612,6 +643,9 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
         spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 &&
         argv[0] != nullptr && argv[0][0] == '/')
       with.mounts.push_back(std::string(argv[0]) + ":" + argv[0] + ":ro");
+    if (ids.step == berth::slurm::kBatchStep) {
+      if (Problem q = add_host_tools(sp, ids, &with); !q.empty()) return fail(q);
+    }
     // srun --mpi=pmix: the step's PMIx server directory (its shared-memory data store, under
     // slurmd's spool) bound at its path, as enroot's PMI hook does; the socket is TCP.
     if (std::string dir = pmix_server_dir(sp); !dir.empty()) with.mounts.push_back(dir + ":" + dir);
@@ -934,6 +968,11 @@ int slurm_spank_exit(spank_t sp, int, char**) {
   }
   (void)::unlink(file.c_str());  // a missing file is fine: nothing was started
   (void)::unlink((file + ".lock").c_str());
+  if (ids.step == berth::slurm::kBatchStep) {  // the agent died with the batch task
+    std::string dir = agent_dir(user_dir(ids), ids);
+    (void)::unlink((dir + "/sock").c_str());
+    (void)::rmdir(dir.c_str());
+  }
   return 0;
 }
 

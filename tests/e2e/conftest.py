@@ -178,9 +178,11 @@ def berth_bin(identity, scratch) -> str:
         shutil.copy2(path, copy)
         os.chmod(copy, 0o755)
         # The squashfs mounts' daemon lives beside the binary (site/squashfs_mount.h).
-        daemon = os.path.join(os.path.dirname(path), "berth-squashfs")
-        if os.path.isfile(daemon):
-            shutil.copy2(daemon, os.path.join(bindir, "berth-squashfs"))
+        # So do the Slurm plugin's client for batch containers (slurm/host_tools.h).
+        for helper in ("berth-squashfs", "berth-slurm-client"):
+            daemon = os.path.join(os.path.dirname(path), helper)
+            if os.path.isfile(daemon):
+                shutil.copy2(daemon, os.path.join(bindir, helper))
         path = copy
     return path
 
