@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from test_slurm import Slurm
+from test_slurm import Slurm, sqsh_image  # noqa: F401  (a module fixture)
 
 
 @pytest.fixture
@@ -44,6 +44,12 @@ def test_srun_in_the_batch_script_runs_steps_in_the_same_image(sl, pushed_busybo
     leftover = [e for d, _, files in os.walk(cluster.runtime) for e in files + [d]
                 if e.endswith(".agent") or "/sock" in e]
     assert not leftover
+
+
+def test_srun_in_a_squashfs_batch_container(sl, sqsh_image):  # noqa: F811
+    rc, text = sbatch(sl, sqsh_image, "#!/bin/sh\ncat /etc/motd\nsrun cat /etc/motd\n")
+    assert rc == 0, text
+    assert text == "motd from the image\n" * 2
 
 
 def test_the_client_outside_a_batch_container_says_why(berth):
