@@ -316,9 +316,10 @@ std::string pmix_server_dir(spank_t sp) {
   return path.find(':') == std::string::npos ? path : "";  // -v SRC:DST cannot say it
 }
 
-/// The batch step's agent folder (its socket, bound into the batch container at this path).
-std::string agent_dir(const std::string& user_dir, const StepIds& ids) {
-  return user_dir + "/" + std::to_string(ids.job) + ".batch." + ids.node + ".agent";
+/// The batch step's agent folder in the user's step state (its socket, bound into the batch
+/// container at its path).
+std::string agent_dir_name(const StepIds& ids) {
+  return std::to_string(ids.job) + ".batch." + ids.node + ".agent";
 }
 
 /// <runtime_path>/<uid>: the user's step state (locks, which holder a step started).
@@ -536,7 +537,7 @@ Problem add_host_tools(spank_t sp, const StepIds& ids, Options* with) {
                errno_text(errno).c_str());
     return {};
   }
-  std::string dir = agent_dir(user_dir(ids), ids);
+  std::string dir = user_dir(ids) + "/" + agent_dir_name(ids);
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     return "mkdir: " + dir + ": " + errno_text(errno);
   std::string sock = dir + "/sock";
@@ -968,10 +969,20 @@ int slurm_spank_exit(spank_t sp, int, char**) {
   }
   (void)::unlink(file.c_str());  // a missing file is fine: nothing was started
   (void)::unlink((file + ".lock").c_str());
-  if (ids.step == berth::slurm::kBatchStep) {  // the agent died with the batch task
-    std::string dir = agent_dir(user_dir(ids), ids);
-    (void)::unlink((dir + "/sock").c_str());
-    (void)::rmdir(dir.c_str());
+  if (ids.step == berth::slurm::kBatchStep) {
+    // The agent died with the batch task; its folder goes. Root in the user's folder: through
+    // descriptors, never following a link the user may have put in the folder's place.
+    int users = ::open(user_dir(ids).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    std::string name = agent_dir_name(ids);
+    int agent = users < 0 ? -1
+                          : ::openat(users, name.c_str(),
+                                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (agent >= 0) {
+      (void)::unlinkat(agent, "sock", 0);
+      ::close(agent);
+      (void)::unlinkat(users, name.c_str(), AT_REMOVEDIR);
+    }
+    if (users >= 0) ::close(users);
   }
   return 0;
 }
