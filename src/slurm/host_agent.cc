@@ -172,6 +172,7 @@ std::string start_host_agent(const std::string& socket_path) {
   if (agent == 0) {
     // It ends with the batch task (the script's process): nothing of it outlives the job.
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) _exit(0);
+    (void)::prctl(PR_SET_NAME, kAgentProcessName);  // for ps; else it reads as slurmstepd
     agent_loop(listener);
   }
   int err = errno;

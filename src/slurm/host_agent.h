@@ -7,6 +7,9 @@
 
 namespace berth::slurm {
 
+/// The agent's process name (its comm, as ps shows it).
+inline constexpr const char* kAgentProcessName = "berth-slurm-agt";
+
 /// Listens on `socket_path` (replacing a stale socket there) and forks the agent, which serves
 /// each connection in a child of its own until the calling process exits (it dies with it:
 /// PR_SET_PDEATHSIG). Returns an error of one line, or "".

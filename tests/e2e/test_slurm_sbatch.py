@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -40,10 +41,48 @@ def test_srun_in_the_batch_script_runs_steps_in_the_same_image(sl, pushed_busybo
     assert lines[:3] == ["hello from berth e2e"] * 3, text
     assert lines[3:] == ["inner=0", "inner=3", "n1", "n2"], text
     assert "srun: error: n1: task 0: Exited with exit code 3" in text
-    # The agent's folder went with the batch step.
+    # The agent went with the batch step, and so did its folder.
+    assert not agents(sl.berth.identity.uid)
     leftover = [e for d, _, files in os.walk(cluster.runtime) for e in files + [d]
                 if e.endswith(".agent") or "/sock" in e]
     assert not leftover
+
+
+def agents(uid: int) -> list[str]:
+    """The test user's batch agents (host_agent.h's process name) still running."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != uid:
+                continue
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() == "berth-slurm-agt":
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def test_the_agent_runs_while_the_script_does(sl, pushed_busybox):
+    # While the script runs, its agent is there (a process of the user's, named for ps).
+    rc, text = sbatch(sl, pushed_busybox, "#!/bin/sh\nsrun true && echo agent-ok\n")
+    assert (rc, text) == (0, "agent-ok\n")
+    script = sl.berth.write_file("job2.sh", "#!/bin/sh\nsleep 30\n", 0o755)
+    rc, out, err = sl("sbatch", "-w", "n1", "--parsable", f"--container-image={pushed_busybox}",
+                      "-o", "/dev/null", script)
+    assert rc == 0, err
+    job = out.strip()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not agents(sl.berth.identity.uid):
+            time.sleep(0.2)
+        assert agents(sl.berth.identity.uid)
+    finally:
+        sl("scancel", job)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and agents(sl.berth.identity.uid):
+        time.sleep(0.2)
+    assert not agents(sl.berth.identity.uid)
 
 
 def test_srun_in_a_squashfs_batch_container(sl, sqsh_image):  # noqa: F811
