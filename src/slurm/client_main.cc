@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
       !write_all(g_sock, request.data(), request.size()))
     fail(name, std::string("cannot reach the agent on the host (") + path + ")", errno, 126);
 
-  struct sigaction sa{};
+  struct sigaction sa = {};
   sa.sa_handler = forward;
   sa.sa_flags = SA_RESTART;
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGTSTP})
@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
   while (got < sizeof status) {
     ssize_t n = ::read(g_sock, reinterpret_cast<char*>(&status) + got, sizeof status - got);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(name, "the agent on the host ended before " + name + " did", n < 0 ? errno : 0, 126);
+    if (n <= 0)
+      fail(name, "the agent on the host ended before " + name + " did", n < 0 ? errno : 0, 126);
     got += static_cast<size_t>(n);
   }
   return status;

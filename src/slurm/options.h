@@ -59,7 +59,7 @@ struct OptionSpec {
   const char* name;  ///< without "--"
   const char* arg;   ///< argument's metavar, nullptr for a flag
   const char* usage;
-  const char* env;  ///< suffix after PYXIS_/BERTH_ (nullptr: no environment form)
+  const char* env;            ///< suffix after PYXIS_/BERTH_ (nullptr: no environment form)
   bool optional_arg = false;  ///< `arg` may be left out (--container-mpi[=TYPE])
 };
 /// The option table; index = the value Slurm passes back to the callback.
@@ -84,7 +84,7 @@ struct StepIds {
   unsigned step = 0;  ///< kBatchStep for the batch script
   std::string node;   ///< SLURMD_NODENAME
   unsigned uid = 0, gid = 0;
-  bool gpus = false;  ///< Slurm gave the step GPUs (SLURM_STEP_GPUS or SLURM_JOB_GPUS is set)
+  bool gpus = false;      ///< Slurm gave the step GPUs (SLURM_STEP_GPUS or SLURM_JOB_GPUS is set)
   bool mpi_step = false;  ///< launched with an MPI plugin (SLURM_MPI_TYPE set, not "none")
 };
 inline constexpr unsigned kBatchStep = 0xfffffffbU;  // SLURM_BATCH_SCRIPT

@@ -879,10 +879,12 @@ int slurm_spank_init(spank_t sp, int ac, char** av) {
   if (ctx == S_CTX_ALLOCATOR && !g_state.args.sbatch_support) return 0;
   const auto& table = berth::slurm::option_table();
   for (size_t i = 0; i < table.size(); ++i) {
+    int has_arg = table[i].arg == nullptr ? 0 : 1;
+    if (table[i].optional_arg) has_arg = 2;  // SPANK's optional argument (--container-mpi)
     struct spank_option opt = {const_cast<char*>(table[i].name),
                                const_cast<char*>(table[i].arg),
                                const_cast<char*>(table[i].usage),
-                               table[i].arg == nullptr ? 0 : table[i].optional_arg ? 2 : 1,
+                               has_arg,
                                static_cast<int>(i),
                                option_callback};
     if (spank_option_register(sp, &opt) != ESPANK_SUCCESS) {
@@ -974,9 +976,9 @@ int slurm_spank_exit(spank_t sp, int, char**) {
     // descriptors, never following a link the user may have put in the folder's place.
     int users = ::open(user_dir(ids).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     std::string name = agent_dir_name(ids);
-    int agent = users < 0 ? -1
-                          : ::openat(users, name.c_str(),
-                                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int agent =
+        users < 0 ? -1
+                  : ::openat(users, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (agent >= 0) {
       (void)::unlinkat(agent, "sock", 0);
       ::close(agent);

@@ -138,6 +138,6 @@ def test_pmix_client_in_the_container(mpi_sl, mpi_parts):
     assert "PMIX ERROR" not in err, err
     # The step's server directory is inside, at its path; the modules it chose are MCA
     # parameters for the image's PMIx (enroot's PMI hook's variables).
-    out = mpi_sl.ok("--mpi=pmix", "--container-image=mpiimg", "sh", "-c",
-                    'ls "$PMIX_SERVER_TMPDIR"; echo "gds=$PMIX_MCA_gds"')
-    assert "pmix_dstor_" in out and "gds=ds21" in out, out
+    rc, out, err = mpi_sl.srun("--mpi=pmix", "--container-image=mpiimg", "sh", "-c",
+                               'ls "$PMIX_SERVER_TMPDIR"; echo "gds=$PMIX_MCA_gds"')
+    assert rc == 0 and "pmix_dstor_" in out and "gds=ds21" in out, (rc, out, err)

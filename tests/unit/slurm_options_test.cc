@@ -167,7 +167,8 @@ TEST(SlurmOptions, ContainerMpiOptionSiteDefaultAndEnvironment) {
   Options off;
   EXPECT_EQ(apply(&off, "no-container-mpi"), "");
   EXPECT_EQ(mpi_argument(off, site, mpi_step), "");
-  EXPECT_EQ(apply(&off, "container-mpi", "../x"), "--container-mpi: '../x' is not an MPI type name");
+  EXPECT_EQ(apply(&off, "container-mpi", "../x"),
+            "--container-mpi: '../x' is not an MPI type name");
 
   std::vector<std::string> args;
   o.image = "img";
