@@ -33,6 +33,9 @@ packages=(
   # Slurm: the SPANK plugin is built against libslurm-dev; the Slurm tests (tests/e2e/slurm.py) run
   # munge, slurmctld and two slurmd on 127.0.0.1
   libslurm-dev slurmctld slurmd slurm-client munge
+  # srun --mpi=pmix (Slurm's mpi_pmix dlopens libpmix; the test's PMIx client builds against
+  # libpmix-dev) and REST submissions (tests/e2e/test_slurmrestd.py)
+  libpmix2 libpmix-dev pkg-config slurmrestd
   # peers measured by the benchmarks
   charliecloud-runtime hyperfine
   # MPI launches (tests/e2e/test_launcher.py's MPICH ranks, bench/mpi): Debian's MPICH

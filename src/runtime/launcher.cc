@@ -1,6 +1,7 @@
 #include "runtime/launcher.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -63,6 +64,25 @@ void keep_across_exec(const std::vector<int>& fds) {
   for (int fd : fds) {
     int flags = ::fcntl(fd, F_GETFD);
     if (flags >= 0) (void)::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);  // checked before clone
+  }
+}
+
+void fill_kept_gaps(const std::vector<int>& fds) {
+  if (fds.empty()) return;
+  size_t next = 0;
+  for (int fd = 3; fd < fds.back(); ++fd) {
+    if (next < fds.size() && fds[next] == fd) {
+      ++next;
+      continue;
+    }
+    int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0) return;  // the gap keeps what it had: runc sees an open descriptor anyway
+    if (null == fd) {
+      (void)::fcntl(fd, F_SETFD, 0);
+    } else {
+      (void)::dup2(null, fd);  // clears close-on-exec on `fd`
+      ::close(null);
+    }
   }
 }
 

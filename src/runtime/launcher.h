@@ -43,4 +43,10 @@ Status check_fds_open(const std::vector<int>& fds);
 /// safe, for the child between clone and exec; a descriptor that is not open is skipped.
 void keep_across_exec(const std::vector<int>& fds);
 
+/// For an engine handed `--preserve-fds N` (runc, crun: they pass 3 .. 2+N, every one): each
+/// descriptor from 3 to the highest of `fds` (sorted) that is not among them is made /dev/null,
+/// so that a gap holds neither berth's nor the caller's file. Async-signal safe, for a child
+/// after keep_across_exec.
+void fill_kept_gaps(const std::vector<int>& fds);
+
 }  // namespace berth

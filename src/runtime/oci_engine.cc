@@ -197,7 +197,8 @@ RunOutcome run_oci(const EngineRun& run) {
   // the runtime's forced delete ends it.
   std::vector<std::string> orphan = {*runtime, "--root", *state, "delete", "--force",
                                      run.run_name};
-  RunOutcome out = spawn_and_wait(spec, argv, env, "", Forward::kChild, orphan);
+  RunOutcome out = spawn_and_wait(spec, argv, env, "", Forward::kChild, orphan,
+                                  /*contiguous_fds=*/true);
   if (!out.error) {
     if (std::string err = logged_error(log_path); !err.empty())
       out = RunOutcome{125, make_error("run", run.run_name, *runtime + ": " + err)};

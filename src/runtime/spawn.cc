@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -12,6 +13,11 @@
 
 #include "core/fs.h"
 #include "core/signals.h"
+#include "runtime/launcher.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
 
 namespace berth {
 namespace {
@@ -75,7 +81,8 @@ void stop_watcher(Watcher& w) {
 
 RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::string>& argv,
                           const std::vector<std::string>& envp, const std::string& cwd,
-                          Forward forward, const std::vector<std::string>& on_orphan) {
+                          Forward forward, const std::vector<std::string>& on_orphan,
+                          bool contiguous_fds) {
   std::vector<char*> args, envs, orphan_args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -120,6 +127,11 @@ RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::stri
       (void)!::write(report_w.get(), &err, sizeof err);
       ::_exit(125);
     }
+    // Only the launcher's descriptors reach the engine (and through it the workload): berth's
+    // and the caller's others are closed at exec, as the userns engine's child does.
+    (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // ENOSYS: a harmless leak
+    keep_across_exec(spec.kept_fds);
+    if (contiguous_fds) fill_kept_gaps(spec.kept_fds);
     ::execve(args[0], args.data(), envs.data());
     int err = errno;
     (void)!::write(report_w.get(), &err, sizeof err);  // the parent reads a short report as none

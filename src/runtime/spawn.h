@@ -22,9 +22,13 @@ enum class Forward {
 /// for a signal. Should berth die first (even by SIGKILL), the child dies too (its parent death
 /// signal), then its own process group when it has one, and `on_orphan` (a host command, e.g.
 /// the OCI runtime's delete; empty: none) runs to end what the child started beyond it.
+/// Descriptors above 2 are closed in the child but spec.kept_fds (a launcher's, runtime/
+/// launcher.h); with `contiguous_fds` (an engine given --preserve-fds N) the gaps below the
+/// highest kept one are /dev/null.
 RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::string>& argv,
                           const std::vector<std::string>& envp, const std::string& cwd = "",
                           Forward forward = Forward::kChild,
-                          const std::vector<std::string>& on_orphan = {});
+                          const std::vector<std::string>& on_orphan = {},
+                          bool contiguous_fds = false);
 
 }  // namespace berth

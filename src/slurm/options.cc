@@ -1,6 +1,7 @@
 #include "slurm/options.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace berth::slurm {
 namespace {
@@ -23,6 +24,8 @@ enum Index : size_t {
   kReadonly,
   kEnv,
   kUnshare,
+  kMpi,
+  kNoMpi,
 };
 
 std::vector<std::string> split(std::string_view text, char sep) {
@@ -136,6 +139,27 @@ Problem set_unshare(Options* o, const std::string& value) {
   return {};
 }
 
+/// An [mpi.TYPE] name as the site file spells it: letters, digits, '-', '_', '.'.
+bool valid_mpi_type(std::string_view type) {
+  if (type.empty() || type.size() > 64) return false;
+  for (char c : type)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+      return false;
+  return true;
+}
+
+/// --container-mpi[=TYPE]: the host MPI; an empty TYPE is the site policy's mpi_default.
+Problem set_mpi(Options* o, const std::string& type) {
+  if (!type.empty() && !valid_mpi_type(type))
+    return "--container-mpi: '" + type + "' is not an MPI type name";
+  if (Problem p = set_flag(&o->mpi, true, "container-mpi"); !p.empty()) return p;
+  if (o->mpi_type != type && !o->mpi_type.empty())
+    return "--container-mpi: given twice with different values ('" + o->mpi_type + "', '" + type +
+           "')";
+  o->mpi_type = type;
+  return {};
+}
+
 }  // namespace
 
 std::optional<bool> parse_bool(std::string_view text) {
@@ -177,12 +201,25 @@ Problem parse_plugin_args(const std::vector<std::string>& args, PluginArgs* out)
       // files with its shared squashfuse mount, so either value means the same here.
       bool ignored = false;
       p = boolean(&ignored);
+    } else if (key == "container_mpi") {
+      // false: none; true: the site policy's mpi_default; else an [mpi.TYPE] name.
+      std::optional<bool> b = parse_bool(value);
+      if (b) {
+        out->container_mpi = *b ? "*" : "";
+      } else if (valid_mpi_type(value)) {
+        out->container_mpi = value;
+      } else {
+        p = "plugstack argument " + arg + ": expected true, false or an MPI type";
+      }
+    } else if (key == "site_conf") {
+      if (!value.starts_with("/")) p = "plugstack argument " + arg + ": expected an absolute path";
+      out->site_conf = value;
     } else if (key == "importer") {
       p = "plugstack argument importer=: not supported yet";
     } else {
       p = "unknown plugstack argument '" + arg +
           "' (berth, runtime_path, execute_entrypoint, container_scope, sbatch_support, "
-          "use_enroot_load, use_squashfuse)";
+          "use_enroot_load, use_squashfuse, container_mpi, site_conf)";
     }
     if (!p.empty()) return p;
   }
@@ -213,6 +250,9 @@ const std::vector<OptionSpec>& option_table() {
       {"container-env", "NAME[,NAME...]", "[berth] host variables that win over the image's",
        "ENV"},
       {"container-unshare", "net", "[berth] namespaces of the container's own (net)", "UNSHARE"},
+      {"container-mpi", "TYPE", "[berth] inject the host's MPI (TYPE: one the site declares)",
+       "MPI", true},
+      {"no-container-mpi", nullptr, "[berth] do not inject the host's MPI", nullptr},
   };
   return table;
 }
@@ -251,6 +291,10 @@ Problem apply_option(size_t index, const char* arg, Options* o) {
       return set_list(&o->env_names, value, "container-env");
     case kUnshare:
       return set_unshare(o, value);
+    case kMpi:
+      return set_mpi(o, value);
+    case kNoMpi:
+      return set_flag(&o->mpi, false, "container-mpi");
     default:
       return "unknown option " + std::to_string(index);
   }
@@ -319,6 +363,17 @@ Problem apply_environment(Options* o, std::optional<std::string> (*getenv)(const
       case kUnshare:
         if (given.unshare.empty()) p = apply_option(i, value->c_str(), o);
         break;
+      case kMpi:
+        // BERTH_CONTAINER_MPI: a boolean (true: the site's mpi_default), or the TYPE.
+        if (!given.mpi) {
+          std::optional<bool> on = parse_bool(*value);
+          if (on == false) {
+            o->mpi = false;
+          } else {
+            p = set_mpi(o, on ? "" : *value);
+          }
+        }
+        break;
       default:
         break;
     }
@@ -364,6 +419,13 @@ std::string container_name(const Options& o, const PluginArgs& a, const StepIds&
   return "slurm-" + job + "." + step + "." + ids.node;
 }
 
+std::string mpi_argument(const Options& o, const PluginArgs& a, const StepIds& ids) {
+  bool on = o.mpi.value_or(ids.mpi_step && !a.container_mpi.empty());
+  if (!on) return "";
+  std::string type = o.mpi ? o.mpi_type : a.container_mpi;
+  return type.empty() || type == "*" ? "--mpi" : "--mpi=" + type;
+}
+
 Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
                       const std::string& cwd, std::vector<std::string>* out) {
   std::string image;
@@ -403,6 +465,8 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   // The step's GPUs, and only those: berth's --gpus all takes the job's CUDA_VISIBLE_DEVICES
   // as the pool and renumbers it from 0 inside, with the site policy applied.
   if (ids.gpus) v.insert(v.end(), {"--gpus", "all"});
+  // The host's MPI (devices/mpi.h), checked against the image's by the site's ABI rule.
+  if (std::string mpi = mpi_argument(o, a, ids); !mpi.empty()) v.push_back(mpi);
   for (const std::string& ns : o.unshare)
     if (ns == "net") v.insert(v.end(), {"--network", "none"});
   // The holder: a shell that stops itself, so that the container exists (its namespaces and

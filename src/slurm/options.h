@@ -26,6 +26,10 @@ struct PluginArgs {
   bool execute_entrypoint = false;             ///< default of --[no-]container-entrypoint
   bool job_scope = false;                      ///< container_scope=job (else global)
   bool sbatch_support = true;                  ///< options registered for sbatch/salloc
+  /// container_mpi= : the site's default for --container-mpi, for steps launched with an MPI
+  /// plugin (srun --mpi=pmi2|pmix): "" none, "*" the site policy's mpi_default, else a TYPE.
+  std::string container_mpi;
+  std::string site_conf;  ///< site_conf= : the site policy berth runs under (BERTH_SITE_CONF)
 };
 
 /// Parses plugstack arguments ("key=value"); an unknown key or a bad value is a Problem.
@@ -43,6 +47,8 @@ struct Options {
   bool entrypoint_log = false;
   std::vector<std::string> env_names;  ///< --container-env
   std::vector<std::string> unshare;    ///< --container-unshare items
+  std::optional<bool> mpi;             ///< --[no-]container-mpi (unset: the site's default)
+  std::string mpi_type;                ///< --container-mpi=TYPE ("": the site's mpi_default)
 
   /// Whether the plugin does anything for this step (pyxis: an image or a name).
   bool active() const { return !image.empty() || !name.empty(); }
@@ -53,7 +59,8 @@ struct OptionSpec {
   const char* name;  ///< without "--"
   const char* arg;   ///< argument's metavar, nullptr for a flag
   const char* usage;
-  const char* env;  ///< suffix after PYXIS_/BERTH_ (nullptr: no environment form)
+  const char* env;            ///< suffix after PYXIS_/BERTH_ (nullptr: no environment form)
+  bool optional_arg = false;  ///< `arg` may be left out (--container-mpi[=TYPE])
 };
 /// The option table; index = the value Slurm passes back to the callback.
 const std::vector<OptionSpec>& option_table();
@@ -77,13 +84,18 @@ struct StepIds {
   unsigned step = 0;  ///< kBatchStep for the batch script
   std::string node;   ///< SLURMD_NODENAME
   unsigned uid = 0, gid = 0;
-  bool gpus = false;  ///< Slurm gave the step GPUs (SLURM_STEP_GPUS or SLURM_JOB_GPUS is set)
+  bool gpus = false;      ///< Slurm gave the step GPUs (SLURM_STEP_GPUS or SLURM_JOB_GPUS is set)
+  bool mpi_step = false;  ///< launched with an MPI plugin (SLURM_MPI_TYPE set, not "none")
 };
 inline constexpr unsigned kBatchStep = 0xfffffffbU;  // SLURM_BATCH_SCRIPT
 
 /// The Berth container's name: NAME (container_scope=job: JOB_NAME) when named, else
 /// slurm-JOB.STEP.NODE (node-unique: several slurmd may share a host and a store).
 std::string container_name(const Options& o, const PluginArgs& a, const StepIds& ids);
+
+/// The `--mpi[=TYPE]` argument of `berth run` for this step, or "" for none: the option when
+/// given, else the site's container_mpi= for a step launched with an MPI plugin.
+std::string mpi_argument(const Options& o, const PluginArgs& a, const StepIds& ids);
 
 /// Whether `image` (as typed) names a squashfs file rather than a registry image.
 inline bool is_squashfs_path(const std::string& image) {

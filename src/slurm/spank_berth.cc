@@ -57,6 +57,8 @@ SPANK_PLUGIN(berth, 1)
 #include <vector>
 
 #include "runtime/launcher.h"
+#include "slurm/host_agent.h"
+#include "slurm/host_tools.h"
 #include "slurm/options.h"
 
 namespace {
@@ -271,6 +273,9 @@ Problem step_ids(spank_t sp, StepIds* ids) {
   char gpus[256];
   ids->gpus = spank_getenv(sp, "SLURM_STEP_GPUS", gpus, sizeof gpus) == ESPANK_SUCCESS ||
               spank_getenv(sp, "SLURM_JOB_GPUS", gpus, sizeof gpus) == ESPANK_SUCCESS;
+  char mpi[64];
+  ids->mpi_step = spank_getenv(sp, "SLURM_MPI_TYPE", mpi, sizeof mpi) == ESPANK_SUCCESS &&
+                  std::strcmp(mpi, "none") != 0;
   return {};
 }
 
@@ -285,8 +290,8 @@ bool launcher_variable(std::string_view kv) {
 
 /// The job's environment (S_JOB_ENV), for the berth commands: HOME, BERTH_HOME, the user's
 /// registries' settings. Slurm's PMI variables and descriptor are each task's, not the
-/// container's, and are left out; so is BERTH_SITE_CONF: a job does not choose the site policy
-/// its containers run under (docs/site.md).
+/// container's, and are left out; so is the job's BERTH_SITE_CONF: a job does not choose the
+/// site policy its containers run under (docs/site.md); the admin's site_conf= does.
 std::vector<std::string> job_environment(spank_t sp) {
   std::vector<std::string> env;
   char** job_env = nullptr;
@@ -294,7 +299,27 @@ std::vector<std::string> job_environment(spank_t sp) {
     for (char** e = job_env; *e != nullptr; ++e)
       if (!launcher_variable(*e) && !std::string_view(*e).starts_with("BERTH_SITE_CONF="))
         env.emplace_back(*e);
+  if (!g_state.args.site_conf.empty()) env.push_back("BERTH_SITE_CONF=" + g_state.args.site_conf);
   return env;
+}
+
+/// srun --mpi=pmix's server directory for this step (PMIX_SERVER_TMPDIR, without a trailing
+/// '/'), or "" for a step without PMIx.
+std::string pmix_server_dir(spank_t sp) {
+  char type[64], dir[4096];
+  if (spank_getenv(sp, "SLURM_MPI_TYPE", type, sizeof type) != ESPANK_SUCCESS ||
+      !std::string_view(type).starts_with("pmix") ||
+      spank_getenv(sp, "PMIX_SERVER_TMPDIR", dir, sizeof dir) != ESPANK_SUCCESS || dir[0] != '/')
+    return "";
+  std::string path = dir;
+  while (path.size() > 1 && path.ends_with('/')) path.pop_back();
+  return path.find(':') == std::string::npos ? path : "";  // -v SRC:DST cannot say it
+}
+
+/// The batch step's agent folder in the user's step state (its socket, bound into the batch
+/// container at its path).
+std::string agent_dir_name(const StepIds& ids) {
+  return std::to_string(ids.job) + ".batch." + ids.node + ".agent";
 }
 
 /// <runtime_path>/<uid>: the user's step state (locks, which holder a step started).
@@ -500,6 +525,30 @@ void kill_holder(long pid, unsigned uid) {
     ::kill(static_cast<pid_t>(pid), SIGKILL);
 }
 
+/// sbatch --container-image: Slurm's own clients inside the batch container (host_tools.h).
+/// Starts the host agent (in this task, before it joins) and adds the binds that reach it:
+/// its folder, and berth-slurm-client at /usr/local/bin/srun and the other clients' names.
+/// Without berth-slurm-client beside berth, the script simply has no Slurm clients inside.
+Problem add_host_tools(spank_t sp, const StepIds& ids, Options* with) {
+  const std::string& berth = g_state.args.berth;
+  std::string client = berth.substr(0, berth.rfind('/') + 1) + berth::slurm::kClientName;
+  if (::access(client.c_str(), X_OK) != 0) {
+    slurm_info("berth: %s: %s: no Slurm clients in the batch container", client.c_str(),
+               errno_text(errno).c_str());
+    return {};
+  }
+  std::string dir = user_dir(ids) + "/" + agent_dir_name(ids);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return "mkdir: " + dir + ": " + errno_text(errno);
+  std::string sock = dir + "/sock";
+  if (Problem p = berth::slurm::start_host_agent(sock); !p.empty()) return p;
+  with->mounts.push_back(dir + ":" + dir);
+  for (std::string_view tool : berth::slurm::kHostTools)
+    with->mounts.push_back(client + ":/usr/local/bin/" + std::string(tool) + ":ro");
+  spank_setenv(sp, berth::slurm::kAgentEnv, sock.c_str(), 1);
+  return {};
+}
+
 /// Under the step's lock: the holder's pid, starting the container when this is the first
 /// local task. The step file records it for the other tasks and for slurm_spank_exit:
 /// "PID NAME OWNED" (OWNED: this step started the holder), or "error MESSAGE".
@@ -595,6 +644,12 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
         spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argc > 0 &&
         argv[0] != nullptr && argv[0][0] == '/')
       with.mounts.push_back(std::string(argv[0]) + ":" + argv[0] + ":ro");
+    if (ids.step == berth::slurm::kBatchStep) {
+      if (Problem q = add_host_tools(sp, ids, &with); !q.empty()) return fail(q);
+    }
+    // srun --mpi=pmix: the step's PMIx server directory (its shared-memory data store, under
+    // slurmd's spool) bound at its path, as enroot's PMI hook does; the socket is TCP.
+    if (std::string dir = pmix_server_dir(sp); !dir.empty()) with.mounts.push_back(dir + ":" + dir);
     if (Problem q = berth::slurm::run_arguments(with, g_state.args, ids, cwd, &args); !q.empty())
       return fail(q);
     if (berth::slurm::is_squashfs_path(o.image)) {
@@ -694,6 +749,15 @@ Problem merge_environment(spank_t sp, long pid) {
     spank_err_t e = spank_setenv(sp, k.c_str(), v.c_str(), listed(k) ? 0 : 1);
     if (e != ESPANK_SUCCESS && e != ESPANK_ENV_EXISTS)  // exists: a --container-env name
       return "env: cannot set " + k + ": " + spank_strerror(e);
+  }
+  // PMIx: the modules the server chose, as MCA parameters that a client in the image (maybe
+  // an older PMIx) reads, unless the job set them (enroot's PMI hook does the same).
+  for (auto [from, to] : {std::pair{"PMIX_PTL_MODULE", "PMIX_MCA_ptl"},
+                          std::pair{"PMIX_SECURITY_MODE", "PMIX_MCA_psec"},
+                          std::pair{"PMIX_GDS_MODULE", "PMIX_MCA_gds"}}) {
+    char value[256];
+    if (spank_getenv(sp, from, value, sizeof value) == ESPANK_SUCCESS)
+      spank_setenv(sp, to, value, 0);
   }
   // PyTorch's launcher variables for PyTorch images: RANK and LOCAL_RANK as pyxis sets them,
   // WORLD_SIZE and MASTER_ADDR (the step's first node) as enroot's PyTorch hook does.
@@ -815,10 +879,12 @@ int slurm_spank_init(spank_t sp, int ac, char** av) {
   if (ctx == S_CTX_ALLOCATOR && !g_state.args.sbatch_support) return 0;
   const auto& table = berth::slurm::option_table();
   for (size_t i = 0; i < table.size(); ++i) {
+    int has_arg = table[i].arg == nullptr ? 0 : 1;
+    if (table[i].optional_arg) has_arg = 2;  // SPANK's optional argument (--container-mpi)
     struct spank_option opt = {const_cast<char*>(table[i].name),
                                const_cast<char*>(table[i].arg),
                                const_cast<char*>(table[i].usage),
-                               table[i].arg != nullptr ? 1 : 0,
+                               has_arg,
                                static_cast<int>(i),
                                option_callback};
     if (spank_option_register(sp, &opt) != ESPANK_SUCCESS) {
@@ -905,6 +971,21 @@ int slurm_spank_exit(spank_t sp, int, char**) {
   }
   (void)::unlink(file.c_str());  // a missing file is fine: nothing was started
   (void)::unlink((file + ".lock").c_str());
+  if (ids.step == berth::slurm::kBatchStep) {
+    // The agent died with the batch task; its folder goes. Root in the user's folder: through
+    // descriptors, never following a link the user may have put in the folder's place.
+    int users = ::open(user_dir(ids).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    std::string name = agent_dir_name(ids);
+    int agent =
+        users < 0 ? -1
+                  : ::openat(users, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (agent >= 0) {
+      (void)::unlinkat(agent, "sock", 0);
+      ::close(agent);
+      (void)::unlinkat(users, name.c_str(), AT_REMOVEDIR);
+    }
+    if (users >= 0) ::close(users);
+  }
   return 0;
 }
 
@@ -929,6 +1010,7 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
   std::string text = read_file(file, O_NOFOLLOW);  // root reading the user's file
   if (text.empty()) return 0;                      // the plugin made nothing here
   std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+  if (!g_state.args.site_conf.empty()) env.push_back("BERTH_SITE_CONF=" + g_state.args.site_conf);
   for (size_t start = 0; start < text.size();) {
     size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();

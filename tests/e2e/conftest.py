@@ -178,9 +178,11 @@ def berth_bin(identity, scratch) -> str:
         shutil.copy2(path, copy)
         os.chmod(copy, 0o755)
         # The squashfs mounts' daemon lives beside the binary (site/squashfs_mount.h).
-        daemon = os.path.join(os.path.dirname(path), "berth-squashfs")
-        if os.path.isfile(daemon):
-            shutil.copy2(daemon, os.path.join(bindir, "berth-squashfs"))
+        # So do the Slurm plugin's client for batch containers (slurm/host_tools.h).
+        for helper in ("berth-squashfs", "berth-slurm-client"):
+            daemon = os.path.join(os.path.dirname(path), helper)
+            if os.path.isfile(daemon):
+                shutil.copy2(daemon, os.path.join(bindir, helper))
         path = copy
     return path
 
@@ -335,3 +337,35 @@ def pushed_busybox(registry, busybox_image) -> str:
     """The busybox image pushed to the plain registry; returns its reference."""
     registry.pusher().push_image("e2e/busybox", "1.0", busybox_image)
     return f"{registry.host}/e2e/busybox:1.0"
+
+
+# The one-host Slurm cluster (tests/e2e/slurm.py), shared by every test_slurm*.py module.
+@pytest.fixture(scope="session")
+def spank_plugin(scratch) -> str:
+    path = build_file(os.path.join("src", "spank_berth.so"), "BERTH_SPANK", "spank_berth")
+    # srun loads it as the test user: a copy it can read, as berth_bin makes of berth.
+    bindir = os.path.join(scratch, "bin")
+    os.makedirs(bindir, mode=0o755, exist_ok=True)
+    copy = os.path.join(bindir, "spank_berth.so")
+    shutil.copy2(path, copy)
+    os.chmod(copy, 0o755)
+    return copy
+
+
+@pytest.fixture(scope="session")
+def cluster(scratch, spank_plugin, berth_bin, identity):
+    import slurm  # the Slurm tier's modules, only where a test asks for the cluster
+    from test_run import userns_works
+    why = slurm.missing_packages()
+    if why:
+        pytest.skip(why)
+    if not userns_works(identity):
+        pytest.skip("unprivileged user namespaces are not available to the test user here")
+    c = slurm.Cluster(os.path.join(scratch, "slurm"), spank_plugin, berth_bin)
+    try:
+        c.start()
+    except Exception:
+        c.stop()
+        raise
+    yield c
+    c.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import random
 import shutil
 import socket
 import subprocess
@@ -83,6 +84,9 @@ class Cluster:
         sock = self._munge()
         ports = [free_port() for _ in range(1 + len(NODES))]
         host = socket.gethostname().split(".")[0]
+        # Job ids start at a random number: Slurm's mpi/pmix makes /tmp/spmix_appdir_UID_JOB.STEP
+        # and fails the step's launch when it exists, left by another cluster's job of that id
+        # (every test session's cluster, and every worktree's, would start at 1).
         # Fake GPUs: Slurm only needs device files to hand out (FIELD-NOTES).
         gres = " Gres=gpu:fake:2" if self.gpus else ""
         nodes = "\n".join(
@@ -121,6 +125,7 @@ AccountingStorageType=accounting_storage/none
 ReturnToService=2
 SchedulerType=sched/builtin
 KillWait=5
+FirstJobId={random.randint(1000, 30_000_000)}
 {nodes}
 PartitionName=debug Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """)

@@ -219,6 +219,24 @@ def case_setup_persists(berth, img, engine):
     assert os.readlink(os.path.join(rootfs, "lib64/ld-linux-x86-64.so.2")) == LOADER
 
 
+def case_launcher_fds(berth, img, engine):
+    # A launcher's descriptors (runtime/launcher.h): PMI_FD's and 3 .. 2+N for
+    # --preserve-fds N reach the workload at their numbers; no other of the caller's does.
+    # runc is told --preserve-fds 5 to keep 7 and passes 3 .. 7: berth makes the gap /dev/null.
+    note = berth.write_file("note", "x\n")
+    seen = {}
+    for fd in (3, 4, 7):
+        cmd, env = berth.command(["run", "--rm", f"--engine={engine}", "--preserve-fds", "1",
+                                  img, "/probe", "readlink", f"/proc/self/fd/{fd}"],
+                                 {"PMI_FD": "7"})
+        r = subprocess.run(["sh", "-c", f'exec 3<"{note}" 4<"{note}" 7<"{note}"; exec "$@"',
+                            "sh", *cmd], env=env, capture_output=True, text=True, timeout=120,
+                           cwd=berth.workdir)
+        seen[fd] = kv(r.stdout).get("link", "closed") if r.returncode == 0 else "closed"
+    assert seen[3].endswith("/note") and seen[7].endswith("/note"), seen
+    assert seen[4] == ("/dev/null" if engine == "oci" else "closed"), seen
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

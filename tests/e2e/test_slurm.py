@@ -11,40 +11,8 @@ import time
 import pytest
 
 import imagelib
-import slurm
-from conftest import build_file
 from test_gpu import UUID0, FakeHost
-from test_run import userns_works
 from test_squashfs_run import fuse_procs, make_tree, mksquashfs, mounts, wait_for
-
-
-@pytest.fixture(scope="session")
-def spank_plugin(scratch) -> str:
-    path = build_file(os.path.join("src", "spank_berth.so"), "BERTH_SPANK", "spank_berth")
-    # srun loads it as the test user: a copy it can read, as berth_bin makes of berth.
-    bindir = os.path.join(scratch, "bin")
-    os.makedirs(bindir, mode=0o755, exist_ok=True)
-    copy = os.path.join(bindir, "spank_berth.so")
-    shutil.copy2(path, copy)
-    os.chmod(copy, 0o755)
-    return copy
-
-
-@pytest.fixture(scope="session")
-def cluster(scratch, spank_plugin, berth_bin, identity):
-    why = slurm.missing_packages()
-    if why:
-        pytest.skip(why)
-    if not userns_works(identity):
-        pytest.skip("unprivileged user namespaces are not available to the test user here")
-    c = slurm.Cluster(os.path.join(scratch, "slurm"), spank_plugin, berth_bin)
-    try:
-        c.start()
-    except Exception:
-        c.stop()
-        raise
-    yield c
-    c.stop()
 
 
 @pytest.fixture(scope="module")

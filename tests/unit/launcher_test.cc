@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime/container_config.h"
@@ -78,6 +79,29 @@ TEST(BuildSpecLauncher, CarriesPmiAndIpcHost) {
   EXPECT_EQ(s->volumes[0].host, "/dev/shm");
   EXPECT_EQ(s->volumes[0].container, "/dev/shm");
   EXPECT_FALSE(s->volumes[0].read_only);
+}
+
+TEST(KeptFds, GapsBelowTheHighestBecomeDevNull) {
+  // In a child: the test process's own descriptors stay as they are.
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int file = ::open("/proc/self/exe", O_RDONLY);
+    for (int fd : {20, 21, 22, 23, 25}) ::dup2(file, fd);  // 24 not open
+    fill_kept_gaps({20, 23, 25});
+    auto link = [](int fd) {
+      char buf[256] = "";
+      ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), buf, sizeof buf - 1);
+      return n < 0 ? std::string("closed") : std::string(buf, static_cast<size_t>(n));
+    };
+    bool ok = link(21) == "/dev/null" && link(22) == "/dev/null" && link(24) == "/dev/null" &&
+              link(20) != "/dev/null" && link(23) != "/dev/null" && link(25) != "/dev/null" &&
+              (::fcntl(24, F_GETFD) & FD_CLOEXEC) == 0;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 }  // namespace

@@ -123,11 +123,70 @@ TEST(SlurmOptions, PluginArguments) {
   EXPECT_TRUE(a.execute_entrypoint);
   EXPECT_EQ(parse_plugin_args({"colour=blue"}, &a),
             "unknown plugstack argument 'colour=blue' (berth, runtime_path, execute_entrypoint, "
-            "container_scope, sbatch_support, use_enroot_load, use_squashfuse)");
+            "container_scope, sbatch_support, use_enroot_load, use_squashfuse, container_mpi, "
+            "site_conf)");
   EXPECT_EQ(parse_plugin_args({"container_scope=node"}, &a),
             "plugstack argument container_scope=node: expected job or global");
   EXPECT_EQ(parse_plugin_args({"berth=relative"}, &a),
             "plugstack argument berth=relative: expected an absolute path");
+}
+
+TEST(SlurmOptions, ContainerMpiOptionSiteDefaultAndEnvironment) {
+  StepIds mpi_step{12, 3, "n1", 1000, 100};
+  mpi_step.mpi_step = true;
+  StepIds plain = mpi_step;
+  plain.mpi_step = false;
+  PluginArgs none, site, typed;
+  EXPECT_EQ(parse_plugin_args({"container_mpi=true", "site_conf=/etc/berth/slurm.conf"}, &site),
+            "");
+  EXPECT_EQ(site.site_conf, "/etc/berth/slurm.conf");
+  EXPECT_EQ(parse_plugin_args({"container_mpi=cray-mpich"}, &typed), "");
+  EXPECT_EQ(parse_plugin_args({"container_mpi=a b"}, &typed),
+            "plugstack argument container_mpi=a b: expected true, false or an MPI type");
+  EXPECT_EQ(parse_plugin_args({"site_conf=x.conf"}, &typed),
+            "plugstack argument site_conf=x.conf: expected an absolute path");
+
+  // Not asked for, no site default: nothing; the site's default only for MPI steps.
+  Options o;
+  EXPECT_EQ(mpi_argument(o, none, mpi_step), "");
+  EXPECT_EQ(mpi_argument(o, site, mpi_step), "--mpi");
+  EXPECT_EQ(mpi_argument(o, site, plain), "");
+  EXPECT_EQ(mpi_argument(o, typed, mpi_step), "--mpi=cray-mpich");
+  // The option, with or without TYPE, in any step; --no-container-mpi over the site's default.
+  EXPECT_EQ(apply(&o, "container-mpi", nullptr), "");
+  EXPECT_EQ(apply(&o, "container-mpi", ""), "");  // slurmstepd's repeat of an empty argument
+  EXPECT_EQ(mpi_argument(o, none, plain), "--mpi");
+  EXPECT_EQ(mpi_argument(o, typed, plain), "--mpi");  // the user's plain one: mpi_default
+  Options t;
+  EXPECT_EQ(apply(&t, "container-mpi", "mpich"), "");
+  EXPECT_EQ(mpi_argument(t, none, plain), "--mpi=mpich");
+  EXPECT_EQ(apply(&t, "container-mpi", "openmpi"),
+            "--container-mpi: given twice with different values ('mpich', 'openmpi')");
+  EXPECT_EQ(apply(&t, "no-container-mpi"),
+            "--container-mpi: both --container-mpi and its opposite were given");
+  Options off;
+  EXPECT_EQ(apply(&off, "no-container-mpi"), "");
+  EXPECT_EQ(mpi_argument(off, site, mpi_step), "");
+  EXPECT_EQ(apply(&off, "container-mpi", "../x"),
+            "--container-mpi: '../x' is not an MPI type name");
+
+  std::vector<std::string> args;
+  o.image = "img";
+  EXPECT_EQ(run_arguments(o, none, plain, "/", &args), "");
+  EXPECT_NE(std::find(args.begin(), args.end(), "--mpi"), args.end());
+
+  // BERTH_CONTAINER_MPI: a boolean or the TYPE, only when the option was not given.
+  for (auto [value, want] : std::vector<std::pair<std::string, std::string>>{
+           {"1", "--mpi"}, {"mpich", "--mpi=mpich"}, {"false", ""}}) {
+    g_env = {{"BERTH_CONTAINER_MPI", value}};
+    Options e;
+    EXPECT_EQ(apply_environment(&e, fake_getenv), "");
+    EXPECT_EQ(mpi_argument(e, site, mpi_step), want) << value;
+  }
+  g_env = {{"BERTH_CONTAINER_MPI", "mpich"}};
+  EXPECT_EQ(apply_environment(&off, fake_getenv), "");
+  EXPECT_EQ(mpi_argument(off, site, mpi_step), "");
+  g_env.clear();
 }
 
 TEST(SlurmOptions, ImagesAsBerthTakesThem) {
