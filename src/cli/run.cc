@@ -146,8 +146,13 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
                    "Keep descriptors 3 .. 2+N open in the workload (PMI_FD is kept anyway)");
   if (m.any("--ipc"))
     app.add_option_function<std::string>(
-        "--ipc", [&o](const std::string& v) { o.ipc_host = v == "host"; },
-        "host: the host's /dev/shm, shared by the ranks of a job (default: a private one)")
+        "--ipc",
+        [&o](const std::string& v) {
+          o.ipc_host = v == "host";
+          o.ipc_private = v == "private";
+        },
+        "host: the host's /dev/shm, shared by the ranks of a job; private: an IPC namespace of "
+        "its own too (default: a private /dev/shm, the host's IPC namespace)")
         ->check(CLI::IsMember({"host", "private"}));
   // Everything from the image on is positional: IMAGE [COMMAND [ARG...]].
   app.prefix_command();
@@ -185,6 +190,7 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
   put("devices", o.devices, !o.devices.empty());
   put("root_emulation", o.root_emulation, !o.root_emulation.empty());
   put("ipc_host", true, o.ipc_host);
+  put("ipc_private", true, o.ipc_private);
   put("ib", o.ib.value_or(""), o.ib.has_value());
   put("mpi", o.mpi, !o.mpi.empty());  // not --preserve-fds: descriptors belong to one run
   return j;
@@ -230,6 +236,7 @@ RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
   o.devices = strings("devices");
   o.root_emulation = text("root_emulation");
   o.ipc_host = flag("ipc_host");
+  o.ipc_private = flag("ipc_private");
   if (j.contains("ib")) o.ib = text("ib");
   o.mpi = text("mpi");
   return o;

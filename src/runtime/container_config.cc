@@ -191,6 +191,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   spec.pid_namespace = opts.pid_namespace;
   spec.host_dev = opts.host_dev;
   spec.network_none = opts.network_none;
+  spec.ipc_namespace = opts.ipc_private;
   spec.writable_rootfs = !opts.read_only;
   if (!opts.root_emulation.empty()) {
     auto mode = parse_root_emulation(opts.root_emulation);

@@ -50,6 +50,7 @@ struct RunOptions {
   std::string mpi;
   int preserve_fds = 0;                ///< --preserve-fds N: keep 3 .. 2+N open (runtime/launcher.h)
   bool ipc_host = false;               ///< --ipc host: the host's /dev/shm (ranks of one job share it)
+  bool ipc_private = false;            ///< --ipc private: an IPC namespace of its own
   std::vector<std::string> command;    ///< everything after the image
 };
 

@@ -69,6 +69,7 @@ struct ContainerSpec {
   bool pid_namespace = false;          ///< --pid: new PID namespace with a minimal init
   bool host_dev = false;               ///< bind the host's /dev instead of a minimal one
   bool network_none = false;           ///< --network none: a network namespace with only lo
+  bool ipc_namespace = false;          ///< --ipc private: SysV IPC and POSIX queues of its own
   /// The userns engine's root emulation (runtime/root_emulation.h): a seccomp filter that makes
   /// set*id, setgroups, chown and device mknod succeed without effect, so that package
   /// managers work with one mapped ID. --root-emulation=none or the policy's root_emulation.

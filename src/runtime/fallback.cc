@@ -29,6 +29,8 @@ Status refuse_unsupported(const ContainerSpec& spec, const Engine& engine) {
                      " engine, or drop :ro");
   if (spec.pid_namespace && !engine.pid_namespace)
     log::warn("the {} engine has no PID namespace: --pid-ns ignored", name);
+  if (spec.ipc_namespace && name != "userns")
+    log::warn("the {} engine has no IPC namespace of its own: --ipc private ignored", name);
   if (!spec.hostname.empty() && !engine.hostname)
     log::warn("the {} engine cannot set the host name: --hostname ignored", name);
   return {};

@@ -1,6 +1,7 @@
 #include "slurm/options.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace berth::slurm {
 namespace {
@@ -130,10 +131,17 @@ Problem set_list(std::vector<std::string>* field, const std::string& value, cons
 Problem set_unshare(Options* o, const std::string& value) {
   if (Problem p = set_list(&o->unshare, value, "container-unshare"); !p.empty()) return p;
   for (const std::string& ns : o->unshare) {
-    if (ns == "ipc" || ns == "uts") return "--container-unshare: " + ns + " is not supported yet";
-    if (ns != "net") return "--container-unshare: unknown namespace '" + ns + "' (net, ipc, uts)";
+    if (ns != "net" && ns != "ipc" && ns != "uts")
+      return "--container-unshare: unknown namespace '" + ns + "' (net, ipc, uts)";
   }
   return {};
+}
+
+/// pyxis's --container-save: a file path (relative: the job's working directory's).
+Problem set_save(Options* o, const std::string& value) {
+  if (value.empty()) return "--container-save: the path is empty";
+  if (value.ends_with("/")) return "--container-save: '" + value + "' is a directory";
+  return set_once(&o->save, value, "container-save");
 }
 
 }  // namespace
@@ -198,7 +206,8 @@ const std::vector<OptionSpec>& option_table() {
       {"container-workdir", "PATH", "[berth] working directory inside the container", "WORKDIR"},
       {"container-name", "NAME[:auto|create|exec|no_exec]",
        "[berth] name the container, to reuse it in later steps", "NAME"},
-      {"container-save", "PATH", "[berth] save the container as a squashfs file (not yet)", "SAVE"},
+      {"container-save", "PATH", "[berth] save the container as a squashfs file after the step",
+       "SAVE"},
       {"container-mount-home", nullptr, "[berth] bind the user's home directory", "MOUNT_HOME"},
       {"no-container-mount-home", nullptr, "[berth] do not bind the user's home directory",
        nullptr},
@@ -212,7 +221,8 @@ const std::vector<OptionSpec>& option_table() {
       {"container-readonly", nullptr, "[berth] a read-only container root", "READONLY"},
       {"container-env", "NAME[,NAME...]", "[berth] host variables that win over the image's",
        "ENV"},
-      {"container-unshare", "net", "[berth] namespaces of the container's own (net)", "UNSHARE"},
+      {"container-unshare", "NS[,NS...]",
+       "[berth] namespaces of the container's own (net, ipc, uts)", "UNSHARE"},
   };
   return table;
 }
@@ -231,7 +241,7 @@ Problem apply_option(size_t index, const char* arg, Options* o) {
     case kName:
       return set_name(o, value);
     case kSave:
-      return "--container-save: not supported yet";
+      return set_save(o, value);
     case kMountHome:
     case kNoMountHome:
       return set_flag(&o->mount_home, index == kMountHome, "container-mount-home");
@@ -358,10 +368,13 @@ Problem berth_image(const std::string& image, const std::string& cwd, std::strin
 }
 
 std::string container_name(const Options& o, const PluginArgs& a, const StepIds& ids) {
+  std::string node = ids.node;
+  for (char& c : node)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') c = '-';
   std::string job = std::to_string(ids.job);
-  if (!o.name.empty()) return a.job_scope ? job + "_" + o.name : o.name;
+  if (!o.name.empty()) return (a.job_scope ? job + "_" + o.name : o.name) + "." + node;
   std::string step = ids.step == kBatchStep ? "batch" : std::to_string(ids.step);
-  return "slurm-" + job + "." + step + "." + ids.node;
+  return "slurm-" + job + "." + step + "." + node;
 }
 
 Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
@@ -376,6 +389,8 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   } else {
     return "--container-name with a squashfs image (" + o.image + ") is not supported yet";
   }
+  if (!o.save.empty() && is_squashfs_path(o.image))
+    return "--container-save with a squashfs image (" + o.image + ") is not supported yet";
   // pyxis runs the tasks as the user unless --container-remap-root: the same uid and gid
   // inside, so that files written to bound directories belong to the user.
   std::string uid = std::to_string(ids.uid), gid = std::to_string(ids.gid);
@@ -403,8 +418,14 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   // The step's GPUs, and only those: berth's --gpus all takes the job's CUDA_VISIBLE_DEVICES
   // as the pool and renumbers it from 0 inside, with the site policy applied.
   if (ids.gpus) v.insert(v.end(), {"--gpus", "all"});
-  for (const std::string& ns : o.unshare)
+  for (const std::string& ns : o.unshare) {
     if (ns == "net") v.insert(v.end(), {"--network", "none"});
+    // An IPC namespace of its own (SysV, POSIX message queues) and a private /dev/shm.
+    if (ns == "ipc") v.insert(v.end(), {"--ipc", "private"});
+    // A UTS namespace keeps the node's host name, as enroot's does: Berth makes one for
+    // --hostname, given the node's own.
+    if (ns == "uts") v.insert(v.end(), {"--hostname", ids.hostname});
+  }
   // The holder: a shell that stops itself, so that the container exists (its namespaces and
   // mounts) while the tasks join it, and costs nothing while they run; the plugin kills it at
   // step end. With the entrypoint, the image's entrypoint runs first and execs the holder

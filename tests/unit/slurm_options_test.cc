@@ -184,11 +184,16 @@ TEST(SlurmOptions, RunArguments) {
   o.name = "keep";
   a.job_scope = true;
   EXPECT_EQ(run_arguments(o, a, ids, "/home/u", &args), "");
-  EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "12_keep", "-u", "0:0",
+  EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "12_keep.n1", "-u", "0:0",
                                             "--no-bind-home", "reg:5000/e2e/busybox:1.0", "/bin/sh",
                                             "-c", "kill -STOP $$; exit 0"}));
   EXPECT_EQ(container_name(Options{}, PluginArgs{}, StepIds{7, kBatchStep, "n2", 0, 0}),
             "slurm-7.batch.n2");
+  // Node-unique also when named (nodes sharing a home share a store); a node name's odd
+  // characters do not make an invalid container name.
+  Options named;
+  named.name = "train";
+  EXPECT_EQ(container_name(named, PluginArgs{}, StepIds{7, 1, "gpu[3]", 0, 0}), "train.gpu-3-");
 }
 
 }  // namespace
@@ -199,9 +204,14 @@ namespace {
 
 TEST(SlurmOptions, NotYetIsAnErrorNeverIgnored) {
   Options o;
-  EXPECT_EQ(apply(&o, "container-save", "/out.sqsh"), "--container-save: not supported yet");
-  EXPECT_EQ(apply(&o, "container-unshare", "net,ipc"),
-            "--container-unshare: ipc is not supported yet");
+  EXPECT_EQ(apply(&o, "container-save", "./out.sqsh"), "");
+  EXPECT_EQ(apply(&o, "container-save", "./out.sqsh"), "");  // Slurm's repeat
+  EXPECT_EQ(o.save, "./out.sqsh");
+  EXPECT_EQ(apply(&o, "container-save", "/other.sqsh"),
+            "--container-save: given twice with different values ('./out.sqsh', '/other.sqsh')");
+  Options dir;
+  EXPECT_EQ(apply(&dir, "container-save", "/out/"), "--container-save: '/out/' is a directory");
+  EXPECT_EQ(apply(&o, "container-unshare", "net,ipc,uts"), "");
   Options p;
   EXPECT_EQ(apply(&p, "container-unshare", "pid"),
             "--container-unshare: unknown namespace 'pid' (net, ipc, uts)");
@@ -224,9 +234,24 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   gpu_step.gpus = true;
   EXPECT_EQ(run_arguments(o, PluginArgs{}, gpu_step, "/w", &args), "");
   EXPECT_EQ(std::count(args.begin(), args.end(), "--gpus"), 1);
+  o.save = "out.sqsh";
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{}, "/w", &args),
+            "--container-save with a squashfs image (./img.sqsh) is not supported yet");
+  o.save.clear();
   o.name = "n";
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{}, "/w", &args),
             "--container-name with a squashfs image (./img.sqsh) is not supported yet");
+  // ipc: a namespace of its own; uts: one that keeps the node's host name.
+  Options u;
+  u.image = "busybox";
+  u.unshare = {"ipc", "uts"};
+  StepIds host{1, 0, "n1", 5, 6};
+  host.hostname = "node07";
+  EXPECT_EQ(run_arguments(u, PluginArgs{}, host, "/w", &args), "");
+  std::vector<std::string> tail(args.begin() + 7, args.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{"--ipc", "private", "--hostname",
+                                            "node07", "--entrypoint", "/bin/sh", "busybox", "-c",
+                                            "kill -STOP $$; exit 0"}));
 }
 
 }  // namespace
