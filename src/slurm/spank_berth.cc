@@ -675,14 +675,12 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
   Problem p;
   long found = o.name.empty() ? -1 : holder_pid(name, env, &p);
   using berth::slurm::NameMode;
-  // Running means a holder this plugin started, on this node: a store shared between nodes
-  // (a shared home) may record another node's process, which must not be joined.
+  // Running means a holder this plugin started (names are node-unique, so it is this node's).
   if (found > 0 && (process_state(found) != 'T' ||
                     read_file("/proc/" + std::to_string(found) + "/cmdline").find("kill -STOP") ==
                         std::string::npos))
     return fail("container '" + name +
-                "' is running, but not as a Slurm step's container on this node " +
-                "(started outside Slurm, or on another node sharing this store)");
+                "' is running, but not as a Slurm step's container (started outside Slurm)");
   if (found < 0 && !o.name.empty() && o.image.empty())
     return fail("a container with name '" + o.name +
                 "' does not exist, and --container-image is not set");
