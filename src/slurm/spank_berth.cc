@@ -362,9 +362,10 @@ Problem make_user_dir(const StepIds& ids) {
 
 /// The container's holder pid per `berth inspect` (0: exists, not running), or -1 with `*p`
 /// set when there is no such container.
-/// With `exited`: whether its status says it ran and ended.
+/// With `exited`: whether its status says it ran and ended; with `running`: whether Berth
+/// still counts it running (a run whose workload ended is running until its monitor is done).
 long holder_pid(const std::string& name, const std::vector<std::string>& env, Problem* p,
-                bool* exited = nullptr) {
+                bool* exited = nullptr, bool* running = nullptr) {
   Ran r =
       run_berth({"inspect", "--format", "{{.State.Pid}} {{.State.Status}}", name}, env, nullptr);
   if (r.status != 0) {
@@ -372,6 +373,7 @@ long holder_pid(const std::string& name, const std::vector<std::string>& env, Pr
     return -1;
   }
   if (exited != nullptr) *exited = r.out.find(" exited") != std::string::npos;
+  if (running != nullptr) *running = r.out.find(" running") != std::string::npos;
   return std::atol(r.out.c_str());
 }
 
@@ -673,7 +675,17 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     ::close(fd);
   }
   Problem p;
-  long found = o.name.empty() ? -1 : holder_pid(name, env, &p);
+  long found = -1;
+  // A holder another step's end has just killed: its run counts as running until its
+  // monitor is done (and `berth start` would do nothing then): wait for that.
+  bool running = false;
+  if (!o.name.empty()) found = holder_pid(name, env, &p, nullptr, &running);
+  for (int i = 0; i < 2000 && (found > 0 || (found == 0 && running)); ++i) {
+    char st = found > 0 ? process_state(found) : 0;
+    if (st != 0 && st != 'Z' && st != 'X') break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    found = holder_pid(name, env, &p, nullptr, &running);
+  }
   using berth::slurm::NameMode;
   // Running means a holder this plugin started (names are node-unique, so it is this node's).
   if (found > 0 && (process_state(found) != 'T' ||
@@ -693,12 +705,18 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     // pyxis's no_exec: the running container's filesystem, in namespaces of this step's own
     // (its mounts, its --container-unshare): `berth run DIR` on the container's root, in the
     // background as for a squashfs file, with the running container's environment.
-    Ran root = run_berth({"inspect", "--format", "{{.rootfs}}", name}, env, nullptr);
-    std::string rootfs = root.out.substr(0, root.out.find('\n'));
+    Ran root = run_berth(
+        {"inspect", "--format", "{{.rootfs}}\n{{index .Config \"WorkingDir\"}}", name}, env,
+        nullptr);
+    size_t nl = root.out.find('\n');
+    std::string rootfs = root.out.substr(0, nl);
+    std::string workdir = nl == std::string::npos ? "" : root.out.substr(nl + 1);
+    workdir = workdir.substr(0, workdir.find('\n'));
     if (root.status != 0 || !rootfs.starts_with("/"))
       return fail(root.status != 0 ? last_line(root.err) : "inspect " + name + ": no rootfs");
     Options with = o;
     with.image = rootfs;
+    if (with.workdir.empty() && workdir.starts_with("/")) with.workdir = workdir;  // the image's
     with.name.clear();
     with.save.clear();
     with.entrypoint = false;  // a directory has no image config: the holder is the command
@@ -1034,7 +1052,15 @@ int slurm_spank_exit(spank_t sp, int, char**) {
   // (read from a file the user owns) is still the holder, and the user's.
   if (fields >= 3 && name != "-" && !g_state.opts.name.empty()) {
     int lock = take_lock(name_lock_file(ids, name));
-    if (!namespace_in_use(pid)) kill_holder(pid, ids.uid);
+    if (!namespace_in_use(pid)) {
+      kill_holder(pid, ids.uid);
+      // Gone before the lock goes: the next step must not find it dying (and refuse it).
+      for (int i = 0; i < 5000; ++i) {
+        char st = process_state(pid);
+        if (st == 0 || st == 'Z' || st == 'X') break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
     if (lock >= 0) ::close(lock);
   } else if (fields >= 3 && owned == 1) {
     kill_holder(pid, ids.uid);

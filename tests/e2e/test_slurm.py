@@ -505,3 +505,176 @@ def test_container_save_round_trip(sl, pushed_busybox, sqsh_image):
                         "--container-save=/proc/none.sqsh", "true")
     assert "error: berth: --container-save: squash slurm-" in err
     assert "create /proc/none.sqsh: Permission denied" in err
+
+
+def wait_running(sl, name: str) -> str:
+    """The id of the running job named `name` once one of its tasks runs (60 s at most)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        _, out, _ = sl("squeue", "-h", "-n", name, "-t", "R", "-o", "%i")
+        if out.strip() and any("sleep 300" in line for line in step_processes(sl.berth)):
+            return out.strip()
+        time.sleep(0.2)
+    raise AssertionError(f"job {name} did not start")
+
+
+def test_no_exec_starts_new_namespaces_on_the_running_containers_filesystem(sl, entry_image):
+    # pyxis's NAME:no_exec: with the container running, do not join it; run the step in
+    # namespaces of its own, on the same filesystem (and with the container's environment).
+    first = sl.popen("srun", "-N1", "-w", "n1", "-J", "noexecfirst",
+                     f"--container-image={entry_image}", "--container-name=shared",
+                     "sh", "-c", "busybox readlink /proc/self/ns/mnt > /first-ns; "
+                     "echo from-first > /marker; busybox sleep 300")
+    try:
+        wait_running(sl, "noexecfirst")
+        out = sl.ok("--container-name=shared:no_exec", "sh", "-c",
+                    "cat /marker; cat /first-ns; busybox readlink /proc/self/ns/mnt; "
+                    "echo $FROM_IMAGE; pwd")
+        marker, first_ns, own_ns, from_image, cwd = out.splitlines()
+        assert marker == "from-first"
+        assert first_ns != own_ns
+        assert (from_image, cwd) == ("image", "/etc")  # the image's Env and WorkingDir
+        # Without no_exec, the same step joins it.
+        out = sl.ok("--container-name=shared", "sh", "-c",
+                    "cat /first-ns; busybox readlink /proc/self/ns/mnt")
+        a, b = out.splitlines()
+        assert a == b
+    finally:
+        sl("scancel", "-n", "noexecfirst")
+        first.wait(timeout=60)
+
+
+def test_unshare_ipc_and_uts(sl, pushed_busybox):
+    show = ["sh", "-c", "busybox readlink /proc/self/ns/ipc; busybox readlink /proc/self/ns/uts; "
+            "busybox hostname"]
+    host = sl.ok("sh", "-c", "readlink /proc/self/ns/ipc /proc/self/ns/uts; hostname")
+    h_ipc, h_uts, h_name = host.splitlines()
+    shared = sl.ok(f"--container-image={pushed_busybox}", *show).splitlines()
+    assert shared == [h_ipc, h_uts, h_name]
+    own = sl.ok(f"--container-image={pushed_busybox}", "--container-unshare=ipc,uts",
+                *show).splitlines()
+    assert own[0] != h_ipc and own[1] != h_uts
+    assert own[2] == h_name  # a UTS namespace of its own keeps the node's name, as enroot's
+    # Both tasks of the step share the step's one namespace.
+    out = sl.ok("-n2", f"--container-image={pushed_busybox}", "--container-unshare=ipc",
+                "busybox", "readlink", "/proc/self/ns/ipc").split()
+    assert len(out) == 2 and out[0] == out[1] != h_ipc
+
+
+def test_named_containers_are_node_unique(sl, pushed_busybox):
+    # Both nodes share the test user's home, hence one Berth store: each node keeps its own
+    # container for one --container-name (NAME.NODE), and finds it again in the next step.
+    rc, _, err = sl("srun", "-N2", "-n2", f"--container-image={pushed_busybox}",
+                    "--container-name=pernode", "sh", "-c", "echo $SLURMD_NODENAME > /mine")
+    assert rc == 0, err
+    rc, out, err = sl("srun", "-N2", "-n2", "--container-name=pernode", "sh", "-c",
+                      "echo $SLURMD_NODENAME $(cat /mine)")
+    assert rc == 0, err
+    assert sorted(out.splitlines()) == ["n1 n1", "n2 n2"]
+    names = sl.berth("ps", "-a", "--format", "{{.Names}}")[1].split()
+    assert "pernode.n1" in names and "pernode.n2" in names
+
+
+def test_a_mount_cannot_leave_the_root_through_a_symlink(sl, registry, scratch):
+    # An image whose /esc is a symlink to a host folder: a mount on /esc/in resolves inside the
+    # container's root, never on the host's folder; a DST climbing out with .. is refused.
+    outside = os.path.join(scratch, "slurm-escape")
+    os.makedirs(outside, exist_ok=True)
+    os.chmod(outside, 0o777)
+    img = imagelib.make_image([imagelib.busybox_layer(),
+                               imagelib.Layer([imagelib.Symlink("esc", outside)])])
+    registry.pusher().push_image("e2e/escape", "1", img)
+    image = f"{registry.host}/e2e/escape:1"
+    data = sl.berth.make_dir("escdata")
+    sl.berth.write_file("escdata/f", "bound\n")
+    out = sl.ok(f"--container-image={image}", f"--container-mounts={data}:/esc/in",
+                "cat", f"{outside}/in/f")
+    assert out == "bound\n"
+    assert not os.path.exists(os.path.join(outside, "in"))
+    rc, _, err = sl.srun(f"--container-image={image}", f"--container-mounts={data}:/../../x",
+                         "true")
+    assert rc == 1 and "berth: error: mount volume" in err
+
+
+def test_a_dead_steps_holder_goes_at_the_jobs_next_step(sl, pushed_busybox):
+    # A step whose slurmstepd is SIGKILLed runs no clean-up, and its job (an allocation that
+    # lives on) runs no epilog yet: the job's next step on the node stops the holder it left
+    # and removes its container.
+    rc, out, err = sl("sbatch", "--parsable", "-N1", "-w", "n1", "-J", "reapjob", "--wrap",
+                      "sleep 300")
+    assert rc == 0, err
+    job = out.strip().split(";")[0]
+    step = None
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if sl("squeue", "-h", "-j", job, "-t", "R", "-o", "%i")[1].strip():
+                break
+            time.sleep(0.2)
+        before = {line for line in step_processes(sl.berth) if "kill -STOP" in line}
+        step = sl.popen("srun", f"--jobid={job}", "--overlap", "-w", "n1",
+                        f"--container-image={pushed_busybox}", "busybox", "sleep", "301")
+        holders: set = set()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not holders:
+            if any("sleep 301" in line for line in step_processes(sl.berth)):
+                holders = {line for line in step_processes(sl.berth)
+                           if "kill -STOP" in line} - before
+            time.sleep(0.2)
+        assert holders, "the step did not start"
+        stepd = subprocess.run(["pgrep", "-f", rf"^slurmstepd: \[{job}\.0\]"],
+                               capture_output=True, text=True).stdout.split()
+        assert stepd, "no slurmstepd for the step"
+        for pid in stepd:
+            os.kill(int(pid), 9)
+        step.kill()
+        step.wait(timeout=30)
+        time.sleep(1)
+        alive = {line for line in step_processes(sl.berth) if "kill -STOP" in line}
+        assert holders <= alive  # nothing stopped it yet
+        rc, _, err = sl("srun", f"--jobid={job}", "--overlap", "-w", "n1",
+                        f"--container-image={pushed_busybox}", "true")
+        assert rc == 0, err
+        alive = {line for line in step_processes(sl.berth) if "kill -STOP" in line}
+        assert not holders & alive
+        assert f"slurm-{job}.0.n1" not in sl.berth("ps", "-a", "--format", "{{.Names}}")[1]
+    finally:
+        sl("scancel", job)
+        if step is not None and step.poll() is None:
+            step.kill()
+        for line in step_processes(sl.berth):  # the dead step's task, which nobody reaps
+            if "sleep 301" in line:
+                try:
+                    os.kill(int(line.split()[0]), 9)
+                except ProcessLookupError:
+                    pass
+
+
+def test_fifty_concurrent_steps_share_one_named_container(sl, pushed_busybox):
+    # 50 steps of one job at once, all on one named container: the name's lock holds, none
+    # fails, all see what the first step wrote; the last one out stops the holder.
+    sl.ok(f"--container-image={pushed_busybox}", "--container-name=many", "sh", "-c",
+          "echo shared > /mark")
+    sl.berth.make_dir("many")
+    script = sl.berth.write_file("many.sh", """#!/bin/sh
+cd many
+for i in $(seq 50); do
+  (srun --overlap -n1 --container-name=many cat /mark > out.$i 2>&1; echo $? > rc.$i) &
+done
+wait
+""", 0o755)
+    start = time.monotonic()
+    rc, out, err = sl("sbatch", "--wait", "-w", "n1", "-o", sl.berth.path("many.log"), script,
+                      timeout=300)
+    took = time.monotonic() - start
+    assert rc == 0, out + err
+    outs, rcs = [], []
+    for i in range(1, 51):
+        with open(sl.berth.path(f"many/out.{i}")) as f:
+            outs.append(f.read())
+        with open(sl.berth.path(f"many/rc.{i}")) as f:
+            rcs.append(f.read().strip())
+    assert rcs == ["0"] * 50, [o for o in outs if o != "shared\n"][:3]
+    assert outs == ["shared\n"] * 50
+    assert sl.berth("inspect", "--format", "{{.State.Status}}", "many.n1")[1].strip() == "exited"
+    print(f"50 concurrent steps on one named container: {took:.1f} s")
