@@ -156,6 +156,24 @@ def test_hostname_flag(berth, img):
     assert "-h,--hostname" in out
 
 
+def test_ipc_private_is_an_ipc_namespace_of_its_own(berth, img):
+    # Docker's --ipc private: SysV IPC and POSIX message queues of the container's own; the
+    # default (no --ipc) and --ipc host keep the host's IPC namespace (the caller's).
+    mine = os.readlink("/proc/self/ns/ipc")
+    ns = ["busybox", "readlink", "/proc/self/ns/ipc"]
+    assert berth("run", "--rm", img, *ns)[1].strip() == mine
+    assert berth("run", "--rm", "--ipc", "host", img, *ns)[1].strip() == mine
+    own = berth("run", "--rm", "--ipc", "private", img, *ns)[1].strip()
+    assert own.startswith("ipc:[") and own != mine
+    # Kept in the container's record: `start` makes one again.
+    berth("run", "-d", "--name", "ipcns", "--ipc", "private", img, *ns)
+    berth("wait", "ipcns")
+    berth("start", "ipcns")
+    berth("wait", "ipcns")
+    runs = berth("logs", "ipcns")[1].split()
+    assert len(runs) == 2 and mine not in runs
+
+
 def test_option_spellings(berth, img):
     """run declares only the options its command line mentions (a start-up saving): every way
     of spelling one must still reach it."""

@@ -596,6 +596,12 @@ def test_a_mount_cannot_leave_the_root_through_a_symlink(sl, registry, scratch):
     assert rc == 1 and "berth: error: mount volume" in err
 
 
+def holder_processes(berth) -> set:
+    """The plugin's holders among step_processes (not the berth commands that name them)."""
+    return {line for line in step_processes(berth)
+            if line.split(" ", 1)[1].startswith("/bin/sh -c kill -STOP")}
+
+
 def test_a_dead_steps_holder_goes_at_the_jobs_next_step(sl, pushed_busybox):
     # A step whose slurmstepd is SIGKILLed runs no clean-up, and its job (an allocation that
     # lives on) runs no epilog yet: the job's next step on the node stops the holder it left
@@ -611,15 +617,14 @@ def test_a_dead_steps_holder_goes_at_the_jobs_next_step(sl, pushed_busybox):
             if sl("squeue", "-h", "-j", job, "-t", "R", "-o", "%i")[1].strip():
                 break
             time.sleep(0.2)
-        before = {line for line in step_processes(sl.berth) if "kill -STOP" in line}
+        before = holder_processes(sl.berth)
         step = sl.popen("srun", f"--jobid={job}", "--overlap", "-w", "n1",
                         f"--container-image={pushed_busybox}", "busybox", "sleep", "301")
         holders: set = set()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not holders:
             if any("sleep 301" in line for line in step_processes(sl.berth)):
-                holders = {line for line in step_processes(sl.berth)
-                           if "kill -STOP" in line} - before
+                holders = holder_processes(sl.berth) - before
             time.sleep(0.2)
         assert holders, "the step did not start"
         stepd = subprocess.run(["pgrep", "-f", rf"^slurmstepd: \[{job}\.0\]"],
@@ -630,12 +635,12 @@ def test_a_dead_steps_holder_goes_at_the_jobs_next_step(sl, pushed_busybox):
         step.kill()
         step.wait(timeout=30)
         time.sleep(1)
-        alive = {line for line in step_processes(sl.berth) if "kill -STOP" in line}
+        alive = holder_processes(sl.berth)
         assert holders <= alive  # nothing stopped it yet
         rc, _, err = sl("srun", f"--jobid={job}", "--overlap", "-w", "n1",
                         f"--container-image={pushed_busybox}", "true")
         assert rc == 0, err
-        alive = {line for line in step_processes(sl.berth) if "kill -STOP" in line}
+        alive = holder_processes(sl.berth)
         assert not holders & alive
         assert f"slurm-{job}.0.n1" not in sl.berth("ps", "-a", "--format", "{{.Names}}")[1]
     finally:
