@@ -102,6 +102,9 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
   if (m.any("-v,--volume"))
     app.add_option("-v,--volume", o.volumes, "Bind a host path: HOST:CONTAINER[:ro|:rw]")
         ->allow_extra_args(false);
+  if (m.any("--tmpfs"))
+    app.add_option("--tmpfs", o.tmpfs, "Mount an empty tmpfs: CONTAINER[:size=64m,mode=1777,ro,...]")
+        ->allow_extra_args(false);
   if (m.any("-w,--workdir"))
     app.add_option("-w,--workdir", o.workdir, "Working directory inside the container");
   if (m.any("-u,--user")) app.add_option("-u,--user", o.user, "User inside: name|uid[:group|gid]");
@@ -176,6 +179,7 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
   put("env", env, !env.empty());
   put("file_env", o.file_env, !o.file_env.empty());
   put("volumes", o.volumes, !o.volumes.empty());
+  put("tmpfs", o.tmpfs, !o.tmpfs.empty());
   put("workdir", o.workdir, !o.workdir.empty());
   put("user", o.user, !o.user.empty());
   put("entrypoint", o.entrypoint, o.entrypoint_set);
@@ -219,6 +223,7 @@ RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
   o.env = strings("env");
   o.file_env = strings("file_env");
   o.volumes = strings("volumes");
+  o.tmpfs = strings("tmpfs");
   o.workdir = text("workdir");
   o.user = text("user");
   o.entrypoint_set = j.contains("entrypoint");

@@ -70,15 +70,35 @@ Problem mount_flags(const std::string& flags, std::string* mode) {
   return {};
 }
 
+/// The flags of a `tmpfs:DST[:FLAGS]` item, as `berth run --tmpfs` takes them (',' for '+').
+Problem tmpfs_flags(const std::string& item, const std::string& flags, std::string* out) {
+  out->clear();
+  for (const std::string& f : split(flags, '+')) {
+    std::string key = f.substr(0, f.find('='));
+    bool word = f == "ro" || f == "rw" || f == "nosuid" || f == "suid" || f == "nodev" ||
+                f == "dev" || f == "noexec" || f == "exec";
+    bool value = f.size() > key.size() + 1 && (key == "size" || key == "mode" || key == "nr_inodes");
+    if (!word && !value)
+      return "--container-mounts: '" + item + "': tmpfs flag '" + f +
+             "' is not supported (ro, rw, [no]suid, [no]dev, [no]exec, size=, mode=, nr_inodes=)";
+    out->append(out->empty() ? "" : ",").append(f);
+  }
+  return {};
+}
+
 Problem check_mount(const std::string& item) {
   if (item.empty()) return "--container-mounts: empty item";
   std::vector<std::string> parts = split(item, ':');
   if (parts.size() > 3) return "--container-mounts: '" + item + "': expected SRC[:DST[:FLAGS]]";
-  if (parts[0] == "tmpfs" || parts[0] == "umount")
-    return "--container-mounts: '" + item + "': " + parts[0] + " mounts are not supported yet";
+  if (parts[0] == "umount")
+    return "--container-mounts: '" + item +
+           "': umount is not supported (Berth mounts no site fstab to take a mount from)";
+  if (parts[0] == "tmpfs" && parts.size() < 2)
+    return "--container-mounts: '" + item + "': expected tmpfs:DST[:FLAGS]";
   if (parts.size() > 1 && !parts[1].starts_with("/"))
     return "--container-mounts: '" + item + "': the destination must be an absolute path";
   std::string mode;
+  if (parts.size() == 3 && parts[0] == "tmpfs") return tmpfs_flags(item, parts[2], &mode);
   if (parts.size() == 3) return mount_flags(parts[2], &mode);
   return {};
 }
@@ -201,8 +221,8 @@ const std::vector<OptionSpec>& option_table() {
   static const std::vector<OptionSpec> table = {
       {"container-image", "[USER@][REGISTRY#]IMAGE[:TAG]|PATH",
        "[berth] the image to run the tasks in (Docker reference, or a squashfs file)", "IMAGE"},
-      {"container-mounts", "SRC[:DST[:FLAGS]][,...]", "[berth] bind mounts into the container",
-       "MOUNTS"},
+      {"container-mounts", "SRC[:DST[:FLAGS]][,...]",
+       "[berth] bind mounts (or tmpfs:DST) into the container", "MOUNTS"},
       {"container-workdir", "PATH", "[berth] working directory inside the container", "WORKDIR"},
       {"container-name", "NAME[:auto|create|exec|no_exec]",
        "[berth] name the container, to reuse it in later steps", "NAME"},
@@ -400,6 +420,16 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   for (const std::string& m : o.mounts) {
     std::vector<std::string> parts = split(m, ':');
     std::string src = parts[0], mode;
+    if (src == "tmpfs") {
+      // pyxis's tmpfs:DST[:FLAGS]: an empty tmpfs (berth run --tmpfs, before the binds).
+      std::string tmpfs = parts[1];
+      if (parts.size() == 3) {
+        if (Problem p = tmpfs_flags(m, parts[2], &mode); !p.empty()) return p;
+        tmpfs.append(":").append(mode);
+      }
+      v.insert(v.end(), {"--tmpfs", tmpfs});
+      continue;
+    }
     if (parts.size() == 3) {
       if (Problem p = mount_flags(parts[2], &mode); !p.empty()) return p;
     }

@@ -265,6 +265,28 @@ def test_volume_with_missing_host_path_is_an_error(berth, img):
     assert "/no/such/dir" in err.splitlines()[0]
 
 
+def test_tmpfs_mounts(berth, img):
+    # Docker's --tmpfs: an empty tmpfs (nosuid, nodev, mode 1777 unless told), writable by the
+    # container, gone with it; a volume may land inside one; ro makes it read-only.
+    data = berth.make_dir("tmpfs-data")
+    berth.write_file("tmpfs-data/f", "bound\n")
+    _, out, _ = berth("run", "--rm", "--tmpfs", "/scratch:size=1m", "-v",
+                      f"{data}:/scratch/in:ro", img, "/bin/sh", "-c",
+                      "grep ' /scratch ' /proc/mounts; busybox stat -c %a /scratch; "
+                      "echo x > /scratch/y && cat /scratch/y /scratch/in/f")
+    mount, mode, rest = out.split("\n", 2)
+    assert mount.startswith("tmpfs /scratch tmpfs rw,nosuid,nodev") and "size=1024k" in mount
+    assert mode == "1777"
+    assert rest == "x\nbound\n"
+    assert not os.path.exists(os.path.join(data, "y"))
+    _, out, _ = berth("run", "--rm", "--tmpfs", "/scratch:ro", img, "/bin/sh", "-c",
+                      "echo x > /scratch/y 2>/dev/null || echo read-only")
+    assert out == "read-only\n"
+    rc, _, err = berth("run", "--rm", "--tmpfs", "/scratch:uid=0", img, "true", check=False)
+    assert rc == 125
+    assert err.splitlines()[0] == 'berth: error: volume tmpfs /scratch:uid=0: unknown option "uid=0"'
+
+
 def test_volume_target_cannot_escape_through_a_symlink(berth, img):
     host_dir = berth.make_dir("esc")
     # /etc/../.. style targets are refused outright; a symlink in the image pointing outside

@@ -596,6 +596,26 @@ def test_a_mount_cannot_leave_the_root_through_a_symlink(sl, registry, scratch):
     assert rc == 1 and "berth: error: mount volume" in err
 
 
+def test_tmpfs_mounts_and_umount(sl, pushed_busybox):
+    # pyxis's tmpfs:DST[:FLAGS] (FLAGS joined with +): an empty tmpfs; a bind may go inside.
+    data = sl.berth.make_dir("tmpfsdata")
+    sl.berth.write_file("tmpfsdata/f", "bound\n")
+    out = sl.ok(f"--container-image={pushed_busybox}",
+                f"--container-mounts=tmpfs:/scratch:size=1m+noexec,{data}:/scratch/in:ro", "sh",
+                "-c", "grep ' /scratch ' /proc/mounts; echo x > /scratch/y && cat /scratch/y "
+                "/scratch/in/f")
+    mount, rest = out.split("\n", 1)
+    assert mount.startswith("tmpfs /scratch tmpfs rw,nosuid,nodev,noexec")
+    assert "size=1024k" in mount
+    assert rest == "x\nbound\n"
+    # umount: refused in srun, before anything is submitted.
+    rc, _, err = sl.srun(f"--container-image={pushed_busybox}", "--container-mounts=umount:/tmp",
+                         "true")
+    assert rc != 0
+    assert ("--container-mounts: 'umount:/tmp': umount is not supported (Berth mounts no site "
+            "fstab to take a mount from)") in err
+
+
 def holder_processes(berth) -> set:
     """The plugin's holders among step_processes (not the berth commands that name them)."""
     return {line for line in step_processes(berth)

@@ -63,8 +63,23 @@ TEST(SlurmOptions, MountsAreCheckedAndDeduplicated) {
             "--container-mounts: mount flag 'x-create=dir' is not supported yet (ro, rw, rbind, "
             "bind, private, rprivate)");
   EXPECT_EQ(apply(&o, "container-mounts", "/a,,/b"), "--container-mounts: empty item");
-  EXPECT_EQ(apply(&o, "container-mounts", "tmpfs:/t"),
-            "--container-mounts: 'tmpfs:/t': tmpfs mounts are not supported yet");
+  EXPECT_EQ(apply(&o, "container-mounts", "umount:/t"),
+            "--container-mounts: 'umount:/t': umount is not supported (Berth mounts no site "
+            "fstab to take a mount from)");
+  EXPECT_EQ(apply(&o, "container-mounts", "tmpfs"),
+            "--container-mounts: 'tmpfs': expected tmpfs:DST[:FLAGS]");
+  EXPECT_EQ(apply(&o, "container-mounts", "tmpfs:/t:size=1m+uid=0"),
+            "--container-mounts: 'tmpfs:/t:size=1m+uid=0': tmpfs flag 'uid=0' is not supported "
+            "(ro, rw, [no]suid, [no]dev, [no]exec, size=, mode=, nr_inodes=)");
+  // pyxis's tmpfs:DST[:FLAGS] is berth run's --tmpfs DST[:OPTIONS].
+  Options t;
+  t.image = "busybox";
+  EXPECT_EQ(apply(&t, "container-mounts", "tmpfs:/t:size=1m+noexec,tmpfs:/u,/d:/t/d"), "");
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(t, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
+  std::vector<std::string> mounts(args.begin() + 7, args.begin() + 13);
+  EXPECT_EQ(mounts, (std::vector<std::string>{"--tmpfs", "/t:size=1m,noexec", "--tmpfs", "/u",
+                                              "-v", "/d:/t/d"}));
 }
 
 TEST(SlurmOptions, FlagPairsConflict) {
