@@ -57,6 +57,7 @@ SPANK_PLUGIN(berth, 1)
 #include <vector>
 
 #include "runtime/launcher.h"
+#include "runtime/root_emulation.h"
 #include "slurm/options.h"
 
 namespace {
@@ -925,6 +926,12 @@ Problem join(spank_t sp, long pid) {
   ::close(root);
   ::close(cwd);
   if (!p.empty()) return p;
+  // The holder's root emulation (berth run's seccomp filter: set*id and chown succeed without
+  // effect), which setns does not carry: the task installs it as the holder has it, as pyxis
+  // installs enroot's filter in every task.
+  if (read_file(proc + "/status").find("\nSeccomp:\t2") != std::string::npos &&
+      berth::install_root_emulation() != 0)
+    return "root emulation: seccomp: " + errno_text(errno);
   char buf[4096];
   if (::getcwd(buf, sizeof buf) != nullptr) spank_setenv(sp, "PWD", buf, 1);
   // As the workload of `berth run`: with --container-remap-root the task is uid 0 in the

@@ -616,6 +616,18 @@ def test_tmpfs_mounts_and_umount(sl, pushed_busybox):
             "fstab to take a mount from)") in err
 
 
+def test_tasks_have_the_containers_root_emulation(sl, pushed_busybox):
+    # As pyxis installs enroot's filter in every task: chown and set*id succeed without effect
+    # (with and without --container-remap-root), as in `berth run`'s own workload.
+    show = ["sh", "-c", "busybox touch /tmp/f && busybox chown 1234:1234 /tmp/f && "
+            "busybox stat -c '%u' /tmp/f && busybox grep Seccomp: /proc/self/status"]
+    uid = sl.berth.identity.uid
+    out = sl.ok(f"--container-image={pushed_busybox}", "--container-remap-root", *show)
+    assert out.split() == ["0", "Seccomp:", "2"]
+    out = sl.ok(f"--container-image={pushed_busybox}", *show)
+    assert out.split() == [str(uid), "Seccomp:", "2"]
+
+
 def holder_processes(berth) -> set:
     """The plugin's holders among step_processes (not the berth commands that name them)."""
     return {line for line in step_processes(berth)
