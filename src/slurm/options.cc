@@ -206,7 +206,11 @@ Problem parse_plugin_args(const std::vector<std::string>& args, PluginArgs* out)
       bool ignored = false;
       p = boolean(&ignored);
     } else if (key == "importer") {
-      p = "plugstack argument importer=: not supported yet";
+      // pyxis's importer hands back a squashfs file made from an image, and enroot keeps the
+      // image's environment in it as files of its own; Berth keeps images in its store, with
+      // their config, and a site shares them through its central store.
+      p = "plugstack argument importer=: not supported: Berth imports images into its own "
+          "store (a site shares them through the policy's central_store)";
     } else {
       p = "unknown plugstack argument '" + arg +
           "' (berth, runtime_path, execute_entrypoint, container_scope, sbatch_support, "

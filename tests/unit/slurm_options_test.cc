@@ -232,7 +232,8 @@ TEST(SlurmOptions, NotYetIsAnErrorNeverIgnored) {
             "--container-unshare: unknown namespace 'pid' (net, ipc, uts)");
   PluginArgs a;
   EXPECT_EQ(parse_plugin_args({"importer=/usr/bin/x"}, &a),
-            "plugstack argument importer=: not supported yet");
+            "plugstack argument importer=: not supported: Berth imports images into its own "
+            "store (a site shares them through the policy's central_store)");
 }
 
 TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
