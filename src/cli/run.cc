@@ -103,7 +103,8 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
     app.add_option("-v,--volume", o.volumes, "Bind a host path: HOST:CONTAINER[:ro|:rw]")
         ->allow_extra_args(false);
   if (m.any("--tmpfs"))
-    app.add_option("--tmpfs", o.tmpfs, "Mount an empty tmpfs: CONTAINER[:size=64m,mode=1777,ro,...]")
+    app.add_option("--tmpfs", o.tmpfs,
+                   "Mount an empty tmpfs: CONTAINER[:size=64m,mode=1777,ro,...]")
         ->allow_extra_args(false);
   if (m.any("-w,--workdir"))
     app.add_option("-w,--workdir", o.workdir, "Working directory inside the container");
@@ -149,13 +150,13 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
                    "Keep descriptors 3 .. 2+N open in the workload (PMI_FD is kept anyway)");
   if (m.any("--ipc"))
     app.add_option_function<std::string>(
-        "--ipc",
-        [&o](const std::string& v) {
-          o.ipc_host = v == "host";
-          o.ipc_private = v == "private";
-        },
-        "host: the host's /dev/shm, shared by the ranks of a job; private: an IPC namespace of "
-        "its own too (default: a private /dev/shm, the host's IPC namespace)")
+           "--ipc",
+           [&o](const std::string& v) {
+             o.ipc_host = v == "host";
+             o.ipc_private = v == "private";
+           },
+           "host: the host's /dev/shm, shared by the ranks of a job; private: an IPC namespace of "
+           "its own too (default: a private /dev/shm, the host's IPC namespace)")
         ->check(CLI::IsMember({"host", "private"}));
   // Everything from the image on is positional: IMAGE [COMMAND [ARG...]].
   app.prefix_command();

@@ -108,10 +108,10 @@ Result<TmpfsMount> parse_tmpfs(std::string_view text) {
         unsigned long flag;
         bool set;
       };
-      static constexpr Flag kFlags[] = {
-          {"ro", MS_RDONLY, true},   {"rw", MS_RDONLY, false},  {"nosuid", MS_NOSUID, true},
-          {"suid", MS_NOSUID, false}, {"nodev", MS_NODEV, true}, {"dev", MS_NODEV, false},
-          {"noexec", MS_NOEXEC, true}, {"exec", MS_NOEXEC, false}};
+      static constexpr Flag kFlags[] = {{"ro", MS_RDONLY, true},     {"rw", MS_RDONLY, false},
+                                        {"nosuid", MS_NOSUID, true}, {"suid", MS_NOSUID, false},
+                                        {"nodev", MS_NODEV, true},   {"dev", MS_NODEV, false},
+                                        {"noexec", MS_NOEXEC, true}, {"exec", MS_NOEXEC, false}};
       const Flag* f = std::find_if(std::begin(kFlags), std::end(kFlags),
                                    [&](const Flag& k) { return k.word == opt; });
       if (f != std::end(kFlags)) {

@@ -18,7 +18,6 @@
 #include <cstdlib>
 #include <cstring>
 
-
 namespace berth {
 namespace {
 

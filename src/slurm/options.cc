@@ -77,7 +77,8 @@ Problem tmpfs_flags(const std::string& item, const std::string& flags, std::stri
     std::string key = f.substr(0, f.find('='));
     bool word = f == "ro" || f == "rw" || f == "nosuid" || f == "suid" || f == "nodev" ||
                 f == "dev" || f == "noexec" || f == "exec";
-    bool value = f.size() > key.size() + 1 && (key == "size" || key == "mode" || key == "nr_inodes");
+    bool value =
+        f.size() > key.size() + 1 && (key == "size" || key == "mode" || key == "nr_inodes");
     if (!word && !value)
       return "--container-mounts: '" + item + "': tmpfs flag '" + f +
              "' is not supported (ro, rw, [no]suid, [no]dev, [no]exec, size=, mode=, nr_inodes=)";

@@ -338,8 +338,8 @@ struct StepRecord {
 StepRecord parse_step_record(const std::string& text) {
   StepRecord r;
   char name[512] = "";
-  r.fields = std::sscanf(text.c_str(), "%ld %511s %d %ld %ld", &r.holder, name, &r.owned,
-                         &r.runner, &r.stepd);
+  r.fields = std::sscanf(text.c_str(), "%ld %511s %d %ld %ld", &r.holder, name, &r.owned, &r.runner,
+                         &r.stepd);
   r.name = name;
   return r;
 }
@@ -596,8 +596,8 @@ bool namespace_in_use(long holder) {
     if (end == e->d_name || *end != '\0' || pid == holder) continue;
     struct stat st;
     std::string theirs = "/proc/" + std::string(e->d_name) + "/ns/mnt";
-    if (::stat(theirs.c_str(), &st) == 0 && st.st_ino == mine.st_ino &&
-        st.st_dev == mine.st_dev && process_state(pid) != 'Z') {
+    if (::stat(theirs.c_str(), &st) == 0 && st.st_ino == mine.st_ino && st.st_dev == mine.st_dev &&
+        process_state(pid) != 'Z') {
       used = true;
       break;
     }
@@ -706,9 +706,9 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     // pyxis's no_exec: the running container's filesystem, in namespaces of this step's own
     // (its mounts, its --container-unshare): `berth run DIR` on the container's root, in the
     // background as for a squashfs file, with the running container's environment.
-    Ran root = run_berth(
-        {"inspect", "--format", "{{.rootfs}}\n{{index .Config \"WorkingDir\"}}", name}, env,
-        nullptr);
+    Ran root =
+        run_berth({"inspect", "--format", "{{.rootfs}}\n{{index .Config \"WorkingDir\"}}", name},
+                  env, nullptr);
     size_t nl = root.out.find('\n');
     std::string rootfs = root.out.substr(0, nl);
     std::string workdir = nl == std::string::npos ? "" : root.out.substr(nl + 1);
@@ -1108,7 +1108,7 @@ int slurm_spank_task_exit(spank_t sp, int, char**) {
   if (!step_ids(sp, &ids).empty()) return 0;
   std::string file = step_file(ids);
   if (read_file(file, O_NOFOLLOW).starts_with("error ")) return 0;  // never started
-  std::string save = read_file(file + ".save", O_NOFOLLOW);          // "NAME\nPATH"
+  std::string save = read_file(file + ".save", O_NOFOLLOW);         // "NAME\nPATH"
   size_t nl = save.find('\n');
   if (nl == std::string::npos) return 0;
   std::string name = save.substr(0, nl), path = save.substr(nl + 1);

@@ -78,8 +78,8 @@ TEST(SlurmOptions, MountsAreCheckedAndDeduplicated) {
   std::vector<std::string> args;
   EXPECT_EQ(run_arguments(t, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
   std::vector<std::string> mounts(args.begin() + 7, args.begin() + 13);
-  EXPECT_EQ(mounts, (std::vector<std::string>{"--tmpfs", "/t:size=1m,noexec", "--tmpfs", "/u",
-                                              "-v", "/d:/t/d"}));
+  EXPECT_EQ(mounts, (std::vector<std::string>{"--tmpfs", "/t:size=1m,noexec", "--tmpfs", "/u", "-v",
+                                              "/d:/t/d"}));
 }
 
 TEST(SlurmOptions, FlagPairsConflict) {
@@ -265,9 +265,9 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   host.hostname = "node07";
   EXPECT_EQ(run_arguments(u, PluginArgs{}, host, "/w", &args), "");
   std::vector<std::string> tail(args.begin() + 7, args.end());
-  EXPECT_EQ(tail, (std::vector<std::string>{"--ipc", "private", "--hostname",
-                                            "node07", "--entrypoint", "/bin/sh", "busybox", "-c",
-                                            "kill -STOP $$; exit 0"}));
+  EXPECT_EQ(tail,
+            (std::vector<std::string>{"--ipc", "private", "--hostname", "node07", "--entrypoint",
+                                      "/bin/sh", "busybox", "-c", "kill -STOP $$; exit 0"}));
 }
 
 }  // namespace
