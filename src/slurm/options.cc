@@ -79,9 +79,12 @@ Problem tmpfs_flags(const std::string& item, const std::string& flags, std::stri
                 f == "dev" || f == "noexec" || f == "exec";
     bool value =
         f.size() > key.size() + 1 && (key == "size" || key == "mode" || key == "nr_inodes");
-    if (!word && !value)
-      return "--container-mounts: '" + item + "': tmpfs flag '" + f +
-             "' is not supported (ro, rw, [no]suid, [no]dev, [no]exec, size=, mode=, nr_inodes=)";
+    if (!word && !value) {
+      std::string p = "--container-mounts: '" + item + "': tmpfs flag '";
+      p.append(f).append(
+          "' is not supported (ro, rw, [no]suid, [no]dev, [no]exec, size=, mode=, nr_inodes=)");
+      return p;
+    }
     out->append(out->empty() ? "" : ",").append(f);
   }
   return {};
