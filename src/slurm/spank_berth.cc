@@ -317,9 +317,10 @@ std::string name_lock_file(const StepIds& ids, const std::string& name) {
   return user_dir(ids) + "/" + name + ".name.lock";
 }
 
-/// Takes an exclusive flock on `path` (created 0600), or returns -1; the caller closes it.
-int take_lock(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+/// Takes an exclusive flock on `path` (created 0600 with `create`), or returns -1; the caller
+/// closes it. Root (slurmstepd) does not create: a lock file of root's would shut the user out.
+int take_lock(const std::string& path, bool create = true) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
   while (fd >= 0 && ::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
   }
   return fd;
@@ -1058,7 +1059,7 @@ int slurm_spank_exit(spank_t sp, int, char**) {
   // grace period in vain. It is killed here, as root, so only after checking that the pid
   // (read from a file the user owns) is still the holder, and the user's.
   if (fields >= 3 && name != "-" && !g_state.opts.name.empty()) {
-    int lock = take_lock(name_lock_file(ids, name));
+    int lock = take_lock(name_lock_file(ids, name), false);
     if (!namespace_in_use(pid)) {
       kill_holder(pid, ids.uid);
       // Gone before the lock goes: the next step must not find it dying (and refuse it).
