@@ -527,13 +527,16 @@ def test_no_exec_starts_new_namespaces_on_the_running_containers_filesystem(sl, 
                      "echo from-first > /marker; busybox sleep 300")
     try:
         wait_running(sl, "noexecfirst")
-        out = sl.ok("--container-name=shared:no_exec", "sh", "-c",
-                    "cat /marker; cat /first-ns; busybox readlink /proc/self/ns/mnt; "
-                    "echo $FROM_IMAGE; pwd")
-        marker, first_ns, own_ns, from_image, cwd = out.splitlines()
+        data = sl.berth.make_dir("noexecdata")
+        sl.berth.write_file("noexecdata/f", "this step's mount\n")
+        out = sl.ok("--container-name=shared:no_exec", f"--container-mounts={data}:/in", "sh",
+                    "-c", "cat /marker; cat /first-ns; busybox readlink /proc/self/ns/mnt; "
+                    "echo $FROM_IMAGE; pwd; cat /in/f")
+        marker, first_ns, own_ns, from_image, cwd, mounted = out.splitlines()
         assert marker == "from-first"
         assert first_ns != own_ns
         assert (from_image, cwd) == ("image", "/etc")  # the image's Env and WorkingDir
+        assert mounted == "this step's mount"  # its own namespaces take its own mounts
         # Without no_exec, the same step joins it.
         out = sl.ok("--container-name=shared", "sh", "-c",
                     "cat /first-ns; busybox readlink /proc/self/ns/mnt")
