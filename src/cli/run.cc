@@ -102,6 +102,10 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
   if (m.any("-v,--volume"))
     app.add_option("-v,--volume", o.volumes, "Bind a host path: HOST:CONTAINER[:ro|:rw]")
         ->allow_extra_args(false);
+  if (m.any("--tmpfs"))
+    app.add_option("--tmpfs", o.tmpfs,
+                   "Mount an empty tmpfs: CONTAINER[:size=64m,mode=1777,ro,...]")
+        ->allow_extra_args(false);
   if (m.any("-w,--workdir"))
     app.add_option("-w,--workdir", o.workdir, "Working directory inside the container");
   if (m.any("-u,--user")) app.add_option("-u,--user", o.user, "User inside: name|uid[:group|gid]");
@@ -146,8 +150,13 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
                    "Keep descriptors 3 .. 2+N open in the workload (PMI_FD is kept anyway)");
   if (m.any("--ipc"))
     app.add_option_function<std::string>(
-        "--ipc", [&o](const std::string& v) { o.ipc_host = v == "host"; },
-        "host: the host's /dev/shm, shared by the ranks of a job (default: a private one)")
+           "--ipc",
+           [&o](const std::string& v) {
+             o.ipc_host = v == "host";
+             o.ipc_private = v == "private";
+           },
+           "host: the host's /dev/shm, shared by the ranks of a job; private: an IPC namespace of "
+           "its own too (default: a private /dev/shm, the host's IPC namespace)")
         ->check(CLI::IsMember({"host", "private"}));
   // Everything from the image on is positional: IMAGE [COMMAND [ARG...]].
   app.prefix_command();
@@ -171,6 +180,7 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
   put("env", env, !env.empty());
   put("file_env", o.file_env, !o.file_env.empty());
   put("volumes", o.volumes, !o.volumes.empty());
+  put("tmpfs", o.tmpfs, !o.tmpfs.empty());
   put("workdir", o.workdir, !o.workdir.empty());
   put("user", o.user, !o.user.empty());
   put("entrypoint", o.entrypoint, o.entrypoint_set);
@@ -185,6 +195,7 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
   put("devices", o.devices, !o.devices.empty());
   put("root_emulation", o.root_emulation, !o.root_emulation.empty());
   put("ipc_host", true, o.ipc_host);
+  put("ipc_private", true, o.ipc_private);
   put("ib", o.ib.value_or(""), o.ib.has_value());
   put("mpi", o.mpi, !o.mpi.empty());  // not --preserve-fds: descriptors belong to one run
   return j;
@@ -213,6 +224,7 @@ RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
   o.env = strings("env");
   o.file_env = strings("file_env");
   o.volumes = strings("volumes");
+  o.tmpfs = strings("tmpfs");
   o.workdir = text("workdir");
   o.user = text("user");
   o.entrypoint_set = j.contains("entrypoint");
@@ -230,6 +242,7 @@ RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
   o.devices = strings("devices");
   o.root_emulation = text("root_emulation");
   o.ipc_host = flag("ipc_host");
+  o.ipc_private = flag("ipc_private");
   if (j.contains("ib")) o.ib = text("ib");
   o.mpi = text("mpi");
   return o;

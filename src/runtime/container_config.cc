@@ -6,6 +6,8 @@
 #include "runtime/identity.h"
 #include "runtime/launcher.h"
 
+#include <sys/mount.h>
+
 #include <algorithm>
 #include <charconv>
 #include <optional>
@@ -84,6 +86,49 @@ Result<Volume> parse_volume(std::string_view text) {
     }
   }
   return v;
+}
+
+Result<TmpfsMount> parse_tmpfs(std::string_view text) {
+  auto bad = [&](std::string why) {
+    return make_error("volume", "tmpfs " + std::string(text), std::move(why))
+        .with_hint("use --tmpfs CONTAINER[:size=64m,mode=1777,ro,noexec,...]");
+  };
+  size_t colon = text.find(':');
+  TmpfsMount t;
+  t.container = std::string(text.substr(0, colon));
+  if (t.container.empty() || t.container[0] != '/')
+    return bad("the container path must be absolute");
+  t.flags = MS_NOSUID | MS_NODEV;
+  std::vector<std::string> data;
+  bool mode = false;
+  if (colon != std::string_view::npos) {
+    for (std::string_view opt : split(text.substr(colon + 1), ',')) {
+      struct Flag {
+        std::string_view word;
+        unsigned long flag;
+        bool set;
+      };
+      static constexpr Flag kFlags[] = {{"ro", MS_RDONLY, true},     {"rw", MS_RDONLY, false},
+                                        {"nosuid", MS_NOSUID, true}, {"suid", MS_NOSUID, false},
+                                        {"nodev", MS_NODEV, true},   {"dev", MS_NODEV, false},
+                                        {"noexec", MS_NOEXEC, true}, {"exec", MS_NOEXEC, false}};
+      const Flag* f = std::find_if(std::begin(kFlags), std::end(kFlags),
+                                   [&](const Flag& k) { return k.word == opt; });
+      if (f != std::end(kFlags)) {
+        t.flags = f->set ? (t.flags | f->flag) : (t.flags & ~f->flag);
+        continue;
+      }
+      std::string_view key = opt.substr(0, opt.find('='));
+      if (opt.find('=') == std::string_view::npos || opt.size() == key.size() + 1 ||
+          (key != "size" && key != "mode" && key != "nr_inodes"))
+        return bad("unknown option \"" + std::string(opt) + "\"");
+      mode = mode || key == "mode";
+      data.emplace_back(opt);
+    }
+  }
+  if (!mode) data.insert(data.begin(), "mode=1777");
+  for (const std::string& d : data) t.data += (t.data.empty() ? "" : ",") + d;
+  return t;
 }
 
 Result<std::vector<std::string>> parse_env_file(std::string_view text, const std::string& path,
@@ -165,6 +210,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
 
   // Volumes, then --bind-home.
   for (const std::string& v : opts.volumes) spec.volumes.push_back(BERTH_TRY(parse_volume(v)));
+  for (const std::string& t : opts.tmpfs) spec.tmpfs.push_back(BERTH_TRY(parse_tmpfs(t)));
   // --ipc host: ranks of one job on one node meet in the host's /dev/shm (MPICH, Open MPI's
   // shared-memory transports); Docker's name for it. Bound over the minimal /dev's tmpfs.
   if (opts.ipc_host) spec.volumes.push_back(Volume{"/dev/shm", "/dev/shm", false});
@@ -191,6 +237,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   spec.pid_namespace = opts.pid_namespace;
   spec.host_dev = opts.host_dev;
   spec.network_none = opts.network_none;
+  spec.ipc_namespace = opts.ipc_private;
   spec.writable_rootfs = !opts.read_only;
   if (!opts.root_emulation.empty()) {
     auto mode = parse_root_emulation(opts.root_emulation);

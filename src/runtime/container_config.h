@@ -24,6 +24,7 @@ struct RunOptions {
   std::vector<std::string> env_files;  ///< --env-file paths
   std::vector<std::string> file_env;   ///< their variables, read by the caller (parse_env_file)
   std::vector<std::string> volumes;    ///< -v HOST:CTR[:ro|:rw]
+  std::vector<std::string> tmpfs;      ///< --tmpfs CTR[:OPTIONS]
   std::string workdir;                 ///< -w
   std::string user;                    ///< -u USER[:GROUP]
   std::string entrypoint;              ///< --entrypoint
@@ -50,6 +51,7 @@ struct RunOptions {
   std::string mpi;
   int preserve_fds = 0;                ///< --preserve-fds N: keep 3 .. 2+N open (runtime/launcher.h)
   bool ipc_host = false;               ///< --ipc host: the host's /dev/shm (ranks of one job share it)
+  bool ipc_private = false;            ///< --ipc private: an IPC namespace of its own
   std::vector<std::string> command;    ///< everything after the image
 };
 
@@ -76,6 +78,11 @@ Result<ResolvedUser> resolve_user(std::string_view user, std::string_view passwd
 
 /// Parses -v HOST:CTR[:ro|:rw]; both paths must be absolute.
 Result<Volume> parse_volume(std::string_view text);
+
+/// Parses --tmpfs CTR[:OPTIONS], Docker's form: OPTIONS comma-separated among ro, rw, nosuid,
+/// suid, nodev, dev, noexec, exec, size=N, mode=OCTAL, nr_inodes=N (default nosuid, nodev,
+/// mode=1777).
+Result<TmpfsMount> parse_tmpfs(std::string_view text);
 
 /// Variables from an env file: "K=V" lines, "K" alone takes the host's value (skipped when the
 /// host has none), blank lines and '#' comments ignored. `path` is for errors.

@@ -24,6 +24,15 @@ struct Volume {
   bool read_only = false;
 };
 
+/// An empty tmpfs in the container (`--tmpfs DST[:OPTIONS]`), mounted before the volumes so
+/// that a volume may land inside it.
+struct TmpfsMount {
+  std::string container;    ///< absolute path inside the container
+  unsigned long flags = 0;  ///< MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_RDONLY
+  std::string data;         ///< size=, mode=, nr_inodes= ("mode=1777" when no mode is given)
+  bool operator==(const TmpfsMount&) const = default;
+};
+
 /// One change a device layer (GPU injection, a CDI spec) makes to the container, applied in
 /// order after the volumes. Targets are absolute container paths; a missing target is created
 /// (as a directory when `is_dir`, else as a file).
@@ -64,11 +73,13 @@ struct ContainerSpec {
   std::optional<std::string> passwd, group;
   std::string hostname;                ///< empty: keep the host's (no UTS namespace)
   std::vector<Volume> volumes;         ///< user volumes, in command-line order (incl. --bind-home)
+  std::vector<TmpfsMount> tmpfs;       ///< --tmpfs, in command-line order
   bool stdin_open = false;             ///< -i: keep stdin attached (otherwise /dev/null)
   bool tty = false;                    ///< -t: the caller's terminal is passed through
   bool pid_namespace = false;          ///< --pid: new PID namespace with a minimal init
   bool host_dev = false;               ///< bind the host's /dev instead of a minimal one
   bool network_none = false;           ///< --network none: a network namespace with only lo
+  bool ipc_namespace = false;          ///< --ipc private: SysV IPC and POSIX queues of its own
   /// The userns engine's root emulation (runtime/root_emulation.h): a seccomp filter that makes
   /// set*id, setgroups, chown and device mknod succeed without effect, so that package
   /// managers work with one mapped ID. --root-emulation=none or the policy's root_emulation.

@@ -223,6 +223,24 @@ Result<MountPlan> plan_mounts(const ContainerSpec& spec, const HostInfo& host) {
     e.required = d.required;
     plan.entries.push_back(std::move(e));
   }
+  // --tmpfs before the volumes: a volume may go inside one, and a tmpfs's mount point made
+  // inside a bound host folder would be left on the host.
+  for (const TmpfsMount& t : spec.tmpfs) {
+    std::string where = "tmpfs " + t.container;
+    auto target = normalize_container_path(t.container);
+    if (!target) return make_error("mount", where, target.error().detail);
+    if (*target == "/") return make_error("mount", where, "cannot mount over the container's root");
+    MountEntry e;
+    e.kind = MountKind::kFs;
+    e.source = "tmpfs";
+    e.target = *target;
+    e.fstype = "tmpfs";
+    e.flags = t.flags;
+    e.data = t.data;
+    e.target_kind = kDir;
+    e.required = true;
+    plan.entries.push_back(std::move(e));
+  }
   for (const Volume& v : spec.volumes) {
     std::string where = "volume " + v.host + ":" + v.container;
     if (v.host.empty() || v.host.front() != '/')

@@ -18,9 +18,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/fs.h"
-#include "core/root_path.h"
-
 namespace berth {
 namespace {
 
@@ -213,27 +210,6 @@ bool root_emulation_supported() {
 
 size_t root_emulation_filter_length() {
   return kSupported ? kProgram.length : 0;
-}
-
-bool needs_apt_drop_in(int root_fd) {
-  UniqueFd dir(open_in_root(root_fd, "/etc/apt/apt.conf.d", O_PATH | O_DIRECTORY));
-  if (!dir.valid()) return false;
-  UniqueFd file(open_in_root(root_fd, kAptDropIn, O_PATH));
-  return !file.valid() && errno == ENOENT;
-}
-
-Status prepare_root_emulation(int root_fd) {
-  UniqueFd dir(open_in_root(root_fd, "/etc/apt/apt.conf.d", O_PATH | O_DIRECTORY));
-  if (!dir.valid()) return {};  // no apt here (or no such directory): nothing to do
-  UniqueFd file(open_in_root(root_fd, kAptDropIn, O_WRONLY | O_CREAT | O_EXCL, 0644));
-  if (!file.valid()) {
-    if (errno == EEXIST) return {};  // written by an earlier run
-    // A tree the user may not write (`berth run DIR` on a shared, read-only image) runs as it
-    // is: nothing can be installed there anyway, and apt still takes -o APT::Sandbox::User=root.
-    if (errno == EACCES || errno == EPERM || errno == EROFS) return {};
-    return sys_error("create", kAptDropIn);
-  }
-  return write_all(file.get(), kAptDropInText, kAptDropIn);
 }
 
 RootEmulationVerdict root_emulation_verdict(uint32_t audit_arch, uint32_t nr,

@@ -175,6 +175,7 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   if (spec.pid_namespace) flags |= CLONE_NEWPID;
   if (!spec.hostname.empty()) flags |= CLONE_NEWUTS;
   if (spec.network_none) flags |= CLONE_NEWNET;
+  if (spec.ipc_namespace) flags |= CLONE_NEWIPC;
   pid_t pid;
   int clone_err = 0;
   if (!spec.pid_namespace) {

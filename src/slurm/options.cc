@@ -72,15 +72,39 @@ Problem mount_flags(const std::string& flags, std::string* mode) {
   return {};
 }
 
+/// The flags of a `tmpfs:DST[:FLAGS]` item, as `berth run --tmpfs` takes them (',' for '+').
+Problem tmpfs_flags(const std::string& item, const std::string& flags, std::string* out) {
+  out->clear();
+  for (const std::string& f : split(flags, '+')) {
+    std::string key = f.substr(0, f.find('='));
+    bool word = f == "ro" || f == "rw" || f == "nosuid" || f == "suid" || f == "nodev" ||
+                f == "dev" || f == "noexec" || f == "exec";
+    bool value =
+        f.size() > key.size() + 1 && (key == "size" || key == "mode" || key == "nr_inodes");
+    if (!word && !value) {
+      std::string p = "--container-mounts: '" + item + "': tmpfs flag '";
+      p.append(f).append(
+          "' is not supported (ro, rw, [no]suid, [no]dev, [no]exec, size=, mode=, nr_inodes=)");
+      return p;
+    }
+    out->append(out->empty() ? "" : ",").append(f);
+  }
+  return {};
+}
+
 Problem check_mount(const std::string& item) {
   if (item.empty()) return "--container-mounts: empty item";
   std::vector<std::string> parts = split(item, ':');
   if (parts.size() > 3) return "--container-mounts: '" + item + "': expected SRC[:DST[:FLAGS]]";
-  if (parts[0] == "tmpfs" || parts[0] == "umount")
-    return "--container-mounts: '" + item + "': " + parts[0] + " mounts are not supported yet";
+  if (parts[0] == "umount")
+    return "--container-mounts: '" + item +
+           "': umount is not supported (Berth mounts no site fstab to take a mount from)";
+  if (parts[0] == "tmpfs" && parts.size() < 2)
+    return "--container-mounts: '" + item + "': expected tmpfs:DST[:FLAGS]";
   if (parts.size() > 1 && !parts[1].starts_with("/"))
     return "--container-mounts: '" + item + "': the destination must be an absolute path";
   std::string mode;
+  if (parts.size() == 3 && parts[0] == "tmpfs") return tmpfs_flags(item, parts[2], &mode);
   if (parts.size() == 3) return mount_flags(parts[2], &mode);
   return {};
 }
@@ -133,8 +157,8 @@ Problem set_list(std::vector<std::string>* field, const std::string& value, cons
 Problem set_unshare(Options* o, const std::string& value) {
   if (Problem p = set_list(&o->unshare, value, "container-unshare"); !p.empty()) return p;
   for (const std::string& ns : o->unshare) {
-    if (ns == "ipc" || ns == "uts") return "--container-unshare: " + ns + " is not supported yet";
-    if (ns != "net") return "--container-unshare: unknown namespace '" + ns + "' (net, ipc, uts)";
+    if (ns != "net" && ns != "ipc" && ns != "uts")
+      return "--container-unshare: unknown namespace '" + ns + "' (net, ipc, uts)";
   }
   return {};
 }
@@ -158,6 +182,13 @@ Problem set_mpi(Options* o, const std::string& type) {
            "')";
   o->mpi_type = type;
   return {};
+}
+
+/// pyxis's --container-save: a file path (relative: the job's working directory's).
+Problem set_save(Options* o, const std::string& value) {
+  if (value.empty()) return "--container-save: the path is empty";
+  if (value.ends_with("/")) return "--container-save: '" + value + "' is a directory";
+  return set_once(&o->save, value, "container-save");
 }
 
 }  // namespace
@@ -215,7 +246,11 @@ Problem parse_plugin_args(const std::vector<std::string>& args, PluginArgs* out)
       if (!value.starts_with("/")) p = "plugstack argument " + arg + ": expected an absolute path";
       out->site_conf = value;
     } else if (key == "importer") {
-      p = "plugstack argument importer=: not supported yet";
+      // pyxis's importer hands back a squashfs file made from an image, and enroot keeps the
+      // image's environment in it as files of its own; Berth keeps images in its store, with
+      // their config, and a site shares them through its central store.
+      p = "plugstack argument importer=: not supported: Berth imports images into its own "
+          "store (a site shares them through the policy's central_store)";
     } else {
       p = "unknown plugstack argument '" + arg +
           "' (berth, runtime_path, execute_entrypoint, container_scope, sbatch_support, "
@@ -230,12 +265,13 @@ const std::vector<OptionSpec>& option_table() {
   static const std::vector<OptionSpec> table = {
       {"container-image", "[USER@][REGISTRY#]IMAGE[:TAG]|PATH",
        "[berth] the image to run the tasks in (Docker reference, or a squashfs file)", "IMAGE"},
-      {"container-mounts", "SRC[:DST[:FLAGS]][,...]", "[berth] bind mounts into the container",
-       "MOUNTS"},
+      {"container-mounts", "SRC[:DST[:FLAGS]][,...]",
+       "[berth] bind mounts (or tmpfs:DST) into the container", "MOUNTS"},
       {"container-workdir", "PATH", "[berth] working directory inside the container", "WORKDIR"},
       {"container-name", "NAME[:auto|create|exec|no_exec]",
        "[berth] name the container, to reuse it in later steps", "NAME"},
-      {"container-save", "PATH", "[berth] save the container as a squashfs file (not yet)", "SAVE"},
+      {"container-save", "PATH", "[berth] save the container as a squashfs file after the step",
+       "SAVE"},
       {"container-mount-home", nullptr, "[berth] bind the user's home directory", "MOUNT_HOME"},
       {"no-container-mount-home", nullptr, "[berth] do not bind the user's home directory",
        nullptr},
@@ -249,7 +285,8 @@ const std::vector<OptionSpec>& option_table() {
       {"container-readonly", nullptr, "[berth] a read-only container root", "READONLY"},
       {"container-env", "NAME[,NAME...]", "[berth] host variables that win over the image's",
        "ENV"},
-      {"container-unshare", "net", "[berth] namespaces of the container's own (net)", "UNSHARE"},
+      {"container-unshare", "NS[,NS...]",
+       "[berth] namespaces of the container's own (net, ipc, uts)", "UNSHARE"},
       {"container-mpi", "TYPE", "[berth] inject the host's MPI (TYPE: one the site declares)",
        "MPI", true},
       {"no-container-mpi", nullptr, "[berth] do not inject the host's MPI", nullptr},
@@ -271,7 +308,7 @@ Problem apply_option(size_t index, const char* arg, Options* o) {
     case kName:
       return set_name(o, value);
     case kSave:
-      return "--container-save: not supported yet";
+      return set_save(o, value);
     case kMountHome:
     case kNoMountHome:
       return set_flag(&o->mount_home, index == kMountHome, "container-mount-home");
@@ -413,10 +450,13 @@ Problem berth_image(const std::string& image, const std::string& cwd, std::strin
 }
 
 std::string container_name(const Options& o, const PluginArgs& a, const StepIds& ids) {
+  std::string node = ids.node;
+  for (char& c : node)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') c = '-';
   std::string job = std::to_string(ids.job);
-  if (!o.name.empty()) return a.job_scope ? job + "_" + o.name : o.name;
+  if (!o.name.empty()) return (a.job_scope ? job + "_" + o.name : o.name) + "." + node;
   std::string step = ids.step == kBatchStep ? "batch" : std::to_string(ids.step);
-  return "slurm-" + job + "." + step + "." + ids.node;
+  return "slurm-" + job + "." + step + "." + node;
 }
 
 std::string mpi_argument(const Options& o, const PluginArgs& a, const StepIds& ids) {
@@ -438,6 +478,8 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   } else {
     return "--container-name with a squashfs image (" + o.image + ") is not supported yet";
   }
+  if (!o.save.empty() && is_squashfs_path(o.image))
+    return "--container-save with a squashfs image (" + o.image + ") is not supported yet";
   // pyxis runs the tasks as the user unless --container-remap-root: the same uid and gid
   // inside, so that files written to bound directories belong to the user.
   std::string uid = std::to_string(ids.uid), gid = std::to_string(ids.gid);
@@ -447,6 +489,16 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   for (const std::string& m : o.mounts) {
     std::vector<std::string> parts = split(m, ':');
     std::string src = parts[0], mode;
+    if (src == "tmpfs") {
+      // pyxis's tmpfs:DST[:FLAGS]: an empty tmpfs (berth run --tmpfs, before the binds).
+      std::string tmpfs = parts[1];
+      if (parts.size() == 3) {
+        if (Problem p = tmpfs_flags(m, parts[2], &mode); !p.empty()) return p;
+        tmpfs.append(":").append(mode);
+      }
+      v.insert(v.end(), {"--tmpfs", tmpfs});
+      continue;
+    }
     if (parts.size() == 3) {
       if (Problem p = mount_flags(parts[2], &mode); !p.empty()) return p;
     }
@@ -467,8 +519,14 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   if (ids.gpus) v.insert(v.end(), {"--gpus", "all"});
   // The host's MPI (devices/mpi.h), checked against the image's by the site's ABI rule.
   if (std::string mpi = mpi_argument(o, a, ids); !mpi.empty()) v.push_back(mpi);
-  for (const std::string& ns : o.unshare)
+  for (const std::string& ns : o.unshare) {
     if (ns == "net") v.insert(v.end(), {"--network", "none"});
+    // An IPC namespace of its own (SysV, POSIX message queues) and a private /dev/shm.
+    if (ns == "ipc") v.insert(v.end(), {"--ipc", "private"});
+    // A UTS namespace keeps the node's host name, as enroot's does: Berth makes one for
+    // --hostname, given the node's own.
+    if (ns == "uts") v.insert(v.end(), {"--hostname", ids.hostname});
+  }
   // The holder: a shell that stops itself, so that the container exists (its namespaces and
   // mounts) while the tasks join it, and costs nothing while they run; the plugin kills it at
   // step end. With the entrypoint, the image's entrypoint runs first and execs the holder

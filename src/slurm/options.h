@@ -42,7 +42,7 @@ struct Options {
   std::string workdir;
   std::string name;  ///< without its flag
   NameMode name_mode = NameMode::kAuto;
-  std::string save;  ///< --container-save (not yet)
+  std::string save;  ///< --container-save, as typed
   std::optional<bool> mount_home, remap_root, entrypoint, writable;
   bool entrypoint_log = false;
   std::vector<std::string> env_names;  ///< --container-env
@@ -86,11 +86,14 @@ struct StepIds {
   unsigned uid = 0, gid = 0;
   bool gpus = false;      ///< Slurm gave the step GPUs (SLURM_STEP_GPUS or SLURM_JOB_GPUS is set)
   bool mpi_step = false;  ///< launched with an MPI plugin (SLURM_MPI_TYPE set, not "none")
+  std::string hostname;   ///< the node's host name (--container-unshare=uts keeps it)
 };
 inline constexpr unsigned kBatchStep = 0xfffffffbU;  // SLURM_BATCH_SCRIPT
 
-/// The Berth container's name: NAME (container_scope=job: JOB_NAME) when named, else
-/// slurm-JOB.STEP.NODE (node-unique: several slurmd may share a host and a store).
+/// The Berth container's name, node-unique (the nodes of a job may share one store through a
+/// shared home, and several slurmd may share a host): NAME.NODE (container_scope=job:
+/// JOB_NAME.NODE) when named, else slurm-JOB.STEP.NODE. Characters a container name cannot
+/// hold become '-'.
 std::string container_name(const Options& o, const PluginArgs& a, const StepIds& ids);
 
 /// The `--mpi[=TYPE]` argument of `berth run` for this step, or "" for none: the option when

@@ -57,6 +57,7 @@ SPANK_PLUGIN(berth, 1)
 #include <vector>
 
 #include "runtime/launcher.h"
+#include "runtime/root_emulation.h"
 #include "slurm/host_agent.h"
 #include "slurm/host_tools.h"
 #include "slurm/options.h"
@@ -73,6 +74,7 @@ struct State {
   PluginArgs args;
   Options opts;
   Problem deferred;  ///< an error found in slurmstepd before task_init, returned there
+  unsigned exited = 0;  ///< slurmstepd: the step's local tasks that have exited so far
 };
 State g_state;
 
@@ -270,6 +272,9 @@ Problem step_ids(spank_t sp, StepIds* ids) {
   if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof node) != ESPANK_SUCCESS)
     ::gethostname(node, sizeof node - 1);
   ids->node = node;
+  char host[256] = "";
+  (void)::gethostname(host, sizeof host - 1);
+  ids->hostname = host;
   char gpus[256];
   ids->gpus = spank_getenv(sp, "SLURM_STEP_GPUS", gpus, sizeof gpus) == ESPANK_SUCCESS ||
               spank_getenv(sp, "SLURM_JOB_GPUS", gpus, sizeof gpus) == ESPANK_SUCCESS;
@@ -331,6 +336,40 @@ std::string step_file(const StepIds& ids) {
   return user_dir(ids) + "/" + std::to_string(ids.job) + "." + step + "." + ids.node + ".step";
 }
 
+/// The lock a named container's look-up, start, joins and end take on this node: several
+/// steps (of one job or of several) may want it at once.
+std::string name_lock_file(const StepIds& ids, const std::string& name) {
+  return user_dir(ids) + "/" + name + ".name.lock";
+}
+
+/// Takes an exclusive flock on `path` (created 0600 with `create`), or returns -1; the caller
+/// closes it. Root (slurmstepd) does not create: a lock file of root's would shut the user out.
+int take_lock(const std::string& path, bool create = true) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
+  while (fd >= 0 && ::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  return fd;
+}
+
+/// The step file's fields: "HOLDER NAME OWNED RUNNER STEPD" (RUNNER: a background run's pid,
+/// 0 for a container record; STEPD: the slurmstepd that started it).
+struct StepRecord {
+  long holder = 0;
+  std::string name;
+  int owned = 0;
+  long runner = 0;
+  long stepd = 0;
+  int fields = 0;  ///< how many were read
+};
+StepRecord parse_step_record(const std::string& text) {
+  StepRecord r;
+  char name[512] = "";
+  r.fields = std::sscanf(text.c_str(), "%ld %511s %d %ld %ld", &r.holder, name, &r.owned, &r.runner,
+                         &r.stepd);
+  r.name = name;
+  return r;
+}
+
 /// Makes <runtime_path>/<uid>, as root in slurmstepd: 0700 and the user's, so that no other
 /// user can take a step's lock or forge its state.
 Problem make_user_dir(const StepIds& ids) {
@@ -350,9 +389,10 @@ Problem make_user_dir(const StepIds& ids) {
 
 /// The container's holder pid per `berth inspect` (0: exists, not running), or -1 with `*p`
 /// set when there is no such container.
-/// With `exited`: whether its status says it ran and ended.
+/// With `exited`: whether its status says it ran and ended; with `running`: whether Berth
+/// still counts it running (a run whose workload ended is running until its monitor is done).
 long holder_pid(const std::string& name, const std::vector<std::string>& env, Problem* p,
-                bool* exited = nullptr) {
+                bool* exited = nullptr, bool* running = nullptr) {
   Ran r =
       run_berth({"inspect", "--format", "{{.State.Pid}} {{.State.Status}}", name}, env, nullptr);
   if (r.status != 0) {
@@ -360,6 +400,7 @@ long holder_pid(const std::string& name, const std::vector<std::string>& env, Pr
     return -1;
   }
   if (exited != nullptr) *exited = r.out.find(" exited") != std::string::npos;
+  if (running != nullptr) *running = r.out.find(" running") != std::string::npos;
   return std::atol(r.out.c_str());
 }
 
@@ -549,9 +590,75 @@ Problem add_host_tools(spank_t sp, const StepIds& ids, Options* with) {
   return {};
 }
 
+/// Whether `pid` is the slurmstepd of step `job`.`step` ("slurmstepd: [JOB.STEP]").
+bool is_stepd(long pid, const std::string& job_step) {
+  std::string cmdline = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+  return cmdline.starts_with("slurmstepd: [" + job_step + "]");
+}
+
+/// A step of this job on this node whose slurmstepd died (SIGKILL, a crash) never ran its
+/// clean-up, and the job's epilog may be hours away: its holder (and, unnamed, its container)
+/// goes now, at the next step of the job here. As the user, in the task: the holder is the
+/// user's.
+void reap_stale_steps(const StepIds& ids, const std::vector<std::string>& env) {
+  DIR* d = ::opendir(user_dir(ids).c_str());
+  if (d == nullptr) return;
+  std::string prefix = std::to_string(ids.job) + ".", suffix = "." + ids.node + ".step";
+  std::string mine = step_file(ids);
+  std::vector<std::string> stale;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string entry = e->d_name;
+    if (!entry.starts_with(prefix) || !entry.ends_with(suffix)) continue;
+    std::string path = user_dir(ids) + "/" + entry;
+    if (path == mine) continue;
+    std::string job_step = entry.substr(0, entry.size() - suffix.size());
+    StepRecord r = parse_step_record(read_file(path, O_NOFOLLOW));
+    if (r.fields == 5 && r.stepd > 0 && !is_stepd(r.stepd, job_step)) stale.push_back(path);
+  }
+  ::closedir(d);
+  for (const std::string& path : stale) {
+    StepRecord r = parse_step_record(read_file(path, O_NOFOLLOW));
+    if (r.owned == 1) kill_holder(r.holder, ids.uid);
+    if (r.owned == 1 && r.name.starts_with("slurm-")) {
+      Ran rm = run_berth({"rm", "-f", r.name}, env, nullptr);
+      if (rm.status != 0)
+        slurm_info("berth: removing %s of a dead step: %s", r.name.c_str(),
+                   last_line(rm.err).c_str());
+    }
+    (void)::unlink(path.c_str());
+    (void)::unlink((path + ".lock").c_str());
+    (void)::unlink((path + ".save").c_str());
+  }
+}
+
+/// Whether a process other than `holder` is in the holder's mount namespace: a task of
+/// another step still in a named container.
+bool namespace_in_use(long holder) {
+  struct stat mine;
+  std::string ns = "/proc/" + std::to_string(holder) + "/ns/mnt";
+  if (::stat(ns.c_str(), &mine) != 0) return false;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return true;  // cannot tell: keep it
+  bool used = false;
+  while (struct dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || pid == holder) continue;
+    struct stat st;
+    std::string theirs = "/proc/" + std::string(e->d_name) + "/ns/mnt";
+    if (::stat(theirs.c_str(), &st) == 0 && st.st_ino == mine.st_ino && st.st_dev == mine.st_dev &&
+        process_state(pid) != 'Z') {
+      used = true;
+      break;
+    }
+  }
+  ::closedir(d);
+  return used;
+}
+
 /// Under the step's lock: the holder's pid, starting the container when this is the first
-/// local task. The step file records it for the other tasks and for slurm_spank_exit:
-/// "PID NAME OWNED" (OWNED: this step started the holder), or "error MESSAGE".
+/// local task. The step file records it for the other tasks and for slurm_spank_exit (see
+/// StepRecord; OWNED: this step started the holder), or "error MESSAGE".
 Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
   const Options& o = g_state.opts;
   std::string file = step_file(ids);
@@ -595,31 +702,48 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     }
   } close_err{&monitor_err};
   // A named container may be wanted by several jobs' steps at once: its look-up and creation
-  // happen under a lock of its own (the step's lock covers only this step's tasks).
-  int name_lock = -1;
-  if (!o.name.empty()) {
-    name_lock = ::open((user_dir(ids) + "/" + name + ".name.lock").c_str(),
-                       O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    while (name_lock >= 0 && ::flock(name_lock, LOCK_EX) != 0 && errno == EINTR) {
-    }
+  // happen under a lock of its own, which task_init holds (the step's lock covers only this
+  // step's tasks).
+  reap_stale_steps(ids, env);
+  std::string stepd = std::to_string(::getppid());  // the task's parent: its slurmstepd
+  auto record = [&](long holder, const std::string& what, bool own, long runner) -> Problem {
+    std::string text = std::to_string(holder) + " " + what + " " + (own ? "1" : "0") + " " +
+                       std::to_string(runner) + " " + stepd;
+    int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return "open: " + file + ": " + errno_text(errno);
+    (void)!::write(fd, text.data(), text.size());
+    ::close(fd);
+    return {};
+  };
+  if (!o.save.empty()) {
+    // For the step's last task_exit (slurmstepd, which has not the job's working directory):
+    // the container to save, and where.
+    std::string path = o.save.starts_with("/") ? o.save : cwd + "/" + o.save;
+    std::string text = name + "\n" + path;
+    int fd = ::open((file + ".save").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return fail("open: " + file + ".save: " + errno_text(errno));
+    (void)!::write(fd, text.data(), text.size());
+    ::close(fd);
   }
-  struct UnlockName {
-    int fd;
-    ~UnlockName() {
-      if (fd >= 0) ::close(fd);
-    }
-  } unlock_name{name_lock};
   Problem p;
-  long found = o.name.empty() ? -1 : holder_pid(name, env, &p);
+  long found = -1;
+  // A holder another step's end has just killed: its run counts as running until its
+  // monitor is done (and `berth start` would do nothing then): wait for that.
+  bool running = false;
+  if (!o.name.empty()) found = holder_pid(name, env, &p, nullptr, &running);
+  for (int i = 0; i < 2000 && (found > 0 || (found == 0 && running)); ++i) {
+    char st = found > 0 ? process_state(found) : 0;
+    if (st != 0 && st != 'Z' && st != 'X') break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    found = holder_pid(name, env, &p, nullptr, &running);
+  }
   using berth::slurm::NameMode;
-  // Running means a holder this plugin started, on this node: a store shared between nodes
-  // (a shared home) may record another node's process, which must not be joined.
+  // Running means a holder this plugin started (names are node-unique, so it is this node's).
   if (found > 0 && (process_state(found) != 'T' ||
                     read_file("/proc/" + std::to_string(found) + "/cmdline").find("kill -STOP") ==
                         std::string::npos))
     return fail("container '" + name +
-                "' is running, but not as a Slurm step's container on this node " +
-                "(started outside Slurm, or on another node sharing this store)");
+                "' is running, but not as a Slurm step's container (started outside Slurm)");
   if (found < 0 && !o.name.empty() && o.image.empty())
     return fail("a container with name '" + o.name +
                 "' does not exist, and --container-image is not set");
@@ -628,8 +752,47 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
                 ":create)");
   if (found <= 0 && o.name_mode == NameMode::kExec)
     return fail("container '" + o.name + "' is not running (--container-name=" + o.name + ":exec)");
-  if (found > 0 && o.name_mode == NameMode::kNoExec)
-    return fail("--container-name=" + o.name + ":no_exec is not supported yet");
+  if (found > 0 && o.name_mode == NameMode::kNoExec) {
+    // pyxis's no_exec: the running container's filesystem, in namespaces of this step's own
+    // (its mounts, its --container-unshare): `berth run DIR` on the container's root, in the
+    // background as for a squashfs file, with the running container's environment.
+    Ran root =
+        run_berth({"inspect", "--format", "{{.rootfs}}\n{{index .Config \"WorkingDir\"}}", name},
+                  env, nullptr);
+    size_t nl = root.out.find('\n');
+    std::string rootfs = root.out.substr(0, nl);
+    std::string workdir = nl == std::string::npos ? "" : root.out.substr(nl + 1);
+    workdir = workdir.substr(0, workdir.find('\n'));
+    if (root.status != 0 || !rootfs.starts_with("/"))
+      return fail(root.status != 0 ? last_line(root.err) : "inspect " + name + ": no rootfs");
+    Options with = o;
+    with.image = rootfs;
+    if (with.workdir.empty() && workdir.starts_with("/")) with.workdir = workdir;  // the image's
+    with.name.clear();
+    with.save.clear();
+    with.entrypoint = false;  // a directory has no image config: the holder is the command
+    if (with.writable == true) with.writable.reset();  // a directory is written in place
+    std::vector<std::string> args;
+    if (Problem q = berth::slurm::run_arguments(with, g_state.args, ids, cwd, &args); !q.empty())
+      return fail(q);
+    std::vector<std::string> image_env;
+    std::string text = read_file("/proc/" + std::to_string(found) + "/environ");
+    for (size_t start = 0; start < text.size();) {
+      size_t end = text.find('\0', start);
+      if (end == std::string::npos) end = text.size();
+      std::string kv = text.substr(start, end - start);
+      start = end + 1;
+      if (kv.find('=') == std::string::npos || kv.starts_with("HOSTNAME=") || launcher_variable(kv))
+        continue;
+      image_env.insert(image_env.end(), {"-e", kv});
+    }
+    args.insert(args.begin() + 1, image_env.begin(), image_env.end());
+    long runner = 0, holder = 0;
+    if (Problem q = start_background(args, env, &runner, &holder); !q.empty()) return fail(q);
+    if (Problem q = record(holder, "-", true, runner); !q.empty()) return fail(q);
+    *pid = holder;
+    return {};
+  }
   if (found > 0 && !o.mounts.empty())
     slurm_spank_log("berth: ignoring --container-mounts when attaching to a running container");
   Ran r;
@@ -656,11 +819,7 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
       long runner = 0, holder = 0;
       if (Problem q = start_background(args, env, &runner, &holder); !q.empty()) return fail(q);
       // "-": no container record; the runner ends with its holder.
-      std::string text = std::to_string(holder) + " - 1 " + std::to_string(runner);
-      int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd < 0) return fail("open: " + file + ": " + errno_text(errno));
-      (void)!::write(fd, text.data(), text.size());
-      ::close(fd);
+      if (Problem q = record(holder, "-", true, runner); !q.empty()) return fail(q);
       *pid = holder;
       return {};
     }
@@ -708,11 +867,7 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
       return fail(q);
     }
   }
-  std::string text = std::to_string(found) + " " + name + " " + (owned ? "1" : "0");
-  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return fail("open: " + file + ": " + errno_text(errno));
-  (void)!::write(fd, text.data(), text.size());
-  ::close(fd);
+  if (Problem q = record(found, name, owned, 0); !q.empty()) return fail(q);
   *pid = found;
   return {};
 }
@@ -836,6 +991,12 @@ Problem join(spank_t sp, long pid) {
   ::close(root);
   ::close(cwd);
   if (!p.empty()) return p;
+  // The holder's root emulation (berth run's seccomp filter: set*id and chown succeed without
+  // effect), which setns does not carry: the task installs it as the holder has it, as pyxis
+  // installs enroot's filter in every task.
+  if (read_file(proc + "/status").find("\nSeccomp:\t2") != std::string::npos &&
+      berth::install_root_emulation() != 0)
+    return "root emulation: seccomp: " + errno_text(errno);
   char buf[4096];
   if (::getcwd(buf, sizeof buf) != nullptr) spank_setenv(sp, "PWD", buf, 1);
   // As the workload of `berth run`: with --container-remap-root the task is uid 0 in the
@@ -928,8 +1089,18 @@ int slurm_spank_task_init(spank_t sp, int, char**) {
   StepIds ids;
   Problem p = step_ids(sp, &ids);
   long pid = 0;
+  // A named container: every task looks it up and joins it under its name's lock, so that
+  // another step's end (which stops the holder once nobody is inside) cannot come between.
+  int name_lock = -1;
+  if (p.empty() && !g_state.opts.name.empty()) {
+    std::string lock =
+        name_lock_file(ids, berth::slurm::container_name(g_state.opts, g_state.args, ids));
+    name_lock = take_lock(lock);
+    if (name_lock < 0) p = "open: " + lock + ": " + errno_text(errno);
+  }
   if (p.empty()) p = step_holder(sp, ids, &pid);
   if (p.empty()) p = join(sp, pid);
+  if (name_lock >= 0) ::close(name_lock);
   if (!p.empty()) {
     report(p, true);
     return -1;
@@ -942,19 +1113,33 @@ int slurm_spank_exit(spank_t sp, int, char**) {
   StepIds ids;
   if (!step_ids(sp, &ids).empty()) return 0;
   std::string file = step_file(ids);
-  std::string state = read_file(file, O_NOFOLLOW);  // root reading the user's file
-  // "PID NAME OWNED": the holder this step started ends with it; an unnamed container goes,
-  // a named one stays (stopped) for the job's next steps.
-  char name[512] = "";
-  long pid = 0;
-  int owned = 0;
-  long runner = 0;
-  int fields = std::sscanf(state.c_str(), "%ld %511s %d %ld", &pid, name, &owned, &runner);
+  // root reading the user's file
+  StepRecord rec = parse_step_record(read_file(file, O_NOFOLLOW));
+  int fields = rec.fields, owned = rec.owned;
+  long pid = rec.holder, runner = rec.runner;
+  const std::string& name = rec.name;
+  // The holder a step started ends with it; an unnamed container goes, a named one stays
+  // (stopped) for the job's next steps. A named one another step is still inside stays
+  // running: the last step out stops it, whichever started it.
   // The holder is stopped: a SIGTERM (berth rm's first, polite signal) would wait for the
   // grace period in vain. It is killed here, as root, so only after checking that the pid
   // (read from a file the user owns) is still the holder, and the user's.
-  if (fields >= 3 && owned == 1) kill_holder(pid, ids.uid);
-  if (fields == 4 && std::strcmp(name, "-") == 0) {
+  if (fields >= 3 && name != "-" && !g_state.opts.name.empty()) {
+    int lock = take_lock(name_lock_file(ids, name), false);
+    if (!namespace_in_use(pid)) {
+      kill_holder(pid, ids.uid);
+      // Gone before the lock goes: the next step must not find it dying (and refuse it).
+      for (int i = 0; i < 5000; ++i) {
+        char st = process_state(pid);
+        if (st == 0 || st == 'Z' || st == 'X') break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    if (lock >= 0) ::close(lock);
+  } else if (fields >= 3 && owned == 1) {
+    kill_holder(pid, ids.uid);
+  }
+  if (fields >= 4 && name == "-") {
     // A squashfs run: with its holder gone, berth itself releases the mount.
     for (int i = 0; i < 10000; ++i) {
       char st = process_state(runner);
@@ -966,7 +1151,7 @@ int slurm_spank_exit(spank_t sp, int, char**) {
     std::vector<std::string> env = job_environment(sp);
     Ran r = run_berth_detached({"rm", "-f", name}, env, &ids, 30);
     if (r.status != 0)
-      slurm_error("berth: cleaning up container %s: exit status %d: %s", name, r.status,
+      slurm_error("berth: cleaning up container %s: exit status %d: %s", name.c_str(), r.status,
                   last_line(r.err).c_str());
   }
   (void)::unlink(file.c_str());  // a missing file is fine: nothing was started
@@ -986,6 +1171,35 @@ int slurm_spank_exit(spank_t sp, int, char**) {
     }
     if (users >= 0) ::close(users);
   }
+  (void)::unlink((file + ".save").c_str());
+  return 0;
+}
+
+/// After each task of the step (slurmstepd, root): the last local one saves the container
+/// (--container-save) with `berth squash`, as the user, before slurm_spank_exit stops it;
+/// srun waits for this callback. On every node, as pyxis does: berth squash writes the file
+/// under a temporary name and renames it, so nodes sharing the path never leave a torn file
+/// (the last one wins).
+int slurm_spank_task_exit(spank_t sp, int, char**) {
+  if (spank_context() != S_CTX_REMOTE || !g_state.opts.active() || g_state.opts.save.empty())
+    return 0;
+  uint32_t local = 0;
+  if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &local) != ESPANK_SUCCESS) return 0;
+  if (++g_state.exited != local) return 0;
+  StepIds ids;
+  if (!step_ids(sp, &ids).empty()) return 0;
+  std::string file = step_file(ids);
+  if (read_file(file, O_NOFOLLOW).starts_with("error ")) return 0;  // never started
+  std::string save = read_file(file + ".save", O_NOFOLLOW);         // "NAME\nPATH"
+  size_t nl = save.find('\n');
+  if (nl == std::string::npos) return 0;
+  std::string name = save.substr(0, nl), path = save.substr(nl + 1);
+  Ran r = run_berth({"squash", name, "-o", path}, job_environment(sp), &ids);
+  if (r.status != 0) {
+    slurm_error("berth: --container-save: %s", last_line(r.err).c_str());
+    return -1;
+  }
+  slurm_spank_log("berth: saved container %s to %s", name.c_str(), path.c_str());
   return 0;
 }
 

@@ -36,6 +36,9 @@ CANNOT = {
     ("oci", "user"): ("rootless runc needs container UID 0 mapped and only one ID can be mapped",
                       "the oci engine runs the workload as root inside"),
     ("proot", "signal_exit"): ("proot reports a killed workload as 255, not 128+N", None),
+    ("proot", "tmpfs"): ("proot cannot mount a file system", "the proot engine cannot mount a tmpfs"),
+    ("fakechroot", "tmpfs"): ("fakechroot cannot mount a file system",
+                              "the fakechroot engine cannot mount a tmpfs"),
 }
 
 
@@ -148,6 +151,13 @@ def case_volume_ro(berth, img, engine):
     assert not os.path.exists(os.path.join(host_dir, "new.txt"))
 
 
+def case_tmpfs(berth, img, engine):
+    _, out, _ = run(berth, engine, img, "/bin/sh", "-c",
+                    "echo in > /scratch/x && cat /scratch/x && grep -c ' /scratch tmpfs ' "
+                    "/proc/mounts", opts=["--tmpfs", "/scratch:size=1m"])
+    assert out == "in\n1\n"
+
+
 def case_workdir(berth, img, engine):
     _, out, _ = run(berth, engine, img, "/probe", "cwd", opts=["-w", "/srv/work"])
     assert kv(out)["cwd"] == "/srv/work"
@@ -251,7 +261,7 @@ def test_engine(berth, img, engine, case):
         reason, refusal = cannot
         if refusal:
             checks = {"volume_ro": ["-v", f"{berth.make_dir('ro')}:/data:ro"],
-                      "user": ["-u", "1234:1234"]}[case]
+                      "user": ["-u", "1234:1234"], "tmpfs": ["--tmpfs", "/scratch"]}[case]
             rc, _, err = run(berth, engine, img, "/probe", "true", opts=checks, check=False)
             assert rc == 125 and refusal in err.splitlines()[0], err
         pytest.skip(f"{engine}: {reason}")

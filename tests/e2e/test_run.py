@@ -156,6 +156,24 @@ def test_hostname_flag(berth, img):
     assert "-h,--hostname" in out
 
 
+def test_ipc_private_is_an_ipc_namespace_of_its_own(berth, img):
+    # Docker's --ipc private: SysV IPC and POSIX message queues of the container's own; the
+    # default (no --ipc) and --ipc host keep the host's IPC namespace (the caller's).
+    mine = os.readlink("/proc/self/ns/ipc")
+    ns = ["busybox", "readlink", "/proc/self/ns/ipc"]
+    assert berth("run", "--rm", img, *ns)[1].strip() == mine
+    assert berth("run", "--rm", "--ipc", "host", img, *ns)[1].strip() == mine
+    own = berth("run", "--rm", "--ipc", "private", img, *ns)[1].strip()
+    assert own.startswith("ipc:[") and own != mine
+    # Kept in the container's record: `start` makes one again.
+    berth("run", "-d", "--name", "ipcns", "--ipc", "private", img, *ns)
+    berth("wait", "ipcns")
+    berth("start", "ipcns")
+    berth("wait", "ipcns")
+    runs = berth("logs", "ipcns")[1].split()
+    assert len(runs) == 2 and mine not in runs
+
+
 def test_option_spellings(berth, img):
     """run declares only the options its command line mentions (a start-up saving): every way
     of spelling one must still reach it."""
@@ -245,6 +263,28 @@ def test_volume_with_missing_host_path_is_an_error(berth, img):
                          check=False)
     assert rc == 125
     assert "/no/such/dir" in err.splitlines()[0]
+
+
+def test_tmpfs_mounts(berth, img):
+    # Docker's --tmpfs: an empty tmpfs (nosuid, nodev, mode 1777 unless told), writable by the
+    # container, gone with it; a volume may land inside one; ro makes it read-only.
+    data = berth.make_dir("tmpfs-data")
+    berth.write_file("tmpfs-data/f", "bound\n")
+    _, out, _ = berth("run", "--rm", "--tmpfs", "/scratch:size=1m", "-v",
+                      f"{data}:/scratch/in:ro", img, "/bin/sh", "-c",
+                      "grep ' /scratch ' /proc/mounts; busybox stat -c %a /scratch; "
+                      "echo x > /scratch/y && cat /scratch/y /scratch/in/f")
+    mount, mode, rest = out.split("\n", 2)
+    assert mount.startswith("tmpfs /scratch tmpfs rw,nosuid,nodev") and "size=1024k" in mount
+    assert mode == "1777"
+    assert rest == "x\nbound\n"
+    assert not os.path.exists(os.path.join(data, "y"))
+    _, out, _ = berth("run", "--rm", "--tmpfs", "/scratch:ro", img, "/bin/sh", "-c",
+                      "echo x > /scratch/y 2>/dev/null || echo read-only")
+    assert out == "read-only\n"
+    rc, _, err = berth("run", "--rm", "--tmpfs", "/scratch:uid=0", img, "true", check=False)
+    assert rc == 125
+    assert err.splitlines()[0] == 'berth: error: volume tmpfs /scratch:uid=0: unknown option "uid=0"'
 
 
 def test_volume_target_cannot_escape_through_a_symlink(berth, img):

@@ -1,5 +1,7 @@
 #include "runtime/container_config.h"
 
+#include <sys/mount.h>
+
 #include <gtest/gtest.h>
 
 namespace berth {
@@ -88,6 +90,25 @@ TEST(ParseVolume, Cases) {
             "volume /h:/c:rx: unknown mode \"rx\" (ro or rw)");
   EXPECT_EQ(parse_volume("/h").error().message(), "volume /h: expected HOST:CONTAINER[:ro|:rw]");
   EXPECT_EQ(parse_volume("/h").error().hint, "use -v HOST:CONTAINER[:ro|:rw] with absolute paths");
+}
+
+TEST(ParseTmpfs, Cases) {
+  auto t = parse_tmpfs("/scratch");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->container, "/scratch");
+  EXPECT_EQ(t->flags, static_cast<unsigned long>(MS_NOSUID | MS_NODEV));
+  EXPECT_EQ(t->data, "mode=1777");
+  t = parse_tmpfs("/s:size=1m,ro,noexec,dev");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->flags, static_cast<unsigned long>(MS_NOSUID | MS_RDONLY | MS_NOEXEC));
+  EXPECT_EQ(t->data, "mode=1777,size=1m");
+  EXPECT_EQ(parse_tmpfs("/s:mode=700,nr_inodes=10")->data, "mode=700,nr_inodes=10");
+  EXPECT_EQ(parse_tmpfs("s").error().message(),
+            "volume tmpfs s: the container path must be absolute");
+  EXPECT_EQ(parse_tmpfs("/s:uid=0").error().message(),
+            "volume tmpfs /s:uid=0: unknown option \"uid=0\"");
+  EXPECT_EQ(parse_tmpfs("/s:size=").error().message(),
+            "volume tmpfs /s:size=: unknown option \"size=\"");
 }
 
 TEST(ParseEnvFile, CommentsBlankLinesAndHostValues) {

@@ -142,6 +142,29 @@ TEST(MountPlan, VolumesComeLastInCommandLineOrder) {
   EXPECT_EQ(b.target_kind, TargetKind::kFile);
 }
 
+TEST(MountPlan, TmpfsMountsComeBeforeTheVolumes) {
+  HostInfo h = full_host();
+  h.paths["/data"] = HostPathKind::kDirectory;
+  ContainerSpec s = base();
+  s.volumes = {{"/data", "/scratch/data", false}};
+  s.tmpfs = {{"/scratch//", MS_NOSUID, "mode=1777,size=1m"}};
+  auto p = plan_mounts(s, h);
+  ASSERT_TRUE(p);
+  ASSERT_GE(p->entries.size(), 2u);
+  const MountEntry& t = p->entries[p->entries.size() - 2];
+  EXPECT_EQ(t.kind, MountKind::kFs);
+  EXPECT_EQ(t.fstype, "tmpfs");
+  EXPECT_EQ(t.target, "/scratch");
+  EXPECT_EQ(t.flags, static_cast<unsigned long>(MS_NOSUID));
+  EXPECT_EQ(t.data, "mode=1777,size=1m");
+  EXPECT_EQ(p->entries.back().target, "/scratch/data");
+  s.tmpfs = {{"/a/../..", 0, ""}};
+  EXPECT_FALSE(plan_mounts(s, h));
+  s.tmpfs = {{"/", 0, ""}};
+  EXPECT_EQ(plan_mounts(s, h).error().message(),
+            "mount tmpfs /: cannot mount over the container's root");
+}
+
 struct BadVolume {
   Volume v;
   std::string message;

@@ -63,8 +63,23 @@ TEST(SlurmOptions, MountsAreCheckedAndDeduplicated) {
             "--container-mounts: mount flag 'x-create=dir' is not supported yet (ro, rw, rbind, "
             "bind, private, rprivate)");
   EXPECT_EQ(apply(&o, "container-mounts", "/a,,/b"), "--container-mounts: empty item");
-  EXPECT_EQ(apply(&o, "container-mounts", "tmpfs:/t"),
-            "--container-mounts: 'tmpfs:/t': tmpfs mounts are not supported yet");
+  EXPECT_EQ(apply(&o, "container-mounts", "umount:/t"),
+            "--container-mounts: 'umount:/t': umount is not supported (Berth mounts no site "
+            "fstab to take a mount from)");
+  EXPECT_EQ(apply(&o, "container-mounts", "tmpfs"),
+            "--container-mounts: 'tmpfs': expected tmpfs:DST[:FLAGS]");
+  EXPECT_EQ(apply(&o, "container-mounts", "tmpfs:/t:size=1m+uid=0"),
+            "--container-mounts: 'tmpfs:/t:size=1m+uid=0': tmpfs flag 'uid=0' is not supported "
+            "(ro, rw, [no]suid, [no]dev, [no]exec, size=, mode=, nr_inodes=)");
+  // pyxis's tmpfs:DST[:FLAGS] is berth run's --tmpfs DST[:OPTIONS].
+  Options t;
+  t.image = "busybox";
+  EXPECT_EQ(apply(&t, "container-mounts", "tmpfs:/t:size=1m+noexec,tmpfs:/u,/d:/t/d"), "");
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(t, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
+  std::vector<std::string> mounts(args.begin() + 7, args.begin() + 13);
+  EXPECT_EQ(mounts, (std::vector<std::string>{"--tmpfs", "/t:size=1m,noexec", "--tmpfs", "/u", "-v",
+                                              "/d:/t/d"}));
 }
 
 TEST(SlurmOptions, FlagPairsConflict) {
@@ -243,11 +258,16 @@ TEST(SlurmOptions, RunArguments) {
   o.name = "keep";
   a.job_scope = true;
   EXPECT_EQ(run_arguments(o, a, ids, "/home/u", &args), "");
-  EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "12_keep", "-u", "0:0",
+  EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "12_keep.n1", "-u", "0:0",
                                             "--no-bind-home", "reg:5000/e2e/busybox:1.0", "/bin/sh",
                                             "-c", "kill -STOP $$; exit 0"}));
   EXPECT_EQ(container_name(Options{}, PluginArgs{}, StepIds{7, kBatchStep, "n2", 0, 0}),
             "slurm-7.batch.n2");
+  // Node-unique also when named (nodes sharing a home share a store); a node name's odd
+  // characters do not make an invalid container name.
+  Options named;
+  named.name = "train";
+  EXPECT_EQ(container_name(named, PluginArgs{}, StepIds{7, 1, "gpu[3]", 0, 0}), "train.gpu-3-");
 }
 
 }  // namespace
@@ -258,15 +278,21 @@ namespace {
 
 TEST(SlurmOptions, NotYetIsAnErrorNeverIgnored) {
   Options o;
-  EXPECT_EQ(apply(&o, "container-save", "/out.sqsh"), "--container-save: not supported yet");
-  EXPECT_EQ(apply(&o, "container-unshare", "net,ipc"),
-            "--container-unshare: ipc is not supported yet");
+  EXPECT_EQ(apply(&o, "container-save", "./out.sqsh"), "");
+  EXPECT_EQ(apply(&o, "container-save", "./out.sqsh"), "");  // Slurm's repeat
+  EXPECT_EQ(o.save, "./out.sqsh");
+  EXPECT_EQ(apply(&o, "container-save", "/other.sqsh"),
+            "--container-save: given twice with different values ('./out.sqsh', '/other.sqsh')");
+  Options dir;
+  EXPECT_EQ(apply(&dir, "container-save", "/out/"), "--container-save: '/out/' is a directory");
+  EXPECT_EQ(apply(&o, "container-unshare", "net,ipc,uts"), "");
   Options p;
   EXPECT_EQ(apply(&p, "container-unshare", "pid"),
             "--container-unshare: unknown namespace 'pid' (net, ipc, uts)");
   PluginArgs a;
   EXPECT_EQ(parse_plugin_args({"importer=/usr/bin/x"}, &a),
-            "plugstack argument importer=: not supported yet");
+            "plugstack argument importer=: not supported: Berth imports images into its own "
+            "store (a site shares them through the policy's central_store)");
 }
 
 TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
@@ -283,9 +309,24 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   gpu_step.gpus = true;
   EXPECT_EQ(run_arguments(o, PluginArgs{}, gpu_step, "/w", &args), "");
   EXPECT_EQ(std::count(args.begin(), args.end(), "--gpus"), 1);
+  o.save = "out.sqsh";
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{}, "/w", &args),
+            "--container-save with a squashfs image (./img.sqsh) is not supported yet");
+  o.save.clear();
   o.name = "n";
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{}, "/w", &args),
             "--container-name with a squashfs image (./img.sqsh) is not supported yet");
+  // ipc: a namespace of its own; uts: one that keeps the node's host name.
+  Options u;
+  u.image = "busybox";
+  u.unshare = {"ipc", "uts"};
+  StepIds host{1, 0, "n1", 5, 6};
+  host.hostname = "node07";
+  EXPECT_EQ(run_arguments(u, PluginArgs{}, host, "/w", &args), "");
+  std::vector<std::string> tail(args.begin() + 7, args.end());
+  EXPECT_EQ(tail,
+            (std::vector<std::string>{"--ipc", "private", "--hostname", "node07", "--entrypoint",
+                                      "/bin/sh", "busybox", "-c", "kill -STOP $$; exit 0"}));
 }
 
 }  // namespace
