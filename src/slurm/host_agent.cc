@@ -141,6 +141,14 @@ bool read_all(int fd, char* p, size_t n) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       _exit(1);
     }
+    // Only the job's user: in a container whose other IDs are subordinate ones (Berth's
+    // subids mode) a process running as one of those must not run Slurm's clients as the user.
+    ucred peer{};
+    socklen_t len = sizeof peer;
+    if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != ::getuid()) {
+      ::close(conn);
+      continue;
+    }
     pid_t h = ::fork();
     if (h == 0) {
       ::close(listener);
