@@ -146,6 +146,8 @@ bool read_all(int fd, char* p, size_t n) {
     ucred peer{};
     socklen_t len = sizeof peer;
     if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != ::getuid()) {
+      int32_t refused = kRefusedStatus;
+      (void)!::write(conn, &refused, sizeof refused);
       ::close(conn);
       continue;
     }

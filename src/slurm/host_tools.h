@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace berth::slurm {
@@ -32,6 +33,9 @@ inline constexpr const char* kAgentEnv = "BERTH_SLURM_AGENT";
 
 /// The client's file name, beside the berth binary.
 inline constexpr const char* kClientName = "berth-slurm-client";
+
+/// The status the agent answers a connection from another user with (never a tool's status).
+inline constexpr int32_t kRefusedStatus = -13;
 
 /// The largest request the agent reads (argv and environment).
 inline constexpr size_t kMaxRequest = 4U << 20;
