@@ -126,8 +126,9 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
                  "Mount the container's root read-only (default: the site policy's readonly)");
   if (m.any("--root-emulation"))
     app.add_option("--root-emulation", o.root_emulation,
-                   "userns engine: seccomp (set*id, chown succeed without effect; the default) "
-                   "or none (the policy's root_emulation)");
+                   "userns engine: auto (the default: subids where you have subordinate IDs, "
+                   "else seccomp), subids (real IDs from /etc/subuid), seccomp (set*id, chown "
+                   "succeed without effect) or none (the policy's root_emulation)");
   if (m.any("--hostenv")) app.add_flag("--hostenv", o.hostenv, "Pass the host's environment");
   if (m.any("--gpus"))
     app.add_option("--gpus", o.gpus,

@@ -198,12 +198,19 @@ static_assert(kProgram.length < 200, "8-bit relative jumps must reach the return
 }  // namespace
 
 std::string_view root_emulation_name(RootEmulation mode) {
-  return mode == RootEmulation::kSeccomp ? "seccomp" : "none";
+  switch (mode) {
+    case RootEmulation::kNone: return "none";
+    case RootEmulation::kSeccomp: return "seccomp";
+    case RootEmulation::kSubids: return "subids";
+    case RootEmulation::kAuto: return "auto";
+  }
+  return "auto";
 }
 
 std::optional<RootEmulation> parse_root_emulation(std::string_view name) {
-  if (name == "seccomp") return RootEmulation::kSeccomp;
-  if (name == "none") return RootEmulation::kNone;
+  for (RootEmulation m : {RootEmulation::kNone, RootEmulation::kSeccomp, RootEmulation::kSubids,
+                          RootEmulation::kAuto})
+    if (name == root_emulation_name(m)) return m;
   return std::nullopt;
 }
 
@@ -234,6 +241,19 @@ Status prepare_root_emulation(int root_fd) {
     return sys_error("create", kAptDropIn);
   }
   return write_all(file.get(), kAptDropInText, kAptDropIn);
+}
+
+void retire_root_emulation(int root_fd) {
+  UniqueFd dir(open_in_root(root_fd, "/etc/apt/apt.conf.d", O_PATH | O_DIRECTORY));
+  if (!dir.valid()) return;
+  const char* name = std::strrchr(kAptDropIn, '/') + 1;
+  UniqueFd file(::openat(dir.get(), name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!file.valid()) return;  // none (the usual case)
+  char buf[512];
+  ssize_t n = ::read(file.get(), buf, sizeof buf);
+  if (n == static_cast<ssize_t>(kAptDropInText.size()) &&
+      std::string_view(buf, static_cast<size_t>(n)) == kAptDropInText)
+    (void)::unlinkat(dir.get(), name, 0);  // best effort: apt then merely runs as root
 }
 
 RootEmulationVerdict root_emulation_verdict(uint32_t audit_arch, uint32_t nr,
