@@ -40,13 +40,15 @@ std::optional<uint64_t> parse_u64(std::string_view s) {
 }
 
 /// The start time of process `pid` (field 22 of /proc/PID/stat, in clock ticks since boot);
-/// 0 when it cannot be read.
+/// 0 when it cannot be read or the process has ended (a zombie keeps its user namespace and
+/// start time until reaped).
 uint64_t start_time(pid_t pid) {
   auto text = read_file("/proc/" + std::to_string(pid) + "/stat");
   if (!text.ok()) return 0;
   size_t close = text->rfind(')');  // the command name may hold spaces and parentheses
   if (close == std::string::npos) return 0;
   std::string_view rest = std::string_view(*text).substr(close + 1);
+  if (rest.size() < 2 || rest[1] == 'Z' || rest[1] == 'X') return 0;  // field 3: the state
   // Fields after the name: 3 (state) is the first; 22 (starttime) the 20th.
   int field = 2;
   size_t i = 0;

@@ -54,7 +54,7 @@ TEST_F(RootEmulationFilter, IsSmallAndNamed) {
   EXPECT_LT(root_emulation_filter_length(), 128U);
   EXPECT_EQ(parse_root_emulation("seccomp"), RootEmulation::kSeccomp);
   EXPECT_EQ(parse_root_emulation("none"), RootEmulation::kNone);
-  EXPECT_EQ(parse_root_emulation("subids"), std::nullopt);
+  EXPECT_EQ(parse_root_emulation("fake"), std::nullopt);
   EXPECT_EQ(root_emulation_name(RootEmulation::kSeccomp), "seccomp");
   EXPECT_EQ(root_emulation_name(RootEmulation::kNone), "none");
 }
