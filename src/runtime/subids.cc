@@ -260,13 +260,13 @@ Result<SubidSetup> subid_setup() {
     if (!text.ok() && text.error().code != ErrorCode::kNotFound) return std::move(text).error();
     std::string body = text.ok() ? std::move(text).value() : "";
     auto r = find_subid_range(body, name, id);
-    if (!r && name.empty() && !body.empty()) {
+    if (!r && name.empty()) {
       // Most lines name the user: look the name up only when the number found none.
       struct passwd pw, *found = nullptr;
       char buf[4096];
       if (::getpwuid_r(::geteuid(), &pw, buf, sizeof buf, &found) == 0 && found != nullptr)
         name = found->pw_name;
-      r = find_subid_range(body, name, id);
+      if (!body.empty()) r = find_subid_range(body, name, id);
     }
     if (!r)
       return make_error("map subordinate IDs", path,
