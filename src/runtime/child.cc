@@ -2,6 +2,7 @@
 #include "runtime/child.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -10,7 +11,6 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <grp.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>

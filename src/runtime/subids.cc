@@ -77,6 +77,7 @@ std::pair<pid_t, uint64_t> read_pid_file(const std::string& dir) {
 /// Runs `argv` and waits; its stderr (the helper's own one-line reason) reaches the user's.
 Status run_helper(const std::vector<std::string>& argv) {
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = ::fork();

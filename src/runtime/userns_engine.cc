@@ -65,7 +65,6 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   if (spec.rootfs.empty() || spec.rootfs.front() != '/')
     return failed(make_error("run", spec.rootfs, "root filesystem path must be absolute"));
 
-  // Plan everything while exceptions and allocation are still allowed.
   // The root emulation, resolved: the subordinate-ID mode needs its holder's namespace.
   RootEmulation emulation = spec.root_emulation;
   UniqueFd userns;
@@ -79,6 +78,7 @@ RunOutcome run_userns(const ContainerSpec& spec) {
     if (!ns) return failed(std::move(ns).error().with_context("run --root-emulation subids"));
     userns = std::move(ns).value();
   }
+  // Plan everything while exceptions and allocation are still allowed.
   auto plan = plan_mounts(spec, probe_host(spec));
   if (!plan) return failed(std::move(plan).error());
   if (auto st = plan_device_edits(spec, *plan); !st) return failed(std::move(st).error());
