@@ -255,19 +255,21 @@ Result<SubidSetup> subid_setup() {
   s.newuidmap = BERTH_TRY(find_tool("newuidmap", "BERTH_NEWUIDMAP", "uidmap"));
   s.newgidmap = BERTH_TRY(find_tool("newgidmap", "BERTH_NEWGIDMAP", "uidmap"));
   std::string name;
-  auto range = [&name](const char* env, const char* file, unsigned long id) -> Result<SubidRange> {
+  // Both files name the owner of a range by user name or uid (not gid).
+  auto range = [&name](const char* env, const char* file) -> Result<SubidRange> {
     std::string path = env_or(env, file);
     auto text = read_file(path);
     if (!text.ok() && text.error().code != ErrorCode::kNotFound) return std::move(text).error();
-    std::string body = text.ok() ? std::move(text).value() : "";
-    auto r = find_subid_range(body, name, id);
+    if (!text.ok() || trim(*text).empty())  // no one has ranges here: no user lookup either
+      return make_error("map subordinate IDs", path, "no ranges in it", ErrorCode::kNotFound);
+    auto r = find_subid_range(*text, name, ::geteuid());
     if (!r && name.empty()) {
       // Most lines name the user: look the name up only when the number found none.
       struct passwd pw, *found = nullptr;
       char buf[4096];
       if (::getpwuid_r(::geteuid(), &pw, buf, sizeof buf, &found) == 0 && found != nullptr)
         name = found->pw_name;
-      if (!body.empty()) r = find_subid_range(body, name, id);
+      r = find_subid_range(*text, name, ::geteuid());
     }
     if (!r)
       return make_error("map subordinate IDs", path,
@@ -275,8 +277,8 @@ Result<SubidSetup> subid_setup() {
                         ErrorCode::kNotFound);
     return *r;
   };
-  s.uids = BERTH_TRY(range("BERTH_SUBUID", "/etc/subuid", ::geteuid()));
-  s.gids = BERTH_TRY(range("BERTH_SUBGID", "/etc/subgid", ::getegid()));
+  s.uids = BERTH_TRY(range("BERTH_SUBUID", "/etc/subuid"));
+  s.gids = BERTH_TRY(range("BERTH_SUBGID", "/etc/subgid"));
   return s;
 }
 

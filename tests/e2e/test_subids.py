@@ -157,14 +157,19 @@ def test_without_ranges_auto_is_seccomp_and_subids_by_name_is_one_line(berth, im
     info = berth.json("info", "--json", env=env)
     assert info["root_emulation"]["mode"] == "seccomp"
     assert info["root_emulation"]["subids"]["available"] is False
-    name = pwd.getpwuid(berth.identity.uid).pw_name
     assert info["root_emulation"]["subids"]["reason"] == \
-        f"map subordinate IDs /dev/null: no range for {name}"
+        "map subordinate IDs /dev/null: no ranges in it"
     rc, _, err = berth("run", "--rm", "--root-emulation=subids", img, "true", env=env,
                        check=False)
     assert rc == 125
-    assert err == (f"berth: error: run --root-emulation subids: map subordinate IDs /dev/null: "
-                   f"no range for {name}\n")
+    assert err == ("berth: error: run --root-emulation subids: map subordinate IDs /dev/null: "
+                   "no ranges in it\n")
+    # A file with other users' ranges only: the user is named.
+    others = berth.write_file("subuid", "someone-else:200000:65536\n")
+    name = pwd.getpwuid(berth.identity.uid).pw_name
+    info = berth.json("info", "--json", env={**env, "BERTH_SUBUID": others})
+    assert info["root_emulation"]["subids"]["reason"] == \
+        f"map subordinate IDs {others}: no range for {name}"
     env = {"BERTH_NEWUIDMAP": "/nonexistent", "BERTH_RUNTIME_DIR": env["BERTH_RUNTIME_DIR"]}
     _, out, _ = berth("run", "--rm", img, "/bin/sh", "-c", ROOTOPS, env=env)
     assert kv(out)["uid"] == "0"

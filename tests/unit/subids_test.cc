@@ -91,7 +91,7 @@ TEST(SubidSetup, SaysWhatIsMissing) {
     EXPECT_EQ(s.error().message(), "engine BERTH_NEWUIDMAP=" + (tmp / "missing") +
                                        ": not an executable file");
   }
-  std::string empty = tmp.write("subuid", "# nobody has ranges here\n");
+  std::string empty = tmp.write("subuid", "# nobody has ranges here\nsomeone-else:1:2\n");
   ScopedEnv uid_tool("BERTH_NEWUIDMAP", "/bin/true");
   ScopedEnv gid_tool("BERTH_NEWGIDMAP", "/bin/true");
   ScopedEnv ranges("BERTH_SUBUID", empty);
@@ -100,6 +100,11 @@ TEST(SubidSetup, SaysWhatIsMissing) {
   EXPECT_EQ(s.error().code, ErrorCode::kNotFound);
   EXPECT_TRUE(s.error().message().starts_with("map subordinate IDs " + empty + ": no range for "))
       << s.error().message();
+  std::string blank = tmp.write("blank", "\n");
+  ScopedEnv no_ranges("BERTH_SUBUID", blank);
+  s = subid_setup();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message(), "map subordinate IDs " + blank + ": no ranges in it");
 }
 
 /// The holder's tests: an ordinary user with ranges and the helpers, in a runtime folder of
