@@ -295,6 +295,10 @@ Status run_directory(const RunOptions& opts, const std::string& name, bool remov
   BERTH_CHECK(check_run_engine(site, kDefaultEngine));
   ContainerSpec spec = BERTH_TRY(
       prepare_spec(nlohmann::json::object(), real, opts, host, discovery, site, given));
+  // Changes land in the directory itself, which no `berth rm` walks: under auto it keeps one
+  // owner (the seccomp mode), so that the user's own tools can remove what a run wrote there.
+  // --root-emulation=subids maps the range all the same.
+  if (spec.root_emulation == RootEmulation::kAuto) spec.root_emulation = RootEmulation::kSeccomp;
   return finish(run_userns(spec));
 }
 

@@ -192,6 +192,17 @@ def test_policy_and_flag_choose_the_mode(berth, img, subids):
     assert (kv(out)["uid"], kv(out)["gid"]) == ("1234", "1234")
 
 
+def test_a_directory_run_keeps_one_owner_under_auto(berth, img, subids):
+    """`berth run DIR` writes into the user's own tree, which no `berth rm` walks: auto keeps
+    the seccomp mode there; --root-emulation=subids maps the range all the same."""
+    root = berth.path("tree")
+    berth("unpack", img, root)
+    _, out, _ = berth("run", root, "/bin/sh", "-c", ROOTOPS)
+    assert (kv(out)["setresuid"], kv(out)["uid"]) == ("ok", "0")
+    _, out, _ = berth("run", "--root-emulation=subids", root, "/bin/sh", "-c", ROOTOPS)
+    assert kv(out)["uid"] == "42"
+
+
 def test_exec_joins_the_mapped_namespace(berth, img, subids):
     detach(berth, "--name", "mapped", img, "/probe", "signals", "606")
     wait_for(lambda: "ready" in logs(berth, "mapped"), "the workload to start")
