@@ -18,6 +18,7 @@ import threading
 
 import pytest
 
+from conftest import subid_holders
 from test_docker import detach, logs, wait_for
 from test_policy import user_file
 from test_root_emulation import ROOTOPS, archive_reachable, debian_tarball  # noqa: F401
@@ -74,20 +75,6 @@ def alive(pid: int) -> bool:
         return False
 
 
-def holders(identity) -> set[int]:
-    out = set()
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open(f"/proc/{p}/comm") as f:
-                    comm = f.read().strip()
-                if comm == "berth-subids" and os.stat(f"/proc/{p}").st_uid == identity.uid:
-                    out.add(int(p))
-            except OSError:
-                pass
-    return out
-
-
 # --- fast: the probe image ------------------------------------------------------------------
 
 
@@ -127,7 +114,7 @@ def test_volume_files_root_writes_are_the_users_and_others_subordinate(berth, im
 def test_holder_is_made_once_for_concurrent_first_runs_and_remade_when_killed(berth, img, subids,
                                                                               identity):
     runtime = berth.env["BERTH_RUNTIME_DIR"]
-    before = holders(identity)
+    before = subid_holders(identity.uid)
     results = []
 
     def one():
@@ -139,7 +126,7 @@ def test_holder_is_made_once_for_concurrent_first_runs_and_remade_when_killed(be
     for t in threads:
         t.join()
     assert results == [0, 0, 0, 0]
-    made = holders(identity) - before
+    made = subid_holders(identity.uid) - before
     first = holder_pid(runtime)
     assert made == {first}, (made, first)
     os.kill(first, signal.SIGKILL)
