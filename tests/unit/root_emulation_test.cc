@@ -194,6 +194,13 @@ TEST(RootEmulationAptDropIn, WrittenOnceWhereAptIsAndResolvedInsideTheRoot) {
   std::stringstream kept;
   kept << again.rdbuf();
   EXPECT_EQ(kept.str(), "// the user's edit\n");
+  retire_root_emulation(fd.get());  // the subids mode: only Berth's own text goes
+  EXPECT_TRUE(fs::exists(root + kAptDropIn));
+  std::ofstream(root + kAptDropIn, std::ios::trunc) << kAptDropInText;
+  retire_root_emulation(fd.get());
+  EXPECT_FALSE(fs::exists(root + kAptDropIn));
+  EXPECT_TRUE(fs::exists(root + "/etc/apt/apt.conf.d"));
+  retire_root_emulation(fd.get());  // none: nothing to do
 }
 
 }  // namespace
