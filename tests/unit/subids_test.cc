@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -20,6 +21,32 @@
 
 namespace berth {
 namespace {
+
+/// Every test of this binary that reaches the mode (a ContainerStore removal refused, an engine
+/// run under auto) keeps its holder in a runtime folder of this process's own, killed at the
+/// end: a test run leaves no process behind, and parallel test processes do not share one.
+class SubidRuntimeFolder : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (::getenv("BERTH_RUNTIME_DIR") != nullptr) return;  // the caller chose one
+    std::string tmpl = ::testing::TempDir();
+    if (tmpl.empty() || tmpl.back() != '/') tmpl += '/';
+    tmpl += "berth-unit-run-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) return;  // the default folder then: only litter
+    dir_ = tmpl;
+    ::setenv("BERTH_RUNTIME_DIR", dir_.c_str(), 1);
+  }
+  void TearDown() override {
+    if (dir_.empty()) return;
+    if (pid_t p = live_subid_holder(dir_); p > 0) ::kill(p, SIGKILL);
+    (void)remove_tree(dir_);  // best effort: a leftover is only litter
+  }
+
+ private:
+  std::string dir_;
+};
+[[maybe_unused]] ::testing::Environment* const kSubidRuntimeFolder =
+    ::testing::AddGlobalTestEnvironment(new SubidRuntimeFolder);
 
 TEST(SubidRanges, FindsTheUsersFirstRangeByNameOrNumber) {
   const char* text =
@@ -63,8 +90,10 @@ class ScopedEnv {
     ::setenv(name, value.c_str(), 1);
   }
   ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
   }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <optional>
 #include <string>
 
 #include "core/fs.h"
@@ -561,13 +562,21 @@ class UsernsEngineSubids : public UsernsEngine {
     UsernsEngine::SetUp();
     if (IsSkipped()) return;
     if (auto s = subid_setup(); !s.ok()) GTEST_SKIP() << "no subordinate IDs: " << s.error().message();
+    if (const char* v = ::getenv("BERTH_RUNTIME_DIR")) old_dir_ = v;
     ::setenv("BERTH_RUNTIME_DIR", run_dir_.path.c_str(), 1);
+    dir_set_ = true;
   }
   void TearDown() override {
+    if (!dir_set_) return;
     if (pid_t p = live_subid_holder(run_dir_.path); p > 0) ::kill(p, SIGKILL);
-    ::unsetenv("BERTH_RUNTIME_DIR");
+    if (old_dir_)
+      ::setenv("BERTH_RUNTIME_DIR", old_dir_->c_str(), 1);
+    else
+      ::unsetenv("BERTH_RUNTIME_DIR");
   }
   TempDir run_dir_{"subids-run"};
+  std::optional<std::string> old_dir_;
+  bool dir_set_ = false;
 };
 
 TEST_F(UsernsEngineSubids, SetIdAndChownAreRealAndTheHostSeesSubordinateIds) {
