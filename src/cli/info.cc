@@ -216,8 +216,9 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
     // A root container user's run: auto is subids where the user has ranges and the helpers.
     std::string configured = site.root_emulation.empty() ? "auto" : site.root_emulation;
     auto subids = subid_setup();
+    auto start_failure = subid_start_failure(subid_state_path());
     std::string emulation = configured;
-    if (emulation == "auto") emulation = subids.ok() ? "subids" : "seccomp";
+    if (emulation == "auto") emulation = subids.ok() && !start_failure ? "subids" : "seccomp";
     if (emulation == "seccomp" && !root_emulation_supported()) emulation = "none";
     std::string emulation_text =
         "seccomp (one mapped ID; set*id, setgroups, chown and device mknod succeed without effect)";
@@ -234,6 +235,10 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
       subids_json["uids"] = range(subids->uids);
       subids_json["gids"] = range(subids->gids);
       subids_json["holder_pid"] = holder > 0 ? nlohmann::json(holder) : nlohmann::json(nullptr);
+      if (start_failure) {
+        subids_json["available"] = false;
+        subids_json["reason"] = *start_failure;
+      }
       if (emulation == "subids")
         emulation_text = "subids (root is you; IDs 1-" + std::to_string(subids->uids.count) +
                          " are your subordinate IDs " + range(subids->uids) +

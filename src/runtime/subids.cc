@@ -28,6 +28,7 @@ namespace {
 
 constexpr const char* kPidFile = "subids.pid";
 constexpr const char* kLockFile = "subids.lock";
+constexpr const char* kFailedFile = "subids.failed";
 
 std::optional<uint64_t> parse_u64(std::string_view s) {
   if (s.empty() || s.size() > 19) return std::nullopt;
@@ -320,6 +321,7 @@ Result<UniqueFd> subid_namespace(const std::string& dir, const SubidSetup& setup
   FileLock lock = BERTH_TRY(FileLock::acquire(path_join(dir, kLockFile)));
   if (UniqueFd ns = live_subid_namespace(dir); ns.valid()) return ns;
   BERTH_CHECK(start_holder(dir, setup));
+  (void)::unlink(path_join(dir, kFailedFile).c_str());  // an earlier failure is over (if any)
   UniqueFd ns = live_subid_namespace(dir);
   if (!ns.valid())
     return make_error("map subordinate IDs", path_join(dir, kPidFile),
@@ -327,16 +329,31 @@ Result<UniqueFd> subid_namespace(const std::string& dir, const SubidSetup& setup
   return ns;
 }
 
+std::optional<std::string> subid_start_failure(const std::string& dir) {
+  auto text = read_file(path_join(dir, kFailedFile));
+  if (!text.ok()) return std::nullopt;
+  return std::string(trim(*text));
+}
+
 UniqueFd subid_namespace_if_available() {
   if (::geteuid() == 0) return {};
-  if (UniqueFd ns = live_subid_namespace(subid_state_path()); ns.valid()) return ns;
+  std::string path = subid_state_path();
+  if (UniqueFd ns = live_subid_namespace(path); ns.valid()) return ns;
+  // A start that failed here was said once: auto does not run the helpers (and print their
+  // complaint) on every run after it.
+  if (path_exists(path_join(path, kFailedFile))) return {};
   auto setup = subid_setup();
   if (!setup.ok()) return {};
   auto dir = subid_state_dir();
   auto ns = dir.ok() ? subid_namespace(*dir, *setup) : Result<UniqueFd>(std::move(dir).error());
   if (!ns.ok()) {
+    std::string failed = path_join(path, kFailedFile);
+    (void)write_file_atomic(failed, ns.error().message() + "\n", 0600,
+                            Durability::kProcessSafe)
+        .ok();  // best effort: without it the next run tries (and warns) again
     log::warn_once("subids", ns.error().message() +
-                                 " (runs use the seccomp root emulation instead)");
+                                 " (runs use the seccomp root emulation until " + failed +
+                                 " is removed; --root-emulation=subids tries again)");
     return {};
   }
   return std::move(ns).value();

@@ -80,8 +80,12 @@ pid_t live_subid_holder(const std::string& dir);
 
 /// For callers that can go on without the mode (auto): the holder's namespace when the mode is
 /// available (starting the holder when needed), else an invalid fd. A holder that cannot be
-/// started is a warning, once.
+/// started is a warning, once: the reason goes to subids.failed in the runtime folder, and
+/// auto does not try again while that file is there (a successful start removes it).
 UniqueFd subid_namespace_if_available();
+
+/// Why the last start of a holder in `dir` failed (subids.failed), if it did.
+std::optional<std::string> subid_start_failure(const std::string& dir);
 
 /// The holder's namespace for a run that asked for the mode: live, or started now; the error
 /// says why the mode is not available.

@@ -162,6 +162,26 @@ def test_without_ranges_auto_is_seccomp_and_subids_by_name_is_one_line(berth, im
     assert kv(out)["uid"] == "0"
 
 
+def test_a_holder_that_cannot_start_is_said_once_and_auto_falls_back(berth, img, subids):
+    runtime = berth.env["BERTH_RUNTIME_DIR"]
+    env = {"BERTH_NEWUIDMAP": "/bin/false"}  # installed, but it fails
+    _, out, err = berth("run", "--rm", img, "/bin/sh", "-c", ROOTOPS, env=env)
+    assert kv(out)["uid"] == "0"  # seccomp
+    failed = os.path.join(runtime, "subids.failed")
+    assert err == (f"berth: warning: map subordinate IDs /bin/false: exited with status 1 (runs "
+                   f"use the seccomp root emulation until {failed} is removed; "
+                   f"--root-emulation=subids tries again)\n")
+    _, out, err = berth("run", "--rm", img, "/bin/sh", "-c", ROOTOPS)  # the real helpers now
+    assert (kv(out)["uid"], err) == ("0", "")  # not tried again, not said again
+    info = berth.json("info", "--json")["root_emulation"]
+    assert info["mode"] == "seccomp"
+    assert info["subids"]["reason"] == "map subordinate IDs /bin/false: exited with status 1"
+    _, out, _ = berth("run", "--rm", "--root-emulation=subids", img, "/bin/sh", "-c", ROOTOPS)
+    assert kv(out)["uid"] == "42" and not os.path.exists(failed)
+    _, out, _ = berth("run", "--rm", img, "/bin/sh", "-c", ROOTOPS)
+    assert kv(out)["uid"] == "42"  # auto is subids again
+
+
 def test_policy_and_flag_choose_the_mode(berth, img, subids):
     env = user_file(berth, 'root_emulation = "seccomp"\n')
     _, out, _ = berth("run", "--rm", img, "/bin/sh", "-c", ROOTOPS, env=env)
