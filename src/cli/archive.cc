@@ -12,6 +12,7 @@
 #include "image/save.h"
 #include "image/tar_writer.h"
 #include "runtime/link_form.h"
+#include "runtime/subids.h"
 
 namespace berth::cli {
 namespace {
@@ -146,13 +147,17 @@ Action setup_export(CLI::App& app, const GlobalOptions& g) {
     ContainerRecord c = BERTH_TRY(cs.find(o->container));
     // The image's symlink form, whatever engine ran the container last.
     FileLock held = BERTH_TRY(lock_canonical(cs, c, "export"));
-    return write_output(o->output, "export", [&](int fd, const std::string& what) -> Status {
-      TarWriter w = BERTH_TRY(TarWriter::open(fd, what));
-      // Rootless, the files are ours on the host and root's inside: write what the container
-      // sees, as docker export does (as root, host and container IDs are the same).
-      if (::geteuid() != 0) w.set_owner_view(::geteuid(), ::getegid());
-      BERTH_CHECK(w.add_tree(cs.rootfs(c)).with_context("export " + o->container));
-      return w.finish();
+    // Where the user has subordinate IDs, the walk runs inside their namespace: files of other
+    // IDs (apt's _apt, 0700) are readable there, and each file shows its ID inside.
+    return run_mapped([&] {
+      return write_output(o->output, "export", [&](int fd, const std::string& what) -> Status {
+        TarWriter w = BERTH_TRY(TarWriter::open(fd, what));
+        // Rootless, the files are ours on the host and root's inside: write what the container
+        // sees, as docker export does (as root, host and container IDs are the same).
+        if (::geteuid() != 0) w.set_owner_view(::geteuid(), ::getegid());
+        BERTH_CHECK(w.add_tree(cs.rootfs(c)).with_context("export " + o->container));
+        return w.finish();
+      });
     });
   };
 }

@@ -21,6 +21,7 @@
 #include "runtime/container_spec.h"
 #include "runtime/engines.h"
 #include "runtime/root_emulation.h"
+#include "runtime/subids.h"
 #include "runtime/tool.h"
 
 namespace berth::cli {
@@ -101,7 +102,7 @@ nlohmann::json policy_json(const SiteConfig& c) {
       {"mount_home", c.mount_home},
       {"env", env},
       {"readonly", c.readonly},
-      {"root_emulation", c.root_emulation.empty() ? "seccomp" : c.root_emulation},
+      {"root_emulation", c.root_emulation.empty() ? "auto" : c.root_emulation},
       {"default_engine", c.default_engine.empty() ? kDefaultEngine : c.default_engine},
       {"allowed_engines", opt_list(c.allowed_engines)},
       {"driver_root", c.driver_root.empty() ? "/" : c.driver_root},
@@ -212,17 +213,46 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
     if (!userns.ok()) j["user_namespaces_error"] = userns.error().message();
     // What a run of the userns engine does about IDs other than the user's (the policy's
     // root_emulation, or --root-emulation per run).
-    std::string emulation = site.root_emulation.empty() ? "seccomp" : site.root_emulation;
-    if (!root_emulation_supported()) emulation = "none";
+    // A root container user's run: auto is subids where the user has ranges and the helpers.
+    std::string configured = site.root_emulation.empty() ? "auto" : site.root_emulation;
+    auto subids = subid_setup();
+    auto start_failure = subid_start_failure(subid_state_path());
+    std::string emulation = configured;
+    if (emulation == "auto") emulation = subids.ok() && !start_failure ? "subids" : "seccomp";
+    if (emulation == "seccomp" && !root_emulation_supported()) emulation = "none";
     std::string emulation_text =
         "seccomp (one mapped ID; set*id, setgroups, chown and device mknod succeed without effect)";
     if (emulation == "none")
       emulation_text = root_emulation_supported()
                            ? "none (one mapped ID; set*id and chown to other IDs fail)"
                            : "none (no filter for this architecture)";
+    nlohmann::json subids_json = {{"available", subids.ok()}};
+    if (subids.ok()) {
+      auto range = [](const SubidRange& r) {
+        return std::to_string(r.start) + "-" + std::to_string(r.start + r.count - 1);
+      };
+      pid_t holder = live_subid_holder(subid_state_path());
+      subids_json["uids"] = range(subids->uids);
+      subids_json["gids"] = range(subids->gids);
+      subids_json["holder_pid"] = holder > 0 ? nlohmann::json(holder) : nlohmann::json(nullptr);
+      if (start_failure) {
+        subids_json["available"] = false;
+        subids_json["reason"] = *start_failure;
+      }
+      if (emulation == "subids")
+        emulation_text = "subids (root is you; IDs 1-" + std::to_string(subids->uids.count) +
+                         " are your subordinate IDs " + range(subids->uids) +
+                         "; set*id, setgroups and chown are real)";
+    } else {
+      subids_json["reason"] = subids.error().message();
+      if (emulation == "subids")
+        emulation_text = "subids (not available: " + subids.error().message() + ")";
+    }
     j["root_emulation"] = {{"mode", emulation},
+                           {"configured", configured},
                            {"supported", root_emulation_supported()},
-                           {"filter_instructions", root_emulation_filter_length()}};
+                           {"filter_instructions", root_emulation_filter_length()},
+                           {"subids", subids_json}};
     // The HCAs --ib can select: one sysfs listing (ib info has the details).
     std::string hcas;
     nlohmann::json hca_names = nlohmann::json::array();

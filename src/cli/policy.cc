@@ -18,7 +18,7 @@ Status apply_run_policy(const SiteConfig& site, const GivenOptions& given, RunOp
     BERTH_CHECK(check_not_locked(site, "gpus", "--gpus " + *opts.gpus));
   if (!opts.gpus && !site.gpus.empty()) opts.gpus = site.gpus;
   if (!opts.root_emulation.empty() && opts.root_emulation != site.root_emulation &&
-      !(site.root_emulation.empty() && opts.root_emulation == "seccomp"))
+      !(site.root_emulation.empty() && opts.root_emulation == "auto"))
     BERTH_CHECK(
         check_not_locked(site, "root_emulation", "--root-emulation " + opts.root_emulation));
   if (opts.root_emulation.empty()) opts.root_emulation = site.root_emulation;

@@ -28,6 +28,8 @@
 #include "runtime/engines.h"
 #include "runtime/launcher.h"
 #include "runtime/monitor.h"
+#include "runtime/root_emulation.h"
+#include "runtime/subids.h"
 #include "site/central_store.h"
 #include "site/policy.h"
 #include "site/squashfs.h"
@@ -130,8 +132,9 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
                  "Mount the container's root read-only (default: the site policy's readonly)");
   if (m.any("--root-emulation"))
     app.add_option("--root-emulation", o.root_emulation,
-                   "userns engine: seccomp (set*id, chown succeed without effect; the default) "
-                   "or none (the policy's root_emulation)");
+                   "userns engine: auto (the default: subids where you have subordinate IDs, "
+                   "else seccomp), subids (real IDs from /etc/subuid), seccomp (set*id, chown "
+                   "succeed without effect) or none (the policy's root_emulation)");
   if (m.any("--hostenv")) app.add_flag("--hostenv", o.hostenv, "Pass the host's environment");
   if (m.any("--gpus"))
     app.add_option("--gpus", o.gpus,
@@ -307,6 +310,10 @@ Status run_directory(const RunOptions& opts, const std::string& name, bool remov
   BERTH_CHECK(check_run_engine(site, kDefaultEngine));
   ContainerSpec spec = BERTH_TRY(
       prepare_spec(nlohmann::json::object(), real, opts, host, discovery, site, given));
+  // Changes land in the directory itself, which no `berth rm` walks: under auto it keeps one
+  // owner (the seccomp mode), so that the user's own tools can remove what a run wrote there.
+  // --root-emulation=subids maps the range all the same.
+  if (spec.root_emulation == RootEmulation::kAuto) spec.root_emulation = RootEmulation::kSeccomp;
   return finish(run_userns(spec));
 }
 
@@ -506,6 +513,15 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
     // Detached (cli/lifecycle.cc, runtime/monitor.h): this process prints the ID and leaves;
     // the monitor, holding the run lock it inherits, goes on below. There is no terminal.
     spec->tty = false;
+    // The user's subordinate-ID holder (runtime/subids.h) is made here when it is missing,
+    // not in the monitor: making it forks helpers (newuidmap, newgidmap), which `inspect` and
+    // `exec` would take for the workload while they run, the monitor's first children.
+    if (spec->uid == 0 && spec->gid == 0) {
+      if (spec->root_emulation == RootEmulation::kAuto)
+        (void)subid_namespace_if_available();
+      else if (spec->root_emulation == RootEmulation::kSubids)
+        (void)required_subid_namespace();  // its error, if any, is the engine's to report
+    }
     auto in_monitor = detach_monitor(cs, c, lock, opts.interactive);
     if (!in_monitor.ok()) {
       cleanup();

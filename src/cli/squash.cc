@@ -7,10 +7,12 @@
 #include <memory>
 
 #include "cli/context.h"
+#include "core/fs.h"
 #include "core/json.h"
 #include "core/progress.h"
 #include "image/squash.h"
 #include "runtime/link_form.h"
+#include "runtime/subids.h"
 #include "site/policy.h"
 
 namespace berth::cli {
@@ -96,13 +98,26 @@ Action setup_squash(CLI::App& app, const GlobalOptions& g) {
       FileLock held = BERTH_TRY(lock_canonical(cs, *c, "squash"));
       // Rootless, the files are ours on the host and root's inside: write what the container
       // sees (as export does; as root, host and container IDs are the same).
-      uid_t uid = ::geteuid() == 0 ? static_cast<uid_t>(-1) : ::geteuid();
-      gid_t gid = ::geteuid() == 0 ? static_cast<gid_t>(-1) : ::getegid();
       // A container's files changed since the image was made: only SOURCE_DATE_EPOCH pins it.
       o->squash.made = reproducible_time(nlohmann::json());
-      SquashStats s =
-          BERTH_TRY(squash_tree(cs.rootfs(*c), to_text(meta), o->squash, o->output, uid, gid)
-                        .with_context("squash " + o->name));
+      // Where the user has subordinate IDs, inside their namespace (as export): root there
+      // reads every file and sees the IDs the container sees. The stats come back in a pipe.
+      SquashStats s;
+      int stats_pipe[2];
+      if (::pipe2(stats_pipe, O_CLOEXEC) != 0) return sys_error("pipe", "squash");
+      UniqueFd stats_r(stats_pipe[0]), stats_w(stats_pipe[1]);
+      BERTH_CHECK(run_mapped([&]() -> Status {
+        uid_t uid = ::geteuid() == 0 ? static_cast<uid_t>(-1) : ::geteuid();
+        gid_t gid = ::geteuid() == 0 ? static_cast<gid_t>(-1) : ::getegid();
+        SquashStats made =
+            BERTH_TRY(squash_tree(cs.rootfs(*c), to_text(meta), o->squash, o->output, uid, gid)
+                          .with_context("squash " + o->name));
+        return write_all(stats_w.get(),
+                         std::string_view(reinterpret_cast<const char*>(&made), sizeof made),
+                         "squash");
+      }));
+      stats_w.reset();
+      (void)!::read(stats_r.get(), &s, sizeof s);  // written whole above (a pipe's atomic size)
       report(g, o->json, o->output, o->squash, s, seconds());
       return {};
     }

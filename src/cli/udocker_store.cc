@@ -22,6 +22,7 @@
 #include "image/tar_writer.h"
 #include "runtime/engines.h"
 #include "runtime/link_form.h"
+#include "runtime/subids.h"
 
 namespace berth::cli::udocker {
 
@@ -280,7 +281,7 @@ Status export_clone(const GlobalOptions& g, const std::string& file, const std::
     BERTH_CHECK(w.add_bytes("imagerepo.name", c.image));
     return w.finish();
   };
-  Status st = write();
+  Status st = run_mapped(write);  // inside the subordinate-ID namespace, as berth export
   if (!st.ok() && !to_stdout) (void)::unlink(file.c_str());  // a half-written archive
   return st;
 }

@@ -72,7 +72,7 @@ inline constexpr std::string_view kOpWords[] = {
     "bind home", "change", "kill", "logs", "setns", "start", "template", "chdir to working directory", "create mount target",
     "set the parent death signal",
     "create working directory", "detach old root", "device edit", "drop capability", "engine",
-    "env", "find container", "make mounts private", "name", "oci", "open bind source",
+    "env", "find container", "make mounts private", "map subordinate IDs", "name", "oci", "open bind source",
     "open mount", "open mount target", "probe", "read container", "remount read-only", "rm",
     "rmname", "root emulation", "run", "stop", "system df", "update the loader cache: ldconfig", "user", "volume", "workdir",
     // Devices.

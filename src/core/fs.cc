@@ -145,10 +145,21 @@ namespace {
 /// What a copy needs across the whole tree: the first copy of each multi-link file.
 struct TreeCopy {
   std::map<std::pair<dev_t, ino_t>, std::string> links;  // -> the copy's path
+  uid_t uid = ::geteuid();
+  gid_t gid = ::getegid();
 };
 
-Status copy_file_at(int sfd, int dfd, const char* name, const struct stat& st,
-                    const std::string& path) {
+/// Gives the copy of `name` in `dfd` the owner of the original when that is another ID: a
+/// copy made as root (or as root of a user namespace with subordinate IDs mapped) keeps them.
+/// Before the mode is set (a chown clears set-ID bits). Best effort: rootless with one ID, the
+/// copy is the user's, as every file of the tree was.
+void keep_owner(const TreeCopy& tc, int dfd, const char* name, const struct stat& st) {
+  if (st.st_uid != tc.uid || st.st_gid != tc.gid)
+    (void)::fchownat(dfd, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
+}
+
+Status copy_file_at(const TreeCopy& tc, int sfd, int dfd, const char* name,
+                    const struct stat& st, const std::string& path) {
   UniqueFd in(open_readable_at(sfd, name, st));
   if (!in.valid()) return sys_error("open", path);
   UniqueFd out(::openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
@@ -165,6 +176,7 @@ Status copy_file_at(int sfd, int dfd, const char* name, const struct stat& st,
     if (n == 0) break;  // the file shrank meanwhile
     left -= n;
   }
+  keep_owner(tc, dfd, name, st);
   if (::fchmod(out.get(), st.st_mode & 07777) != 0) return sys_error("chmod", path);
   struct timespec ts[2] = {st.st_atim, st.st_mtim};
   (void)::futimens(out.get(), ts);  // times are cosmetic
@@ -187,6 +199,7 @@ Status copy_dir(TreeCopy& tc, int sfd, int dfd, const std::string& path,
       UniqueFd t(::openat(dfd, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!s.valid() || !t.valid()) return sys_error("open", p);
       BERTH_CHECK(copy_dir(tc, s.get(), t.get(), p, path_join(dpath, n)));
+      keep_owner(tc, dfd, n.c_str(), st);
       if (::fchmod(t.get(), st.st_mode & 07777) != 0) return sys_error("chmod", p);
       struct timespec ts[2] = {st.st_atim, st.st_mtim};
       (void)::futimens(t.get(), ts);  // times are cosmetic
@@ -196,6 +209,7 @@ Status copy_dir(TreeCopy& tc, int sfd, int dfd, const std::string& path,
       if (len < 0) return sys_error("readlink", p);
       target.resize(static_cast<size_t>(len));
       if (::symlinkat(target.c_str(), dfd, n.c_str()) != 0) return sys_error("symlink", p);
+      keep_owner(tc, dfd, n.c_str(), st);
       struct timespec ts[2] = {st.st_atim, st.st_mtim};
       (void)::utimensat(dfd, n.c_str(), ts, AT_SYMLINK_NOFOLLOW);  // cosmetic
     } else if (S_ISREG(st.st_mode)) {
@@ -209,10 +223,11 @@ Status copy_dir(TreeCopy& tc, int sfd, int dfd, const std::string& path,
         }
         tc.links[key] = path_join(dpath, n);
       }
-      BERTH_CHECK(copy_file_at(sfd, dfd, n.c_str(), st, p));
+      BERTH_CHECK(copy_file_at(tc, sfd, dfd, n.c_str(), st, p));
     } else if (S_ISFIFO(st.st_mode)) {
       if (::mknodat(dfd, n.c_str(), S_IFIFO | (st.st_mode & 07777), 0) != 0)
         return sys_error("mkfifo", p);
+      keep_owner(tc, dfd, n.c_str(), st);
     }
     // Device nodes and sockets: a rootless tree holds none worth copying.
   }

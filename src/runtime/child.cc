@@ -2,6 +2,7 @@
 #include "runtime/child.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -73,6 +74,87 @@ void reset_signals() {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
+/// Identity: one uid and one gid, mapped onto the caller's, written from inside.
+void write_identity_maps(const ChildContext& ctx) {
+  ChildFailure f;
+  if (write_proc_self("setgroups", "deny") != 0 && errno != ENOENT) {
+    set_failure(&f, 125, errno, "write", "/proc/self/setgroups");
+    fail(ctx, f);
+  }
+  if (write_proc_self("uid_map", ctx.uid_map) != 0) {
+    set_failure(&f, 125, errno, "write", "/proc/self/uid_map");
+    fail(ctx, f);
+  }
+  if (write_proc_self("gid_map", ctx.gid_map) != 0) {
+    set_failure(&f, 125, errno, "write", "/proc/self/gid_map");
+    fail(ctx, f);
+  }
+}
+
+/// The subordinate-ID mode: joins the holder's user namespace (its maps are written already)
+/// and makes this run's other namespaces there. A PID namespace takes in only the children of
+/// the process that unshares it: this process then forks its PID 1, which goes on with the
+/// setup, and stays outside to pass signals on and the status back.
+void join_subid_namespace(const ChildContext& ctx) {
+  const ContainerSpec& spec = *ctx.spec;
+  ChildFailure f;
+  if (::setns(ctx.userns_fd, CLONE_NEWUSER) != 0) {
+    set_failure(&f, 125, errno, "setns", "user namespace", "the subordinate ID holder's");
+    fail(ctx, f);
+  }
+  ::close(ctx.userns_fd);
+  int flags = CLONE_NEWNS;
+  if (spec.pid_namespace) flags |= CLONE_NEWPID;
+  if (!spec.hostname.empty()) flags |= CLONE_NEWUTS;
+  if (spec.network_none) flags |= CLONE_NEWNET;
+  if (spec.ipc_namespace) flags |= CLONE_NEWIPC;
+  if (::unshare(flags) != 0) {
+    set_failure(&f, 125, errno, "unshare", "mount namespace");
+    fail(ctx, f);
+  }
+  if (!spec.pid_namespace) return;
+  pid_t pid = raw_fork();
+  if (pid < 0) {
+    set_failure(&f, 125, errno, "fork", "init");
+    fail(ctx, f);
+  }
+  if (pid == 0) {
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+      set_failure(&f, 125, errno, "set the parent death signal", "");
+      fail(ctx, f);
+    }
+    return;
+  }
+  ::close(ctx.report_fd);  // the init's copy tells the parent about exec
+  forward_signals_to(pid, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) ::_exit(125);
+  }
+  ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
+/// The subordinate-ID mode's container user other than root: real IDs, set before exec.
+void switch_ids(const ChildContext& ctx) {
+  ChildFailure f;
+  const ContainerSpec& spec = *ctx.spec;
+  if (::setgroups(ctx.group_count, ctx.groups) != 0) {
+    set_failure(&f, 125, errno, "user", "setgroups");
+    fail(ctx, f);
+  }
+  if (::setresgid(spec.gid, spec.gid, spec.gid) != 0) {
+    set_failure(&f, 125, errno, "user", "setresgid", "the group is not in the mapped range");
+    fail(ctx, f);
+  }
+  if (::setresuid(spec.uid, spec.uid, spec.uid) != 0) {
+    set_failure(&f, 125, errno, "user", "setresuid", "the user is not in the mapped range");
+    fail(ctx, f);
+  }
+}
+
 /// The workload's last steps: stdin, terminal, signals, fds, exec.
 [[noreturn]] void start_workload(const ChildContext& ctx) {
   ChildFailure f;
@@ -91,6 +173,7 @@ void reset_signals() {
   // Descriptors the caller left open must not leak into the container.
   (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // ENOSYS on old kernels: leak is harmless
   keep_across_exec(ctx.spec->kept_fds);  // a launcher's (runtime/launcher.h)
+  if (ctx.switch_ids) switch_ids(ctx);
   reset_signals();
   exec_workload(ctx, &f);
   fail(ctx, f);
@@ -280,18 +363,10 @@ void child_main(const ChildContext& ctx) {
   // namespace (it reads 0); the report pipe can: no reader left but the parent's.
   struct pollfd report = {ctx.report_fd, POLLOUT, 0};
   if (::poll(&report, 1, 0) == 1 && (report.revents & POLLERR) != 0) ::_exit(125);
-  // Identity: one uid and one gid, mapped onto the caller's.
-  if (write_proc_self("setgroups", "deny") != 0 && errno != ENOENT) {
-    set_failure(&f, 125, errno, "write", "/proc/self/setgroups");
-    fail(ctx, f);
-  }
-  if (write_proc_self("uid_map", ctx.uid_map) != 0) {
-    set_failure(&f, 125, errno, "write", "/proc/self/uid_map");
-    fail(ctx, f);
-  }
-  if (write_proc_self("gid_map", ctx.gid_map) != 0) {
-    set_failure(&f, 125, errno, "write", "/proc/self/gid_map");
-    fail(ctx, f);
+  if (ctx.userns_fd >= 0) {
+    join_subid_namespace(ctx);
+  } else {
+    write_identity_maps(ctx);
   }
   if (!spec.hostname.empty() && ::sethostname(spec.hostname.data(), spec.hostname.size()) != 0) {
     set_failure(&f, 125, errno, "sethostname", spec.hostname.c_str());
@@ -359,7 +434,7 @@ void child_main(const ChildContext& ctx) {
   // workload, its children and the init (whose /proc/PID/status tells `berth exec` to install
   // the filter too) keep it. A build without a filter for this architecture runs without
   // (`berth info` says so).
-  if (spec.root_emulation == RootEmulation::kSeccomp && root_emulation_supported() &&
+  if (ctx.emulation == RootEmulation::kSeccomp && root_emulation_supported() &&
       install_root_emulation() != 0) {
     set_failure(&f, 125, errno, "root emulation", "seccomp filter");
     fail(ctx, f);

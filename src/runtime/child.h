@@ -32,6 +32,16 @@ struct ChildContext {
   const MountPlan* plan = nullptr;
   const char* uid_map = nullptr;  ///< "UID OUTER 1"
   const char* gid_map = nullptr;
+  /// The root emulation this run uses, resolved (never kAuto).
+  RootEmulation emulation = RootEmulation::kSeccomp;
+  /// kSubids: the holder's user namespace (runtime/subids.h), which the child joins instead of
+  /// making one and writing uid_map/gid_map; it then unshares the other namespaces there.
+  int userns_fd = -1;
+  /// kSubids with a container user other than root: the IDs to switch to before exec
+  /// (setgroups, setresgid, setresuid: real IDs of the mapped range).
+  bool switch_ids = false;
+  const gid_t* groups = nullptr;
+  size_t group_count = 0;
   std::vector<char*> argv;        ///< null-terminated
   std::vector<char*> envp;        ///< null-terminated
   const char* path = nullptr;     ///< PATH for the command lookup

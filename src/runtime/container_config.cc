@@ -243,7 +243,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
     auto mode = parse_root_emulation(opts.root_emulation);
     if (!mode)
       return make_error("run", "--root-emulation " + opts.root_emulation,
-                        "expected seccomp or none");
+                        "expected auto, subids, seccomp or none");
     spec.root_emulation = *mode;
   }
   spec.kept_fds = BERTH_TRY(kept_fds(opts.preserve_fds, spec.env));

@@ -38,7 +38,8 @@ struct RunOptions {
   bool bind_home = false;              ///< --bind-home
   bool hostenv = false;                ///< --hostenv
   bool read_only = false;              ///< --read-only (or the site's readonly): the root is mounted read-only
-  /// --root-emulation (or the policy's root_emulation): "seccomp", "none"; "" for seccomp.
+  /// --root-emulation (or the policy's root_emulation): "auto", "subids", "seccomp", "none";
+  /// "" for auto.
   std::string root_emulation;
   /// The site policy's [env] edits (core/env_list.h), applied after the image's variables and
   /// --hostenv, before --env-file and -e.

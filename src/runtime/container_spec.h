@@ -80,10 +80,11 @@ struct ContainerSpec {
   bool host_dev = false;               ///< bind the host's /dev instead of a minimal one
   bool network_none = false;           ///< --network none: a network namespace with only lo
   bool ipc_namespace = false;          ///< --ipc private: SysV IPC and POSIX queues of its own
-  /// The userns engine's root emulation (runtime/root_emulation.h): a seccomp filter that makes
-  /// set*id, setgroups, chown and device mknod succeed without effect, so that package
-  /// managers work with one mapped ID. --root-emulation=none or the policy's root_emulation.
-  RootEmulation root_emulation = RootEmulation::kSeccomp;
+  /// The userns engine's root emulation (runtime/root_emulation.h): the user's subordinate IDs
+  /// mapped (runtime/subids.h) or a seccomp filter that makes set*id, setgroups, chown and
+  /// device mknod succeed without effect, so that package managers work. --root-emulation or
+  /// the policy's root_emulation; auto picks subids where available, else seccomp.
+  RootEmulation root_emulation = RootEmulation::kAuto;
   bool writable_rootfs = true;         ///< the container's root is writable (it is a private copy)
   /// Not empty for a squashfs image (site/squashfs_mount.h): `rootfs` is then a read-only
   /// FUSE mount shared with other containers, and the userns engine stacks a kernel overlayfs

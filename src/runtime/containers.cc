@@ -21,6 +21,7 @@
 #include "image/unpack.h"
 #include "runtime/link_form.h"
 #include "runtime/monitor.h"
+#include "runtime/subids.h"
 
 namespace berth {
 namespace {
@@ -275,7 +276,10 @@ Result<ContainerRecord> ContainerStore::clone(const ContainerRecord& c, const st
   copy.created = now_rfc3339();
   copy.running = false;
   return build(std::move(copy), name, [&](const std::string& rootfs) {
-    return copy_tree(this->rootfs(c), rootfs).with_context("clone " + c.id);
+    // Inside the subordinate-ID namespace where the user has one: files of other IDs are
+    // readable there, and keep their owners.
+    return run_mapped([&] { return copy_tree(this->rootfs(c), rootfs); })
+        .with_context("clone " + c.id);
   });
 }
 
@@ -302,7 +306,7 @@ Result<ContainerRecord> ContainerStore::build(
   });
   BERTH_CHECK(make_dirs(tmp, 0700));
   auto fail = [&tmp](Error e) {
-    (void)remove_tree(tmp);  // best effort; .tmp-* is never listed
+    (void)remove_tree_mapped(tmp);  // best effort; .tmp-* is never listed
     return e;
   };
   if (Status st = fill(path_join(tmp, "rootfs")); !st.ok()) return fail(std::move(st).error());
@@ -312,7 +316,7 @@ Result<ContainerRecord> ContainerStore::build(
     return fail(sys_error("rename", tmp + " -> " + dir(c)));
   if (!name.empty()) {
     if (Status st = add_name(c, name); !st.ok()) {
-      (void)remove_tree(dir(c));  // lost a race for the name: undo, the error says why
+      (void)remove_tree_mapped(dir(c));  // lost a race for the name: undo, the error says why
       return st.error();
     }
     c.names.push_back(name);
@@ -346,7 +350,7 @@ Status ContainerStore::remove(const ContainerRecord& c, bool force) {
     (void)::unlink((doomed + ".lock").c_str());  // under the lock (core/fs.cc): only clutter
   });
   if (::rename(cdir.c_str(), doomed.c_str()) != 0) return sys_error("rename", cdir);
-  return remove_tree(doomed);
+  return remove_tree_mapped(doomed);  // files of subordinate IDs go inside their namespace
 }
 
 Result<std::vector<Leftover>> ContainerStore::sweep(bool dry_run) const {
@@ -368,7 +372,7 @@ Result<std::vector<Leftover>> ContainerStore::sweep(bool dry_run) const {
       if (in_use) continue;
       // Its create or rm was killed: finish the removal it had begun (or the create undone).
       if (!dry_run && !lock_file) {
-        if (Status st = remove_tree(path); !st.ok()) {
+        if (Status st = remove_tree_mapped(path); !st.ok()) {
           // One folder that cannot go (a rootfs with a read-only folder) does not stop gc.
           log::warn("{}", st.error().message());
           out.pop_back();  // not reclaimed: not counted as such

@@ -36,13 +36,18 @@ namespace berth {
 /// Which root emulation a run of the userns engine uses.
 enum class RootEmulation {
   kNone,     ///< the one mapped ID only: set*id and chown to other IDs fail as the kernel says
-  kSeccomp,  ///< the filter above (the default)
+  kSeccomp,  ///< the filter above
+  /// The user's subordinate IDs mapped (runtime/subids.h): the calls are real, no filter.
+  kSubids,
+  /// The default: kSubids where the user has ranges and newuidmap (and the container user is
+  /// root), else kSeccomp. The engine decides at each run.
+  kAuto,
 };
 
-/// "none" or "seccomp".
+/// "none", "seccomp", "subids" or "auto".
 std::string_view root_emulation_name(RootEmulation mode);
 
-/// The mode named `name` ("none", "seccomp"); nullopt for any other word.
+/// The mode named `name` ("none", "seccomp", "subids", "auto"); nullopt for any other word.
 std::optional<RootEmulation> parse_root_emulation(std::string_view name);
 
 /// Whether this build has a filter for the host's architecture.
@@ -67,6 +72,11 @@ bool needs_apt_drop_in(int root_fd);
 /// the file is missing (resolved inside the root); nothing otherwise, nor where the user may not
 /// write (EACCES, EPERM, EROFS).
 Status prepare_root_emulation(int root_fd);
+
+/// Removes kAptDropIn beneath the root at `root_fd` when it holds exactly kAptDropInText (an
+/// earlier seccomp run wrote it): in the subordinate-ID mode apt's switch to _apt is real.
+/// Best effort, nothing reported.
+void retire_root_emulation(int root_fd);
 
 /// What the filter answers a call with: the kernel runs it, or it succeeds without effect.
 enum class RootEmulationVerdict { kAllow, kFake };

@@ -1,8 +1,11 @@
 // Root emulation's apt drop-in (runtime/root_emulation.h), apart from the filter itself so that
 // the Slurm plugin compiles the filter in without Berth's file helpers.
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <string_view>
 
 #include "core/fs.h"
 #include "core/root_path.h"
@@ -29,6 +32,19 @@ Status prepare_root_emulation(int root_fd) {
     return sys_error("create", kAptDropIn);
   }
   return write_all(file.get(), kAptDropInText, kAptDropIn);
+}
+
+void retire_root_emulation(int root_fd) {
+  UniqueFd dir(open_in_root(root_fd, "/etc/apt/apt.conf.d", O_PATH | O_DIRECTORY));
+  if (!dir.valid()) return;
+  const char* name = std::strrchr(kAptDropIn, '/') + 1;
+  UniqueFd file(::openat(dir.get(), name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!file.valid()) return;  // none (the usual case)
+  char buf[512];
+  ssize_t n = ::read(file.get(), buf, sizeof buf);
+  if (n == static_cast<ssize_t>(kAptDropInText.size()) &&
+      std::string_view(buf, static_cast<size_t>(n)) == kAptDropInText)
+    (void)::unlinkat(dir.get(), name, 0);  // best effort: apt then merely runs as root
 }
 
 }  // namespace berth

@@ -28,6 +28,7 @@
 #include "runtime/identity.h"
 #include "runtime/mount_plan.h"
 #include "runtime/root_emulation.h"
+#include "runtime/subids.h"
 
 namespace berth {
 namespace {
@@ -64,6 +65,19 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   if (spec.rootfs.empty() || spec.rootfs.front() != '/')
     return failed(make_error("run", spec.rootfs, "root filesystem path must be absolute"));
 
+  // The root emulation, resolved: the subordinate-ID mode needs its holder's namespace.
+  RootEmulation emulation = spec.root_emulation;
+  UniqueFd userns;
+  if (emulation == RootEmulation::kAuto) {
+    // A container user other than root keeps the one-ID mapping: its files stay the user's on
+    // the host, and its volumes writable (Podman would need --userns=keep-id for that).
+    if (spec.uid == 0 && spec.gid == 0) userns = subid_namespace_if_available();
+    emulation = userns.valid() ? RootEmulation::kSubids : RootEmulation::kSeccomp;
+  } else if (emulation == RootEmulation::kSubids) {
+    auto ns = required_subid_namespace();
+    if (!ns) return failed(std::move(ns).error().with_context("run --root-emulation subids"));
+    userns = std::move(ns).value();
+  }
   // Plan everything while exceptions and allocation are still allowed.
   auto plan = plan_mounts(spec, probe_host(spec));
   if (!plan) return failed(std::move(plan).error());
@@ -81,7 +95,7 @@ RunOutcome run_userns(const ContainerSpec& spec) {
       identity = std::move(add).value();
       // A writable squashfs root (--writable) may run apt: the child writes the root
       // emulation's drop-in in the overlay. A read-only one installs nothing.
-      if (spec.root_emulation == RootEmulation::kSeccomp && spec.writable_rootfs &&
+      if (emulation == RootEmulation::kSeccomp && spec.writable_rootfs &&
           needs_apt_drop_in(root.get()))
         apt_drop_in = kAptDropInText;
       if (spec.overlay_only_for_writes && !spec.writable_rootfs && identity.passwd.empty() &&
@@ -90,9 +104,11 @@ RunOutcome run_userns(const ContainerSpec& spec) {
     } else {
       if (auto st = ensure_identity(root.get(), spec); !st)
         return failed(std::move(st).error().with_context("set up /etc/passwd"));
-      if (spec.root_emulation == RootEmulation::kSeccomp) {
+      if (emulation == RootEmulation::kSeccomp) {
         if (auto st = prepare_root_emulation(root.get()); !st)
           return failed(std::move(st).error().with_context("set up root emulation"));
+      } else if (emulation == RootEmulation::kSubids) {
+        retire_root_emulation(root.get());  // apt's switch to _apt is real here
       }
     }
   }
@@ -103,6 +119,13 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   ctx.plan = &*plan;
   ctx.uid_map = uid_map.c_str();
   ctx.gid_map = gid_map.c_str();
+  ctx.emulation = emulation;
+  ctx.userns_fd = userns.get();
+  if (emulation == RootEmulation::kSubids && (spec.uid != 0 || spec.gid != 0)) {
+    ctx.switch_ids = true;
+    ctx.groups = spec.extra_gids.data();
+    ctx.group_count = spec.extra_gids.size();
+  }
   for (const std::string& a : spec.argv) ctx.argv.push_back(const_cast<char*>(a.c_str()));
   ctx.argv.push_back(nullptr);
   ctx.path = kDefaultPath;
@@ -171,11 +194,16 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   sigaddset(&block, SIGTTOU);
   ::sigprocmask(SIG_BLOCK, &block, &old_mask);
 
-  unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | SIGCHLD;
-  if (spec.pid_namespace) flags |= CLONE_NEWPID;
-  if (!spec.hostname.empty()) flags |= CLONE_NEWUTS;
-  if (spec.network_none) flags |= CLONE_NEWNET;
-  if (spec.ipc_namespace) flags |= CLONE_NEWIPC;
+  // In the subordinate-ID mode the child joins the holder's user namespace and unshares the
+  // others there (child.cc): the clone itself makes none.
+  unsigned long flags = SIGCHLD;
+  if (!userns.valid()) {
+    flags |= CLONE_NEWUSER | CLONE_NEWNS;
+    if (spec.pid_namespace) flags |= CLONE_NEWPID;
+    if (!spec.hostname.empty()) flags |= CLONE_NEWUTS;
+    if (spec.network_none) flags |= CLONE_NEWNET;
+    if (spec.ipc_namespace) flags |= CLONE_NEWIPC;
+  }
   pid_t pid;
   int clone_err = 0;
   if (!spec.pid_namespace) {

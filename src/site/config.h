@@ -53,7 +53,7 @@ struct PolicyLayer {
   std::optional<bool> mount_home;
   std::optional<std::vector<EnvEdit>> env;  ///< [env] set, prepend, append, unset, in that order
   std::optional<bool> readonly;
-  std::optional<std::string> root_emulation;  ///< "seccomp" or "none"
+  std::optional<std::string> root_emulation;  ///< "auto", "subids", "seccomp" or "none"
   std::optional<std::string> default_engine;
   std::optional<std::vector<std::string>> allowed_engines;
   std::optional<std::string> driver_root;
@@ -97,8 +97,8 @@ struct SiteConfig {
   bool mount_home = false;
   std::vector<EnvEdit> env;  ///< the site's edits, then the user's
   bool readonly = false;
-  /// The userns engine's root emulation (runtime/root_emulation.h): "seccomp", "none"; "" for
-  /// Berth's default (seccomp).
+  /// The userns engine's root emulation (runtime/root_emulation.h): "auto", "subids",
+  /// "seccomp", "none"; "" for Berth's default (auto).
   std::string root_emulation;
   std::string default_engine;  ///< "" for Berth's own default
   std::optional<std::vector<std::string>> allowed_engines;  ///< nullopt: any

@@ -249,7 +249,7 @@ Result<PolicyLayer> parse_policy(std::string_view text, const std::string& path,
     else if (k == "env") l.env = BERTH_TRY(r.env(node, k));
     else if (k == "readonly") l.readonly = BERTH_TRY(r.boolean(node, k));
     else if (k == "root_emulation")
-      l.root_emulation = BERTH_TRY(r.one_of(node, k, {"seccomp", "none"}));
+      l.root_emulation = BERTH_TRY(r.one_of(node, k, {"auto", "subids", "seccomp", "none"}));
     else if (k == "default_engine") l.default_engine = BERTH_TRY(r.string(node, k));
     else if (k == "allowed_engines") l.allowed_engines = BERTH_TRY(r.strings(node, k));
     else if (k == "driver_root") l.driver_root = BERTH_TRY(r.absolute_path(node, k));

@@ -92,6 +92,34 @@ def identity() -> Identity:
     return Identity()
 
 
+def subid_holders(uid: int) -> set[int]:
+    """The pids of the user's subordinate-ID holders (runtime/subids.h: `berth-subids`)."""
+    found = set()
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/comm") as f:
+                if f.read().strip() == "berth-subids" and os.stat(f"/proc/{p}").st_uid == uid:
+                    found.add(int(p))
+        except OSError:
+            pass  # gone meanwhile
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_holder_left(identity):
+    """The holders the session's runs started (the default runtime folder's among them) are
+    killed at its end: a test run leaves no process behind."""
+    before = subid_holders(identity.uid)
+    yield
+    for pid in subid_holders(identity.uid) - before:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass  # ended meanwhile
+
+
 @pytest.fixture(scope="session")
 def scratch():
     """A session folder under the system temp dir that every user can traverse

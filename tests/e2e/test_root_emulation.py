@@ -2,7 +2,9 @@
 seccomp root emulation makes set*id, setgroups, chown and device mknod succeed without effect,
 and turns apt's sandbox user off; --root-emulation=none and the policy's root_emulation turn it
 off. The fast tests use the probe image; the slow one builds a real Debian 12 image with
-mmdebstrap (cached) and runs apt-get, useradd, chown and su in it."""
+mmdebstrap (cached) and runs apt-get, useradd, chown and su in it. The default (auto) is the
+subordinate-ID mode where the user has ranges (test_subids.py): here the seccomp mode is asked
+for by name, or reached as auto's choice without ranges (BERTH_SUBUID naming an empty file)."""
 
 from __future__ import annotations
 
@@ -21,16 +23,28 @@ ALL_CALLS = ["setgroups", "setresgid", "setresuid", "setuid", "chown", "mknod_ch
 ROOTOPS = "touch /f && /probe rootops /f"
 
 
-def rootops(berth, image, *flags) -> dict:
-    _, out, _ = berth("run", "--rm", *flags, image, "/bin/sh", "-c", ROOTOPS)
+def no_ranges(berth) -> dict:
+    """Auto without subordinate ranges: the seccomp mode. A runtime folder of the test's own,
+    where no holder of the subordinate-ID mode lives (a live one is used without rereading
+    /etc/subuid)."""
+    return {"BERTH_SUBUID": "/dev/null", "BERTH_SUBGID": "/dev/null",
+            "BERTH_RUNTIME_DIR": berth.make_dir("runtime-no-ranges")}
+
+
+def rootops(berth, image, *flags, env=None) -> dict:
+    _, out, _ = berth("run", "--rm", *flags, image, "/bin/sh", "-c", ROOTOPS, env=env)
     return kv(out)
 
 
 # --- fast: the probe image, no network ------------------------------------------------------
 
 
-def test_root_calls_succeed_without_effect_by_default(berth, img):
-    r = rootops(berth, img)
+@pytest.mark.parametrize("how", ["flag", "auto-without-ranges"])
+def test_root_calls_succeed_without_effect_under_seccomp(berth, img, how):
+    if how == "flag":
+        r = rootops(berth, img, "--root-emulation=seccomp")
+    else:
+        r = rootops(berth, img, env=no_ranges(berth))
     assert {c: r[c] for c in ALL_CALLS} == {c: "ok" for c in ALL_CALLS}, r
     assert (r["uid"], r["gid"], r["owner"]) == ("0", "0", "0:0")  # nothing changed
     assert (r["dev"], r["fifo"]) == ("0", "1")  # no device node; a FIFO as usual
@@ -52,7 +66,7 @@ def test_policy_turns_root_emulation_off_and_info_says_so(berth, img):
     info = berth.json("info", "--json", env=env)
     assert info["root_emulation"]["mode"] == "none"
     assert info["policy"]["settings"]["root_emulation"]["value"] == "none"
-    _, out, _ = berth("info")
+    _, out, _ = berth("info", env=no_ranges(berth))
     assert "Root emulation:    seccomp (one mapped ID; set*id, setgroups, chown and device " \
            "mknod succeed without effect)" in out
 
@@ -60,11 +74,11 @@ def test_policy_turns_root_emulation_off_and_info_says_so(berth, img):
 def test_unknown_root_emulation_is_one_line(berth, img):
     rc, _, err = berth("run", "--rm", "--root-emulation=fake", img, "true", check=False)
     assert rc == 125
-    assert err == "berth: error: run --root-emulation fake: expected seccomp or none\n"
+    assert err == "berth: error: run --root-emulation fake: expected auto, subids, seccomp or none\n"
 
 
 def test_exec_gets_the_containers_root_emulation(berth, img):
-    detach(berth, "--name", "emu", img, "/probe", "signals", "604")
+    detach(berth, "--name", "emu", "--root-emulation=seccomp", img, "/probe", "signals", "604")
     wait_for(lambda: "ready" in logs(berth, "emu"), "the workload to start")
     _, out, _ = berth("exec", "emu", "/bin/sh", "-c", ROOTOPS)
     assert kv(out)["setresuid"] == "ok" and kv(out)["chown"] == "ok"
@@ -114,8 +128,10 @@ def debian_tarball() -> str:
 
 
 def test_apt_install_useradd_chown_su_then_rm_leaves_nothing(berth, debian_tarball):
+    """Without subordinate ranges (auto's seccomp mode); test_subids.py has the same with them."""
     if not archive_reachable():
         pytest.skip("Debian's archive (deb.debian.org) is not reachable")
+    berth.env.update(no_ranges(berth))
     berth("import", debian_tarball, "deb12", timeout=300)
     script = (
         "set -e; apt-get update -qq; apt-get install -y -qq hello >/dev/null; hello; "
@@ -160,7 +176,7 @@ def test_writable_squashfs_run_gets_the_apt_drop_in_in_its_overlay(berth, identi
     make_tree(tree, None)
     os.makedirs(os.path.join(tree, "etc", "apt", "apt.conf.d"))
     image = mksquashfs(tree, os.path.join(berth.workdir, "apt.sqsh"))
-    berth.env["BERTH_RUNTIME_DIR"] = berth.make_dir("runtime")
+    berth.env.update(no_ranges(berth))  # the drop-in is the seccomp mode's
     drop_in = "/etc/apt/apt.conf.d/00berth-root-emulation"
     _, out, _ = berth("run", "--writable", image, "/bin/cat", drop_in)
     assert out.endswith('APT::Sandbox::User "root";\n'), out

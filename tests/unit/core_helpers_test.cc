@@ -14,6 +14,7 @@
 
 #include "core/dir.h"
 #include "core/elf.h"
+#include "core/fs.h"
 #include "core/env_list.h"
 #include "core/json.h"
 #include "core/root_path.h"
@@ -288,6 +289,32 @@ TEST(RootPath, MakesMissingParentsAndFollowsDanglingLinksInsideTheRoot) {
   ASSERT_EQ(make_path_in_root(root.get(), "/dir/x", false), 0);
   ASSERT_EQ(::lstat((t.path + "/elsewhere/x").c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
+}
+
+TEST(CopyTree, KeepsOtherOwnersWhereTheCopierMay) {
+  // As root (or root of a user namespace with subordinate IDs: clone's walk), a copy keeps each
+  // file's owner and its set-ID bits; rootless with one ID, every file is the user's anyway.
+  if (::geteuid() != 0) GTEST_SKIP() << "only root can give files to other IDs";
+  TempDir tmp("copy-owner");
+  std::string from = tmp / "from";
+  ASSERT_TRUE(make_dirs(from + "/partial", 0700).ok());
+  std::string file = tmp.write("from/partial/f", "x");
+  std::string tool = tmp.write("from/tool", "#!/bin/sh\n", 04755);
+  ASSERT_EQ(::chown(file.c_str(), 42, 43), 0);
+  ASSERT_EQ(::chown((from + "/partial").c_str(), 42, 0), 0);
+  ASSERT_EQ(::chown(tool.c_str(), 7, 7), 0);
+  ASSERT_EQ(::chmod(tool.c_str(), 04755), 0);  // chown cleared it
+  ASSERT_TRUE(copy_tree(from, tmp / "to").ok());
+  struct stat st;
+  ASSERT_EQ(::stat((tmp / "to/partial/f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 42U);
+  EXPECT_EQ(st.st_gid, 43U);
+  ASSERT_EQ(::stat((tmp / "to/partial").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 42U);
+  EXPECT_EQ(st.st_mode & 07777, 0700U);
+  ASSERT_EQ(::stat((tmp / "to/tool").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 7U);
+  EXPECT_EQ(st.st_mode & 07777, 04755U);  // the mode set after the owner: set-ID bits kept
 }
 
 }  // namespace

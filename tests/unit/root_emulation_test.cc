@@ -54,7 +54,7 @@ TEST_F(RootEmulationFilter, IsSmallAndNamed) {
   EXPECT_LT(root_emulation_filter_length(), 128U);
   EXPECT_EQ(parse_root_emulation("seccomp"), RootEmulation::kSeccomp);
   EXPECT_EQ(parse_root_emulation("none"), RootEmulation::kNone);
-  EXPECT_EQ(parse_root_emulation("subids"), std::nullopt);
+  EXPECT_EQ(parse_root_emulation("fake"), std::nullopt);
   EXPECT_EQ(root_emulation_name(RootEmulation::kSeccomp), "seccomp");
   EXPECT_EQ(root_emulation_name(RootEmulation::kNone), "none");
 }
@@ -194,6 +194,13 @@ TEST(RootEmulationAptDropIn, WrittenOnceWhereAptIsAndResolvedInsideTheRoot) {
   std::stringstream kept;
   kept << again.rdbuf();
   EXPECT_EQ(kept.str(), "// the user's edit\n");
+  retire_root_emulation(fd.get());  // the subids mode: only Berth's own text goes
+  EXPECT_TRUE(fs::exists(root + kAptDropIn));
+  std::ofstream(root + kAptDropIn, std::ios::trunc) << kAptDropInText;
+  retire_root_emulation(fd.get());
+  EXPECT_FALSE(fs::exists(root + kAptDropIn));
+  EXPECT_TRUE(fs::exists(root + "/etc/apt/apt.conf.d"));
+  retire_root_emulation(fd.get());  // none: nothing to do
 }
 
 }  // namespace

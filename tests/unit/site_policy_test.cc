@@ -128,7 +128,7 @@ TEST(SitePolicy, BadValuesAreNamedByFileLineAndKey) {
            Case{"squash_options = [\"-comp\"]", "line 1: \"squash_options\" is not a string"},
            Case{"store_format = \"squash\"", "line 1: \"store_format\" is not \"layers\" or \"squashfs\": \"squash\""},
            Case{"store_format = 1", "line 1: \"store_format\" is not a string"},
-           Case{"root_emulation = \"fake\"", "line 1: \"root_emulation\" is not \"seccomp\" or \"none\": \"fake\""},
+           Case{"root_emulation = \"fake\"", "line 1: \"root_emulation\" is not \"auto\" or \"subids\" or \"seccomp\" or \"none\": \"fake\""},
            Case{"runtime_dir = true", "line 1: \"runtime_dir\" is not a string"},
            Case{"pull_deadline = -1", "line 1: \"pull_deadline\" is not a whole number of 0 to 1000000000"},
            Case{"pull_low_speed_limit = 1.5", "line 1: \"pull_low_speed_limit\" is not a whole number of 0 to 1000000000"},

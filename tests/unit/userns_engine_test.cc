@@ -23,11 +23,13 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <optional>
 #include <string>
 
 #include "core/fs.h"
 #include "runtime/container_spec.h"
 #include "runtime/root_emulation.h"
+#include "runtime/subids.h"
 #include "test_util.h"
 
 namespace berth {
@@ -120,6 +122,9 @@ class UsernsEngine : public ::testing::Test {
     fs::copy_file(probe_path(), rootfs_ + "/bin/probe");
     fs::permissions(rootfs_ + "/bin/probe", fs::perms(0755));
     spec_.rootfs = rootfs_;
+    // The one-ID engine; the subordinate-ID mode (auto's choice where the user has ranges) has
+    // tests of its own below.
+    spec_.root_emulation = RootEmulation::kSeccomp;
     spec_.env = {"PATH=/usr/bin:/bin", "HOME=/root"};
   }
   ContainerSpec spec(std::vector<std::string> argv) {
@@ -489,7 +494,7 @@ std::map<std::string, std::string> probe_kv(const std::string& out) {
 TEST_F(UsernsEngine, RootEmulationMakesSetIdChownAndDeviceNodesSucceedWithoutEffect) {
   std::ofstream(rootfs_ + "/file") << "x";
   ContainerSpec s = spec({"probe", "rootops", "/file"});
-  ASSERT_EQ(s.root_emulation, RootEmulation::kSeccomp);  // the default
+  EXPECT_EQ(ContainerSpec{}.root_emulation, RootEmulation::kAuto);  // the default
   Ran r = run(s);
   ASSERT_EQ(r.code, 0) << r.error << r.out;
   auto kv = probe_kv(r.out);
@@ -547,6 +552,84 @@ TEST_F(UsernsEngine, RootEmulationTheKernelRefusesIsOneLineAnd125) {
   s.root_emulation = RootEmulation::kNone;  // what the hint says
   pid = start(s, o, e, refuse_seccomp_filters);
   EXPECT_EQ(finish(pid, o, e).code, 0);
+}
+
+// The subordinate-ID mode (runtime/subids.h): the same calls are real. Only as an ordinary user
+// with ranges and newuidmap; each test's holder lives in its own runtime folder.
+class UsernsEngineSubids : public UsernsEngine {
+ protected:
+  void SetUp() override {
+    UsernsEngine::SetUp();
+    if (IsSkipped()) return;
+    if (auto s = subid_setup(); !s.ok()) GTEST_SKIP() << "no subordinate IDs: " << s.error().message();
+    if (const char* v = ::getenv("BERTH_RUNTIME_DIR")) old_dir_ = v;
+    ::setenv("BERTH_RUNTIME_DIR", run_dir_.path.c_str(), 1);
+    dir_set_ = true;
+  }
+  void TearDown() override {
+    if (!dir_set_) return;
+    if (pid_t p = live_subid_holder(run_dir_.path); p > 0) ::kill(p, SIGKILL);
+    if (old_dir_)
+      ::setenv("BERTH_RUNTIME_DIR", old_dir_->c_str(), 1);
+    else
+      ::unsetenv("BERTH_RUNTIME_DIR");
+  }
+  TempDir run_dir_{"subids-run"};
+  std::optional<std::string> old_dir_;
+  bool dir_set_ = false;
+};
+
+TEST_F(UsernsEngineSubids, SetIdAndChownAreRealAndTheHostSeesSubordinateIds) {
+  std::ofstream(rootfs_ + "/file") << "x";
+  ContainerSpec s = spec({"probe", "rootops", "/file"});
+  s.root_emulation = RootEmulation::kAuto;  // subids here
+  Ran r = run(s);
+  ASSERT_EQ(r.code, 0) << r.error << r.out;
+  auto kv = probe_kv(r.out);
+  EXPECT_EQ(kv["setgroups"], "ok") << r.out;
+  EXPECT_EQ(kv["setresgid"], "ok");
+  EXPECT_EQ(kv["setresuid"], "ok");
+  EXPECT_EQ(kv["uid"], "42");  // really switched
+  EXPECT_EQ(kv["gid"], "42");
+  EXPECT_EQ(kv["chown"], "EPERM");  // as uid 42, of root's file: the kernel's own answer
+  auto setup = subid_setup();
+  ASSERT_TRUE(setup.ok());
+  pid_t holder = live_subid_holder(run_dir_.path);
+  ASSERT_GT(holder, 0);
+  // The workload's chown as root inside lands on a subordinate ID on the host.
+  s.argv = {"/bin/sh", "-c", "chown 42:42 /file"};
+  if (fs::exists(rootfs_ + "/bin/sh")) {
+    ASSERT_EQ(run(s).code, 0);
+    struct stat st;
+    ASSERT_EQ(::stat((rootfs_ + "/file").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, setup->uids.start + 41);
+  }
+  // Runs after the first reuse the holder.
+  ASSERT_EQ(run(spec({"probe", "true"})).code, 0);
+  EXPECT_EQ(live_subid_holder(run_dir_.path), holder);
+}
+
+TEST_F(UsernsEngineSubids, AContainerUserIsSwitchedToAndAPidNamespaceWorks) {
+  ContainerSpec s = spec({"probe", "id"});
+  s.root_emulation = RootEmulation::kSubids;
+  s.uid = 1000;
+  s.gid = 1000;
+  s.pid_namespace = true;
+  Ran r = run(s);
+  ASSERT_EQ(r.code, 0) << r.error << r.out;
+  auto kv = probe_kv(r.out);
+  EXPECT_EQ(kv["uid"], "1000") << r.out;
+  EXPECT_EQ(kv["gid"], "1000");
+  // With auto, a container user other than root keeps the one-ID mapping.
+  s.root_emulation = RootEmulation::kAuto;
+  s.pid_namespace = false;
+  r = run(s);
+  ASSERT_EQ(r.code, 0) << r.error << r.out;
+  EXPECT_EQ(probe_kv(r.out)["uid"], "1000");
+  s.argv = {"probe", "exit", "7"};
+  s.root_emulation = RootEmulation::kSubids;
+  s.pid_namespace = true;
+  EXPECT_EQ(run(s).code, 7);  // the status comes back through the init and its relay
 }
 
 TEST_F(UsernsEngine, RootEmulationTurnsAptsSandboxUserOffOnlyWhereAptIs) {
