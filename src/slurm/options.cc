@@ -245,6 +245,11 @@ Problem parse_plugin_args(const std::vector<std::string>& args, PluginArgs* out)
     } else if (key == "site_conf") {
       if (!value.starts_with("/")) p = "plugstack argument " + arg + ": expected an absolute path";
       out->site_conf = value;
+    } else if (key == "root_emulation") {
+      if (value != "seccomp" && value != "subids" && value != "none" && value != "auto" &&
+          value != "policy")
+        p = "plugstack argument " + arg + ": expected seccomp, subids, auto, none or policy";
+      out->root_emulation = value;
     } else if (key == "importer") {
       // pyxis's importer hands back a squashfs file made from an image, and enroot keeps the
       // image's environment in it as files of its own; Berth keeps images in its store, with
@@ -254,7 +259,7 @@ Problem parse_plugin_args(const std::vector<std::string>& args, PluginArgs* out)
     } else {
       p = "unknown plugstack argument '" + arg +
           "' (berth, runtime_path, execute_entrypoint, container_scope, sbatch_support, "
-          "use_enroot_load, use_squashfuse, container_mpi, site_conf)";
+          "use_enroot_load, use_squashfuse, container_mpi, site_conf, root_emulation)";
     }
     if (!p.empty()) return p;
   }
@@ -484,6 +489,9 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   // inside, so that files written to bound directories belong to the user.
   std::string uid = std::to_string(ids.uid), gid = std::to_string(ids.gid);
   v.insert(v.end(), {"-u", o.remap_root.value_or(false) ? "0:0" : uid + ":" + gid});
+  // pyxis's remap-root is enroot's seccomp filter, and Berth's subordinate-ID mode keeps a
+  // per-user holder process that would outlive the job: seccomp unless the site says otherwise.
+  if (a.root_emulation != "policy") v.push_back("--root-emulation=" + a.root_emulation);
   // enroot's default is no home; Berth's would be the site policy's: pyxis's wins here.
   v.push_back(o.mount_home.value_or(false) ? "--bind-home" : "--no-bind-home");
   for (const std::string& m : o.mounts) {

@@ -30,6 +30,9 @@ struct PluginArgs {
   /// plugin (srun --mpi=pmi2|pmix): "" none, "*" the site policy's mpi_default, else a TYPE.
   std::string container_mpi;
   std::string site_conf;  ///< site_conf= : the site policy berth runs under (BERTH_SITE_CONF)
+  /// root_emulation= : the containers' root emulation, `berth run --root-emulation`; "policy"
+  /// passes none (the site policy's root_emulation, auto by default, decides).
+  std::string root_emulation = "seccomp";
 };
 
 /// Parses plugstack arguments ("key=value"); an unknown key or a bad value is a Problem.

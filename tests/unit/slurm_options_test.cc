@@ -77,7 +77,7 @@ TEST(SlurmOptions, MountsAreCheckedAndDeduplicated) {
   EXPECT_EQ(apply(&t, "container-mounts", "tmpfs:/t:size=1m+noexec,tmpfs:/u,/d:/t/d"), "");
   std::vector<std::string> args;
   EXPECT_EQ(run_arguments(t, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
-  std::vector<std::string> mounts(args.begin() + 7, args.begin() + 13);
+  std::vector<std::string> mounts(args.begin() + 8, args.begin() + 14);
   EXPECT_EQ(mounts, (std::vector<std::string>{"--tmpfs", "/t:size=1m,noexec", "--tmpfs", "/u", "-v",
                                               "/d:/t/d"}));
 }
@@ -139,7 +139,13 @@ TEST(SlurmOptions, PluginArguments) {
   EXPECT_EQ(parse_plugin_args({"colour=blue"}, &a),
             "unknown plugstack argument 'colour=blue' (berth, runtime_path, execute_entrypoint, "
             "container_scope, sbatch_support, use_enroot_load, use_squashfuse, container_mpi, "
-            "site_conf)");
+            "site_conf, root_emulation)");
+  EXPECT_EQ(a.root_emulation, "seccomp");  // pyxis's remap-root: enroot's filter
+  EXPECT_EQ(parse_plugin_args({"root_emulation=policy"}, &a), "");
+  EXPECT_EQ(a.root_emulation, "policy");
+  EXPECT_EQ(parse_plugin_args({"root_emulation=maybe"}, &a),
+            "plugstack argument root_emulation=maybe: expected seccomp, subids, auto, none or "
+            "policy");
   EXPECT_EQ(parse_plugin_args({"container_scope=node"}, &a),
             "plugstack argument container_scope=node: expected job or global");
   EXPECT_EQ(parse_plugin_args({"berth=relative"}, &a),
@@ -236,6 +242,7 @@ TEST(SlurmOptions, RunArguments) {
                                             "slurm-12.3.n1",
                                             "-u",
                                             "1000:100",
+                                            "--root-emulation=seccomp",
                                             "--no-bind-home",
                                             "-v",
                                             "/data:/in:ro",
@@ -259,7 +266,7 @@ TEST(SlurmOptions, RunArguments) {
   a.job_scope = true;
   EXPECT_EQ(run_arguments(o, a, ids, "/home/u", &args), "");
   EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "12_keep.n1", "-u", "0:0",
-                                            "--no-bind-home", "reg:5000/e2e/busybox:1.0", "/bin/sh",
+                                            "--root-emulation=seccomp", "--no-bind-home", "reg:5000/e2e/busybox:1.0", "/bin/sh",
                                             "-c", "kill -STOP $$; exit 0"}));
   EXPECT_EQ(container_name(Options{}, PluginArgs{}, StepIds{7, kBatchStep, "n2", 0, 0}),
             "slurm-7.batch.n2");
@@ -302,7 +309,7 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   o.writable = true;
   std::vector<std::string> args;
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
-  EXPECT_EQ(args, (std::vector<std::string>{"run", "-u", "5:6", "--no-bind-home", "--writable",
+  EXPECT_EQ(args, (std::vector<std::string>{"run", "-u", "5:6", "--root-emulation=seccomp", "--no-bind-home", "--writable",
                                             "--network", "none", "--entrypoint", "/bin/sh",
                                             "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
   StepIds gpu_step{1, 0, "n1", 5, 6};
@@ -323,7 +330,7 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   StepIds host{1, 0, "n1", 5, 6};
   host.hostname = "node07";
   EXPECT_EQ(run_arguments(u, PluginArgs{}, host, "/w", &args), "");
-  std::vector<std::string> tail(args.begin() + 7, args.end());
+  std::vector<std::string> tail(args.begin() + 8, args.end());
   EXPECT_EQ(tail,
             (std::vector<std::string>{"--ipc", "private", "--hostname", "node07", "--entrypoint",
                                       "/bin/sh", "busybox", "-c", "kill -STOP $$; exit 0"}));
