@@ -471,15 +471,15 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   std::string image;
   if (Problem p = berth_image(o.image, cwd, &image); !p.empty()) return p;
   std::vector<std::string>& v = *out;
-  if (!is_squashfs_path(o.image)) {
-    v = {"run", "-d", "--name", container_name(o, a, ids)};
-  } else if (o.name.empty()) {
+  // A squashfs file runs on its shared mount, without a container record, unless the step
+  // names its container or saves it: then `berth run -d --name` extracts the file into a
+  // container of its own (enroot's create), which a later step finds and `berth squash` reads.
+  bool in_place = is_squashfs_path(o.image) && !needs_container(o);
+  if (in_place) {
     v = {"run"};
   } else {
-    return "--container-name with a squashfs image (" + o.image + ") is not supported yet";
+    v = {"run", "-d", "--name", container_name(o, a, ids)};
   }
-  if (!o.save.empty() && is_squashfs_path(o.image))
-    return "--container-save with a squashfs image (" + o.image + ") is not supported yet";
   // pyxis runs the tasks as the user unless --container-remap-root: the same uid and gid
   // inside, so that files written to bound directories belong to the user.
   std::string uid = std::to_string(ids.uid), gid = std::to_string(ids.gid);
@@ -513,7 +513,7 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   for (const std::string& n : o.env_names) v.insert(v.end(), {"-e", n});
   // Berth's directory images are writable already; --writable is for squashfs files.
   if (o.writable == false) v.push_back("--read-only");
-  if (o.writable == true && is_squashfs_path(o.image)) v.push_back("--writable");
+  if (o.writable == true && in_place) v.push_back("--writable");
   // The step's GPUs, and only those: berth's --gpus all takes the job's CUDA_VISIBLE_DEVICES
   // as the pool and renumbers it from 0 inside, with the site policy applied.
   if (ids.gpus) v.insert(v.end(), {"--gpus", "all"});

@@ -105,11 +105,16 @@ inline bool is_squashfs_path(const std::string& image) {
   return image.starts_with("/") || image.starts_with(".");
 }
 
+/// Whether a squashfs image needs a container of its own (extracted from the file) rather
+/// than a run on its shared mount: the step names it (to keep it) or saves it.
+inline bool needs_container(const Options& o) { return !o.name.empty() || !o.save.empty(); }
+
 /// The `berth run` arguments (after the binary) that make the step's container: a holder
 /// process (/bin/sh stopping itself) that the tasks join and the plugin ends at step end.
-/// `berth run -d --name` for a registry image (a container record, reusable by name); a plain
-/// `berth run` for a squashfs file, which Berth runs without a record (the plugin keeps that
-/// run in the background). A named container from a squashfs file is a Problem (not yet).
+/// `berth run -d --name` for a registry image, and for a squashfs file when needs_container()
+/// (a container record, reusable by name, that `berth squash` can save); a plain `berth run`
+/// for a squashfs file otherwise, which Berth runs without a record (the plugin keeps that run
+/// in the background).
 Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
                       const std::string& cwd, std::vector<std::string>* out);
 

@@ -815,7 +815,7 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     if (std::string dir = pmix_server_dir(sp); !dir.empty()) with.mounts.push_back(dir + ":" + dir);
     if (Problem q = berth::slurm::run_arguments(with, g_state.args, ids, cwd, &args); !q.empty())
       return fail(q);
-    if (berth::slurm::is_squashfs_path(o.image)) {
+    if (berth::slurm::is_squashfs_path(o.image) && !berth::slurm::needs_container(o)) {
       long runner = 0, holder = 0;
       if (Problem q = start_background(args, env, &runner, &holder); !q.empty()) return fail(q);
       // "-": no container record; the runner ends with its holder.

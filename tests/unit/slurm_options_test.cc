@@ -309,13 +309,20 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   gpu_step.gpus = true;
   EXPECT_EQ(run_arguments(o, PluginArgs{}, gpu_step, "/w", &args), "");
   EXPECT_EQ(std::count(args.begin(), args.end(), "--gpus"), 1);
+  // Saved or named: a container extracted from the file (berth run -d --name), which is
+  // writable anyway (no --writable: that is for runs on the shared mount).
   o.save = "out.sqsh";
-  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{}, "/w", &args),
-            "--container-save with a squashfs image (./img.sqsh) is not supported yet");
+  o.unshare.clear();
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 2, "n1", 5, 6}, "/w", &args), "");
+  EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "slurm-1.2.n1", "-u", "5:6",
+                                            "--no-bind-home", "--entrypoint", "/bin/sh",
+                                            "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
   o.save.clear();
   o.name = "n";
-  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{}, "/w", &args),
-            "--container-name with a squashfs image (./img.sqsh) is not supported yet");
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 2, "n1", 5, 6}, "/w", &args), "");
+  EXPECT_EQ(std::vector<std::string>(args.begin(), args.begin() + 4),
+            (std::vector<std::string>{"run", "-d", "--name", "n.n1"}));
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--writable"), 0);
   // ipc: a namespace of its own; uts: one that keeps the node's host name.
   Options u;
   u.image = "busybox";
