@@ -419,7 +419,9 @@ Problem apply_environment(Options* o, std::optional<std::string> (*getenv)(const
   return {};
 }
 
-Problem berth_image(const std::string& image, const std::string& cwd, std::string* out) {
+Problem berth_image(const std::string& image, const std::string& cwd, std::string* out,
+                    std::string* user) {
+  if (user != nullptr) user->clear();
   if (image.starts_with("/")) {
     *out = image;
     return {};
@@ -432,21 +434,31 @@ Problem berth_image(const std::string& image, const std::string& cwd, std::strin
   if (ref.starts_with("docker://")) ref = ref.substr(9);
   if (ref.starts_with("dockerd://"))
     return "--container-image: dockerd:// images are not supported (there is no Docker daemon)";
-  if (size_t hash = ref.find('#'); hash != std::string::npos) {
-    std::string registry = ref.substr(0, hash);
-    if (registry.find('@') != std::string::npos)
-      return "--container-image: USER@ credentials are not supported yet; log in with "
-             "'berth login REGISTRY' instead";
-    ref = registry + "/" + ref.substr(hash + 1);
-  } else if (size_t at = ref.find('@');
-             at != std::string::npos && ref.find(':', at) == std::string::npos) {
-    // USER@IMAGE (a digest is IMAGE@ALGO:HEX)
-    return "--container-image: USER@ credentials are not supported yet; log in with "
-           "'berth login REGISTRY' instead";
+  // USER@: whose stored login pulls it (enroot's credentials, Berth's `berth login -u USER`).
+  // An '@' followed by a digest (IMAGE@sha256:HEX) is not one.
+  if (size_t at = ref.find('@'); at != std::string::npos) {
+    std::string_view rest = std::string_view(ref).substr(at + 1);
+    bool digest = rest.starts_with("sha256:") || rest.starts_with("sha384:") ||
+                  rest.starts_with("sha512:");
+    if (!digest) {
+      std::string name = ref.substr(0, at);
+      if (name.empty() || name.find_first_of("/:# \t") != std::string::npos)
+        return "--container-image: '" + image + "': '" + name + "' is not a user name";
+      if (user != nullptr) *user = name;
+      ref = ref.substr(at + 1);
+    }
   }
-  if (ref.empty()) return "--container-image: the image is empty";
+  if (size_t hash = ref.find('#'); hash != std::string::npos)
+    ref = ref.substr(0, hash) + "/" + ref.substr(hash + 1);
+  if (ref.empty() || ref.starts_with("/")) return "--container-image: the image is empty";
   *out = ref;
   return {};
+}
+
+std::string image_user(const Options& o) {
+  std::string ref, user;
+  if (berth_image(o.image, "/", &ref, &user).empty()) return user;
+  return "";
 }
 
 std::string container_name(const Options& o, const PluginArgs& a, const StepIds& ids) {

@@ -75,8 +75,14 @@ Problem apply_option(size_t index, const char* arg, Options* o);
 Problem apply_environment(Options* o, std::optional<std::string> (*getenv)(const char* name));
 
 /// The image as `berth run` takes it: a squashfs path (starting with '/' or '.') made absolute
-/// against `cwd`; pyxis's [USER@][REGISTRY#]IMAGE[:TAG] turned into Docker's REGISTRY/IMAGE.
-Problem berth_image(const std::string& image, const std::string& cwd, std::string* out);
+/// against `cwd`; pyxis's [USER@][REGISTRY#]IMAGE[:TAG] turned into Docker's REGISTRY/IMAGE,
+/// and its USER (whose stored login pulls it) into `*user` when given ("" for none).
+Problem berth_image(const std::string& image, const std::string& cwd, std::string* out,
+                    std::string* user = nullptr);
+
+/// The USER of the step's [USER@]IMAGE, or "": the plugin runs berth with BERTH_CREDS_USER set
+/// to it, so that `berth run`'s pull takes that user's login (`berth login -u USER`).
+std::string image_user(const Options& o);
 
 /// Where the step runs, for container names and ids.
 struct StepIds {

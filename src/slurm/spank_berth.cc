@@ -680,6 +680,11 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
   }
   std::vector<std::string> env = job_environment(sp);
   record_store(ids, env);
+  // pyxis's USER@IMAGE: berth's pull takes that user's stored login (berth login -u USER).
+  if (std::string user = berth::slurm::image_user(o); !user.empty()) {
+    std::erase_if(env, [](const std::string& kv) { return kv.starts_with("BERTH_CREDS_USER="); });
+    env.push_back("BERTH_CREDS_USER=" + user);
+  }
   std::string name = berth::slurm::container_name(o, g_state.args, ids);
   char cwd_buf[4096];
   std::string cwd = ::getcwd(cwd_buf, sizeof cwd_buf) != nullptr ? cwd_buf : "/";

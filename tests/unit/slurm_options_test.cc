@@ -216,8 +216,29 @@ TEST(SlurmOptions, ImagesAsBerthTakesThem) {
   EXPECT_EQ(out, "/home/u/./img.sqsh");
   EXPECT_EQ(berth_image("/sq/img.sqsh", "/home/u", &out), "");
   EXPECT_EQ(out, "/sq/img.sqsh");
-  EXPECT_NE(berth_image("alice@nvcr.io#nvidia/pytorch", "/", &out), "");
   EXPECT_NE(berth_image("dockerd://ubuntu", "/", &out), "");
+  // pyxis's USER@: the login that pulls it; the reference without it.
+  std::string user = "stale";
+  EXPECT_EQ(berth_image("alice@nvcr.io#nvidia/pytorch", "/", &out, &user), "");
+  EXPECT_EQ(out, "nvcr.io/nvidia/pytorch");
+  EXPECT_EQ(user, "alice");
+  EXPECT_EQ(berth_image("bob@ubuntu:22.04", "/", &out, &user), "");
+  EXPECT_EQ(out, "ubuntu:22.04");
+  EXPECT_EQ(user, "bob");
+  EXPECT_EQ(berth_image("bob@reg:5000#app@sha256:abcd", "/", &out, &user), "");
+  EXPECT_EQ(out, "reg:5000/app@sha256:abcd");
+  EXPECT_EQ(user, "bob");
+  EXPECT_EQ(berth_image("ubuntu@sha256:abcd", "/", &out, &user), "");
+  EXPECT_EQ(user, "");  // a digest, not a user
+  EXPECT_EQ(berth_image("@ubuntu", "/", &out, &user),
+            "--container-image: '@ubuntu': '' is not a user name");
+  EXPECT_EQ(berth_image("a/b@ubuntu", "/", &out, &user),
+            "--container-image: 'a/b@ubuntu': 'a/b' is not a user name");
+  Options o;
+  o.image = "carol@reg#x:1";
+  EXPECT_EQ(image_user(o), "carol");
+  o.image = "./carol@x.sqsh";  // a file's name, not a user
+  EXPECT_EQ(image_user(o), "");
 }
 
 TEST(SlurmOptions, RunArguments) {
