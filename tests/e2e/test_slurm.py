@@ -267,6 +267,26 @@ def test_a_named_container_from_a_squashfs_file_keeps_files_across_a_jobs_steps(
     assert "berth: error: container 'sq' already exists (--container-name=sq:create)" in err
 
 
+def test_user_at_picks_the_stored_login_of_that_user(sl, acl_registry):
+    # pyxis's [USER@][REGISTRY#]IMAGE: alice and bob both logged in to the registry (bob last,
+    # so his login is the default); only alice may pull. The step's pull takes USER's login.
+    from conftest import BOB_PASSWORD, USERS
+    img = imagelib.make_image([imagelib.busybox_layer(),
+                               imagelib.Layer([imagelib.File("etc/owner", b"alice's\n")])])
+    acl_registry.pusher("pusher", USERS["pusher"]).push_image("private/owned", "1", img)
+    host = acl_registry.host
+    for user, password in (("alice", USERS["alice"]), ("bob", BOB_PASSWORD)):
+        sl.berth("login", "-u", user, "--password-stdin", host, input=password + "\n")
+    rc, _, err = sl.srun(f"--container-image=bob@{host}#private/owned:1", "true")
+    assert rc != 0
+    assert "berth: error: pull" in err and "(HTTP 401)" in err, err
+    rc, _, err = sl.srun(f"--container-image=carol@{host}#private/owned:1", "true")
+    assert rc != 0
+    assert f"no stored login of user 'carol' for {host}" in err, err
+    out = sl.ok(f"--container-image=alice@{host}#private/owned:1", "cat", "/etc/owner")
+    assert out == "alice's\n"
+
+
 def test_an_unknown_plugstack_argument_fails_loudly(sl, cluster):
     cluster.write_plugstack("colour=blue")
     try:
