@@ -82,7 +82,9 @@ class Extractor {
         return make_error("read squashfs", file_,
                           fmt::format("entry '{}' in /{} is not a file name", name, rel),
                           ErrorCode::kInvalidInput);
-      std::string path = rel.empty() ? name : rel + "/" + name;
+      std::string path = rel;
+      if (!path.empty()) path += '/';
+      path += name;
       BERTH_CHECK(make(fd, name, path, *n));
     }
     return {};
