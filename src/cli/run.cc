@@ -419,8 +419,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   BERTH_CHECK(apply_run_policy(site, given, opts));
   // A squashfs file run with a name or detached becomes a container of its own (extracted, as
   // enroot's create does), which later runs and `start` find by that name.
-  const bool squashfs_container =
-      is_squashfs_file_argument(what) && (!name.empty() || detach);
+  const bool squashfs_container = is_squashfs_file_argument(what) && (!name.empty() || detach);
   if (detach && is_directory_argument(what) && !squashfs_container)
     return make_error("run", what, "-d applies to containers, not to a directory or squashfs image")
         .with_hint("run it in the background with your shell ('&', nohup), or import it");

@@ -198,8 +198,8 @@ Result<UnsquashStats> extract(const std::string& file, const std::string& target
     got = ::pread(fd.get(), head, sizeof head, 0);
   } while (got < 0 && errno == EINTR);
   if (got < 0) return sys_error("read", file);
-  BERTH_CHECK(check_squashfs_superblock(std::string_view(head, static_cast<size_t>(got)),
-                                        in.size, file));
+  BERTH_CHECK(
+      check_squashfs_superblock(std::string_view(head, static_cast<size_t>(got)), in.size, file));
   sqfs_super_t super{};
   int r = sq().super_read(&super, &in.base);
   if (r != 0) return fail("super block", r);

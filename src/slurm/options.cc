@@ -438,8 +438,8 @@ Problem berth_image(const std::string& image, const std::string& cwd, std::strin
   // An '@' followed by a digest (IMAGE@sha256:HEX) is not one.
   if (size_t at = ref.find('@'); at != std::string::npos) {
     std::string_view rest = std::string_view(ref).substr(at + 1);
-    bool digest = rest.starts_with("sha256:") || rest.starts_with("sha384:") ||
-                  rest.starts_with("sha512:");
+    bool digest =
+        rest.starts_with("sha256:") || rest.starts_with("sha384:") || rest.starts_with("sha512:");
     if (!digest) {
       std::string name = ref.substr(0, at);
       if (name.empty() || name.find_first_of("/:# \t") != std::string::npos)

@@ -113,7 +113,9 @@ inline bool is_squashfs_path(const std::string& image) {
 
 /// Whether a squashfs image needs a container of its own (extracted from the file) rather
 /// than a run on its shared mount: the step names it (to keep it) or saves it.
-inline bool needs_container(const Options& o) { return !o.name.empty() || !o.save.empty(); }
+inline bool needs_container(const Options& o) {
+  return !o.name.empty() || !o.save.empty();
+}
 
 /// The `berth run` arguments (after the binary) that make the step's container: a holder
 /// process (/bin/sh stopping itself) that the tasks join and the plugin ends at step end.

@@ -182,10 +182,10 @@ TEST_F(CredentialStoreTest, SaveEraseAndPrecedence) {
 TEST_F(CredentialStoreTest, SeveralUsersPerRegistryAndTheOldFormat) {
   // A file written before "users": its one login is that user's, and stays one after a save.
   ASSERT_TRUE(make_dirs(dir_ + "/cfg/berth").ok());
-  ASSERT_TRUE(write_file_atomic(dir_ + "/cfg/berth/auth.json",
-                                R"({"auths":{"reg:5000":{"auth":")" +
-                                    base64_encode("old:o") + R"("}}})")
-                  .ok());
+  ASSERT_TRUE(
+      write_file_atomic(dir_ + "/cfg/berth/auth.json",
+                        R"({"auths":{"reg:5000":{"auth":")" + base64_encode("old:o") + R"("}}})")
+          .ok());
   auto s = CredentialStore::load();
   ASSERT_TRUE(s.ok()) << s.error().message();
   EXPECT_EQ(s->find_user("reg:5000", "old")->password, "o");

@@ -1,8 +1,8 @@
 // image/unsquash.h: a squashfs file extracted into a directory, as a rootless unpack lays it out.
 #include "image/unsquash.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
