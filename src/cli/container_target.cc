@@ -1,6 +1,10 @@
 #include "cli/container_target.h"
 
+#include <limits.h>
+#include <sys/stat.h>
+
 #include <cstdio>
+#include <cstdlib>
 
 #include "cli/context.h"
 #include "site/policy.h"
@@ -59,10 +63,23 @@ Status check_pull_policy(Op command, const std::string& pull) {
                     ErrorCode::kInvalidInput);
 }
 
+bool is_squashfs_file_argument(const std::string& what) {
+  if (!what.starts_with("/") && !what.starts_with("./") && !what.starts_with("../")) return false;
+  struct stat st;
+  if (::stat(what.c_str(), &st) == 0) return !S_ISDIR(st.st_mode);
+  return what.ends_with(".sqsh") || what.ends_with(".squashfs") || what.ends_with(".sqfs");
+}
+
 Result<ContainerRecord> create_from_image(const GlobalOptions& g, ContainerStore& cs,
                                           const std::string& what, const std::string& name, Op op,
                                           const std::vector<std::string>& command,
                                           const std::string& pull) {
+  if (is_squashfs_file_argument(what)) {
+    // A single-file image: extracted into the container (nothing to pull, no store image).
+    char real[PATH_MAX];
+    if (::realpath(what.c_str(), real) == nullptr) return sys_error("open", what);
+    return cs.create_from_squashfs(real, name, command);
+  }
   Store store = BERTH_TRY(open_store(g));
   auto image = store.find_image(what);
   if (!image.ok() && image.error().code != ErrorCode::kNotFound) return std::move(image).error();

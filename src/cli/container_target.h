@@ -22,10 +22,14 @@ Error unknown_flag(Op command, const std::string& flag);
 /// Checks --pull's value: always, missing (the default) or never, as Docker takes it.
 Status check_pull_policy(Op command, const std::string& pull);
 
+/// Whether `what` names a squashfs file (a path, as `run` tells one from a directory: a file,
+/// or a missing path with an image file's suffix) rather than an image or a container.
+bool is_squashfs_file_argument(const std::string& what);
+
 /// A new container (named `name`, may be empty) made from the image `what` names, pulling the
 /// image first as `pull` says: "missing" when it is not in the store, "always" even when it is
 /// (the registry's newer image then), "never" not at all. `op` (run, create) names the command
-/// in a refusal.
+/// in a refusal. A squashfs file `what` is extracted into the container (image/unsquash.h).
 Result<ContainerRecord> create_from_image(const GlobalOptions& g, ContainerStore& cs,
                                           const std::string& what, const std::string& name, Op op,
                                           const std::vector<std::string>& command = {},

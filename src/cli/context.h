@@ -28,9 +28,12 @@ Result<RegistryOptions> registry_options_for(const GlobalOptions& g, const std::
 /// devices/nvidia_driver_config.h) unless the site policy locks the root.
 Result<DiscoveryOptions> discovery_options(const GlobalOptions& g);
 /// Pulls `name` (a reference as typed) into the store; progress on a terminal's stderr.
-/// `squash`: keep it as one squashfs file (image/pull.h PullOptions::squash).
+/// `squash`: keep it as one squashfs file (image/pull.h PullOptions::squash). `creds_user`:
+/// whose stored login to use (`pull --creds-user`); empty: $BERTH_CREDS_USER, else the
+/// registry's default login.
 Result<PullResult> pull_reference(const GlobalOptions& g, const std::string& name,
-                                  const std::string& platform, bool progress, bool squash);
+                                  const std::string& platform, bool progress, bool squash,
+                                  const std::string& creds_user = "");
 /// Whether a pull keeps the image as one squashfs file: `flag` (--squash / --no-squash) when
 /// given, else the configuration's store_format; a flag against a locked store_format is
 /// refused in one line naming `op`.

@@ -83,11 +83,21 @@ Action setup_login(CLI::App& app, const GlobalOptions& g) {
 }
 
 Action setup_logout(CLI::App& app, const GlobalOptions&) {
-  auto registry = std::make_shared<std::string>("docker.io");
-  app.add_option("REGISTRY", *registry, "Registry host[:port] (default docker.io)");
-  return [registry]() -> Status {
-    std::string r = registry_arg(*registry);
+  struct Opts {
+    std::string registry = "docker.io", user;
+  };
+  auto o = std::make_shared<Opts>();
+  app.add_option("REGISTRY", o->registry, "Registry host[:port] (default docker.io)");
+  app.add_option("-u,--username", o->user, "Remove only this user's login (default: every one)");
+  return [o]() -> Status {
+    std::string r = registry_arg(o->registry);
     CredentialStore creds = BERTH_TRY(CredentialStore::load());
+    if (!o->user.empty()) {
+      if (!BERTH_TRY(creds.erase_user(r, o->user)))
+        return make_error("logout", r, "user '" + o->user + "' is not logged in");
+      std::printf("Removed login credentials of %s for %s\n", o->user.c_str(), r.c_str());
+      return {};
+    }
     bool erased = BERTH_TRY(creds.erase(r));
     if (!erased) return make_error("logout", r, "not logged in");
     std::printf("Removed login credentials for %s\n", r.c_str());

@@ -424,7 +424,10 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   const nlohmann::json typed = options_record(opts, given, host.environ);
   const SiteConfig& site = BERTH_TRY(g.site);
   BERTH_CHECK(apply_run_policy(site, given, opts));
-  if (detach && is_directory_argument(what))
+  // A squashfs file run with a name or detached becomes a container of its own (extracted, as
+  // enroot's create does), which later runs and `start` find by that name.
+  const bool squashfs_container = is_squashfs_file_argument(what) && (!name.empty() || detach);
+  if (detach && is_directory_argument(what) && !squashfs_container)
     return make_error("run", what, "-d applies to containers, not to a directory or squashfs image")
         .with_hint("run it in the background with your shell ('&', nohup), or import it");
   // The fallback engines would need the mount in their own way (proot: a bind of the shared
@@ -435,7 +438,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
                         ErrorCode::kUnsupported);
     return {};
   };
-  if (is_directory_argument(what) && is_squashfs_argument(what)) {
+  if (is_directory_argument(what) && is_squashfs_argument(what) && !squashfs_container) {
     BERTH_CHECK(squash_engine());
     SquashfsFile image = BERTH_TRY(open_squashfs(what));
     return run_squashfs(opts, name, writable, std::move(image), what, host, discovery_options(g),
@@ -446,7 +449,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
     return make_error("run", what, "--writable applies to squashfs images only")
         .with_hint("a container's root filesystem is writable already");
   };
-  if (is_directory_argument(what)) {
+  if (is_directory_argument(what) && !squashfs_container) {
     BERTH_CHECK(not_writable());
     // The fallback engines keep per-container state (bundles, fakechroot's symlink form).
     if (!engine.empty() && engine != kDefaultEngine)
@@ -459,7 +462,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   // grows with the store) and no probe of its run lock (taken just below).
   const auto detail = remove ? ContainerStore::Detail::kFull : ContainerStore::Detail::kRecord;
   auto existing = cs.find(what, detail);
-  if (!existing.ok()) {
+  if (!existing.ok() && !squashfs_container) {
     // No container of that name: a squashed image runs as it is, without one.
     std::optional<SquashfsFile> image = BERTH_TRY(find_squashed_image(g, what));
     if (image) {
@@ -468,7 +471,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
                           site, given);
     }
   }
-  BERTH_CHECK(not_writable());
+  if (!squashfs_container) BERTH_CHECK(not_writable());  // a container is writable already
   if (existing.ok() && !name.empty())
     return make_error("run", what, "--name applies to a new container, not to an existing one");
   const ContainerRecord c =

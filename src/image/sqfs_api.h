@@ -70,6 +70,10 @@ struct SqfsApi {
                       sqfs_data_reader_load_fragment_table);
   BERTH_LAZY_FUNCTION(libsquashfs(), data_reader_read, sqfs_data_reader_read);
   BERTH_LAZY_FUNCTION(libsquashfs(), inode_get_file_size, sqfs_inode_get_file_size);
+  BERTH_LAZY_FUNCTION(libsquashfs(), id_table_read, sqfs_id_table_read);
+  BERTH_LAZY_FUNCTION(libsquashfs(), dir_reader_get_full_hierarchy,
+                      sqfs_dir_reader_get_full_hierarchy);
+  BERTH_LAZY_FUNCTION(libsquashfs(), dir_tree_destroy, sqfs_dir_tree_destroy);
 };
 
 /// The functions, loading libsquashfs the first time.

@@ -16,9 +16,12 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/scope_guard.h"
+#include "core/sha256.h"
 #include "core/strings.h"
 #include "image/image_config.h"
+#include "image/squash.h"
 #include "image/unpack.h"
+#include "image/unsquash.h"
 #include "runtime/link_form.h"
 #include "runtime/monitor.h"
 #include "runtime/subids.h"
@@ -192,6 +195,29 @@ Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageR
   std::vector<LayerInput> layers = BERTH_TRY(images.layer_inputs(image, "create"));
   return build(std::move(c), name, [&](const std::string& rootfs) -> Status {
     BERTH_TRY(unpack_layers(layers, rootfs).with_context("create container from " + image.name));
+    return {};
+  });
+}
+
+Result<ContainerRecord> ContainerStore::create_from_squashfs(
+    const std::string& file, const std::string& name, const std::vector<std::string>& command) {
+  BERTH_CHECK(check_name_free("create", name));
+  SquashInfo info = BERTH_TRY(read_squash_info(file));
+  ContainerRecord c;
+  c.id = BERTH_TRY(random_id());
+  c.image = file;
+  c.created = now_rfc3339();
+  c.image_config = nlohmann::json::object();
+  if (info.metadata && info.metadata->is_object()) {
+    const nlohmann::json& config = info.metadata->value("config", nlohmann::json::object());
+    // Not an image of the store: the digest of the config Berth kept in the file names it.
+    c.image_id = sha256_digest(config.dump());
+    if (config.is_object() && config.contains("config") && config["config"].is_object())
+      c.image_config = config["config"];
+  }
+  if (!command.empty()) c.image_config["Cmd"] = command;
+  return build(std::move(c), name, [&](const std::string& rootfs) -> Status {
+    BERTH_TRY(unsquash(file, rootfs).with_context("create container from " + file));
     return {};
   });
 }

@@ -74,6 +74,12 @@ class ContainerStore {
   Result<ContainerRecord> create(const Store& images, const ImageRecord& image,
                                  const std::string& name,
                                  const std::vector<std::string>& command = {});
+  /// Extracts the squashfs file `file` (an absolute path) into a new container, as enroot's
+  /// `create` does (image/unsquash.h): its image is the file, its image config the one Berth
+  /// keeps in it (/.berth/image.json; none in a file Berth did not make). `name` may be empty;
+  /// a `command` replaces the image's Cmd, as create() does.
+  Result<ContainerRecord> create_from_squashfs(const std::string& file, const std::string& name,
+                                               const std::vector<std::string>& command = {});
   /// Every container, oldest first.
   Result<std::vector<ContainerRecord>> list() const;
   /// How much find() reads besides the record.

@@ -424,7 +424,9 @@ Problem apply_environment(Options* o, std::optional<std::string> (*getenv)(const
   return {};
 }
 
-Problem berth_image(const std::string& image, const std::string& cwd, std::string* out) {
+Problem berth_image(const std::string& image, const std::string& cwd, std::string* out,
+                    std::string* user) {
+  if (user != nullptr) user->clear();
   if (image.starts_with("/")) {
     *out = image;
     return {};
@@ -437,21 +439,31 @@ Problem berth_image(const std::string& image, const std::string& cwd, std::strin
   if (ref.starts_with("docker://")) ref = ref.substr(9);
   if (ref.starts_with("dockerd://"))
     return "--container-image: dockerd:// images are not supported (there is no Docker daemon)";
-  if (size_t hash = ref.find('#'); hash != std::string::npos) {
-    std::string registry = ref.substr(0, hash);
-    if (registry.find('@') != std::string::npos)
-      return "--container-image: USER@ credentials are not supported yet; log in with "
-             "'berth login REGISTRY' instead";
-    ref = registry + "/" + ref.substr(hash + 1);
-  } else if (size_t at = ref.find('@');
-             at != std::string::npos && ref.find(':', at) == std::string::npos) {
-    // USER@IMAGE (a digest is IMAGE@ALGO:HEX)
-    return "--container-image: USER@ credentials are not supported yet; log in with "
-           "'berth login REGISTRY' instead";
+  // USER@: whose stored login pulls it (enroot's credentials, Berth's `berth login -u USER`).
+  // An '@' followed by a digest (IMAGE@sha256:HEX) is not one.
+  if (size_t at = ref.find('@'); at != std::string::npos) {
+    std::string_view rest = std::string_view(ref).substr(at + 1);
+    bool digest =
+        rest.starts_with("sha256:") || rest.starts_with("sha384:") || rest.starts_with("sha512:");
+    if (!digest) {
+      std::string name = ref.substr(0, at);
+      if (name.empty() || name.find_first_of("/:# \t") != std::string::npos)
+        return "--container-image: '" + image + "': '" + name + "' is not a user name";
+      if (user != nullptr) *user = name;
+      ref = ref.substr(at + 1);
+    }
   }
-  if (ref.empty()) return "--container-image: the image is empty";
+  if (size_t hash = ref.find('#'); hash != std::string::npos)
+    ref = ref.substr(0, hash) + "/" + ref.substr(hash + 1);
+  if (ref.empty() || ref.starts_with("/")) return "--container-image: the image is empty";
   *out = ref;
   return {};
+}
+
+std::string image_user(const Options& o) {
+  std::string ref, user;
+  if (berth_image(o.image, "/", &ref, &user).empty()) return user;
+  return "";
 }
 
 std::string container_name(const Options& o, const PluginArgs& a, const StepIds& ids) {
@@ -476,15 +488,15 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   std::string image;
   if (Problem p = berth_image(o.image, cwd, &image); !p.empty()) return p;
   std::vector<std::string>& v = *out;
-  if (!is_squashfs_path(o.image)) {
-    v = {"run", "-d", "--name", container_name(o, a, ids)};
-  } else if (o.name.empty()) {
+  // A squashfs file runs on its shared mount, without a container record, unless the step
+  // names its container or saves it: then `berth run -d --name` extracts the file into a
+  // container of its own (enroot's create), which a later step finds and `berth squash` reads.
+  bool in_place = is_squashfs_path(o.image) && !needs_container(o);
+  if (in_place) {
     v = {"run"};
   } else {
-    return "--container-name with a squashfs image (" + o.image + ") is not supported yet";
+    v = {"run", "-d", "--name", container_name(o, a, ids)};
   }
-  if (!o.save.empty() && is_squashfs_path(o.image))
-    return "--container-save with a squashfs image (" + o.image + ") is not supported yet";
   // pyxis runs the tasks as the user unless --container-remap-root: the same uid and gid
   // inside, so that files written to bound directories belong to the user.
   std::string uid = std::to_string(ids.uid), gid = std::to_string(ids.gid);
@@ -521,7 +533,7 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   for (const std::string& n : o.env_names) v.insert(v.end(), {"-e", n});
   // Berth's directory images are writable already; --writable is for squashfs files.
   if (o.writable == false) v.push_back("--read-only");
-  if (o.writable == true && is_squashfs_path(o.image)) v.push_back("--writable");
+  if (o.writable == true && in_place) v.push_back("--writable");
   // The step's GPUs, and only those: berth's --gpus all takes the job's CUDA_VISIBLE_DEVICES
   // as the pool and renumbers it from 0 inside, with the site policy applied.
   if (ids.gpus) v.insert(v.end(), {"--gpus", "all"});

@@ -78,8 +78,14 @@ Problem apply_option(size_t index, const char* arg, Options* o);
 Problem apply_environment(Options* o, std::optional<std::string> (*getenv)(const char* name));
 
 /// The image as `berth run` takes it: a squashfs path (starting with '/' or '.') made absolute
-/// against `cwd`; pyxis's [USER@][REGISTRY#]IMAGE[:TAG] turned into Docker's REGISTRY/IMAGE.
-Problem berth_image(const std::string& image, const std::string& cwd, std::string* out);
+/// against `cwd`; pyxis's [USER@][REGISTRY#]IMAGE[:TAG] turned into Docker's REGISTRY/IMAGE,
+/// and its USER (whose stored login pulls it) into `*user` when given ("" for none).
+Problem berth_image(const std::string& image, const std::string& cwd, std::string* out,
+                    std::string* user = nullptr);
+
+/// The USER of the step's [USER@]IMAGE, or "": the plugin runs berth with BERTH_CREDS_USER set
+/// to it, so that `berth run`'s pull takes that user's login (`berth login -u USER`).
+std::string image_user(const Options& o);
 
 /// Where the step runs, for container names and ids.
 struct StepIds {
@@ -108,11 +114,18 @@ inline bool is_squashfs_path(const std::string& image) {
   return image.starts_with("/") || image.starts_with(".");
 }
 
+/// Whether a squashfs image needs a container of its own (extracted from the file) rather
+/// than a run on its shared mount: the step names it (to keep it) or saves it.
+inline bool needs_container(const Options& o) {
+  return !o.name.empty() || !o.save.empty();
+}
+
 /// The `berth run` arguments (after the binary) that make the step's container: a holder
 /// process (/bin/sh stopping itself) that the tasks join and the plugin ends at step end.
-/// `berth run -d --name` for a registry image (a container record, reusable by name); a plain
-/// `berth run` for a squashfs file, which Berth runs without a record (the plugin keeps that
-/// run in the background). A named container from a squashfs file is a Problem (not yet).
+/// `berth run -d --name` for a registry image, and for a squashfs file when needs_container()
+/// (a container record, reusable by name, that `berth squash` can save); a plain `berth run`
+/// for a squashfs file otherwise, which Berth runs without a record (the plugin keeps that run
+/// in the background).
 Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
                       const std::string& cwd, std::vector<std::string>* out);
 

@@ -680,6 +680,11 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
   }
   std::vector<std::string> env = job_environment(sp);
   record_store(ids, env);
+  // pyxis's USER@IMAGE: berth's pull takes that user's stored login (berth login -u USER).
+  if (std::string user = berth::slurm::image_user(o); !user.empty()) {
+    std::erase_if(env, [](const std::string& kv) { return kv.starts_with("BERTH_CREDS_USER="); });
+    env.push_back("BERTH_CREDS_USER=" + user);
+  }
   std::string name = berth::slurm::container_name(o, g_state.args, ids);
   char cwd_buf[4096];
   std::string cwd = ::getcwd(cwd_buf, sizeof cwd_buf) != nullptr ? cwd_buf : "/";
@@ -815,7 +820,7 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     if (std::string dir = pmix_server_dir(sp); !dir.empty()) with.mounts.push_back(dir + ":" + dir);
     if (Problem q = berth::slurm::run_arguments(with, g_state.args, ids, cwd, &args); !q.empty())
       return fail(q);
-    if (berth::slurm::is_squashfs_path(o.image)) {
+    if (berth::slurm::is_squashfs_path(o.image) && !berth::slurm::needs_container(o)) {
       long runner = 0, holder = 0;
       if (Problem q = start_background(args, env, &runner, &holder); !q.empty()) return fail(q);
       // "-": no container record; the runner ends with its holder.

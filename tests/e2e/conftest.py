@@ -30,6 +30,7 @@ TEST_USER = "berthtest"
 
 # Credentials the authenticating registries accept.
 USERS = {"alice": "wonderland-7", "pusher": "push-it-real-good"}
+BOB_PASSWORD = "no-pulls-for-bob"  # acl_registry's user without access
 
 
 # ---------------------------------------------------------------------------
@@ -335,6 +336,17 @@ def htpasswd_registry(scratch):
 def token_server(scratch):
     t = servers.TokenServer(scratch, USERS).start()
     yield t
+    t.stop()
+
+
+@pytest.fixture(scope="session")
+def acl_registry(scratch):
+    """A token registry where "bob" logs in but may pull nothing; alice and pusher may."""
+    users = dict(USERS, bob=BOB_PASSWORD)
+    t = servers.TokenServer(scratch, users, name="token-acl", no_access=("bob",)).start()
+    r = servers.RegistryServer(scratch, auth=t.registry_auth(), name="registry-acl").start()
+    yield r
+    r.stop()
     t.stop()
 
 

@@ -194,15 +194,16 @@ class TokenServer(_HttpServer):
     """The Docker registry token flow: GET /token?service=S&scope=repository:R:A
     with optional Basic credentials. Known users get the actions they ask for;
     anonymous requests and unknown scopes get a token with no access, as
-    public token services do. Wrong credentials get 401."""
+    public token services do, and so do the users in `no_access`. Wrong credentials get 401."""
 
     def __init__(self, workdir: str, users: dict[str, str], service: str = "berth-test-registry",
                  issuer: str = "berth-test-token-issuer", host: str = "127.0.0.1",
-                 name: str = "token"):
+                 name: str = "token", no_access: tuple = ()):
         self.workdir = os.path.join(workdir, name)
         self.listen_host = host
         os.makedirs(self.workdir, exist_ok=True)
         self.users, self.service, self.issuer = users, service, issuer
+        self.no_access = set(no_access)  # users who log in but get no repository access
         self.key = os.path.join(self.workdir, "key.pem")
         self.cert = os.path.join(self.workdir, "cert.pem")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256",
@@ -258,7 +259,8 @@ class TokenServer(_HttpServer):
         for scope in query.get("scope", []):
             for one in scope.split(" "):
                 parts = one.split(":")
-                if len(parts) >= 3 and parts[0] == "repository" and user:
+                if (len(parts) >= 3 and parts[0] == "repository" and user
+                        and user not in self.no_access):
                     access.append({"type": "repository", "name": ":".join(parts[1:-1]),
                                    "actions": parts[-1].split(",")})
         now = int(time.time())

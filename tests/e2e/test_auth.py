@@ -8,7 +8,7 @@ import stat
 import pytest
 
 import imagelib
-from conftest import USERS
+from conftest import BOB_PASSWORD, USERS
 from imagelib import File, Layer
 
 USER, PASSWORD = "alice", USERS["alice"]
@@ -143,6 +143,37 @@ def test_token_without_access_is_denied(berth, token_registry, secret_image):
     rc, _, err = berth("pull", ref, check=False)
     assert rc == 1
     assert "authentication required" in err and "(HTTP 401)" in err
+
+
+def test_two_users_of_one_registry_and_the_one_a_pull_takes(berth, acl_registry, secret_image):
+    # enroot keeps a login per user and registry (pyxis's USER@ picks one); so does Berth:
+    # alice may pull private/app, bob logs in too but may not.
+    reg = acl_registry
+    reg.pusher("pusher", USERS["pusher"]).push_image("private/app", "1", secret_image)
+    ref = f"{reg.host}/private/app:1"
+    login(berth, reg.host)
+    berth("login", "-u", "bob", "--password-stdin", reg.host, input=BOB_PASSWORD + "\n")
+    # The last login is the registry's default (as Docker keeps one): bob's, refused.
+    rc, _, err = berth("pull", ref, check=False)
+    assert rc == 1 and "(HTTP 401)" in err, err
+    # --creds-user (or BERTH_CREDS_USER) takes alice's, kept beside bob's.
+    assert berth("pull", "-q", "--creds-user", "alice", ref)[1] == ref + "\n"
+    berth("rmi", ref)
+    assert berth("pull", "-q", ref, env={"BERTH_CREDS_USER": "alice"})[1] == ref + "\n"
+    berth("rmi", ref)
+    rc, _, err = berth("pull", "--creds-user", "carol", ref, check=False)
+    assert (rc, err) == (1, f"berth: error: pull {ref}: no stored login of user 'carol' for "
+                            f"{reg.host}\nberth: hint: berth login -u carol {reg.host}\n")
+    # logout -u: bob's login goes; alice's is the default again.
+    assert berth("logout", "-u", "bob", reg.host)[1] == (
+        f"Removed login credentials of bob for {reg.host}\n")
+    assert berth("pull", "-q", ref)[1] == ref + "\n"
+    # Docker's "auths" still holds one login per registry: Docker (and Berth before the
+    # "users" map) read the file as before.
+    with open(os.path.join(berth.home, ".config/berth/auth.json")) as f:
+        doc = json.load(f)
+    assert base64.b64decode(doc["auths"][reg.host]["auth"]).decode() == f"alice:{PASSWORD}"
+    assert sorted(doc["users"][reg.host]) == ["alice"]
 
 
 def test_credentials_never_go_to_a_plain_http_remote_realm(berth, scratch, secret_image):

@@ -247,6 +247,46 @@ def test_squashfs_image(sl, sqsh_image):
         mounts(runtime), fuse_procs(runtime))
 
 
+def test_a_named_container_from_a_squashfs_file_keeps_files_across_a_jobs_steps(sl, sqsh_image):
+    # enroot's create: the file (mksquashfs's, without Berth's image config) is extracted into
+    # a container of the store under the step's name, which the job's next step joins again.
+    steps = (f"srun --container-image={sqsh_image} --container-name=sq sh -c "
+             "'echo kept > /mark' && srun --container-name=sq cat /mark /etc/motd")
+    rc, out, err = sl("salloc", "-N1", "-w", "n1", "sh", "-c", steps)
+    assert rc == 0, err
+    assert out == "kept\nmotd from the image\n"
+    names = sl.berth("ps", "-a", "--format", "{{.Names}} {{.Image}}")[1].splitlines()
+    assert f"sq.n1 {sqsh_image}" in names
+    # Extracted as a rootless unpack lays files out: root's 0600 file is the user's own.
+    rootfs = sl.berth("inspect", "--format", "{{.rootfs}}", "sq.n1")[1].strip()
+    st = os.stat(os.path.join(rootfs, "root", "secret"))
+    assert (st.st_uid, st.st_mode & 0o777) == (sl.berth.identity.uid, 0o600)
+    # :create refuses the name now, as for a registry image's container.
+    rc, _, err = sl.srun(f"--container-image={sqsh_image}", "--container-name=sq:create", "true")
+    assert rc != 0
+    assert "berth: error: container 'sq' already exists (--container-name=sq:create)" in err
+
+
+def test_user_at_picks_the_stored_login_of_that_user(sl, acl_registry):
+    # pyxis's [USER@][REGISTRY#]IMAGE: alice and bob both logged in to the registry (bob last,
+    # so his login is the default); only alice may pull. The step's pull takes USER's login.
+    from conftest import BOB_PASSWORD, USERS
+    img = imagelib.make_image([imagelib.busybox_layer(),
+                               imagelib.Layer([imagelib.File("etc/owner", b"alice's\n")])])
+    acl_registry.pusher("pusher", USERS["pusher"]).push_image("private/owned", "1", img)
+    host = acl_registry.host
+    for user, password in (("alice", USERS["alice"]), ("bob", BOB_PASSWORD)):
+        sl.berth("login", "-u", user, "--password-stdin", host, input=password + "\n")
+    rc, _, err = sl.srun(f"--container-image=bob@{host}#private/owned:1", "true")
+    assert rc != 0
+    assert "berth: error: pull" in err and "(HTTP 401)" in err, err
+    rc, _, err = sl.srun(f"--container-image=carol@{host}#private/owned:1", "true")
+    assert rc != 0
+    assert f"no stored login of user 'carol' for {host}" in err, err
+    out = sl.ok(f"--container-image=alice@{host}#private/owned:1", "cat", "/etc/owner")
+    assert out == "alice's\n"
+
+
 def test_an_unknown_plugstack_argument_fails_loudly(sl, cluster):
     cluster.write_plugstack("colour=blue")
     try:
@@ -462,11 +502,12 @@ def test_container_save_round_trip(sl, pushed_busybox, sqsh_image):
     assert rc == 0, err
     assert sl.ok("--container-image=./both.sqsh", "cat", "/node") in ("n1\n", "n2\n")
     assert [f for f in os.listdir(sl.berth.workdir) if "berth-tmp" in f] == []
-    # A squashfs image cannot be saved (not yet): refused before anything runs.
-    rc, _, err = sl.srun("--container-image=./saved.sqsh", "--container-save=again.sqsh", "true")
-    assert rc == 1
-    assert ("berth: error: --container-save with a squashfs image (./saved.sqsh) is not "
-            "supported yet") in err
+    # A step of a squashfs image is saved too: the file is extracted into the step's own
+    # container (enroot's create), whose changes the new file holds; it goes after the step.
+    sl.ok("--container-image=./saved.sqsh", "--container-save=again.sqsh", "sh", "-c",
+          "echo again >> /etc/motd")
+    assert sl.ok("--container-image=./again.sqsh", "cat", "/etc/motd") == "changed\nagain\n"
+    assert wait_for(lambda: "slurm-" not in sl.berth("ps", "-a", "--format", "{{.Names}}")[1])
     # A save that fails says why on srun's stderr. Slurm 22.05 ignores task_exit's result for
     # the exit status (as for pyxis's failed export), so the status stays the command's.
     _, _, err = sl.srun(f"--container-image={pushed_busybox}",

@@ -365,6 +365,32 @@ def test_bad_files_are_refused_in_one_line(sq, images):
         f"cannot be read (")
 
 
+def test_a_named_run_or_create_extracts_the_file_into_a_container(sq, images):
+    # enroot's create: a container of the store, extracted from the file, with the image
+    # config Berth keeps in it; its changes stay (the run is not on the shared mount).
+    rc, out, err = sq("run", "--name", "kept", images["berth"], "echo changed > /etc/motd; pwd")
+    assert (rc, out) == (0, "/srv\n"), err
+    assert not mounts(sq.runtime)
+    assert sq("run", "kept", "cat /etc/motd")[1] == "changed\n"
+    assert sq("ps", "-a", "--format", "{{.Names}} {{.Image}}")[1] == f"kept {images['berth']}\n"
+    # Rootless, as a rootless unpack: root's files (mksquashfs -all-root) are the user's.
+    rootfs = sq("inspect", "--format", "{{.rootfs}}", "kept")[1].strip()
+    assert os.stat(os.path.join(rootfs, "root", "secret")).st_uid == sq.identity.uid
+    # create: from a plain file (no Berth config), a relative path; the name is taken once.
+    rel = os.path.relpath(images["plain"], sq.workdir)
+    rc, out, err = sq("create", "--name", "made", rel, "cat", "/etc/motd", check=False)
+    assert rc == 0 and len(out.strip()) == 64, err
+    assert sq("run", "made")[1] == "motd from the image\n"
+    rc, _, err = sq("create", "--name", "made", images["plain"], check=False)
+    assert rc == 125
+    assert "made" in err and "already" in err, err
+    # A file that is not squashfs: one line, and no container left.
+    bad = sq.write_file("bad.sqsh", "not an image\n" * 10)
+    rc, _, err = sq("create", "--name", "bad", bad, check=False)
+    assert rc == 125 and len(err.splitlines()) == 1, err
+    assert "bad" not in sq("ps", "-a", "--format", "{{.Names}}")[1]
+
+
 def test_other_engines_are_refused(sq, images):
     rc, _, err = sq("run", "--engine=proot", images["plain"], "/bin/true", check=False)
     assert rc == 125

@@ -179,5 +179,45 @@ TEST_F(CredentialStoreTest, SaveEraseAndPrecedence) {
   EXPECT_FALSE(*twice);
 }
 
+TEST_F(CredentialStoreTest, SeveralUsersPerRegistryAndTheOldFormat) {
+  // A file written before "users": its one login is that user's, and stays one after a save.
+  ASSERT_TRUE(make_dirs(dir_ + "/cfg/berth").ok());
+  ASSERT_TRUE(
+      write_file_atomic(dir_ + "/cfg/berth/auth.json",
+                        R"({"auths":{"reg:5000":{"auth":")" + base64_encode("old:o") + R"("}}})")
+          .ok());
+  auto s = CredentialStore::load();
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  EXPECT_EQ(s->find_user("reg:5000", "old")->password, "o");
+  EXPECT_FALSE(s->find_user("reg:5000", "alice").has_value());
+  ASSERT_TRUE(s->save("reg:5000", Credentials{"alice", "a", ""}).ok());
+  ASSERT_TRUE(s->save("reg:5000", Credentials{"bob", "b", ""}).ok());
+  auto again = CredentialStore::load();
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_EQ(again->find("reg:5000")->username, "bob");  // the last login is the default
+  for (const char* u : {"old", "alice", "bob"})
+    EXPECT_EQ(again->find_user("reg:5000", u)->username, u);
+  again->user = "alice";  // pull --creds-user alice
+  EXPECT_EQ(again->find("reg:5000")->password, "a");
+  again->user = "carol";
+  EXPECT_FALSE(again->find("reg:5000").has_value());  // never another user's login
+  // Docker's file holds one login per registry: its user is found by name too.
+  write_docker(R"({"auths":{"other:1":{"auth":")" + base64_encode("dan:d") + R"("}}})");
+  auto with_docker = CredentialStore::load();
+  ASSERT_TRUE(with_docker.ok());
+  EXPECT_EQ(with_docker->find_user("other:1", "dan")->password, "d");
+  EXPECT_FALSE(with_docker->find_user("other:1", "eve").has_value());
+  // logout -u: one user goes; the default passes to another user.
+  auto gone = with_docker->erase_user("reg:5000", "bob");
+  ASSERT_TRUE(gone.ok());
+  EXPECT_TRUE(*gone);
+  EXPECT_FALSE(with_docker->find_user("reg:5000", "bob").has_value());
+  ASSERT_TRUE(with_docker->find("reg:5000").has_value());
+  EXPECT_NE(with_docker->find("reg:5000")->username, "bob");
+  EXPECT_FALSE(*with_docker->erase_user("reg:5000", "bob"));
+  EXPECT_TRUE(*with_docker->erase("reg:5000"));
+  EXPECT_FALSE(with_docker->find_user("reg:5000", "alice").has_value());
+}
+
 }  // namespace
 }  // namespace berth

@@ -222,8 +222,29 @@ TEST(SlurmOptions, ImagesAsBerthTakesThem) {
   EXPECT_EQ(out, "/home/u/./img.sqsh");
   EXPECT_EQ(berth_image("/sq/img.sqsh", "/home/u", &out), "");
   EXPECT_EQ(out, "/sq/img.sqsh");
-  EXPECT_NE(berth_image("alice@nvcr.io#nvidia/pytorch", "/", &out), "");
   EXPECT_NE(berth_image("dockerd://ubuntu", "/", &out), "");
+  // pyxis's USER@: the login that pulls it; the reference without it.
+  std::string user = "stale";
+  EXPECT_EQ(berth_image("alice@nvcr.io#nvidia/pytorch", "/", &out, &user), "");
+  EXPECT_EQ(out, "nvcr.io/nvidia/pytorch");
+  EXPECT_EQ(user, "alice");
+  EXPECT_EQ(berth_image("bob@ubuntu:22.04", "/", &out, &user), "");
+  EXPECT_EQ(out, "ubuntu:22.04");
+  EXPECT_EQ(user, "bob");
+  EXPECT_EQ(berth_image("bob@reg:5000#app@sha256:abcd", "/", &out, &user), "");
+  EXPECT_EQ(out, "reg:5000/app@sha256:abcd");
+  EXPECT_EQ(user, "bob");
+  EXPECT_EQ(berth_image("ubuntu@sha256:abcd", "/", &out, &user), "");
+  EXPECT_EQ(user, "");  // a digest, not a user
+  EXPECT_EQ(berth_image("@ubuntu", "/", &out, &user),
+            "--container-image: '@ubuntu': '' is not a user name");
+  EXPECT_EQ(berth_image("a/b@ubuntu", "/", &out, &user),
+            "--container-image: 'a/b@ubuntu': 'a/b' is not a user name");
+  Options o;
+  o.image = "carol@reg#x:1";
+  EXPECT_EQ(image_user(o), "carol");
+  o.image = "./carol@x.sqsh";  // a file's name, not a user
+  EXPECT_EQ(image_user(o), "");
 }
 
 TEST(SlurmOptions, RunArguments) {
@@ -316,13 +337,20 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   gpu_step.gpus = true;
   EXPECT_EQ(run_arguments(o, PluginArgs{}, gpu_step, "/w", &args), "");
   EXPECT_EQ(std::count(args.begin(), args.end(), "--gpus"), 1);
+  // Saved or named: a container extracted from the file (berth run -d --name), which is
+  // writable anyway (no --writable: that is for runs on the shared mount).
   o.save = "out.sqsh";
-  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{}, "/w", &args),
-            "--container-save with a squashfs image (./img.sqsh) is not supported yet");
+  o.unshare.clear();
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 2, "n1", 5, 6}, "/w", &args), "");
+  EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "slurm-1.2.n1", "-u", "5:6",
+                                            "--no-bind-home", "--entrypoint", "/bin/sh",
+                                            "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
   o.save.clear();
   o.name = "n";
-  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{}, "/w", &args),
-            "--container-name with a squashfs image (./img.sqsh) is not supported yet");
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 2, "n1", 5, 6}, "/w", &args), "");
+  EXPECT_EQ(std::vector<std::string>(args.begin(), args.begin() + 4),
+            (std::vector<std::string>{"run", "-d", "--name", "n.n1"}));
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--writable"), 0);
   // ipc: a namespace of its own; uts: one that keeps the node's host name.
   Options u;
   u.image = "busybox";

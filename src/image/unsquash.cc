@@ -1,0 +1,255 @@
+#include "image/unsquash.h"
+
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <map>
+#include <memory>
+
+#include "core/fs.h"
+#include "image/sqfs_api.h"
+#include "image/squashfs_superblock.h"
+
+namespace berth {
+namespace {
+
+const SqfsApi& sq() {
+  return sqfs_api();
+}
+
+/// The image file as libsquashfs reads it: our fd, so that an I/O error keeps its errno.
+struct ReadFile {
+  sqfs_file_t base{};
+  int fd = -1;
+  uint64_t size = 0;
+  int err = 0;  ///< the first errno seen
+
+  ReadFile(int f, uint64_t s) : fd(f), size(s) {
+    base.base.destroy = [](sqfs_object_t*) {};  // ours, never libsquashfs's to free
+    base.read_at = [](sqfs_file_t* f, sqfs_u64 off, void* buf, size_t n) -> int {
+      auto* self = reinterpret_cast<ReadFile*>(f);
+      auto* p = static_cast<char*>(buf);
+      while (n > 0) {
+        ssize_t r = ::pread(self->fd, p, n, static_cast<off_t>(off));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+          if (self->err == 0) self->err = errno;
+          return SQFS_ERROR_IO;
+        }
+        if (r == 0) return SQFS_ERROR_OUT_OF_BOUNDS;  // a truncated file
+        p += r;
+        n -= static_cast<size_t>(r);
+        off += static_cast<sqfs_u64>(r);
+      }
+      return 0;
+    };
+    base.write_at = [](sqfs_file_t*, sqfs_u64, const void*, size_t) -> int {
+      return SQFS_ERROR_UNSUPPORTED;
+    };
+    base.get_size = [](const sqfs_file_t* f) -> sqfs_u64 {
+      return reinterpret_cast<const ReadFile*>(f)->size;
+    };
+    base.truncate = [](sqfs_file_t*, sqfs_u64) -> int { return SQFS_ERROR_UNSUPPORTED; };
+  }
+  ReadFile(const ReadFile&) = delete;
+  ReadFile& operator=(const ReadFile&) = delete;
+};
+
+struct TreeDestroy {
+  void operator()(sqfs_tree_node_t* n) const { sq().dir_tree_destroy(n); }
+};
+
+bool is_dir(uint16_t t) {
+  return t == SQFS_INODE_DIR || t == SQFS_INODE_EXT_DIR;
+}
+bool is_file(uint16_t t) {
+  return t == SQFS_INODE_FILE || t == SQFS_INODE_EXT_FILE;
+}
+
+class Extractor {
+ public:
+  Extractor(const std::string& file, sqfs_data_reader_t* data, ReadFile* in)
+      : file_(file), data_(data), in_(in) {}
+
+  /// Fills directory `fd` (at `rel` below the target, "" for the target) with `dir`'s children.
+  Status fill(int fd, const std::string& rel, const sqfs_tree_node_t& dir) {
+    for (const sqfs_tree_node_t* n = dir.children; n != nullptr; n = n->next) {
+      std::string name = reinterpret_cast<const char*>(n->name);
+      if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+        return make_error("read squashfs", file_,
+                          fmt::format("entry '{}' in /{} is not a file name", name, rel),
+                          ErrorCode::kInvalidInput);
+      std::string path = rel;
+      if (!path.empty()) path += '/';
+      path += name;
+      BERTH_CHECK(make(fd, name, path, *n));
+    }
+    return {};
+  }
+
+  UnsquashStats stats;
+  int root_fd = -1;
+
+ private:
+  Error entry_error(Op op, const std::string& path, int e) const {
+    return sys_error(op, file_ + ":/" + path, e);
+  }
+
+  Status times(int fd, const char* name, const sqfs_inode_generic_t& inode, int flags,
+               const std::string& path) {
+    struct timespec t[2] = {{inode.base.mod_time, 0}, {inode.base.mod_time, 0}};
+    int r = name == nullptr ? ::futimens(fd, t) : ::utimensat(fd, name, t, flags);
+    if (r != 0) return entry_error("change", path, errno);
+    return {};
+  }
+
+  Status make(int pfd, const std::string& name, const std::string& path,
+              const sqfs_tree_node_t& n) {
+    const sqfs_inode_generic_t& inode = *n.inode;
+    uint16_t type = inode.base.type;
+    mode_t perm = inode.base.mode & 0777;  // rootless: no set-id bits, as unpack drops them
+    const char* nm = name.c_str();
+    if (is_dir(type)) {
+      if (::mkdirat(pfd, nm, 0700) != 0) return entry_error("mkdir", path, errno);
+      UniqueFd sub(::openat(pfd, nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!sub.valid()) return entry_error("open", path, errno);
+      ++stats.entries;
+      BERTH_CHECK(fill(sub.get(), path, n));
+      if (::fchmod(sub.get(), perm | 0700) != 0) return entry_error("chmod", path, errno);
+      return times(sub.get(), nullptr, inode, 0, path);
+    }
+    if (is_file(type)) {
+      // A hard link: a second name of an inode made already (every name of it carries the same
+      // inode number). Its first name is a path of directories this extraction made.
+      if (auto it = links_.find(inode.base.inode_number); it != links_.end()) {
+        if (::linkat(root_fd, it->second.c_str(), pfd, nm, 0) != 0)
+          return entry_error("link", path, errno);
+        ++stats.entries;
+        return {};
+      }
+      UniqueFd out(::openat(pfd, nm, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+      if (!out.valid()) return entry_error("open", path, errno);
+      sqfs_u64 size = 0;
+      sq().inode_get_file_size(&inode, &size);
+      std::string buf(1 << 20, '\0');
+      for (sqfs_u64 off = 0; off < size;) {
+        auto want = static_cast<sqfs_u32>(std::min<sqfs_u64>(buf.size(), size - off));
+        sqfs_s32 got = sq().data_reader_read(data_, &inode, off, buf.data(), want);
+        if (got <= 0) {
+          if (in_->err != 0) return entry_error("read", path, in_->err);
+          return make_error("read squashfs", file_ + ":/" + path,
+                            got == 0 ? "shorter than its size" : sqfs_error_text(got),
+                            ErrorCode::kInvalidInput);
+        }
+        BERTH_CHECK(write_all(out.get(), std::string_view(buf.data(), static_cast<size_t>(got)),
+                              file_ + ":/" + path));
+        off += static_cast<sqfs_u64>(got);
+      }
+      stats.bytes += size;
+      if (::fchmod(out.get(), perm) != 0) return entry_error("chmod", path, errno);
+      BERTH_CHECK(times(out.get(), nullptr, inode, 0, path));
+      if (inode.base.inode_number != 0) links_[inode.base.inode_number] = path;
+      ++stats.entries;
+      return {};
+    }
+    if (type == SQFS_INODE_SLINK || type == SQFS_INODE_EXT_SLINK) {
+      size_t len = type == SQFS_INODE_SLINK ? inode.data.slink.target_size
+                                            : inode.data.slink_ext.target_size;
+      std::string target(reinterpret_cast<const char*>(inode.extra), len);
+      if (::symlinkat(target.c_str(), pfd, nm) != 0) return entry_error("symlink", path, errno);
+      ++stats.entries;
+      return times(pfd, nm, inode, AT_SYMLINK_NOFOLLOW, path);
+    }
+    if (type == SQFS_INODE_FIFO || type == SQFS_INODE_EXT_FIFO) {
+      if (::mkfifoat(pfd, nm, 0600) != 0) return entry_error("mkfifo", path, errno);
+      if (::fchmodat(pfd, nm, perm, 0) != 0) return entry_error("chmod", path, errno);
+      ++stats.entries;
+      return times(pfd, nm, inode, 0, path);
+    }
+    // Device nodes cannot be made rootless (the runtime binds the host's); sockets are left
+    // out as unpack leaves them.
+    ++stats.skipped_devices;
+    return {};
+  }
+
+  std::string file_;
+  sqfs_data_reader_t* data_;
+  ReadFile* in_;
+  std::map<uint32_t, std::string> links_;  ///< inode number -> its first name's path
+};
+
+Result<UnsquashStats> extract(const std::string& file, const std::string& target) {
+  UniqueFd fd = BERTH_TRY(open_file(file, O_RDONLY));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return sys_error("stat", file);
+  if (!S_ISREG(st.st_mode)) return make_error("read squashfs", file, "not a regular file");
+  ReadFile in(fd.get(), static_cast<uint64_t>(st.st_size));
+  auto fail = [&](std::string_view what, int r) -> Error {
+    if (in.err != 0) return sys_error("read", file, in.err);
+    return make_error("read squashfs", file, fmt::format("{}: {}", what, sqfs_error_text(r)),
+                      ErrorCode::kInvalidInput);
+  };
+  char head[kSquashfsSuperblockSize];
+  ssize_t got;
+  do {
+    got = ::pread(fd.get(), head, sizeof head, 0);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) return sys_error("read", file);
+  BERTH_CHECK(
+      check_squashfs_superblock(std::string_view(head, static_cast<size_t>(got)), in.size, file));
+  sqfs_super_t super{};
+  int r = sq().super_read(&super, &in.base);
+  if (r != 0) return fail("super block", r);
+  sqfs_compressor_config_t cfg;
+  if ((r = sq().compressor_config_init(&cfg, static_cast<SQFS_COMPRESSOR>(super.compression_id),
+                                       super.block_size, SQFS_COMP_FLAG_UNCOMPRESS)) != 0)
+    return fail("compressor", r);
+  sqfs_compressor_t* raw_cmp = nullptr;
+  if ((r = sq().compressor_create(&cfg, &raw_cmp)) != 0) return fail("compressor", r);
+  SqfsPtr<sqfs_compressor_t> cmp(raw_cmp);
+  SqfsPtr<sqfs_id_table_t> ids(sq().id_table_create(0));
+  if (!ids) return fail("id table", SQFS_ERROR_ALLOC);
+  if ((r = sq().id_table_read(ids.get(), &in.base, &super, cmp.get())) != 0)
+    return fail("id table", r);
+  SqfsPtr<sqfs_dir_reader_t> dr(sq().dir_reader_create(&super, cmp.get(), &in.base, 0));
+  if (!dr) return fail("directory reader", SQFS_ERROR_ALLOC);
+  SqfsPtr<sqfs_data_reader_t> data(
+      sq().data_reader_create(&in.base, super.block_size, cmp.get(), 0));
+  if (!data) return fail("data reader", SQFS_ERROR_ALLOC);
+  if ((r = sq().data_reader_load_fragment_table(data.get(), &super)) != 0)
+    return fail("fragment table", r);
+  sqfs_tree_node_t* raw_tree = nullptr;
+  if ((r = sq().dir_reader_get_full_hierarchy(dr.get(), ids.get(), nullptr, 0, &raw_tree)) != 0)
+    return fail("directory tree", r);
+  std::unique_ptr<sqfs_tree_node_t, TreeDestroy> tree(raw_tree);
+  if (!is_dir(tree->inode->base.type))
+    return make_error("read squashfs", file, "the root is not a directory",
+                      ErrorCode::kInvalidInput);
+
+  if (::mkdir(target.c_str(), 0700) != 0) return sys_error("mkdir", target);
+  UniqueFd root(::open(target.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!root.valid()) return sys_error("open", target);
+  Extractor x(file, data.get(), &in);
+  x.root_fd = root.get();
+  BERTH_CHECK(x.fill(root.get(), "", *tree));
+  if (::fchmod(root.get(), (tree->inode->base.mode & 0777) | 0700) != 0)
+    return sys_error("chmod", target);
+  struct timespec t[2] = {{tree->inode->base.mod_time, 0}, {tree->inode->base.mod_time, 0}};
+  if (::futimens(root.get(), t) != 0) return sys_error("change", target);
+  return x.stats;
+}
+
+}  // namespace
+
+Result<UnsquashStats> unsquash(const std::string& file, const std::string& target) {
+  struct stat st;
+  if (::lstat(target.c_str(), &st) == 0) return make_error("mkdir", target, "exists already");
+  auto r = extract(file, target);
+  if (!r.ok() && ::lstat(target.c_str(), &st) == 0) (void)remove_tree(target);  // best effort
+  return r;
+}
+
+}  // namespace berth
