@@ -343,7 +343,8 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   o.unshare.clear();
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 2, "n1", 5, 6}, "/w", &args), "");
   EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "slurm-1.2.n1", "-u", "5:6",
-                                            "--no-bind-home", "--entrypoint", "/bin/sh",
+                                            "--root-emulation=seccomp", "--no-bind-home", "--entrypoint",
+                                            "/bin/sh",
                                             "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
   o.save.clear();
   o.name = "n";
