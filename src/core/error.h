@@ -81,6 +81,8 @@ inline constexpr std::string_view kOpWords[] = {
     "ib info", "inject MPI", "select HCAs",
     // The site policy (site).
     "registry",
+    // The job gateway (gateway/, berthd).
+    "listen", "map identity", "read JWKS", "discover issuer", "verify token",
     // The udocker command line (cli/udocker.h).
     "setup", "udocker",
 };

@@ -1,0 +1,81 @@
+// berthd, Berth's REST job gateway (docs/gateway.md): `berthd --config FILE`.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "gateway/auth.h"
+#include "gateway/config.h"
+#include "gateway/server.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "Usage: berthd --config FILE\n"
+    "Berth's REST job gateway: OIDC bearer tokens, jobs through Slurm (docs/gateway.md).\n";
+
+int fail(const berth::Error& e) {
+  std::fprintf(stderr, "berthd: %s\n", e.message().c_str());
+  if (!e.hint.empty()) std::fprintf(stderr, "hint: %s\n", e.hint.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--config" && i + 1 < argc) {
+      config_path = argv[++i];
+    } else if (arg.starts_with("--config=")) {
+      config_path = arg.substr(9);
+    } else if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--version") {
+      std::printf("berthd %s\n", BERTH_VERSION);
+      return 0;
+    } else {
+      std::fprintf(stderr, "berthd: unknown argument \"%s\"\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if (config_path.empty()) {
+    std::fprintf(stderr, "berthd: --config FILE is required\n%s", kUsage);
+    return 2;
+  }
+  auto config = berth::gateway::read_gateway_config(config_path);
+  if (!config.ok()) return fail(config.error());
+
+  // SIGTERM and SIGINT end the server cleanly: blocked here, before any thread starts, and
+  // taken by one thread with sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A client that goes away mid-answer must not kill the server.
+  signal(SIGPIPE, SIG_IGN);
+
+  berth::gateway::Authenticator auth(*config, berth::gateway::http_fetcher(),
+                                     berth::gateway::system_user_lookup());
+  berth::gateway::Server server(*config, auth, BERTH_VERSION);
+  auto port = server.bind();
+  if (!port.ok()) return fail(port.error());
+  std::fprintf(stderr, "berthd: listening on %s://%s:%d\n", config->tls() ? "https" : "http",
+               config->listen_host.c_str(), *port);
+  std::fflush(stderr);
+
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    server.stop();
+  });
+  waiter.detach();
+  berth::Status served = server.serve();
+  if (!served.ok()) return fail(served.error());
+  return 0;
+}
