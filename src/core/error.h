@@ -58,7 +58,7 @@ inline constexpr std::string_view kOpWords[] = {
     "parse reference", "parse requirement", "parse WWW-Authenticate", "read config",
     "read env file", "read environment",
     // HTTP and registries (image).
-    "GET", "HEAD", "POST", "PUT", "authenticate", "download", "login", "logout",
+    "DELETE", "GET", "HEAD", "POST", "PUT", "authenticate", "download", "login", "logout",
     "manifest inspect", "pull", "read credentials", "search",
     // The image store and image archives (image).
     "central store", "check digest", "check image record", "commit blob", "decompress", "export",

@@ -117,6 +117,38 @@ class Reader {
     return bad(*t.get("issuer"), "issuer", "is not an https:// URL (plain http:// only on loopback): \"" + i.issuer + "\"");
   }
 
+  Result<std::map<std::string, std::string>> string_table(const toml::node& node,
+                                                          std::string_view key) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, key, "is not a table of strings");
+    std::map<std::string, std::string> out;
+    for (const auto& [k, v] : *t) {
+      if (!v.is_string()) return bad(v, k.str(), "is not a string");
+      out[std::string(k.str())] = *v.value<std::string>();
+    }
+    return out;
+  }
+
+  Status slurm(const toml::node& node, SlurmConfig& s) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, "slurm", "is not a table ([slurm])");
+    for (const auto& [k, v] : *t) {
+      std::string_view key = k.str();
+      if (key == "rest_url") s.rest_url = BERTH_TRY(nonempty(v, key));
+      else if (key == "jwt_key") s.jwt_key = BERTH_TRY(nonempty(v, key));
+      else if (key == "token_lifespan_s") s.token_lifespan_s = BERTH_TRY(seconds(v, key));
+      else if (key == "partition") s.partition = BERTH_TRY(string(v, key));
+      else if (key == "workdir") s.workdir = BERTH_TRY(nonempty(v, key));
+      else if (key == "environment") s.environment = BERTH_TRY(string_table(v, key));
+      else return bad(v, key, "is not a key of [slurm]");
+    }
+    if (s.rest_url.empty()) return missing("[slurm]", "rest_url");
+    if (s.jwt_key.empty()) return missing("[slurm]", "jwt_key");
+    if (!s.rest_url.starts_with("http://") && !s.rest_url.starts_with("https://"))
+      return bad(*t->get("rest_url"), "rest_url", "is not an http:// or https:// URL");
+    return {};
+  }
+
   Result<UserMapping> user(const toml::table& t) const {
     UserMapping u;
     for (const auto& [k, v] : t) {
@@ -171,6 +203,7 @@ Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::str
     else if (key == "jwks_min_refresh_s") c.jwks_min_refresh_s = BERTH_TRY(r.seconds(v, key));
     else if (key == "admin_groups") c.admin_groups = BERTH_TRY(r.strings(v, key));
     else if (key == "database") c.database = BERTH_TRY(r.nonempty(v, key));
+    else if (key == "slurm") BERTH_CHECK(r.slurm(v, c.slurm));
     else if (key == "issuers") {
       for (const toml::table* t : BERTH_TRY(r.tables(v, key)))
         c.issuers.push_back(BERTH_TRY(r.issuer(*t)));
@@ -192,6 +225,8 @@ Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::str
   for (const UserMapping& u : c.users)
     if (c.find_issuer(u.issuer) == nullptr)
       return fail("[[users]] names issuer \"" + u.issuer + "\", which is not in [[issuers]]");
+  if (c.database.empty() != c.slurm.rest_url.empty())
+    return fail("database and [slurm] go together: the job endpoints need both");
   if (c.tls_cert.empty() != c.tls_key.empty())
     return fail("tls_cert and tls_key go together: give both or neither");
   if (!c.tls() && !c.plain_http_anywhere && !is_loopback_host(c.listen_host))

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,17 @@ struct UserMapping {
   std::string user;     ///< the local account's name
 };
 
+/// The Slurm cluster jobs go to ([slurm]), through its slurmrestd.
+struct SlurmConfig {
+  std::string rest_url;        ///< slurmrestd, "http://HOST:PORT" (rest_auth/jwt)
+  std::string jwt_key;         ///< the file of Slurm's auth/jwt key (jwt_key=)
+  int64_t token_lifespan_s = 60;  ///< the life of each token berthd mints
+  std::string partition;       ///< "" for Slurm's default
+  std::string workdir = "/tmp";  ///< the batch script's working directory
+  /// Variables every job's environment starts with (PATH, SLURM_CONF, ...).
+  std::map<std::string, std::string> environment;
+};
+
 struct GatewayConfig {
   std::string path;                  ///< the file read, named in errors
   std::string listen_host = "127.0.0.1";
@@ -42,7 +54,11 @@ struct GatewayConfig {
   std::vector<std::string> admin_groups;  ///< a member of any is an administrator
   std::vector<IssuerConfig> issuers;
   std::vector<UserMapping> users;
-  std::string database;  ///< the job database's file; "" until jobs are configured
+  std::string database;  ///< the job database's file; with [slurm], the job endpoints
+  SlurmConfig slurm;
+
+  /// Whether the job endpoints are on (database and [slurm] both configured).
+  bool jobs() const { return !database.empty() && !slurm.rest_url.empty(); }
 
   /// The issuer whose `issuer` is exactly `iss`, or nullptr.
   const IssuerConfig* find_issuer(std::string_view iss) const;

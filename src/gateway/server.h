@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "gateway/auth.h"
 #include "gateway/config.h"
+#include "gateway/jobs.h"
 
 namespace httplib {
 class Server;
@@ -32,7 +33,8 @@ nlohmann::ordered_json openapi_document(const std::string& version);
 /// The gateway: routes bound to a configuration and an authenticator.
 class Server {
  public:
-  Server(const GatewayConfig& config, Authenticator& auth, std::string version);
+  /// `jobs` may be null: the job endpoints then answer 404.
+  Server(const GatewayConfig& config, Authenticator& auth, JobService* jobs, std::string version);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -46,9 +48,11 @@ class Server {
 
  private:
   void routes();
+  void job_routes();
 
   const GatewayConfig& config_;
   Authenticator& auth_;
+  JobService* jobs_;
   std::string version_;
   std::unique_ptr<httplib::Server> http_;
 };

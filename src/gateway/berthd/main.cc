@@ -3,11 +3,14 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "gateway/auth.h"
+#include "core/fs.h"
 #include "gateway/config.h"
+#include "gateway/jobs.h"
 #include "gateway/server.h"
 
 namespace {
@@ -62,7 +65,18 @@ int main(int argc, char** argv) {
 
   berth::gateway::Authenticator auth(*config, berth::gateway::http_fetcher(),
                                      berth::gateway::system_user_lookup());
-  berth::gateway::Server server(*config, auth, BERTH_VERSION);
+  std::unique_ptr<berth::gateway::JobService> jobs;
+  if (config->jobs()) {
+    auto db = berth::gateway::JobsDb::open(config->database);
+    if (!db.ok()) return fail(db.error());
+    auto key = berth::read_file(config->slurm.jwt_key);
+    if (!key.ok()) return fail(key.error());
+    jobs = std::make_unique<berth::gateway::JobService>(
+        std::move(*db),
+        berth::gateway::SlurmRest(config->slurm.rest_url, *key, config->slurm.token_lifespan_s),
+        config->slurm);
+  }
+  berth::gateway::Server server(*config, auth, jobs.get(), BERTH_VERSION);
   auto port = server.bind();
   if (!port.ok()) return fail(port.error());
   std::fprintf(stderr, "berthd: listening on %s://%s:%d\n", config->tls() ? "https" : "http",
