@@ -101,19 +101,20 @@ SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const SlurmConfig& slur
   s.memory_mb = r.memory_mb;
   s.gpus = r.gpus;
   s.time_limit_min = (r.walltime_s + 59) / 60;
-  // The site's variables, then the request's, then the container options, which the request
-  // cannot override: the Slurm plugin reads them from the job's environment in every step.
+  // The site's variables, then the request's. The container goes on the script's srun line,
+  // not into the job's environment as BERTH_CONTAINER_*: the plugin reads those in the batch
+  // step too and would run the script itself in the image, where there is no srun
+  // (docs/slurm.md, "sbatch").
   s.environment = slurm.environment;
   for (const auto& [k, v] : r.env) s.environment[k] = v;
-  s.environment["BERTH_CONTAINER_IMAGE"] = r.image;
-  if (!r.workdir.empty()) s.environment["BERTH_CONTAINER_WORKDIR"] = r.workdir;
+  s.environment["BERTHD_JOB_ID"] = std::to_string(id);
+  std::string cmd = "exec srun --container-image=" + shell_quote(r.image);
+  if (!r.workdir.empty()) cmd += " --container-workdir=" + shell_quote(r.workdir);
   if (!r.mounts.empty()) {
     std::string m;
     for (const std::string& x : r.mounts) m += (m.empty() ? "" : ",") + x;
-    s.environment["BERTH_CONTAINER_MOUNTS"] = m;
+    cmd += " --container-mounts=" + shell_quote(m);
   }
-  s.environment["BERTHD_JOB_ID"] = std::to_string(id);
-  std::string cmd = "exec srun";
   if (!r.command.empty()) {
     cmd += " --";
     for (const std::string& a : r.command) cmd += " " + shell_quote(a);

@@ -1,6 +1,6 @@
-// Jobs: a POST /v1/jobs body checked into a JobRequest, turned into a Slurm batch job that
-// runs the container through Berth's Slurm plugin (BERTH_CONTAINER_* in the job's environment,
-// `srun` in the script), and the service that records, submits, refreshes and cancels jobs.
+// Jobs: a POST /v1/jobs body checked into a JobRequest, turned into a Slurm batch job whose
+// script runs the container through Berth's Slurm plugin (`srun --container-image=...`), and
+// the service that records, submits, refreshes and cancels jobs.
 #pragma once
 
 #include <cstdint>

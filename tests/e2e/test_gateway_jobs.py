@@ -1,0 +1,159 @@
+"""berthd's job endpoints on the real loopback Slurm cluster: jobs submitted through Debian's
+slurmrestd (rest_auth/jwt, a token berthd mints per call for the mapped user) run their
+container through Berth's Slurm plugin; two users who cannot see each other's jobs; retried
+submissions with an Idempotency-Key that never make a second job; cancel."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import time
+
+import pytest
+
+from gateway import (AUDIENCE_A, AUDIENCE_B, Berthd, berthd_bin, gateway_config,  # noqa: F401
+                     issuers, second_user, slurmrestd, start_berthd)
+from test_slurm import cluster, spank_plugin  # noqa: F401
+
+
+@pytest.fixture
+def gw(berth, cluster, slurmrestd, issuers, identity, berthd_bin, second_user):
+    """berthd with its job endpoints, as the test user, jobs running with this test's berth
+    store (the job environment carries its HOME and BERTH_HOME)."""
+    workdir = identity.make_dir(os.path.join(berth.workdir, "berthd"))
+    key = os.path.join(workdir, "slurm_jwt.key")
+    shutil.copy(cluster.jwt_key, key)
+    os.chmod(key, 0o600)
+    identity.chown(key)
+    env = dict(berth.env, SLURM_CONF=cluster.conf)
+    env_lines = "\n".join(f'{k} = "{v}"' for k, v in env.items())
+    extra = f'database = "{workdir}/jobs.db"\n'
+    conf = gateway_config(issuers, second_user, extra) + f"""
+[slurm]
+rest_url = "{slurmrestd}"
+jwt_key = "{key}"
+workdir = "{berth.workdir}"
+
+[slurm.environment]
+{env_lines}
+"""
+    conf_path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
+    proc, url = start_berthd(identity, berthd_bin, conf_path, os.path.join(workdir, "berthd.log"))
+    g = Berthd(proc, url, os.path.join(workdir, "berthd.log"))
+    g.db = os.path.join(workdir, "jobs.db")
+    yield g
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def token_a(issuers, identity):
+    a = issuers.issuers["a"]
+    user = subprocess.run(["id", "-un", str(identity.uid)], capture_output=True,
+                          text=True).stdout.strip()
+    return a.sign(a.claims("s-alice", AUDIENCE_A, preferred_username=user))
+
+
+def token_b(issuers):
+    b = issuers.issuers["b"]
+    return b.sign(b.claims("egi-0042@egi.eu", AUDIENCE_B))
+
+
+def job_output(berth, job) -> str:
+    """The batch script's output (Slurm's slurm-JOBID.out in the job's working directory)."""
+    try:
+        with open(os.path.join(berth.workdir, f"slurm-{job['slurm_job_id']}.out")) as f:
+            return f.read()
+    except OSError as e:
+        return str(e)
+
+
+def wait_final(gw, token, job_id, timeout=90):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, _, job = gw.request("GET", f"/v1/jobs/{job_id}", token)
+        assert status == 200, job
+        if job["state"] not in ("ACCEPTED", "PENDING", "RUNNING", "CONFIGURING", "COMPLETING"):
+            return job
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} still {job['state']} after {timeout} s")
+
+
+def squeue_comments(cluster) -> list[str]:
+    r = subprocess.run(["squeue", "-h", "-o", "%k"], env=dict(os.environ, **cluster.env()),
+                       capture_output=True, text=True, check=True)
+    return r.stdout.split()
+
+
+def test_job_runs_its_container_through_slurm(gw, berth, issuers, identity, pushed_busybox):
+    tok = token_a(issuers, identity)
+    status, _, job = gw.request("POST", "/v1/jobs", tok, {
+        "name": "motd", "image": pushed_busybox, "command": ["sh", "-c", "grep -q . /etc/motd"],
+        "resources": {"tasks": 1, "memory_mb": 200, "walltime_s": 120}})
+    assert status == 201, job
+    assert job["state"] == "PENDING" and job["slurm_job_id"] > 0 and job["name"] == "motd"
+    done = wait_final(gw, tok, job["id"])
+    assert done["state"] == "COMPLETED", (done, job_output(berth, done))
+    assert done["exit_code"] == 0 and done["nodes"]
+    # A failing command's status comes back.
+    status, _, job = gw.request("POST", "/v1/jobs", tok, {
+        "image": pushed_busybox, "command": ["sh", "-c", "exit 3"]})
+    assert status == 201, job
+    done = wait_final(gw, tok, job["id"])
+    assert done["state"] == "FAILED" and done["exit_code"] == 3, done
+    # The database has both, accepted then submitted.
+    rows = sqlite3.connect(gw.db).execute("SELECT state, slurm_job_id FROM jobs").fetchall()
+    assert len(rows) == 2 and all(r[1] > 0 for r in rows)
+
+
+def test_idempotent_retries_make_one_job(gw, issuers, identity, pushed_busybox, cluster):
+    tok = token_a(issuers, identity)
+    body = {"image": pushed_busybox, "command": ["sleep", "300"]}
+    key = {"Idempotency-Key": "retry-1"}
+    status, h1, first = gw.request("POST", "/v1/jobs", tok, body, headers=key)
+    assert status == 201, first
+    for _ in range(3):
+        status, h, again = gw.request("POST", "/v1/jobs", tok, body, headers=key)
+        assert status == 200 and h["Idempotent-Replayed"] == "true"
+        assert again["id"] == first["id"] and again["slurm_job_id"] == first["slurm_job_id"]
+    assert squeue_comments(cluster).count(f"berthd:{first['id']}") == 1
+    # The same key for another request is refused.
+    status, _, err = gw.request("POST", "/v1/jobs", tok, dict(body, name="other"), headers=key)
+    assert status == 422
+    assert err["error"]["message"] == 'Idempotency-Key "retry-1" was used for another request'
+    # Cancel.
+    status, _, job = gw.request("DELETE", f"/v1/jobs/{first['id']}", tok)
+    assert status == 202, job
+    assert wait_final(gw, tok, first["id"])["state"] == "CANCELLED"
+
+
+def test_users_see_only_their_own_jobs(gw, issuers, identity, pushed_busybox, second_user):
+    if second_user is None:
+        pytest.skip("a second local account needs root to create")
+    tok_a, tok_b = token_a(issuers, identity), token_b(issuers)
+    status, _, job = gw.request("POST", "/v1/jobs", tok_a,
+                                {"image": pushed_busybox, "command": ["true"]})
+    assert status == 201, job
+    status, _, listed = gw.request("GET", "/v1/jobs", tok_a)
+    assert status == 200 and [j["id"] for j in listed["jobs"]] == [job["id"]]
+    status, _, listed = gw.request("GET", "/v1/jobs", tok_b)
+    assert status == 200 and listed["jobs"] == []
+    for method in ("GET", "DELETE"):
+        status, _, err = gw.request(method, f"/v1/jobs/{job['id']}", tok_b)
+        assert status == 404 and err["error"]["message"] == f"no job {job['id']}"
+    wait_final(gw, tok_a, job["id"])
+
+
+def test_bad_requests(gw, issuers, identity):
+    tok = token_a(issuers, identity)
+    for body, message in [
+        ({"command": ["true"]}, '"image" is required'),
+        ({"image": "x", "resources": {"gpus": -1}}, '"resources.gpus" is not a whole number from 0 to 10000'),
+        ({"image": "x", "colour": 1}, '"colour" is not a field of a job request'),
+        ({"image": "x", "class": "interactive"}, '"class" is not "batch" or "cloud"'),
+    ]:
+        status, _, err = gw.request("POST", "/v1/jobs", tok, body)
+        assert status == 400 and err["error"]["message"] == message, body
+    status, _, _ = gw.request("POST", "/v1/jobs", None, {"image": "x"})
+    assert status == 401
