@@ -31,6 +31,14 @@ audience = "berth-test"
 issuer = "http://127.0.0.1:9000/realms/test"
 sub = "1234"
 user = "alice"
+
+[slurm]
+rest_url = "http://127.0.0.1:6820"
+jwt_key = "/etc/berthd/slurm_jwt.key"
+token_lifespan_s = 30
+partition = "gpu"
+workdir = "/scratch"
+environment = { PATH = "/usr/bin:/bin" }
 )",
                                 "/etc/berthd.conf");
   ASSERT_TRUE(c.ok()) << c.error().message();
@@ -48,6 +56,13 @@ user = "alice"
   ASSERT_EQ(c->users.size(), 1u);
   EXPECT_EQ(c->users[0].user, "alice");
   EXPECT_EQ(c->find_issuer("https://iam.example.org/"), &c->issuers[0]);
+  EXPECT_TRUE(c->jobs());
+  EXPECT_EQ(c->slurm.rest_url, "http://127.0.0.1:6820");
+  EXPECT_EQ(c->slurm.jwt_key, "/etc/berthd/slurm_jwt.key");
+  EXPECT_EQ(c->slurm.token_lifespan_s, 30);
+  EXPECT_EQ(c->slurm.partition, "gpu");
+  EXPECT_EQ(c->slurm.workdir, "/scratch");
+  EXPECT_EQ(c->slurm.environment.at("PATH"), "/usr/bin:/bin");
   EXPECT_EQ(c->find_issuer("https://iam.example.org"), nullptr);
 }
 
@@ -90,6 +105,12 @@ TEST(GatewayConfig, RefusesWhatIsUnsafeOrMalformed) {
       {"leeway_s = -1\n" + iss,
        "read config f: line 1: \"leeway_s\" is not a whole number of seconds from 0 to 86400"},
       {"issuers = 3\n", "read config f: line 1: \"issuers\" is not an array of tables ([[issuers]])"},
+      {"database = \"/j.db\"\n" + iss,
+       "read config f: database and [slurm] go together: the job endpoints need both"},
+      {iss + "[slurm]\nrest_url = \"http://h:1\"\n", "read config f: [slurm] has no \"jwt_key\""},
+      {iss + "[slurm]\nrest_url = \"h:1\"\njwt_key = \"/k\"\n",
+       "read config f: line 5: \"rest_url\" is not an http:// or https:// URL"},
+      {iss + "[slurm]\nenvironment = { A = 1 }\n", "read config f: line 5: \"A\" is not a string"},
       {"listen = \n", "read config f: line 1: Error while parsing key-value pair: expected value, saw '\\n'"},
   };
   for (const Case& t : cases) {
