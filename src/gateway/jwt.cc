@@ -20,7 +20,7 @@ namespace {
 /// The smallest RSA key accepted (NIST SP 800-57: 2048 bits).
 constexpr int kMinRsaBits = 2048;
 /// The largest token accepted: far above any real access token (a few KiB).
-constexpr size_t kMaxTokenBytes = 64 * 1024;
+constexpr size_t kMaxTokenBytes = size_t{64} * 1024;
 
 Error token_error(std::string detail) {
   return make_error("verify token", "", std::move(detail), ErrorCode::kPermission);

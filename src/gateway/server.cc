@@ -91,7 +91,7 @@ void Server::routes() {
       send_error(res, res.status, res.status == 404 ? "no such resource" : "request failed");
   });
   http_->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+      [](const httplib::Request&, httplib::Response& res, const std::exception_ptr&) {
         send_error(res, 500, "internal error");
       });
 }

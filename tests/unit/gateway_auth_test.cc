@@ -113,7 +113,7 @@ std::string hs256(const std::string& secret, const json& header, const json& cla
   return input + "." + base64url_encode(std::string(reinterpret_cast<char*>(mac), len));
 }
 
-json claims_a(json extra = json::object()) {
+json claims_a(const json& extra = json::object()) {
   json c = {{"iss", kIssA}, {"sub", "s-alice"}, {"aud", "berth"}, {"exp", kNow + 600},
             {"iat", kNow - 10}, {"preferred_username", "alice"}};
   c.update(extra);
