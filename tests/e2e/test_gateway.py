@@ -29,7 +29,9 @@ def test_openapi_document(berthd):
     assert status == 200
     assert headers["Content-Type"] == "application/json"
     assert doc["openapi"].startswith("3.")
-    assert set(doc["paths"]) >= {"/v1/health", "/v1/openapi.json", "/v1/me"}
+    assert set(doc["paths"]) >= {"/v1/health", "/v1/openapi.json", "/v1/me", "/v1/jobs",
+                                 "/v1/jobs/{id}"}
+    assert doc["components"]["schemas"]["JobRequest"]["required"] == ["image"]
     assert doc["paths"]["/v1/health"]["get"]["security"] == []
     assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
 
