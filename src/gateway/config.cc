@@ -204,6 +204,7 @@ Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::str
     else if (key == "admin_groups") c.admin_groups = BERTH_TRY(r.strings(v, key));
     else if (key == "database") c.database = BERTH_TRY(r.nonempty(v, key));
     else if (key == "slurm") BERTH_CHECK(r.slurm(v, c.slurm));
+    else if (key == "reconcile_interval_s") c.reconcile_interval_s = BERTH_TRY(r.seconds(v, key));
     else if (key == "issuers") {
       for (const toml::table* t : BERTH_TRY(r.tables(v, key)))
         c.issuers.push_back(BERTH_TRY(r.issuer(*t)));

@@ -56,6 +56,8 @@ struct GatewayConfig {
   std::vector<UserMapping> users;
   std::string database;  ///< the job database's file; with [slurm], the job endpoints
   SlurmConfig slurm;
+  /// Seconds between two reconciliations of the database with Slurm; 0: only at start.
+  int64_t reconcile_interval_s = 30;
 
   /// Whether the job endpoints are on (database and [slurm] both configured).
   bool jobs() const { return !database.empty() && !slurm.rest_url.empty(); }

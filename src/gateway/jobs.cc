@@ -2,6 +2,7 @@
 #include "gateway/jobs.h"
 
 #include <ctime>
+#include <map>
 
 #include "core/json.h"
 
@@ -171,6 +172,12 @@ Result<JobService::Submitted> JobService::submit(const Account& who, const std::
   // Written (and synced) before Slurm sees it: a crash from here on leaves an ACCEPTED row,
   // which reconciliation settles through the Slurm job's comment.
   auto slurm_id = slurm_.submit(who.user, slurm_spec(request, job.id, config_));
+  if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {
+    // No answer: Slurm may have the job. It stays ACCEPTED; reconcile() finds it by its
+    // comment, or submits it, and never twice.
+    job.reason = "slurmrestd did not answer; berthd will retry";
+    return Submitted{job, false};
+  }
   if (!slurm_id.ok()) {
     job.state = "SUBMIT_FAILED";
     job.reason = slurm_id.error().detail;
@@ -219,6 +226,54 @@ Result<std::optional<JobRecord>> JobService::cancel(const Account& who, int64_t 
     (void)refresh(who.user, *job);  // deliberate: the cancel was accepted; the state follows later
   }
   return job;
+}
+
+JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
+  // A database write that fails here (the disk is full) is deliberately dropped: the job keeps
+  // its recorded state and the next round tries again.
+  Reconciled r;
+  auto accepted = db_->list("", "ACCEPTED", 0, 100000);
+  std::map<std::string, std::vector<SlurmJobEntry>> slurm_jobs;  // by owner, read once
+  for (JobRecord& job : accepted.ok() ? *accepted : std::vector<JobRecord>{}) {
+    if (now - job.created_at < min_age_s) continue;
+    if (!slurm_jobs.contains(job.owner)) {
+      auto listed = slurm_.jobs(job.owner);
+      if (!listed.ok()) {
+        ++r.failed;
+        continue;
+      }
+      slurm_jobs[job.owner] = std::move(*listed);
+    }
+    const std::string comment = "berthd:" + std::to_string(job.id);
+    const SlurmJobEntry* found = nullptr;
+    for (const SlurmJobEntry& e : slurm_jobs[job.owner])
+      if (e.comment == comment) found = &e;
+    if (found != nullptr) {
+      ++r.found;
+      (void)db_->submitted(job.id, found->id, found->info.state, now);
+      continue;
+    }
+    auto request = parse_job_request(parse_json_or_discarded(job.request));
+    if (!request.ok()) {
+      (void)db_->update(job.id, "SUBMIT_FAILED", request.error().detail, std::nullopt, "", now);
+      continue;
+    }
+    auto slurm_id = slurm_.submit(job.owner, slurm_spec(*request, job.id, config_));
+    if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {
+      ++r.failed;
+    } else if (!slurm_id.ok()) {
+      (void)db_->update(job.id, "SUBMIT_FAILED", slurm_id.error().detail, std::nullopt, "", now);
+    } else {
+      ++r.resubmitted;
+      (void)db_->submitted(job.id, *slurm_id, "PENDING", now);
+    }
+  }
+  auto all = db_->list("", "", 0, 100000);
+  for (JobRecord& job : all.ok() ? *all : std::vector<JobRecord>{}) {
+    if (job.slurm_job_id == 0 || final_state(job.state)) continue;
+    if (refresh(job.owner, job).ok()) ++r.refreshed;
+  }
+  return r;
 }
 
 }  // namespace berth::gateway

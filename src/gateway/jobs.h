@@ -69,6 +69,19 @@ class JobService {
   /// Cancels job `id` as its owner; nullopt when `who` may not see it.
   Result<std::optional<JobRecord>> cancel(const Account& who, int64_t id);
 
+  struct Reconciled {
+    int found = 0;        ///< ACCEPTED jobs Slurm had after all (found by their comment)
+    int resubmitted = 0;  ///< ACCEPTED jobs Slurm never got, submitted now
+    int failed = 0;       ///< ACCEPTED jobs left for the next round (slurmrestd unreachable)
+    int refreshed = 0;    ///< submitted, unfinished jobs whose state was read from Slurm
+  };
+  /// Settles the database with Slurm, acting as each job's owner: every ACCEPTED job at least
+  /// `min_age_s` old (so never one whose submission is in flight) is looked for in Slurm by
+  /// its comment "berthd:ID" and recorded, or submitted when Slurm does not have it; then
+  /// every submitted, unfinished job's state is read. Run before serving with min_age_s 0,
+  /// then periodically.
+  Reconciled reconcile(int64_t now, int64_t min_age_s);
+
  private:
   /// Reads the job's state from Slurm as `user` and records it when it changed.
   Status refresh(const std::string& user, JobRecord& job);

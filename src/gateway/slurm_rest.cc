@@ -69,6 +69,16 @@ Result<SlurmJobInfo> SlurmRest::job(const std::string& user, int64_t id) {
   return parse_job_v0038(a.body, url);
 }
 
+Result<std::vector<SlurmJobEntry>> SlurmRest::jobs(const std::string& user) {
+  Answer a = BERTH_TRY(call("GET", user, "/jobs", ""));
+  std::string url = url_ + kSlurmApiPrefix + "/jobs";
+  if (a.status != 200) {
+    std::string why = slurm_error_v0038(a.body);
+    return http_error("GET", url, a.status, why.empty() ? "slurmrestd error" : why);
+  }
+  return parse_jobs_v0038(a.body, url);
+}
+
 Status SlurmRest::cancel(const std::string& user, int64_t id) {
   std::string path = "/job/" + std::to_string(id);
   Answer a = BERTH_TRY(call("DELETE", user, path, ""));

@@ -26,6 +26,8 @@ class SlurmRest {
   Result<int64_t> submit(const std::string& user, const SlurmJobSpec& spec);
   /// The Slurm job `id` as `user` sees it.
   Result<SlurmJobInfo> job(const std::string& user, int64_t id);
+  /// The Slurm jobs `user` sees (GET /jobs).
+  Result<std::vector<SlurmJobEntry>> jobs(const std::string& user);
   /// Cancels the Slurm job `id` as `user`.
   Status cancel(const std::string& user, int64_t id);
 

@@ -16,6 +16,31 @@ Result<nlohmann::json> parse_answer(std::string_view body, const std::string& ur
   return j;
 }
 
+SlurmJobInfo job_info(const nlohmann::json& job) {
+  SlurmJobInfo info;
+  info.state = string_field(job, "job_state");
+  info.reason = string_field(job, "state_reason");
+  if (info.reason == "None") info.reason.clear();
+  info.nodes = string_field(job, "nodes");
+  auto num = [&](const char* key) -> int64_t {
+    auto it = job.find(key);
+    return it != job.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+  };
+  info.start_time = num("start_time");
+  info.end_time = num("end_time");
+  // exit_code is the wait status (WEXITSTATUS in the high byte, the signal in the low bits),
+  // meaningful once the job has ended.
+  bool ended = info.state != "PENDING" && info.state != "RUNNING" &&
+               info.state != "SUSPENDED" && info.state != "CONFIGURING" &&
+               info.state != "COMPLETING";
+  auto code = job.find("exit_code");
+  if (ended && code != job.end() && code->is_number_integer()) {
+    int raw = code->get<int>();
+    info.exit_code = (raw & 0x7f) != 0 ? 128 + (raw & 0x7f) : (raw >> 8) & 0xff;
+  }
+  return info;
+}
+
 }  // namespace
 
 nlohmann::json submit_body_v0038(const SlurmJobSpec& s) {
@@ -47,28 +72,24 @@ Result<SlurmJobInfo> parse_job_v0038(std::string_view body, const std::string& u
   auto jobs = j.find("jobs");
   if (jobs == j.end() || !jobs->is_array() || jobs->empty() || !(*jobs)[0].is_object())
     return make_error("parse", url, "slurmrestd's answer has no job", ErrorCode::kNotFound);
-  const nlohmann::json& job = (*jobs)[0];
-  SlurmJobInfo info;
-  info.state = string_field(job, "job_state");
-  info.reason = string_field(job, "state_reason");
-  if (info.reason == "None") info.reason.clear();
-  info.nodes = string_field(job, "nodes");
-  auto num = [&](const char* key) -> int64_t {
-    auto it = job.find(key);
-    return it != job.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
-  };
-  info.start_time = num("start_time");
-  info.end_time = num("end_time");
-  // exit_code is the wait status (WEXITSTATUS in the high byte, the signal in the low bits),
-  // meaningful once the job has ended.
-  bool ended = info.state != "PENDING" && info.state != "RUNNING" &&
-               info.state != "SUSPENDED" && info.state != "CONFIGURING" &&
-               info.state != "COMPLETING";
-  if (ended && job.contains("exit_code") && job["exit_code"].is_number_integer()) {
-    int raw = job["exit_code"].get<int>();
-    info.exit_code = (raw & 0x7f) != 0 ? 128 + (raw & 0x7f) : (raw >> 8) & 0xff;
+  return job_info((*jobs)[0]);
+}
+
+Result<std::vector<SlurmJobEntry>> parse_jobs_v0038(std::string_view body,
+                                                    const std::string& url) {
+  nlohmann::json j = BERTH_TRY(parse_answer(body, url));
+  auto jobs = j.find("jobs");
+  if (jobs == j.end() || !jobs->is_array())
+    return make_error("parse", url, "slurmrestd's answer has no job list",
+                      ErrorCode::kInvalidInput);
+  std::vector<SlurmJobEntry> out;
+  for (const nlohmann::json& job : *jobs) {
+    if (!job.is_object() || !job.contains("job_id") || !job["job_id"].is_number_integer())
+      continue;
+    out.push_back({job["job_id"].get<int64_t>(), string_field(job, "comment"),
+                   string_field(job, "user_name"), job_info(job)});
   }
-  return info;
+  return out;
 }
 
 std::string slurm_error_v0038(std::string_view body) {

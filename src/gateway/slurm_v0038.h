@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -44,12 +45,22 @@ struct SlurmJobInfo {
   int64_t start_time = 0, end_time = 0;
 };
 
+/// One job of GET /jobs: its id and comment, for reconciliation.
+struct SlurmJobEntry {
+  int64_t id = 0;
+  std::string comment;
+  std::string user;
+  SlurmJobInfo info;
+};
+
 /// The body of POST /job/submit.
 nlohmann::json submit_body_v0038(const SlurmJobSpec& spec);
 /// The Slurm job id from the answer to a submission (`url` names it in errors).
 Result<int64_t> parse_submit_v0038(std::string_view body, const std::string& url);
 /// The job from the answer to GET /job/{id}.
 Result<SlurmJobInfo> parse_job_v0038(std::string_view body, const std::string& url);
+/// The jobs from the answer to GET /jobs.
+Result<std::vector<SlurmJobEntry>> parse_jobs_v0038(std::string_view body, const std::string& url);
 /// slurmrestd's first error description in an error answer, or "" when there is none.
 std::string slurm_error_v0038(std::string_view body);
 

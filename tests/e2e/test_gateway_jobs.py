@@ -5,16 +5,21 @@ submissions with an Idempotency-Key that never make a second job; cancel."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import os
 import shutil
 import sqlite3
 import subprocess
 import time
+import urllib.request
 
 import pytest
 
 from gateway import (AUDIENCE_A, AUDIENCE_B, Berthd, berthd_bin, gateway_config,  # noqa: F401
                      issuers, second_user, slurmrestd, start_berthd)
+from oidc import b64json, b64url
 from test_slurm import cluster, spank_plugin  # noqa: F401
 
 
@@ -40,12 +45,23 @@ workdir = "{berth.workdir}"
 {env_lines}
 """
     conf_path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
-    proc, url = start_berthd(identity, berthd_bin, conf_path, os.path.join(workdir, "berthd.log"))
-    g = Berthd(proc, url, os.path.join(workdir, "berthd.log"))
+    log = os.path.join(workdir, "berthd.log")
+    proc, url = start_berthd(identity, berthd_bin, conf_path, log)
+    g = Berthd(proc, url, log)
     g.db = os.path.join(workdir, "jobs.db")
+
+    def restart(before=None):
+        """Stops berthd, runs `before`, and starts it again on the same database."""
+        g.proc.terminate()
+        g.proc.wait(timeout=10)
+        if before:
+            before()
+        g.proc, g.url = start_berthd(identity, berthd_bin, conf_path, log)
+
+    g.restart = restart
     yield g
-    proc.terminate()
-    proc.wait(timeout=10)
+    g.proc.terminate()
+    g.proc.wait(timeout=10)
 
 
 def token_a(issuers, identity):
@@ -157,3 +173,54 @@ def test_bad_requests(gw, issuers, identity):
         assert status == 400 and err["error"]["message"] == message, body
     status, _, _ = gw.request("POST", "/v1/jobs", None, {"image": "x"})
     assert status == 401
+
+
+def test_restart_settles_jobs_a_crash_left_accepted(gw, berth, issuers, identity, cluster,
+                                                    slurmrestd, pushed_busybox):
+    """berthd records a job, then dies before it hears from Slurm (simulated by writing the
+    ACCEPTED rows itself): one job never reached Slurm, the other did. After a restart the
+    first is submitted and the second found by its comment; neither is in Slurm twice."""
+    user = subprocess.run(["id", "-un", str(identity.uid)], capture_output=True,
+                          text=True).stdout.strip()
+    tok = token_a(issuers, identity)
+    never_sent = {"image": pushed_busybox, "command": ["true"]}
+    sent = {"image": pushed_busybox, "command": ["sleep", "300"]}
+    slurm_ids = {}
+
+    def crash_leftovers():
+        db = sqlite3.connect(gw.db)
+        for job_id, body in ((1001, never_sent), (1002, sent)):
+            db.execute("INSERT INTO jobs (id, owner, issuer, subject, request, state, created_at, "
+                       "updated_at) VALUES (?, ?, 'iss', 's-alice', ?, 'ACCEPTED', 1, 1)",
+                       (job_id, user, json.dumps(body)))
+        db.commit()
+        db.close()
+        identity.chown(gw.db)
+        # Job 1002 reached Slurm before the crash: submitted as berthd would have.
+        key = open(cluster.jwt_key, "rb").read()
+        now = int(time.time())
+        head = b64json({"alg": "HS256", "typ": "JWT"}) + "." + b64json(
+            {"iat": now, "exp": now + 60, "sun": user})
+        token = head + "." + b64url(hmac.new(key, head.encode(), hashlib.sha256).digest())
+        script = "#!/bin/sh\nexec sleep 300\n"
+        req = urllib.request.Request(
+            slurmrestd + "/slurm/v0.0.38/job/submit", method="POST",
+            data=json.dumps({"script": script, "job": {
+                "name": "left", "comment": "berthd:1002", "current_working_directory":
+                berth.workdir, "environment": {"PATH": "/usr/bin:/bin"}}}).encode(),
+            headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token,
+                     "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            slurm_ids[1002] = json.load(r)["job_id"]
+
+    gw.restart(crash_leftovers)
+    with open(gw.log) as f:
+        assert "berthd: reconciled: 1 found in Slurm, 1 submitted, 0 left for later" in f.read()
+    status, _, found = gw.request("GET", "/v1/jobs/1002", tok)
+    assert status == 200 and found["slurm_job_id"] == slurm_ids[1002], found
+    assert squeue_comments(cluster).count("berthd:1002") == 1
+    status, _, resent = gw.request("GET", "/v1/jobs/1001", tok)
+    assert status == 200 and resent["slurm_job_id"] > 0, resent
+    assert wait_final(gw, tok, "1001")["state"] == "COMPLETED"
+    gw.request("DELETE", "/v1/jobs/1002", tok)
+    assert wait_final(gw, tok, "1002")["state"] == "CANCELLED"

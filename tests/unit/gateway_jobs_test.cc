@@ -5,11 +5,15 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <algorithm>
+#include <mutex>
+
 #include "gateway/jobs.h"
 #include "gateway/jobs_db.h"
 #include "gateway/jwt.h"
 #include "gateway/slurm_rest.h"
 #include "gateway/slurm_v0038.h"
+#include "fake_http_server.h"
 #include "test_util.h"
 
 namespace berth::gateway {
@@ -158,6 +162,85 @@ TEST(GatewayJobsDb, IdempotencyListingAndReopening) {
   json shown = job_json(**f);
   EXPECT_EQ(shown["id"], "2");
   EXPECT_EQ(shown["exit_code"], 3);
+}
+
+}  // namespace
+}  // namespace berth::gateway
+
+namespace berth::gateway {
+namespace {
+
+TEST(GatewayJobs, JobListAnswer) {
+  auto jobs = parse_jobs_v0038(R"({"errors": [], "jobs": [
+      {"job_id": 7, "comment": "berthd:3", "user_name": "alice", "job_state": "RUNNING"},
+      {"job_id": 8, "comment": "", "user_name": "bob", "job_state": "COMPLETED", "exit_code": 0},
+      {"comment": "no id"}]})",
+                               "u");
+  ASSERT_TRUE(jobs.ok()) << jobs.error().message();
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].id, 7);
+  EXPECT_EQ((*jobs)[0].comment, "berthd:3");
+  EXPECT_EQ((*jobs)[0].user, "alice");
+  EXPECT_EQ((*jobs)[1].info.exit_code, 0);
+}
+
+/// A slurmrestd that knows Slurm job 500 (comment "berthd:1"), accepts submissions as job 600
+/// on, and records what it was asked.
+struct FakeSlurmrestd {
+  std::mutex mu;
+  std::vector<std::string> calls;  // "METHOD PATH USER"
+  int next = 600;
+  testing::FakeHttpServer server{[this](const testing::FakeRequest& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.push_back(r.method + " " + r.target + " " + r.header("x-slurm-user-name"));
+    testing::FakeResponse res;
+    if (r.target == "/slurm/v0.0.38/jobs")
+      res.body = R"({"errors": [], "jobs": [{"job_id": 500, "comment": "berthd:1",
+                    "job_state": "RUNNING", "nodes": "n1"}]})";
+    else if (r.target == "/slurm/v0.0.38/job/submit")
+      res.body = R"({"errors": [], "job_id": )" + std::to_string(next++) + "}";
+    else
+      res.body = R"({"errors": [], "jobs": [{"job_id": 1, "job_state": "COMPLETED",
+                    "exit_code": 0, "nodes": "n2"}]})";
+    return res;
+  }};
+};
+
+TEST(GatewayJobs, ReconcileFindsOrSubmitsAcceptedJobsOnce) {
+  TempDir dir("reconcile");
+  FakeSlurmrestd slurm;
+  auto db = JobsDb::open(dir.path + "/jobs.db");
+  ASSERT_TRUE(db.ok());
+  bool existing = false;
+  const std::string body = R"({"image": "alpine", "command": ["true"]})";
+  // Job 1 reached Slurm before a crash, job 2 did not, job 3 is a minute old (in flight).
+  for (int64_t created : {100, 100, 1000})
+    ASSERT_TRUE((*db)->accept({0, "alice", "iss", "s", "", body}, created, &existing).ok());
+  JobsDb* raw = db->get();
+  JobService jobs(std::move(*db), SlurmRest("http://" + slurm.server.host(), "k", 60), {});
+  auto r = jobs.reconcile(1060, 120);
+  EXPECT_EQ(r.found, 1);
+  EXPECT_EQ(r.resubmitted, 1);
+  EXPECT_EQ(r.failed, 0);
+  EXPECT_EQ((*raw->get(1))->slurm_job_id, 500);
+  // Then refreshed, as its owner, with the rest of the unfinished jobs.
+  EXPECT_EQ((*raw->get(1))->state, "COMPLETED");
+  EXPECT_EQ(r.refreshed, 2);
+  EXPECT_EQ((*raw->get(2))->slurm_job_id, 600);
+  EXPECT_EQ((*raw->get(3))->state, "ACCEPTED");
+  {
+    std::lock_guard<std::mutex> lock(slurm.mu);
+    EXPECT_EQ(std::count(slurm.calls.begin(), slurm.calls.end(),
+                         "POST /slurm/v0.0.38/job/submit alice"), 1);
+    EXPECT_EQ(std::count(slurm.calls.begin(), slurm.calls.end(),
+                         "GET /slurm/v0.0.38/job/500 alice"), 1);
+  }
+  // A second round submits nothing again; the in-flight job's turn comes when it is old.
+  r = jobs.reconcile(1200, 120);
+  EXPECT_EQ(r.resubmitted, 1);
+  EXPECT_EQ((*raw->get(3))->slurm_job_id, 601);
+  r = jobs.reconcile(1300, 120);
+  EXPECT_EQ(r.found + r.resubmitted, 0);
 }
 
 }  // namespace

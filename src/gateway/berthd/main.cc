@@ -1,7 +1,11 @@
 // berthd, Berth's REST job gateway (docs/gateway.md): `berthd --config FILE`.
 #include <signal.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <ctime>
+#include <mutex>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -76,6 +80,15 @@ int main(int argc, char** argv) {
         berth::gateway::SlurmRest(config->slurm.rest_url, *key, config->slurm.token_lifespan_s),
         config->slurm);
   }
+  // Jobs a crash left ACCEPTED are settled before the first request: found in Slurm by their
+  // comment, or submitted now.
+  if (jobs) {
+    auto r = jobs->reconcile(std::time(nullptr), 0);
+    std::fprintf(stderr,
+                 "berthd: reconciled: %d found in Slurm, %d submitted, %d left for later, %d "
+                 "refreshed\n",
+                 r.found, r.resubmitted, r.failed, r.refreshed);
+  }
   berth::gateway::Server server(*config, auth, jobs.get(), BERTH_VERSION);
   auto port = server.bind();
   if (!port.ok()) return fail(port.error());
@@ -89,7 +102,27 @@ int main(int argc, char** argv) {
     server.stop();
   });
   waiter.detach();
+  // Then periodically, on a thread of its own; ACCEPTED jobs younger than kInFlightS may still
+  // be in a request's hands (slurmrestd's timeouts are 30 s).
+  constexpr int64_t kInFlightS = 120;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  std::thread reconciler;
+  if (jobs && config->reconcile_interval_s > 0)
+    reconciler = std::thread([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      while (!cv.wait_for(lock, std::chrono::seconds(config->reconcile_interval_s),
+                          [&] { return stopping; }))
+        jobs->reconcile(std::time(nullptr), kInFlightS);
+    });
   berth::Status served = server.serve();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+  }
+  cv.notify_all();
+  if (reconciler.joinable()) reconciler.join();
   if (!served.ok()) return fail(served.error());
   return 0;
 }
