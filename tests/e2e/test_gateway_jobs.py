@@ -224,3 +224,26 @@ def test_restart_settles_jobs_a_crash_left_accepted(gw, berth, issuers, identity
     assert wait_final(gw, tok, "1001")["state"] == "COMPLETED"
     gw.request("DELETE", "/v1/jobs/1002", tok)
     assert wait_final(gw, tok, "1002")["state"] == "CANCELLED"
+
+
+def test_gpu_job_gets_its_gpu(gw, berth, issuers, identity, cluster, scratch, pushed_busybox):
+    """A job asking for one GPU gets one of the node's (fake, GRES) GPUs from Slurm, and the
+    plugin injects that one, renumbered from 0, from a fabricated driver host."""
+    if not cluster.gpus:
+        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the fake driver libraries")
+    from test_gpu import UUID0, FakeHost
+    base = os.path.join(scratch, "gateway-gpu-host")
+    host = FakeHost(base) if not os.path.exists(base) else None
+    env = (host.env() if host else {"BERTH_DRIVER_ROOT": os.path.join(base, "root"),
+                                    "BERTH_DEV_ROOT": os.path.join(base, "dev-root")})
+    tok = token_a(issuers, identity)
+    status, _, job = gw.request("POST", "/v1/jobs", tok, {
+        "image": pushed_busybox, "env": env, "resources": {"gpus": 1},
+        "command": ["sh", "-c", "echo gpus=$CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES"]})
+    assert status == 201, job
+    done = wait_final(gw, tok, job["id"])
+    out = job_output(berth, done)
+    assert done["state"] == "COMPLETED", (done, out)
+    assert f"gpus=0 {UUID0}" in out.splitlines(), out
