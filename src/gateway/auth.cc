@@ -94,7 +94,9 @@ Result<Jwk> KeyCache::key(const std::string& issuer, const std::string& kid, int
     return nullptr;
   };
   const Jwk* found = e.loaded ? find() : nullptr;
-  bool may_fetch = !e.loaded || now - e.fetched_at >= min_refresh_s_ || now < e.fetched_at;
+  // The first fetch at once; any later one (a failed first fetch included: an issuer that is
+  // down is not asked again on every request) at most once per min_refresh_s.
+  bool may_fetch = e.fetches == 0 || now - e.fetched_at >= min_refresh_s_ || now < e.fetched_at;
   if (found == nullptr && may_fetch) {
     Status s = refresh(issuer, e, now);
     if (!s.ok())

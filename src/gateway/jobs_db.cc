@@ -1,7 +1,9 @@
 // The job database on SQLite (gateway/jobs_db.h).
 #include "gateway/jobs_db.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <memory>
 
@@ -94,6 +96,11 @@ Error JobsDb::error(const std::string& what) const {
 }
 
 Result<std::unique_ptr<JobsDb>> JobsDb::open(const std::string& path) {
+  // The requests hold users' environments: the file is berthd's alone (SQLite would create it,
+  // and its -wal and -shm files, with the umask's mode; those follow the main file's).
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return sys_error("open", path);
+  ::close(fd);
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,

@@ -260,6 +260,19 @@ TEST_F(GatewayAuth, UnknownKidRefetchesAtABoundedRate) {
   EXPECT_EQ(auth.keys().fetches(kIssB), 0);
 }
 
+TEST_F(GatewayAuth, AnIssuerThatIsDownIsNotAskedOnEveryRequest) {
+  int calls = 0;
+  Fetcher down = [&](const std::string& url) -> Result<std::string> {
+    ++calls;
+    return make_error("GET", url, "Connection", ErrorCode::kNetwork);
+  };
+  Authenticator auth(config, down, users());
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(auth.verify(token(a_rsa, claims_a()), kNow + i).ok());
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(auth.verify(token(a_rsa, claims_a()), kNow + 30).ok());
+  EXPECT_EQ(calls, 2);
+}
+
 TEST_F(GatewayAuth, DiscoveryNamingAnotherIssuerIsRefused) {
   Fetcher lying = [](const std::string& url) -> Result<std::string> {
     if (url.ends_with("openid-configuration"))

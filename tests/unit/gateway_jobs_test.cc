@@ -2,6 +2,7 @@
 // Slurm job a request becomes, slurmrestd v0.0.38's shapes, the minted Slurm token, and the
 // SQLite database's idempotency and listing.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -148,6 +149,9 @@ TEST(GatewayJobsDb, IdempotencyListingAndReopening) {
     EXPECT_EQ((*db)->list("", "", 103, 100)->size(), 2u);
     EXPECT_EQ((*db)->list("bob", "", 0, 100)->front().id, j4->id);  // newest first
   }
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
   // Everything is there after reopening (a restart).
   auto db = JobsDb::open(path);
   ASSERT_TRUE(db.ok());
