@@ -17,6 +17,7 @@ import urllib.request
 
 import pytest
 
+import slurm
 from conftest import build_file
 from oidc import IssuerServer
 
@@ -145,10 +146,39 @@ def berthd(identity, scratch, berthd_bin, issuers, second_user):
 
 
 @pytest.fixture(scope="module")
-def slurmrestd(cluster, scratch):
+def gateway_cluster(scratch, berth_bin, identity):
+    """The loopback Slurm cluster (tests/e2e/slurm.py) for the gateway's tests: one of their own,
+    for the module, under scratch/slurm-gateway. Not test_slurm's `cluster`: a fixture imported
+    into another module is a second fixture of the same name, which would start a second
+    cluster in the same folder; and its plugin is a copy of its own, since copying over the
+    file a running slurmd has loaded would change it under it."""
+    why = slurm.missing_packages()
+    if why:
+        pytest.skip(why)
+    from test_run import userns_works
+    if not userns_works(identity):
+        pytest.skip("unprivileged user namespaces are not available to the test user here")
+    plugin = build_file(os.path.join("src", "spank_berth.so"), "BERTH_SPANK", "spank_berth")
+    bindir = identity.make_dir(os.path.join(scratch, "gateway-bin"))
+    copy = os.path.join(bindir, "spank_berth.so")
+    shutil.copy2(plugin, copy)
+    os.chmod(copy, 0o755)
+    c = slurm.Cluster(os.path.join(scratch, "slurm-gateway"), copy, berth_bin)
+    try:
+        c.start()
+    except Exception:
+        c.stop()
+        raise
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def slurmrestd(gateway_cluster, scratch):
     """Debian's slurmrestd with rest_auth/jwt on a free loopback port, in front of the test
     cluster (whose slurm.conf has auth/jwt and its key at cluster.jwt_key); as nobody, since
     slurmrestd refuses to run as root or SlurmUser."""
+    cluster = gateway_cluster
     if not os.path.exists(cluster.jwt_key):
         pytest.skip("Slurm's auth/jwt plugin is not installed (Debian: slurm-wlm-jwt-plugin)")
     from servers import free_port

@@ -17,10 +17,14 @@ import urllib.request
 
 import pytest
 
-from gateway import (AUDIENCE_A, AUDIENCE_B, Berthd, berthd_bin, gateway_config,  # noqa: F401
-                     issuers, second_user, slurmrestd, start_berthd)
+from gateway import (AUDIENCE_A, AUDIENCE_B, Berthd, berthd_bin, gateway_cluster,  # noqa: F401
+                     gateway_config, issuers, second_user, slurmrestd, start_berthd)
 from oidc import b64json, b64url
-from test_slurm import cluster, spank_plugin  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+def cluster(gateway_cluster):
+    return gateway_cluster
 
 
 @pytest.fixture
