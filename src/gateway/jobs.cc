@@ -90,10 +90,11 @@ Result<JobRequest> parse_job_request(const nlohmann::json& body) {
   return r;
 }
 
-SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const SlurmConfig& slurm) {
+SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comment,
+                        const SlurmConfig& slurm) {
   SlurmJobSpec s;
   s.name = r.name;
-  s.comment = "berthd:" + std::to_string(id);
+  s.comment = comment;
   s.partition = slurm.partition;
   s.workdir = slurm.workdir;
   s.nodes = r.nodes;
@@ -171,7 +172,7 @@ Result<JobService::Submitted> JobService::submit(const Account& who, const std::
   }
   // Written (and synced) before Slurm sees it: a crash from here on leaves an ACCEPTED row,
   // which reconciliation settles through the Slurm job's comment.
-  auto slurm_id = slurm_.submit(who.user, slurm_spec(request, job.id, config_));
+  auto slurm_id = slurm_.submit(who.user, slurm_spec(request, job.id, comment(job.id), config_));
   if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {
     // No answer: Slurm may have the job. It stays ACCEPTED; reconcile() finds it by its
     // comment, or submits it, and never twice.
@@ -244,7 +245,7 @@ JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
       }
       slurm_jobs[job.owner] = std::move(*listed);
     }
-    const std::string comment = "berthd:" + std::to_string(job.id);
+    const std::string comment = this->comment(job.id);
     const SlurmJobEntry* found = nullptr;
     for (const SlurmJobEntry& e : slurm_jobs[job.owner])
       if (e.comment == comment) found = &e;
@@ -258,7 +259,7 @@ JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
       (void)db_->update(job.id, "SUBMIT_FAILED", request.error().detail, std::nullopt, "", now);
       continue;
     }
-    auto slurm_id = slurm_.submit(job.owner, slurm_spec(*request, job.id, config_));
+    auto slurm_id = slurm_.submit(job.owner, slurm_spec(*request, job.id, comment, config_));
     if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {
       ++r.failed;
     } else if (!slurm_id.ok()) {

@@ -36,8 +36,10 @@ struct JobRequest {
 /// kInvalidInput) name the field.
 Result<JobRequest> parse_job_request(const nlohmann::json& body);
 
-/// The Slurm job for request `r` of berthd job `id`, with the site's settings.
-SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const SlurmConfig& slurm);
+/// The Slurm job for request `r` of berthd job `id`, with the site's settings; `comment` is
+/// how reconciliation finds it again (JobService::comment()).
+SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comment,
+                        const SlurmConfig& slurm);
 
 /// A job as the API shows it.
 nlohmann::json job_json(const JobRecord& j);
@@ -77,10 +79,14 @@ class JobService {
   };
   /// Settles the database with Slurm, acting as each job's owner: every ACCEPTED job at least
   /// `min_age_s` old (so never one whose submission is in flight) is looked for in Slurm by
-  /// its comment "berthd:ID" and recorded, or submitted when Slurm does not have it; then
+  /// its comment and recorded, or submitted when Slurm does not have it; then
   /// every submitted, unfinished job's state is read. Run before serving with min_age_s 0,
   /// then periodically.
   Reconciled reconcile(int64_t now, int64_t min_age_s);
+  /// The Slurm comment of job `id`: "berthd:INSTANCE:ID" (JobsDb::instance()).
+  std::string comment(int64_t id) const {
+    return "berthd:" + db_->instance() + ":" + std::to_string(id);
+  }
 
  private:
   /// Reads the job's state from Slurm as `user` and records it when it changed.

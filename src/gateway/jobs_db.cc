@@ -2,6 +2,8 @@
 #include "gateway/jobs_db.h"
 
 #include <fcntl.h>
+#include <fmt/core.h>
+#include <openssl/rand.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -30,6 +32,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_by_owner ON jobs (owner, id);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 )";
 
 constexpr const char* kColumns =
@@ -117,6 +120,17 @@ Result<std::unique_ptr<JobsDb>> JobsDb::open(const std::string& path) {
   for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", kSchema})
     if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK)
       return out->error("cannot set the job database up");
+  unsigned char random[8];
+  if (RAND_bytes(random, sizeof random) != 1)
+    return make_error("open", path, "no random bytes for the database's name");
+  std::string name;
+  for (unsigned char b : random) name += fmt::format("{:02x}", b);
+  Stmt name_it(db, "INSERT OR IGNORE INTO meta (key, value) VALUES ('instance', ?1)");
+  if (!name_it.ok() || name_it.text(1, name).step() != SQLITE_DONE)
+    return out->error("cannot name the job database");
+  Stmt read(db, "SELECT value FROM meta WHERE key = 'instance'");
+  if (!read.ok() || read.step() != SQLITE_ROW) return out->error("cannot read the database's name");
+  out->instance_ = column_text(read.get(), 0);
   return out;
 }
 

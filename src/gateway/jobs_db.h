@@ -1,7 +1,9 @@
 // berthd's job database: one SQLite file in WAL mode. Every accepted request is written (and
 // synced) before it is sent to Slurm, so a crash at any moment leaves a row saying how far the
-// job got: ACCEPTED (maybe sent: the Slurm job's comment "berthd:ID" tells, on reconciliation),
-// or SUBMITTED with its Slurm job id.
+// job got: ACCEPTED (maybe sent: the Slurm job's comment "berthd:INSTANCE:ID" tells, on
+// reconciliation), or SUBMITTED with its Slurm job id. INSTANCE is a random name the database
+// is given when created (table meta): the jobs of another gateway, or of an earlier database,
+// in the same cluster never pass for this one's.
 //
 // Schema (one table; docs/gateway.md says why each column is there):
 //   jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, owner, issuer, subject, idempotency_key,
@@ -47,6 +49,8 @@ class JobsDb {
   JobsDb(const JobsDb&) = delete;
   JobsDb& operator=(const JobsDb&) = delete;
 
+  /// This database's random name (16 hex digits), made when it was created.
+  const std::string& instance() const { return instance_; }
   /// Records a new ACCEPTED job, or, when `job.owner` already has a job with the same
   /// non-empty idempotency key, returns that one and sets `*existing`.
   Result<JobRecord> accept(const JobRecord& job, int64_t now, bool* existing);
@@ -68,6 +72,7 @@ class JobsDb {
 
   sqlite3* db_;
   std::string path_;
+  std::string instance_;
   std::mutex mu_;
 };
 

@@ -26,7 +26,7 @@ struct SlurmJobSpec {
   std::string script;  ///< the batch script, "#!/bin/sh\n..."
   std::map<std::string, std::string> environment;
   std::string workdir;        ///< the batch script's working directory
-  std::string comment;        ///< "berthd:ID", how reconciliation finds the job
+  std::string comment;        ///< "berthd:INSTANCE:ID", how reconciliation finds the job
   std::string partition;      ///< "" for the default
   int nodes = 1;
   int tasks = 1;

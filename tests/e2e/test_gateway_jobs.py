@@ -5,13 +5,16 @@ submissions with an Idempotency-Key that never make a second job; cancel."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import hmac
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -100,6 +103,15 @@ def wait_final(gw, token, job_id, timeout=90):
     raise AssertionError(f"job {job_id} still {job['state']} after {timeout} s")
 
 
+def comment(gw, job_id) -> str:
+    """The Slurm comment berthd gives job `job_id`: "berthd:INSTANCE:ID", INSTANCE the name of
+    its database."""
+    db = sqlite3.connect(gw.db)
+    name = db.execute("SELECT value FROM meta WHERE key = 'instance'").fetchone()[0]
+    db.close()
+    return f"berthd:{name}:{job_id}"
+
+
 def squeue_comments(cluster) -> list[str]:
     r = subprocess.run(["squeue", "-h", "-o", "%k"], env=dict(os.environ, **cluster.env()),
                        capture_output=True, text=True, check=True)
@@ -137,7 +149,7 @@ def test_idempotent_retries_make_one_job(gw, issuers, identity, pushed_busybox, 
         status, h, again = gw.request("POST", "/v1/jobs", tok, body, headers=key)
         assert status == 200 and h["Idempotent-Replayed"] == "true"
         assert again["id"] == first["id"] and again["slurm_job_id"] == first["slurm_job_id"]
-    assert squeue_comments(cluster).count(f"berthd:{first['id']}") == 1
+    assert squeue_comments(cluster).count(comment(gw, first["id"])) == 1
     # The same key for another request is refused.
     status, _, err = gw.request("POST", "/v1/jobs", tok, dict(body, name="other"), headers=key)
     assert status == 422
@@ -192,6 +204,7 @@ def test_restart_settles_jobs_a_crash_left_accepted(gw, berth, issuers, identity
     slurm_ids = {}
 
     def crash_leftovers():
+        slurm_comment = comment(gw, 1002)
         db = sqlite3.connect(gw.db)
         for job_id, body in ((1001, never_sent), (1002, sent)):
             db.execute("INSERT INTO jobs (id, owner, issuer, subject, request, state, created_at, "
@@ -210,7 +223,7 @@ def test_restart_settles_jobs_a_crash_left_accepted(gw, berth, issuers, identity
         req = urllib.request.Request(
             slurmrestd + "/slurm/v0.0.38/job/submit", method="POST",
             data=json.dumps({"script": script, "job": {
-                "name": "left", "comment": "berthd:1002", "current_working_directory":
+                "name": "left", "comment": slurm_comment, "current_working_directory":
                 berth.workdir, "environment": {"PATH": "/usr/bin:/bin"}}}).encode(),
             headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token,
                      "Content-Type": "application/json"})
@@ -222,7 +235,7 @@ def test_restart_settles_jobs_a_crash_left_accepted(gw, berth, issuers, identity
         assert "berthd: reconciled: 1 found in Slurm, 1 submitted, 0 left for later" in f.read()
     status, _, found = gw.request("GET", "/v1/jobs/1002", tok)
     assert status == 200 and found["slurm_job_id"] == slurm_ids[1002], found
-    assert squeue_comments(cluster).count("berthd:1002") == 1
+    assert squeue_comments(cluster).count(comment(gw, 1002)) == 1
     status, _, resent = gw.request("GET", "/v1/jobs/1001", tok)
     assert status == 200 and resent["slurm_job_id"] > 0, resent
     assert wait_final(gw, tok, "1001")["state"] == "COMPLETED"
@@ -251,3 +264,71 @@ def test_gpu_job_gets_its_gpu(gw, berth, issuers, identity, cluster, scratch, pu
     out = job_output(berth, done)
     assert done["state"] == "COMPLETED", (done, out)
     assert f"gpus=0 {UUID0}" in out.splitlines(), out
+
+
+def test_kill_9_during_200_submissions_loses_and_duplicates_nothing(gw, issuers, identity,
+                                                                    cluster):
+    """200 submissions from 8 clients, each with its Idempotency-Key; berthd is killed with
+    SIGKILL after about a third were acknowledged, restarted, and every client retries what was
+    not acknowledged. Every job then exists exactly once in the database and in Slurm, and every
+    acknowledged id is still its key's job. The partition is down meanwhile (it queues jobs
+    and starts none), so the 200 jobs do not load the machine."""
+    slurm_env = dict(os.environ, **cluster.env())
+    user = subprocess.run(["id", "-un", str(identity.uid)], capture_output=True,
+                          text=True).stdout.strip()
+    subprocess.run(["scontrol", "update", "PartitionName=debug", "State=DOWN"], env=slurm_env,
+                   check=True)
+    try:
+        tok = token_a(issuers, identity)
+        acked: dict[str, str] = {}
+        lock = threading.Lock()
+        killed = threading.Event()
+
+        def submit(i: int) -> None:
+            key = f"crash-{i}"
+            try:
+                status, _, job = gw.request("POST", "/v1/jobs", tok,
+                                            {"name": key, "image": "127.0.0.1:1/none:1",
+                                             "command": ["true"]},
+                                            headers={"Idempotency-Key": key})
+            except OSError:
+                return  # the connection died with berthd: not acknowledged
+            if status in (200, 201):
+                with lock:
+                    acked[key] = job["id"]
+                    if len(acked) >= 70 and not killed.is_set():
+                        killed.set()
+                        os.kill(gw.proc.pid, signal.SIGKILL)
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(submit, range(200)))
+        assert killed.is_set() and len(acked) < 200
+        before = dict(acked)
+        gw.restart()
+        with open(gw.log) as f:
+            reconciled = [line for line in f if line.startswith("berthd: reconciled:")][-1]
+        print(f"acknowledged before the kill: {len(before)}; {reconciled.strip()}")
+        assert "0 left for later" in reconciled
+        for i in range(200):
+            key = f"crash-{i}"
+            status, _, job = gw.request("POST", "/v1/jobs", tok,
+                                        {"name": key, "image": "127.0.0.1:1/none:1",
+                                         "command": ["true"]},
+                                        headers={"Idempotency-Key": key})
+            assert status in (200, 201), job
+            assert job["slurm_job_id"] > 0, (job["state"], job["reason"])
+            if key in before:
+                assert job["id"] == before[key] and status == 200
+            acked[key] = job["id"]
+        rows = sqlite3.connect(gw.db).execute(
+            "SELECT idempotency_key, COUNT(*) FROM jobs WHERE idempotency_key LIKE 'crash-%' "
+            "GROUP BY idempotency_key").fetchall()
+        assert len(rows) == 200 and all(n == 1 for _, n in rows)
+        comments = subprocess.run(["squeue", "-h", "-t", "all", "-u", user, "-o", "%k"],
+                                  env=slurm_env, capture_output=True, text=True,
+                                  check=True).stdout.split()
+        for key, job_id in acked.items():
+            assert comments.count(comment(gw, job_id)) == 1, key
+    finally:
+        subprocess.run(["scancel", "-u", user], env=slurm_env)
+        subprocess.run(["scontrol", "update", "PartitionName=debug", "State=UP"], env=slurm_env)

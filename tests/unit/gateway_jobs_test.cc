@@ -62,11 +62,11 @@ TEST(GatewayJobs, SlurmJobRunsTheContainerOnTheSrunLine) {
   sc.partition = "gpu";
   sc.workdir = "/scratch";
   sc.environment = {{"PATH", "/usr/bin:/bin"}, {"SITE", "x"}};
-  SlurmJobSpec s = slurm_spec(r, 42, sc);
+  SlurmJobSpec s = slurm_spec(r, 42, "berthd:0123456789abcdef:42", sc);
   EXPECT_EQ(s.script,
             "#!/bin/sh\nexec srun --container-image='alpine:3' --container-workdir='/w' "
             "--container-mounts='/a:/a,/b:/b:ro' -- 'sh' '-c' 'echo '\\''hi'\\'''\n");
-  EXPECT_EQ(s.comment, "berthd:42");
+  EXPECT_EQ(s.comment, "berthd:0123456789abcdef:42");
   EXPECT_EQ(s.time_limit_min, 2);
   EXPECT_EQ(s.environment, (std::map<std::string, std::string>{
                                {"A", "1"}, {"BERTHD_JOB_ID", "42"}, {"PATH", "/x"}, {"SITE", "x"}}));
@@ -152,9 +152,12 @@ TEST(GatewayJobsDb, IdempotencyListingAndReopening) {
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  // Everything is there after reopening (a restart).
+  // Everything is there after reopening (a restart), under the same name.
+  std::string name = (*JobsDb::open(path))->instance();
   auto db = JobsDb::open(path);
   ASSERT_TRUE(db.ok());
+  EXPECT_EQ((*db)->instance(), name);
+  EXPECT_NE((*JobsDb::open(dir.path + "/other.db"))->instance(), name);
   auto j = (*db)->get(1);
   ASSERT_TRUE(j.ok() && j->has_value());
   EXPECT_EQ((*j)->slurm_job_id, 5001);
@@ -188,9 +191,11 @@ TEST(GatewayJobs, JobListAnswer) {
   EXPECT_EQ((*jobs)[1].info.exit_code, 0);
 }
 
-/// A slurmrestd that knows Slurm job 500 (comment "berthd:1"), accepts submissions as job 600
-/// on, and records what it was asked.
+/// A slurmrestd that knows Slurm job 500 (comment "berthd:INSTANCE:1") and another gateway's
+/// job 501 ("berthd:ffffffffffffffff:2"), accepts submissions as job 600 on, and records what it
+/// was asked.
 struct FakeSlurmrestd {
+  std::string instance;
   std::mutex mu;
   std::vector<std::string> calls;  // "METHOD PATH USER"
   int next = 600;
@@ -199,8 +204,9 @@ struct FakeSlurmrestd {
     calls.push_back(r.method + " " + r.target + " " + r.header("x-slurm-user-name"));
     testing::FakeResponse res;
     if (r.target == "/slurm/v0.0.38/jobs")
-      res.body = R"({"errors": [], "jobs": [{"job_id": 500, "comment": "berthd:1",
-                    "job_state": "RUNNING", "nodes": "n1"}]})";
+      res.body = R"({"errors": [], "jobs": [{"job_id": 500, "comment": "berthd:)" + instance +
+                 R"(:1", "job_state": "RUNNING", "nodes": "n1"}, {"job_id": 501,
+                 "comment": "berthd:ffffffffffffffff:2", "job_state": "RUNNING"}]})";
     else if (r.target == "/slurm/v0.0.38/job/submit")
       res.body = R"({"errors": [], "job_id": )" + std::to_string(next++) + "}";
     else
@@ -221,6 +227,8 @@ TEST(GatewayJobs, ReconcileFindsOrSubmitsAcceptedJobsOnce) {
   for (int64_t created : {100, 100, 1000})
     ASSERT_TRUE((*db)->accept({0, "alice", "iss", "s", "", body}, created, &existing).ok());
   JobsDb* raw = db->get();
+  ASSERT_EQ(raw->instance().size(), 16u);
+  slurm.instance = raw->instance();
   JobService jobs(std::move(*db), SlurmRest("http://" + slurm.server.host(), "k", 60), {});
   auto r = jobs.reconcile(1060, 120);
   EXPECT_EQ(r.found, 1);
