@@ -14,6 +14,9 @@ packages=(
   libsquashfs-dev
   # berth-squashfs, the squashfs FUSE daemon (src/site/squashfs_fuse): libfuse3 low-level API
   libfuse3-dev
+  # berthd, the REST job gateway (src/gateway): HTTP/TLS server, job database; its e2e tests'
+  # OIDC issuer signs tokens with jwcrypto and jobs go through slurmrestd
+  libcpp-httplib-dev libsqlite3-dev python3-jwcrypto slurmrestd slurm-wlm-jwt-plugin
   # fuzzing (scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes
   clang-14 libclang-rt-14-dev
   # static analysis (scripts/test.sh tidy): clang-tidy-14 and run-clang-tidy-14

@@ -58,7 +58,7 @@ inline constexpr std::string_view kOpWords[] = {
     "parse reference", "parse requirement", "parse WWW-Authenticate", "read config",
     "read env file", "read environment",
     // HTTP and registries (image).
-    "GET", "HEAD", "POST", "PUT", "authenticate", "download", "login", "logout",
+    "DELETE", "GET", "HEAD", "POST", "PUT", "authenticate", "download", "login", "logout",
     "manifest inspect", "pull", "read credentials", "search",
     // The image store and image archives (image).
     "central store", "check digest", "check image record", "commit blob", "decompress", "export",
@@ -81,6 +81,8 @@ inline constexpr std::string_view kOpWords[] = {
     "ib info", "inject MPI", "select HCAs",
     // The site policy (site).
     "registry",
+    // The job gateway (gateway/, berthd).
+    "listen", "map identity", "read JWKS", "discover issuer", "verify token",
     // The udocker command line (cli/udocker.h).
     "setup", "udocker",
 };

@@ -76,12 +76,23 @@ class Cluster:
             time.sleep(0.05)
         return sock
 
+    def _jwt_key(self) -> str:
+        """slurm.conf's lines for auth/jwt (slurmrestd's rest_auth/jwt, berthd's tokens) with a
+        fresh HS256 key at self.jwt_key, or "" when Debian's slurm-wlm-jwt-plugin is missing."""
+        self.jwt_key = os.path.join(self.root, "state", "jwt_hs256.key")
+        if not os.path.exists("/usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so"):
+            return ""
+        with open(os.open(self.jwt_key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+            f.write(os.urandom(32))
+        return f"AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={self.jwt_key}\n"
+
     def start(self) -> "Cluster":
         r = self.root
         for sub in ("etc", "state", "spool", "run", "log"):
             os.makedirs(os.path.join(r, sub), exist_ok=True)
         os.chmod(r, 0o755)
         sock = self._munge()
+        jwt = self._jwt_key()
         ports = [free_port() for _ in range(1 + len(NODES))]
         host = socket.gethostname().split(".")[0]
         # Job ids start at a random number: Slurm's mpi/pmix makes /tmp/spmix_appdir_UID_JOB.STEP
@@ -102,7 +113,7 @@ SlurmdUser=root
 AuthType=auth/munge
 AuthInfo=socket={sock}
 CredType=cred/munge
-StateSaveLocation={r}/state
+{jwt}StateSaveLocation={r}/state
 SlurmdSpoolDir={r}/spool/%n
 SlurmctldPidFile={r}/run/slurmctld.pid
 SlurmdPidFile={r}/run/slurmd-%n.pid

@@ -1,0 +1,212 @@
+// Token validation and identity mapping (gateway/auth.h).
+#include "gateway/auth.h"
+
+#include <httplib.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "core/json.h"
+
+namespace berth::gateway {
+namespace {
+
+constexpr time_t kFetchTimeoutS = 5;
+/// The largest discovery document or JWKS read (real ones are a few KiB).
+constexpr size_t kMaxDocBytes = size_t{1} << 20;
+
+Error identity_error(std::string detail) {
+  return make_error("map identity", "", std::move(detail), ErrorCode::kPermission);
+}
+
+void add_groups(const nlohmann::json& claims, const char* name, std::vector<std::string>& out) {
+  auto it = claims.find(name);
+  if (it == claims.end()) return;
+  auto add = [&](const nlohmann::json& g) {
+    if (!g.is_string()) return;
+    std::string s = g.get<std::string>();
+    if (!s.empty() && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  };
+  if (it->is_array())
+    for (const auto& g : *it) add(g);
+  else
+    add(*it);
+}
+
+}  // namespace
+
+Fetcher http_fetcher() {
+  return [](const std::string& url) -> Result<std::string> {
+    // scheme://host[:port] and the path, as cpp-httplib's client takes them.
+    size_t scheme_end = url.find("://");
+    size_t path_at = scheme_end == std::string::npos ? scheme_end : url.find('/', scheme_end + 3);
+    if (scheme_end == std::string::npos)
+      return make_error("GET", url, "not a URL", ErrorCode::kInvalidInput);
+    std::string origin = url.substr(0, path_at);
+    std::string path = path_at == std::string::npos ? "/" : url.substr(path_at);
+    httplib::Client client(origin);
+    client.set_connection_timeout(kFetchTimeoutS);
+    client.set_read_timeout(kFetchTimeoutS);
+    client.set_follow_location(false);
+    client.enable_server_certificate_verification(true);
+    auto res = client.Get(path);
+    if (!res)
+      return make_error("GET", url, httplib::to_string(res.error()), ErrorCode::kNetwork);
+    if (res->status != 200) return http_error("GET", url, res->status, "not 200 OK");
+    if (res->body.size() > kMaxDocBytes)
+      return make_error("GET", url, "the answer is larger than 1 MiB", ErrorCode::kInvalidInput);
+    return res->body;
+  };
+}
+
+Status KeyCache::refresh(const std::string& issuer, Entry& e, int64_t now) {
+  e.fetched_at = now;
+  ++e.fetches;
+  std::string base = issuer;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  std::string discovery_url = base + "/.well-known/openid-configuration";
+  std::string text = BERTH_TRY(fetch_(discovery_url));
+  nlohmann::json meta = BERTH_TRY(parse_json(text, "OpenID configuration " + discovery_url,
+                                             kMaxDocBytes));
+  // OpenID Connect Discovery 1.0 section 4.3: the metadata's issuer must be the one asked.
+  if (string_field(meta, "issuer") != issuer)
+    return make_error("discover issuer", discovery_url,
+                      "names issuer \"" + string_field(meta, "issuer") + "\", not \"" + issuer +
+                          "\"",
+                      ErrorCode::kIntegrity);
+  std::string jwks_uri = string_field(meta, "jwks_uri");
+  if (jwks_uri.empty())
+    return make_error("discover issuer", discovery_url, "has no jwks_uri",
+                      ErrorCode::kInvalidInput);
+  std::string jwks = BERTH_TRY(fetch_(jwks_uri));
+  e.keys = BERTH_TRY(parse_jwks(jwks, jwks_uri));
+  e.loaded = true;
+  return {};
+}
+
+Result<Jwk> KeyCache::key(const std::string& issuer, const std::string& kid, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = entries_[issuer];
+  auto find = [&]() -> const Jwk* {
+    for (const Jwk& k : e.keys)
+      if (k.kid == kid) return &k;
+    return nullptr;
+  };
+  const Jwk* found = e.loaded ? find() : nullptr;
+  // The first fetch at once; any later one (a failed first fetch included: an issuer that is
+  // down is not asked again on every request) at most once per min_refresh_s.
+  bool may_fetch = e.fetches == 0 || now - e.fetched_at >= min_refresh_s_ || now < e.fetched_at;
+  if (found == nullptr && may_fetch) {
+    Status s = refresh(issuer, e, now);
+    if (!s.ok())
+      return make_error("verify token", "",
+                        "the keys of issuer \"" + issuer + "\" cannot be read: " +
+                            s.error().message(),
+                        ErrorCode::kNetwork);
+    found = find();
+  }
+  if (found == nullptr)
+    return make_error("verify token", "",
+                      "issuer \"" + issuer + "\" has no key \"" + kid + "\"",
+                      ErrorCode::kPermission);
+  return *found;
+}
+
+int KeyCache::fetches(const std::string& issuer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(issuer);
+  return it == entries_.end() ? 0 : it->second.fetches;
+}
+
+UserLookup system_user_lookup() {
+  return [](const std::string& name) -> std::optional<std::pair<uid_t, gid_t>> {
+    long size = ::sysconf(_SC_GETPW_R_SIZE_MAX);
+    std::vector<char> buf(size > 0 ? static_cast<size_t>(size) : 16384);
+    struct passwd pw {};
+    struct passwd* out = nullptr;
+    if (::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &out) != 0 || out == nullptr)
+      return std::nullopt;
+    return std::make_pair(pw.pw_uid, pw.pw_gid);
+  };
+}
+
+std::vector<std::string> token_groups(const nlohmann::json& claims) {
+  std::vector<std::string> out;
+  for (const char* name : {"groups", "wlcg.groups", "eduperson_entitlement"})
+    add_groups(claims, name, out);
+  return out;
+}
+
+Result<Account> map_identity(const nlohmann::json& claims, const IssuerConfig& issuer,
+                             const GatewayConfig& config, const UserLookup& lookup) {
+  Account a;
+  a.issuer = issuer.issuer;
+  a.subject = string_field(claims, "sub");
+  for (const UserMapping& u : config.users)
+    if (u.issuer == a.issuer && u.subject == a.subject) a.user = u.user;
+  if (a.user.empty() && !issuer.username_claim.empty()) {
+    a.user = string_field(claims, issuer.username_claim.c_str());
+    if (a.user.empty())
+      return identity_error("subject \"" + a.subject + "\" of \"" + a.issuer +
+                            "\" has no local account: not in [[users]] and the token has no \"" +
+                            issuer.username_claim + "\" claim");
+  }
+  if (a.user.empty())
+    return identity_error("subject \"" + a.subject + "\" of \"" + a.issuer +
+                          "\" has no local account");
+  auto ids = lookup(a.user);
+  if (!ids)
+    return identity_error("subject \"" + a.subject + "\" of \"" + a.issuer +
+                          "\" maps to \"" + a.user + "\", which is not a local account");
+  if (ids->first == 0)
+    return identity_error("subject \"" + a.subject + "\" of \"" + a.issuer +
+                          "\" maps to \"" + a.user + "\", which is root: jobs never run as root");
+  a.uid = ids->first;
+  a.gid = ids->second;
+  a.groups = token_groups(claims);
+  for (const std::string& g : a.groups)
+    if (std::find(config.admin_groups.begin(), config.admin_groups.end(), g) !=
+        config.admin_groups.end())
+      a.admin = true;
+  return a;
+}
+
+Result<nlohmann::json> Authenticator::verify(const std::string& token, int64_t now) {
+  Jws jws = BERTH_TRY(parse_jws(token));
+  std::string iss = string_field(jws.payload, "iss");
+  const IssuerConfig* issuer = config_.find_issuer(iss);
+  if (issuer == nullptr)
+    return make_error("verify token", "", "issuer \"" + iss + "\" is not trusted",
+                      ErrorCode::kPermission);
+  if (jws.kid.empty())
+    return make_error("verify token", "", "the token names no key (kid)",
+                      ErrorCode::kPermission);
+  Jwk key = BERTH_TRY(keys_.key(issuer->issuer, jws.kid, now));
+  BERTH_CHECK(verify_signature(jws, key));
+  BERTH_CHECK(check_claims(jws.payload, {issuer->issuer, issuer->audience,
+                                         issuer->required_scope, config_.leeway_s},
+                           now));
+  return std::move(jws.payload);
+}
+
+std::variant<Account, AuthFailure> Authenticator::authenticate(const std::string& authorization,
+                                                               int64_t now) {
+  // RFC 6750 section 2.1; the scheme name is case-insensitive.
+  constexpr std::string_view kScheme = "bearer ";
+  std::string lower = authorization.substr(0, kScheme.size());
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (authorization.empty()) return AuthFailure{401, "no bearer token"};
+  if (lower != kScheme) return AuthFailure{401, "the Authorization header is not a bearer token"};
+  std::string token = authorization.substr(kScheme.size());
+  while (!token.empty() && token.front() == ' ') token.erase(0, 1);
+  auto claims = verify(token, now);
+  if (!claims.ok()) return AuthFailure{401, claims.error().detail};
+  const IssuerConfig* issuer = config_.find_issuer(string_field(*claims, "iss"));
+  auto account = map_identity(*claims, *issuer, config_, lookup_);
+  if (!account.ok()) return AuthFailure{403, account.error().detail};
+  return std::move(*account);
+}
+
+}  // namespace berth::gateway

@@ -1,0 +1,112 @@
+// Who a request comes from: its bearer token validated locally against the trusted issuers'
+// keys (gateway/jwt.h), then mapped to a local account.
+//
+// Keys come from each issuer's JWKS, found through its OpenID Provider metadata
+// (ISSUER/.well-known/openid-configuration, whose "issuer" must be the configured one), fetched
+// on first use and cached. A token naming a kid the cache lacks triggers a new fetch (the issuer
+// has rotated its keys), at most once per jwks_min_refresh_s per issuer, so a stream of tokens
+// with made-up kids cannot make berthd hammer the issuer. The token's (unverified) iss picks the
+// issuer and only that issuer's keys are tried: a key of another trusted issuer never verifies.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "gateway/config.h"
+#include "gateway/jwt.h"
+
+namespace berth::gateway {
+
+/// Fetches a URL's body over HTTP(S); an error for a failure or a status other than 200.
+using Fetcher = std::function<Result<std::string>(const std::string& url)>;
+/// The Fetcher berthd uses: cpp-httplib's client, 5 s timeouts, certificates verified.
+Fetcher http_fetcher();
+
+/// The issuers' keys, fetched on demand and cached; safe to use from many threads.
+class KeyCache {
+ public:
+  KeyCache(Fetcher fetch, int64_t min_refresh_s) : fetch_(std::move(fetch)),
+                                                   min_refresh_s_(min_refresh_s) {}
+  /// The key `kid` of `issuer` at Unix time `now`, fetching the issuer's JWKS when it is not
+  /// cached yet, or when `kid` is unknown and the last fetch is at least min_refresh_s old.
+  Result<Jwk> key(const std::string& issuer, const std::string& kid, int64_t now);
+  /// How many times the JWKS of `issuer` has been fetched (for tests and metrics).
+  int fetches(const std::string& issuer) const;
+
+ private:
+  struct Entry {
+    std::vector<Jwk> keys;
+    int64_t fetched_at = 0;
+    int fetches = 0;
+    bool loaded = false;
+  };
+  Status refresh(const std::string& issuer, Entry& e, int64_t now);
+
+  Fetcher fetch_;
+  int64_t min_refresh_s_;
+  mutable std::mutex mu_;  // held across a fetch: one fetch per issuer at a time
+  std::map<std::string, Entry> entries_;
+};
+
+/// The local account an identity runs as, and what the gateway knows of it.
+struct Account {
+  std::string issuer, subject;  ///< the identity
+  std::string user;             ///< the local account's name
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<std::string> groups;  ///< from the token's group claims, as given
+  bool admin = false;               ///< a member of one of the admin_groups
+};
+
+/// Looks a local account up by name: its uid and gid, or nullopt when there is none.
+using UserLookup = std::function<std::optional<std::pair<uid_t, gid_t>>(const std::string&)>;
+/// The UserLookup berthd uses: the system's user database (getpwnam_r).
+UserLookup system_user_lookup();
+
+/// The groups a token's claims name: `groups`, `wlcg.groups` and `eduperson_entitlement`
+/// (each a string or a list of strings), in that order, without repeats.
+std::vector<std::string> token_groups(const nlohmann::json& claims);
+
+/// Maps verified `claims` of `issuer` to a local account: the [[users]] row for (iss, sub)
+/// first, else the issuer's username_claim. The account must exist locally and must not be
+/// root. Errors (code kPermission) say why the identity has no account.
+Result<Account> map_identity(const nlohmann::json& claims, const IssuerConfig& issuer,
+                             const GatewayConfig& config, const UserLookup& lookup);
+
+/// Why a request was refused: 401 (no valid token) or 403 (a valid token with no account).
+struct AuthFailure {
+  int status = 401;
+  std::string message;
+};
+
+/// Validates bearer tokens and maps them; one per gateway, shared by the server's threads.
+class Authenticator {
+ public:
+  Authenticator(const GatewayConfig& config, Fetcher fetch, UserLookup lookup)
+      : config_(config), keys_(std::move(fetch), config.jwks_min_refresh_s),
+        lookup_(std::move(lookup)) {}
+  /// The account of the request whose Authorization header is `authorization`, at `now`.
+  std::variant<Account, AuthFailure> authenticate(const std::string& authorization,
+                                                  int64_t now);
+  /// The token's verified claims, or the reason it is not valid (message of a 401).
+  Result<nlohmann::json> verify(const std::string& token, int64_t now);
+  KeyCache& keys() { return keys_; }
+
+ private:
+  const GatewayConfig& config_;
+  KeyCache keys_;
+  UserLookup lookup_;
+};
+
+}  // namespace berth::gateway

@@ -1,0 +1,128 @@
+// berthd, Berth's REST job gateway (docs/gateway.md): `berthd --config FILE`.
+#include <signal.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "gateway/auth.h"
+#include "core/fs.h"
+#include "gateway/config.h"
+#include "gateway/jobs.h"
+#include "gateway/server.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "Usage: berthd --config FILE\n"
+    "Berth's REST job gateway: OIDC bearer tokens, jobs through Slurm (docs/gateway.md).\n";
+
+int fail(const berth::Error& e) {
+  std::fprintf(stderr, "berthd: %s\n", e.message().c_str());
+  if (!e.hint.empty()) std::fprintf(stderr, "hint: %s\n", e.hint.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--config" && i + 1 < argc) {
+      config_path = argv[++i];
+    } else if (arg.starts_with("--config=")) {
+      config_path = arg.substr(9);
+    } else if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--version") {
+      std::printf("berthd %s\n", BERTH_VERSION);
+      return 0;
+    } else {
+      std::fprintf(stderr, "berthd: unknown argument \"%s\"\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if (config_path.empty()) {
+    std::fprintf(stderr, "berthd: --config FILE is required\n%s", kUsage);
+    return 2;
+  }
+  auto config = berth::gateway::read_gateway_config(config_path);
+  if (!config.ok()) return fail(config.error());
+
+  // SIGTERM and SIGINT end the server cleanly: blocked here, before any thread starts, and
+  // taken by one thread with sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A client that goes away mid-answer must not kill the server.
+  signal(SIGPIPE, SIG_IGN);
+
+  berth::gateway::Authenticator auth(*config, berth::gateway::http_fetcher(),
+                                     berth::gateway::system_user_lookup());
+  std::unique_ptr<berth::gateway::JobService> jobs;
+  if (config->jobs()) {
+    auto db = berth::gateway::JobsDb::open(config->database);
+    if (!db.ok()) return fail(db.error());
+    auto key = berth::read_file(config->slurm.jwt_key);
+    if (!key.ok()) return fail(key.error());
+    jobs = std::make_unique<berth::gateway::JobService>(
+        std::move(*db),
+        berth::gateway::SlurmRest(config->slurm.rest_url, *key, config->slurm.token_lifespan_s),
+        config->slurm);
+  }
+  // Jobs a crash left ACCEPTED are settled before the first request: found in Slurm by their
+  // comment, or submitted now.
+  if (jobs) {
+    auto r = jobs->reconcile(std::time(nullptr), 0);
+    std::fprintf(stderr,
+                 "berthd: reconciled: %d found in Slurm, %d submitted, %d left for later, %d "
+                 "refreshed\n",
+                 r.found, r.resubmitted, r.failed, r.refreshed);
+  }
+  berth::gateway::Server server(*config, auth, jobs.get(), BERTH_VERSION);
+  auto port = server.bind();
+  if (!port.ok()) return fail(port.error());
+  std::fprintf(stderr, "berthd: listening on %s://%s:%d\n", config->tls() ? "https" : "http",
+               config->listen_host.c_str(), *port);
+  std::fflush(stderr);
+
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    server.stop();
+  });
+  waiter.detach();
+  // Then periodically, on a thread of its own; ACCEPTED jobs younger than kInFlightS may still
+  // be in a request's hands (slurmrestd's timeouts are 30 s).
+  constexpr int64_t kInFlightS = 120;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  std::thread reconciler;
+  if (jobs && config->reconcile_interval_s > 0)
+    reconciler = std::thread([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      while (!cv.wait_for(lock, std::chrono::seconds(config->reconcile_interval_s),
+                          [&] { return stopping; }))
+        jobs->reconcile(std::time(nullptr), kInFlightS);
+    });
+  berth::Status served = server.serve();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+  }
+  cv.notify_all();
+  if (reconciler.joinable()) reconciler.join();
+  if (!served.ok()) return fail(served.error());
+  return 0;
+}

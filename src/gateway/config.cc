@@ -1,0 +1,245 @@
+// berthd's configuration file: TOML, read with the site policy's toml++ (site/toml.h).
+#include "gateway/config.h"
+
+#include "site/toml.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "core/fs.h"
+
+namespace berth::gateway {
+namespace {
+
+constexpr const char* kHint = "see docs/gateway.md for berthd's keys and their types";
+
+/// Reads one file's keys, each failure naming the file, the line and the key.
+class Reader {
+ public:
+  explicit Reader(const std::string& path) : path_(path) {}
+
+  Error bad(const toml::node& node, std::string_view key, const std::string& what) const {
+    std::string where;
+    if (node.source().begin.line > 0)
+      where = "line " + std::to_string(node.source().begin.line) + ": ";
+    return make_error("read config", path_, where + "\"" + std::string(key) + "\" " + what,
+                      ErrorCode::kInvalidInput)
+        .with_hint(kHint);
+  }
+  Error missing(std::string_view table, std::string_view key) const {
+    return make_error("read config", path_,
+                      std::string(table) + " has no \"" + std::string(key) + "\"",
+                      ErrorCode::kInvalidInput)
+        .with_hint(kHint);
+  }
+
+  Result<std::string> string(const toml::node& node, std::string_view key) const {
+    auto s = node.value<std::string>();
+    if (!node.is_string() || !s) return bad(node, key, "is not a string");
+    return *s;
+  }
+  Result<std::string> nonempty(const toml::node& node, std::string_view key) const {
+    std::string s = BERTH_TRY(string(node, key));
+    if (s.empty()) return bad(node, key, "is empty");
+    return s;
+  }
+  Result<bool> boolean(const toml::node& node, std::string_view key) const {
+    if (!node.is_boolean()) return bad(node, key, "is not true or false");
+    return *node.value<bool>();
+  }
+  Result<int64_t> seconds(const toml::node& node, std::string_view key) const {
+    auto v = node.value<int64_t>();
+    if (!node.is_integer() || !v || *v < 0 || *v > 86400)
+      return bad(node, key, "is not a whole number of seconds from 0 to 86400");
+    return *v;
+  }
+  Result<std::vector<std::string>> strings(const toml::node& node, std::string_view key) const {
+    const toml::array* a = node.as_array();
+    if (a == nullptr) return bad(node, key, "is not a list of strings");
+    std::vector<std::string> out;
+    for (const toml::node& item : *a) {
+      if (!item.is_string()) return bad(node, key, "is not a list of strings");
+      out.push_back(*item.value<std::string>());
+    }
+    return out;
+  }
+  /// The tables of an array of tables `key` ([[key]]).
+  Result<std::vector<const toml::table*>> tables(const toml::node& node,
+                                                 std::string_view key) const {
+    const toml::array* a = node.as_array();
+    std::vector<const toml::table*> out;
+    if (a != nullptr)
+      for (const toml::node& item : *a) out.push_back(item.as_table());
+    if (a == nullptr || std::find(out.begin(), out.end(), static_cast<const toml::table*>(nullptr)) != out.end())
+      return bad(node, key, "is not an array of tables ([[" + std::string(key) + "]])");
+    return out;
+  }
+
+  Status listen(const toml::node& node, GatewayConfig& c) const {
+    std::string s = BERTH_TRY(string(node, "listen"));
+    size_t colon = s.rfind(':');
+    if (colon == std::string::npos || colon == 0)
+      return bad(node, "listen", "is not HOST:PORT: \"" + s + "\"");
+    std::string host = s.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+      host = host.substr(1, host.size() - 2);
+    long port = 0;
+    std::string digits = s.substr(colon + 1);
+    if (digits.empty() || digits.size() > 5 ||
+        digits.find_first_not_of("0123456789") != std::string::npos ||
+        (port = std::stol(digits)) > 65535)
+      return bad(node, "listen", "is not HOST:PORT with a port of 0 to 65535: \"" + s + "\"");
+    c.listen_host = host;
+    c.listen_port = static_cast<int>(port);
+    return {};
+  }
+
+  Result<IssuerConfig> issuer(const toml::table& t) const {
+    IssuerConfig i;
+    for (const auto& [k, v] : t) {
+      std::string_view key = k.str();
+      if (key == "issuer") i.issuer = BERTH_TRY(nonempty(v, key));
+      else if (key == "audience") i.audience = BERTH_TRY(nonempty(v, key));
+      else if (key == "required_scope") i.required_scope = BERTH_TRY(string(v, key));
+      else if (key == "username_claim") i.username_claim = BERTH_TRY(string(v, key));
+      else return bad(v, key, "is not a key of [[issuers]]");
+    }
+    if (i.issuer.empty()) return missing("[[issuers]]", "issuer");
+    if (i.audience.empty()) return missing("[[issuers]] " + i.issuer, "audience");
+    // Keys are fetched from the issuer: over HTTPS, or plain HTTP on this host only (tests).
+    std::string_view rest = i.issuer;
+    if (rest.starts_with("https://")) return i;
+    if (rest.starts_with("http://")) {
+      rest.remove_prefix(7);
+      std::string_view host = rest.substr(0, rest.find_first_of(":/"));
+      if (is_loopback_host(host)) return i;
+    }
+    return bad(*t.get("issuer"), "issuer", "is not an https:// URL (plain http:// only on loopback): \"" + i.issuer + "\"");
+  }
+
+  Result<std::map<std::string, std::string>> string_table(const toml::node& node,
+                                                          std::string_view key) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, key, "is not a table of strings");
+    std::map<std::string, std::string> out;
+    for (const auto& [k, v] : *t) {
+      if (!v.is_string()) return bad(v, k.str(), "is not a string");
+      out[std::string(k.str())] = *v.value<std::string>();
+    }
+    return out;
+  }
+
+  Status slurm(const toml::node& node, SlurmConfig& s) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, "slurm", "is not a table ([slurm])");
+    for (const auto& [k, v] : *t) {
+      std::string_view key = k.str();
+      if (key == "rest_url") s.rest_url = BERTH_TRY(nonempty(v, key));
+      else if (key == "jwt_key") s.jwt_key = BERTH_TRY(nonempty(v, key));
+      else if (key == "token_lifespan_s") s.token_lifespan_s = BERTH_TRY(seconds(v, key));
+      else if (key == "partition") s.partition = BERTH_TRY(string(v, key));
+      else if (key == "workdir") s.workdir = BERTH_TRY(nonempty(v, key));
+      else if (key == "environment") s.environment = BERTH_TRY(string_table(v, key));
+      else return bad(v, key, "is not a key of [slurm]");
+    }
+    if (s.rest_url.empty()) return missing("[slurm]", "rest_url");
+    if (s.jwt_key.empty()) return missing("[slurm]", "jwt_key");
+    if (!s.rest_url.starts_with("http://") && !s.rest_url.starts_with("https://"))
+      return bad(*t->get("rest_url"), "rest_url", "is not an http:// or https:// URL");
+    return {};
+  }
+
+  Result<UserMapping> user(const toml::table& t) const {
+    UserMapping u;
+    for (const auto& [k, v] : t) {
+      std::string_view key = k.str();
+      if (key == "issuer") u.issuer = BERTH_TRY(nonempty(v, key));
+      else if (key == "sub") u.subject = BERTH_TRY(nonempty(v, key));
+      else if (key == "user") u.user = BERTH_TRY(nonempty(v, key));
+      else return bad(v, key, "is not a key of [[users]]");
+    }
+    if (u.issuer.empty()) return missing("[[users]]", "issuer");
+    if (u.subject.empty()) return missing("[[users]]", "sub");
+    if (u.user.empty()) return missing("[[users]]", "user");
+    return u;
+  }
+
+ private:
+  const std::string& path_;
+};
+
+}  // namespace
+
+const IssuerConfig* GatewayConfig::find_issuer(std::string_view iss) const {
+  for (const IssuerConfig& i : issuers)
+    if (i.issuer == iss) return &i;
+  return nullptr;
+}
+
+bool is_loopback_host(std::string_view host) {
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::string& path) {
+  toml::parse_result parsed = toml::parse(text, path);
+  if (!parsed) {
+    const toml::parse_error& e = parsed.error();
+    return make_error("read config", path,
+                      "line " + std::to_string(e.source().begin.line) + ": " +
+                          std::string(e.description()),
+                      ErrorCode::kInvalidInput);
+  }
+  const toml::table& root = parsed.table();
+  Reader r(path);
+  GatewayConfig c;
+  c.path = path;
+  for (const auto& [k, v] : root) {
+    std::string_view key = k.str();
+    if (key == "listen") BERTH_CHECK(r.listen(v, c));
+    else if (key == "plain_http_anywhere") c.plain_http_anywhere = BERTH_TRY(r.boolean(v, key));
+    else if (key == "tls_cert") c.tls_cert = BERTH_TRY(r.nonempty(v, key));
+    else if (key == "tls_key") c.tls_key = BERTH_TRY(r.nonempty(v, key));
+    else if (key == "leeway_s") c.leeway_s = BERTH_TRY(r.seconds(v, key));
+    else if (key == "jwks_min_refresh_s") c.jwks_min_refresh_s = BERTH_TRY(r.seconds(v, key));
+    else if (key == "admin_groups") c.admin_groups = BERTH_TRY(r.strings(v, key));
+    else if (key == "database") c.database = BERTH_TRY(r.nonempty(v, key));
+    else if (key == "slurm") BERTH_CHECK(r.slurm(v, c.slurm));
+    else if (key == "reconcile_interval_s") c.reconcile_interval_s = BERTH_TRY(r.seconds(v, key));
+    else if (key == "issuers") {
+      for (const toml::table* t : BERTH_TRY(r.tables(v, key)))
+        c.issuers.push_back(BERTH_TRY(r.issuer(*t)));
+    } else if (key == "users") {
+      for (const toml::table* t : BERTH_TRY(r.tables(v, key)))
+        c.users.push_back(BERTH_TRY(r.user(*t)));
+    } else {
+      return r.bad(v, key, "is not a key of berthd's configuration");
+    }
+  }
+  auto fail = [&](const std::string& what) {
+    return make_error("read config", path, what, ErrorCode::kInvalidInput).with_hint(kHint);
+  };
+  if (c.issuers.empty()) return fail("no [[issuers]]: berthd trusts no tokens");
+  for (size_t i = 0; i < c.issuers.size(); ++i)
+    for (size_t j = i + 1; j < c.issuers.size(); ++j)
+      if (c.issuers[i].issuer == c.issuers[j].issuer)
+        return fail("issuer \"" + c.issuers[i].issuer + "\" is listed twice");
+  for (const UserMapping& u : c.users)
+    if (c.find_issuer(u.issuer) == nullptr)
+      return fail("[[users]] names issuer \"" + u.issuer + "\", which is not in [[issuers]]");
+  if (c.database.empty() != c.slurm.rest_url.empty())
+    return fail("database and [slurm] go together: the job endpoints need both");
+  if (c.tls_cert.empty() != c.tls_key.empty())
+    return fail("tls_cert and tls_key go together: give both or neither");
+  if (!c.tls() && !c.plain_http_anywhere && !is_loopback_host(c.listen_host))
+    return fail("plain HTTP on " + c.listen_host +
+                ", which is not loopback: configure tls_cert and tls_key, or set "
+                "plain_http_anywhere = true");
+  return c;
+}
+
+Result<GatewayConfig> read_gateway_config(const std::string& path) {
+  std::string text = BERTH_TRY(read_file(path));
+  return parse_gateway_config(text, path);
+}
+
+}  // namespace berth::gateway

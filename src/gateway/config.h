@@ -1,0 +1,82 @@
+// berthd's configuration: one TOML file (`berthd --config FILE`), in the same format and read
+// with the same rules as Berth's site policy (site/config.h). docs/gateway.md lists every key.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+
+namespace berth::gateway {
+
+/// One trusted OIDC issuer ([[issuers]]).
+struct IssuerConfig {
+  std::string issuer;          ///< the exact `iss` its tokens carry; discovery is under it
+  std::string audience;        ///< the `aud` its tokens must name (required)
+  std::string required_scope;  ///< a scope tokens must carry; "" for none
+  /// A claim naming the local account directly (e.g. "preferred_username"); "" when only the
+  /// [[users]] table maps this issuer's identities.
+  std::string username_claim;
+};
+
+/// One row of the mapping table ([[users]]): an identity and the local account it runs as.
+struct UserMapping {
+  std::string issuer;
+  std::string subject;  ///< `sub`
+  std::string user;     ///< the local account's name
+};
+
+/// The Slurm cluster jobs go to ([slurm]), through its slurmrestd.
+struct SlurmConfig {
+  std::string rest_url;        ///< slurmrestd, "http://HOST:PORT" (rest_auth/jwt)
+  std::string jwt_key;         ///< the file of Slurm's auth/jwt key (jwt_key=)
+  int64_t token_lifespan_s = 60;  ///< the life of each token berthd mints
+  std::string partition;       ///< "" for Slurm's default
+  std::string workdir = "/tmp";  ///< the batch script's working directory
+  /// Variables every job's environment starts with (PATH, SLURM_CONF, ...).
+  std::map<std::string, std::string> environment;
+};
+
+struct GatewayConfig {
+  std::string path;                  ///< the file read, named in errors
+  std::string listen_host = "127.0.0.1";
+  int listen_port = 8080;
+  /// Plain HTTP on an address other than loopback; without it berthd refuses to start so.
+  bool plain_http_anywhere = false;
+  std::string tls_cert;  ///< PEM certificate (chain); with tls_key, berthd speaks HTTPS
+  std::string tls_key;
+  int64_t leeway_s = 60;  ///< clock skew allowed on exp and nbf
+  /// The shortest time between two JWKS fetches of one issuer for an unknown kid.
+  int64_t jwks_min_refresh_s = 30;
+  std::vector<std::string> admin_groups;  ///< a member of any is an administrator
+  std::vector<IssuerConfig> issuers;
+  std::vector<UserMapping> users;
+  std::string database;  ///< the job database's file; with [slurm], the job endpoints
+  SlurmConfig slurm;
+  /// Seconds between two reconciliations of the database with Slurm; 0: only at start.
+  int64_t reconcile_interval_s = 30;
+
+  /// Whether the job endpoints are on (database and [slurm] both configured).
+  bool jobs() const { return !database.empty() && !slurm.rest_url.empty(); }
+
+  /// The issuer whose `issuer` is exactly `iss`, or nullptr.
+  const IssuerConfig* find_issuer(std::string_view iss) const;
+  /// Whether berthd serves HTTPS.
+  bool tls() const { return !tls_cert.empty(); }
+};
+
+/// Parses the TOML text of berthd's configuration `path` (which names it in errors) and checks
+/// it: at least one issuer, each with an audience; listen is "HOST:PORT"; tls_cert and tls_key
+/// together; plain HTTP off loopback only with plain_http_anywhere.
+Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::string& path);
+
+/// Reads and parses the configuration file at `path`.
+Result<GatewayConfig> read_gateway_config(const std::string& path);
+
+/// Whether `host` (a listen address) is a loopback address: 127.0.0.0/8, ::1 or "localhost".
+bool is_loopback_host(std::string_view host);
+
+}  // namespace berth::gateway

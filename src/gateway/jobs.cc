@@ -1,0 +1,280 @@
+// Job requests, their Slurm form, and the job service (gateway/jobs.h).
+#include "gateway/jobs.h"
+
+#include <ctime>
+#include <map>
+
+#include "core/json.h"
+
+namespace berth::gateway {
+namespace {
+
+Error bad_field(const std::string& field, const std::string& what) {
+  return make_error("parse", "job request", "\"" + field + "\" " + what,
+                    ErrorCode::kInvalidInput);
+}
+
+/// A shell word: 'text' with each ' written as '\''.
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out.push_back(c);
+  }
+  return out + "'";
+}
+
+Result<int64_t> count(const nlohmann::json& j, const std::string& field, int64_t max) {
+  if (!j.is_number_integer() || j.get<int64_t>() < 0 || j.get<int64_t>() > max)
+    return bad_field(field, "is not a whole number from 0 to " + std::to_string(max));
+  return j.get<int64_t>();
+}
+
+Result<std::string> text(const nlohmann::json& j, const std::string& field) {
+  if (!j.is_string()) return bad_field(field, "is not a string");
+  std::string s = j.get<std::string>();
+  if (s.find('\0') != std::string::npos) return bad_field(field, "holds a NUL byte");
+  return s;
+}
+
+Result<std::vector<std::string>> texts(const nlohmann::json& j, const std::string& field) {
+  if (!j.is_array()) return bad_field(field, "is not a list of strings");
+  std::vector<std::string> out;
+  for (const auto& v : j) out.push_back(BERTH_TRY(text(v, field)));
+  return out;
+}
+
+}  // namespace
+
+Result<JobRequest> parse_job_request(const nlohmann::json& body) {
+  if (!body.is_object())
+    return make_error("parse", "job request", "the body is not a JSON object",
+                      ErrorCode::kInvalidInput);
+  JobRequest r;
+  for (const auto& [key, v] : body.items()) {
+    if (key == "name") r.name = BERTH_TRY(text(v, key));
+    else if (key == "image") r.image = BERTH_TRY(text(v, key));
+    else if (key == "command") r.command = BERTH_TRY(texts(v, key));
+    else if (key == "mounts") r.mounts = BERTH_TRY(texts(v, key));
+    else if (key == "workdir") r.workdir = BERTH_TRY(text(v, key));
+    else if (key == "class") {
+      r.job_class = BERTH_TRY(text(v, key));
+      if (r.job_class != "batch" && r.job_class != "cloud")
+        return bad_field(key, "is not \"batch\" or \"cloud\"");
+    } else if (key == "env") {
+      if (!v.is_object()) return bad_field(key, "is not an object of strings");
+      for (const auto& [name, value] : v.items()) {
+        if (name.empty() || name.find_first_of("=\0", 0, 2) != std::string::npos)
+          return bad_field("env", "names a variable \"" + name + "\"");
+        r.env[name] = BERTH_TRY(text(value, "env." + name));
+      }
+    } else if (key == "resources") {
+      if (!v.is_object()) return bad_field(key, "is not an object");
+      for (const auto& [rk, rv] : v.items()) {
+        std::string f = "resources." + rk;
+        if (rk == "nodes") r.nodes = static_cast<int>(BERTH_TRY(count(rv, f, 10000)));
+        else if (rk == "tasks") r.tasks = static_cast<int>(BERTH_TRY(count(rv, f, 1000000)));
+        else if (rk == "cpus_per_task") r.cpus_per_task = static_cast<int>(BERTH_TRY(count(rv, f, 10000)));
+        else if (rk == "gpus") r.gpus = static_cast<int>(BERTH_TRY(count(rv, f, 10000)));
+        else if (rk == "memory_mb") r.memory_mb = BERTH_TRY(count(rv, f, int64_t{1} << 40));
+        else if (rk == "walltime_s") r.walltime_s = BERTH_TRY(count(rv, f, int64_t{366} * 86400));
+        else return bad_field(f, "is not a field of a job request");
+      }
+    } else {
+      return bad_field(key, "is not a field of a job request");
+    }
+  }
+  if (r.image.empty()) return bad_field("image", "is required");
+  if (r.nodes < 1 || r.tasks < 1 || r.cpus_per_task < 1)
+    return bad_field("resources", "asks for no nodes, tasks or CPUs");
+  return r;
+}
+
+SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comment,
+                        const SlurmConfig& slurm) {
+  SlurmJobSpec s;
+  s.name = r.name;
+  s.comment = comment;
+  s.partition = slurm.partition;
+  s.workdir = slurm.workdir;
+  s.nodes = r.nodes;
+  s.tasks = r.tasks;
+  s.cpus_per_task = r.cpus_per_task;
+  s.memory_mb = r.memory_mb;
+  s.gpus = r.gpus;
+  s.time_limit_min = (r.walltime_s + 59) / 60;
+  // The site's variables, then the request's. The container goes on the script's srun line,
+  // not into the job's environment as BERTH_CONTAINER_*: the plugin reads those in the batch
+  // step too and would run the script itself in the image, where there is no srun
+  // (docs/slurm.md, "sbatch").
+  s.environment = slurm.environment;
+  for (const auto& [k, v] : r.env) s.environment[k] = v;
+  s.environment["BERTHD_JOB_ID"] = std::to_string(id);
+  std::string cmd = "exec srun --container-image=" + shell_quote(r.image);
+  if (!r.workdir.empty()) cmd += " --container-workdir=" + shell_quote(r.workdir);
+  if (!r.mounts.empty()) {
+    std::string m;
+    for (const std::string& x : r.mounts) m += (m.empty() ? "" : ",") + x;
+    cmd += " --container-mounts=" + shell_quote(m);
+  }
+  if (!r.command.empty()) {
+    cmd += " --";
+    for (const std::string& a : r.command) cmd += " " + shell_quote(a);
+  }
+  s.script = "#!/bin/sh\n" + cmd + "\n";
+  return s;
+}
+
+bool final_state(const std::string& state) {
+  return state == "COMPLETED" || state == "FAILED" || state == "CANCELLED" ||
+         state == "TIMEOUT" || state == "NODE_FAIL" || state == "OUT_OF_MEMORY" ||
+         state == "BOOT_FAIL" || state == "DEADLINE" || state == "PREEMPTED" ||
+         state == "SUBMIT_FAILED";
+}
+
+nlohmann::json job_json(const JobRecord& j) {
+  nlohmann::json request = parse_json_or_discarded(j.request);
+  nlohmann::json out = {{"id", std::to_string(j.id)},
+                        {"state", j.state},
+                        {"reason", j.reason},
+                        {"owner", j.owner},
+                        {"slurm_job_id", j.slurm_job_id},
+                        {"nodes", j.nodes},
+                        {"created_at", j.created_at},
+                        {"updated_at", j.updated_at},
+                        {"exit_code", nullptr}};
+  if (j.exit_code) out["exit_code"] = *j.exit_code;
+  if (request.is_object()) {
+    out["name"] = request.value("name", "berthd-job");
+    out["image"] = request.value("image", "");
+  }
+  return out;
+}
+
+Result<JobService::Submitted> JobService::submit(const Account& who, const std::string& key,
+                                                 const std::string& body_text,
+                                                 const JobRequest& request) {
+  JobRecord rec;
+  rec.owner = who.user;
+  rec.issuer = who.issuer;
+  rec.subject = who.subject;
+  rec.idempotency_key = key;
+  rec.request = body_text;
+  bool existing = false;
+  int64_t now = std::time(nullptr);
+  JobRecord job = BERTH_TRY(db_->accept(rec, now, &existing));
+  if (existing) {
+    if (job.request != body_text)
+      return make_error("POST", "/v1/jobs",
+                        "Idempotency-Key \"" + key + "\" was used for another request",
+                        ErrorCode::kExists);
+    return Submitted{job, true};
+  }
+  // Written (and synced) before Slurm sees it: a crash from here on leaves an ACCEPTED row,
+  // which reconciliation settles through the Slurm job's comment.
+  auto slurm_id = slurm_.submit(who.user, slurm_spec(request, job.id, comment(job.id), config_));
+  if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {
+    // No answer: Slurm may have the job. It stays ACCEPTED; reconcile() finds it by its
+    // comment, or submits it, and never twice.
+    job.reason = "slurmrestd did not answer; berthd will retry";
+    return Submitted{job, false};
+  }
+  if (!slurm_id.ok()) {
+    job.state = "SUBMIT_FAILED";
+    job.reason = slurm_id.error().detail;
+    BERTH_CHECK(db_->update(job.id, job.state, job.reason, std::nullopt, "", now));
+    return Submitted{job, false};
+  }
+  job.slurm_job_id = *slurm_id;
+  job.state = "PENDING";
+  BERTH_CHECK(db_->submitted(job.id, job.slurm_job_id, job.state, now));
+  return Submitted{job, false};
+}
+
+Status JobService::refresh(const std::string& user, JobRecord& job) {
+  if (job.slurm_job_id == 0 || final_state(job.state)) return {};
+  SlurmJobInfo info = BERTH_TRY(slurm_.job(user, job.slurm_job_id));
+  if (info.state == job.state && info.reason == job.reason && info.nodes == job.nodes &&
+      info.exit_code == job.exit_code)
+    return {};
+  job.state = info.state;
+  job.reason = info.reason;
+  job.exit_code = info.exit_code;
+  job.nodes = info.nodes;
+  job.updated_at = std::time(nullptr);
+  return db_->update(job.id, job.state, job.reason, job.exit_code, job.nodes, job.updated_at);
+}
+
+Result<std::optional<JobRecord>> JobService::get(const Account& who, int64_t id) {
+  std::optional<JobRecord> job = BERTH_TRY(db_->get(id));
+  if (!job || (job->owner != who.user && !who.admin)) return std::optional<JobRecord>();
+  // Slurm unreachable: the database's last word is still the answer.
+  (void)refresh(who.user, *job);  // deliberate: a failed refresh leaves the recorded state
+  return job;
+}
+
+Result<std::vector<JobRecord>> JobService::list(const Account& who, const std::string& state,
+                                                int64_t since) {
+  return db_->list(who.admin ? "" : who.user, state, since, 1000);
+}
+
+Result<std::optional<JobRecord>> JobService::cancel(const Account& who, int64_t id) {
+  std::optional<JobRecord> job = BERTH_TRY(db_->get(id));
+  if (!job || (job->owner != who.user && !who.admin)) return std::optional<JobRecord>();
+  if (job->slurm_job_id != 0 && !final_state(job->state)) {
+    // As the caller, never as anyone else: Slurm decides whether an admin may cancel it.
+    BERTH_CHECK(slurm_.cancel(who.user, job->slurm_job_id));
+    (void)refresh(who.user, *job);  // deliberate: the cancel was accepted; the state follows later
+  }
+  return job;
+}
+
+JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
+  // A database write that fails here (the disk is full) is deliberately dropped: the job keeps
+  // its recorded state and the next round tries again.
+  Reconciled r;
+  auto accepted = db_->list("", "ACCEPTED", 0, 100000);
+  std::map<std::string, std::vector<SlurmJobEntry>> slurm_jobs;  // by owner, read once
+  for (JobRecord& job : accepted.ok() ? *accepted : std::vector<JobRecord>{}) {
+    if (now - job.created_at < min_age_s) continue;
+    if (!slurm_jobs.contains(job.owner)) {
+      auto listed = slurm_.jobs(job.owner);
+      if (!listed.ok()) {
+        ++r.failed;
+        continue;
+      }
+      slurm_jobs[job.owner] = std::move(*listed);
+    }
+    const std::string comment = this->comment(job.id);
+    const SlurmJobEntry* found = nullptr;
+    for (const SlurmJobEntry& e : slurm_jobs[job.owner])
+      if (e.comment == comment) found = &e;
+    if (found != nullptr) {
+      ++r.found;
+      (void)db_->submitted(job.id, found->id, found->info.state, now);
+      continue;
+    }
+    auto request = parse_job_request(parse_json_or_discarded(job.request));
+    if (!request.ok()) {
+      (void)db_->update(job.id, "SUBMIT_FAILED", request.error().detail, std::nullopt, "", now);
+      continue;
+    }
+    auto slurm_id = slurm_.submit(job.owner, slurm_spec(*request, job.id, comment, config_));
+    if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {
+      ++r.failed;
+    } else if (!slurm_id.ok()) {
+      (void)db_->update(job.id, "SUBMIT_FAILED", slurm_id.error().detail, std::nullopt, "", now);
+    } else {
+      ++r.resubmitted;
+      (void)db_->submitted(job.id, *slurm_id, "PENDING", now);
+    }
+  }
+  auto all = db_->list("", "", 0, 100000);
+  for (JobRecord& job : all.ok() ? *all : std::vector<JobRecord>{}) {
+    if (job.slurm_job_id == 0 || final_state(job.state)) continue;
+    if (refresh(job.owner, job).ok()) ++r.refreshed;
+  }
+  return r;
+}
+
+}  // namespace berth::gateway

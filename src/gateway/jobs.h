@@ -1,0 +1,100 @@
+// Jobs: a POST /v1/jobs body checked into a JobRequest, turned into a Slurm batch job whose
+// script runs the container through Berth's Slurm plugin (`srun --container-image=...`), and
+// the service that records, submits, refreshes and cancels jobs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "gateway/auth.h"
+#include "gateway/config.h"
+#include "gateway/jobs_db.h"
+#include "gateway/slurm_rest.h"
+
+namespace berth::gateway {
+
+/// A job request as POST /v1/jobs gives it (docs/api.md).
+struct JobRequest {
+  std::string name = "berthd-job";
+  std::string image;                 ///< required
+  std::vector<std::string> command;  ///< empty: the image's own
+  std::map<std::string, std::string> env;
+  std::vector<std::string> mounts;   ///< SRC:DST[:ro], checked by the site policy on the node
+  std::string workdir;               ///< inside the container; "" for the image's
+  int nodes = 1, tasks = 1, cpus_per_task = 1, gpus = 0;
+  int64_t memory_mb = 0, walltime_s = 0;
+  std::string job_class = "batch";   ///< "batch" or "cloud"
+};
+
+/// Checks a request body: an object of the known fields with the right types; errors (code
+/// kInvalidInput) name the field.
+Result<JobRequest> parse_job_request(const nlohmann::json& body);
+
+/// The Slurm job for request `r` of berthd job `id`, with the site's settings; `comment` is
+/// how reconciliation finds it again (JobService::comment()).
+SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comment,
+                        const SlurmConfig& slurm);
+
+/// A job as the API shows it.
+nlohmann::json job_json(const JobRecord& j);
+
+/// Whether a job state is final (nothing more will change).
+bool final_state(const std::string& state);
+
+/// The job endpoints' work, shared by the server's threads.
+class JobService {
+ public:
+  JobService(std::unique_ptr<JobsDb> db, SlurmRest slurm, SlurmConfig config)
+      : db_(std::move(db)), slurm_(std::move(slurm)), config_(std::move(config)) {}
+
+  struct Submitted {
+    JobRecord job;
+    bool replayed = false;  ///< an earlier request with the same Idempotency-Key
+  };
+  /// Records the request (before anything reaches Slurm), then submits it as `who`. A request
+  /// whose key `who` already used gets the earlier job back, unsent; with another body, an
+  /// error (kExists).
+  Result<Submitted> submit(const Account& who, const std::string& idempotency_key,
+                           const std::string& body_text, const JobRequest& request);
+  /// The job `id` if `who` may see it (its owner, or an admin), refreshed from Slurm when not
+  /// final; nullopt otherwise.
+  Result<std::optional<JobRecord>> get(const Account& who, int64_t id);
+  /// `who`'s jobs (all jobs for an admin), newest first.
+  Result<std::vector<JobRecord>> list(const Account& who, const std::string& state,
+                                      int64_t since);
+  /// Cancels job `id` as its owner; nullopt when `who` may not see it.
+  Result<std::optional<JobRecord>> cancel(const Account& who, int64_t id);
+
+  struct Reconciled {
+    int found = 0;        ///< ACCEPTED jobs Slurm had after all (found by their comment)
+    int resubmitted = 0;  ///< ACCEPTED jobs Slurm never got, submitted now
+    int failed = 0;       ///< ACCEPTED jobs left for the next round (slurmrestd unreachable)
+    int refreshed = 0;    ///< submitted, unfinished jobs whose state was read from Slurm
+  };
+  /// Settles the database with Slurm, acting as each job's owner: every ACCEPTED job at least
+  /// `min_age_s` old (so never one whose submission is in flight) is looked for in Slurm by
+  /// its comment and recorded, or submitted when Slurm does not have it; then
+  /// every submitted, unfinished job's state is read. Run before serving with min_age_s 0,
+  /// then periodically.
+  Reconciled reconcile(int64_t now, int64_t min_age_s);
+  /// The Slurm comment of job `id`: "berthd:INSTANCE:ID" (JobsDb::instance()).
+  std::string comment(int64_t id) const {
+    return "berthd:" + db_->instance() + ":" + std::to_string(id);
+  }
+
+ private:
+  /// Reads the job's state from Slurm as `user` and records it when it changed.
+  Status refresh(const std::string& user, JobRecord& job);
+
+  std::unique_ptr<JobsDb> db_;
+  SlurmRest slurm_;
+  SlurmConfig config_;
+};
+
+}  // namespace berth::gateway

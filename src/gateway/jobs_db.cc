@@ -1,0 +1,215 @@
+// The job database on SQLite (gateway/jobs_db.h).
+#include "gateway/jobs_db.h"
+
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <openssl/rand.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <memory>
+
+
+namespace berth::gateway {
+namespace {
+
+constexpr const char* kSchema = R"(
+CREATE TABLE IF NOT EXISTS jobs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  owner TEXT NOT NULL,
+  issuer TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  idempotency_key TEXT,
+  request TEXT NOT NULL,
+  state TEXT NOT NULL,
+  slurm_job_id INTEGER NOT NULL DEFAULT 0,
+  reason TEXT NOT NULL DEFAULT '',
+  exit_code INTEGER,
+  nodes TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  UNIQUE (owner, idempotency_key)
+);
+CREATE INDEX IF NOT EXISTS jobs_by_owner ON jobs (owner, id);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+)";
+
+constexpr const char* kColumns =
+    "id, owner, issuer, subject, coalesce(idempotency_key, ''), request, state, slurm_job_id, "
+    "reason, exit_code, nodes, created_at, updated_at";
+
+/// A prepared statement, finalized at the end of its scope.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr); }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  bool ok() const { return rc_ == SQLITE_OK; }
+  Stmt& text(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& text_or_null(int i, const std::string& v) {
+    if (v.empty()) sqlite3_bind_null(s_, i);
+    else text(i, v);
+    return *this;
+  }
+  Stmt& integer(int i, int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  int step() { return sqlite3_step(s_); }
+  sqlite3_stmt* get() { return s_; }
+
+ private:
+  sqlite3_stmt* s_ = nullptr;
+  int rc_ = SQLITE_OK;
+};
+
+std::string column_text(sqlite3_stmt* s, int i) {
+  const unsigned char* t = sqlite3_column_text(s, i);
+  return t == nullptr ? "" : std::string(reinterpret_cast<const char*>(t),
+                                         static_cast<size_t>(sqlite3_column_bytes(s, i)));
+}
+
+JobRecord read_row(sqlite3_stmt* s) {
+  JobRecord j;
+  j.id = sqlite3_column_int64(s, 0);
+  j.owner = column_text(s, 1);
+  j.issuer = column_text(s, 2);
+  j.subject = column_text(s, 3);
+  j.idempotency_key = column_text(s, 4);
+  j.request = column_text(s, 5);
+  j.state = column_text(s, 6);
+  j.slurm_job_id = sqlite3_column_int64(s, 7);
+  j.reason = column_text(s, 8);
+  if (sqlite3_column_type(s, 9) != SQLITE_NULL) j.exit_code = sqlite3_column_int(s, 9);
+  j.nodes = column_text(s, 10);
+  j.created_at = sqlite3_column_int64(s, 11);
+  j.updated_at = sqlite3_column_int64(s, 12);
+  return j;
+}
+
+}  // namespace
+
+Error JobsDb::error(const std::string& what) const {
+  return make_error("write", path_, what + ": " + sqlite3_errmsg(db_));
+}
+
+Result<std::unique_ptr<JobsDb>> JobsDb::open(const std::string& path) {
+  // The requests hold users' environments: the file is berthd's alone (SQLite would create it,
+  // and its -wal and -shm files, with the umask's mode; those follow the main file's).
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return sys_error("open", path);
+  ::close(fd);
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return make_error("open", path, "cannot open the job database: " + msg);
+  }
+  std::unique_ptr<JobsDb> out(new JobsDb(db, path));
+  sqlite3_busy_timeout(db, 5000);
+  // WAL: readers never wait for the writer; synchronous=FULL: a COMMIT is on disk when it
+  // returns, so an acknowledged job survives a crash of berthd or of the machine.
+  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", kSchema})
+    if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK)
+      return out->error("cannot set the job database up");
+  unsigned char random[8];
+  if (RAND_bytes(random, sizeof random) != 1)
+    return make_error("open", path, "no random bytes for the database's name");
+  std::string name;
+  for (unsigned char b : random) name += fmt::format("{:02x}", b);
+  Stmt name_it(db, "INSERT OR IGNORE INTO meta (key, value) VALUES ('instance', ?1)");
+  if (!name_it.ok() || name_it.text(1, name).step() != SQLITE_DONE)
+    return out->error("cannot name the job database");
+  Stmt read(db, "SELECT value FROM meta WHERE key = 'instance'");
+  if (!read.ok() || read.step() != SQLITE_ROW) return out->error("cannot read the database's name");
+  out->instance_ = column_text(read.get(), 0);
+  return out;
+}
+
+JobsDb::~JobsDb() { sqlite3_close(db_); }
+
+Result<JobRecord> JobsDb::accept(const JobRecord& job, int64_t now, bool* existing) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *existing = false;
+  if (!job.idempotency_key.empty()) {
+    Stmt find(db_, (std::string("SELECT ") + kColumns +
+                    " FROM jobs WHERE owner = ?1 AND idempotency_key = ?2").c_str());
+    if (!find.ok()) return error("cannot read jobs");
+    find.text(1, job.owner).text(2, job.idempotency_key);
+    if (find.step() == SQLITE_ROW) {
+      *existing = true;
+      return read_row(find.get());
+    }
+  }
+  Stmt ins(db_,
+           "INSERT INTO jobs (owner, issuer, subject, idempotency_key, request, state, "
+           "created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, 'ACCEPTED', ?6, ?6)");
+  if (!ins.ok()) return error("cannot record a job");
+  ins.text(1, job.owner).text(2, job.issuer).text(3, job.subject)
+      .text_or_null(4, job.idempotency_key).text(5, job.request).integer(6, now);
+  if (ins.step() != SQLITE_DONE) return error("cannot record a job");
+  JobRecord out = job;
+  out.id = sqlite3_last_insert_rowid(db_);
+  out.state = "ACCEPTED";
+  out.created_at = out.updated_at = now;
+  return out;
+}
+
+Status JobsDb::submitted(int64_t id, int64_t slurm_job_id, const std::string& state,
+                         int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt up(db_, "UPDATE jobs SET slurm_job_id = ?2, state = ?3, updated_at = ?4 WHERE id = ?1");
+  if (!up.ok()) return error("cannot update a job");
+  up.integer(1, id).integer(2, slurm_job_id).text(3, state).integer(4, now);
+  if (up.step() != SQLITE_DONE) return error("cannot update a job");
+  return {};
+}
+
+Status JobsDb::update(int64_t id, const std::string& state, const std::string& reason,
+                      std::optional<int> exit_code, const std::string& nodes, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt up(db_,
+          "UPDATE jobs SET state = ?2, reason = ?3, exit_code = ?4, nodes = ?5, updated_at = ?6 "
+          "WHERE id = ?1");
+  if (!up.ok()) return error("cannot update a job");
+  up.integer(1, id).text(2, state).text(3, reason).text(5, nodes).integer(6, now);
+  if (exit_code) up.integer(4, *exit_code);
+  if (up.step() != SQLITE_DONE) return error("cannot update a job");
+  return {};
+}
+
+Result<std::optional<JobRecord>> JobsDb::get(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, (std::string("SELECT ") + kColumns + " FROM jobs WHERE id = ?1").c_str());
+  if (!q.ok()) return error("cannot read jobs");
+  q.integer(1, id);
+  int rc = q.step();
+  if (rc == SQLITE_ROW) return std::optional<JobRecord>(read_row(q.get()));
+  if (rc != SQLITE_DONE) return error("cannot read jobs");
+  return std::optional<JobRecord>();
+}
+
+Result<std::vector<JobRecord>> JobsDb::list(const std::string& owner, const std::string& state,
+                                            int64_t since, int limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, (std::string("SELECT ") + kColumns +
+               " FROM jobs WHERE (?1 = '' OR owner = ?1) AND (?2 = '' OR state = ?2) AND "
+               "created_at >= ?3 ORDER BY id DESC LIMIT ?4").c_str());
+  if (!q.ok()) return error("cannot read jobs");
+  q.text(1, owner).text(2, state).integer(3, since).integer(4, limit);
+  std::vector<JobRecord> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) out.push_back(read_row(q.get()));
+  if (rc != SQLITE_DONE) return error("cannot read jobs");
+  return out;
+}
+
+}  // namespace berth::gateway

@@ -1,0 +1,79 @@
+// berthd's job database: one SQLite file in WAL mode. Every accepted request is written (and
+// synced) before it is sent to Slurm, so a crash at any moment leaves a row saying how far the
+// job got: ACCEPTED (maybe sent: the Slurm job's comment "berthd:INSTANCE:ID" tells, on
+// reconciliation), or SUBMITTED with its Slurm job id. INSTANCE is a random name the database
+// is given when created (table meta): the jobs of another gateway, or of an earlier database,
+// in the same cluster never pass for this one's.
+//
+// Schema (one table; docs/gateway.md says why each column is there):
+//   jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, owner, issuer, subject, idempotency_key,
+//        request JSON, state, slurm_job_id, reason, exit_code, nodes, created_at, updated_at,
+//        UNIQUE(owner, idempotency_key))
+// Ids are never reused (AUTOINCREMENT), so a client's old id never names another job.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+struct sqlite3;
+
+namespace berth::gateway {
+
+/// One job as the database keeps it.
+struct JobRecord {
+  int64_t id = 0;
+  std::string owner;  ///< the local account
+  std::string issuer, subject;
+  std::string idempotency_key;  ///< "" when the request had none
+  std::string request;          ///< the request body as accepted (JSON text)
+  std::string state;            ///< ACCEPTED, SUBMIT_FAILED, or Slurm's job state
+  int64_t slurm_job_id = 0;     ///< 0 until submitted
+  std::string reason;
+  std::optional<int> exit_code;
+  std::string nodes;
+  int64_t created_at = 0, updated_at = 0;
+};
+
+/// The job database; one connection, used under a lock by the server's threads.
+class JobsDb {
+ public:
+  /// Opens (creating when missing) the database at `path`, in WAL mode with full syncs.
+  static Result<std::unique_ptr<JobsDb>> open(const std::string& path);
+  ~JobsDb();
+  JobsDb(const JobsDb&) = delete;
+  JobsDb& operator=(const JobsDb&) = delete;
+
+  /// This database's random name (16 hex digits), made when it was created.
+  const std::string& instance() const { return instance_; }
+  /// Records a new ACCEPTED job, or, when `job.owner` already has a job with the same
+  /// non-empty idempotency key, returns that one and sets `*existing`.
+  Result<JobRecord> accept(const JobRecord& job, int64_t now, bool* existing);
+  /// Sets a job's Slurm id and state.
+  Status submitted(int64_t id, int64_t slurm_job_id, const std::string& state, int64_t now);
+  /// Sets a job's state, reason, exit code and nodes (from Slurm, or SUBMIT_FAILED).
+  Status update(int64_t id, const std::string& state, const std::string& reason,
+                std::optional<int> exit_code, const std::string& nodes, int64_t now);
+  /// The job `id`, or nullopt.
+  Result<std::optional<JobRecord>> get(int64_t id);
+  /// Jobs, newest first: of `owner` ("" for all), in `state` ("" for any), created at or
+  /// after `since`, at most `limit`.
+  Result<std::vector<JobRecord>> list(const std::string& owner, const std::string& state,
+                                      int64_t since, int limit);
+
+ private:
+  JobsDb(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  Error error(const std::string& what) const;
+
+  sqlite3* db_;
+  std::string path_;
+  std::string instance_;
+  std::mutex mu_;
+};
+
+}  // namespace berth::gateway

@@ -1,0 +1,171 @@
+// The routes of /v1 (gateway/server.h).
+#include "gateway/server.h"
+
+#include <httplib.h>
+
+#include <ctime>
+#include <optional>
+
+#include "core/json.h"
+
+namespace berth::gateway {
+namespace {
+
+void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
+  res.status = status;
+  res.set_content(to_text(body) + "\n", "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message) {
+  send_json(res, status, {{"error", {{"status", status}, {"message", message}}}});
+}
+
+/// A quoted-string of an HTTP header parameter (RFC 9110 section 5.6.4): no quote or
+/// backslash, no control characters.
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s)
+    if (c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20) out.push_back(c);
+  return out + "\"";
+}
+
+/// The caller's account, or nullptr after answering 401 or 403.
+std::optional<Account> authorize(Authenticator& auth, const httplib::Request& req,
+                                 httplib::Response& res) {
+  auto who = auth.authenticate(req.get_header_value("Authorization"), std::time(nullptr));
+  if (const auto* fail = std::get_if<AuthFailure>(&who)) {
+    // RFC 6750 section 3: a request without a token gets the challenge alone.
+    std::string challenge = "Bearer realm=\"berthd\"";
+    if (req.has_header("Authorization") && fail->status == 401)
+      challenge += ", error=\"invalid_token\", error_description=" + quoted(fail->message);
+    if (fail->status == 401) res.set_header("WWW-Authenticate", challenge);
+    send_error(res, fail->status, fail->message);
+    return std::nullopt;
+  }
+  return std::get<Account>(std::move(who));
+}
+
+/// The job id of a path's {id}, or -1.
+int64_t job_id(const std::string& text) {
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
+    return -1;
+  return std::stoll(text);
+}
+
+}  // namespace
+
+Server::Server(const GatewayConfig& config, Authenticator& auth, JobService* jobs,
+               std::string version)
+    : config_(config), auth_(auth), jobs_(jobs), version_(std::move(version)) {
+  if (config_.tls())
+    http_ = std::make_unique<httplib::SSLServer>(config_.tls_cert.c_str(), config_.tls_key.c_str());
+  else
+    http_ = std::make_unique<httplib::Server>();
+  routes();
+}
+
+Server::~Server() = default;
+
+void Server::routes() {
+  http_->new_task_queue = [] { return new httplib::ThreadPool(kWorkerThreads); };
+  http_->set_payload_max_length(size_t{1} << 20);
+
+  http_->Get("/v1/health", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"status", "ok"}, {"version", version_}});
+  });
+  http_->Get("/v1/openapi.json", [this](const httplib::Request&, httplib::Response& res) {
+    res.status = 200;
+    res.set_content(to_text(openapi_document(version_)) + "\n", "application/json");
+  });
+  http_->Get("/v1/me", [this](const httplib::Request& req, httplib::Response& res) {
+    auto who = authorize(auth_, req, res);
+    if (!who) return;
+    const Account& a = *who;
+    send_json(res, 200,
+              {{"issuer", a.issuer}, {"subject", a.subject}, {"user", a.user}, {"uid", a.uid},
+               {"gid", a.gid}, {"groups", a.groups}, {"admin", a.admin}});
+  });
+  if (jobs_ != nullptr) job_routes();
+  http_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.body.empty())
+      send_error(res, res.status, res.status == 404 ? "no such resource" : "request failed");
+  });
+  http_->set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, const std::exception_ptr&) {
+        send_error(res, 500, "internal error");
+      });
+}
+
+void Server::job_routes() {
+  http_->Post("/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+    auto who = authorize(auth_, req, res);
+    if (!who) return;
+    nlohmann::json body = parse_json_or_discarded(req.body, size_t{1} << 20);
+    auto request = parse_job_request(body);
+    if (!request.ok()) return send_error(res, 400, request.error().detail);
+    std::string key = req.get_header_value("Idempotency-Key");
+    if (key.size() > 255) return send_error(res, 400, "Idempotency-Key is longer than 255 bytes");
+    auto done = jobs_->submit(*who, key, req.body, *request);
+    if (!done.ok()) {
+      if (done.error().code == ErrorCode::kExists) return send_error(res, 422, done.error().detail);
+      return send_error(res, 500, done.error().message());
+    }
+    if (done->replayed) res.set_header("Idempotent-Replayed", "true");
+    send_json(res, done->replayed ? 200 : 201, job_json(done->job));
+  });
+  http_->Get("/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+    auto who = authorize(auth_, req, res);
+    if (!who) return;
+    int64_t since = 0;
+    if (req.has_param("since")) {
+      since = job_id(req.get_param_value("since"));
+      if (since < 0) return send_error(res, 400, "since is not a Unix time in seconds");
+    }
+    auto jobs = jobs_->list(*who, req.get_param_value("state"), since);
+    if (!jobs.ok()) return send_error(res, 500, jobs.error().message());
+    nlohmann::json list = nlohmann::json::array();
+    for (const JobRecord& j : *jobs) list.push_back(job_json(j));
+    send_json(res, 200, {{"jobs", list}});
+  });
+  auto one = [this](bool cancel) {
+    return [this, cancel](const httplib::Request& req, httplib::Response& res) {
+      auto who = authorize(auth_, req, res);
+      if (!who) return;
+      int64_t id = job_id(req.matches[1]);
+      auto job = id < 0 ? Result<std::optional<JobRecord>>(std::optional<JobRecord>())
+                 : cancel ? jobs_->cancel(*who, id)
+                          : jobs_->get(*who, id);
+      if (!job.ok()) return send_error(res, 502, job.error().message());
+      // Another user's job is as absent as a job that never was.
+      if (!*job) return send_error(res, 404, "no job " + std::string(req.matches[1]));
+      send_json(res, cancel ? 202 : 200, job_json(**job));
+    };
+  };
+  http_->Get(R"(/v1/jobs/([^/]+))", one(false));
+  http_->Delete(R"(/v1/jobs/([^/]+))", one(true));
+}
+
+Result<int> Server::bind() {
+  if (!http_->is_valid())
+    return make_error("listen", config_.tls_cert,
+                      "cannot load the TLS certificate and key (tls_cert, tls_key)",
+                      ErrorCode::kInvalidInput);
+  int port = config_.listen_port;
+  if (port == 0) {
+    port = http_->bind_to_any_port(config_.listen_host);
+    if (port < 0) return sys_error("listen", config_.listen_host + ":0");
+  } else if (!http_->bind_to_port(config_.listen_host, port)) {
+    return sys_error("listen", config_.listen_host + ":" + std::to_string(port));
+  }
+  return port;
+}
+
+Status Server::serve() {
+  if (!http_->listen_after_bind())
+    return make_error("listen", config_.listen_host, "the server stopped on an error");
+  return {};
+}
+
+void Server::stop() { http_->stop(); }
+
+}  // namespace berth::gateway

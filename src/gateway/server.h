@@ -1,0 +1,60 @@
+// berthd's HTTP side: the routes of /v1, their JSON answers and errors, on cpp-httplib.
+//
+// cpp-httplib (Debian's libcpp-httplib-dev) rather than Boost.Beast, Pistache or a hand-written
+// server: it is packaged in Debian 12 with OpenSSL built in (TLS is a constructor argument),
+// synchronous, and small enough to read; a job gateway's load (hundreds of requests a second,
+// each a token check and a database read) needs no asynchronous I/O. Threading: cpp-httplib
+// accepts on one thread and hands each connection to a fixed pool (kWorkerThreads); handlers
+// share the Authenticator (its key cache has its own lock) and nothing else mutable.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "gateway/auth.h"
+#include "gateway/config.h"
+#include "gateway/jobs.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace berth::gateway {
+
+/// Worker threads serving connections.
+inline constexpr int kWorkerThreads = 16;
+
+/// The OpenAPI 3 document of the API, served at /v1/openapi.json (docs/api.md summarises it).
+nlohmann::ordered_json openapi_document(const std::string& version);
+
+/// The gateway: routes bound to a configuration and an authenticator.
+class Server {
+ public:
+  /// `jobs` may be null: the job endpoints then answer 404.
+  Server(const GatewayConfig& config, Authenticator& auth, JobService* jobs, std::string version);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// Binds the configured address (port 0: any free port); the port bound.
+  Result<int> bind();
+  /// Serves until stop(); call after bind().
+  Status serve();
+  /// Makes serve() return; safe from another thread.
+  void stop();
+
+ private:
+  void routes();
+  void job_routes();
+
+  const GatewayConfig& config_;
+  Authenticator& auth_;
+  JobService* jobs_;
+  std::string version_;
+  std::unique_ptr<httplib::Server> http_;
+};
+
+}  // namespace berth::gateway

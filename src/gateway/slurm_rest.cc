@@ -1,0 +1,93 @@
+// slurmrestd calls as the mapped user (gateway/slurm_rest.h).
+#include "gateway/slurm_rest.h"
+
+#include <httplib.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <ctime>
+
+#include "core/json.h"
+#include "gateway/jwt.h"
+
+namespace berth::gateway {
+namespace {
+
+constexpr time_t kTimeoutS = 30;
+
+}  // namespace
+
+std::string mint_slurm_token(const std::string& key, const std::string& user, int64_t now,
+                             int64_t lifespan_s) {
+  std::string input =
+      base64url_encode(R"({"alg":"HS256","typ":"JWT"})") + "." +
+      base64url_encode(to_text(nlohmann::ordered_json{
+          {"iat", now}, {"exp", now + lifespan_s}, {"sun", user}}));
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac, &len);
+  return input + "." + base64url_encode(std::string(reinterpret_cast<char*>(mac), len));
+}
+
+Result<SlurmRest::Answer> SlurmRest::call(Op op, const std::string& user,
+                                          const std::string& path, const std::string& body) {
+  httplib::Client client(url_);
+  client.set_connection_timeout(kTimeoutS);
+  client.set_read_timeout(kTimeoutS);
+  httplib::Headers headers = {
+      {"X-SLURM-USER-NAME", user},
+      {"X-SLURM-USER-TOKEN", mint_slurm_token(key_, user, std::time(nullptr), lifespan_s_)}};
+  std::string full = std::string(kSlurmApiPrefix) + path;
+  httplib::Result res = op == Op("POST")     ? client.Post(full, headers, body, "application/json")
+                        : op == Op("DELETE") ? client.Delete(full, headers)
+                                             : client.Get(full, headers);
+  if (!res)
+    return make_error(op, url_ + full, "slurmrestd: " + httplib::to_string(res.error()),
+                      ErrorCode::kNetwork);
+  return Answer{res->status, res->body};
+}
+
+Result<int64_t> SlurmRest::submit(const std::string& user, const SlurmJobSpec& spec) {
+  std::string url = url_ + kSlurmApiPrefix + "/job/submit";
+  Answer a = BERTH_TRY(call("POST", user, "/job/submit", to_text(submit_body_v0038(spec))));
+  if (a.status != 200) {
+    std::string why = slurm_error_v0038(a.body);
+    return http_error("POST", url, a.status, why.empty() ? "slurmrestd refused the job" : why);
+  }
+  return parse_submit_v0038(a.body, url);
+}
+
+Result<SlurmJobInfo> SlurmRest::job(const std::string& user, int64_t id) {
+  std::string path = "/job/" + std::to_string(id);
+  Answer a = BERTH_TRY(call("GET", user, path, ""));
+  std::string url = url_ + kSlurmApiPrefix + path;
+  if (a.status != 200) {
+    std::string why = slurm_error_v0038(a.body);
+    return http_error("GET", url, a.status, why.empty() ? "slurmrestd error" : why);
+  }
+  return parse_job_v0038(a.body, url);
+}
+
+Result<std::vector<SlurmJobEntry>> SlurmRest::jobs(const std::string& user) {
+  Answer a = BERTH_TRY(call("GET", user, "/jobs", ""));
+  std::string url = url_ + kSlurmApiPrefix + "/jobs";
+  if (a.status != 200) {
+    std::string why = slurm_error_v0038(a.body);
+    return http_error("GET", url, a.status, why.empty() ? "slurmrestd error" : why);
+  }
+  return parse_jobs_v0038(a.body, url);
+}
+
+Status SlurmRest::cancel(const std::string& user, int64_t id) {
+  std::string path = "/job/" + std::to_string(id);
+  Answer a = BERTH_TRY(call("DELETE", user, path, ""));
+  if (a.status != 200) {
+    std::string why = slurm_error_v0038(a.body);
+    return http_error("DELETE", url_ + kSlurmApiPrefix + path, a.status,
+                      why.empty() ? "slurmrestd error" : why);
+  }
+  return {};
+}
+
+}  // namespace berth::gateway

@@ -1,0 +1,67 @@
+// slurmrestd's OpenAPI v0.0.38 (Slurm 22.05, Debian 12): the one file that knows its shapes.
+// Later versions move fields (v0.0.39 makes `environment` a list of "K=V" strings, v0.0.41 moves
+// `script` into `job`, exit codes become objects): a new version is a sibling of this file
+// behind the same three functions, chosen by slurmrestd's version.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace berth::gateway {
+
+/// The path prefix of this version's endpoints.
+inline constexpr const char* kSlurmApiPrefix = "/slurm/v0.0.38";
+
+/// A batch job as berthd asks Slurm for it, in Slurm's terms.
+struct SlurmJobSpec {
+  std::string name;
+  std::string script;  ///< the batch script, "#!/bin/sh\n..."
+  std::map<std::string, std::string> environment;
+  std::string workdir;        ///< the batch script's working directory
+  std::string comment;        ///< "berthd:INSTANCE:ID", how reconciliation finds the job
+  std::string partition;      ///< "" for the default
+  int nodes = 1;
+  int tasks = 1;
+  int cpus_per_task = 1;
+  int64_t memory_mb = 0;      ///< per node; 0: Slurm's default
+  int gpus = 0;               ///< per job
+  int64_t time_limit_min = 0; ///< 0: the partition's default
+};
+
+/// What berthd reads back of a Slurm job.
+struct SlurmJobInfo {
+  std::string state;  ///< Slurm's job_state: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, ...
+  std::string reason;
+  std::optional<int> exit_code;  ///< once finished: the status, or 128+N for signal N
+  std::string nodes;
+  int64_t start_time = 0, end_time = 0;
+};
+
+/// One job of GET /jobs: its id and comment, for reconciliation.
+struct SlurmJobEntry {
+  int64_t id = 0;
+  std::string comment;
+  std::string user;
+  SlurmJobInfo info;
+};
+
+/// The body of POST /job/submit.
+nlohmann::json submit_body_v0038(const SlurmJobSpec& spec);
+/// The Slurm job id from the answer to a submission (`url` names it in errors).
+Result<int64_t> parse_submit_v0038(std::string_view body, const std::string& url);
+/// The job from the answer to GET /job/{id}.
+Result<SlurmJobInfo> parse_job_v0038(std::string_view body, const std::string& url);
+/// The jobs from the answer to GET /jobs.
+Result<std::vector<SlurmJobEntry>> parse_jobs_v0038(std::string_view body, const std::string& url);
+/// slurmrestd's first error description in an error answer, or "" when there is none.
+std::string slurm_error_v0038(std::string_view body);
+
+}  // namespace berth::gateway

@@ -1,0 +1,191 @@
+"""berthd, the REST job gateway: its unauthenticated endpoints, OIDC bearer tokens validated
+against a real issuer on loopback (discovery, JWKS), every token attack of issue 16 refused,
+identities mapped to two local accounts, and the daemon running as an unprivileged user."""
+
+from __future__ import annotations
+
+import os
+import ssl
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from gateway import (ADMIN_GROUP, AUDIENCE_A, AUDIENCE_B, berthd, berthd_bin,  # noqa: F401
+                     gateway_config, issuers, second_user, start_berthd)
+from jwcrypto import jwk
+from oidc import b64json
+
+def test_health_needs_no_token(berthd):
+    status, _, body = berthd.request("GET", "/v1/health")
+    assert status == 200
+    assert body["status"] == "ok"
+    assert body["version"]
+
+
+def test_openapi_document(berthd):
+    status, headers, doc = berthd.request("GET", "/v1/openapi.json")
+    assert status == 200
+    assert headers["Content-Type"] == "application/json"
+    assert doc["openapi"].startswith("3.")
+    assert set(doc["paths"]) >= {"/v1/health", "/v1/openapi.json", "/v1/me", "/v1/jobs",
+                                 "/v1/jobs/{id}"}
+    assert doc["components"]["schemas"]["JobRequest"]["required"] == ["image"]
+    assert doc["paths"]["/v1/health"]["get"]["security"] == []
+    assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+
+
+def test_runs_as_the_unprivileged_user(berthd, identity):
+    with open(f"/proc/{berthd.proc.pid}/status") as f:
+        uids = next(line for line in f if line.startswith("Uid:")).split()[1:]
+    assert {int(u) for u in uids} == {identity.uid}
+
+
+def test_no_token_is_challenged(berthd):
+    status, headers, body = berthd.request("GET", "/v1/me")
+    assert status == 401
+    assert headers["WWW-Authenticate"] == 'Bearer realm="berthd"'
+    assert body == {"error": {"status": 401, "message": "no bearer token"}}
+
+
+def test_me_as_two_users(berthd, issuers, identity, second_user):
+    a, b = issuers.issuers["a"], issuers.issuers["b"]
+    user_a = os.popen(f"id -un {identity.uid}").read().strip()
+    token = a.sign(a.claims("s-alice", AUDIENCE_A, preferred_username=user_a,
+                            groups=["/berth", ADMIN_GROUP]))
+    status, _, me = berthd.request("GET", "/v1/me", token)
+    assert status == 200, me
+    assert me == {"issuer": a.url, "subject": "s-alice", "user": user_a, "uid": identity.uid,
+                  "gid": identity.gid, "groups": ["/berth", ADMIN_GROUP], "admin": True}
+    # The same account through the EC key, without the admin group.
+    token = a.sign(a.claims("s-alice", AUDIENCE_A, preferred_username=user_a), key=a.ec)
+    status, _, me = berthd.request("GET", "/v1/me", token)
+    assert status == 200, me
+    assert me["admin"] is False and me["groups"] == []
+    if second_user is None:
+        pytest.skip("a second local account needs root to create")
+    entitlement = "urn:mace:egi.eu:group:gpu.example.eu:role=member#aai.egi.eu"
+    token = b.sign(b.claims("egi-0042@egi.eu", AUDIENCE_B, eduperson_entitlement=[entitlement]))
+    status, _, me = berthd.request("GET", "/v1/me", token)
+    assert status == 200, me
+    assert me["user"] == second_user and me["uid"] != identity.uid
+    assert me["groups"] == [entitlement] and me["admin"] is False
+
+
+def _attacks(a, b):
+    """(name, token, message) of every forged or unusable token."""
+    now = int(time.time())
+    good = a.claims("s-alice", AUDIENCE_A, preferred_username="nobody-here")
+    signed = a.sign(good)
+    head, _, sig = signed.split(".")
+    tampered = head + "." + b64json(dict(good, sub="s-root")) + "." + sig
+    stranger = jwk.JWK.generate(kty="RSA", size=2048, kid="a-rsa-9")
+    return [
+        ("alg none", a.forge_none(good),
+         'algorithm "none" is not accepted (only RS256 and ES256)'),
+        ("HS256 with the RSA public key", a.forge_hs256_with_public_key(good),
+         'algorithm "HS256" is not accepted (only RS256 and ES256)'),
+        ("expired", a.sign(dict(good, exp=now - 600, iat=now - 900)), "the token has expired"),
+        ("not yet valid", a.sign(dict(good, nbf=now + 600)), "the token is not valid yet (nbf)"),
+        ("wrong iss", a.sign(dict(good, iss=a.url + "/")),
+         f'issuer "{a.url}/" is not trusted'),
+        ("wrong aud", a.sign(dict(good, aud="someone-else")),
+         f'the token\'s audience does not name "{AUDIENCE_A}"'),
+        ("unknown kid", a.sign(good, key=stranger), f'issuer "{a.url}" has no key "a-rsa-9"'),
+        ("tampered payload", tampered, 'the signature does not verify with key "a-rsa-1"'),
+        ("key of another issuer", a.sign(good, key=b.rsa, kid="a-rsa-1"),
+         'the signature does not verify with key "a-rsa-1"'),
+        ("key of another issuer, its own kid", a.sign(good, key=b.rsa),
+         f'issuer "{a.url}" has no key "b-rsa-1"'),
+    ]
+
+
+ATTACKS = ["alg none", "HS256 with the RSA public key", "expired", "not yet valid", "wrong iss",
+           "wrong aud", "unknown kid", "tampered payload", "key of another issuer",
+           "key of another issuer, its own kid"]
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_token_attack_is_refused(berthd, issuers, attack):
+    a, b = issuers.issuers["a"], issuers.issuers["b"]
+    table = {name: (token, message) for name, token, message in _attacks(a, b)}
+    token, message = table[attack]
+    status, headers, body = berthd.request("GET", "/v1/me", token)
+    assert status == 401, body
+    assert body == {"error": {"status": 401, "message": message}}
+    # RFC 6750's challenge; a quoted-string cannot hold the message's own quotes.
+    assert headers["WWW-Authenticate"] == ('Bearer realm="berthd", error="invalid_token", '
+                                           'error_description="' + message.replace('"', "") + '"')
+
+
+def test_unknown_kids_refetch_the_jwks_at_a_bounded_rate(berthd, issuers):
+    a = issuers.issuers["a"]
+    user = os.popen("id -un").read().strip()
+    # Keys cached by a first valid token.
+    assert berthd.request("GET", "/v1/me", a.sign(a.claims("s", AUDIENCE_A,
+                                                           preferred_username=user)))[0] in (200, 403)
+    before = a.jwks_fetches
+    for i in range(5):
+        stranger = jwk.JWK.generate(kty="EC", crv="P-256", kid=f"made-up-{i}")
+        status, _, _ = berthd.request("GET", "/v1/me", a.sign(a.claims("s", AUDIENCE_A),
+                                                             key=stranger))
+        assert status == 401
+    # At most one new fetch within jwks_min_refresh_s (30 s).
+    assert a.jwks_fetches - before <= 1
+
+
+def test_unmapped_identity_is_forbidden(berthd, issuers):
+    a, b = issuers.issuers["a"], issuers.issuers["b"]
+    status, headers, body = berthd.request(
+        "GET", "/v1/me", a.sign(a.claims("s-x", AUDIENCE_A, preferred_username="no-such-user-x")))
+    assert status == 403
+    assert "WWW-Authenticate" not in headers
+    assert body["error"]["message"] == (f'subject "s-x" of "{a.url}" maps to "no-such-user-x", '
+                                        'which is not a local account')
+    status, _, body = berthd.request("GET", "/v1/me", b.sign(b.claims("egi-9@egi.eu", AUDIENCE_B)))
+    assert status == 403
+    assert body["error"]["message"] == f'subject "egi-9@egi.eu" of "{b.url}" has no local account'
+    status, _, body = berthd.request(
+        "GET", "/v1/me", a.sign(a.claims("s-r", AUDIENCE_A, preferred_username="root")))
+    assert status == 403
+    assert body["error"]["message"].endswith('maps to "root", which is root: jobs never run as root')
+
+
+def test_plain_http_off_loopback_is_refused(identity, scratch, berthd_bin, issuers):
+    workdir = identity.make_dir(os.path.join(scratch, "berthd-open"))
+    conf = identity.write_file(os.path.join(workdir, "berthd.conf"),
+                               gateway_config(issuers, None).replace("127.0.0.1:0", "0.0.0.0:0"))
+    r = subprocess.run(identity.prefix + [berthd_bin, "--config", conf], capture_output=True,
+                       text=True, timeout=20)
+    assert r.returncode == 1
+    assert r.stderr.splitlines()[0] == (
+        f"berthd: read config {conf}: plain HTTP on 0.0.0.0, which is not loopback: configure "
+        "tls_cert and tls_key, or set plain_http_anywhere = true")
+
+
+def test_tls(identity, scratch, berthd_bin, issuers):
+    workdir = identity.make_dir(os.path.join(scratch, "berthd-tls"))
+    cert, key = os.path.join(workdir, "cert.pem"), os.path.join(workdir, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True)
+    for p in (cert, key):
+        identity.chown(p)
+    os.chmod(key, 0o600)
+    conf = identity.write_file(
+        os.path.join(workdir, "berthd.conf"),
+        gateway_config(issuers, None, f'tls_cert = "{cert}"\ntls_key = "{key}"\n'))
+    proc, url = start_berthd(identity, berthd_bin, conf, os.path.join(workdir, "berthd.log"))
+    try:
+        assert url.startswith("https://127.0.0.1:")
+        ctx = ssl.create_default_context(cafile=cert)
+        with urllib.request.urlopen(url + "/v1/health", context=ctx, timeout=10) as r:
+            assert r.status == 200
+        # The same port does not speak plain HTTP.
+        with pytest.raises(OSError):
+            urllib.request.urlopen(url.replace("https", "http") + "/v1/health", timeout=10)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -1,0 +1,334 @@
+"""berthd's job endpoints on the real loopback Slurm cluster: jobs submitted through Debian's
+slurmrestd (rest_auth/jwt, a token berthd mints per call for the mapped user) run their
+container through Berth's Slurm plugin; two users who cannot see each other's jobs; retried
+submissions with an Idempotency-Key that never make a second job; cancel."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from gateway import (AUDIENCE_A, AUDIENCE_B, Berthd, berthd_bin, gateway_cluster,  # noqa: F401
+                     gateway_config, issuers, second_user, slurmrestd, start_berthd)
+from oidc import b64json, b64url
+
+
+@pytest.fixture(scope="module")
+def cluster(gateway_cluster):
+    return gateway_cluster
+
+
+@pytest.fixture
+def gw(berth, cluster, slurmrestd, issuers, identity, berthd_bin, second_user):
+    """berthd with its job endpoints, as the test user, jobs running with this test's berth
+    store (the job environment carries its HOME and BERTH_HOME)."""
+    workdir = identity.make_dir(os.path.join(berth.workdir, "berthd"))
+    key = os.path.join(workdir, "slurm_jwt.key")
+    shutil.copy(cluster.jwt_key, key)
+    os.chmod(key, 0o600)
+    identity.chown(key)
+    env = dict(berth.env, SLURM_CONF=cluster.conf)
+    env_lines = "\n".join(f'{k} = "{v}"' for k, v in env.items())
+    extra = f'database = "{workdir}/jobs.db"\n'
+    conf = gateway_config(issuers, second_user, extra) + f"""
+[slurm]
+rest_url = "{slurmrestd}"
+jwt_key = "{key}"
+workdir = "{berth.workdir}"
+
+[slurm.environment]
+{env_lines}
+"""
+    conf_path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
+    log = os.path.join(workdir, "berthd.log")
+    proc, url = start_berthd(identity, berthd_bin, conf_path, log)
+    g = Berthd(proc, url, log)
+    g.db = os.path.join(workdir, "jobs.db")
+
+    def restart(before=None):
+        """Stops berthd, runs `before`, and starts it again on the same database."""
+        g.proc.terminate()
+        g.proc.wait(timeout=10)
+        if before:
+            before()
+        g.proc, g.url = start_berthd(identity, berthd_bin, conf_path, log)
+
+    g.restart = restart
+    yield g
+    g.proc.terminate()
+    g.proc.wait(timeout=10)
+
+
+def token_a(issuers, identity):
+    a = issuers.issuers["a"]
+    user = subprocess.run(["id", "-un", str(identity.uid)], capture_output=True,
+                          text=True).stdout.strip()
+    return a.sign(a.claims("s-alice", AUDIENCE_A, preferred_username=user))
+
+
+def token_b(issuers):
+    b = issuers.issuers["b"]
+    return b.sign(b.claims("egi-0042@egi.eu", AUDIENCE_B))
+
+
+def job_output(berth, job) -> str:
+    """The batch script's output (Slurm's slurm-JOBID.out in the job's working directory)."""
+    try:
+        with open(os.path.join(berth.workdir, f"slurm-{job['slurm_job_id']}.out")) as f:
+            return f.read()
+    except OSError as e:
+        return str(e)
+
+
+def wait_final(gw, token, job_id, timeout=90):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, _, job = gw.request("GET", f"/v1/jobs/{job_id}", token)
+        assert status == 200, job
+        if job["state"] not in ("ACCEPTED", "PENDING", "RUNNING", "CONFIGURING", "COMPLETING"):
+            return job
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} still {job['state']} after {timeout} s")
+
+
+def comment(gw, job_id) -> str:
+    """The Slurm comment berthd gives job `job_id`: "berthd:INSTANCE:ID", INSTANCE the name of
+    its database."""
+    db = sqlite3.connect(gw.db)
+    name = db.execute("SELECT value FROM meta WHERE key = 'instance'").fetchone()[0]
+    db.close()
+    return f"berthd:{name}:{job_id}"
+
+
+def squeue_comments(cluster) -> list[str]:
+    r = subprocess.run(["squeue", "-h", "-o", "%k"], env=dict(os.environ, **cluster.env()),
+                       capture_output=True, text=True, check=True)
+    return r.stdout.split()
+
+
+def test_job_runs_its_container_through_slurm(gw, berth, issuers, identity, pushed_busybox):
+    tok = token_a(issuers, identity)
+    status, _, job = gw.request("POST", "/v1/jobs", tok, {
+        "name": "motd", "image": pushed_busybox, "command": ["sh", "-c", "grep -q . /etc/motd"],
+        "resources": {"tasks": 1, "memory_mb": 200, "walltime_s": 120}})
+    assert status == 201, job
+    assert job["state"] == "PENDING" and job["slurm_job_id"] > 0 and job["name"] == "motd"
+    done = wait_final(gw, tok, job["id"])
+    assert done["state"] == "COMPLETED", (done, job_output(berth, done))
+    assert done["exit_code"] == 0 and done["nodes"]
+    # A failing command's status comes back.
+    status, _, job = gw.request("POST", "/v1/jobs", tok, {
+        "image": pushed_busybox, "command": ["sh", "-c", "exit 3"]})
+    assert status == 201, job
+    done = wait_final(gw, tok, job["id"])
+    assert done["state"] == "FAILED" and done["exit_code"] == 3, done
+    # The database has both, accepted then submitted.
+    rows = sqlite3.connect(gw.db).execute("SELECT state, slurm_job_id FROM jobs").fetchall()
+    assert len(rows) == 2 and all(r[1] > 0 for r in rows)
+
+
+def test_idempotent_retries_make_one_job(gw, issuers, identity, pushed_busybox, cluster):
+    tok = token_a(issuers, identity)
+    body = {"image": pushed_busybox, "command": ["sleep", "300"]}
+    key = {"Idempotency-Key": "retry-1"}
+    status, h1, first = gw.request("POST", "/v1/jobs", tok, body, headers=key)
+    assert status == 201, first
+    for _ in range(3):
+        status, h, again = gw.request("POST", "/v1/jobs", tok, body, headers=key)
+        assert status == 200 and h["Idempotent-Replayed"] == "true"
+        assert again["id"] == first["id"] and again["slurm_job_id"] == first["slurm_job_id"]
+    assert squeue_comments(cluster).count(comment(gw, first["id"])) == 1
+    # The same key for another request is refused.
+    status, _, err = gw.request("POST", "/v1/jobs", tok, dict(body, name="other"), headers=key)
+    assert status == 422
+    assert err["error"]["message"] == 'Idempotency-Key "retry-1" was used for another request'
+    # Cancel.
+    status, _, job = gw.request("DELETE", f"/v1/jobs/{first['id']}", tok)
+    assert status == 202, job
+    assert wait_final(gw, tok, first["id"])["state"] == "CANCELLED"
+
+
+def test_users_see_only_their_own_jobs(gw, issuers, identity, pushed_busybox, second_user):
+    if second_user is None:
+        pytest.skip("a second local account needs root to create")
+    tok_a, tok_b = token_a(issuers, identity), token_b(issuers)
+    status, _, job = gw.request("POST", "/v1/jobs", tok_a,
+                                {"image": pushed_busybox, "command": ["true"]})
+    assert status == 201, job
+    status, _, listed = gw.request("GET", "/v1/jobs", tok_a)
+    assert status == 200 and [j["id"] for j in listed["jobs"]] == [job["id"]]
+    status, _, listed = gw.request("GET", "/v1/jobs", tok_b)
+    assert status == 200 and listed["jobs"] == []
+    for method in ("GET", "DELETE"):
+        status, _, err = gw.request(method, f"/v1/jobs/{job['id']}", tok_b)
+        assert status == 404 and err["error"]["message"] == f"no job {job['id']}"
+    wait_final(gw, tok_a, job["id"])
+
+
+def test_bad_requests(gw, issuers, identity):
+    tok = token_a(issuers, identity)
+    for body, message in [
+        ({"command": ["true"]}, '"image" is required'),
+        ({"image": "x", "resources": {"gpus": -1}}, '"resources.gpus" is not a whole number from 0 to 10000'),
+        ({"image": "x", "colour": 1}, '"colour" is not a field of a job request'),
+        ({"image": "x", "class": "interactive"}, '"class" is not "batch" or "cloud"'),
+    ]:
+        status, _, err = gw.request("POST", "/v1/jobs", tok, body)
+        assert status == 400 and err["error"]["message"] == message, body
+    status, _, _ = gw.request("POST", "/v1/jobs", None, {"image": "x"})
+    assert status == 401
+
+
+def test_restart_settles_jobs_a_crash_left_accepted(gw, berth, issuers, identity, cluster,
+                                                    slurmrestd, pushed_busybox):
+    """berthd records a job, then dies before it hears from Slurm (simulated by writing the
+    ACCEPTED rows itself): one job never reached Slurm, the other did. After a restart the
+    first is submitted and the second found by its comment; neither is in Slurm twice."""
+    user = subprocess.run(["id", "-un", str(identity.uid)], capture_output=True,
+                          text=True).stdout.strip()
+    tok = token_a(issuers, identity)
+    never_sent = {"image": pushed_busybox, "command": ["true"]}
+    sent = {"image": pushed_busybox, "command": ["sleep", "300"]}
+    slurm_ids = {}
+
+    def crash_leftovers():
+        slurm_comment = comment(gw, 1002)
+        db = sqlite3.connect(gw.db)
+        for job_id, body in ((1001, never_sent), (1002, sent)):
+            db.execute("INSERT INTO jobs (id, owner, issuer, subject, request, state, created_at, "
+                       "updated_at) VALUES (?, ?, 'iss', 's-alice', ?, 'ACCEPTED', 1, 1)",
+                       (job_id, user, json.dumps(body)))
+        db.commit()
+        db.close()
+        identity.chown(gw.db)
+        # Job 1002 reached Slurm before the crash: submitted as berthd would have.
+        key = open(cluster.jwt_key, "rb").read()
+        now = int(time.time())
+        head = b64json({"alg": "HS256", "typ": "JWT"}) + "." + b64json(
+            {"iat": now, "exp": now + 60, "sun": user})
+        token = head + "." + b64url(hmac.new(key, head.encode(), hashlib.sha256).digest())
+        script = "#!/bin/sh\nexec sleep 300\n"
+        req = urllib.request.Request(
+            slurmrestd + "/slurm/v0.0.38/job/submit", method="POST",
+            data=json.dumps({"script": script, "job": {
+                "name": "left", "comment": slurm_comment, "current_working_directory":
+                berth.workdir, "environment": {"PATH": "/usr/bin:/bin"}}}).encode(),
+            headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token,
+                     "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            slurm_ids[1002] = json.load(r)["job_id"]
+
+    gw.restart(crash_leftovers)
+    with open(gw.log) as f:
+        assert "berthd: reconciled: 1 found in Slurm, 1 submitted, 0 left for later" in f.read()
+    status, _, found = gw.request("GET", "/v1/jobs/1002", tok)
+    assert status == 200 and found["slurm_job_id"] == slurm_ids[1002], found
+    assert squeue_comments(cluster).count(comment(gw, 1002)) == 1
+    status, _, resent = gw.request("GET", "/v1/jobs/1001", tok)
+    assert status == 200 and resent["slurm_job_id"] > 0, resent
+    assert wait_final(gw, tok, "1001")["state"] == "COMPLETED"
+    gw.request("DELETE", "/v1/jobs/1002", tok)
+    assert wait_final(gw, tok, "1002")["state"] == "CANCELLED"
+
+
+def test_gpu_job_gets_its_gpu(gw, berth, issuers, identity, cluster, scratch, pushed_busybox):
+    """A job asking for one GPU gets one of the node's (fake, GRES) GPUs from Slurm, and the
+    plugin injects that one, renumbered from 0, from a fabricated driver host."""
+    if not cluster.gpus:
+        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the fake driver libraries")
+    from test_gpu import UUID0, FakeHost
+    base = os.path.join(scratch, "gateway-gpu-host")
+    host = FakeHost(base) if not os.path.exists(base) else None
+    env = (host.env() if host else {"BERTH_DRIVER_ROOT": os.path.join(base, "root"),
+                                    "BERTH_DEV_ROOT": os.path.join(base, "dev-root")})
+    tok = token_a(issuers, identity)
+    status, _, job = gw.request("POST", "/v1/jobs", tok, {
+        "image": pushed_busybox, "env": env, "resources": {"gpus": 1},
+        "command": ["sh", "-c", "echo gpus=$CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES"]})
+    assert status == 201, job
+    done = wait_final(gw, tok, job["id"])
+    out = job_output(berth, done)
+    assert done["state"] == "COMPLETED", (done, out)
+    assert f"gpus=0 {UUID0}" in out.splitlines(), out
+
+
+def test_kill_9_during_200_submissions_loses_and_duplicates_nothing(gw, issuers, identity,
+                                                                    cluster):
+    """200 submissions from 8 clients, each with its Idempotency-Key; berthd is killed with
+    SIGKILL after about a third were acknowledged, restarted, and every client retries what was
+    not acknowledged. Every job then exists exactly once in the database and in Slurm, and every
+    acknowledged id is still its key's job. The partition is down meanwhile (it queues jobs
+    and starts none), so the 200 jobs do not load the machine."""
+    slurm_env = dict(os.environ, **cluster.env())
+    user = subprocess.run(["id", "-un", str(identity.uid)], capture_output=True,
+                          text=True).stdout.strip()
+    subprocess.run(["scontrol", "update", "PartitionName=debug", "State=DOWN"], env=slurm_env,
+                   check=True)
+    try:
+        tok = token_a(issuers, identity)
+        acked: dict[str, str] = {}
+        lock = threading.Lock()
+        killed = threading.Event()
+
+        def submit(i: int) -> None:
+            key = f"crash-{i}"
+            try:
+                status, _, job = gw.request("POST", "/v1/jobs", tok,
+                                            {"name": key, "image": "127.0.0.1:1/none:1",
+                                             "command": ["true"]},
+                                            headers={"Idempotency-Key": key})
+            except OSError:
+                return  # the connection died with berthd: not acknowledged
+            if status in (200, 201):
+                with lock:
+                    acked[key] = job["id"]
+                    if len(acked) >= 70 and not killed.is_set():
+                        killed.set()
+                        os.kill(gw.proc.pid, signal.SIGKILL)
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(submit, range(200)))
+        assert killed.is_set() and len(acked) < 200
+        before = dict(acked)
+        gw.restart()
+        with open(gw.log) as f:
+            reconciled = [line for line in f if line.startswith("berthd: reconciled:")][-1]
+        print(f"acknowledged before the kill: {len(before)}; {reconciled.strip()}")
+        assert "0 left for later" in reconciled
+        for i in range(200):
+            key = f"crash-{i}"
+            status, _, job = gw.request("POST", "/v1/jobs", tok,
+                                        {"name": key, "image": "127.0.0.1:1/none:1",
+                                         "command": ["true"]},
+                                        headers={"Idempotency-Key": key})
+            assert status in (200, 201), job
+            assert job["slurm_job_id"] > 0, (job["state"], job["reason"])
+            if key in before:
+                assert job["id"] == before[key] and status == 200
+            acked[key] = job["id"]
+        rows = sqlite3.connect(gw.db).execute(
+            "SELECT idempotency_key, COUNT(*) FROM jobs WHERE idempotency_key LIKE 'crash-%' "
+            "GROUP BY idempotency_key").fetchall()
+        assert len(rows) == 200 and all(n == 1 for _, n in rows)
+        comments = subprocess.run(["squeue", "-h", "-t", "all", "-u", user, "-o", "%k"],
+                                  env=slurm_env, capture_output=True, text=True,
+                                  check=True).stdout.split()
+        for key, job_id in acked.items():
+            assert comments.count(comment(gw, job_id)) == 1, key
+    finally:
+        subprocess.run(["scancel", "-u", user], env=slurm_env)
+        subprocess.run(["scontrol", "update", "PartitionName=debug", "State=UP"], env=slurm_env)

@@ -1,0 +1,128 @@
+// berthd's configuration file (gateway/config.h): its keys, and the unsafe or malformed ones
+// refused with the file and line named.
+#include "gateway/config.h"
+
+#include <gtest/gtest.h>
+
+namespace berth::gateway {
+namespace {
+
+TEST(GatewayConfig, ReadsEveryKey) {
+  auto c = parse_gateway_config(R"(
+listen = "0.0.0.0:8443"
+tls_cert = "/etc/berthd/cert.pem"
+tls_key = "/etc/berthd/key.pem"
+leeway_s = 30
+jwks_min_refresh_s = 10
+admin_groups = ["/hpc/admins"]
+database = "/var/lib/berthd/jobs.db"
+
+[[issuers]]
+issuer = "https://iam.example.org/"
+audience = "berth"
+required_scope = "compute.create"
+username_claim = "preferred_username"
+
+[[issuers]]
+issuer = "http://127.0.0.1:9000/realms/test"
+audience = "berth-test"
+
+[[users]]
+issuer = "http://127.0.0.1:9000/realms/test"
+sub = "1234"
+user = "alice"
+
+[slurm]
+rest_url = "http://127.0.0.1:6820"
+jwt_key = "/etc/berthd/slurm_jwt.key"
+token_lifespan_s = 30
+partition = "gpu"
+workdir = "/scratch"
+environment = { PATH = "/usr/bin:/bin" }
+)",
+                                "/etc/berthd.conf");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->listen_host, "0.0.0.0");
+  EXPECT_EQ(c->listen_port, 8443);
+  EXPECT_TRUE(c->tls());
+  EXPECT_EQ(c->leeway_s, 30);
+  EXPECT_EQ(c->jwks_min_refresh_s, 10);
+  EXPECT_EQ(c->admin_groups, std::vector<std::string>{"/hpc/admins"});
+  EXPECT_EQ(c->database, "/var/lib/berthd/jobs.db");
+  ASSERT_EQ(c->issuers.size(), 2u);
+  EXPECT_EQ(c->issuers[0].required_scope, "compute.create");
+  EXPECT_EQ(c->issuers[0].username_claim, "preferred_username");
+  EXPECT_EQ(c->issuers[1].audience, "berth-test");
+  ASSERT_EQ(c->users.size(), 1u);
+  EXPECT_EQ(c->users[0].user, "alice");
+  EXPECT_EQ(c->find_issuer("https://iam.example.org/"), &c->issuers[0]);
+  EXPECT_TRUE(c->jobs());
+  EXPECT_EQ(c->slurm.rest_url, "http://127.0.0.1:6820");
+  EXPECT_EQ(c->slurm.jwt_key, "/etc/berthd/slurm_jwt.key");
+  EXPECT_EQ(c->slurm.token_lifespan_s, 30);
+  EXPECT_EQ(c->slurm.partition, "gpu");
+  EXPECT_EQ(c->slurm.workdir, "/scratch");
+  EXPECT_EQ(c->slurm.environment.at("PATH"), "/usr/bin:/bin");
+  EXPECT_EQ(c->find_issuer("https://iam.example.org"), nullptr);
+}
+
+TEST(GatewayConfig, DefaultsListenOnLoopback) {
+  auto c = parse_gateway_config("[[issuers]]\nissuer = \"https://a/\"\naudience = \"b\"\n", "f");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->listen_host, "127.0.0.1");
+  EXPECT_EQ(c->listen_port, 8080);
+  EXPECT_FALSE(c->tls());
+}
+
+TEST(GatewayConfig, RefusesWhatIsUnsafeOrMalformed) {
+  const std::string iss = "[[issuers]]\nissuer = \"https://a/\"\naudience = \"b\"\n";
+  struct Case {
+    std::string text;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"", "read config f: no [[issuers]]: berthd trusts no tokens"},
+      {"listen = \"0.0.0.0:8080\"\n" + iss,
+       "read config f: plain HTTP on 0.0.0.0, which is not loopback: configure tls_cert and "
+       "tls_key, or set plain_http_anywhere = true"},
+      {"listen = \"8080\"\n" + iss, "read config f: line 1: \"listen\" is not HOST:PORT: \"8080\""},
+      {"listen = \"h:70000\"\n" + iss,
+       "read config f: line 1: \"listen\" is not HOST:PORT with a port of 0 to 65535: \"h:70000\""},
+      {"tls_cert = \"/c.pem\"\n" + iss,
+       "read config f: tls_cert and tls_key go together: give both or neither"},
+      {"[[issuers]]\nissuer = \"https://a/\"\n",
+       "read config f: [[issuers]] https://a/ has no \"audience\""},
+      {"[[issuers]]\nissuer = \"http://idp.example.org/\"\naudience = \"b\"\n",
+       "read config f: line 2: \"issuer\" is not an https:// URL (plain http:// only on "
+       "loopback): \"http://idp.example.org/\""},
+      {iss + iss, "read config f: issuer \"https://a/\" is listed twice"},
+      {iss + "[[users]]\nissuer = \"https://z/\"\nsub = \"1\"\nuser = \"u\"\n",
+       "read config f: [[users]] names issuer \"https://z/\", which is not in [[issuers]]"},
+      {iss + "[[users]]\nissuer = \"https://a/\"\nsub = \"1\"\n",
+       "read config f: [[users]] has no \"user\""},
+      {"colour = \"blue\"\n" + iss,
+       "read config f: line 1: \"colour\" is not a key of berthd's configuration"},
+      {"leeway_s = -1\n" + iss,
+       "read config f: line 1: \"leeway_s\" is not a whole number of seconds from 0 to 86400"},
+      {"issuers = 3\n", "read config f: line 1: \"issuers\" is not an array of tables ([[issuers]])"},
+      {"database = \"/j.db\"\n" + iss,
+       "read config f: database and [slurm] go together: the job endpoints need both"},
+      {iss + "[slurm]\nrest_url = \"http://h:1\"\n", "read config f: [slurm] has no \"jwt_key\""},
+      {iss + "[slurm]\nrest_url = \"h:1\"\njwt_key = \"/k\"\n",
+       "read config f: line 5: \"rest_url\" is not an http:// or https:// URL"},
+      {iss + "[slurm]\nenvironment = { A = 1 }\n", "read config f: line 5: \"A\" is not a string"},
+      {"listen = \n", "read config f: line 1: Error while parsing key-value pair: expected value, saw '\\n'"},
+  };
+  for (const Case& t : cases) {
+    auto c = parse_gateway_config(t.text, "f");
+    ASSERT_FALSE(c.ok()) << t.text;
+    EXPECT_EQ(c.error().message(), t.message) << t.text;
+  }
+  // Plain HTTP elsewhere than loopback when the configuration says so.
+  EXPECT_TRUE(parse_gateway_config("listen = \"0.0.0.0:80\"\nplain_http_anywhere = true\n" + iss,
+                                   "f").ok());
+  EXPECT_TRUE(parse_gateway_config("listen = \"[::1]:80\"\n" + iss, "f").ok());
+}
+
+}  // namespace
+}  // namespace berth::gateway

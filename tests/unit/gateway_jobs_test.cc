@@ -1,0 +1,259 @@
+// berthd's jobs (gateway/jobs.h, jobs_db.h, slurm_v0038.h, slurm_rest.h): request checks, the
+// Slurm job a request becomes, slurmrestd v0.0.38's shapes, the minted Slurm token, and the
+// SQLite database's idempotency and listing.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "gateway/jobs.h"
+#include "gateway/jobs_db.h"
+#include "gateway/jwt.h"
+#include "gateway/slurm_rest.h"
+#include "gateway/slurm_v0038.h"
+#include "fake_http_server.h"
+#include "test_util.h"
+
+namespace berth::gateway {
+namespace {
+
+using json = nlohmann::json;
+
+TEST(GatewayJobs, RequestFieldsAndErrors) {
+  auto r = parse_job_request(json::parse(R"({
+    "name": "train", "image": "nvcr.io/nvidia/pytorch:24.01", "command": ["python", "t.py"],
+    "env": {"EPOCHS": "3"}, "mounts": ["/data:/data:ro"], "workdir": "/work", "class": "cloud",
+    "resources": {"nodes": 2, "tasks": 8, "cpus_per_task": 4, "memory_mb": 64000, "gpus": 8,
+                  "walltime_s": 3601}})"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->nodes, 2);
+  EXPECT_EQ(r->gpus, 8);
+  EXPECT_EQ(r->memory_mb, 64000);
+  EXPECT_EQ(r->job_class, "cloud");
+  const std::pair<const char*, const char*> bad[] = {
+      {"[]", "parse job request: the body is not a JSON object"},
+      {R"({"command": ["x"]})", "parse job request: \"image\" is required"},
+      {R"({"image": 1})", "parse job request: \"image\" is not a string"},
+      {R"({"image": "x", "command": "true"})", "parse job request: \"command\" is not a list of strings"},
+      {R"({"image": "x", "env": {"A=B": "1"}})", "parse job request: \"env\" names a variable \"A=B\""},
+      {R"({"image": "x", "resources": {"gpus": 1.5}})",
+       "parse job request: \"resources.gpus\" is not a whole number from 0 to 10000"},
+      {R"({"image": "x", "resources": {"tasks": 0}})",
+       "parse job request: \"resources\" asks for no nodes, tasks or CPUs"},
+      {R"({"image": "x", "resources": {"disks": 1}})",
+       "parse job request: \"resources.disks\" is not a field of a job request"},
+  };
+  for (const auto& [text, message] : bad) {
+    auto e = parse_job_request(json::parse(text));
+    ASSERT_FALSE(e.ok()) << text;
+    EXPECT_EQ(e.error().message(), message) << text;
+  }
+}
+
+TEST(GatewayJobs, SlurmJobRunsTheContainerOnTheSrunLine) {
+  JobRequest r = *parse_job_request(json::parse(R"({
+    "image": "alpine:3", "command": ["sh", "-c", "echo 'hi'"], "env": {"A": "1", "PATH": "/x"},
+    "mounts": ["/a:/a", "/b:/b:ro"], "workdir": "/w",
+    "resources": {"tasks": 2, "memory_mb": 100, "gpus": 1, "walltime_s": 61}})"));
+  SlurmConfig sc;
+  sc.partition = "gpu";
+  sc.workdir = "/scratch";
+  sc.environment = {{"PATH", "/usr/bin:/bin"}, {"SITE", "x"}};
+  SlurmJobSpec s = slurm_spec(r, 42, "berthd:0123456789abcdef:42", sc);
+  EXPECT_EQ(s.script,
+            "#!/bin/sh\nexec srun --container-image='alpine:3' --container-workdir='/w' "
+            "--container-mounts='/a:/a,/b:/b:ro' -- 'sh' '-c' 'echo '\\''hi'\\'''\n");
+  EXPECT_EQ(s.comment, "berthd:0123456789abcdef:42");
+  EXPECT_EQ(s.time_limit_min, 2);
+  EXPECT_EQ(s.environment, (std::map<std::string, std::string>{
+                               {"A", "1"}, {"BERTHD_JOB_ID", "42"}, {"PATH", "/x"}, {"SITE", "x"}}));
+  json body = submit_body_v0038(s);
+  EXPECT_EQ(body["job"]["gpus"], "1");
+  EXPECT_EQ(body["job"]["nodes"], json::array({1, 1}));
+  EXPECT_EQ(body["job"]["partition"], "gpu");
+  EXPECT_EQ(body["job"]["current_working_directory"], "/scratch");
+  EXPECT_EQ(body["job"]["environment"]["SITE"], "x");
+  EXPECT_EQ(body["job"]["memory_per_node"], 100);
+}
+
+TEST(GatewayJobs, SlurmrestdAnswers) {
+  EXPECT_EQ(*parse_submit_v0038(R"({"errors": [], "job_id": 17, "step_id": "BATCH"})", "u"), 17);
+  auto refused = parse_submit_v0038(
+      R"({"errors": [{"description": "Invalid partition", "error_number": 2000}]})", "u");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message(), "parse u: slurmrestd: Invalid partition");
+  auto done = parse_job_v0038(R"({"errors": [], "jobs": [{"job_state": "FAILED",
+      "state_reason": "NonZeroExitCode", "exit_code": 768, "nodes": "n1", "start_time": 5}]})",
+                              "u");
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->exit_code, 3);
+  EXPECT_EQ(done->reason, "NonZeroExitCode");
+  auto killed = parse_job_v0038(R"({"jobs": [{"job_state": "CANCELLED", "exit_code": 9}]})", "u");
+  EXPECT_EQ(killed->exit_code, 137);
+  auto running = parse_job_v0038(
+      R"({"jobs": [{"job_state": "RUNNING", "exit_code": 0, "state_reason": "None"}]})", "u");
+  EXPECT_FALSE(running->exit_code.has_value());
+  EXPECT_EQ(running->reason, "");
+  EXPECT_FALSE(parse_job_v0038(R"({"jobs": []})", "u").ok());
+}
+
+TEST(GatewayJobs, MintedSlurmTokenIsForTheUserAlone) {
+  std::string key(32, '\x07');
+  std::string tok = mint_slurm_token(key, "alice", 1000, 60);
+  size_t d1 = tok.find('.'), d2 = tok.rfind('.');
+  EXPECT_EQ(json::parse(*base64url_decode(tok.substr(0, d1))),
+            json({{"alg", "HS256"}, {"typ", "JWT"}}));
+  EXPECT_EQ(json::parse(*base64url_decode(tok.substr(d1 + 1, d2 - d1 - 1))),
+            json({{"iat", 1000}, {"exp", 1060}, {"sun", "alice"}}));
+  unsigned char mac[32];
+  unsigned int len = 0;
+  std::string input = tok.substr(0, d2);
+  HMAC(EVP_sha256(), key.data(), 32, reinterpret_cast<const unsigned char*>(input.data()),
+       input.size(), mac, &len);
+  EXPECT_EQ(tok.substr(d2 + 1), base64url_encode(std::string(reinterpret_cast<char*>(mac), len)));
+}
+
+TEST(GatewayJobsDb, IdempotencyListingAndReopening) {
+  TempDir dir("jobsdb");
+  std::string path = dir.path + "/jobs.db";
+  {
+    auto db = JobsDb::open(path);
+    ASSERT_TRUE(db.ok()) << db.error().message();
+    JobRecord a{0, "alice", "iss", "s1", "k1", R"({"image":"x"})"};
+    bool existing = true;
+    auto j1 = (*db)->accept(a, 100, &existing);
+    ASSERT_TRUE(j1.ok()) << j1.error().message();
+    EXPECT_FALSE(existing);
+    EXPECT_EQ(j1->state, "ACCEPTED");
+    auto again = (*db)->accept(a, 101, &existing);
+    EXPECT_TRUE(existing);
+    EXPECT_EQ(again->id, j1->id);
+    // The same key of another user, and requests without a key, are jobs of their own.
+    JobRecord b{0, "bob", "iss", "s2", "k1", "{}"};
+    auto j2 = (*db)->accept(b, 102, &existing);
+    EXPECT_FALSE(existing);
+    b.idempotency_key.clear();
+    auto j3 = (*db)->accept(b, 103, &existing);
+    auto j4 = (*db)->accept(b, 104, &existing);
+    EXPECT_FALSE(existing);
+    EXPECT_NE(j3->id, j4->id);
+    ASSERT_TRUE((*db)->submitted(j1->id, 5001, "PENDING", 110).ok());
+    ASSERT_TRUE((*db)->update(j2->id, "FAILED", "NonZeroExitCode", 3, "n1", 120).ok());
+    EXPECT_EQ((*db)->list("alice", "", 0, 100)->size(), 1u);
+    EXPECT_EQ((*db)->list("bob", "", 0, 100)->size(), 3u);
+    EXPECT_EQ((*db)->list("", "", 0, 100)->size(), 4u);
+    EXPECT_EQ((*db)->list("", "FAILED", 0, 100)->size(), 1u);
+    EXPECT_EQ((*db)->list("", "", 103, 100)->size(), 2u);
+    EXPECT_EQ((*db)->list("bob", "", 0, 100)->front().id, j4->id);  // newest first
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // Everything is there after reopening (a restart), under the same name.
+  std::string name = (*JobsDb::open(path))->instance();
+  auto db = JobsDb::open(path);
+  ASSERT_TRUE(db.ok());
+  EXPECT_EQ((*db)->instance(), name);
+  EXPECT_NE((*JobsDb::open(dir.path + "/other.db"))->instance(), name);
+  auto j = (*db)->get(1);
+  ASSERT_TRUE(j.ok() && j->has_value());
+  EXPECT_EQ((*j)->slurm_job_id, 5001);
+  EXPECT_EQ((*j)->state, "PENDING");
+  auto f = (*db)->get(2);
+  EXPECT_EQ((*f)->exit_code, 3);
+  EXPECT_EQ((*f)->nodes, "n1");
+  EXPECT_FALSE((*db)->get(99)->has_value());
+  json shown = job_json(**f);
+  EXPECT_EQ(shown["id"], "2");
+  EXPECT_EQ(shown["exit_code"], 3);
+}
+
+}  // namespace
+}  // namespace berth::gateway
+
+namespace berth::gateway {
+namespace {
+
+TEST(GatewayJobs, JobListAnswer) {
+  auto jobs = parse_jobs_v0038(R"({"errors": [], "jobs": [
+      {"job_id": 7, "comment": "berthd:3", "user_name": "alice", "job_state": "RUNNING"},
+      {"job_id": 8, "comment": "", "user_name": "bob", "job_state": "COMPLETED", "exit_code": 0},
+      {"comment": "no id"}]})",
+                               "u");
+  ASSERT_TRUE(jobs.ok()) << jobs.error().message();
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].id, 7);
+  EXPECT_EQ((*jobs)[0].comment, "berthd:3");
+  EXPECT_EQ((*jobs)[0].user, "alice");
+  EXPECT_EQ((*jobs)[1].info.exit_code, 0);
+}
+
+/// A slurmrestd that knows Slurm job 500 (comment "berthd:INSTANCE:1") and another gateway's
+/// job 501 ("berthd:ffffffffffffffff:2"), accepts submissions as job 600 on, and records what it
+/// was asked.
+struct FakeSlurmrestd {
+  std::string instance;
+  std::mutex mu;
+  std::vector<std::string> calls;  // "METHOD PATH USER"
+  int next = 600;
+  testing::FakeHttpServer server{[this](const testing::FakeRequest& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.push_back(r.method + " " + r.target + " " + r.header("x-slurm-user-name"));
+    testing::FakeResponse res;
+    if (r.target == "/slurm/v0.0.38/jobs")
+      res.body = R"({"errors": [], "jobs": [{"job_id": 500, "comment": "berthd:)" + instance +
+                 R"(:1", "job_state": "RUNNING", "nodes": "n1"}, {"job_id": 501,
+                 "comment": "berthd:ffffffffffffffff:2", "job_state": "RUNNING"}]})";
+    else if (r.target == "/slurm/v0.0.38/job/submit")
+      res.body = R"({"errors": [], "job_id": )" + std::to_string(next++) + "}";
+    else
+      res.body = R"({"errors": [], "jobs": [{"job_id": 1, "job_state": "COMPLETED",
+                    "exit_code": 0, "nodes": "n2"}]})";
+    return res;
+  }};
+};
+
+TEST(GatewayJobs, ReconcileFindsOrSubmitsAcceptedJobsOnce) {
+  TempDir dir("reconcile");
+  FakeSlurmrestd slurm;
+  auto db = JobsDb::open(dir.path + "/jobs.db");
+  ASSERT_TRUE(db.ok());
+  bool existing = false;
+  const std::string body = R"({"image": "alpine", "command": ["true"]})";
+  // Job 1 reached Slurm before a crash, job 2 did not, job 3 is a minute old (in flight).
+  for (int64_t created : {100, 100, 1000})
+    ASSERT_TRUE((*db)->accept({0, "alice", "iss", "s", "", body}, created, &existing).ok());
+  JobsDb* raw = db->get();
+  ASSERT_EQ(raw->instance().size(), 16u);
+  slurm.instance = raw->instance();
+  JobService jobs(std::move(*db), SlurmRest("http://" + slurm.server.host(), "k", 60), {});
+  auto r = jobs.reconcile(1060, 120);
+  EXPECT_EQ(r.found, 1);
+  EXPECT_EQ(r.resubmitted, 1);
+  EXPECT_EQ(r.failed, 0);
+  EXPECT_EQ((*raw->get(1))->slurm_job_id, 500);
+  // Then refreshed, as its owner, with the rest of the unfinished jobs.
+  EXPECT_EQ((*raw->get(1))->state, "COMPLETED");
+  EXPECT_EQ(r.refreshed, 2);
+  EXPECT_EQ((*raw->get(2))->slurm_job_id, 600);
+  EXPECT_EQ((*raw->get(3))->state, "ACCEPTED");
+  {
+    std::lock_guard<std::mutex> lock(slurm.mu);
+    EXPECT_EQ(std::count(slurm.calls.begin(), slurm.calls.end(),
+                         "POST /slurm/v0.0.38/job/submit alice"), 1);
+    EXPECT_EQ(std::count(slurm.calls.begin(), slurm.calls.end(),
+                         "GET /slurm/v0.0.38/job/500 alice"), 1);
+  }
+  // A second round submits nothing again; the in-flight job's turn comes when it is old.
+  r = jobs.reconcile(1200, 120);
+  EXPECT_EQ(r.resubmitted, 1);
+  EXPECT_EQ((*raw->get(3))->slurm_job_id, 601);
+  r = jobs.reconcile(1300, 120);
+  EXPECT_EQ(r.found + r.resubmitted, 0);
+}
+
+}  // namespace
+}  // namespace berth::gateway
