@@ -132,6 +132,19 @@ struct HolderReport {
   if (r.err != 0 || n != 1) ::_exit(0);  // the maker gave up: nothing to hold
   ::close(go_fd);
   (void)::prctl(PR_SET_NAME, "berth-subids", 0, 0, 0);  // as ps shows it
+  // ... and its command line, which is still the run's that forked it (tools that look for a
+  // container's processes by command line, the Slurm plugin's tests among them, would take it
+  // for one): the argument area, contiguous from argv[0], overwritten in place.
+  if (UniqueFd cmd(::open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC)); cmd.valid()) {
+    char buf[4096];
+    size_t len = 0;
+    for (ssize_t n; (n = ::read(cmd.get(), buf, sizeof buf)) > 0;) len += static_cast<size_t>(n);
+    constexpr char kTitle[] = "berth-subids";
+    if (len >= sizeof kTitle) {
+      std::memset(program_invocation_name, 0, len);
+      std::memcpy(program_invocation_name, kTitle, sizeof kTitle);
+    }
+  }
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
