@@ -2,6 +2,7 @@
 #include "gateway/config.h"
 
 #include "site/toml.h"
+#include "site/toml_reader.h"
 
 #include <algorithm>
 #include <climits>
@@ -14,54 +15,27 @@ namespace {
 constexpr const char* kHint = "see docs/gateway.md for berthd's keys and their types";
 
 /// Reads one file's keys, each failure naming the file, the line and the key.
-class Reader {
+class Reader : public TomlReader {
  public:
-  explicit Reader(const std::string& path) : path_(path) {}
+  explicit Reader(const std::string& path) : TomlReader(path, kHint) {}
 
-  Error bad(const toml::node& node, std::string_view key, const std::string& what) const {
-    std::string where;
-    if (node.source().begin.line > 0)
-      where = "line " + std::to_string(node.source().begin.line) + ": ";
-    return make_error("read config", path_, where + "\"" + std::string(key) + "\" " + what,
-                      ErrorCode::kInvalidInput)
-        .with_hint(kHint);
-  }
   Error missing(std::string_view table, std::string_view key) const {
-    return make_error("read config", path_,
+    return make_error("read config", path(),
                       std::string(table) + " has no \"" + std::string(key) + "\"",
                       ErrorCode::kInvalidInput)
         .with_hint(kHint);
   }
 
-  Result<std::string> string(const toml::node& node, std::string_view key) const {
-    auto s = node.value<std::string>();
-    if (!node.is_string() || !s) return bad(node, key, "is not a string");
-    return *s;
-  }
   Result<std::string> nonempty(const toml::node& node, std::string_view key) const {
     std::string s = BERTH_TRY(string(node, key));
     if (s.empty()) return bad(node, key, "is empty");
     return s;
-  }
-  Result<bool> boolean(const toml::node& node, std::string_view key) const {
-    if (!node.is_boolean()) return bad(node, key, "is not true or false");
-    return *node.value<bool>();
   }
   Result<int64_t> seconds(const toml::node& node, std::string_view key) const {
     auto v = node.value<int64_t>();
     if (!node.is_integer() || !v || *v < 0 || *v > 86400)
       return bad(node, key, "is not a whole number of seconds from 0 to 86400");
     return *v;
-  }
-  Result<std::vector<std::string>> strings(const toml::node& node, std::string_view key) const {
-    const toml::array* a = node.as_array();
-    if (a == nullptr) return bad(node, key, "is not a list of strings");
-    std::vector<std::string> out;
-    for (const toml::node& item : *a) {
-      if (!item.is_string()) return bad(node, key, "is not a list of strings");
-      out.push_back(*item.value<std::string>());
-    }
-    return out;
   }
   /// The tables of an array of tables `key` ([[key]]).
   Result<std::vector<const toml::table*>> tables(const toml::node& node,
@@ -164,8 +138,6 @@ class Reader {
     return u;
   }
 
- private:
-  const std::string& path_;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include "site/toml.h"
+#include "site/toml_reader.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -24,23 +25,10 @@ namespace berth {
 namespace {
 
 /// Reads one file's keys, each failure naming the file, the line and the key.
-class LayerReader {
+class LayerReader : public TomlReader {
  public:
-  LayerReader(const std::string& path) : path_(path) {}
-
-  Error bad(const toml::node& node, std::string_view key, const std::string& what) const {
-    std::string where;
-    if (node.source().begin.line > 0) where = "line " + std::to_string(node.source().begin.line) + ": ";
-    return make_error("read config", path_, where + "\"" + std::string(key) + "\" " + what,
-                      ErrorCode::kInvalidInput)
-        .with_hint("see docs/site.md for the keys and their types");
-  }
-
-  Result<std::string> string(const toml::node& node, std::string_view key) const {
-    auto s = node.value<std::string>();
-    if (!node.is_string() || !s) return bad(node, key, "is not a string");
-    return *s;
-  }
+  explicit LayerReader(const std::string& path)
+      : TomlReader(path, "see docs/site.md for the keys and their types") {}
 
   Result<std::string> absolute_path(const toml::node& node, std::string_view key) const {
     std::string s = BERTH_TRY(string(node, key));
@@ -59,27 +47,11 @@ class LayerReader {
     return bad(node, key, "is not " + names + ": \"" + s + "\"");
   }
 
-  Result<bool> boolean(const toml::node& node, std::string_view key) const {
-    if (!node.is_boolean()) return bad(node, key, "is not true or false");
-    return *node.value<bool>();
-  }
-
   Result<long> count(const toml::node& node, std::string_view key) const {
     auto v = node.value<int64_t>();
     if (!node.is_integer() || !v || *v < 0 || *v > 1'000'000'000)
       return bad(node, key, "is not a whole number of 0 to 1000000000");
     return static_cast<long>(*v);
-  }
-
-  Result<std::vector<std::string>> strings(const toml::node& node, std::string_view key) const {
-    const toml::array* a = node.as_array();
-    if (a == nullptr) return bad(node, key, "is not a list of strings");
-    std::vector<std::string> out;
-    for (const toml::node& item : *a) {
-      if (!item.is_string()) return bad(node, key, "is not a list of strings");
-      out.push_back(*item.value<std::string>());
-    }
-    return out;
   }
 
   Result<std::vector<std::string>> absolute_paths(const toml::node& node,
@@ -184,8 +156,6 @@ class LayerReader {
     return out;
   }
 
- private:
-  const std::string& path_;
 };
 
 }  // namespace
