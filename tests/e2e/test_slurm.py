@@ -728,3 +728,23 @@ wait
     assert outs == ["shared\n"] * 50
     assert sl.berth("inspect", "--format", "{{.State.Status}}", "many.n1")[1].strip() == "exited"
     print(f"50 concurrent steps on one named container: {took:.1f} s")
+
+
+def test_a_device_node_can_be_mounted(sl, pushed_busybox):
+    # pyxis's --container-mounts takes device nodes as well as files: /dev/zero bound elsewhere
+    # is still the character device (1, 5), readable inside.
+    out = sl.ok(f"--container-image={pushed_busybox}", "--container-mounts=/dev/zero:/mnt/zero",
+                "sh", "-c", "[ -c /mnt/zero ] && busybox stat -c '%t,%T' /mnt/zero && "
+                "busybox head -c 3 /mnt/zero | busybox od -An -tx1")
+    assert out.split() == ["1,5", "00", "00", "00"]
+
+
+def test_remap_root_shows_in_the_uid_map(sl, pushed_busybox):
+    # With --container-remap-root the user's uid is 0 inside; without, it is itself (one line
+    # of /proc/self/uid_map either way: the plugin's containers run with seccomp root emulation).
+    uid = sl.berth.identity.uid
+    out = sl.ok(f"--container-image={pushed_busybox}", "--container-remap-root",
+                "cat", "/proc/self/uid_map")
+    assert out.split() == ["0", str(uid), "1"]
+    out = sl.ok(f"--container-image={pushed_busybox}", "cat", "/proc/self/uid_map")
+    assert out.split() == [str(uid), str(uid), "1"]
