@@ -250,11 +250,8 @@ def test_gpu_job_gets_its_gpu(gw, berth, issuers, identity, cluster, scratch, pu
         pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
     if shutil.which("cc") is None:
         pytest.skip("no C compiler to build the fake driver libraries")
-    from test_gpu import UUID0, FakeHost
-    base = os.path.join(scratch, "gateway-gpu-host")
-    host = FakeHost(base) if not os.path.exists(base) else None
-    env = (host.env() if host else {"BERTH_DRIVER_ROOT": os.path.join(base, "root"),
-                                    "BERTH_DEV_ROOT": os.path.join(base, "dev-root")})
+    from test_gpu import UUID0, fake_host_env
+    env = fake_host_env(os.path.join(scratch, "gateway-gpu-host"))
     tok = token_a(issuers, identity)
     status, _, job = gw.request("POST", "/v1/jobs", tok, {
         "image": pushed_busybox, "env": env, "resources": {"gpus": 1},

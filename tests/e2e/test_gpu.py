@@ -83,6 +83,15 @@ class FakeHost:
                 "BERTH_CUDA_PROBE": "always", **extra}
 
 
+def fake_host_env(base: str) -> dict:
+    """The environment of the fabricated GPU host under BASE, made there the first time (the
+    Slurm and gateway tiers each keep one for their GPU tests)."""
+    if not os.path.exists(base):
+        return FakeHost(base).env()
+    return {"BERTH_DRIVER_ROOT": os.path.join(base, "root"),
+            "BERTH_DEV_ROOT": os.path.join(base, "dev-root"), "BERTH_CUDA_PROBE": "always"}
+
+
 @pytest.fixture(scope="module")
 def host(scratch):
     base = os.path.join(scratch, "gpu-host")

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import imagelib
-from test_gpu import UUID0, FakeHost
+from test_gpu import UUID0, fake_host_env
 from test_squashfs_run import fuse_procs, make_tree, mksquashfs, mounts, wait_for
 
 
@@ -68,6 +68,15 @@ class Slurm:
 @pytest.fixture
 def sl(berth, cluster) -> Slurm:
     return Slurm(berth, cluster)
+
+
+def kill_stepd(step: str) -> None:
+    """SIGKILLs the slurmstepd of STEP ("JOB.STEP"), as a node-side crash would."""
+    stepd = subprocess.run(["pgrep", "-f", rf"^slurmstepd: \[{step}\]"],
+                           capture_output=True, text=True).stdout.split()
+    assert stepd, f"no slurmstepd for step {step}"
+    for pid in stepd:
+        os.kill(int(pid), 9)
 
 
 def step_processes(berth) -> list[str]:
@@ -305,10 +314,7 @@ def test_the_steps_gpus_and_only_those_are_injected(sl, pushed_busybox, cluster,
         pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
     if shutil.which("cc") is None:
         pytest.skip("no C compiler to build the fake driver libraries")
-    base = os.path.join(scratch, "slurm-gpu-host")
-    host = FakeHost(base) if not os.path.exists(base) else None
-    env = (host.env() if host else {"BERTH_DRIVER_ROOT": os.path.join(base, "root"),
-                                    "BERTH_DEV_ROOT": os.path.join(base, "dev-root")})
+    env = fake_host_env(os.path.join(scratch, "slurm-gpu-host"))
     show = ["sh", "-c", "echo $CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES; ls /dev"]
     out = sl.ok("--gres=gpu:1", f"--container-image={pushed_busybox}", *show, env=env)
     first, devices = out.split("\n", 1)
@@ -463,11 +469,7 @@ def test_a_killed_slurmstepd_leaves_no_holder(sl, pushed_busybox):
                 job = out.strip()
             time.sleep(0.2)
         assert job, "the step did not start"
-        stepd = subprocess.run(["pgrep", "-f", rf"^slurmstepd: \[{job}\.0\]"],
-                               capture_output=True, text=True).stdout.split()
-        assert stepd, "no slurmstepd for the step"
-        for pid in stepd:
-            os.kill(int(pid), 9)
+        kill_stepd(f"{job}.0")
         sl("scancel", job)
         p.wait(timeout=60)
     finally:
@@ -671,11 +673,7 @@ def test_a_dead_steps_holder_goes_at_the_jobs_next_step(sl, pushed_busybox):
                 holders = holder_processes(sl.berth) - before
             time.sleep(0.2)
         assert holders, "the step did not start"
-        stepd = subprocess.run(["pgrep", "-f", rf"^slurmstepd: \[{job}\.0\]"],
-                               capture_output=True, text=True).stdout.split()
-        assert stepd, "no slurmstepd for the step"
-        for pid in stepd:
-            os.kill(int(pid), 9)
+        kill_stepd(f"{job}.0")
         step.kill()
         step.wait(timeout=30)
         # Nothing removed the step's container yet (Slurm itself may have signalled the
