@@ -41,14 +41,22 @@ __global__ void fma_kernel(float* out, int iters, float a, float b) {
 }
 
 int main(int argc, char** argv) {
-  int reps = argc > 1 ? std::atoi(argv[1]) : 20;
-  int driver = 0, runtime = 0;
+  // "probe": report the device, make a context and stop (bench/gpu times this for the start-up
+  // cost).
+  const bool probe = argc > 1 && std::strcmp(argv[1], "probe") == 0;
+  int reps = argc > 1 && !probe ? std::atoi(argv[1]) : 20;
+  int driver = 0, runtime = 0, count = 0;
   CHECK(cudaDriverGetVersion(&driver));
   CHECK(cudaRuntimeGetVersion(&runtime));
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device=%s\ncuda_driver=%d\ncuda_runtime=%d\nsms=%d\n", prop.name, driver, runtime,
+  CHECK(cudaGetDeviceCount(&count));
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::printf("device=%s\ndevices=%d\ncuda_visible_devices=%s\ncuda_driver=%d\ncuda_runtime=%d\nsms=%d\n",
+              prop.name, count, visible ? visible : "(unset)", driver, runtime,
               prop.multiProcessorCount);
+  CHECK(cudaFree(nullptr));  // a context on the device: what MPS and the compute mode act on
+  if (probe) return 0;
 
   cudaEvent_t start, stop;
   CHECK(cudaEventCreate(&start));

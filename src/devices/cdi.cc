@@ -513,6 +513,25 @@ void add_soname_links(const std::vector<std::pair<std::string, std::string>>& fi
   }
 }
 
+/// A spec with no update-ldcache hook (`berth cdi generate` on a host without NVIDIA's hook
+/// binaries, or one written by hand) still mounts the driver's libraries, at their host paths:
+/// where those lie outside the folders a loader searches unasked (a driver under
+/// /usr/local/nvidia, as GKE and the GPU operator install it), the program would not find
+/// libcuda.so.1. Their folders join the loader cache as the hook's would have.
+void add_mounted_library_dirs(const std::vector<std::pair<std::string, std::string>>& files,
+                              std::vector<std::string>& ld_dirs) {
+  static const std::set<std::string> kSearched = {
+      "/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+      "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu"};
+  for (const auto& [host, ctr] : files) {
+    std::string dir = dirname_of(ctr);
+    if (kSearched.contains(dir) || std::find(ld_dirs.begin(), ld_dirs.end(), dir) != ld_dirs.end())
+      continue;
+    auto elf = read_elf_info(host);
+    if (elf.ok() && !elf->soname.empty() && elf->machine == host_elf_machine()) ld_dirs.push_back(dir);
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> cdi_spec_dirs(const std::vector<std::string>& env, const std::string& home) {
@@ -639,6 +658,7 @@ Result<std::vector<std::string>> apply_cdi_device(const std::vector<CdiSpec>& sp
                           found->path, spec, ld_dirs, files, warnings));
   BERTH_CHECK(apply_edits(found_dev->value("containerEdits", nlohmann::json::object()),
                           found->path + " (" + device + ")", spec, ld_dirs, files, warnings));
+  if (ld_dirs.empty()) add_mounted_library_dirs(files, ld_dirs);
   add_soname_links(files, ld_dirs, spec);
   add_library_dirs(ld_dirs, spec);
   return warnings;

@@ -26,6 +26,9 @@ const char* const kLibraryDirs[] = {
     "/usr/lib/x86_64-linux-gnu/vdpau", "/lib/x86_64-linux-gnu", "/usr/lib64", "/lib64",
     "/usr/lib64/vdpau", "/usr/lib", "/lib", "/usr/lib/vdpau",
     "/usr/lib/i386-linux-gnu", "/usr/lib/i386-linux-gnu/vdpau", "/usr/lib32",
+    // Where GKE and NVIDIA's GPU operator put a containerised driver (its users find it through
+    // LD_LIBRARY_PATH, not ld.so.cache): lib64 native, lib 32-bit.
+    "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib",
 };
 
 struct BinaryRule {
@@ -39,7 +42,8 @@ const BinaryRule kBinaries[] = {
     {"nvidia-cuda-mps-control", kCapCompute},
     {"nvidia-cuda-mps-server", kCapCompute},
 };
-const char* const kBinaryDirs[] = {"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin"};
+const char* const kBinaryDirs[] = {"/usr/bin",      "/usr/sbin", "/bin", "/sbin", "/usr/local/bin",
+                                   "/usr/local/nvidia/bin"};
 
 /// ICD and loader configuration files, by capability.
 const BinaryRule kConfigFiles[] = {
@@ -273,9 +277,24 @@ void discover_files(const DiscoveryOptions& o, NvidiaDriver* d) {
     to.push_back(std::move(f));
     return true;
   };
-  for (const auto& b : kBinaries)
-    for (const char* dir : kBinaryDirs)
-      if (add(d->binaries, std::string(dir) + "/" + b.name, b.caps)) break;
+  // The first program of each name, preferring a real one (ELF) to a script: a host may wrap
+  // the driver's tool (/usr/bin/nvidia-smi setting LD_LIBRARY_PATH, then exec-ing
+  // /usr/local/nvidia/bin/nvidia-smi), and the wrapper means nothing inside a container.
+  for (const auto& b : kBinaries) {
+    std::string script;
+    bool found = false;
+    for (const char* dir : kBinaryDirs) {
+      std::string path = std::string(dir) + "/" + b.name;
+      if (!path_exists(under(o.driver_root, path))) continue;
+      if (!read_elf_info(under(o.driver_root, path)).ok()) {
+        if (script.empty()) script = path;
+        continue;
+      }
+      found = add(d->binaries, path, b.caps);
+      break;
+    }
+    if (!found && !script.empty()) add(d->binaries, script, b.caps);
+  }
   for (const auto& c : kConfigFiles) add(d->config_files, c.name, c.caps);
   for (const char* fw : {"/lib/firmware/nvidia/", "/usr/lib/firmware/nvidia/"}) {
     std::string dir = fw + d->version.str();

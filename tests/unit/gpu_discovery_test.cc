@@ -5,10 +5,12 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "devices/amd.h"
 #include "devices/cdi.h"
 #include "core/elf.h"
+#include "core/env_list.h"
 #include "devices/gpu_report.h"
 #include "devices/ld_cache.h"
 #include "devices/nvidia_discover.h"
@@ -456,6 +458,43 @@ TEST(Cdi, SpecStructure) {
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(*back, s) << yaml;
   EXPECT_EQ(nlohmann::json::parse(cdi_spec_text(s, false)), s);
+}
+
+TEST(NvidiaDiscovery, ARealProgramWinsOverAWrapperScript) {
+  // As on a host whose driver lives in /usr/local/nvidia: /usr/bin/nvidia-smi is a script that
+  // sets LD_LIBRARY_PATH and execs the real one, which a container could not reach.
+  FakeHost h;
+  testing::copy_lib("libnvidia-ml.so.550.54.15", h.root + "/usr/local/nvidia/bin/nvidia-smi");  // any ELF
+  auto nv = discover_nvidia(options(h));
+  ASSERT_TRUE(nv.ok());
+  std::map<std::string, std::string> found;
+  for (const auto& b : nv->binaries) found[b.path.substr(b.path.rfind('/') + 1)] = b.path;
+  EXPECT_EQ(found["nvidia-smi"], "/usr/local/nvidia/bin/nvidia-smi");
+  // With nothing better, the script is still what there is.
+  EXPECT_EQ(found["nvidia-cuda-mps-control"], "/usr/bin/nvidia-cuda-mps-control");
+}
+
+TEST(Cdi, WithoutAHookTheLibraryFoldersStillReachTheLoader) {
+  // No nvidia-cdi-hook on this host: the spec has no update-ldcache hook, and a library folder
+  // the loader does not search unasked (/opt/nvidia/lib here; /usr/local/nvidia/lib64 on GKE)
+  // must still reach the container's loader when Berth applies the spec.
+  FakeHost h;
+  auto nv = discover_nvidia(options(h));
+  ASSERT_TRUE(nv.ok());
+  nlohmann::json s = make_cdi_spec(*nv);
+  EXPECT_FALSE(s["containerEdits"].contains("hooks"));
+  TempDir d;
+  d.write("cdi/nvidia.json", s.dump());
+  d.write("rootfs/etc/passwd", "");
+  std::vector<std::string> warnings;
+  auto specs = load_cdi_specs({d.path + "/cdi"}, &warnings);
+  ASSERT_TRUE(specs.ok());
+  ContainerSpec c;
+  c.rootfs = d.path + "/rootfs";
+  auto w = apply_cdi_device(*specs, "nvidia.com/gpu=0", c);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  // No ldconfig in this root: the folder goes to LD_LIBRARY_PATH; the standard one does not.
+  EXPECT_EQ(env_lookup(c.env, "LD_LIBRARY_PATH").value_or(""), "/opt/nvidia/lib");
 }
 
 }  // namespace
