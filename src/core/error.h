@@ -82,7 +82,7 @@ inline constexpr std::string_view kOpWords[] = {
     // The site policy (site).
     "registry",
     // The job gateway (gateway/, berthd).
-    "listen", "map identity", "read JWKS", "discover issuer", "verify token",
+    "listen", "map identity", "read JWKS", "discover issuer", "verify token", "read accounting",
     // The udocker command line (cli/udocker.h).
     "setup", "udocker",
 };
