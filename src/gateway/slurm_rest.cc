@@ -79,6 +79,31 @@ Result<std::vector<SlurmJobEntry>> SlurmRest::jobs(const std::string& user) {
   return parse_jobs_v0038(a.body, url);
 }
 
+Result<std::string> SlurmRest::get(const std::string& user, const std::string& path) {
+  Answer a = BERTH_TRY(call("GET", user, path, ""));
+  if (a.status != 200) {
+    std::string why = slurm_error_v0038(a.body);
+    return http_error("GET", url_ + kSlurmApiPrefix + path, a.status,
+                      why.empty() ? "slurmrestd error" : why);
+  }
+  return std::move(a.body);
+}
+
+Result<std::vector<SlurmNode>> SlurmRest::nodes(const std::string& user) {
+  std::string body = BERTH_TRY(get(user, "/nodes"));
+  return parse_nodes_v0038(body, url_ + kSlurmApiPrefix + "/nodes");
+}
+
+Result<std::vector<SlurmPartition>> SlurmRest::partitions(const std::string& user) {
+  std::string body = BERTH_TRY(get(user, "/partitions"));
+  return parse_partitions_v0038(body, url_ + kSlurmApiPrefix + "/partitions");
+}
+
+Result<bool> SlurmRest::ping(const std::string& user) {
+  std::string body = BERTH_TRY(get(user, "/ping"));
+  return parse_ping_v0038(body, url_ + kSlurmApiPrefix + "/ping");
+}
+
 Status SlurmRest::cancel(const std::string& user, int64_t id) {
   std::string path = "/job/" + std::to_string(id);
   Answer a = BERTH_TRY(call("DELETE", user, path, ""));
