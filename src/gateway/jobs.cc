@@ -130,6 +130,11 @@ SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comm
     // (an image that does not pull) land in the .err file too.
     std::string stem = slurm.output_dir + "/" + output_stem;
     cmd += " >" + shell_quote(stem + ".out") + " 2>" + shell_quote(stem + ".err");
+    // The batch script's own output goes nowhere: a file Slurm names is visible to every user
+    // in the job's record while it is pending, and a file of the same name planted by another
+    // user before the job starts would receive the job's writes. The names above live in the
+    // script, which only the owner and Slurm's administrators can read.
+    s.standard_output = s.standard_error = "/dev/null";
   }
   s.script = "#!/bin/sh\n" + cmd + "\n";
   return s;

@@ -93,6 +93,8 @@ nlohmann::json submit_body_v0038(const SlurmJobSpec& s) {
                         {"tasks", s.tasks},
                         {"cpus_per_task", s.cpus_per_task}};
   if (!s.partition.empty()) job["partition"] = s.partition;
+  if (!s.standard_output.empty()) job["standard_output"] = s.standard_output;
+  if (!s.standard_error.empty()) job["standard_error"] = s.standard_error;
   if (s.memory_mb > 0) job["memory_per_node"] = s.memory_mb;
   if (s.gpus > 0) job["gpus"] = std::to_string(s.gpus);  // a string in v0.0.38
   if (s.time_limit_min > 0) job["time_limit"] = s.time_limit_min;
