@@ -236,7 +236,7 @@ def test_two_users_submit_list_get_cancel_and_read_output(gw, berth, issuers, id
         "env": user_store(berth, second_user)})
     assert status == 201, b
     status, _, b_sleep = gw.request("POST", "/v1/jobs", tok_b, {
-        "image": pushed_busybox, "command": ["sleep", "300"],
+        "image": pushed_busybox, "command": ["busybox", "sleep", "300"],
         "env": user_store(berth, second_user)})
     assert status == 201, b_sleep
     for tok, mine, theirs in ((tok_a, [a], [b, b_sleep]), (tok_b, [b_sleep, b], [a])):
@@ -271,7 +271,8 @@ def test_two_users_submit_list_get_cancel_and_read_output(gw, berth, issuers, id
     # B cancels its own job; A could not.
     status, _, cancelled = gw.request("DELETE", f"/v1/jobs/{b_sleep['id']}", tok_b)
     assert status == 202, cancelled
-    assert wait_final(gw, tok_b, b_sleep["id"])["state"] == "CANCELLED"
+    done = wait_final(gw, tok_b, b_sleep["id"])
+    assert done["state"] == "CANCELLED", (done, api_output(gw, tok_b, b_sleep["id"]))
     # The access log has a line per request, with the account that made it.
     with open(gw.log) as f:
         log = f.read()
