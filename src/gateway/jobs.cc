@@ -216,6 +216,11 @@ Result<JobService::Submitted> JobService::submit(const Account& who, const std::
 Status JobService::refresh(const std::string& user, JobRecord& job) {
   if (job.slurm_job_id == 0 || final_state(job.state)) return {};
   SlurmJobInfo info = BERTH_TRY(slurm_.job(user, job.slurm_job_id));
+  // Slurm forgets a job's GPUs (gres_detail) when it ends: what was seen while it ran stays.
+  if (info.gpus == 0 && info.gres_detail.empty()) {
+    info.gpus = job.gpus;
+    info.gres_detail = job.gres_detail;
+  }
   if (info.state == job.state && info.reason == job.reason && info.nodes == job.nodes &&
       info.exit_code == job.exit_code && info.start_time == job.start_time &&
       info.end_time == job.end_time && info.gpus == job.gpus &&

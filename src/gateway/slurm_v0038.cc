@@ -64,10 +64,24 @@ SlurmJobInfo job_info(const nlohmann::json& job) {
   // start_time of a pending job is Slurm's estimate, end_time of a running one its time limit:
   // only facts are reported.
   if (info.state != "PENDING") info.start_time = int_field(job, "start_time");
-  // GPUs allocated: gres_detail, one GRES string per allocated node ("gpu:fake:1(IDX:0)").
-  // Not tres_alloc_str, which names gres/gpu only where AccountingStorageTRES lists it.
+  // GPUs allocated: gres_detail, one GRES string per allocated node ("gpu:fake:1(IDX:0)"),
+  // while the job holds them; Slurm empties it when the job ends. Then tres_alloc_str's
+  // "gres/gpu=N", which is there only where AccountingStorageTRES lists gres/gpu (it needs
+  // slurmdbd).
   info.gres_detail = strings_field(job, "gres_detail");
   for (const std::string& g : info.gres_detail) info.gpus += gres_gpus(g);
+  if (info.gres_detail.empty()) {
+    std::string tres = string_field(job, "tres_alloc_str");
+    for (size_t pos = 0; pos < tres.size();) {
+      size_t end = std::min(tres.find(',', pos), tres.size());
+      std::string_view item = std::string_view(tres).substr(pos, end - pos);
+      pos = end + 1;
+      std::string_view digits = item.substr(std::min(item.size(), sizeof("gres/gpu=") - 1));
+      if (item.starts_with("gres/gpu=") && !digits.empty() && digits.size() <= 6 &&
+          digits.find_first_not_of("0123456789") == std::string_view::npos)
+        info.gpus = std::stoi(std::string(digits));
+    }
+  }
   // exit_code is the wait status (WEXITSTATUS in the high byte, the signal in the low bits),
   // meaningful once the job has ended.
   bool ended = info.state != "PENDING" && info.state != "RUNNING" &&

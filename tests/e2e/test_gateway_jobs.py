@@ -386,15 +386,28 @@ def test_gpu_job_gets_its_gpu(gw, berth, issuers, identity, cluster, scratch, pu
     tok = token_a(issuers, identity)
     status, _, job = gw.request("POST", "/v1/jobs", tok, {
         "image": pushed_busybox, "env": env, "resources": {"gpus": 1},
-        "command": ["sh", "-c", "echo gpus=$CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES"]})
+        "command": ["sh", "-c", "echo gpus=$CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES; "
+                                "exec busybox sleep 300"]})
     assert status == 201, job
-    done = wait_final(gw, tok, job["id"])
-    out = api_output(gw, tok, job["id"])
-    assert done["state"] == "COMPLETED", (done, out, job_output(berth, done))
+    # While it runs: Slurm's record of the allocation (one GPU of the node it runs on), and
+    # the output so far.
+    deadline = time.monotonic() + 90
+    while True:
+        status, _, running = gw.request("GET", f"/v1/jobs/{job['id']}", tok)
+        out = api_output(gw, tok, job["id"])
+        if running["state"] == "RUNNING" and out["stdout"]:
+            break
+        assert running["state"] in ("PENDING", "RUNNING", "CONFIGURING"), (
+            running, out, job_output(berth, running))
+        assert time.monotonic() < deadline, (running, out)
+        time.sleep(0.2)
     assert out["stdout"] == f"gpus=0 {UUID0}\n", out
-    # Slurm's record of the allocation: one GPU, on the node the job ran on.
-    assert done["gpus_allocated"] == 1, done
-    assert re.fullmatch(r"gpu:fake:1\(IDX:[01]\)", done["gres_detail"][0]), done
+    assert running["gpus_allocated"] == 1, running
+    assert re.fullmatch(r"gpu:fake:1\(IDX:[01]\)", running["gres_detail"][0]), running
+    assert gw.request("DELETE", f"/v1/jobs/{job['id']}", tok)[0] == 202
+    done = wait_final(gw, tok, job["id"])
+    # Slurm forgets the GPUs of an ended job; berthd keeps what it saw.
+    assert (done["state"], done["gpus_allocated"]) == ("CANCELLED", 1), done
 
 
 def test_kill_9_during_200_submissions_loses_and_duplicates_nothing(gw, issuers, identity,
