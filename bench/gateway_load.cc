@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
     threads.emplace_back([&, c] {
       httplib::Client client(o.url);
       client.set_keep_alive(true);
+      client.set_tcp_nodelay(true);
       client.set_connection_timeout(30);
       client.set_read_timeout(60);
       std::vector<double> mine;

@@ -89,6 +89,10 @@ Server::~Server() = default;
 void Server::routes() {
   http_->new_task_queue = [] { return new httplib::ThreadPool(kWorkerThreads); };
   http_->set_payload_max_length(size_t{1} << 20);
+  // cpp-httplib writes an answer's headers and body with two calls: without TCP_NODELAY the
+  // body waits for the client's delayed ACK (40 ms on Linux).
+  http_->set_tcp_nodelay(true);
+  http_->set_keep_alive_max_count(kKeepAliveRequests);
   // The access log: one line per request on stderr, written with one call so that lines of
   // concurrent requests do not interleave.
   http_->set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {

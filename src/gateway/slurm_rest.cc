@@ -35,6 +35,7 @@ Result<SlurmRest::Answer> SlurmRest::call(Op op, const std::string& user,
   httplib::Client client(url_);
   client.set_connection_timeout(kTimeoutS);
   client.set_read_timeout(kTimeoutS);
+  client.set_tcp_nodelay(true);  // the body is a write of its own: no wait for an ACK
   httplib::Headers headers = {
       {"X-SLURM-USER-NAME", user},
       {"X-SLURM-USER-TOKEN", mint_slurm_token(key_, user, std::time(nullptr), lifespan_s_)}};
