@@ -308,6 +308,21 @@ def test_systems_show_the_cluster_and_its_state(gw, issuers, identity, cluster):
     assert status == 401
 
 
+def test_an_output_dir_berthd_cannot_read_is_refused_at_start(gw, identity, berthd_bin):
+    """An output_dir without the default ACL (jobs' files would be unreadable to berthd, or
+    readable by everyone) stops berthd with a one-line error before it serves."""
+    bare = identity.make_dir(os.path.join(os.path.dirname(gw.db), "output-no-acl"), 0o1733)
+    with open(os.path.join(os.path.dirname(gw.db), "berthd.conf")) as f:
+        conf = f.read().replace(f'output_dir = "{gw.output_dir}"', f'output_dir = "{bare}"')
+    path = identity.write_file(os.path.join(os.path.dirname(gw.db), "no-acl.conf"), conf)
+    r = subprocess.run(identity.prefix + [berthd_bin, "--config", path], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 1
+    assert r.stderr.splitlines()[0] == (
+        f"berthd: read config {bare}: [slurm] output_dir has no default ACL that lets berthd, "
+        "and no one else, read the jobs' files")
+
+
 def test_bad_requests(gw, issuers, identity):
     tok = token_a(issuers, identity)
     for body, message in [
