@@ -100,6 +100,10 @@ int main(int argc, char** argv) {
         double ms = std::chrono::duration<double, std::milli>(clock::now() - t).count();
         if (!r || r->status / 100 != 2) {
           ++errors;
+          std::fprintf(stderr, "gateway_load: client %d, request %ld, at %.3f s: %s\n", c, i,
+                       std::chrono::duration<double>(t - start).count(),
+                       !r ? httplib::to_string(r.error()).c_str()
+                          : std::to_string(r->status).c_str());
           std::lock_guard<std::mutex> lock(mu);
           if (first_error.empty())
             first_error = !r ? httplib::to_string(r.error())

@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
@@ -93,6 +94,12 @@ void Server::routes() {
   // body waits for the client's delayed ACK (40 ms on Linux).
   http_->set_tcp_nodelay(true);
   http_->set_keep_alive_max_count(kKeepAliveRequests);
+  // The listening socket is made inside cpp-httplib; its descriptor is kept here so that bind()
+  // can raise the backlog (listen() again on a listening socket only changes that).
+  http_->set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd_ = sock;
+  });
   // The access log: one line per request on stderr, written with one call so that lines of
   // concurrent requests do not interleave.
   http_->set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
@@ -229,6 +236,8 @@ Result<int> Server::bind() {
   } else if (!http_->bind_to_port(config_.listen_host, port)) {
     return sys_error("listen", config_.listen_host + ":" + std::to_string(port));
   }
+  if (listen_fd_ >= 0 && ::listen(listen_fd_, kListenBacklog) != 0)
+    return sys_error("listen", config_.listen_host + ":" + std::to_string(port));
   return port;
 }
 
