@@ -45,12 +45,18 @@ Options parse(int argc, char** argv) {
     std::string a = argv[i];
     if (i + 1 >= argc) usage(("option " + a + " needs a value").c_str());
     std::string v = argv[++i];
-    if (a == "--method") o.method = v;
-    else if (a == "--clients") o.clients = std::atoi(v.c_str());
-    else if (a == "--seconds") o.seconds = std::atof(v.c_str());
-    else if (a == "--requests") o.requests = std::atol(v.c_str());
-    else if (a == "--body") o.body = v;
-    else if (a == "--idempotency") o.idempotency = v;
+    if (a == "--method")
+      o.method = v;
+    else if (a == "--clients")
+      o.clients = std::atoi(v.c_str());
+    else if (a == "--seconds")
+      o.seconds = std::atof(v.c_str());
+    else if (a == "--requests")
+      o.requests = std::atol(v.c_str());
+    else if (a == "--body")
+      o.body = v;
+    else if (a == "--idempotency")
+      o.idempotency = v;
     else if (a == "--header") {
       size_t colon = v.find(':');
       if (colon == std::string::npos) usage(("a header is 'Name: value': " + v).c_str());
@@ -75,8 +81,8 @@ int main(int argc, char** argv) {
   std::string first_error;
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  const auto end = start + std::chrono::duration_cast<clock::duration>(
-                               std::chrono::duration<double>(o.seconds));
+  const auto end =
+      start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(o.seconds));
   std::vector<std::thread> threads;
   for (int c = 0; c < o.clients; ++c) {
     threads.emplace_back([&, c] {
@@ -94,16 +100,15 @@ int main(int argc, char** argv) {
           h.emplace("Idempotency-Key",
                     o.idempotency + "-" + std::to_string(c) + "-" + std::to_string(i));
         auto t = clock::now();
-        httplib::Result r = o.method == "GET"
-                                ? client.Get(o.path, h)
-                                : client.Post(o.path, h, o.body, "application/json");
+        httplib::Result r = o.method == "GET" ? client.Get(o.path, h)
+                                              : client.Post(o.path, h, o.body, "application/json");
         double ms = std::chrono::duration<double, std::milli>(clock::now() - t).count();
         if (!r || r->status / 100 != 2) {
           ++errors;
-          std::fprintf(stderr, "gateway_load: client %d, request %ld, at %.3f s: %s\n", c, i,
-                       std::chrono::duration<double>(t - start).count(),
-                       !r ? httplib::to_string(r.error()).c_str()
-                          : std::to_string(r->status).c_str());
+          std::fprintf(
+              stderr, "gateway_load: client %d, request %ld, at %.3f s: %s\n", c, i,
+              std::chrono::duration<double>(t - start).count(),
+              !r ? httplib::to_string(r.error()).c_str() : std::to_string(r->status).c_str());
           std::lock_guard<std::mutex> lock(mu);
           if (first_error.empty())
             first_error = !r ? httplib::to_string(r.error())

@@ -19,13 +19,14 @@ namespace {
 // The kernel's ACL xattr form (linux/posix_acl_xattr.h): a 4-byte version (2), then 8-byte
 // entries {u16 tag, u16 perm, u32 id}, little-endian.
 constexpr uint32_t kAclVersion = 2;
-constexpr uint16_t kUserObj = 0x01, kUser = 0x02, kGroupObj = 0x04, kGroup = 0x08,
-                   kMask = 0x10, kOther = 0x20;
+constexpr uint16_t kUserObj = 0x01, kUser = 0x02, kGroupObj = 0x04, kGroup = 0x08, kMask = 0x10,
+                   kOther = 0x20;
 constexpr uint16_t kRead = 4;
 
 uint32_t le(std::string_view s, size_t at, size_t n) {
   uint32_t v = 0;
-  for (size_t i = 0; i < n; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(s[at + i])) << (8 * i);
+  for (size_t i = 0; i < n; ++i)
+    v |= static_cast<uint32_t>(static_cast<unsigned char>(s[at + i])) << (8 * i);
   return v;
 }
 
@@ -65,8 +66,8 @@ Result<std::string> read_tail(const std::string& path, uid_t owner, int lines, s
   if (!S_ISREG(st.st_mode))
     return make_error("read", path, "not a regular file", ErrorCode::kInvalidInput);
   if (st.st_uid != owner)
-    return make_error("read", path, "the file is not the job owner's (uid " +
-                                        std::to_string(st.st_uid) + ")",
+    return make_error("read", path,
+                      "the file is not the job owner's (uid " + std::to_string(st.st_uid) + ")",
                       ErrorCode::kInvalidInput);
   // Backwards from the end in blocks until `lines` line ends before the last byte, or the cap.
   const size_t size = static_cast<size_t>(st.st_size);

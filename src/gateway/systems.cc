@@ -5,8 +5,8 @@
 
 namespace berth::gateway {
 
-nlohmann::json system_json(const std::string& name, const std::string& problem,
-                           bool controller_up, const std::vector<SlurmNode>& nodes,
+nlohmann::json system_json(const std::string& name, const std::string& problem, bool controller_up,
+                           const std::vector<SlurmNode>& nodes,
                            const std::vector<SlurmPartition>& partitions) {
   std::map<std::string, int> by_state = {
       {"idle", 0}, {"mixed", 0}, {"allocated", 0}, {"unavailable", 0}};
@@ -24,8 +24,12 @@ nlohmann::json system_json(const std::string& name, const std::string& problem,
   bool partition_down = false;
   for (const SlurmPartition& p : partitions) {
     partition_down = partition_down || p.state != "UP";
-    parts.push_back({{"name", p.name}, {"state", p.state}, {"default", p.is_default},
-                     {"nodes", p.nodes}, {"cpus", p.cpus}, {"gpus", partition_gpus[p.name]}});
+    parts.push_back({{"name", p.name},
+                     {"state", p.state},
+                     {"default", p.is_default},
+                     {"nodes", p.nodes},
+                     {"cpus", p.cpus},
+                     {"gpus", partition_gpus[p.name]}});
   }
   int usable = static_cast<int>(nodes.size()) - by_state["unavailable"];
   std::string state = "up", reason;
@@ -51,15 +55,17 @@ nlohmann::json system_json(const std::string& name, const std::string& problem,
           {"state", state},
           {"reason", reason},
           {"nodes",
-           {{"total", nodes.size()}, {"idle", by_state["idle"]}, {"mixed", by_state["mixed"]},
-            {"allocated", by_state["allocated"]}, {"unavailable", by_state["unavailable"]}}},
+           {{"total", nodes.size()},
+            {"idle", by_state["idle"]},
+            {"mixed", by_state["mixed"]},
+            {"allocated", by_state["allocated"]},
+            {"unavailable", by_state["unavailable"]}}},
           {"cpus", {{"total", cpus}, {"allocated", alloc_cpus}}},
           {"gpus", {{"total", gpus}, {"allocated", gpus_used}}},
           {"partitions", parts}};
 }
 
-nlohmann::json describe_system(SlurmRest& slurm, const std::string& user,
-                               const std::string& name) {
+nlohmann::json describe_system(SlurmRest& slurm, const std::string& user, const std::string& name) {
   auto up = slurm.ping(user);
   if (!up.ok()) return system_json(name, up.error().message(), false, {}, {});
   auto nodes = slurm.nodes(user);

@@ -16,12 +16,11 @@ namespace berth::gateway {
 /// tell ("" when it answered), `controller_up` whether slurmctld answered its ping. The state
 /// is "down" when either failed or no node is usable, "degraded" when a node is unavailable or
 /// a partition is not UP, else "up".
-nlohmann::json system_json(const std::string& name, const std::string& problem,
-                           bool controller_up, const std::vector<SlurmNode>& nodes,
+nlohmann::json system_json(const std::string& name, const std::string& problem, bool controller_up,
+                           const std::vector<SlurmNode>& nodes,
                            const std::vector<SlurmPartition>& partitions);
 
 /// Asks slurmrestd, as `user`, and describes the cluster `name` (system_json).
-nlohmann::json describe_system(SlurmRest& slurm, const std::string& user,
-                               const std::string& name);
+nlohmann::json describe_system(SlurmRest& slurm, const std::string& user, const std::string& name);
 
 }  // namespace berth::gateway

@@ -37,14 +37,16 @@ TEST(GatewayRead, GresGpus) {
 
 TEST(GatewayRead, JobTimesAndGpus) {
   auto pending = parse_job_v0038(R"({"jobs": [{"job_state": "PENDING", "submit_time": 10,
-      "start_time": 99, "end_time": 199, "gres_detail": []}]})", "u");
+      "start_time": 99, "end_time": 199, "gres_detail": []}]})",
+                                 "u");
   ASSERT_TRUE(pending.ok());
   EXPECT_EQ(pending->submit_time, 10);
   EXPECT_EQ(pending->start_time, 0);  // Slurm's estimate, not a fact
   EXPECT_EQ(pending->end_time, 0);
   auto running = parse_job_v0038(R"j({"jobs": [{"job_state": "RUNNING", "start_time": 20,
       "end_time": 3620, "gres_detail": ["gpu:a100:2(IDX:0-1)", "gpu:a100:1(IDX:3)"],
-      "tres_alloc_str": "cpu=1,mem=100M,node=2"}]})j", "u");
+      "tres_alloc_str": "cpu=1,mem=100M,node=2"}]})j",
+                                 "u");
   EXPECT_EQ(running->start_time, 20);
   EXPECT_EQ(running->end_time, 0);  // the time limit, not an end
   EXPECT_EQ(running->gpus, 3);
@@ -52,7 +54,8 @@ TEST(GatewayRead, JobTimesAndGpus) {
             (std::vector<std::string>{"gpu:a100:2(IDX:0-1)", "gpu:a100:1(IDX:3)"}));
   auto ended = parse_job_v0038(R"({"jobs": [{"job_state": "COMPLETED", "exit_code": 0,
       "start_time": 20, "end_time": 80, "gres_detail": [],
-      "tres_alloc_str": "cpu=1,gres/gpu:a100=4,gres/gpu=4,node=1"}]})", "u");
+      "tres_alloc_str": "cpu=1,gres/gpu:a100=4,gres/gpu=4,node=1"}]})",
+                               "u");
   EXPECT_EQ(ended->end_time, 80);
   EXPECT_EQ(ended->gpus, 4);
   EXPECT_TRUE(ended->gres_detail.empty());
@@ -64,7 +67,8 @@ TEST(GatewayRead, NodesPartitionsAndPing) {
        "gres_used": "gpu:fake:1(IDX:0)", "partitions": ["debug"], "cpus": 16, "alloc_cpus": 1},
       {"name": "n2", "state": "idle", "state_flags": ["DRAIN"], "gres": "gpu:fake:2",
        "gres_used": "gpu:fake:0(IDX:N/A)", "partitions": ["debug", "gpu"], "cpus": 16},
-      {"name": "n3", "state": "down", "gres": "", "cpus": 8}]})j", "u");
+      {"name": "n3", "state": "down", "gres": "", "cpus": 8}]})j",
+                                 "u");
   ASSERT_TRUE(nodes.ok()) << nodes.error().message();
   ASSERT_EQ(nodes->size(), 3u);
   EXPECT_EQ((*nodes)[0].state, "mixed");
@@ -72,7 +76,8 @@ TEST(GatewayRead, NodesPartitionsAndPing) {
   EXPECT_EQ((*nodes)[1].state, "unavailable");
   EXPECT_EQ((*nodes)[2].state, "unavailable");
   auto parts = parse_partitions_v0038(R"({"partitions": [{"name": "debug", "state": "UP",
-      "flags": ["default"], "total_nodes": 3, "total_cpus": 40}]})", "u");
+      "flags": ["default"], "total_nodes": 3, "total_cpus": 40}]})",
+                                      "u");
   ASSERT_TRUE(parts.ok());
   EXPECT_TRUE((*parts)[0].is_default);
   EXPECT_EQ(*parse_ping_v0038(R"({"pings": [{"hostname": "c", "ping": "UP"}]})", "u"), true);
@@ -93,8 +98,7 @@ TEST(GatewayRead, NodesPartitionsAndPing) {
   std::vector<SlurmPartition> down_part = *parts;
   down_part[0].state = "DOWN";
   EXPECT_EQ(system_json("hpc", "", true, one_up, down_part)["reason"], "a partition is not UP");
-  EXPECT_EQ(system_json("hpc", "", false, one_up, *parts)["reason"],
-            "slurmctld does not answer");
+  EXPECT_EQ(system_json("hpc", "", false, one_up, *parts)["reason"], "slurmctld does not answer");
   json gone = system_json("hpc", "GET http://x/ping: slurmrestd: Connection", false, {}, {});
   EXPECT_EQ(gone["state"], "down");
   EXPECT_EQ(gone["reason"], "GET http://x/ping: slurmrestd: Connection");
@@ -126,8 +130,8 @@ TEST(GatewayRead, TailOfAFile) {
   EXPECT_EQ(*read_tail(dir / "missing", me, 2, 1 << 20, &cut), "");
   auto other = read_tail(f, me + 1, 2, 1 << 20, &cut);
   ASSERT_FALSE(other.ok());
-  EXPECT_EQ(other.error().message(), "read " + f + ": the file is not the job owner's (uid " +
-                                         std::to_string(me) + ")");
+  EXPECT_EQ(other.error().message(),
+            "read " + f + ": the file is not the job owner's (uid " + std::to_string(me) + ")");
   ASSERT_EQ(::symlink(f.c_str(), (dir / "link").c_str()), 0);
   auto link = read_tail(dir / "link", me, 2, 1 << 20, &cut);
   ASSERT_FALSE(link.ok());
@@ -145,7 +149,9 @@ std::string acl(uid_t uid, uint16_t group, uint16_t mask, uint16_t other) {
   };
   put(2, 4);
   for (auto [tag, perm, id] : {std::tuple<uint16_t, uint16_t, uint32_t>{1, 6, ~0u},
-                               {2, 4, uid}, {4, group, ~0u}, {0x10, mask, ~0u},
+                               {2, 4, uid},
+                               {4, group, ~0u},
+                               {0x10, mask, ~0u},
                                {0x20, other, ~0u}}) {
     put(tag, 2);
     put(perm, 2);
