@@ -174,7 +174,7 @@ def test_job_runs_its_container_through_slurm(gw, berth, issuers, identity, push
 
 def test_idempotent_retries_make_one_job(gw, issuers, identity, pushed_busybox, cluster):
     tok = token_a(issuers, identity)
-    body = {"image": pushed_busybox, "command": ["sleep", "300"]}
+    body = {"image": pushed_busybox, "command": ["busybox", "sleep", "300"]}
     key = {"Idempotency-Key": "retry-1"}
     status, h1, first = gw.request("POST", "/v1/jobs", tok, body, headers=key)
     assert status == 201, first

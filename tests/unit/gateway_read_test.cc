@@ -10,6 +10,7 @@
 
 #include <cstring>
 
+#include "gateway/config.h"
 #include "gateway/jobs.h"
 #include "gateway/jobs_db.h"
 #include "gateway/output.h"
@@ -21,6 +22,24 @@ namespace berth::gateway {
 namespace {
 
 using json = nlohmann::json;
+
+TEST(GatewayRead, ClusterAndOutputDirConfiguration) {
+  std::string base =
+      "database = \"/j.db\"\n[[issuers]]\nissuer = \"https://a/\"\naudience = \"b\"\n"
+      "[slurm]\nrest_url = \"http://h:1\"\njwt_key = \"/k\"\n";
+  auto c = parse_gateway_config(base, "f");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->slurm.cluster, "slurm");
+  EXPECT_EQ(c->slurm.output_dir, "");
+  c = parse_gateway_config(base + "cluster = \"hpc1\"\noutput_dir = \"/spool/out\"\n", "f");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->slurm.cluster, "hpc1");
+  EXPECT_EQ(c->slurm.output_dir, "/spool/out");
+  EXPECT_EQ(parse_gateway_config(base + "output_dir = \"spool\"\n", "f").error().message(),
+            "read config f: line 8: \"output_dir\" is not an absolute path");
+  EXPECT_EQ(parse_gateway_config(base + "cluster = \"\"\n", "f").error().message(),
+            "read config f: line 8: \"cluster\" is empty");
+}
 
 TEST(GatewayRead, GresGpus) {
   EXPECT_EQ(gres_gpus("gpu:fake:2"), 2);
