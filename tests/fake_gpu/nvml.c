@@ -66,7 +66,7 @@ struct gpu {
   unsigned long long mem_total, mem_used; /* MiB */
   unsigned temp, power;
   int nproc;
-  struct proc procs[8];
+  struct proc procs[16];
 };
 struct state {
   int ok;
@@ -140,7 +140,7 @@ static void load(struct state *s) {
       g->has_temp = sscanf(rest, "%u", &g->temp) == 1;
     } else if (strcmp(key, "power") == 0) {
       g->has_power = sscanf(rest, "%u", &g->power) == 1;
-    } else if (strcmp(key, "proc") == 0 && g->nproc < 8) {
+    } else if (strcmp(key, "proc") == 0 && g->nproc < 16) {
       struct proc *p = &g->procs[g->nproc];
       if (sscanf(rest, "%u %95s", &p->pid, a) == 2) {
         p->used = strcmp(a, "-") == 0 ? ~0ULL : strtoull(a, NULL, 10) * 1024 * 1024;
