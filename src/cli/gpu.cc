@@ -19,7 +19,7 @@
 namespace berth::cli {
 namespace {
 
-Action setup_info(CLI::App& app, const GlobalOptions& g) {
+Action setup_gpu_info(CLI::App& app, const GlobalOptions& g) {
   auto json = std::make_shared<bool>(false);
   app.add_flag("--json", *json, "Print JSON for scripts");
   return [&g, json]() -> Status {
@@ -33,7 +33,7 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
   };
 }
 
-Action setup_stats(CLI::App& app, const GlobalOptions& g) {
+Action setup_gpu_stats(CLI::App& app, const GlobalOptions& g) {
   struct Opts {
     bool json = false;
     std::string gpus;
@@ -81,9 +81,9 @@ Action setup_stats(CLI::App& app, const GlobalOptions& g) {
 
 Action setup_gpu(CLI::App& app, const GlobalOptions& g) {
   app.require_subcommand(1);
-  Action info = setup_info(
+  Action info = setup_gpu_info(
       *app.add_subcommand("info", "Show the driver, GPUs and what a container would get"), g);
-  Action stats = setup_stats(
+  Action stats = setup_gpu_stats(
       *app.add_subcommand("stats", "Show the GPUs' utilisation, memory and processes (NVML)"), g);
   return [&app, info, stats]() -> Status {
     return app.got_subcommand("stats") ? stats() : info();
