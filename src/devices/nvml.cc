@@ -111,7 +111,7 @@ NvmlApi bind_api(void* lib) {
   return a;
 }
 
-uint64_t mib(unsigned long long bytes) { return bytes / (1024 * 1024); }
+uint64_t mib(unsigned long long bytes) { return bytes >> 20; }
 
 /// A C string NVML wrote into `buf` (terminated within it, or cut at its end).
 std::string text_of(const char* buf, size_t size) { return std::string(buf, strnlen(buf, size)); }
