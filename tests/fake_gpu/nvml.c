@@ -128,6 +128,7 @@ static void load(struct state *s) {
     rest += used;
     if (strcmp(key, "util") == 0) {
       unsigned u, m;
+      g->nutil = 0; /* a later line replaces an earlier one */
       while (g->nutil < kMaxSamples && sscanf(rest, "%u %u%n", &u, &m, &used) == 2) {
         g->util[g->nutil][0] = u;
         g->util[g->nutil][1] = m;

@@ -332,8 +332,8 @@ TEST(GpuStatsReport, TextIsATablePerGpuThenTheProcesses) {
   EXPECT_EQ(gpu_stats_text(r, o),
             "NVIDIA driver 550.54.15, 2026-11-26T03:40:24.123Z, 2 samples 1000 ms apart: "
             "utilisation as mean (min-max)\n"
-            "GPU  NAME                   BUS ID        UTIL         MEM UTIL    MEMORY (MiB)   TEMP  POWER\n"
-            "0    NVIDIA A100-SXM4-40GB  0000:07:00.0  30% (10-50)  5% (5-5)    1024 / 40960   45C   61.2W\n"
+            "GPU  NAME                   BUS ID        UTIL         MEM UTIL  MEMORY (MiB)  TEMP  POWER\n"
+            "0    NVIDIA A100-SXM4-40GB  0000:07:00.0  30% (10-50)  5% (5-5)  1024 / 40960  45C   61.2W\n"
             "GPU 1 cannot be read: nvmlDeviceGetHandleByIndex_v2: Insufficient Permissions\n"
             "\n"
             "GPU  PID   MEMORY (MiB)\n"
