@@ -41,8 +41,8 @@ json window_json(const std::optional<WindowStats>& w) {
   return {{"min", w->min}, {"mean", w->mean}, {"max", w->max}};
 }
 
-/// "37", "30.3": a number without a needless ".0".
-std::string num(double v) { return fmt::format("{:g}", v); }
+/// "37", "30.3": a number to 0.1, without a needless ".0".
+std::string num(double v) { return fmt::format("{:g}", std::round(v * 10) / 10); }
 
 struct Window {
   std::optional<WindowStats> util_gpu, util_memory, memory_used, power;
@@ -92,7 +92,8 @@ std::optional<WindowStats> window_of(const std::vector<std::optional<double>>& v
     sum += *v;
     ++n;
   }
-  if (w) w->mean = std::round(sum / n * 10) / 10;
+  // To 0.001 (power has mW in it), kept within [min, max] against rounding.
+  if (w) w->mean = std::clamp(std::round(sum / n * 1000) / 1000, w->min, w->max);
   return w;
 }
 

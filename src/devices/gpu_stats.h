@@ -21,7 +21,7 @@ namespace berth {
 struct WindowStats {
   double min = 0, mean = 0, max = 0;
 };
-/// Over the samples that have a value (the mean rounded to 0.1); nullopt when none has.
+/// Over the samples that have a value (the mean rounded to 0.001); nullopt when none has.
 std::optional<WindowStats> window_of(const std::vector<std::optional<double>>& values);
 
 /// The UUIDs of the GPUs `gpu stats` reports: `gpus_flag` (Docker's --gpus syntax, as `run`

@@ -123,7 +123,7 @@ TEST_F(Nvml, SamplesGiveTheWindowsMinimumMeanAndMaximum) {
   EXPECT_EQ(j["samples"], 3);
   EXPECT_EQ(j["gpus"][0]["utilization"]["gpu"], 61);  // the last sample
   EXPECT_EQ(j["gpus"][0]["window"]["utilization_gpu"],
-            nlohmann::json::parse(R"({"min": 10.0, "mean": 30.3, "max": 61.0})"));
+            nlohmann::json::parse(R"({"min": 10.0, "mean": 30.333, "max": 61.0})"));
   EXPECT_EQ(j["gpus"][0]["window"]["utilization_memory"],
             nlohmann::json::parse(R"({"min": 1.0, "mean": 2.0, "max": 3.0})"));
   EXPECT_EQ(j["gpus"][1]["window"]["utilization_gpu"],
@@ -231,8 +231,10 @@ TEST(GpuStatsWindow, CountsOnlyTheSamplesWithAValue) {
   auto w = window_of({4.0, std::nullopt, 1.0, 2.0});
   ASSERT_TRUE(w.has_value());
   EXPECT_DOUBLE_EQ(w->min, 1.0);
-  EXPECT_DOUBLE_EQ(w->mean, 2.3);
+  EXPECT_DOUBLE_EQ(w->mean, 2.333);
   EXPECT_DOUBLE_EQ(w->max, 4.0);
+  // Rounding never takes the mean outside the samples' range.
+  EXPECT_DOUBLE_EQ(window_of({61.234, 61.234, 61.234})->mean, 61.234);
 }
 
 std::vector<NvidiaGpu> two_gpus() {
@@ -313,7 +315,7 @@ TEST(GpuStatsReport, JsonKeepsItsDocumentedShape) {
        "window": {"utilization_gpu": {"min": 10.0, "mean": 30.0, "max": 50.0},
                   "utilization_memory": {"min": 5.0, "mean": 5.0, "max": 5.0},
                   "memory_used_mib": {"min": 1024.0, "mean": 1024.0, "max": 1024.0},
-                  "power_w": {"min": 61.25, "mean": 61.3, "max": 61.25}},
+                  "power_w": {"min": 61.25, "mean": 61.25, "max": 61.25}},
        "error": null},
       {"index": 1, "uuid": null, "name": null, "bus_id": null,
        "utilization": {"gpu": null, "memory": null},
