@@ -121,17 +121,19 @@ std::string text_of(const char* buf, size_t size) { return std::string(buf, strn
 template <class Info>
 std::optional<std::vector<NvmlProcess>> list_processes(int (*fn)(NvmlDevice, unsigned*, Info*),
                                                         NvmlDevice d) {
-  std::vector<Info> buf(8);
+  // NVML is told of half the buffer, so that a driver whose nvmlProcessInfo_t is larger than
+  // the layout declared here (nvml.h has grown it before) still writes inside it.
+  std::vector<Info> buf(16);
   for (int attempt = 0; attempt < 4; ++attempt) {
-    unsigned n = static_cast<unsigned>(buf.size());
+    unsigned n = static_cast<unsigned>(buf.size() / 2);
     int rc = fn(d, &n, buf.data());
-    if (rc == kNvmlInsufficientSize && n >= buf.size()) {
-      buf.resize(n + 16);
+    if (rc == kNvmlInsufficientSize && n >= buf.size() / 2) {
+      buf.resize(2 * (n + 8));
       continue;
     }
     if (rc != kNvmlSuccess) return std::nullopt;
     std::vector<NvmlProcess> out;
-    for (unsigned i = 0; i < n && i < buf.size(); ++i) {
+    for (unsigned i = 0; i < n && i < buf.size() / 2; ++i) {
       NvmlProcess p;
       p.pid = buf[i].pid;
       if (buf[i].used_gpu_memory != kNvmlValueNotAvailable) p.used_memory_mib = mib(buf[i].used_gpu_memory);
