@@ -77,6 +77,7 @@ inline constexpr std::string_view kOpWords[] = {
     "rmname", "root emulation", "run", "stop", "system df", "update the loader cache: ldconfig", "user", "volume", "workdir",
     // Devices.
     "--device", "CDI", "CDI spec", "cdi generate", "check requirement", "device", "device node", "gpu info",
+    "gpu stats", "read NVML",
     "inject GPUs", "mount source", "parse ld.so.cache", "read ELF", "select GPUs",
     "ib info", "inject MPI", "select HCAs",
     // The site policy (site).
