@@ -293,7 +293,7 @@ void Server::publish_routes() {
   http_->Get("/v1/accounting", [this](const httplib::Request& req, httplib::Response& res) {
     auto who = authorize(auth_, req, res);
     if (!who) return;
-    int64_t now = std::time(nullptr), until = now, since = now - 30 * 86400;
+    int64_t now = std::time(nullptr), until = now, since = now - int64_t{30} * 86400;
     for (auto [name, value] : {std::pair{"since", &since}, std::pair{"until", &until}})
       if (req.has_param(name)) {
         *value = job_id(req.get_param_value(name));
