@@ -1,5 +1,6 @@
 #include "site/squashfs_fuse/squashfs_reader.h"
 
+#include <sqfs/block.h>
 #include <sqfs/error.h>
 #include <sqfs/xattr.h>
 #include <sys/sysmacros.h>
@@ -114,6 +115,7 @@ Result<std::unique_ptr<SquashfsReader>> SquashfsReader::open(const std::string& 
       return fail("xattr table", rc);
   }
   r->root_ref_ = s.root_inode_ref;
+  r->max_blocks_ = std::max<size_t>(4, kCachedDataBytes / s.block_size);
   InodePtr root;
   if ((rc = r->inode(r->root_ref_, &root)) != 0 || type_mode(root->base.type) != S_IFDIR)
     return make_error("mount squashfs", name,
@@ -132,6 +134,7 @@ Result<std::unique_ptr<SquashfsReader>> SquashfsReader::open(const std::string& 
 SquashfsReader::~SquashfsReader() {
   // libsquashfs objects refer to the file and the compressor: readers first.
   listings_.clear();
+  blocks_.clear();
   xattrs_.reset();
   data_.reset();
   dirs_.reset();
@@ -274,9 +277,75 @@ long SquashfsReader::read(const sqfs_inode_generic_t& file, uint64_t offset, cha
   if (offset >= file_size) return 0;
   size = static_cast<size_t>(std::min<uint64_t>(size, file_size - offset));
   size = std::min<size_t>(size, 1U << 30);
-  sqfs_s32 n = sqfs_data_reader_read(data_.get(), &file, offset, buf, static_cast<sqfs_u32>(size));
-  if (n < 0) return -errno_of_sqfs(n);
-  return n;
+  const uint64_t block_size = super_.block_size;
+  // The file's blocks lie one after the other from its start; its tail, when it has one that
+  // is not a block of its own, is in a fragment block (libsquashfs keeps the last one read).
+  const size_t blocks = sqfs_inode_get_file_block_count(&file);
+  const auto* sizes = reinterpret_cast<const sqfs_u32*>(file.extra);
+  sqfs_u64 location = 0;
+  sqfs_inode_get_file_block_start(&file, &location);
+  size_t done = 0;
+  size_t located = 0;  // the block `location` is the start of
+  while (done < size) {
+    uint64_t pos = offset + done;
+    size_t index = static_cast<size_t>(pos / block_size);
+    if (index >= blocks) {
+      sqfs_s32 n = sqfs_data_reader_read(data_.get(), &file, pos, buf + done,
+                                         static_cast<sqfs_u32>(size - done));
+      if (n < 0) return done > 0 ? static_cast<long>(done) : -errno_of_sqfs(n);
+      done += static_cast<size_t>(n);
+      break;
+    }
+    for (; located < index; ++located) location += SQFS_ON_DISK_BLOCK_SIZE(sizes[located]);
+    size_t within = static_cast<size_t>(pos - index * block_size);
+    size_t length = static_cast<size_t>(std::min<uint64_t>(block_size, file_size - index * block_size));
+    size_t take = std::min(size - done, length - within);
+    if (SQFS_IS_SPARSE_BLOCK(sizes[index])) {
+      std::memset(buf + done, 0, take);
+    } else {
+      int rc = 0;
+      const CachedBlock* block = data_block(file, index, location, &rc);
+      if (block == nullptr) return done > 0 ? static_cast<long>(done) : -rc;
+      if (within >= block->size) break;  // a block shorter than the file says: a short read
+      take = std::min(take, block->size - within);
+      std::memcpy(buf + done, block->data.get() + within, take);
+    }
+    done += take;
+  }
+  return static_cast<long>(done);
+}
+
+const SquashfsReader::CachedBlock* SquashfsReader::data_block(const sqfs_inode_generic_t& file,
+                                                              size_t index, uint64_t location,
+                                                              int* rc) {
+  ++uses_;
+  for (CachedBlock& b : blocks_) {
+    if (b.location == location) {
+      b.last_use = uses_;
+      return &b;
+    }
+  }
+  size_t size = 0;
+  sqfs_u8* data = nullptr;
+  if (int err = sqfs_data_reader_get_block(data_.get(), &file, index, &size, &data); err != 0) {
+    *rc = errno_of_sqfs(err);
+    return nullptr;
+  }
+  ++blocks_decompressed_;
+  CachedBlock* slot;
+  if (blocks_.size() < max_blocks_) {
+    slot = &blocks_.emplace_back();
+  } else {
+    slot = &*std::min_element(blocks_.begin(), blocks_.end(),
+                              [](const CachedBlock& a, const CachedBlock& b) {
+                                return a.last_use < b.last_use;
+                              });
+  }
+  slot->location = location;
+  slot->data.reset(data);
+  slot->size = size;
+  slot->last_use = uses_;
+  return slot;
 }
 
 std::string_view SquashfsReader::symlink_target(const sqfs_inode_generic_t& inode) {
