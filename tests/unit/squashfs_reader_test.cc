@@ -100,6 +100,28 @@ TEST_F(SquashfsReaderTest, ListsInOrderAndLooksUp) {
   EXPECT_EQ(reader_->list(*big, b.ref, &listing), ENOTDIR);
 }
 
+TEST_F(SquashfsReaderTest, ListingByReferenceKnowsDotAndDotDot) {
+  InodePtr root, many;
+  ASSERT_EQ(reader_->inode(reader_->ref_of(kRootNode), &root), 0);
+  DirEntry m = find(kRootNode, "many", &many);
+  std::shared_ptr<const Listing> listing;
+  ASSERT_EQ(reader_->listing(m.ref, &listing), 0);
+  EXPECT_EQ(listing->size(), 700u);
+  EXPECT_EQ(listing->self, m.inode_number);
+  EXPECT_EQ(listing->parent, root->base.inode_number);
+  std::shared_ptr<const Listing> again;
+  ASSERT_EQ(reader_->listing(m.ref, &again), 0);
+  EXPECT_EQ(again.get(), listing.get());  // kept
+  DirEntry e;
+  EXPECT_EQ(reader_->lookup(m.ref, "f1699", &e), 0);
+  EXPECT_EQ(e.name, "f1699");
+  EXPECT_EQ(reader_->lookup(m.ref, "f1700", &e), ENOENT);
+  InodePtr big;
+  DirEntry b = find(kRootNode, "big", &big);
+  EXPECT_EQ(reader_->listing(b.ref, &listing), ENOTDIR);
+  EXPECT_EQ(reader_->lookup(b.ref, "x", &e), ENOTDIR);
+}
+
 TEST_F(SquashfsReaderTest, AttributesAreTheImagesWithTheCallerAsOwner) {
   InodePtr etc, motd;
   DirEntry d = find(kRootNode, "etc", &etc);

@@ -97,11 +97,8 @@ int make_entry(Daemon& d, uint64_t ref, struct fuse_entry_param* e) {
 
 void on_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Daemon& d = daemon_of(req);
-  uint64_t ref = d.image->ref_of(parent);
-  InodePtr dir;
   DirEntry found;
-  int rc = d.image->inode(ref, &dir);
-  if (rc == 0) rc = d.image->lookup(*dir, ref, name, &found);
+  int rc = d.image->lookup(d.image->ref_of(parent), name, &found);
   struct fuse_entry_param e;
   if (rc == ENOENT) {  // a negative entry, kept as long as any other
     std::memset(&e, 0, sizeof e);
@@ -194,19 +191,14 @@ void on_opendir(fuse_req_t req, fuse_ino_t /*ino*/, struct fuse_file_info* fi) {
 /// index of the next entry), as many as fit in `size` bytes.
 void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
   Daemon& d = daemon_of(req);
-  uint64_t ref = d.image->ref_of(ino);
-  InodePtr dir;
   std::shared_ptr<const Listing> listing;
-  int rc = d.image->inode(ref, &dir);
-  if (rc == 0) rc = d.image->list(*dir, ref, &listing);  // kept: read once per directory
-  if (rc != 0) {
+  // Kept: the directory's inode and entries are read once; a walk's second readdir of each
+  // directory (the one that finds its end) reads nothing.
+  if (int rc = d.image->listing(d.image->ref_of(ino), &listing); rc != 0) {
     fuse_reply_err(req, rc);
     return;
   }
   const Listing& entries = *listing;
-  uint32_t self = dir->base.inode_number;
-  uint32_t parent = dir->base.type == SQFS_INODE_EXT_DIR ? dir->data.dir_ext.parent_inode
-                                                         : dir->data.dir.parent_inode;
   size = std::min<size_t>(size, kMaxRead);
   if (d.buffer.size() < size) d.buffer.resize(size);
   char* buf = d.buffer.data();
@@ -217,7 +209,7 @@ void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
     const char* name;
     if (i < 2) {  // "." and "..": no attributes beyond the number and type (ino 0: no entry)
       name = i == 0 ? "." : "..";
-      e.attr.st_ino = i == 0 ? self : parent;
+      e.attr.st_ino = i == 0 ? entries.self : entries.parent;
       e.attr.st_mode = S_IFDIR;
     } else {
       const DirEntry& ent = entries[i - 2];

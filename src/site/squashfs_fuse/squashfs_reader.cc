@@ -224,6 +224,13 @@ int SquashfsReader::list(const sqfs_inode_generic_t& dir, uint64_t ref,
   int rc = sqfs_readdir_state_init(&state, &super_, &dir);
   if (rc != 0) return errno_of_sqfs(rc);
   auto listing = std::make_shared<Listing>();
+  listing->self = dir.base.inode_number;
+  listing->parent = dir.base.type == SQFS_INODE_EXT_DIR ? dir.data.dir_ext.parent_inode
+                                                        : dir.data.dir.parent_inode;
+  // Each entry takes at least 9 bytes of the listing (8 and a name), which has 3 of its own.
+  sqfs_u64 bytes = 0;
+  sqfs_inode_get_file_size(&dir, &bytes);
+  listing->reserve(static_cast<size_t>(std::min<sqfs_u64>(bytes / 9, 1U << 16)));
   for (;;) {
     sqfs_dir_entry_t* ent = nullptr;
     sqfs_u32 inum = 0;
@@ -238,8 +245,8 @@ int SquashfsReader::list(const sqfs_inode_generic_t& dir, uint64_t ref,
     e.type = ent->type;
     sqfs_free(ent);
     // A name that the kernel would refuse (empty, "."/"..", with a '/' or a NUL) is corrupt.
-    if (e.name == "." || e.name == ".." ||
-        e.name.find_first_of(std::string_view("/\0", 2)) != std::string::npos)
+    if (e.name == "." || e.name == ".." || e.name.find('/') != std::string::npos ||
+        e.name.find('\0') != std::string::npos)  // two memchr: find_first_of is one per byte
       return EIO;
     listing->push_back(std::move(e));
   }
@@ -253,18 +260,38 @@ int SquashfsReader::list(const sqfs_inode_generic_t& dir, uint64_t ref,
   return 0;
 }
 
+int SquashfsReader::listing(uint64_t ref, std::shared_ptr<const Listing>* out) {
+  if (auto it = listings_.find(ref); it != listings_.end()) {
+    *out = it->second;
+    return 0;
+  }
+  InodePtr dir;
+  if (int rc = inode(ref, &dir); rc != 0) return rc;
+  return list(*dir, ref, out);
+}
+
 int SquashfsReader::lookup(const sqfs_inode_generic_t& dir, uint64_t ref, std::string_view name,
                            DirEntry* out) {
   std::shared_ptr<const Listing> listing;
   if (int rc = list(dir, ref, &listing); rc != 0) return rc;
+  return find_entry(*listing, name, out);
+}
+
+int SquashfsReader::lookup(uint64_t ref, std::string_view name, DirEntry* out) {
+  std::shared_ptr<const Listing> kept;
+  if (int rc = listing(ref, &kept); rc != 0) return rc;
+  return find_entry(*kept, name, out);
+}
+
+int SquashfsReader::find_entry(const Listing& listing, std::string_view name, DirEntry* out) {
   // Squashfs sorts a directory's names bytewise (mksquashfs and libsquashfs both): a binary
   // search, and a scan should an image not be sorted.
-  auto it = std::lower_bound(listing->begin(), listing->end(), name,
+  auto it = std::lower_bound(listing.begin(), listing.end(), name,
                              [](const DirEntry& e, std::string_view n) { return e.name < n; });
-  if (it == listing->end() || it->name != name)
-    it = std::find_if(listing->begin(), listing->end(),
+  if (it == listing.end() || it->name != name)
+    it = std::find_if(listing.begin(), listing.end(),
                       [&](const DirEntry& e) { return e.name == name; });
-  if (it == listing->end()) return ENOENT;
+  if (it == listing.end()) return ENOENT;
   *out = *it;
   return 0;
 }

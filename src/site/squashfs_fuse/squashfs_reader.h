@@ -54,8 +54,13 @@ struct DirEntry {
   uint32_t inode_number = 0;  ///< st_ino
   uint16_t type = 0;          ///< SQFS_INODE_TYPE, basic form (the entry's own)
 };
-/// A directory's entries in the image's order (sorted by name, as squashfs stores them).
-using Listing = std::vector<DirEntry>;
+/// A directory's entries in the image's order (sorted by name, as squashfs stores them), with
+/// the inode numbers of "." and "..": what a readdir needs, so that it reads no inode of the
+/// directory itself once the listing is kept.
+struct Listing : std::vector<DirEntry> {
+  uint32_t self = 0;    ///< the directory's own inode number
+  uint32_t parent = 0;  ///< its parent's
+};
 /// An inode's extended attributes, (full name, value) in the image's order.
 using Xattrs = std::vector<std::pair<std::string, std::string>>;
 
@@ -94,8 +99,13 @@ class SquashfsReader {
   /// The entries of directory `dir` (at `ref`), read once and then kept (up to a bounded
   /// number of entries for all directories together); 0 or an errno (ENOTDIR, EIO).
   int list(const sqfs_inode_generic_t& dir, uint64_t ref, std::shared_ptr<const Listing>* out);
+  /// The listing of the directory at `ref`: the one kept, else read (its inode, then list());
+  /// 0 or an errno.
+  int listing(uint64_t ref, std::shared_ptr<const Listing>* out);
   /// The entry `name` of directory `dir` (at `ref`): found (0), ENOENT, or another errno.
   int lookup(const sqfs_inode_generic_t& dir, uint64_t ref, std::string_view name, DirEntry* out);
+  /// The same for the directory at `ref`, its inode read only when its listing is not kept.
+  int lookup(uint64_t ref, std::string_view name, DirEntry* out);
   /// Up to `size` bytes of regular file `file` from `offset` into `buf`: the count read (0 at
   /// the end), or a negative errno. Whole blocks come from the data block cache.
   long read(const sqfs_inode_generic_t& file, uint64_t offset, char* buf, size_t size);
@@ -126,6 +136,8 @@ class SquashfsReader {
     size_t size = 0;
     uint64_t last_use = 0;
   };
+  /// The entry `name` of `listing`: 0 or ENOENT.
+  static int find_entry(const Listing& listing, std::string_view name, DirEntry* out);
   /// Block `index` of `file` (not a sparse one), at `location`, from the cache or read; null
   /// with *rc set on failure.
   const CachedBlock* data_block(const sqfs_inode_generic_t& file, size_t index, uint64_t location,
