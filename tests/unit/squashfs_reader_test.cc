@@ -64,7 +64,7 @@ class SquashfsReaderTest : public ::testing::Test {
   }
 
   static inline TempDir* tmp_ = nullptr;
-  static constexpr size_t kBlock = 128 * 1024;  ///< squash_tree's block size
+  static constexpr size_t kBlock = size_t{128} * 1024;  ///< squash_tree's block size
   static inline std::string image_, big_, large_;
   std::unique_ptr<SquashfsReader> reader_;
 };
@@ -271,7 +271,7 @@ TEST(SquashfsReaderBlocks, SparseBlocksAndATailOfItsOwn) {
   if (std::system("command -v mksquashfs >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "mksquashfs (squashfs-tools) is not installed";
   TempDir tmp("sqfs-sparse");
-  constexpr size_t kBlock = 128 * 1024;
+  constexpr size_t kBlock = size_t{128} * 1024;
   std::string data(kBlock, '\0');
   for (size_t i = 0; i < 2 * kBlock + 1000; ++i) data += static_cast<char>('a' + i % 23);
   tmp.write("root/f", data);
