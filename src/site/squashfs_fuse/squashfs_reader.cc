@@ -3,6 +3,7 @@
 #include <sqfs/block.h>
 #include <sqfs/error.h>
 #include <sqfs/xattr.h>
+#include <sys/mman.h>
 #include <sys/sysmacros.h>
 
 #include <algorithm>
@@ -335,11 +336,15 @@ long SquashfsReader::read(const sqfs_inode_generic_t& file, uint64_t offset, cha
       if (block == nullptr) return done > 0 ? static_cast<long>(done) : -rc;
       if (within >= block->size) break;  // a block shorter than the file says: a short read
       take = std::min(take, block->size - within);
-      std::memcpy(buf + done, block->data.get() + within, take);
+      std::memcpy(buf + done, block->data + within, take);
     }
     done += take;
   }
   return static_cast<long>(done);
+}
+
+void Unmapper::operator()(void* p) const {
+  ::munmap(p, length);
 }
 
 const SquashfsReader::CachedBlock* SquashfsReader::data_block(const sqfs_inode_generic_t& file,
@@ -352,25 +357,68 @@ const SquashfsReader::CachedBlock* SquashfsReader::data_block(const sqfs_inode_g
       return &b;
     }
   }
-  size_t size = 0;
-  sqfs_u8* data = nullptr;
-  if (int err = sqfs_data_reader_get_block(data_.get(), &file, index, &size, &data); err != 0) {
-    *rc = errno_of_sqfs(err);
-    return nullptr;
+  const size_t block_size = super_.block_size;
+  if (!arena_) {
+    // 2 MiB-aligned, so that the kernel can back it with huge pages where it has them.
+    constexpr size_t kHuge = size_t{2} << 20;
+    size_t length = max_blocks_ * block_size + kHuge;
+    void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      *rc = errno;
+      return nullptr;
+    }
+    arena_ = std::unique_ptr<sqfs_u8, Unmapper>(static_cast<sqfs_u8*>(p), Unmapper{length});
+    auto aligned = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+    // Only advice: without huge pages the slots fault in page by page.
+    (void)::madvise(reinterpret_cast<void*>(aligned), max_blocks_ * block_size, MADV_HUGEPAGE);
+    packed_.resize(block_size);
   }
-  ++blocks_decompressed_;
   CachedBlock* slot;
   if (blocks_.size() < max_blocks_) {
     slot = &blocks_.emplace_back();
+    constexpr size_t kHuge = size_t{2} << 20;
+    auto base = (reinterpret_cast<uintptr_t>(arena_.get()) + kHuge - 1) & ~(kHuge - 1);
+    slot->data = reinterpret_cast<sqfs_u8*>(base + (blocks_.size() - 1) * block_size);
   } else {
     slot = &*std::min_element(blocks_.begin(), blocks_.end(),
                               [](const CachedBlock& a, const CachedBlock& b) {
                                 return a.last_use < b.last_use;
                               });
   }
+  slot->location = ~0ULL;  // until it holds the block
+  // The block as stored, and its length once decompressed: a whole block, or the file's last
+  // part (a file without fragment ends on a short block).
+  const auto* sizes = reinterpret_cast<const sqfs_u32*>(file.extra);
+  sqfs_u32 stored = SQFS_ON_DISK_BLOCK_SIZE(sizes[index]);
+  sqfs_u64 file_size = 0;
+  sqfs_inode_get_file_size(&file, &file_size);
+  size_t length = static_cast<size_t>(
+      std::min<uint64_t>(block_size, file_size - static_cast<uint64_t>(index) * block_size));
+  if (stored > block_size) {
+    *rc = EIO;
+    return nullptr;
+  }
+  sqfs_file_t* f = file_.get();
+  if (!SQFS_IS_BLOCK_COMPRESSED(sizes[index])) {
+    if (stored != length || f->read_at(f, location, slot->data, stored) != 0) {
+      *rc = EIO;
+      return nullptr;
+    }
+  } else {
+    if (f->read_at(f, location, packed_.data(), stored) != 0) {
+      *rc = EIO;
+      return nullptr;
+    }
+    sqfs_compressor_t* c = cmp_.get();
+    sqfs_s32 n = c->do_block(c, packed_.data(), stored, slot->data, static_cast<sqfs_u32>(length));
+    if (n <= 0 || static_cast<size_t>(n) != length) {
+      *rc = EIO;
+      return nullptr;
+    }
+  }
+  ++blocks_decompressed_;
   slot->location = location;
-  slot->data.reset(data);
-  slot->size = size;
+  slot->size = length;
   slot->last_use = uses_;
   return slot;
 }

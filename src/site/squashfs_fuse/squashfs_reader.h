@@ -73,6 +73,11 @@ struct SqfsFreer {
   void operator()(void* p) const;
 };
 using InodePtr = std::unique_ptr<sqfs_inode_generic_t, SqfsFreer>;
+/// Unmaps memory the reader mapped (its data block cache).
+struct Unmapper {
+  size_t length = 0;
+  void operator()(void* p) const;
+};
 
 /// An open squashfs image.
 class SquashfsReader {
@@ -132,10 +137,11 @@ class SquashfsReader {
   /// place are the same bytes (mksquashfs shares duplicate files' blocks).
   struct CachedBlock {
     uint64_t location = 0;
-    std::unique_ptr<sqfs_u8, SqfsFreer> data;
+    sqfs_u8* data = nullptr;  ///< its slot in arena_
     size_t size = 0;
     uint64_t last_use = 0;
   };
+
   /// The entry `name` of `listing`: 0 or ENOENT.
   static int find_entry(const Listing& listing, std::string_view name, DirEntry* out);
   /// Block `index` of `file` (not a sparse one), at `location`, from the cache or read; null
@@ -154,6 +160,10 @@ class SquashfsReader {
   std::map<uint64_t, std::shared_ptr<const Listing>> listings_;
   size_t listed_entries_ = 0;
   std::vector<CachedBlock> blocks_;  ///< at most max_blocks_, the least recently used replaced
+  /// The cached blocks' memory, max_blocks_ slots of a block each, mapped on first use with
+  /// transparent huge pages asked for: one fault per 2 MiB rather than one per 4 KiB page.
+  std::unique_ptr<sqfs_u8, Unmapper> arena_;
+  std::vector<sqfs_u8> packed_;  ///< a block as stored, before decompression
   size_t max_blocks_ = 4;
   uint64_t uses_ = 0;
   uint64_t blocks_decompressed_ = 0;
