@@ -371,9 +371,9 @@ int serve(const std::string& image, const std::string& mountpoint, int ready_fd)
 }  // namespace berth::sqfuse
 
 int main(int argc, char** argv) {
-  // Every block libsquashfs decompresses is a malloc of a block (128 KiB): from the heap, and
-  // never given back to the kernel, rather than an mmap per block that faults its 32 pages in
-  // again and an munmap when it is freed.
+  // Each fragment block libsquashfs decompresses (a file's tail) is a malloc of a whole block
+  // (128 KiB): from the heap, kept there once freed, rather than an mmap per block that faults
+  // its 32 pages in and an munmap when it is freed.
   mallopt(M_MMAP_THRESHOLD, 16 << 20);
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
   // --ready-fd N: write one byte on descriptor N once the mount is made (the keeper's signal).
