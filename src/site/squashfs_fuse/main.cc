@@ -14,7 +14,8 @@
 // checks permissions from those attributes (default_permissions): no ACCESS requests.
 //
 // A program of its own rather than `berth` re-executed: it links libfuse3 and libsquashfs
-// (about 90 kB of code between them) instead of loading berth's 3 MB with every library
+// (about 90 kB of code between them; statically, glibc included, where the archives are
+// installed: nothing for the loader to do) instead of loading berth's 3 MB with every library
 // berth defers, and berth itself does not link libfuse3. It is started once per image and node,
 // so the difference is small either way; keeping libfuse out of berth's start is what counts.
 //
