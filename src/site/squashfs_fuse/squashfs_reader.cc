@@ -246,9 +246,11 @@ int SquashfsReader::list(const sqfs_inode_generic_t& dir, uint64_t ref,
     e.type = ent->type;
     sqfs_free(ent);
     // A name that the kernel would refuse (empty, "."/"..", with a '/' or a NUL) is corrupt.
-    if (e.name == "." || e.name == ".." || e.name.find('/') != std::string::npos ||
-        e.name.find('\0') != std::string::npos)  // two memchr: find_first_of is one per byte
-      return EIO;
+    // One pass over the name's few bytes: a memchr per character (find_first_of) or per
+    // character sought cost more than the loop (4% of the daemon's time in a walk).
+    bool bad = e.name == "." || e.name == "..";
+    for (char c : e.name) bad |= c == '/' || c == '\0';
+    if (bad) return EIO;
     listing->push_back(std::move(e));
   }
   if (listed_entries_ + listing->size() > kMaxListedEntries) {
