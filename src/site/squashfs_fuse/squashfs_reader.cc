@@ -155,14 +155,20 @@ int SquashfsReader::inode(uint64_t ref, InodePtr* out) {
 
 void SquashfsReader::attributes(const sqfs_inode_generic_t& inode, uid_t uid, gid_t gid,
                                 struct stat* st) const {
-  std::memset(st, 0, sizeof *st);
+  // Each field stat() reports is set here rather than after clearing the whole struct: a
+  // readdir of a walk calls this once per entry (the padding is left as it was: nothing
+  // reads it).
+  st->st_dev = 0;
   st->st_ino = inode.base.inode_number;
   st->st_mode = type_mode(inode.base.type) | (inode.base.mode & 07777);
   st->st_uid = uid;
   st->st_gid = gid;
-  st->st_mtime = inode.base.mod_time;
-  st->st_atime = inode.base.mod_time;
-  st->st_ctime = inode.base.mod_time;
+  st->st_rdev = 0;
+  st->st_size = 0;
+  const struct timespec when = {static_cast<time_t>(inode.base.mod_time), 0};
+  st->st_atim = when;
+  st->st_mtim = when;
+  st->st_ctim = when;
   st->st_blksize = static_cast<blksize_t>(super_.block_size);
   st->st_nlink = 1;
   const auto& d = inode.data;
