@@ -104,9 +104,12 @@ Result<std::unique_ptr<SquashfsReader>> SquashfsReader::open(const std::string& 
   uint64_t dir_limit = std::min({s.id_table_start, s.fragment_table_start, s.export_table_start});
   r->inodes_.reset(
       sqfs_meta_reader_create(r->file_.get(), cmp, s.inode_table_start, s.directory_table_start));
+  r->dir_inodes_.reset(
+      sqfs_meta_reader_create(r->file_.get(), cmp, s.inode_table_start, s.directory_table_start));
   r->dirs_.reset(sqfs_meta_reader_create(r->file_.get(), cmp, s.directory_table_start, dir_limit));
   r->data_.reset(sqfs_data_reader_create(r->file_.get(), s.block_size, cmp, 0));
-  if (!r->inodes_ || !r->dirs_ || !r->data_) return fail("readers", SQFS_ERROR_ALLOC);
+  if (!r->inodes_ || !r->dir_inodes_ || !r->dirs_ || !r->data_)
+    return fail("readers", SQFS_ERROR_ALLOC);
   if ((rc = sqfs_data_reader_load_fragment_table(r->data_.get(), &s)) != 0)
     return fail("fragment table", rc);
   if ((s.flags & SQFS_FLAG_NO_XATTRS) == 0 && s.xattr_id_table_start != ~0ULL) {
@@ -140,14 +143,19 @@ SquashfsReader::~SquashfsReader() {
   data_.reset();
   dirs_.reset();
   inodes_.reset();
+  dir_inodes_.reset();
   cmp_.reset();
   file_.reset();
 }
 
 int SquashfsReader::inode(uint64_t ref, InodePtr* out) {
+  return read_inode(inodes_.get(), ref, out);
+}
+
+int SquashfsReader::read_inode(sqfs_meta_reader_t* reader, uint64_t ref, InodePtr* out) {
   sqfs_inode_generic_t* raw = nullptr;
   // The block's position relative to the inode table: libsquashfs adds the table's start.
-  int rc = sqfs_meta_reader_read_inode(inodes_.get(), &super_, ref >> 16, ref & 0xffff, &raw);
+  int rc = sqfs_meta_reader_read_inode(reader, &super_, ref >> 16, ref & 0xffff, &raw);
   if (rc != 0) return errno_of_sqfs(rc);
   out->reset(raw);
   return 0;
@@ -275,7 +283,7 @@ int SquashfsReader::listing(uint64_t ref, std::shared_ptr<const Listing>* out) {
     return 0;
   }
   InodePtr dir;
-  if (int rc = inode(ref, &dir); rc != 0) return rc;
+  if (int rc = read_inode(dir_inodes_.get(), ref, &dir); rc != 0) return rc;
   return list(*dir, ref, out);
 }
 
