@@ -63,4 +63,13 @@ bool is_at_or_under(std::string_view path, std::string_view dir) {
   return path == dir || is_under(path, dir);
 }
 
+std::string shell_quote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out.push_back(c);
+  }
+  return out + "'";
+}
+
 }  // namespace berth

@@ -30,4 +30,7 @@ bool is_under(std::string_view path, std::string_view dir);
 /// True when `path` is `dir` or lies beneath it.
 bool is_at_or_under(std::string_view path, std::string_view dir);
 
+/// A word for a POSIX shell: 'text', each ' written as '\''.
+std::string shell_quote(std::string_view s);
+
 }  // namespace berth

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/json.h"
+#include "core/strings.h"
 #include "gateway/output.h"
 #include "gateway/systems.h"
 
@@ -20,15 +21,6 @@ Error bad_field(const std::string& field, const std::string& what) {
                     ErrorCode::kInvalidInput);
 }
 
-/// A shell word: 'text' with each ' written as '\''.
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out.push_back(c);
-  }
-  return out + "'";
-}
 
 Result<int64_t> count(const nlohmann::json& j, const std::string& field, int64_t max) {
   if (!j.is_number_integer() || j.get<int64_t>() < 0 || j.get<int64_t>() > max)
