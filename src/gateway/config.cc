@@ -127,6 +127,32 @@ class Reader : public TomlReader {
     return {};
   }
 
+  Status reclaim(const toml::node& node, SlurmConfig& s) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, "reclaim", "is not a table ([reclaim])");
+    s.reclaim = true;
+    for (const auto& [k, v] : *t) {
+      std::string_view key = k.str();
+      if (key == "enabled") s.reclaim = BERTH_TRY(boolean(v, key));
+      else if (key == "sample_interval_s") s.reclaim_policy.sample_interval_s = BERTH_TRY(seconds(v, key));
+      else if (key == "idle_for_s") s.reclaim_policy.idle_for_s = BERTH_TRY(seconds(v, key));
+      else if (key == "berth") s.reclaim_berth = BERTH_TRY(nonempty(v, key));
+      else if (key == "idle_below_pct") {
+        auto pct = v.value<double>();
+        if (!pct || *pct <= 0 || *pct > 100) return bad(v, key, "is not a percentage above 0, at most 100");
+        s.reclaim_policy.idle_below_pct = *pct;
+      } else if (key == "action") {
+        std::string a = BERTH_TRY(string(v, key));
+        if (a != "flag" && a != "cancel") return bad(v, key, "is not \"flag\" or \"cancel\"");
+        s.reclaim_policy.cancel = a == "cancel";
+      } else {
+        return bad(v, key, "is not a key of [reclaim]");
+      }
+    }
+    if (s.reclaim_policy.sample_interval_s < 1) return bad(*t->get("sample_interval_s"), "sample_interval_s", "is less than 1");
+    return {};
+  }
+
   Status resources(const toml::node& node, PublishConfig& p) const {
     const toml::table* t = node.as_table();
     if (t == nullptr) return bad(node, "resources", "is not a table ([resources])");
@@ -225,6 +251,7 @@ Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::str
     else if (key == "reconcile_interval_s") c.reconcile_interval_s = BERTH_TRY(r.seconds(v, key));
     else if (key == "metrics_public") c.publish.metrics_public = BERTH_TRY(r.boolean(v, key));
     else if (key == "resources") BERTH_CHECK(r.resources(v, c.publish));
+    else if (key == "reclaim") BERTH_CHECK(r.reclaim(v, c.slurm));
     else if (key == "gpu_models") BERTH_CHECK(r.gpu_models(v, c.publish));
     else if (key == "issuers") {
       for (const toml::table* t : BERTH_TRY(r.tables(v, key)))
@@ -251,6 +278,8 @@ Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::str
     return fail("database and [slurm] go together: the job endpoints need both");
   if (c.tls_cert.empty() != c.tls_key.empty())
     return fail("tls_cert and tls_key go together: give both or neither");
+  if (c.slurm.reclaim && c.slurm.output_dir.empty())
+    return fail("[reclaim] needs [slurm] output_dir: GPU jobs write their samples there");
   if (!c.tls() && !c.plain_http_anywhere && !is_loopback_host(c.listen_host))
     return fail("plain HTTP on " + c.listen_host +
                 ", which is not loopback: configure tls_cert and tls_key, or set "

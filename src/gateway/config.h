@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "gateway/reclaim.h"
 
 namespace berth::gateway {
 
@@ -44,6 +45,11 @@ struct SlurmConfig {
   /// with the compute nodes, sticky and writable by all, whose default ACL lets berthd read
   /// (docs/gateway.md); "" keeps no output.
   std::string output_dir;
+  /// Idle-GPU reclaim ([reclaim]): GPU jobs sample their GPUs beside their output (output_dir
+  /// is needed), berthd flags, and with `cancel`, cancels, those idle for the policy's time.
+  bool reclaim = false;
+  ReclaimPolicy reclaim_policy;
+  std::string reclaim_berth = "berth";  ///< the berth program on the compute nodes
 };
 
 /// What GET /v1/resources knows of one GPU model beyond Slurm's count ([gpu_models.TYPE], TYPE

@@ -1,8 +1,11 @@
 // Job requests, their Slurm form, and the job service (gateway/jobs.h).
 #include "gateway/jobs.h"
 
+#include <fcntl.h>
+#include <fmt/core.h>
 #include <grp.h>
 #include <pwd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <ctime>
@@ -11,6 +14,7 @@
 #include "core/json.h"
 #include "core/strings.h"
 #include "gateway/output.h"
+#include "gateway/reclaim.h"
 #include "gateway/systems.h"
 
 namespace berth::gateway {
@@ -119,18 +123,23 @@ SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comm
     cmd += " --";
     for (const std::string& a : r.command) cmd += " " + shell_quote(a);
   }
+  std::string watch;
   if (!slurm.output_dir.empty() && !output_stem.empty()) {
     // The container's output where berthd can read it (gateway/output.h); srun's own errors
-    // (an image that does not pull) land in the .err file too.
+    // (an image that does not pull) land in the .err file too. Appended to: the idle-GPU
+    // sampler adds berthd's notice to .err while the job writes.
     std::string stem = slurm.output_dir + "/" + output_stem;
-    cmd += " >" + shell_quote(stem + ".out") + " 2>" + shell_quote(stem + ".err");
+    cmd += " >>" + shell_quote(stem + ".out") + " 2>>" + shell_quote(stem + ".err");
+    if (slurm.reclaim && r.gpus > 0)
+      watch = reclaim_watch_script(slurm.reclaim_berth, stem + ".gpu", stem + ".notice",
+                                   stem + ".err", slurm.reclaim_policy);
     // The batch script's own output goes nowhere: a file Slurm names is visible to every user
     // in the job's record while it is pending, and a file of the same name planted by another
     // user before the job starts would receive the job's writes. The names above live in the
     // script, which only the owner and Slurm's administrators can read.
     s.standard_output = s.standard_error = "/dev/null";
   }
-  s.script = "#!/bin/sh\n" + cmd + "\n";
+  s.script = "#!/bin/sh\n" + watch + cmd + "\n";
   return s;
 }
 
@@ -372,10 +381,64 @@ JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
   }
   auto all = db_->list("", "", 0, 100000);
   for (JobRecord& job : all.ok() ? *all : std::vector<JobRecord>{}) {
-    if (job.slurm_job_id == 0 || final_state(job.state)) continue;
+    if (job.slurm_job_id == 0 || final_state(job.state)) {
+      forget_idle(job.id);
+      continue;
+    }
     if (refresh(job.owner, job).ok()) ++r.refreshed;
+    if (config_.reclaim && job.state == "RUNNING" && job.gpus > 0) check_idle(job, now);
   }
   return r;
+}
+
+void JobService::forget_idle(int64_t id) {
+  std::lock_guard lock(idle_mu_);
+  idle_.forget(id);
+}
+
+bool JobService::idle_flagged(int64_t id) const {
+  std::lock_guard lock(idle_mu_);
+  return idle_.flagged(id);
+}
+
+size_t JobService::idle_flagged_count() const {
+  std::lock_guard lock(idle_mu_);
+  return idle_.flagged_count();
+}
+
+void JobService::check_idle(const JobRecord& job, int64_t now) {
+  (void)now;
+  const struct passwd* pw = ::getpwnam(job.owner.c_str());
+  if (pw == nullptr) return;
+  std::string stem = config_.output_dir + "/" + output_stem(job.id);
+  bool truncated = false;
+  auto text = read_tail(stem + ".gpu", pw->pw_uid, 4000, size_t{1} << 20, &truncated);
+  if (!text.ok()) return;
+  auto sample = newest_sample(*text, config_.reclaim_policy.idle_below_pct);
+  if (!sample) return;
+  IdleTracker::Verdict v;
+  {
+    std::lock_guard lock(idle_mu_);
+    v = idle_.observe(job.id, *sample, config_.reclaim_policy);
+  }
+  if (v != IdleTracker::Verdict::kFlag) return;
+  const ReclaimPolicy& p = config_.reclaim_policy;
+  std::string notice = "berthd: job " + std::to_string(job.id) + ": its " +
+                       std::to_string(sample->gpus) + " GPU(s) have been idle (below " +
+                       fmt::format("{:g}", p.idle_below_pct) + "% use) for " +
+                       std::to_string(p.idle_for_s) + " s or more" +
+                       (p.cancel ? "; the site's policy cancels it now\n" : "; it is flagged\n");
+  // Left beside the output for the job's sampler to copy into its stderr (gateway/reclaim.h);
+  // a file already there (planted, or an earlier round's) is left alone.
+  int fd = ::open((stem + ".notice").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    (void)!::write(fd, notice.data(), notice.size());
+    ::close(fd);
+  }
+  if (reclaim_observer_) reclaim_observer_("flag");
+  (void)db_->update(job.id, job.state, "idle GPUs: flagged", job.exit_code, job.nodes, now);
+  if (p.cancel && slurm_.cancel(job.owner, job.slurm_job_id).ok() && reclaim_observer_)
+    reclaim_observer_("cancel");
 }
 
 }  // namespace berth::gateway

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "gateway/auth.h"
 #include "gateway/config.h"
 #include "gateway/jobs_db.h"
+#include "gateway/reclaim.h"
 #include "gateway/slurm_rest.h"
 
 namespace berth::gateway {
@@ -93,6 +96,11 @@ class JobService {
   Result<std::vector<UsageRecord>> usage(const std::string& owner);
   /// How many of the database's jobs are in each state (for /metrics).
   Result<std::map<std::string, int>> count_by_state();
+  /// Whether job `id`'s GPUs were found idle for the reclaim policy's time ([reclaim]).
+  bool idle_flagged(int64_t id) const;
+  size_t idle_flagged_count() const;
+  /// Told of each reclaim action ("flag", "cancel"), for /metrics. Set before serving.
+  void set_reclaim_observer(std::function<void(const char*)> o) { reclaim_observer_ = std::move(o); }
   /// The stem of job `id`'s output files (gateway/output.h's output_stem()).
   std::string output_stem(int64_t id) const;
 
@@ -119,6 +127,12 @@ class JobService {
 
   std::unique_ptr<JobsDb> db_;
   SlurmRest slurm_;
+  /// Idle-GPU reclaim: the newest samples of a running GPU job read each reconciliation.
+  void check_idle(const JobRecord& job, int64_t now);
+  void forget_idle(int64_t id);
+  mutable std::mutex idle_mu_;
+  IdleTracker idle_;
+  std::function<void(const char*)> reclaim_observer_;
   SlurmConfig config_;
 };
 

@@ -29,6 +29,12 @@ int64_t unix_time(const std::string& text) {
 std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_pct) {
   // The file holds whole documents one after another (one per node and period); a document
   // cut short by a write under way ends the reading.
+  // A tail of the file may begin inside a document: start at the first that begins a line
+  // (`berth gpu stats --json` indents everything inside its top-level braces).
+  if (!text.starts_with("{")) {
+    size_t at = text.find("\n{");
+    text = at == std::string_view::npos ? std::string_view() : text.substr(at + 1);
+  }
   std::istringstream in{std::string(text)};
   std::optional<GpuSample> newest;
   int64_t newest_time = -1;

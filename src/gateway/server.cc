@@ -195,7 +195,9 @@ void Server::job_routes() {
       if (!job.ok()) return send_error(res, 502, job.error().message());
       // Another user's job is as absent as a job that never was.
       if (!*job) return send_error(res, 404, "no job " + std::string(req.matches[1]));
-      send_json(res, cancel ? 202 : 200, job_json(**job));
+      nlohmann::json out = job_json(**job);
+      out["idle_gpus"] = jobs_->idle_flagged((*job)->id);
+      send_json(res, cancel ? 202 : 200, out);
     };
   };
   http_->Get(R"(/v1/jobs/([^/]+))", one(false));
@@ -252,6 +254,8 @@ void Server::declare_metrics() {
     metrics_.add("berthd_slurm_requests_total", {{"method", std::string(method)}, {"status", std::to_string(status)}});
     metrics_.observe("berthd_slurm_request_duration_seconds", {{"method", std::string(method)}}, seconds);
   });
+  jobs_->set_reclaim_observer(
+      [this](const char* action) { metrics_.add("berthd_reclaim_actions_total", {{"action", action}}); });
   metrics_.on_scrape([this](Metrics& m) {
     if (auto counts = jobs_->count_by_state(); counts.ok())
       for (const auto& [state, n] : *counts) m.set("berthd_jobs", {{"state", state}}, n);
@@ -261,7 +265,7 @@ void Server::declare_metrics() {
         m.set("berthd_gpus", {{"model", model}, {"state", "used"}}, tu.second);
         m.set("berthd_gpus", {{"model", model}, {"state", "idle"}}, tu.first - tu.second);
       }
-    m.set("berthd_idle_gpu_jobs", {}, 0);
+    m.set("berthd_idle_gpu_jobs", {}, static_cast<double>(jobs_->idle_flagged_count()));
   });
 }
 

@@ -226,8 +226,18 @@ TEST(GatewayRead, OutputGoesToTheOutputDir) {
   SlurmJobSpec s = slurm_spec(r, 7, "c", cfg, "berthd-7-ab");
   EXPECT_EQ(s.script,
             "#!/bin/sh\nexec srun --container-image='alpine:3' -- 'true' "
-            ">'/spool/out/berthd-7-ab.out' 2>'/spool/out/berthd-7-ab.err'\n");
+            ">>'/spool/out/berthd-7-ab.out' 2>>'/spool/out/berthd-7-ab.err'\n");
   EXPECT_EQ(s.standard_output, "/dev/null");
+  // With idle-GPU reclaim on, a GPU job samples its GPUs beside its output first; a job
+  // without GPUs does not.
+  cfg.reclaim = true;
+  EXPECT_EQ(slurm_spec(r, 7, "c", cfg, "berthd-7-ab").script, s.script);
+  r.gpus = 1;
+  std::string gpu_script = slurm_spec(r, 7, "c", cfg, "berthd-7-ab").script;
+  EXPECT_TRUE(gpu_script.starts_with("#!/bin/sh\n( while :; do srun --overlap")) << gpu_script;
+  EXPECT_NE(gpu_script.find(">>'/spool/out/berthd-7-ab.gpu'"), std::string::npos) << gpu_script;
+  r.gpus = 0;
+  cfg.reclaim = false;
   json body = submit_body_v0038(s);
   EXPECT_EQ(body["job"]["standard_output"], "/dev/null");
   EXPECT_EQ(body["job"]["standard_error"], "/dev/null");

@@ -42,6 +42,12 @@ TEST(GatewayReclaim, TheNewestPeriodAcrossNodesDecides) {
   s = newest_sample(doc(190, {0}) + cut.substr(0, cut.size() / 2), 5);
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->time, 190);
+  // A tail of the file that begins inside a document skips to the next.
+  std::string first = doc(100, {50});
+  s = newest_sample(first.substr(first.size() / 2) + doc(160, {0}), 5);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->time, 160);
+  EXPECT_TRUE(s->idle);
   EXPECT_FALSE(newest_sample("", 5).has_value());
   EXPECT_FALSE(newest_sample("berth: error: gpu stats: no NVIDIA driver found under /\n", 5).has_value());
   // No GPU reported is not "idle".
