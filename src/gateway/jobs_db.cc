@@ -28,16 +28,19 @@ CREATE TABLE IF NOT EXISTS jobs (
   nodes TEXT NOT NULL DEFAULT '',
   created_at INTEGER NOT NULL,
   updated_at INTEGER NOT NULL,
+  time_limit_s INTEGER NOT NULL DEFAULT 0,
+  time_limit_from TEXT NOT NULL DEFAULT '',
   UNIQUE (owner, idempotency_key)
 );
 CREATE INDEX IF NOT EXISTS jobs_by_owner ON jobs (owner, id);
+CREATE INDEX IF NOT EXISTS jobs_by_owner_state ON jobs (owner, state);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 )";
 
 constexpr const char* kColumns =
     "id, owner, issuer, subject, coalesce(idempotency_key, ''), request, state, slurm_job_id, "
-    "reason, exit_code, nodes, created_at, updated_at";
+    "reason, exit_code, nodes, created_at, updated_at, time_limit_s, time_limit_from";
 
 /// A prepared statement, finalized at the end of its scope.
 class Stmt {
@@ -89,6 +92,8 @@ JobRecord read_row(sqlite3_stmt* s) {
   j.nodes = column_text(s, 10);
   j.created_at = sqlite3_column_int64(s, 11);
   j.updated_at = sqlite3_column_int64(s, 12);
+  j.time_limit_s = sqlite3_column_int64(s, 13);
+  j.time_limit_from = column_text(s, 14);
   return j;
 }
 
@@ -120,6 +125,19 @@ Result<std::unique_ptr<JobsDb>> JobsDb::open(const std::string& path) {
   for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", kSchema})
     if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK)
       return out->error("cannot set the job database up");
+  // A database made before the limits (the schema's CREATE leaves its table as it was) gets
+  // their columns; its jobs keep no time limit of berthd's.
+  Stmt columns(db, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'time_limit_s'");
+  if (!columns.ok()) return out->error("cannot read the job table's columns");
+  int found = columns.step();
+  if (found == SQLITE_DONE &&
+      sqlite3_exec(db,
+                   "ALTER TABLE jobs ADD COLUMN time_limit_s INTEGER NOT NULL DEFAULT 0;"
+                   "ALTER TABLE jobs ADD COLUMN time_limit_from TEXT NOT NULL DEFAULT ''",
+                   nullptr, nullptr, nullptr) != SQLITE_OK)
+    return out->error("cannot add the time limit columns");
+  if (found != SQLITE_ROW && found != SQLITE_DONE)
+    return out->error("cannot read the job table's columns");
   unsigned char random[8];
   if (RAND_bytes(random, sizeof random) != 1)
     return make_error("open", path, "no random bytes for the database's name");
@@ -136,6 +154,30 @@ Result<std::unique_ptr<JobsDb>> JobsDb::open(const std::string& path) {
 
 JobsDb::~JobsDb() { sqlite3_close(db_); }
 
+Result<std::optional<JobRecord>> JobsDb::find(const std::string& owner, const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, (std::string("SELECT ") + kColumns +
+               " FROM jobs WHERE owner = ?1 AND idempotency_key = ?2").c_str());
+  if (!q.ok()) return error("cannot read jobs");
+  q.text(1, owner).text(2, key);
+  int rc = q.step();
+  if (rc == SQLITE_ROW) return std::optional<JobRecord>(read_row(q.get()));
+  if (rc != SQLITE_DONE) return error("cannot read jobs");
+  return std::optional<JobRecord>();
+}
+
+Result<std::map<std::string, int64_t>> JobsDb::count_states(const std::string& owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, "SELECT state, COUNT(*) FROM jobs WHERE owner = ?1 GROUP BY state");
+  if (!q.ok()) return error("cannot read jobs");
+  q.text(1, owner);
+  std::map<std::string, int64_t> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) out[column_text(q.get(), 0)] = sqlite3_column_int64(q.get(), 1);
+  if (rc != SQLITE_DONE) return error("cannot read jobs");
+  return out;
+}
+
 Result<JobRecord> JobsDb::accept(const JobRecord& job, int64_t now, bool* existing) {
   std::lock_guard<std::mutex> lock(mu_);
   *existing = false;
@@ -151,10 +193,12 @@ Result<JobRecord> JobsDb::accept(const JobRecord& job, int64_t now, bool* existi
   }
   Stmt ins(db_,
            "INSERT INTO jobs (owner, issuer, subject, idempotency_key, request, state, "
-           "created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, 'ACCEPTED', ?6, ?6)");
+           "created_at, updated_at, time_limit_s, time_limit_from) "
+           "VALUES (?1, ?2, ?3, ?4, ?5, 'ACCEPTED', ?6, ?6, ?7, ?8)");
   if (!ins.ok()) return error("cannot record a job");
   ins.text(1, job.owner).text(2, job.issuer).text(3, job.subject)
-      .text_or_null(4, job.idempotency_key).text(5, job.request).integer(6, now);
+      .text_or_null(4, job.idempotency_key).text(5, job.request).integer(6, now)
+      .integer(7, job.time_limit_s).text(8, job.time_limit_from);
   if (ins.step() != SQLITE_DONE) return error("cannot record a job");
   JobRecord out = job;
   out.id = sqlite3_last_insert_rowid(db_);

@@ -8,11 +8,12 @@
 // Schema (one table; docs/gateway.md says why each column is there):
 //   jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, owner, issuer, subject, idempotency_key,
 //        request JSON, state, slurm_job_id, reason, exit_code, nodes, created_at, updated_at,
-//        UNIQUE(owner, idempotency_key))
+//        time_limit_s, time_limit_from, UNIQUE(owner, idempotency_key))
 // Ids are never reused (AUTOINCREMENT), so a client's old id never names another job.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -38,6 +39,10 @@ struct JobRecord {
   std::optional<int> exit_code;
   std::string nodes;
   int64_t created_at = 0, updated_at = 0;
+  /// The walltime the limits gave the job (its Slurm time limit), 0 for none, and where it
+  /// came from (WalltimeDecision::from in gateway/limits.h).
+  int64_t time_limit_s = 0;
+  std::string time_limit_from;
 };
 
 /// The job database; one connection, used under a lock by the server's threads.
@@ -51,6 +56,10 @@ class JobsDb {
 
   /// This database's random name (16 hex digits), made when it was created.
   const std::string& instance() const { return instance_; }
+  /// `owner`'s job with the non-empty idempotency key `key`, or nullopt.
+  Result<std::optional<JobRecord>> find(const std::string& owner, const std::string& key);
+  /// How many jobs `owner` has in each state.
+  Result<std::map<std::string, int64_t>> count_states(const std::string& owner);
   /// Records a new ACCEPTED job, or, when `job.owner` already has a job with the same
   /// non-empty idempotency key, returns that one and sets `*existing`.
   Result<JobRecord> accept(const JobRecord& job, int64_t now, bool* existing);
