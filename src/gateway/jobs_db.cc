@@ -173,7 +173,8 @@ Result<std::map<std::string, int64_t>> JobsDb::count_states(const std::string& o
   q.text(1, owner);
   std::map<std::string, int64_t> out;
   int rc;
-  while ((rc = q.step()) == SQLITE_ROW) out[column_text(q.get(), 0)] = sqlite3_column_int64(q.get(), 1);
+  while ((rc = q.step()) == SQLITE_ROW)
+    out[column_text(q.get(), 0)] = sqlite3_column_int64(q.get(), 1);
   if (rc != SQLITE_DONE) return error("cannot read jobs");
   return out;
 }

@@ -12,7 +12,11 @@ const std::optional<Limit>& get(const Limits& limits, LimitKey key) {
 
 LimitRefusal refusal(LimitKey key, const Limit& limit, int64_t requested, bool count,
                      const std::string& what) {
-  return {key, limit.value, requested, count, limit.from,
+  return {key,
+          limit.value,
+          requested,
+          count,
+          limit.from,
           what + ", the limit " + limit_name(key) + " = " + std::to_string(limit.value) + " (" +
               limit.from + ")"};
 }
@@ -56,9 +60,8 @@ Limits resolve_limits(const LimitsConfig& config, const std::string& user,
   return out;
 }
 
-std::optional<LimitRefusal> check_job_limits(const Limits& limits, int gpus,
-                                             int64_t walltime_s, bool cloud,
-                                             WalltimeDecision* decision) {
+std::optional<LimitRefusal> check_job_limits(const Limits& limits, int gpus, int64_t walltime_s,
+                                             bool cloud, WalltimeDecision* decision) {
   if (const auto& l = get(limits, LimitKey::kMaxGpusPerJob); l && gpus > l->value)
     return refusal(LimitKey::kMaxGpusPerJob, *l, gpus, false,
                    "the job asks for " + std::to_string(gpus) + " GPUs");

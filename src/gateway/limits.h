@@ -26,8 +26,13 @@
 namespace berth::gateway {
 
 /// The keys of a limits table, in the order of kLimitNames.
-enum class LimitKey { kMaxWalltime, kMaxGpusPerJob, kMaxRunningJobs, kMaxQueuedJobs,
-                      kCloudMaxWalltime };
+enum class LimitKey {
+  kMaxWalltime,
+  kMaxGpusPerJob,
+  kMaxRunningJobs,
+  kMaxQueuedJobs,
+  kCloudMaxWalltime
+};
 inline constexpr size_t kLimitKeys = 5;
 /// Each key's name in the configuration, in errors and in the audit log.
 inline constexpr std::array<const char*, kLimitKeys> kLimitNames = {
@@ -35,7 +40,9 @@ inline constexpr std::array<const char*, kLimitKeys> kLimitNames = {
     "cloud_max_walltime_s"};
 
 /// The name of `key`.
-inline const char* limit_name(LimitKey key) { return kLimitNames[static_cast<size_t>(key)]; }
+inline const char* limit_name(LimitKey key) {
+  return kLimitNames[static_cast<size_t>(key)];
+}
 /// The key named `name`, or nullopt.
 std::optional<LimitKey> limit_key(std::string_view name);
 /// Whether `key` is a walltime (a whole number of minutes, in seconds).
@@ -90,9 +97,8 @@ struct WalltimeDecision {
 /// Checks one job against `limits`: its GPUs against max_gpus_per_job, its walltime against
 /// max_walltime_s and, for a cloud job, cloud_max_walltime_s (the smaller cap binds). A job
 /// without a walltime gets the binding cap. Returns the walltime decision, or the refusal.
-std::optional<LimitRefusal> check_job_limits(const Limits& limits, int gpus,
-                                             int64_t walltime_s, bool cloud,
-                                             WalltimeDecision* decision);
+std::optional<LimitRefusal> check_job_limits(const Limits& limits, int gpus, int64_t walltime_s,
+                                             bool cloud, WalltimeDecision* decision);
 
 /// Checks `user`'s unfinished jobs (`running`, `queued`) against max_running_jobs and
 /// max_queued_jobs: a new job is refused when either count has reached its limit.

@@ -220,7 +220,8 @@ void Server::job_routes() {
                           : jobs_->get(*who, id);
       std::string name = req.matches[1];
       if (!job.ok()) {
-        if (cancel) audit.record("job.cancel", "error", {{"id", name}, {"reason", job.error().message()}});
+        if (cancel)
+          audit.record("job.cancel", "error", {{"id", name}, {"reason", job.error().message()}});
         return send_error(res, 502, job.error().message());
       }
       // Another user's job is as absent as a job that never was.

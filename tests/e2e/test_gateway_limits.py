@@ -293,3 +293,14 @@ def test_audit_log_records_refused_tokens_and_identities(gw, issuers, identity):
     assert lines[1]["detail"] == {"reason": err["error"]["message"]}
     assert lines[2]["user"] == local_user(identity) and lines[2]["request_id"] == h["X-Request-Id"]
     assert len({x["request_id"] for x in lines}) == 3
+
+
+def test_openapi_document_describes_the_limits(gw):
+    status, _, doc = gw.request("GET", "/v1/openapi.json")
+    assert status == 200
+    post = doc["paths"]["/v1/jobs"]["post"]["responses"]
+    assert "limits" in post["403"]["description"]
+    error = doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"]
+    assert {"limit", "value", "requested", "current"} <= set(error)
+    job = doc["components"]["schemas"]["Job"]["properties"]
+    assert {"class", "walltime_s"} <= set(job)

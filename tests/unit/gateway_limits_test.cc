@@ -27,7 +27,9 @@ LimitValues values(std::initializer_list<std::pair<LimitKey, int64_t>> set) {
   return v;
 }
 
-std::optional<Limit> of(const Limits& l, LimitKey k) { return l[static_cast<size_t>(k)]; }
+std::optional<Limit> of(const Limits& l, LimitKey k) {
+  return l[static_cast<size_t>(k)];
+}
 
 std::string shown(const std::optional<Limit>& l) {
   return l ? std::to_string(l->value) + " " + l->from : "none";
@@ -99,8 +101,9 @@ TEST(GatewayLimits, JobChecksNameTheLimit) {
   no = check_job_limits(l, 0, 601, true, &d);
   ASSERT_TRUE(no);
   EXPECT_EQ(no->key, LimitKey::kCloudMaxWalltime);
-  EXPECT_EQ(no->message, "the cloud job asks for a walltime of 601 s, the limit "
-                         "cloud_max_walltime_s = 600 (group /hpc/cloud)");
+  EXPECT_EQ(no->message,
+            "the cloud job asks for a walltime of 601 s, the limit "
+            "cloud_max_walltime_s = 600 (group /hpc/cloud)");
   // A cloud cap above the batch cap: the batch cap binds.
   LimitsConfig loose = site();
   loose.defaults[static_cast<size_t>(LimitKey::kCloudMaxWalltime)] = 7200;
@@ -197,8 +200,13 @@ TEST(GatewayAudit, OneJsonObjectPerLine) {
   EXPECT_EQ(rfc3339_utc(t), "2026-11-26T01:02:49.042Z");
   EXPECT_EQ(rfc3339_utc(std::chrono::system_clock::time_point{milliseconds(-1)}),
             "1969-12-31T23:59:59.999Z");
-  AuditEvent e{"job.submit", "refused", "https://iam.example.org/", "s-1", "alice",
-               "65a1f3c0-2a", "POST /v1/jobs",
+  AuditEvent e{"job.submit",
+               "refused",
+               "https://iam.example.org/",
+               "s-1",
+               "alice",
+               "65a1f3c0-2a",
+               "POST /v1/jobs",
                {{"limit", "max_gpus_per_job"}, {"value", 2}, {"requested", 4}}};
   EXPECT_EQ(audit_line(e, t),
             R"({"time":"2026-11-26T01:02:49.042Z","event":"job.submit","outcome":"refused",)"
@@ -220,6 +228,7 @@ TEST(GatewayAudit, ConcurrentWritersAppendWholeLines) {
   auto log = AuditLog::open(path);
   ASSERT_TRUE(log.ok()) << log.error().message();
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int t = 0; t < 8; ++t)
     threads.emplace_back([&, t] {
       for (int i = 0; i < 200; ++i) {
@@ -248,7 +257,7 @@ TEST(GatewayAudit, ConcurrentWritersAppendWholeLines) {
 /// A slurmrestd whose jobs are PENDING until a test says otherwise; it records submissions.
 struct CountingSlurmrestd {
   std::mutex mu;
-  std::vector<json> submitted;        // the bodies of POST /job/submit
+  std::vector<json> submitted;           // the bodies of POST /job/submit
   std::map<int64_t, std::string> state;  // by Slurm id
   int gets = 0;
   testing::FakeHttpServer server{[this](const testing::FakeRequest& r) {
@@ -263,9 +272,9 @@ struct CountingSlurmrestd {
     } else if (r.target.starts_with(job_prefix)) {
       ++gets;
       int64_t id = std::stoll(r.target.substr(job_prefix.size()));
-      res.body = json({{"errors", json::array()},
-                       {"jobs", {{{"job_id", id}, {"job_state", state[id]}}}}})
-                     .dump();
+      res.body =
+          json({{"errors", json::array()}, {"jobs", {{{"job_id", id}, {"job_state", state[id]}}}}})
+              .dump();
     } else {
       res.status = 404;
     }
@@ -283,8 +292,7 @@ TEST(GatewayLimits, ServiceRefusesBeforeSlurmAndNeverItsOwnRetry) {
   limits.defaults = values({{LimitKey::kMaxQueuedJobs, 2},
                             {LimitKey::kMaxGpusPerJob, 1},
                             {LimitKey::kCloudMaxWalltime, 120}});
-  JobService jobs(std::move(*db), SlurmRest("http://" + slurm.server.host(), "k", 60), {},
-                  limits);
+  JobService jobs(std::move(*db), SlurmRest("http://" + slurm.server.host(), "k", 60), {}, limits);
   Account alice{"iss", "s-a", "alice"};
   const std::string body = R"({"image": "alpine", "class": "cloud"})";
   JobRequest request = *parse_job_request(json::parse(body));
