@@ -45,6 +45,16 @@ Result<std::vector<std::string>> texts(const nlohmann::json& j, const std::strin
   return out;
 }
 
+/// The running and queued jobs among jobs counted by state.
+std::pair<int64_t, int64_t> count_unfinished(const std::map<std::string, int64_t>& states) {
+  int64_t running = 0, queued = 0;
+  for (const auto& [state, n] : states) {
+    if (final_state(state)) continue;
+    (queued_state(state) ? queued : running) += n;
+  }
+  return std::make_pair(running, queued);
+}
+
 }  // namespace
 
 Result<JobRequest> parse_job_request(const nlohmann::json& body) {
@@ -255,25 +265,33 @@ Result<std::pair<int64_t, int64_t>> JobService::unfinished(const std::string& us
                                                            bool refresh_first) {
   std::map<std::string, int64_t> states = BERTH_TRY(db_->count_states(user));
   if (refresh_first) {
+    // One listing of the account's Slurm jobs rather than a call per job: a caller at its
+    // limit who keeps asking costs slurmrestd one call a request. A job the listing lacks
+    // (Slurm forgets finished jobs after MinJobAge) is asked for alone.
+    auto listed = slurm_.jobs(user);
+    if (!listed.ok()) return count_unfinished(states);  // Slurm unreachable: the database's word
+    std::map<int64_t, const SlurmJobInfo*> by_id;
+    for (const SlurmJobEntry& e : *listed) by_id[e.id] = &e.info;
     for (const auto& [state, n] : states) {
       if (final_state(state) || state == "ACCEPTED") continue;  // ACCEPTED: not in Slurm yet
       auto jobs = db_->list(user, state, 0, static_cast<int>(std::min<int64_t>(n, 100000)));
-      // deliberate: a job Slurm cannot tell about keeps its recorded state, and counts
-      for (JobRecord& job : jobs.ok() ? *jobs : std::vector<JobRecord>{}) (void)refresh(user, job);
+      // deliberate: a job whose state cannot be read or recorded keeps its recorded state
+      for (JobRecord& job : jobs.ok() ? *jobs : std::vector<JobRecord>{}) {
+        auto found = by_id.find(job.slurm_job_id);
+        (void)(found != by_id.end() ? record(job, *found->second) : refresh(user, job));
+      }
     }
     states = BERTH_TRY(db_->count_states(user));
   }
-  int64_t running = 0, queued = 0;
-  for (const auto& [state, n] : states) {
-    if (final_state(state)) continue;
-    (queued_state(state) ? queued : running) += n;
-  }
-  return std::make_pair(running, queued);
+  return count_unfinished(states);
 }
 
 Status JobService::refresh(const std::string& user, JobRecord& job) {
   if (job.slurm_job_id == 0 || final_state(job.state)) return {};
-  SlurmJobInfo info = BERTH_TRY(slurm_.job(user, job.slurm_job_id));
+  return record(job, BERTH_TRY(slurm_.job(user, job.slurm_job_id)));
+}
+
+Status JobService::record(JobRecord& job, const SlurmJobInfo& info) {
   if (info.state == job.state && info.reason == job.reason && info.nodes == job.nodes &&
       info.exit_code == job.exit_code)
     return {};

@@ -102,8 +102,10 @@ class JobService {
  private:
   /// Reads the job's state from Slurm as `user` and records it when it changed.
   Status refresh(const std::string& user, JobRecord& job);
+  /// Records what Slurm says of `job` (`info`) when it changed.
+  Status record(JobRecord& job, const SlurmJobInfo& info);
   /// `user`'s running and queued jobs in the database; with `refresh`, their states are read
-  /// from Slurm first.
+  /// from Slurm first (one listing of the account's jobs).
   Result<std::pair<int64_t, int64_t>> unfinished(const std::string& user, bool refresh);
 
   std::unique_ptr<JobsDb> db_;

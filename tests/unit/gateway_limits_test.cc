@@ -259,7 +259,9 @@ struct CountingSlurmrestd {
   std::mutex mu;
   std::vector<json> submitted;           // the bodies of POST /job/submit
   std::map<int64_t, std::string> state;  // by Slurm id
-  int gets = 0;
+  int gets = 0;                          // GET /job/{id}
+  int listings = 0;                      // GET /jobs
+  int64_t forgotten = 0;  // a job GET /jobs leaves out (Slurm's MinJobAge has passed)
   testing::FakeHttpServer server{[this](const testing::FakeRequest& r) {
     std::lock_guard<std::mutex> lock(mu);
     testing::FakeResponse res;
@@ -269,6 +271,12 @@ struct CountingSlurmrestd {
       int64_t id = 700 + static_cast<int64_t>(submitted.size()) - 1;
       state[id] = "PENDING";
       res.body = R"({"errors": [], "job_id": )" + std::to_string(id) + "}";
+    } else if (r.target == "/slurm/v0.0.38/jobs") {
+      ++listings;
+      json jobs = json::array();
+      for (const auto& [id, st] : state)
+        if (id != forgotten) jobs.push_back({{"job_id", id}, {"job_state", st}});
+      res.body = json({{"errors", json::array()}, {"jobs", jobs}}).dump();
     } else if (r.target.starts_with(job_prefix)) {
       ++gets;
       int64_t id = std::stoll(r.target.substr(job_prefix.size()));
@@ -311,7 +319,8 @@ TEST(GatewayLimits, ServiceRefusesBeforeSlurmAndNeverItsOwnRetry) {
   EXPECT_EQ(third->refused->message,
             "alice has 2 queued jobs, the limit max_queued_jobs = 2 (default)");
   EXPECT_EQ(slurm.submitted.size(), 2u);
-  EXPECT_EQ(slurm.gets, 2);
+  EXPECT_EQ(slurm.listings, 1);
+  EXPECT_EQ(slurm.gets, 0);
   EXPECT_FALSE((*raw->find("alice", "k3")).has_value());
   // The first job's retry is a replay, not a third job over the limit.
   auto retry = jobs.submit(alice, "k1", body, request);
@@ -336,6 +345,17 @@ TEST(GatewayLimits, ServiceRefusesBeforeSlurmAndNeverItsOwnRetry) {
   ASSERT_TRUE(fourth.ok());
   EXPECT_FALSE(fourth->refused);
   EXPECT_EQ(slurm.submitted.size(), 4u);
+  // A job the listing has forgotten is asked for alone: the second ends, out of the list.
+  {
+    std::lock_guard<std::mutex> lock(slurm.mu);
+    slurm.state[701] = "COMPLETED";
+    slurm.forgotten = 701;
+  }
+  auto fifth = jobs.submit(alice, "k5", body, request);
+  ASSERT_TRUE(fifth.ok());
+  EXPECT_FALSE(fifth->refused);
+  EXPECT_EQ(slurm.gets, 1);
+  EXPECT_EQ(slurm.listings, 3);
   // And it shows as cut at its cap.
   json ended = job_json(**raw->get(first->job.id));
   EXPECT_EQ(ended["state"], "TIMEOUT");
