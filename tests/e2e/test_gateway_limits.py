@@ -262,7 +262,10 @@ def test_cloud_job_is_cut_at_its_cap(gw, berth, issuers, identity, gateway_clust
     assert job["class"] == "cloud" and job["walltime_s"] == CLOUD_CAP_S
     limit = slurm(gateway_cluster, "squeue", "-h", "-j", str(job["slurm_job_id"]), "-o", "%l")
     assert limit.strip() == "1:00"
+    submitted = time.monotonic()
     done = wait_state(gw, tok, job["id"], final, timeout=240)
+    print(f"cloud job with a {CLOUD_CAP_S} s cap: {done['state']} seen "
+          f"{time.monotonic() - submitted:.0f} s after its submission")
     assert done["state"] == "TIMEOUT", (done, job_output(berth, done))
     assert done["reason"] == "cut at the cloud walltime cap, 60 s (cloud_max_walltime_s)"
     status, _, listed = gw.request("GET", "/v1/jobs", tok)
