@@ -39,6 +39,9 @@ packages=(
   # srun --mpi=pmix (Slurm's mpi_pmix dlopens libpmix; the test's PMIx client builds against
   # libpmix-dev) and REST submissions (tests/e2e/test_slurmrestd.py)
   libpmix2 libpmix-dev pkg-config slurmrestd
+  # berthd's GET /metrics is checked with promtool (tests/e2e), which comes with Debian's
+  # prometheus package (its service, where one starts, is stopped below)
+  prometheus
   # peers measured by the benchmarks
   charliecloud-runtime hyperfine
   # MPI launches (tests/e2e/test_launcher.py's MPICH ranks, bench/mpi): Debian's MPICH
@@ -56,11 +59,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# Debian's docker-registry package starts a system service on port 5000; the tests start their
-# own instances on free ports, so the system one is not needed.
-if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker-registry 2>/dev/null; then
-  $sudo systemctl stop docker-registry || true   # not needed; failure to stop is harmless
-fi
+# Debian's docker-registry package starts a system service on port 5000 (prometheus one on
+# 9090); the tests start their own instances on free ports, so the system ones are not needed.
+for service in docker-registry prometheus; do
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$service" 2>/dev/null; then
+    $sudo systemctl stop "$service" || true   # not needed; failure to stop is harmless
+  fi
+done
 
 # Rootless FUSE mounts (berth run FILE.sqsh) need /dev/fuse open to users: udev's rule makes it
 # 0666 on an ordinary Debian host; machines without udev (these VMs, some containers) leave it

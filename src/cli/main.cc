@@ -50,7 +50,7 @@ const std::vector<Command>& command_table() {
       {"unprotect", "Remove the protection of an image or container", setup_unprotect},
       {"login", "Log in to a registry", setup_login},
       {"logout", "Log out from a registry", setup_logout},
-      {"gpu", "Show the host's GPUs and driver (gpu info)", setup_gpu},
+      {"gpu", "Show the host's GPUs and driver (gpu info), their use (gpu stats)", setup_gpu},
       {"ib", "Show the host's InfiniBand/RDMA HCAs (ib info)", setup_ib},
       {"cdi", "Write a CDI spec for the host's GPUs (cdi generate)", setup_cdi},
       {"info", "Show the store, the kernel and the engines found", setup_info},

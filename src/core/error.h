@@ -77,12 +77,13 @@ inline constexpr std::string_view kOpWords[] = {
     "rmname", "root emulation", "run", "stop", "system df", "update the loader cache: ldconfig", "user", "volume", "workdir",
     // Devices.
     "--device", "CDI", "CDI spec", "cdi generate", "check requirement", "device", "device node", "gpu info",
+    "gpu stats", "read NVML",
     "inject GPUs", "mount source", "parse ld.so.cache", "read ELF", "select GPUs",
     "ib info", "inject MPI", "select HCAs",
     // The site policy (site).
     "registry",
     // The job gateway (gateway/, berthd).
-    "listen", "map identity", "read JWKS", "discover issuer", "verify token",
+    "listen", "map identity", "read JWKS", "discover issuer", "verify token", "read accounting",
     // The udocker command line (cli/udocker.h).
     "setup", "udocker",
 };

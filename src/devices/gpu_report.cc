@@ -82,6 +82,12 @@ json gpu_info_json(const NvidiaDriver& nv, const AmdDevices& amd) {
   return j;
 }
 
+Error no_nvidia_driver_error(Op op, const std::string& driver_root) {
+  return make_error(op, "", "no NVIDIA driver found under " + driver_root, ErrorCode::kNotFound)
+      .with_hint("no /proc/driver/nvidia/version, libcuda.so.1 or libnvidia-ml.so.1 there; "
+                 "set BERTH_DRIVER_ROOT if the driver lives in another tree");
+}
+
 std::string gpu_info_text(const NvidiaDriver& nv, const AmdDevices& amd) {
   std::string out;
   if (nv.found) {

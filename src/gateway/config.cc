@@ -114,12 +114,16 @@ class Reader : public TomlReader {
       else if (key == "partition") s.partition = BERTH_TRY(string(v, key));
       else if (key == "workdir") s.workdir = BERTH_TRY(nonempty(v, key));
       else if (key == "environment") s.environment = BERTH_TRY(string_table(v, key));
+      else if (key == "cluster") s.cluster = BERTH_TRY(nonempty(v, key));
+      else if (key == "output_dir") s.output_dir = BERTH_TRY(nonempty(v, key));
       else return bad(v, key, "is not a key of [slurm]");
     }
     if (s.rest_url.empty()) return missing("[slurm]", "rest_url");
     if (s.jwt_key.empty()) return missing("[slurm]", "jwt_key");
     if (!s.rest_url.starts_with("http://") && !s.rest_url.starts_with("https://"))
       return bad(*t->get("rest_url"), "rest_url", "is not an http:// or https:// URL");
+    if (!s.output_dir.empty() && s.output_dir[0] != '/')
+      return bad(*t->get("output_dir"), "output_dir", "is not an absolute path");
     return {};
   }
 

@@ -39,6 +39,12 @@ struct SlurmConfig {
   std::string workdir = "/tmp";  ///< the batch script's working directory
   /// Variables every job's environment starts with (PATH, SLURM_CONF, ...).
   std::map<std::string, std::string> environment;
+  /// The cluster's name in GET /v1/systems.
+  std::string cluster = "slurm";
+  /// Where jobs write their stdout and stderr for GET /v1/jobs/{id}/output: a folder shared
+  /// with the compute nodes, sticky and writable by all, whose default ACL lets berthd read
+  /// (docs/gateway.md); "" keeps no output.
+  std::string output_dir;
 };
 
 struct GatewayConfig {

@@ -1,11 +1,15 @@
 // Job requests, their Slurm form, and the job service (gateway/jobs.h).
 #include "gateway/jobs.h"
 
+#include <pwd.h>
+
 #include <algorithm>
 #include <ctime>
 #include <map>
 
 #include "core/json.h"
+#include "gateway/output.h"
+#include "gateway/systems.h"
 
 namespace berth::gateway {
 namespace {
@@ -102,7 +106,7 @@ Result<JobRequest> parse_job_request(const nlohmann::json& body) {
 }
 
 SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comment,
-                        const SlurmConfig& slurm) {
+                        const SlurmConfig& slurm, const std::string& output_stem) {
   SlurmJobSpec s;
   s.name = r.name;
   s.comment = comment;
@@ -132,6 +136,17 @@ SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comm
     cmd += " --";
     for (const std::string& a : r.command) cmd += " " + shell_quote(a);
   }
+  if (!slurm.output_dir.empty() && !output_stem.empty()) {
+    // The container's output where berthd can read it (gateway/output.h); srun's own errors
+    // (an image that does not pull) land in the .err file too.
+    std::string stem = slurm.output_dir + "/" + output_stem;
+    cmd += " >" + shell_quote(stem + ".out") + " 2>" + shell_quote(stem + ".err");
+    // The batch script's own output goes nowhere: a file Slurm names is visible to every user
+    // in the job's record while it is pending, and a file of the same name planted by another
+    // user before the job starts would receive the job's writes. The names above live in the
+    // script, which only the owner and Slurm's administrators can read.
+    s.standard_output = s.standard_error = "/dev/null";
+  }
   s.script = "#!/bin/sh\n" + cmd + "\n";
   return s;
 }
@@ -157,8 +172,14 @@ nlohmann::json job_json(const JobRecord& j) {
                         {"nodes", j.nodes},
                         {"created_at", j.created_at},
                         {"updated_at", j.updated_at},
-                        {"exit_code", nullptr}};
+                        {"exit_code", nullptr},
+                        {"start_time", nullptr},
+                        {"end_time", nullptr},
+                        {"gpus_allocated", j.gpus},
+                        {"gres_detail", j.gres_detail}};
   if (j.exit_code) out["exit_code"] = *j.exit_code;
+  if (j.start_time > 0) out["start_time"] = j.start_time;
+  if (j.end_time > 0) out["end_time"] = j.end_time;
   out["class"] = "batch";
   if (request.is_object()) {
     out["name"] = request.value("name", "berthd-job");
@@ -242,7 +263,8 @@ Result<JobService::Submitted> JobService::submit(const Account& who, const std::
   if (existing) return replay(job);
   // Written (and synced) before Slurm sees it: a crash from here on leaves an ACCEPTED row,
   // which reconciliation settles through the Slurm job's comment.
-  auto slurm_id = slurm_.submit(who.user, slurm_spec(request, job.id, comment(job.id), config_));
+  auto slurm_id = slurm_.submit(
+      who.user, slurm_spec(request, job.id, comment(job.id), config_, output_stem(job.id)));
   if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {
     // No answer: Slurm may have the job. It stays ACCEPTED; reconcile() finds it by its
     // comment, or submits it, and never twice.
@@ -291,16 +313,27 @@ Status JobService::refresh(const std::string& user, JobRecord& job) {
   return record(job, BERTH_TRY(slurm_.job(user, job.slurm_job_id)));
 }
 
-Status JobService::record(JobRecord& job, const SlurmJobInfo& info) {
+Status JobService::record(JobRecord& job, SlurmJobInfo info) {
+  // Slurm forgets a job's GPUs (gres_detail) when it ends: what was seen while it ran stays.
+  if (info.gpus == 0 && info.gres_detail.empty()) {
+    info.gpus = job.gpus;
+    info.gres_detail = job.gres_detail;
+  }
   if (info.state == job.state && info.reason == job.reason && info.nodes == job.nodes &&
-      info.exit_code == job.exit_code)
+      info.exit_code == job.exit_code && info.start_time == job.start_time &&
+      info.end_time == job.end_time && info.gpus == job.gpus &&
+      info.gres_detail == job.gres_detail)
     return {};
   job.state = info.state;
   job.reason = info.reason;
   job.exit_code = info.exit_code;
   job.nodes = info.nodes;
+  job.start_time = info.start_time;
+  job.end_time = info.end_time;
+  job.gpus = info.gpus;
+  job.gres_detail = info.gres_detail;
   job.updated_at = std::time(nullptr);
-  return db_->update(job.id, job.state, job.reason, job.exit_code, job.nodes, job.updated_at);
+  return db_->record(job);
 }
 
 Result<std::optional<JobRecord>> JobService::get(const Account& who, int64_t id) {
@@ -325,6 +358,39 @@ Result<std::optional<JobRecord>> JobService::cancel(const Account& who, int64_t 
     (void)refresh(who.user, *job);  // deliberate: the cancel was accepted; the state follows later
   }
   return job;
+}
+
+std::string JobService::output_stem(int64_t id) const {
+  return gateway::output_stem(db_->secret(), db_->instance(), id);
+}
+
+Result<std::optional<JobService::Output>> JobService::output(const Account& who, int64_t id,
+                                                             int lines) {
+  if (config_.output_dir.empty())
+    return make_error("GET", "/v1/jobs/" + std::to_string(id) + "/output",
+                      "berthd keeps no job output here ([slurm] output_dir is not set)",
+                      ErrorCode::kNotFound);
+  std::optional<JobRecord> job = BERTH_TRY(get(who, id));
+  if (!job) return std::optional<Output>();
+  // The file must be the job owner's: nobody else can have written the job's output.
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  std::string buf(16384, '\0');
+  if (getpwnam_r(job->owner.c_str(), &pw, buf.data(), buf.size(), &found) != 0 ||
+      found == nullptr)
+    return make_error("read", job->owner, "no such account on the gateway host",
+                      ErrorCode::kNotFound);
+  Output out{*job, "", "", false, false};
+  std::string stem = config_.output_dir + "/" + output_stem(id);
+  out.stdout_text = BERTH_TRY(read_tail(stem + ".out", pw.pw_uid, lines, kMaxTailBytes,
+                                        &out.stdout_truncated));
+  out.stderr_text = BERTH_TRY(read_tail(stem + ".err", pw.pw_uid, lines, kMaxTailBytes,
+                                        &out.stderr_truncated));
+  return std::optional<Output>(std::move(out));
+}
+
+nlohmann::json JobService::system(const Account& who) {
+  return describe_system(slurm_, who.user, config_.cluster);
 }
 
 JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
@@ -359,7 +425,8 @@ JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
     }
     // The walltime its limits gave it when it was accepted (the caps may have changed since).
     if (job.time_limit_s > 0) request->walltime_s = job.time_limit_s;
-    auto slurm_id = slurm_.submit(job.owner, slurm_spec(*request, job.id, comment, config_));
+    auto slurm_id = slurm_.submit(
+        job.owner, slurm_spec(*request, job.id, comment, config_, output_stem(job.id)));
     if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {
       ++r.failed;
     } else if (!slurm_id.ok()) {

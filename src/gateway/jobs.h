@@ -40,9 +40,11 @@ struct JobRequest {
 Result<JobRequest> parse_job_request(const nlohmann::json& body);
 
 /// The Slurm job for request `r` of berthd job `id`, with the site's settings; `comment` is
-/// how reconciliation finds it again (JobService::comment()).
+/// how reconciliation finds it again (JobService::comment()). With `slurm.output_dir`, the
+/// container's stdout and stderr go to OUTPUT_DIR/`output_stem`.out and .err
+/// (gateway/output.h).
 SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comment,
-                        const SlurmConfig& slurm);
+                        const SlurmConfig& slurm, const std::string& output_stem = "");
 
 /// A job as the API shows it. A job Slurm ended at its time limit (TIMEOUT) says so in its
 /// reason, naming the cap that set the limit when one did.
@@ -82,6 +84,20 @@ class JobService {
   /// Cancels job `id` as its owner; nullopt when `who` may not see it.
   Result<std::optional<JobRecord>> cancel(const Account& who, int64_t id);
 
+  /// A job's output: the last lines of its stdout and stderr.
+  struct Output {
+    JobRecord job;
+    std::string stdout_text, stderr_text;
+    bool stdout_truncated = false, stderr_truncated = false;
+  };
+  /// The last `lines` lines of job `id`'s stdout and stderr (gateway/output.h), if `who` may
+  /// see the job; nullopt otherwise. An error (kNotFound) when no output_dir is configured.
+  Result<std::optional<Output>> output(const Account& who, int64_t id, int lines);
+  /// The cluster as `who` sees it (GET /v1/systems, gateway/systems.h).
+  nlohmann::json system(const Account& who);
+  /// The stem of job `id`'s output files (gateway/output.h's output_stem()).
+  std::string output_stem(int64_t id) const;
+
   struct Reconciled {
     int found = 0;        ///< ACCEPTED jobs Slurm had after all (found by their comment)
     int resubmitted = 0;  ///< ACCEPTED jobs Slurm never got, submitted now
@@ -103,7 +119,7 @@ class JobService {
   /// Reads the job's state from Slurm as `user` and records it when it changed.
   Status refresh(const std::string& user, JobRecord& job);
   /// Records what Slurm says of `job` (`info`) when it changed.
-  Status record(JobRecord& job, const SlurmJobInfo& info);
+  Status record(JobRecord& job, SlurmJobInfo info);
   /// `user`'s running and queued jobs in the database; with `refresh`, their states are read
   /// from Slurm first (one listing of the account's jobs).
   Result<std::pair<int64_t, int64_t>> unfinished(const std::string& user, bool refresh);

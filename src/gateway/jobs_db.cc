@@ -9,6 +9,7 @@
 
 #include <memory>
 
+#include "core/json.h"
 
 namespace berth::gateway {
 namespace {
@@ -28,8 +29,6 @@ CREATE TABLE IF NOT EXISTS jobs (
   nodes TEXT NOT NULL DEFAULT '',
   created_at INTEGER NOT NULL,
   updated_at INTEGER NOT NULL,
-  time_limit_s INTEGER NOT NULL DEFAULT 0,
-  time_limit_from TEXT NOT NULL DEFAULT '',
   UNIQUE (owner, idempotency_key)
 );
 CREATE INDEX IF NOT EXISTS jobs_by_owner ON jobs (owner, id);
@@ -38,9 +37,21 @@ CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 )";
 
+/// Columns added after the first schema, with their definitions: added to an older database
+/// when it is opened.
+constexpr std::pair<const char*, const char*> kAddedColumns[] = {
+    {"start_time", "INTEGER NOT NULL DEFAULT 0"},
+    {"end_time", "INTEGER NOT NULL DEFAULT 0"},
+    {"gpus", "INTEGER NOT NULL DEFAULT 0"},
+    {"gres_detail", "TEXT NOT NULL DEFAULT '[]'"},
+    {"time_limit_s", "INTEGER NOT NULL DEFAULT 0"},
+    {"time_limit_from", "TEXT NOT NULL DEFAULT ''"},
+};
+
 constexpr const char* kColumns =
     "id, owner, issuer, subject, coalesce(idempotency_key, ''), request, state, slurm_job_id, "
-    "reason, exit_code, nodes, created_at, updated_at, time_limit_s, time_limit_from";
+    "reason, exit_code, nodes, created_at, updated_at, start_time, end_time, gpus, gres_detail, "
+    "time_limit_s, time_limit_from";
 
 /// A prepared statement, finalized at the end of its scope.
 class Stmt {
@@ -92,9 +103,24 @@ JobRecord read_row(sqlite3_stmt* s) {
   j.nodes = column_text(s, 10);
   j.created_at = sqlite3_column_int64(s, 11);
   j.updated_at = sqlite3_column_int64(s, 12);
-  j.time_limit_s = sqlite3_column_int64(s, 13);
-  j.time_limit_from = column_text(s, 14);
+  j.start_time = sqlite3_column_int64(s, 13);
+  j.end_time = sqlite3_column_int64(s, 14);
+  j.gpus = sqlite3_column_int(s, 15);
+  nlohmann::json detail = parse_json_or_discarded(column_text(s, 16));
+  if (detail.is_array())
+    for (const nlohmann::json& d : detail)
+      if (d.is_string()) j.gres_detail.push_back(d.get<std::string>());
+  j.time_limit_s = sqlite3_column_int64(s, 17);
+  j.time_limit_from = column_text(s, 18);
   return j;
+}
+
+std::string random_hex(int bytes) {
+  unsigned char random[32];
+  if (bytes > 32 || RAND_bytes(random, bytes) != 1) return "";
+  std::string out;
+  for (int i = 0; i < bytes; ++i) out += fmt::format("{:02x}", random[i]);
+  return out;
 }
 
 }  // namespace
@@ -125,30 +151,28 @@ Result<std::unique_ptr<JobsDb>> JobsDb::open(const std::string& path) {
   for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", kSchema})
     if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK)
       return out->error("cannot set the job database up");
-  // A database made before the limits (the schema's CREATE leaves its table as it was) gets
-  // their columns; its jobs keep no time limit of berthd's.
-  Stmt columns(db, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'time_limit_s'");
-  if (!columns.ok()) return out->error("cannot read the job table's columns");
-  int found = columns.step();
-  if (found == SQLITE_DONE &&
-      sqlite3_exec(db,
-                   "ALTER TABLE jobs ADD COLUMN time_limit_s INTEGER NOT NULL DEFAULT 0;"
-                   "ALTER TABLE jobs ADD COLUMN time_limit_from TEXT NOT NULL DEFAULT ''",
-                   nullptr, nullptr, nullptr) != SQLITE_OK)
-    return out->error("cannot add the time limit columns");
-  if (found != SQLITE_ROW && found != SQLITE_DONE)
-    return out->error("cannot read the job table's columns");
-  unsigned char random[8];
-  if (RAND_bytes(random, sizeof random) != 1)
-    return make_error("open", path, "no random bytes for the database's name");
-  std::string name;
-  for (unsigned char b : random) name += fmt::format("{:02x}", b);
-  Stmt name_it(db, "INSERT OR IGNORE INTO meta (key, value) VALUES ('instance', ?1)");
-  if (!name_it.ok() || name_it.text(1, name).step() != SQLITE_DONE)
-    return out->error("cannot name the job database");
-  Stmt read(db, "SELECT value FROM meta WHERE key = 'instance'");
-  if (!read.ok() || read.step() != SQLITE_ROW) return out->error("cannot read the database's name");
-  out->instance_ = column_text(read.get(), 0);
+  for (const auto& [column, definition] : kAddedColumns) {
+    Stmt has(db, "SELECT 1 FROM pragma_table_info('jobs') WHERE name = ?1");
+    if (!has.ok()) return out->error("cannot read the job table's columns");
+    int rc = has.text(1, column).step();
+    if (rc == SQLITE_ROW) continue;
+    if (rc != SQLITE_DONE) return out->error("cannot read the job table's columns");
+    std::string sql = std::string("ALTER TABLE jobs ADD COLUMN ") + column + " " + definition;
+    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
+      return out->error(std::string("cannot add column ") + column);
+  }
+  for (const auto& [key, bytes] : {std::pair<const char*, int>{"instance", 8}, {"secret", 16}}) {
+    std::string value = random_hex(bytes);
+    if (value.empty()) return make_error("open", path, "no random bytes for the database");
+    Stmt put(db, "INSERT OR IGNORE INTO meta (key, value) VALUES (?1, ?2)");
+    if (!put.ok() || put.text(1, key).text(2, value).step() != SQLITE_DONE)
+      return out->error("cannot write the database's " + std::string(key));
+    Stmt read(db, "SELECT value FROM meta WHERE key = ?1");
+    if (!read.ok() || read.text(1, key).step() != SQLITE_ROW)
+      return out->error("cannot read the database's " + std::string(key));
+    (std::string_view(key) == "instance" ? out->instance_ : out->secret_) =
+        column_text(read.get(), 0);
+  }
   return out;
 }
 
@@ -227,6 +251,20 @@ Status JobsDb::update(int64_t id, const std::string& state, const std::string& r
   if (!up.ok()) return error("cannot update a job");
   up.integer(1, id).text(2, state).text(3, reason).text(5, nodes).integer(6, now);
   if (exit_code) up.integer(4, *exit_code);
+  if (up.step() != SQLITE_DONE) return error("cannot update a job");
+  return {};
+}
+
+Status JobsDb::record(const JobRecord& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt up(db_,
+          "UPDATE jobs SET state = ?2, reason = ?3, exit_code = ?4, nodes = ?5, updated_at = ?6, "
+          "start_time = ?7, end_time = ?8, gpus = ?9, gres_detail = ?10 WHERE id = ?1");
+  if (!up.ok()) return error("cannot update a job");
+  up.integer(1, job.id).text(2, job.state).text(3, job.reason).text(5, job.nodes)
+      .integer(6, job.updated_at).integer(7, job.start_time).integer(8, job.end_time)
+      .integer(9, job.gpus).text(10, to_text(nlohmann::json(job.gres_detail)));
+  if (job.exit_code) up.integer(4, *job.exit_code);
   if (up.step() != SQLITE_DONE) return error("cannot update a job");
   return {};
 }

@@ -8,7 +8,9 @@
 // Schema (one table; docs/gateway.md says why each column is there):
 //   jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, owner, issuer, subject, idempotency_key,
 //        request JSON, state, slurm_job_id, reason, exit_code, nodes, created_at, updated_at,
-//        time_limit_s, time_limit_from, UNIQUE(owner, idempotency_key))
+//        start_time, end_time, gpus, gres_detail JSON, time_limit_s, time_limit_from,
+//        UNIQUE(owner, idempotency_key))
+// (the last six added to databases made before them when opened).
 // Ids are never reused (AUTOINCREMENT), so a client's old id never names another job.
 #pragma once
 
@@ -39,6 +41,9 @@ struct JobRecord {
   std::optional<int> exit_code;
   std::string nodes;
   int64_t created_at = 0, updated_at = 0;
+  int64_t start_time = 0, end_time = 0;  ///< Slurm's; 0: not yet
+  int gpus = 0;                          ///< GPUs allocated
+  std::vector<std::string> gres_detail;  ///< Slurm's GRES per allocated node
   /// The walltime the limits gave the job (its Slurm time limit), 0 for none, and where it
   /// came from (WalltimeDecision::from in gateway/limits.h).
   int64_t time_limit_s = 0;
@@ -68,6 +73,12 @@ class JobsDb {
   /// Sets a job's state, reason, exit code and nodes (from Slurm, or SUBMIT_FAILED).
   Status update(int64_t id, const std::string& state, const std::string& reason,
                 std::optional<int> exit_code, const std::string& nodes, int64_t now);
+  /// Writes what Slurm said of job `job.id`: state, reason, exit code, nodes, times, GPUs and
+  /// updated_at.
+  Status record(const JobRecord& job);
+  /// This database's secret (32 hex digits), made when it was created; names the jobs' output
+  /// files so that no other user can guess them.
+  const std::string& secret() const { return secret_; }
   /// The job `id`, or nullopt.
   Result<std::optional<JobRecord>> get(int64_t id);
   /// Jobs, newest first: of `owner` ("" for all), in `state` ("" for any), created at or
@@ -82,6 +93,7 @@ class JobsDb {
   sqlite3* db_;
   std::string path_;
   std::string instance_;
+  std::string secret_;
   std::mutex mu_;
 };
 

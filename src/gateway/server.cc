@@ -1,9 +1,12 @@
 // The routes of /v1 (gateway/server.h).
 #include "gateway/server.h"
 
+#include <fmt/core.h>
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <optional>
@@ -11,9 +14,25 @@
 #include <fmt/core.h>
 
 #include "core/json.h"
+#include "gateway/output.h"
 
 namespace berth::gateway {
 namespace {
+
+// The access log's per-request facts, kept on the worker thread that serves the request
+// (cpp-httplib runs the pre-routing handler, the handler and the logger on one thread).
+thread_local std::chrono::steady_clock::time_point request_start;
+thread_local std::string request_user;
+
+/// `s` with bytes outside printable ASCII written as \xHH, for a log line.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x21 && c < 0x7f && c != '\\') out.push_back(static_cast<char>(c));
+    else out += fmt::format("\\x{:02x}", c);
+  }
+  return out;
+}
 
 void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
   res.status = status;
@@ -92,6 +111,7 @@ std::optional<Account> authorize(Authenticator& auth, const httplib::Request& re
   const Account& a = std::get<Account>(who);
   audit.caller(a.issuer, a.subject, a.user);
   audit.record("token", "accepted");
+  request_user = a.user;
   return std::get<Account>(std::move(who));
 }
 
@@ -128,6 +148,31 @@ Server::~Server() = default;
 void Server::routes() {
   http_->new_task_queue = [] { return new httplib::ThreadPool(kWorkerThreads); };
   http_->set_payload_max_length(size_t{1} << 20);
+  // cpp-httplib writes an answer's headers and body with two calls: without TCP_NODELAY the
+  // body waits for the client's delayed ACK (40 ms on Linux).
+  http_->set_tcp_nodelay(true);
+  http_->set_keep_alive_max_count(kKeepAliveRequests);
+  // The listening socket is made inside cpp-httplib; its descriptor is kept here so that bind()
+  // can raise the backlog (listen() again on a listening socket only changes that).
+  http_->set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd_ = sock;
+  });
+  // The access log: one line per request on stderr, written with one call so that lines of
+  // concurrent requests do not interleave.
+  http_->set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+    request_start = std::chrono::steady_clock::now();
+    request_user.clear();
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  http_->set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                          request_start).count();
+    std::string line = "berthd: access " + printable(req.method) + " " + printable(req.path) +
+                       " " + std::to_string(res.status) + " " + fmt::format("{:.2f}ms", ms) + " " +
+                       (request_user.empty() ? "-" : printable(request_user)) + "\n";
+    std::fputs(line.c_str(), stderr);
+  });
 
   http_->Get("/v1/health", [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"status", "ok"}, {"version", version_}});
@@ -238,6 +283,41 @@ void Server::job_routes() {
   };
   http_->Get(R"(/v1/jobs/([^/]+))", one(false));
   http_->Delete(R"(/v1/jobs/([^/]+))", one(true));
+  http_->Get(R"(/v1/jobs/([^/]+)/output)", [this](const httplib::Request& req,
+                                                  httplib::Response& res) {
+    RequestAudit audit(audit_, req, res);
+    auto who = authorize(auth_, req, res, audit);
+    if (!who) return;
+    int lines = kDefaultTailLines;
+    if (req.has_param("tail")) {
+      int64_t n = job_id(req.get_param_value("tail"));
+      if (n < 1 || n > kMaxTailLines)
+        return send_error(res, 400,
+                          "tail is not a number of lines from 1 to " +
+                              std::to_string(kMaxTailLines));
+      lines = static_cast<int>(n);
+    }
+    int64_t id = job_id(req.matches[1]);
+    auto out = id < 0 ? Result<std::optional<JobService::Output>>(
+                            std::optional<JobService::Output>())
+                      : jobs_->output(*who, id, lines);
+    if (!out.ok()) {
+      if (out.error().code == ErrorCode::kNotFound) return send_error(res, 404, out.error().detail);
+      return send_error(res, 500, out.error().message());
+    }
+    if (!*out) return send_error(res, 404, "no job " + std::string(req.matches[1]));
+    const JobService::Output& o = **out;
+    send_json(res, 200,
+              {{"id", std::to_string(o.job.id)}, {"state", o.job.state}, {"tail", lines},
+               {"stdout", o.stdout_text}, {"stdout_truncated", o.stdout_truncated},
+               {"stderr", o.stderr_text}, {"stderr_truncated", o.stderr_truncated}});
+  });
+  http_->Get("/v1/systems", [this](const httplib::Request& req, httplib::Response& res) {
+    RequestAudit audit(audit_, req, res);
+    auto who = authorize(auth_, req, res, audit);
+    if (!who) return;
+    send_json(res, 200, {{"systems", nlohmann::json::array({jobs_->system(*who)})}});
+  });
 }
 
 Result<int> Server::bind() {
@@ -252,6 +332,8 @@ Result<int> Server::bind() {
   } else if (!http_->bind_to_port(config_.listen_host, port)) {
     return sys_error("listen", config_.listen_host + ":" + std::to_string(port));
   }
+  if (listen_fd_ >= 0 && ::listen(listen_fd_, kListenBacklog) != 0)
+    return sys_error("listen", config_.listen_host + ":" + std::to_string(port));
   return port;
 }
 

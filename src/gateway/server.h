@@ -25,8 +25,15 @@ class Server;
 
 namespace berth::gateway {
 
-/// Worker threads serving connections.
-inline constexpr int kWorkerThreads = 16;
+/// Worker threads serving connections. cpp-httplib holds a worker for as long as a keep-alive
+/// connection lasts, so this bounds the clients served at once; the others wait their turn.
+inline constexpr int kWorkerThreads = 128;
+/// Requests served on one keep-alive connection before it is closed (cpp-httplib's default, 5,
+/// makes clients reconnect all the time), so that waiting connections get a worker.
+inline constexpr int kKeepAliveRequests = 100;
+/// The listening socket's backlog. cpp-httplib 0.11 listens with 5: 64 clients connecting at
+/// once overflow it and some first requests fail.
+inline constexpr int kListenBacklog = 1024;
 
 /// The OpenAPI 3 document of the API, served at /v1/openapi.json (docs/api.md summarises it).
 nlohmann::ordered_json openapi_document(const std::string& version);
@@ -58,6 +65,7 @@ class Server {
   std::string version_;
   AuditLog* audit_;
   std::unique_ptr<httplib::Server> http_;
+  int listen_fd_ = -1;  ///< the listening socket, once made (to raise its backlog)
 };
 
 }  // namespace berth::gateway

@@ -35,6 +35,7 @@ Result<SlurmRest::Answer> SlurmRest::call(Op op, const std::string& user,
   httplib::Client client(url_);
   client.set_connection_timeout(kTimeoutS);
   client.set_read_timeout(kTimeoutS);
+  client.set_tcp_nodelay(true);  // the body is a write of its own: no wait for an ACK
   httplib::Headers headers = {
       {"X-SLURM-USER-NAME", user},
       {"X-SLURM-USER-TOKEN", mint_slurm_token(key_, user, std::time(nullptr), lifespan_s_)}};
@@ -77,6 +78,31 @@ Result<std::vector<SlurmJobEntry>> SlurmRest::jobs(const std::string& user) {
     return http_error("GET", url, a.status, why.empty() ? "slurmrestd error" : why);
   }
   return parse_jobs_v0038(a.body, url);
+}
+
+Result<std::string> SlurmRest::get(const std::string& user, const std::string& path) {
+  Answer a = BERTH_TRY(call("GET", user, path, ""));
+  if (a.status != 200) {
+    std::string why = slurm_error_v0038(a.body);
+    return http_error("GET", url_ + kSlurmApiPrefix + path, a.status,
+                      why.empty() ? "slurmrestd error" : why);
+  }
+  return std::move(a.body);
+}
+
+Result<std::vector<SlurmNode>> SlurmRest::nodes(const std::string& user) {
+  std::string body = BERTH_TRY(get(user, "/nodes"));
+  return parse_nodes_v0038(body, url_ + kSlurmApiPrefix + "/nodes");
+}
+
+Result<std::vector<SlurmPartition>> SlurmRest::partitions(const std::string& user) {
+  std::string body = BERTH_TRY(get(user, "/partitions"));
+  return parse_partitions_v0038(body, url_ + kSlurmApiPrefix + "/partitions");
+}
+
+Result<bool> SlurmRest::ping(const std::string& user) {
+  std::string body = BERTH_TRY(get(user, "/ping"));
+  return parse_ping_v0038(body, url_ + kSlurmApiPrefix + "/ping");
 }
 
 Status SlurmRest::cancel(const std::string& user, int64_t id) {

@@ -30,6 +30,12 @@ class SlurmRest {
   Result<std::vector<SlurmJobEntry>> jobs(const std::string& user);
   /// Cancels the Slurm job `id` as `user`.
   Status cancel(const std::string& user, int64_t id);
+  /// The cluster's nodes as `user` sees them (GET /nodes).
+  Result<std::vector<SlurmNode>> nodes(const std::string& user);
+  /// The cluster's partitions as `user` sees them (GET /partitions).
+  Result<std::vector<SlurmPartition>> partitions(const std::string& user);
+  /// Whether a slurmctld answers slurmrestd's ping (GET /ping), asked as `user`.
+  Result<bool> ping(const std::string& user);
 
  private:
   struct Answer {
@@ -38,6 +44,8 @@ class SlurmRest {
   };
   Result<Answer> call(Op op, const std::string& user, const std::string& path,
                       const std::string& body);
+  /// The body of a GET answered 200; otherwise an error with slurmrestd's reason.
+  Result<std::string> get(const std::string& user, const std::string& path);
 
   std::string url_;
   std::string key_;

@@ -28,6 +28,8 @@ struct SlurmJobSpec {
   std::string workdir;        ///< the batch script's working directory
   std::string comment;        ///< "berthd:INSTANCE:ID", how reconciliation finds the job
   std::string partition;      ///< "" for the default
+  /// The batch script's own stdout and stderr files; "" for Slurm's slurm-JOBID.out.
+  std::string standard_output, standard_error;
   int nodes = 1;
   int tasks = 1;
   int cpus_per_task = 1;
@@ -42,7 +44,28 @@ struct SlurmJobInfo {
   std::string reason;
   std::optional<int> exit_code;  ///< once finished: the status, or 128+N for signal N
   std::string nodes;
-  int64_t start_time = 0, end_time = 0;
+  int64_t submit_time = 0, start_time = 0;  ///< 0: not yet
+  int64_t end_time = 0;                     ///< 0 until the job has ended
+  int gpus = 0;                             ///< GPUs allocated, all nodes together
+  /// Slurm's GRES of each allocated node, in node order: "gpu:a100:2(IDX:0-1)".
+  std::vector<std::string> gres_detail;
+};
+
+/// One node of GET /nodes, as GET /v1/systems counts it.
+struct SlurmNode {
+  std::string name;
+  std::string state;  ///< "idle", "mixed", "allocated", or "unavailable" (down, drained, ...)
+  std::vector<std::string> partitions;
+  int cpus = 0, alloc_cpus = 0;
+  int gpus = 0, gpus_used = 0;
+};
+
+/// One partition of GET /partitions.
+struct SlurmPartition {
+  std::string name;
+  std::string state;  ///< Slurm's: UP, DOWN, DRAIN, INACTIVE
+  bool is_default = false;
+  int nodes = 0, cpus = 0;
 };
 
 /// One job of GET /jobs: its id and comment, for reconciliation.
@@ -61,6 +84,16 @@ Result<int64_t> parse_submit_v0038(std::string_view body, const std::string& url
 Result<SlurmJobInfo> parse_job_v0038(std::string_view body, const std::string& url);
 /// The jobs from the answer to GET /jobs.
 Result<std::vector<SlurmJobEntry>> parse_jobs_v0038(std::string_view body, const std::string& url);
+/// The nodes from the answer to GET /nodes.
+Result<std::vector<SlurmNode>> parse_nodes_v0038(std::string_view body, const std::string& url);
+/// The partitions from the answer to GET /partitions.
+Result<std::vector<SlurmPartition>> parse_partitions_v0038(std::string_view body,
+                                                           const std::string& url);
+/// Whether the answer to GET /ping has a controller that answered ("ping": "UP").
+Result<bool> parse_ping_v0038(std::string_view body, const std::string& url);
+/// The number of GPUs in a GRES string of Slurm's ("gpu:a100:2(S:0-1),gpu:t4:1,nic:1" -> 3).
+int gres_gpus(std::string_view gres);
+
 /// slurmrestd's first error description in an error answer, or "" when there is none.
 std::string slurm_error_v0038(std::string_view body);
 

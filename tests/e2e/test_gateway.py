@@ -30,7 +30,21 @@ def test_openapi_document(berthd):
     assert headers["Content-Type"] == "application/json"
     assert doc["openapi"].startswith("3.")
     assert set(doc["paths"]) >= {"/v1/health", "/v1/openapi.json", "/v1/me", "/v1/jobs",
-                                 "/v1/jobs/{id}"}
+                                 "/v1/jobs/{id}", "/v1/jobs/{id}/output", "/v1/systems"}
+    # Every schema a path names is defined.
+    refs = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            refs.update(v.rsplit("/", 1)[1] for k, v in node.items() if k == "$ref")
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(doc)
+    assert refs <= set(doc["components"]["schemas"]), refs - set(doc["components"]["schemas"])
+    assert "gpus_allocated" in doc["components"]["schemas"]["Job"]["properties"]
     assert doc["components"]["schemas"]["JobRequest"]["required"] == ["image"]
     assert doc["paths"]["/v1/health"]["get"]["security"] == []
     assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"

@@ -11,8 +11,11 @@ import hmac
 import json
 import os
 import shutil
+import pwd
+import re
 import signal
 import sqlite3
+import struct
 import subprocess
 import threading
 import time
@@ -42,11 +45,14 @@ def gw(berth, cluster, slurmrestd, issuers, identity, berthd_bin, second_user):
     env = dict(berth.env, SLURM_CONF=cluster.conf)
     env_lines = "\n".join(f'{k} = "{v}"' for k, v in env.items())
     extra = f'database = "{workdir}/jobs.db"\n'
+    output = make_output_dir(os.path.join(workdir, "output"), identity)
     conf = gateway_config(issuers, second_user, extra) + f"""
 [slurm]
 rest_url = "{slurmrestd}"
 jwt_key = "{key}"
 workdir = "{berth.workdir}"
+cluster = "berthtest"
+output_dir = "{output}"
 
 [slurm.environment]
 {env_lines}
@@ -66,9 +72,26 @@ workdir = "{berth.workdir}"
         g.proc, g.url = start_berthd(identity, berthd_bin, conf_path, log)
 
     g.restart = restart
+    g.output_dir = output
     yield g
     g.proc.terminate()
     g.proc.wait(timeout=10)
+
+
+def default_acl(reader_uid: int) -> bytes:
+    """The kernel's binary form of the default ACL "u::rw,u:READER:r,g::-,m::r,o::-" (what
+    `setfacl -d -m u:READER:r,g::-,o::-` makes), written without the acl package."""
+    entries = [(0x01, 6, 0xFFFFFFFF), (0x02, 4, reader_uid), (0x04, 0, 0xFFFFFFFF),
+               (0x10, 4, 0xFFFFFFFF), (0x20, 0, 0xFFFFFFFF)]
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
+
+
+def make_output_dir(path: str, identity) -> str:
+    """berthd's output_dir as docs/gateway.md says to make it: owned by berthd's account, mode
+    1733, with a default ACL that lets that account read what jobs write."""
+    identity.make_dir(path, 0o1733)
+    os.setxattr(path, "system.posix_acl_default", default_acl(identity.uid))
+    return path
 
 
 def token_a(issuers, identity):
@@ -84,12 +107,21 @@ def token_b(issuers):
 
 
 def job_output(berth, job) -> str:
-    """The batch script's output (Slurm's slurm-JOBID.out in the job's working directory)."""
+    """The batch script's own output (Slurm's slurm-JOBID.out in the job's working directory):
+    only the shell's errors, the container's going to berthd's output_dir."""
     try:
         with open(os.path.join(berth.workdir, f"slurm-{job['slurm_job_id']}.out")) as f:
             return f.read()
     except OSError as e:
         return str(e)
+
+
+def api_output(gw, token, job_id, tail=None) -> dict:
+    """GET /v1/jobs/ID/output's answer (asserting 200)."""
+    status, _, out = gw.request("GET", f"/v1/jobs/{job_id}/output" +
+                                ("" if tail is None else f"?tail={tail}"), token)
+    assert status == 200, out
+    return out
 
 
 def wait_final(gw, token, job_id, timeout=90):
@@ -128,6 +160,7 @@ def test_job_runs_its_container_through_slurm(gw, berth, issuers, identity, push
     done = wait_final(gw, tok, job["id"])
     assert done["state"] == "COMPLETED", (done, job_output(berth, done))
     assert done["exit_code"] == 0 and done["nodes"]
+    assert 0 < done["start_time"] <= done["end_time"] and done["gpus_allocated"] == 0, done
     # A failing command's status comes back.
     status, _, job = gw.request("POST", "/v1/jobs", tok, {
         "image": pushed_busybox, "command": ["sh", "-c", "exit 3"]})
@@ -141,7 +174,7 @@ def test_job_runs_its_container_through_slurm(gw, berth, issuers, identity, push
 
 def test_idempotent_retries_make_one_job(gw, issuers, identity, pushed_busybox, cluster):
     tok = token_a(issuers, identity)
-    body = {"image": pushed_busybox, "command": ["sleep", "300"]}
+    body = {"image": pushed_busybox, "command": ["busybox", "sleep", "300"]}
     key = {"Idempotency-Key": "retry-1"}
     status, h1, first = gw.request("POST", "/v1/jobs", tok, body, headers=key)
     assert status == 201, first
@@ -175,6 +208,119 @@ def test_users_see_only_their_own_jobs(gw, issuers, identity, pushed_busybox, se
         status, _, err = gw.request(method, f"/v1/jobs/{job['id']}", tok_b)
         assert status == 404 and err["error"]["message"] == f"no job {job['id']}"
     wait_final(gw, tok_a, job["id"])
+
+
+def user_store(berth, user: str) -> dict:
+    """HOME and BERTH_HOME for `user`'s jobs: a folder of its own under the test's."""
+    home = os.path.join(berth.workdir, "home-" + user)
+    os.makedirs(home, exist_ok=True)
+    pw = pwd.getpwnam(user)
+    os.chown(home, pw.pw_uid, pw.pw_gid)
+    return {"HOME": home, "BERTH_HOME": os.path.join(home, "berth-store")}
+
+
+def test_two_users_submit_list_get_cancel_and_read_output(gw, berth, issuers, identity,
+                                                          pushed_busybox, second_user):
+    """Two accounts use the gateway side by side: each submits, lists, reads and cancels its own
+    jobs and reads their output, written by the job as its owner and read by berthd as its own
+    account; neither sees, reads or cancels the other's."""
+    if second_user is None:
+        pytest.skip("a second local account needs root to create")
+    tok_a, tok_b = token_a(issuers, identity), token_b(issuers)
+    script = "seq 1 5; echo warn-{0} >&2"
+    status, _, a = gw.request("POST", "/v1/jobs", tok_a, {
+        "image": pushed_busybox, "command": ["sh", "-c", script.format("a")]})
+    assert status == 201, a
+    status, _, b = gw.request("POST", "/v1/jobs", tok_b, {
+        "image": pushed_busybox, "command": ["sh", "-c", script.format("b")],
+        "env": user_store(berth, second_user)})
+    assert status == 201, b
+    status, _, b_sleep = gw.request("POST", "/v1/jobs", tok_b, {
+        "image": pushed_busybox, "command": ["busybox", "sleep", "300"],
+        "env": user_store(berth, second_user)})
+    assert status == 201, b_sleep
+    for tok, mine, theirs in ((tok_a, [a], [b, b_sleep]), (tok_b, [b_sleep, b], [a])):
+        status, _, listed = gw.request("GET", "/v1/jobs", tok)
+        assert status == 200 and [j["id"] for j in listed["jobs"]] == [j["id"] for j in mine]
+        for job in theirs:
+            for method, path in (("GET", ""), ("GET", "/output"), ("DELETE", "")):
+                status, _, err = gw.request(method, f"/v1/jobs/{job['id']}{path}", tok)
+                assert status == 404 and err["error"]["message"] == f"no job {job['id']}", path
+    done_a, done_b = wait_final(gw, tok_a, a["id"]), wait_final(gw, tok_b, b["id"])
+    out_a, out_b = api_output(gw, tok_a, a["id"]), api_output(gw, tok_b, b["id"])
+    assert done_a["state"] == "COMPLETED", (done_a, out_a, job_output(berth, done_a))
+    assert done_b["state"] == "COMPLETED", (done_b, out_b, job_output(berth, done_b))
+    assert (out_a["stdout"], out_a["stderr"]) == ("1\n2\n3\n4\n5\n", "warn-a\n"), out_a
+    assert (out_b["stdout"], out_b["stderr"]) == ("1\n2\n3\n4\n5\n", "warn-b\n"), out_b
+    assert not out_a["stdout_truncated"]
+    # The last lines only, on request.
+    tail = api_output(gw, tok_a, a["id"], tail=2)
+    assert (tail["stdout"], tail["stdout_truncated"], tail["tail"]) == ("4\n5\n", True, 2)
+    for bad in ("0", "10001", "x"):
+        status, _, err = gw.request("GET", f"/v1/jobs/{a['id']}/output?tail={bad}", tok_a)
+        assert status == 400
+        assert err["error"]["message"] == "tail is not a number of lines from 1 to 10000"
+    # Each file is its job owner's and nobody else's to read but berthd's (the default ACL).
+    owners = {}
+    for name in os.listdir(gw.output_dir):
+        st = os.stat(os.path.join(gw.output_dir, name))
+        assert st.st_mode & 0o007 == 0, (name, oct(st.st_mode))
+        owners[name.split("-")[1]] = pwd.getpwuid(st.st_uid).pw_name
+    assert owners[a["id"]] == pwd.getpwuid(identity.uid).pw_name
+    assert owners[b["id"]] == second_user
+    # B cancels its own job; A could not.
+    status, _, cancelled = gw.request("DELETE", f"/v1/jobs/{b_sleep['id']}", tok_b)
+    assert status == 202, cancelled
+    done = wait_final(gw, tok_b, b_sleep["id"])
+    assert done["state"] == "CANCELLED", (done, api_output(gw, tok_b, b_sleep["id"]))
+    # The access log has a line per request, with the account that made it.
+    with open(gw.log) as f:
+        log = f.read()
+    assert re.search(rf"^berthd: access GET /v1/jobs/{b['id']}/output 404 [0-9.]+ms "
+                     rf"{pwd.getpwuid(identity.uid).pw_name}$", log, re.M), log[-2000:]
+    assert re.search(rf"^berthd: access DELETE /v1/jobs/{b_sleep['id']} 202 [0-9.]+ms "
+                     rf"{second_user}$", log, re.M), log[-2000:]
+
+
+def test_systems_show_the_cluster_and_its_state(gw, issuers, identity, cluster):
+    tok = token_a(issuers, identity)
+    status, _, answer = gw.request("GET", "/v1/systems", tok)
+    assert status == 200, answer
+    (system,) = answer["systems"]
+    gpus = 4 if cluster.gpus else 0
+    assert (system["name"], system["kind"], system["state"]) == ("berthtest", "slurm", "up")
+    assert system["nodes"]["total"] == 2 and system["nodes"]["unavailable"] == 0, system
+    assert system["cpus"]["total"] == 32 and system["gpus"]["total"] == gpus, system
+    assert system["partitions"] == [{"name": "debug", "state": "UP", "default": True,
+                                     "nodes": 2, "cpus": 32, "gpus": gpus}]
+    env = dict(os.environ, **cluster.env())
+    subprocess.run(["scontrol", "update", "NodeName=n2", "State=DRAIN", "Reason=gateway test"],
+                   env=env, check=True)
+    try:
+        status, _, answer = gw.request("GET", "/v1/systems", tok)
+        system = answer["systems"][0]
+        assert (system["state"], system["reason"]) == ("degraded", "1 of 2 nodes unavailable")
+        assert system["nodes"]["unavailable"] == 1, system
+    finally:
+        subprocess.run(["scontrol", "update", "NodeName=n2", "State=RESUME"], env=env,
+                       check=True)
+    status, _, _ = gw.request("GET", "/v1/systems", None)
+    assert status == 401
+
+
+def test_an_output_dir_berthd_cannot_read_is_refused_at_start(gw, identity, berthd_bin):
+    """An output_dir without the default ACL (jobs' files would be unreadable to berthd, or
+    readable by everyone) stops berthd with a one-line error before it serves."""
+    bare = identity.make_dir(os.path.join(os.path.dirname(gw.db), "output-no-acl"), 0o1733)
+    with open(os.path.join(os.path.dirname(gw.db), "berthd.conf")) as f:
+        conf = f.read().replace(f'output_dir = "{gw.output_dir}"', f'output_dir = "{bare}"')
+    path = identity.write_file(os.path.join(os.path.dirname(gw.db), "no-acl.conf"), conf)
+    r = subprocess.run(identity.prefix + [berthd_bin, "--config", path], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 1
+    assert r.stderr.splitlines()[0] == (
+        f"berthd: read config {bare}: [slurm] output_dir has no default ACL that lets berthd, "
+        "and no one else, read the jobs' files")
 
 
 def test_bad_requests(gw, issuers, identity):
@@ -255,12 +401,28 @@ def test_gpu_job_gets_its_gpu(gw, berth, issuers, identity, cluster, scratch, pu
     tok = token_a(issuers, identity)
     status, _, job = gw.request("POST", "/v1/jobs", tok, {
         "image": pushed_busybox, "env": env, "resources": {"gpus": 1},
-        "command": ["sh", "-c", "echo gpus=$CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES"]})
+        "command": ["sh", "-c", "echo gpus=$CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES; "
+                                "exec busybox sleep 300"]})
     assert status == 201, job
+    # While it runs: Slurm's record of the allocation (one GPU of the node it runs on), and
+    # the output so far.
+    deadline = time.monotonic() + 90
+    while True:
+        status, _, running = gw.request("GET", f"/v1/jobs/{job['id']}", tok)
+        out = api_output(gw, tok, job["id"])
+        if running["state"] == "RUNNING" and out["stdout"]:
+            break
+        assert running["state"] in ("PENDING", "RUNNING", "CONFIGURING"), (
+            running, out, job_output(berth, running))
+        assert time.monotonic() < deadline, (running, out)
+        time.sleep(0.2)
+    assert out["stdout"] == f"gpus=0 {UUID0}\n", out
+    assert running["gpus_allocated"] == 1, running
+    assert re.fullmatch(r"gpu:fake:1\(IDX:[01]\)", running["gres_detail"][0]), running
+    assert gw.request("DELETE", f"/v1/jobs/{job['id']}", tok)[0] == 202
     done = wait_final(gw, tok, job["id"])
-    out = job_output(berth, done)
-    assert done["state"] == "COMPLETED", (done, out)
-    assert f"gpus=0 {UUID0}" in out.splitlines(), out
+    # Slurm forgets the GPUs of an ended job; berthd keeps what it saw.
+    assert (done["state"], done["gpus_allocated"]) == ("CANCELLED", 1), done
 
 
 def test_kill_9_during_200_submissions_loses_and_duplicates_nothing(gw, issuers, identity,

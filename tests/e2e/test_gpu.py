@@ -54,7 +54,7 @@ class FakeHost:
         src = os.path.join(REPO_ROOT, "tests", "fake_gpu")
         for name, source, soname in [
             (f"libcuda.so.{VERSION}", "cuda.c", "libcuda.so.1"),
-            (f"libnvidia-ml.so.{VERSION}", "plain.c", "libnvidia-ml.so.1"),
+            (f"libnvidia-ml.so.{VERSION}", "nvml.c", "libnvidia-ml.so.1"),
             (f"libnvidia-ptxjitcompiler.so.{VERSION}", "plain.c", "libnvidia-ptxjitcompiler.so.1"),
             (f"libnvidia-encode.so.{VERSION}", "plain.c", "libnvidia-encode.so.1"),
         ]:

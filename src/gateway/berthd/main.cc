@@ -1,5 +1,6 @@
 // berthd, Berth's REST job gateway (docs/gateway.md): `berthd --config FILE`.
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +17,7 @@
 #include "core/fs.h"
 #include "gateway/config.h"
 #include "gateway/jobs.h"
+#include "gateway/output.h"
 #include "gateway/server.h"
 
 namespace {
@@ -76,6 +78,10 @@ int main(int argc, char** argv) {
     if (!db.ok()) return fail(db.error());
     auto key = berth::read_file(config->slurm.jwt_key);
     if (!key.ok()) return fail(key.error());
+    if (!config->slurm.output_dir.empty()) {
+      auto checked = berth::gateway::check_output_dir(config->slurm.output_dir, geteuid());
+      if (!checked.ok()) return fail(checked.error());
+    }
     jobs = std::make_unique<berth::gateway::JobService>(
         std::move(*db),
         berth::gateway::SlurmRest(config->slurm.rest_url, *key, config->slurm.token_lifespan_s),

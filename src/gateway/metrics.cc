@@ -1,0 +1,143 @@
+#include "gateway/metrics.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+namespace berth::gateway {
+
+std::string render_value(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // the shortest exact form
+  return ec == std::errc() ? std::string(buf, end) : std::string("NaN");
+}
+
+std::string render_labels(Labels labels) {
+  if (labels.empty()) return "";
+  std::stable_sort(labels.begin(), labels.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string out = "{";
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (i > 0) out += ',';
+    out += labels[i].first;
+    out += "=\"";
+    for (char c : labels[i].second) {
+      if (c == '\\') out += "\\\\";
+      else if (c == '"') out += "\\\"";
+      else if (c == '\n') out += "\\n";
+      else out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+void Metrics::declare(const std::string& name, Type type, const std::string& help,
+                      std::vector<double> buckets) {
+  std::lock_guard lock(mu_);
+  if (families_.contains(name)) return;
+  Family f;
+  f.type = type;
+  f.help = help;
+  f.buckets = std::move(buckets);
+  families_.emplace(name, std::move(f));
+}
+
+Metrics::Series& Metrics::series_of(const std::string& name, const Labels& labels, Type want) {
+  auto it = families_.find(name);
+  if (it == families_.end()) {
+    // Undeclared: made here so that a forgotten declaration shows (with an empty help) rather
+    // than losing the samples.
+    it = families_.emplace(name, Family{want, "", {}, {}}).first;
+  }
+  Family& f = it->second;
+  Series& s = f.series[render_labels(labels)];
+  if (f.type == Type::kHistogram && s.bucket_counts.size() != f.buckets.size())
+    s.bucket_counts.assign(f.buckets.size(), 0);
+  return s;
+}
+
+void Metrics::add(const std::string& name, const Labels& labels, double by) {
+  std::lock_guard lock(mu_);
+  series_of(name, labels, Type::kCounter).value += by;
+}
+
+void Metrics::set(const std::string& name, const Labels& labels, double value) {
+  std::lock_guard lock(mu_);
+  series_of(name, labels, Type::kGauge).value = value;
+}
+
+void Metrics::observe(const std::string& name, const Labels& labels, double value) {
+  std::lock_guard lock(mu_);
+  Series& s = series_of(name, labels, Type::kHistogram);
+  const auto& bounds = families_[name].buckets;
+  for (size_t i = 0; i < bounds.size(); ++i)
+    if (value <= bounds[i]) {
+      ++s.bucket_counts[i];
+      break;
+    }
+  s.sum += value;
+  ++s.count;
+}
+
+void Metrics::on_scrape(std::function<void(Metrics&)> refresh) {
+  std::lock_guard lock(mu_);
+  refreshers_.push_back(std::move(refresh));
+}
+
+namespace {
+
+/// `{a="x"}` + `le="0.5"` → `{a="x",le="0.5"}`: the bucket label joins the series' own.
+std::string with_le(const std::string& labels, const std::string& le) {
+  std::string pair = "le=\"" + le + "\"";
+  if (labels.empty()) return "{" + pair + "}";
+  return labels.substr(0, labels.size() - 1) + "," + pair + "}";
+}
+
+const char* type_name(Metrics::Type t) {
+  switch (t) {
+    case Metrics::Type::kCounter: return "counter";
+    case Metrics::Type::kGauge: return "gauge";
+    case Metrics::Type::kHistogram: return "histogram";
+  }
+  return "untyped";
+}
+
+}  // namespace
+
+std::string Metrics::render() {
+  std::vector<std::function<void(Metrics&)>> refreshers;
+  {
+    std::lock_guard lock(mu_);
+    refreshers = refreshers_;
+  }
+  for (auto& r : refreshers) r(*this);  // outside the lock: they call set()
+  std::lock_guard lock(mu_);
+  std::string out;
+  for (const auto& [name, f] : families_) {
+    std::string help;
+    for (char c : f.help) help += c == '\n' ? std::string("\\n") : c == '\\' ? std::string("\\\\") : std::string(1, c);
+    out += "# HELP " + name + " " + help + "\n";
+    out += "# TYPE " + name + " " + type_name(f.type) + "\n";
+    for (const auto& [labels, s] : f.series) {
+      if (f.type != Type::kHistogram) {
+        out += name + labels + " " + render_value(s.value) + "\n";
+        continue;
+      }
+      unsigned long long cumulative = 0;
+      for (size_t i = 0; i < f.buckets.size(); ++i) {
+        cumulative += s.bucket_counts[i];
+        out += name + "_bucket" + with_le(labels, render_value(f.buckets[i])) + " " +
+               std::to_string(cumulative) + "\n";
+      }
+      out += name + "_bucket" + with_le(labels, "+Inf") + " " + std::to_string(s.count) + "\n";
+      out += name + "_sum" + labels + " " + render_value(s.sum) + "\n";
+      out += name + "_count" + labels + " " + std::to_string(s.count) + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace berth::gateway
