@@ -39,6 +39,12 @@ struct NvmlUtilization {  // nvmlUtilization_t
 struct NvmlMemory {  // nvmlMemory_t, bytes
   unsigned long long total, free, used;
 };
+struct NvmlMemoryV2 {  // nvmlMemory_v2_t (driver 510 and later), bytes; `used` excludes the
+                       // memory the driver reserves, as nvidia-smi reports it
+  unsigned version;
+  unsigned long long total, reserved, free, used;
+};
+constexpr unsigned kNvmlMemoryV2Version = sizeof(NvmlMemoryV2) | (2U << 24);  // nvmlMemory_v2
 struct NvmlPciInfo {  // nvmlPciInfo_t, as nvmlDeviceGetPciInfo_v2 and _v3 fill it
   char bus_id_legacy[16];
   unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
@@ -53,7 +59,7 @@ struct NvmlProcessInfoV1 {  // nvmlProcessInfo_v1_t, of nvmlDeviceGetComputeRunn
   unsigned pid;
   unsigned long long used_gpu_memory;
 };
-static_assert(sizeof(NvmlPciInfo) == 68 && sizeof(NvmlProcessInfo) == 24 &&
+static_assert(sizeof(NvmlPciInfo) == 68 && sizeof(NvmlProcessInfo) == 24 && sizeof(NvmlMemoryV2) == 40 &&
               sizeof(NvmlProcessInfoV1) == 16 && sizeof(NvmlMemory) == 24);
 
 /// NVML's functions, each the newest version the library has; null when it has none.
@@ -69,6 +75,7 @@ struct NvmlApi {
   int (*pci)(NvmlDevice, NvmlPciInfo*) = nullptr;
   int (*utilization)(NvmlDevice, NvmlUtilization*) = nullptr;
   int (*memory)(NvmlDevice, NvmlMemory*) = nullptr;
+  int (*memory_v2)(NvmlDevice, NvmlMemoryV2*) = nullptr;
   int (*temperature)(NvmlDevice, unsigned, unsigned*) = nullptr;
   int (*power)(NvmlDevice, unsigned*) = nullptr;
   int (*processes)(NvmlDevice, unsigned*, NvmlProcessInfo*) = nullptr;
@@ -103,6 +110,7 @@ NvmlApi bind_api(void* lib) {
   bind(lib, a.pci, {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2"});
   bind(lib, a.utilization, {"nvmlDeviceGetUtilizationRates"});
   bind(lib, a.memory, {"nvmlDeviceGetMemoryInfo"});
+  bind(lib, a.memory_v2, {"nvmlDeviceGetMemoryInfo_v2"});
   bind(lib, a.temperature, {"nvmlDeviceGetTemperature"});
   bind(lib, a.power, {"nvmlDeviceGetPowerUsage"});
   bind(lib, a.processes,
@@ -155,7 +163,13 @@ void read_dynamic(const NvmlApi& a, NvmlDevice d, NvmlGpuReading* r) {
     r->utilization_gpu = u.gpu;
     r->utilization_memory = u.memory;
   }
-  if (NvmlMemory m{}; a.memory && a.memory(d, &m) == kNvmlSuccess) {
+  // The v2 answer first: v1's `used` counts the driver's reservation too (on an H200 about
+  // 600 MiB more than nvidia-smi shows, seen 2026-11-26).
+  if (NvmlMemoryV2 m{kNvmlMemoryV2Version, 0, 0, 0, 0};
+      a.memory_v2 && a.memory_v2(d, &m) == kNvmlSuccess) {
+    r->memory_total_mib = mib(m.total);
+    r->memory_used_mib = mib(m.used);
+  } else if (NvmlMemory m{}; a.memory && a.memory(d, &m) == kNvmlSuccess) {
     r->memory_total_mib = mib(m.total);
     r->memory_used_mib = mib(m.used);
   }

@@ -127,6 +127,48 @@ class Reader : public TomlReader {
     return {};
   }
 
+  Status resources(const toml::node& node, PublishConfig& p) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, "resources", "is not a table ([resources])");
+    for (const auto& [k, v] : *t) {
+      std::string_view key = k.str();
+      if (key == "public") p.resources_public = BERTH_TRY(boolean(v, key));
+      else if (key == "public_user") p.public_user = BERTH_TRY(nonempty(v, key));
+      else if (key == "cache_s") p.resources_cache_s = BERTH_TRY(seconds(v, key));
+      else if (key == "host") p.host = BERTH_TRY(nonempty(v, key));
+      else return bad(v, key, "is not a key of [resources]");
+    }
+    if (p.resources_public && p.public_user.empty()) return missing("[resources]", "public_user");
+    return {};
+  }
+
+  Status gpu_models(const toml::node& node, PublishConfig& p) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, "gpu_models", "is not a table ([gpu_models.TYPE])");
+    for (const auto& [type, entry] : *t) {
+      const toml::table* m = entry.as_table();
+      if (m == nullptr) return bad(entry, type.str(), "is not a table ([gpu_models.TYPE])");
+      GpuModelConfig g;
+      for (const auto& [k, v] : *m) {
+        std::string_view key = k.str();
+        if (key == "vendor") g.vendor = BERTH_TRY(nonempty(v, key));
+        else if (key == "model") g.model = BERTH_TRY(nonempty(v, key));
+        else if (key == "driver_version") g.driver_version = BERTH_TRY(nonempty(v, key));
+        else if (key == "cuda_version") g.cuda_version = BERTH_TRY(nonempty(v, key));
+        else if (key == "compute_capability") g.compute_capability = BERTH_TRY(strings(v, key));
+        else if (key == "memory_mb") {
+          auto mb = v.value<int64_t>();
+          if (!v.is_integer() || !mb || *mb <= 0) return bad(v, key, "is not a positive whole number");
+          g.memory_mb = *mb;
+        } else {
+          return bad(v, key, "is not a key of [gpu_models.TYPE]");
+        }
+      }
+      p.gpu_models[std::string(type.str())] = std::move(g);
+    }
+    return {};
+  }
+
   Result<UserMapping> user(const toml::table& t) const {
     UserMapping u;
     for (const auto& [k, v] : t) {
@@ -234,6 +276,9 @@ Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::str
     else if (key == "reconcile_interval_s") c.reconcile_interval_s = BERTH_TRY(r.seconds(v, key));
     else if (key == "limits") BERTH_CHECK(r.limits(v, c.limits));
     else if (key == "audit_log") c.audit_log = BERTH_TRY(r.nonempty(v, key));
+    else if (key == "metrics_public") c.publish.metrics_public = BERTH_TRY(r.boolean(v, key));
+    else if (key == "resources") BERTH_CHECK(r.resources(v, c.publish));
+    else if (key == "gpu_models") BERTH_CHECK(r.gpu_models(v, c.publish));
     else if (key == "issuers") {
       for (const toml::table* t : BERTH_TRY(r.tables(v, key)))
         c.issuers.push_back(BERTH_TRY(r.issuer(*t)));

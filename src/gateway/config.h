@@ -47,6 +47,26 @@ struct SlurmConfig {
   std::string output_dir;
 };
 
+/// What GET /v1/resources knows of one GPU model beyond Slurm's count ([gpu_models.TYPE], TYPE
+/// being the GRES type of gpu:TYPE:N). Empty fields are left out of the document.
+struct GpuModelConfig {
+  std::string vendor, model, driver_version, cuda_version;
+  int64_t memory_mb = 0;
+  std::vector<std::string> compute_capability;
+};
+
+/// GET /v1/resources and /metrics ([resources] and top-level keys).
+struct PublishConfig {
+  /// GET /v1/resources without a token (an information system's fetch); slurmrestd is then
+  /// asked as `public_user`, a local account of no privilege.
+  bool resources_public = false;
+  std::string public_user;
+  int64_t resources_cache_s = 15;  ///< how long one answer from Slurm is served again
+  std::string host = "localhost";  ///< this gateway's public name, in the GLUE IDs
+  std::map<std::string, GpuModelConfig> gpu_models;
+  bool metrics_public = false;  ///< GET /metrics without a token (else administrators only)
+};
+
 struct GatewayConfig {
   std::string path;                  ///< the file read, named in errors
   std::string listen_host = "127.0.0.1";
@@ -69,6 +89,7 @@ struct GatewayConfig {
   LimitsConfig limits;
   /// The audit log's file (gateway/audit.h); "" for none.
   std::string audit_log;
+  PublishConfig publish;
 
   /// Whether the job endpoints are on (database and [slurm] both configured).
   bool jobs() const { return !database.empty() && !slurm.rest_url.empty(); }

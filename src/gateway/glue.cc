@@ -13,7 +13,8 @@ using nlohmann::json;
 /// Slurm node states in which a node takes no work (GLUE's "unavailable instances").
 bool unavailable(const std::string& state) {
   static const char* const kDown[] = {"down", "drain", "drained", "draining", "fail", "failing",
-                                      "future", "not_responding", "maint", "reboot", "unknown"};
+                                      "future", "not_responding", "maint", "reboot", "unknown",
+                                      "unavailable"};
   std::string s = state;
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return std::any_of(std::begin(kDown), std::end(kDown),

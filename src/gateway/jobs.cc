@@ -1,6 +1,7 @@
 // Job requests, their Slurm form, and the job service (gateway/jobs.h).
 #include "gateway/jobs.h"
 
+#include <grp.h>
 #include <pwd.h>
 
 #include <algorithm>
@@ -391,6 +392,46 @@ Result<std::optional<JobService::Output>> JobService::output(const Account& who,
 
 nlohmann::json JobService::system(const Account& who) {
   return describe_system(slurm_, who.user, config_.cluster);
+}
+
+Result<std::vector<UsageRecord>> JobService::usage(const std::string& owner) {
+  auto jobs = BERTH_TRY(db_->list(owner, "", 0, 1000000));
+  std::map<std::string, std::string> groups;  // owner -> primary group, looked up once
+  std::vector<UsageRecord> out;
+  for (const JobRecord& j : jobs) {
+    if (j.start_time <= 0) continue;
+    UsageRecord r;
+    r.job_id = std::to_string(j.id);
+    r.user = j.owner;
+    auto [g, fresh] = groups.try_emplace(j.owner);
+    if (fresh) {
+      if (const struct passwd* pw = ::getpwnam(j.owner.c_str()))
+        if (const struct group* gr = ::getgrgid(pw->pw_gid)) g->second = gr->gr_name;
+    }
+    r.group = g->second;
+    r.gpus = j.gpus;
+    for (const std::string& detail : j.gres_detail)
+      if (std::string type = gres_gpu_type(detail); !type.empty()) r.gpu_model = type;
+    auto req = nlohmann::json::parse(j.request, nullptr, false);
+    const auto& res = req.is_object() ? req.value("resources", nlohmann::json::object())
+                                      : nlohmann::json::object();
+    auto num = [&res](const char* key) {
+      auto it = res.find(key);
+      return it != res.end() && it->is_number_integer() ? std::max(1, it->get<int>()) : 1;
+    };
+    r.cpus = num("nodes") * num("tasks") * num("cpus_per_task");
+    r.start = j.start_time;
+    r.end = j.end_time;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Result<std::map<std::string, int>> JobService::count_by_state() {
+  auto jobs = BERTH_TRY(db_->list("", "", 0, 1000000));
+  std::map<std::string, int> out;
+  for (const JobRecord& j : jobs) ++out[j.state];
+  return out;
 }
 
 JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "gateway/accounting.h"
 #include "gateway/auth.h"
 #include "gateway/config.h"
 #include "gateway/jobs_db.h"
@@ -95,6 +96,14 @@ class JobService {
   Result<std::optional<Output>> output(const Account& who, int64_t id, int lines);
   /// The cluster as `who` sees it (GET /v1/systems, gateway/systems.h).
   nlohmann::json system(const Account& who);
+  /// berthd's client of slurmrestd (GET /v1/resources asks through it).
+  SlurmRest& slurm() { return slurm_; }
+  /// The jobs of `owner` ("" for all) as usage records (GET /v1/accounting without sacct): the
+  /// group is the owner's primary group, the CPUs nodes x tasks x cpus_per_task of the request,
+  /// the GPU model the type in Slurm's GRES detail.
+  Result<std::vector<UsageRecord>> usage(const std::string& owner);
+  /// How many of the database's jobs are in each state (for /metrics).
+  Result<std::map<std::string, int>> count_by_state();
   /// The stem of job `id`'s output files (gateway/output.h's output_stem()).
   std::string output_stem(int64_t id) const;
 

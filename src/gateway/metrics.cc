@@ -34,6 +34,39 @@ std::string render_labels(Labels labels) {
   return out + "}";
 }
 
+std::string route_label(std::string_view path) {
+  static const char* const kFixed[] = {"/v1/health", "/v1/openapi.json", "/v1/me", "/v1/systems",
+                                       "/v1/jobs", "/v1/resources", "/v1/accounting", "/metrics"};
+  for (const char* r : kFixed)
+    if (path == r) return r;
+  constexpr std::string_view kJobs = "/v1/jobs/";
+  if (!path.starts_with(kJobs)) return "other";
+  std::string_view rest = path.substr(kJobs.size());
+  size_t slash = rest.find('/');
+  std::string_view id = rest.substr(0, slash);
+  if (id.empty() || id.find_first_not_of("0123456789") != std::string_view::npos) return "other";
+  if (slash == std::string_view::npos) return "/v1/jobs/{id}";
+  return rest.substr(slash) == "/output" ? "/v1/jobs/{id}/output" : "other";
+}
+
+std::string token_failure_reason(int status, std::string_view m) {
+  if (status == 403) return "unmapped";
+  auto has = [&m](std::string_view w) { return m.find(w) != std::string_view::npos; };
+  if (has("no bearer token")) return "missing";
+  if (has("not a bearer token")) return "not_bearer";
+  if (has("not a signed JWT") || has("longer than")) return "malformed";
+  if (has("algorithm")) return "algorithm";
+  if (has("has no key") || has("names no key") || has("keys of issuer")) return "unknown_key";
+  if (has("signature") || has("\" is for ")) return "signature";
+  if (has("issuer")) return "issuer";
+  if (has("audience")) return "audience";
+  if (has("expired") || has("no expiry")) return "expired";
+  if (has("nbf")) return "not_yet_valid";
+  if (has("scope")) return "scope";
+  if (has("subject")) return "claims";
+  return "invalid";
+}
+
 void Metrics::declare(const std::string& name, Type type, const std::string& help,
                       std::vector<double> buckets) {
   std::lock_guard lock(mu_);

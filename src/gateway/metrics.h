@@ -59,6 +59,15 @@ class Metrics {
   std::vector<std::function<void(Metrics&)>> refreshers_;
 };
 
+/// The route of a request path, for a bounded label: "/v1/jobs/{id}" for "/v1/jobs/12",
+/// "other" for anything berthd does not serve.
+std::string route_label(std::string_view path);
+
+/// Why a token was refused, as a short fixed word for a label (missing, not_bearer, malformed,
+/// algorithm, signature, unknown_key, issuer, audience, expired, not_yet_valid, scope, claims,
+/// unmapped for a 403, invalid otherwise), from an AuthFailure's status and message.
+std::string token_failure_reason(int status, std::string_view message);
+
 /// `{a="x",b="y"}` with label names sorted and values escaped as the format asks (\\, \", \n);
 /// empty for no labels.
 std::string render_labels(Labels labels);

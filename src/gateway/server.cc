@@ -23,6 +23,7 @@ namespace {
 // (cpp-httplib runs the pre-routing handler, the handler and the logger on one thread).
 thread_local std::chrono::steady_clock::time_point request_start;
 thread_local std::string request_user;
+thread_local std::string request_auth_failure;  ///< why a token was refused ("" if it was not)
 
 /// `s` with bytes outside printable ASCII written as \xHH, for a log line.
 std::string printable(const std::string& s) {
@@ -102,6 +103,7 @@ std::optional<Account> authorize(Authenticator& auth, const httplib::Request& re
     if (req.has_header("Authorization") && fail->status == 401)
       challenge += ", error=\"invalid_token\", error_description=" + quoted(fail->message);
     if (fail->status == 401) res.set_header("WWW-Authenticate", challenge);
+    request_auth_failure = token_failure_reason(fail->status, fail->message);
     send_error(res, fail->status, fail->message);
     audit.caller(fail->issuer, fail->subject, "");
     audit.record(fail->status == 401 ? "token" : "mapping", "refused",
@@ -163,11 +165,19 @@ void Server::routes() {
   http_->set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
     request_start = std::chrono::steady_clock::now();
     request_user.clear();
+    request_auth_failure.clear();
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  http_->set_logger([](const httplib::Request& req, const httplib::Response& res) {
+  declare_metrics();
+  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                           request_start).count();
+    std::string route = route_label(req.path);
+    metrics_.add("berthd_http_requests_total",
+                 {{"method", req.method}, {"route", route}, {"status", std::to_string(res.status)}});
+    metrics_.observe("berthd_http_request_duration_seconds", {{"route", route}}, ms / 1000);
+    if (!request_auth_failure.empty())
+      metrics_.add("berthd_token_failures_total", {{"reason", request_auth_failure}});
     std::string line = "berthd: access " + printable(req.method) + " " + printable(req.path) +
                        " " + std::to_string(res.status) + " " + fmt::format("{:.2f}ms", ms) + " " +
                        (request_user.empty() ? "-" : printable(request_user)) + "\n";
@@ -191,6 +201,7 @@ void Server::routes() {
                {"gid", a.gid}, {"groups", a.groups}, {"admin", a.admin}});
   });
   if (jobs_ != nullptr) job_routes();
+  publish_routes();
   http_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty())
       send_error(res, res.status, res.status == 404 ? "no such resource" : "request failed");
@@ -317,6 +328,91 @@ void Server::job_routes() {
     auto who = authorize(auth_, req, res, audit);
     if (!who) return;
     send_json(res, 200, {{"systems", nlohmann::json::array({jobs_->system(*who)})}});
+  });
+}
+
+void Server::declare_metrics() {
+  using T = Metrics::Type;
+  const std::vector<double> latency = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  metrics_.declare("berthd_http_requests_total", T::kCounter, "HTTP requests answered, by method, route and status.");
+  metrics_.declare("berthd_http_request_duration_seconds", T::kHistogram, "Time to answer a request, by route.", latency);
+  metrics_.declare("berthd_token_failures_total", T::kCounter, "Requests refused for their token (401) or identity (403), by reason.");
+  metrics_.declare("berthd_slurm_requests_total", T::kCounter, "Exchanges with slurmrestd, by method and status (0: no answer).");
+  metrics_.declare("berthd_slurm_request_duration_seconds", T::kHistogram, "Round trips to slurmrestd, by method.", latency);
+  metrics_.declare("berthd_jobs", T::kGauge, "Jobs in berthd's database, by state.");
+  metrics_.declare("berthd_gpus", T::kGauge, "GPUs of the cluster by model and state (total, used, idle), as of the last GET /v1/resources.");
+  metrics_.declare("berthd_idle_gpu_jobs", T::kGauge, "Running GPU jobs flagged for idle GPUs.");
+  metrics_.declare("berthd_reclaim_actions_total", T::kCounter, "Idle-GPU reclaim actions taken, by action (flag, notify, cancel).");
+  if (jobs_ == nullptr) return;
+  jobs_->slurm().set_observer([this](std::string_view method, int status, double seconds) {
+    metrics_.add("berthd_slurm_requests_total", {{"method", std::string(method)}, {"status", std::to_string(status)}});
+    metrics_.observe("berthd_slurm_request_duration_seconds", {{"method", std::string(method)}}, seconds);
+  });
+  metrics_.on_scrape([this](Metrics& m) {
+    if (auto counts = jobs_->count_by_state(); counts.ok())
+      for (const auto& [state, n] : *counts) m.set("berthd_jobs", {{"state", state}}, n);
+    if (resources_ != nullptr)
+      for (const auto& [model, tu] : resources_->gpus_by_model()) {
+        m.set("berthd_gpus", {{"model", model}, {"state", "total"}}, tu.first);
+        m.set("berthd_gpus", {{"model", model}, {"state", "used"}}, tu.second);
+        m.set("berthd_gpus", {{"model", model}, {"state", "idle"}}, tu.first - tu.second);
+      }
+    m.set("berthd_idle_gpu_jobs", {}, 0);
+  });
+}
+
+void Server::publish_routes() {
+  // /metrics: Prometheus' text format; administrators only unless the site opens it.
+  http_->Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!config_.publish.metrics_public) {
+      RequestAudit audit(audit_, req, res);
+      auto who = authorize(auth_, req, res, audit);
+      if (!who) return;
+      if (!who->admin) return send_error(res, 403, "/metrics is for administrators (or set metrics_public)");
+    }
+    res.status = 200;
+    res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  if (jobs_ == nullptr) return;
+  resources_ = std::make_unique<ResourcesService>(config_.slurm.cluster, config_.publish);
+  http_->Get("/v1/resources", [this](const httplib::Request& req, httplib::Response& res) {
+    std::string user = config_.publish.public_user;
+    if (!config_.publish.resources_public) {
+      RequestAudit audit(audit_, req, res);
+      auto who = authorize(auth_, req, res, audit);
+      if (!who) return;
+      user = who->user;
+    }
+    auto doc = resources_->document(jobs_->slurm(), user, std::time(nullptr));
+    if (!doc.ok()) return send_error(res, 502, doc.error().message());
+    send_json(res, 200, *doc);
+  });
+  // Usage: the caller's own, everyone's for administrators; JSON, or CSV with format=csv.
+  http_->Get("/v1/accounting", [this](const httplib::Request& req, httplib::Response& res) {
+    RequestAudit audit(audit_, req, res);
+    auto who = authorize(auth_, req, res, audit);
+    if (!who) return;
+    int64_t now = std::time(nullptr), until = now, since = now - 30 * 86400;
+    for (auto [name, value] : {std::pair{"since", &since}, std::pair{"until", &until}})
+      if (req.has_param(name)) {
+        *value = job_id(req.get_param_value(name));
+        if (*value < 0) return send_error(res, 400, std::string(name) + " is not a Unix time in seconds");
+      }
+    if (since >= until) return send_error(res, 400, "since is not before until");
+    auto by = parse_group_by(req.has_param("group_by") ? req.get_param_value("group_by") : "user");
+    if (!by) return send_error(res, 400, "group_by is not user, group or gpu_model");
+    std::string format = req.has_param("format") ? req.get_param_value("format") : "json";
+    if (format != "json" && format != "csv") return send_error(res, 400, "format is not json or csv");
+    auto records = jobs_->usage(who->admin ? "" : who->user);
+    if (!records.ok()) return send_error(res, 500, records.error().message());
+    auto rows = aggregate_usage(*records, since, until, now, *by);
+    if (format == "csv") {
+      res.status = 200;
+      return res.set_content(usage_csv(rows, *by), "text/csv; charset=utf-8");
+    }
+    nlohmann::json body = usage_json(rows, *by, since, until);
+    body["source"] = "database";
+    send_json(res, 200, body);
   });
 }
 

@@ -18,6 +18,8 @@
 #include "gateway/auth.h"
 #include "gateway/config.h"
 #include "gateway/jobs.h"
+#include "gateway/metrics.h"
+#include "gateway/resources.h"
 
 namespace httplib {
 class Server;
@@ -58,12 +60,16 @@ class Server {
  private:
   void routes();
   void job_routes();
+  void publish_routes();
+  void declare_metrics();
 
   const GatewayConfig& config_;
   Authenticator& auth_;
   JobService* jobs_;
   std::string version_;
   AuditLog* audit_;
+  Metrics metrics_;
+  std::unique_ptr<ResourcesService> resources_;  ///< with the job endpoints
   std::unique_ptr<httplib::Server> http_;
   int listen_fd_ = -1;  ///< the listening socket, once made (to raise its backlog)
 };

@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <chrono>
 #include <ctime>
 
 #include "core/json.h"
@@ -40,9 +41,13 @@ Result<SlurmRest::Answer> SlurmRest::call(Op op, const std::string& user,
       {"X-SLURM-USER-NAME", user},
       {"X-SLURM-USER-TOKEN", mint_slurm_token(key_, user, std::time(nullptr), lifespan_s_)}};
   std::string full = std::string(kSlurmApiPrefix) + path;
+  auto started = std::chrono::steady_clock::now();
   httplib::Result res = op == Op("POST")     ? client.Post(full, headers, body, "application/json")
                         : op == Op("DELETE") ? client.Delete(full, headers)
                                              : client.Get(full, headers);
+  if (observer_)
+    observer_(op.word(), res ? res->status : 0,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   if (!res)
     return make_error(op, url_ + full, "slurmrestd: " + httplib::to_string(res.error()),
                       ErrorCode::kNetwork);

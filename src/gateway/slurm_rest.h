@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "core/error.h"
 #include "gateway/slurm_v0038.h"
@@ -37,6 +39,11 @@ class SlurmRest {
   /// Whether a slurmctld answers slurmrestd's ping (GET /ping), asked as `user`.
   Result<bool> ping(const std::string& user);
 
+  /// Told of every exchange with slurmrestd: the method, the status (0: no answer) and the
+  /// seconds it took (berthd's /metrics). Set before the server's threads start.
+  using Observer = std::function<void(std::string_view method, int status, double seconds)>;
+  void set_observer(Observer o) { observer_ = std::move(o); }
+
  private:
   struct Answer {
     int status;
@@ -50,6 +57,7 @@ class SlurmRest {
   std::string url_;
   std::string key_;
   int64_t lifespan_s_;
+  Observer observer_;
 };
 
 }  // namespace berth::gateway

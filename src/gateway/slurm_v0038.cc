@@ -60,6 +60,7 @@ SlurmJobInfo job_info(const nlohmann::json& job) {
   info.reason = string_field(job, "state_reason");
   if (info.reason == "None") info.reason.clear();
   info.nodes = string_field(job, "nodes");
+  info.partition = string_field(job, "partition");
   info.submit_time = int_field(job, "submit_time");
   // start_time of a pending job is Slurm's estimate, end_time of a running one its time limit:
   // only facts are reported.
@@ -179,6 +180,21 @@ int gres_gpus(std::string_view gres) {
   return total;
 }
 
+std::string gres_gpu_type(std::string_view gres) {
+  for (size_t pos = 0; pos < gres.size();) {
+    size_t end = std::min(gres.find(',', pos), gres.size());
+    std::string_view entry = gres.substr(pos, end - pos);
+    pos = end + 1;
+    entry = entry.substr(0, entry.find('('));
+    if (!entry.starts_with("gpu:")) continue;
+    entry.remove_prefix(4);
+    size_t colon = entry.find(':');
+    if (colon == std::string_view::npos) continue;  // "gpu:4": untyped
+    return std::string(entry.substr(0, colon));
+  }
+  return "";
+}
+
 Result<std::vector<SlurmNode>> parse_nodes_v0038(std::string_view body, const std::string& url) {
   nlohmann::json j = BERTH_TRY(parse_answer(body, url));
   auto nodes = j.find("nodes");
@@ -196,6 +212,8 @@ Result<std::vector<SlurmNode>> parse_nodes_v0038(std::string_view body, const st
     node.alloc_cpus = static_cast<int>(int_field(n, "alloc_cpus"));
     node.gpus = gres_gpus(string_field(n, "gres"));
     node.gpus_used = gres_gpus(string_field(n, "gres_used"));
+    node.memory_mb = int_field(n, "real_memory");
+    node.gpu_model = gres_gpu_type(string_field(n, "gres"));
     out.push_back(std::move(node));
   }
   return out;
@@ -218,6 +236,13 @@ Result<std::vector<SlurmPartition>> parse_partitions_v0038(std::string_view body
       if (lower(flag) == "default") part.is_default = true;
     part.nodes = static_cast<int>(int_field(p, "total_nodes"));
     part.cpus = static_cast<int>(int_field(p, "total_cpus"));
+    // Minutes; Slurm's INFINITE (0xffffffff) and NO_VAL (0xfffffffe) mean no limit / none.
+    auto minutes = [&p](const char* key) -> int64_t {
+      int64_t m = int_field(p, key);
+      return m <= 0 || m >= 0xfffffffeLL ? -1 : m * 60;
+    };
+    part.max_time_s = minutes("max_time_limit");
+    part.default_time_s = minutes("default_time_limit");
     out.push_back(std::move(part));
   }
   return out;

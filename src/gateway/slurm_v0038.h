@@ -44,6 +44,7 @@ struct SlurmJobInfo {
   std::string reason;
   std::optional<int> exit_code;  ///< once finished: the status, or 128+N for signal N
   std::string nodes;
+  std::string partition;
   int64_t submit_time = 0, start_time = 0;  ///< 0: not yet
   int64_t end_time = 0;                     ///< 0 until the job has ended
   int gpus = 0;                             ///< GPUs allocated, all nodes together
@@ -58,6 +59,8 @@ struct SlurmNode {
   std::vector<std::string> partitions;
   int cpus = 0, alloc_cpus = 0;
   int gpus = 0, gpus_used = 0;
+  int64_t memory_mb = 0;  ///< real_memory
+  std::string gpu_model;  ///< the type of its gpu GRES ("a100" of "gpu:a100:4"), "" if untyped
 };
 
 /// One partition of GET /partitions.
@@ -66,6 +69,8 @@ struct SlurmPartition {
   std::string state;  ///< Slurm's: UP, DOWN, DRAIN, INACTIVE
   bool is_default = false;
   int nodes = 0, cpus = 0;
+  int64_t max_time_s = -1;      ///< MaxTime; -1: unlimited
+  int64_t default_time_s = -1;  ///< DefaultTime; -1: none
 };
 
 /// One job of GET /jobs: its id and comment, for reconciliation.
@@ -93,6 +98,8 @@ Result<std::vector<SlurmPartition>> parse_partitions_v0038(std::string_view body
 Result<bool> parse_ping_v0038(std::string_view body, const std::string& url);
 /// The number of GPUs in a GRES string of Slurm's ("gpu:a100:2(S:0-1),gpu:t4:1,nic:1" -> 3).
 int gres_gpus(std::string_view gres);
+/// The type of the first typed gpu GRES ("gpu:a100:4(S:0)" → "a100"), "" when untyped.
+std::string gres_gpu_type(std::string_view gres);
 
 /// slurmrestd's first error description in an error answer, or "" when there is none.
 std::string slurm_error_v0038(std::string_view body);

@@ -56,6 +56,9 @@ output_dir = "{output}"
 
 [slurm.environment]
 {env_lines}
+
+[resources]
+cache_s = 0
 """
     conf_path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
     log = os.path.join(workdir, "berthd.log")
@@ -491,3 +494,143 @@ def test_kill_9_during_200_submissions_loses_and_duplicates_nothing(gw, issuers,
     finally:
         subprocess.run(["scancel", "-u", user], env=slurm_env)
         subprocess.run(["scontrol", "update", "PartitionName=debug", "State=UP"], env=slurm_env)
+
+
+def admin_token(issuers, identity):
+    from gateway import ADMIN_GROUP
+    a = issuers.issuers["a"]
+    user = subprocess.run(["id", "-un", str(identity.uid)], capture_output=True,
+                          text=True).stdout.strip()
+    return a.sign(a.claims("s-alice", AUDIENCE_A, preferred_username=user, groups=[ADMIN_GROUP]))
+
+
+def scrape(gw, token) -> str:
+    req = urllib.request.Request(gw.url + "/metrics", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4"), r.headers
+        return r.read().decode()
+
+
+def sample(text: str, name: str, **labels) -> float:
+    """The value of the series `name` whose labels include `labels` (0 when absent)."""
+    for line in text.splitlines():
+        m = re.fullmatch(r"([a-z_]+)(\{(.*)\})? (\S+)", line)
+        if not m or m.group(1) != name:
+            continue
+        have = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(3) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            return float(m.group(4))
+    return 0.0
+
+
+def test_metrics_pass_promtool_and_move(gw, issuers, identity, pushed_busybox):
+    """GET /metrics is Prometheus' text format (promtool agrees), for administrators only, and
+    its counters move with the requests, the token failures and the jobs."""
+    if shutil.which("promtool") is None:
+        pytest.skip("no promtool (Debian's prometheus package)")
+    admin, user = admin_token(issuers, identity), token_a(issuers, identity)
+    assert gw.request("GET", "/metrics", user)[0] == 403
+    assert gw.request("GET", "/metrics", None)[0] == 401
+    before = scrape(gw, admin)
+    assert gw.request("GET", "/v1/me", "not-a-jwt")[0] == 401
+    status, _, job = gw.request("POST", "/v1/jobs", user, {"image": pushed_busybox,
+                                                            "command": ["true"]})
+    assert status == 201, job
+    gw.request("GET", "/v1/jobs", user)
+    after = scrape(gw, admin)
+    check = subprocess.run(["promtool", "check", "metrics"], input=after, capture_output=True,
+                           text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    counter = "berthd_http_requests_total"
+    assert sample(after, counter, route="/v1/jobs", method="POST", status="201") == \
+        sample(before, counter, route="/v1/jobs", method="POST", status="201") + 1
+    assert sample(after, counter, route="/v1/me", status="401") >= 1
+    assert sample(after, "berthd_token_failures_total", reason="malformed") == \
+        sample(before, "berthd_token_failures_total", reason="malformed") + 1
+    assert sample(after, "berthd_slurm_requests_total", method="POST", status="200") >= 1
+    assert sample(after, "berthd_slurm_request_duration_seconds_count", method="POST") >= 1
+    assert sum(sample(after, "berthd_jobs", state=s) for s in
+               ("ACCEPTED", "PENDING", "RUNNING", "COMPLETED", "CONFIGURING", "COMPLETING")) >= 1
+    # A job's route is one label, whatever its id.
+    gw.request("GET", f"/v1/jobs/{job['id']}", user)
+    assert sample(scrape(gw, admin), counter, route="/v1/jobs/{id}", status="200") >= 1
+    wait_final(gw, user, job["id"])
+
+
+def test_resources_are_glue_and_follow_allocations(gw, issuers, identity, cluster,
+                                                   pushed_busybox):
+    """GET /v1/resources: GLUE 2.1 entities from Slurm; a running job shows in its share's
+    RunningJobs and UsedSlots, and no more once it has ended."""
+    tok = token_a(issuers, identity)
+    status, _, doc = gw.request("GET", "/v1/resources", tok)
+    assert status == 200, doc
+    for entity in ("ComputingService", "ComputingManager", "ComputingShare",
+                   "ExecutionEnvironment", "ComputingManagerAccelerator",
+                   "ComputingShareAccelerator", "AcceleratorEnvironment"):
+        assert entity in doc, entity
+    manager = doc["ComputingManager"][0]
+    assert manager["ProductName"] == "SLURM" and manager["TotalLogicalCPUs"] >= 2, manager
+    assert sum(e["TotalInstances"] for e in doc["ExecutionEnvironment"]) == 2, doc
+    if cluster.gpus:
+        acc = doc["ComputingManagerAccelerator"][0]
+        assert acc["Type"] == "GPU" and acc["TotalNumbers"] >= 1, acc
+        assert doc["AcceleratorEnvironment"][0]["Model"] == "fake", doc["AcceleratorEnvironment"]
+    status, _, job = gw.request("POST", "/v1/jobs", tok, {
+        "image": pushed_busybox, "command": ["busybox", "sleep", "300"]})
+    assert status == 201, job
+    deadline = time.monotonic() + 90
+    while gw.request("GET", f"/v1/jobs/{job['id']}", tok)[2]["state"] != "RUNNING":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+    def share():
+        # The answer is kept for the cache time (15 s by default): wait for a fresh one.
+        time.sleep(0.1)
+        s, _, d = gw.request("GET", "/v1/resources", tok)
+        assert s == 200, d
+        return d["ComputingShare"][0], d["ComputingService"][0]
+
+    deadline = time.monotonic() + 60
+    while True:
+        sh, service = share()
+        if sh["RunningJobs"] >= 1:
+            break
+        assert time.monotonic() < deadline, sh
+    assert sh["UsedSlots"] >= 1 and service["RunningJobs"] >= 1, (sh, service)
+    assert gw.request("DELETE", f"/v1/jobs/{job['id']}", tok)[0] == 202
+    wait_final(gw, tok, job["id"])
+    deadline = time.monotonic() + 60
+    while share()[0]["RunningJobs"] != 0:
+        assert time.monotonic() < deadline
+
+
+def test_accounting_matches_the_jobs_hours(gw, berth, issuers, identity, pushed_busybox):
+    """GET /v1/accounting (berthd's database as the source): CPU-hours of a scripted set of
+    jobs computed by hand from their own start and end times; JSON and CSV agree."""
+    tok = token_a(issuers, identity)
+    since = int(time.time()) - 1
+    ids = []
+    for cpus, seconds in ((1, 1), (2, 2)):
+        status, _, job = gw.request("POST", "/v1/jobs", tok, {
+            "image": pushed_busybox, "command": ["busybox", "sleep", str(seconds)],
+            "resources": {"cpus_per_task": cpus}})
+        assert status == 201, job
+        ids.append((job["id"], cpus))
+    want = 0.0
+    for job_id, cpus in ids:
+        done = wait_final(gw, tok, job_id)
+        assert done["state"] == "COMPLETED", done
+        want += cpus * (done["end_time"] - done["start_time"]) / 3600
+    until = int(time.time()) + 1
+    status, _, body = gw.request("GET", f"/v1/accounting?since={since}&until={until}", tok)
+    assert status == 200, body
+    user = pwd.getpwuid(identity.uid).pw_name
+    [row] = [r for r in body["rows"] if r["user"] == user]
+    assert row["jobs"] >= 2 and abs(row["cpu_hours"] - want) < 1e-3, (row, want)
+    req = urllib.request.Request(gw.url + f"/v1/accounting?since={since}&until={until}&format=csv",
+                                 headers={"Authorization": f"Bearer {tok}"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        csv = r.read().decode().splitlines()
+    assert csv[0] == "user,gpu_hours,cpu_hours,jobs"
+    assert f"{user},{row['gpu_hours']:.4f},{row['cpu_hours']:.4f},{row['jobs']}" in csv, csv
+    assert gw.request("GET", "/v1/accounting?group_by=node", tok)[0] == 400

@@ -6,7 +6,8 @@
  *   driver 550.54.15                      nvmlSystemGetDriverVersion
  *   gpu UUID BUS-ID NAME...               one GPU, in NVML index order (the name is the rest)
  *   util INDEX GPU% MEM% [GPU% MEM% ...]  the n-th call answers the n-th pair, the last repeats
- *   mem INDEX TOTAL-MiB USED-MiB
+ *   mem INDEX TOTAL-MiB USED-MiB          nvmlDeviceGetMemoryInfo_v2's used
+ *   reserved INDEX MiB                    the driver's reservation: v1's used counts it too
  *   temp INDEX CELSIUS
  *   power INDEX MILLIWATTS
  *   proc INDEX PID USED-MiB|-             a compute process ("-": NVML_VALUE_NOT_AVAILABLE)
@@ -44,6 +45,10 @@ typedef struct {
   unsigned long long total, free, used;
 } nvmlMemory_t;
 typedef struct {
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+typedef struct {
   char busIdLegacy[16];
   unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
   char busId[32];
@@ -63,7 +68,7 @@ struct gpu {
   int nutil;
   unsigned util[kMaxSamples][2];
   int has_mem, has_temp, has_power;
-  unsigned long long mem_total, mem_used; /* MiB */
+  unsigned long long mem_total, mem_used, mem_reserved; /* MiB */
   unsigned temp, power;
   int nproc;
   struct proc procs[16];
@@ -135,6 +140,8 @@ static void load(struct state *s) {
         g->nutil++;
         rest += used;
       }
+    } else if (strcmp(key, "reserved") == 0) {
+      sscanf(rest, "%llu", &g->mem_reserved);
     } else if (strcmp(key, "mem") == 0) {
       g->has_mem = sscanf(rest, "%llu %llu", &g->mem_total, &g->mem_used) == 2;
     } else if (strcmp(key, "temp") == 0) {
@@ -262,10 +269,26 @@ int nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *m) {
   if (!g) return kInvalidArgument;
   if (!g->has_mem) return kNotSupported;
   m->total = g->mem_total * 1024 * 1024;
-  m->used = g->mem_used * 1024 * 1024;
+  m->used = (g->mem_used + g->mem_reserved) * 1024 * 1024;
   m->free = m->total - m->used;
   return kSuccess;
 }
+
+#ifndef FAKE_NVML_MINIMAL
+int nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *m) {
+  ENTER("nvmlDeviceGetMemoryInfo_v2");
+  const struct gpu *g = gpu_of(&st, device);
+  if (!g) return kInvalidArgument;
+  /* nvmlMemory_v2: the struct's size and version 2 in the top byte */
+  if (m->version != (unsigned)(sizeof(nvmlMemory_v2_t) | (2u << 24))) return kInvalidArgument;
+  if (!g->has_mem) return kNotSupported;
+  m->total = g->mem_total * 1024 * 1024;
+  m->reserved = g->mem_reserved * 1024 * 1024;
+  m->used = g->mem_used * 1024 * 1024;
+  m->free = m->total - m->used - m->reserved;
+  return kSuccess;
+}
+#endif
 
 #ifndef FAKE_NVML_MINIMAL
 int nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {

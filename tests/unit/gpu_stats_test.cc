@@ -150,6 +150,19 @@ TEST_F(Nvml, AMissingOptionalFunctionLeavesItsFieldNull) {
   EXPECT_EQ(j["utilization"]["gpu"], 37);
 }
 
+TEST_F(Nvml, MemoryUsedLeavesOutTheDriversReservation) {
+  // nvmlDeviceGetMemoryInfo_v2's `used`, as nvidia-smi shows it; a library with only v1 (the
+  // minimal one) counts the reservation in.
+  state(std::string(kTwoGpus) + "reserved 0 600\n");
+  auto r = read_nvml(kNvml, fast());
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->samples[0].gpus[0].memory_used_mib, 1024u);
+  EXPECT_EQ(r->samples[0].gpus[0].memory_total_mib, 40960u);
+  r = read_nvml(kLibs + "/libnvidia-ml-minimal.so", fast());
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->samples[0].gpus[0].memory_used_mib, 1624u);
+}
+
 TEST_F(Nvml, InitFailureIsOneLineWithNvmlsWords) {
   ::unsetenv("BERTH_FAKE_NVML_STATE");  // the fake then answers NVML_ERROR_DRIVER_NOT_LOADED
   auto r = read_nvml(kNvml, fast());

@@ -1,0 +1,79 @@
+#include "gateway/resources.h"
+
+namespace berth::gateway {
+
+namespace {
+
+std::string rfc3339(int64_t t) {
+  time_t tt = static_cast<time_t>(t);
+  struct tm tm {};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+GlueSite glue_site(const std::string& cluster, const PublishConfig& publish,
+                   const std::vector<SlurmNode>& nodes, const std::vector<SlurmPartition>& partitions,
+                   const std::vector<SlurmJobEntry>& jobs, int max_gpus_per_job) {
+  GlueSite site;
+  site.cluster = cluster;
+  site.host = publish.host;
+  site.validity_s = std::max<int64_t>(publish.resources_cache_s, 60);
+  for (const SlurmNode& n : nodes)
+    site.nodes.push_back({n.name, n.state, n.cpus, n.alloc_cpus, n.memory_mb, n.gpu_model, n.gpus,
+                          n.gpus_used, n.partitions});
+  for (const SlurmPartition& p : partitions) {
+    GluePartition g;
+    g.name = p.name;
+    g.max_walltime_s = p.max_time_s;
+    g.default_walltime_s = p.default_time_s;
+    g.up = p.state.empty() || p.state == "UP";
+    g.max_gpus_per_job = max_gpus_per_job;
+    for (const SlurmJobEntry& j : jobs) {
+      if (j.info.partition != p.name) continue;
+      if (j.info.state == "RUNNING") ++g.running_jobs;
+      else if (j.info.state == "PENDING") ++g.waiting_jobs;
+    }
+    site.partitions.push_back(std::move(g));
+  }
+  for (const auto& [type, m] : publish.gpu_models)
+    site.accelerators[type] = {m.vendor, m.model, m.memory_mb, m.compute_capability,
+                               m.driver_version, m.cuda_version};
+  return site;
+}
+
+Result<nlohmann::json> ResourcesService::document(SlurmRest& slurm, const std::string& user,
+                                                  int64_t now) {
+  {
+    std::lock_guard lock(mu_);
+    if (!cached_.is_null() && now - cached_at_ < publish_.resources_cache_s) return cached_;
+  }
+  auto nodes = BERTH_TRY(slurm.nodes(user));
+  auto partitions = BERTH_TRY(slurm.partitions(user));
+  auto jobs = BERTH_TRY(slurm.jobs(user));
+  GlueSite site = glue_site(cluster_, publish_, nodes, partitions, jobs, -1);
+  site.creation_time = rfc3339(now);
+  nlohmann::json doc = glue_document(site);
+  std::map<std::string, std::pair<int, int>> gpus;
+  for (const SlurmNode& n : nodes) {
+    if (n.gpus == 0) continue;
+    auto& [total, used] = gpus[n.gpu_model.empty() ? "gpu" : n.gpu_model];
+    total += n.gpus;
+    used += n.gpus_used;
+  }
+  std::lock_guard lock(mu_);
+  cached_ = doc;
+  cached_at_ = now;
+  gpus_ = std::move(gpus);
+  return doc;
+}
+
+std::map<std::string, std::pair<int, int>> ResourcesService::gpus_by_model() const {
+  std::lock_guard lock(mu_);
+  return gpus_;
+}
+
+}  // namespace berth::gateway
