@@ -12,8 +12,9 @@ packages=(
   libarchive-dev libgtest-dev libgmock-dev libyaml-dev libtomlplusplus-dev
   # berth squash / inspect FILE.sqsh: squashfs-tools-ng's libsquashfs (headers; loaded at run time)
   libsquashfs-dev
-  # berth-squashfs, the squashfs FUSE daemon (src/site/squashfs_fuse): libfuse3 low-level API
-  libfuse3-dev
+  # berth-squashfs, the squashfs FUSE daemon (src/site/squashfs_fuse): libfuse3 low-level API;
+  # it links libsquashfs, libfuse3 and the compressors' static archives (CMakeLists.txt says why)
+  libfuse3-dev liblz4-dev libzstd-dev liblzma-dev zlib1g-dev
   # berthd, the REST job gateway (src/gateway): HTTP/TLS server, job database; its e2e tests'
   # OIDC issuer signs tokens with jwcrypto and jobs go through slurmrestd
   libcpp-httplib-dev libsqlite3-dev python3-jwcrypto slurmrestd slurm-wlm-jwt-plugin

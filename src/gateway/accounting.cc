@@ -62,6 +62,7 @@ std::vector<UsageRow> aggregate_usage(const std::vector<UsageRecord>& records, i
     ++row.jobs;
   }
   std::vector<UsageRow> out;
+  out.reserve(rows.size());
   for (auto& [key, row] : rows) out.push_back(std::move(row));
   return out;
 }

@@ -152,22 +152,24 @@ std::string Metrics::render() {
   for (const auto& [name, f] : families_) {
     std::string help;
     for (char c : f.help) help += c == '\n' ? std::string("\\n") : c == '\\' ? std::string("\\\\") : std::string(1, c);
-    out += "# HELP " + name + " " + help + "\n";
-    out += "# TYPE " + name + " " + type_name(f.type) + "\n";
+    out.append("# HELP ").append(name).append(" ").append(help).append("\n");
+    out.append("# TYPE ").append(name).append(" ").append(type_name(f.type)).append("\n");
     for (const auto& [labels, s] : f.series) {
       if (f.type != Type::kHistogram) {
-        out += name + labels + " " + render_value(s.value) + "\n";
+        out.append(name).append(labels).append(" ").append(render_value(s.value)).append("\n");
         continue;
       }
       unsigned long long cumulative = 0;
       for (size_t i = 0; i < f.buckets.size(); ++i) {
         cumulative += s.bucket_counts[i];
-        out += name + "_bucket" + with_le(labels, render_value(f.buckets[i])) + " " +
-               std::to_string(cumulative) + "\n";
+        out.append(name).append("_bucket").append(with_le(labels, render_value(f.buckets[i])));
+        out.append(" ").append(std::to_string(cumulative)).append("\n");
       }
-      out += name + "_bucket" + with_le(labels, "+Inf") + " " + std::to_string(s.count) + "\n";
-      out += name + "_sum" + labels + " " + render_value(s.sum) + "\n";
-      out += name + "_count" + labels + " " + std::to_string(s.count) + "\n";
+      out.append(name).append("_bucket").append(with_le(labels, "+Inf"));
+      out.append(" ").append(std::to_string(s.count)).append("\n");
+      out.append(name).append("_sum").append(labels).append(" ").append(render_value(s.sum)).append("\n");
+      out.append(name).append("_count").append(labels).append(" ");
+      out.append(std::to_string(s.count)).append("\n");
     }
   }
   return out;

@@ -392,7 +392,7 @@ void Server::publish_routes() {
     RequestAudit audit(audit_, req, res);
     auto who = authorize(auth_, req, res, audit);
     if (!who) return;
-    int64_t now = std::time(nullptr), until = now, since = now - 30 * 86400;
+    int64_t now = std::time(nullptr), until = now, since = now - int64_t{30} * 86400;
     for (auto [name, value] : {std::pair{"since", &since}, std::pair{"until", &until}})
       if (req.has_param(name)) {
         *value = job_id(req.get_param_value(name));

@@ -29,6 +29,10 @@ class SquashfsReaderTest : public ::testing::Test {
     // 130 KB and more: whole 128 KiB blocks and a tail in a fragment; bytes that differ.
     for (size_t i = 0; i < 300000; ++i) big_ += static_cast<char>('a' + (i * 7 + i / 1000) % 26);
     tmp_->write("root/big", big_);
+    // More than the reader's data block cache holds, with a tail.
+    for (size_t i = 0; i < SquashfsReader::kCachedDataBytes + 3 * kBlock + 100; ++i)
+      large_ += static_cast<char>('a' + (i * 13 + i / 4093) % 26);
+    tmp_->write("root/large", large_);
     tmp_->write("root/etc/motd", "hello\n");
     ASSERT_EQ(::chmod((root + "/etc/motd").c_str(), 0640), 0);
     ASSERT_EQ(::link((root + "/etc/motd").c_str(), (root + "/etc/hard").c_str()), 0);
@@ -60,7 +64,8 @@ class SquashfsReaderTest : public ::testing::Test {
   }
 
   static inline TempDir* tmp_ = nullptr;
-  static inline std::string image_, big_;
+  static constexpr size_t kBlock = size_t{128} * 1024;  ///< squash_tree's block size
+  static inline std::string image_, big_, large_;
   std::unique_ptr<SquashfsReader> reader_;
 };
 
@@ -93,6 +98,28 @@ TEST_F(SquashfsReaderTest, ListsInOrderAndLooksUp) {
   InodePtr big;
   DirEntry b = find(kRootNode, "big", &big);
   EXPECT_EQ(reader_->list(*big, b.ref, &listing), ENOTDIR);
+}
+
+TEST_F(SquashfsReaderTest, ListingByReferenceKnowsDotAndDotDot) {
+  InodePtr root, many;
+  ASSERT_EQ(reader_->inode(reader_->ref_of(kRootNode), &root), 0);
+  DirEntry m = find(kRootNode, "many", &many);
+  std::shared_ptr<const Listing> listing;
+  ASSERT_EQ(reader_->listing(m.ref, &listing), 0);
+  EXPECT_EQ(listing->size(), 700u);
+  EXPECT_EQ(listing->self, m.inode_number);
+  EXPECT_EQ(listing->parent, root->base.inode_number);
+  std::shared_ptr<const Listing> again;
+  ASSERT_EQ(reader_->listing(m.ref, &again), 0);
+  EXPECT_EQ(again.get(), listing.get());  // kept
+  DirEntry e;
+  EXPECT_EQ(reader_->lookup(m.ref, "f1699", &e), 0);
+  EXPECT_EQ(e.name, "f1699");
+  EXPECT_EQ(reader_->lookup(m.ref, "f1700", &e), ENOENT);
+  InodePtr big;
+  DirEntry b = find(kRootNode, "big", &big);
+  EXPECT_EQ(reader_->listing(b.ref, &listing), ENOTDIR);
+  EXPECT_EQ(reader_->lookup(b.ref, "x", &e), ENOTDIR);
 }
 
 TEST_F(SquashfsReaderTest, AttributesAreTheImagesWithTheCallerAsOwner) {
@@ -129,6 +156,43 @@ TEST_F(SquashfsReaderTest, ReadsFileDataAnywhere) {
   EXPECT_EQ(reader_->read(*big, 299500, part.data(), part.size()), 500);
   EXPECT_EQ(part.substr(0, 500), big_.substr(299500));
   EXPECT_EQ(reader_->read(*big, 400000, part.data(), part.size()), 0);
+}
+
+TEST_F(SquashfsReaderTest, ReadsOfOneBlockDecompressItOnce) {
+  InodePtr large;
+  find(kRootNode, "large", &large);
+  // Readahead windows that do not start on a block, in no order, over blocks 0-2.
+  std::string part(4096, '\0');
+  for (size_t off : {kBlock + 5000, size_t{0}, 2 * kBlock + 1, kBlock - 100, size_t{77},
+                     kBlock + 5000, 3 * kBlock - 4096}) {
+    ASSERT_EQ(reader_->read(*large, off, part.data(), part.size()), 4096) << off;
+    EXPECT_EQ(part, large_.substr(off, 4096)) << off;
+  }
+  EXPECT_EQ(reader_->blocks_decompressed(), 3u);
+}
+
+TEST_F(SquashfsReaderTest, ReadsPastWhatTheCacheHolds) {
+  InodePtr large;
+  find(kRootNode, "large", &large);
+  std::string all(large_.size(), '\0');
+  // Twice, in reads of 100,000 bytes (across block boundaries), and once backwards.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t off = 0; off < all.size(); off += 100000) {
+      size_t n = std::min<size_t>(100000, all.size() - off);
+      ASSERT_EQ(reader_->read(*large, off, all.data() + off, n), static_cast<long>(n)) << off;
+    }
+    EXPECT_TRUE(all == large_) << "pass " << pass;
+  }
+  std::fill(all.begin(), all.end(), '\0');
+  for (size_t off = all.size(); off > 0;) {
+    size_t n = std::min<size_t>(65536, off);
+    off -= n;
+    ASSERT_EQ(reader_->read(*large, off, all.data() + off, n), static_cast<long>(n)) << off;
+  }
+  EXPECT_TRUE(all == large_);
+  // Each pass forward decompressed every block again (least recently used first out).
+  size_t blocks = large_.size() / kBlock;
+  EXPECT_GE(reader_->blocks_decompressed(), 2 * blocks);
 }
 
 TEST_F(SquashfsReaderTest, SymlinkTargets) {
@@ -199,6 +263,40 @@ TEST(SquashfsReaderXattrs, NamesAndValuesAsStored) {
   EXPECT_EQ(x, (Xattrs{{"user.color", "blue"}, {"user.empty", ""}}));
   ASSERT_EQ(reader.xattrs(*root, &x), 0);
   EXPECT_TRUE(x.empty());
+}
+
+TEST(SquashfsReaderBlocks, SparseBlocksAndATailOfItsOwn) {
+  // mksquashfs stores a block of zeros as sparse and, with -no-fragments, a file's tail as a
+  // short block of its own; Berth's writer does neither.
+  if (std::system("command -v mksquashfs >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "mksquashfs (squashfs-tools) is not installed";
+  TempDir tmp("sqfs-sparse");
+  constexpr size_t kBlock = size_t{128} * 1024;
+  std::string data(kBlock, '\0');
+  for (size_t i = 0; i < 2 * kBlock + 1000; ++i) data += static_cast<char>('a' + i % 23);
+  tmp.write("root/f", data);
+  std::string image = tmp / "s.sqsh";
+  std::string cmd = "mksquashfs '" + tmp / "root" + "' '" + image +
+                    "' -noappend -no-fragments -comp lz4 -quiet -no-progress >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto r = SquashfsReader::open(image, "s.sqsh");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  SquashfsReader& reader = **r;
+  InodePtr root, f;
+  DirEntry e;
+  ASSERT_EQ(reader.inode(reader.ref_of(kRootNode), &root), 0);
+  ASSERT_EQ(reader.lookup(*root, reader.ref_of(kRootNode), "f", &e), 0);
+  ASSERT_EQ(reader.inode(e.ref, &f), 0);
+  std::string all(data.size() + 10, 'x');
+  ASSERT_EQ(reader.read(*f, 0, all.data(), all.size()), static_cast<long>(data.size()));
+  all.resize(data.size());
+  EXPECT_TRUE(all == data);
+  EXPECT_EQ(reader.blocks_decompressed(), 3u);  // the sparse one is not read
+  std::string part(3000, 'x');
+  ASSERT_EQ(reader.read(*f, kBlock - 1000, part.data(), part.size()), 3000);
+  EXPECT_EQ(part, data.substr(kBlock - 1000, 3000));
+  ASSERT_EQ(reader.read(*f, data.size() - 500, part.data(), part.size()), 500);
+  EXPECT_EQ(part.substr(0, 500), data.substr(data.size() - 500));
 }
 
 }  // namespace
