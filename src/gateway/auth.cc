@@ -205,7 +205,9 @@ std::variant<Account, AuthFailure> Authenticator::authenticate(const std::string
   if (!claims.ok()) return AuthFailure{401, claims.error().detail};
   const IssuerConfig* issuer = config_.find_issuer(string_field(*claims, "iss"));
   auto account = map_identity(*claims, *issuer, config_, lookup_);
-  if (!account.ok()) return AuthFailure{403, account.error().detail};
+  if (!account.ok())
+    return AuthFailure{403, account.error().detail, issuer->issuer,
+                       string_field(*claims, "sub")};
   return std::move(*account);
 }
 

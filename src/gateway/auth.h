@@ -88,6 +88,7 @@ Result<Account> map_identity(const nlohmann::json& claims, const IssuerConfig& i
 struct AuthFailure {
   int status = 401;
   std::string message;
+  std::string issuer, subject;  ///< the verified identity of a 403; "" for a 401
 };
 
 /// Validates bearer tokens and maps them; one per gateway, shared by the server's threads.

@@ -210,6 +210,57 @@ class Reader : public TomlReader {
     return u;
   }
 
+  /// One table of limit keys: `where` names it in errors ("[limits]").
+  Result<LimitValues> limit_values(const toml::table& t, const std::string& where,
+                                   bool nested) const {
+    LimitValues out;
+    for (const auto& [k, v] : t) {
+      std::string_view key = k.str();
+      if (nested && (key == "users" || key == "groups")) continue;
+      auto which = limit_key(key);
+      if (!which) return bad(v, key, "is not a key of " + where);
+      auto n = v.value<int64_t>();
+      if (walltime_key(*which)) {
+        // Slurm's time limits are whole minutes: a cap in minutes is exactly the limit the job
+        // gets in Slurm.
+        if (!v.is_integer() || !n || *n < 60 || *n > int64_t{366} * 86400 || *n % 60 != 0)
+          return bad(v, key, "is not a whole number of minutes, in seconds (60, 120, ...)");
+      } else if (!v.is_integer() || !n || *n < 0 || *n > 1000000) {
+        return bad(v, key, "is not a whole number from 0 to 1000000");
+      }
+      out[static_cast<size_t>(*which)] = *n;
+    }
+    return out;
+  }
+
+  /// The entries of [limits.users] or [limits.groups].
+  Result<std::map<std::string, LimitValues>> limit_entries(const toml::node& node,
+                                                           std::string_view key) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr)
+      return bad(node, key, "is not a table of tables ([limits." + std::string(key) + ".NAME])");
+    std::map<std::string, LimitValues> out;
+    for (const auto& [name, entry] : *t) {
+      const toml::table* e = entry.as_table();
+      std::string where = "[limits." + std::string(key) + ".\"" + std::string(name.str()) + "\"]";
+      if (e == nullptr || name.str().empty())
+        return bad(entry, name.str(), "is not a table of limits (" + where + ")");
+      out[std::string(name.str())] = BERTH_TRY(limit_values(*e, where, false));
+    }
+    return out;
+  }
+
+  Status limits(const toml::node& node, LimitsConfig& l) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, "limits", "is not a table ([limits])");
+    l.defaults = BERTH_TRY(limit_values(*t, "[limits]", true));
+    if (const toml::node* users = t->get("users"))
+      l.users = BERTH_TRY(limit_entries(*users, "users"));
+    if (const toml::node* groups = t->get("groups"))
+      l.groups = BERTH_TRY(limit_entries(*groups, "groups"));
+    return {};
+  }
+
 };
 
 }  // namespace
@@ -249,6 +300,8 @@ Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::str
     else if (key == "database") c.database = BERTH_TRY(r.nonempty(v, key));
     else if (key == "slurm") BERTH_CHECK(r.slurm(v, c.slurm));
     else if (key == "reconcile_interval_s") c.reconcile_interval_s = BERTH_TRY(r.seconds(v, key));
+    else if (key == "limits") BERTH_CHECK(r.limits(v, c.limits));
+    else if (key == "audit_log") c.audit_log = BERTH_TRY(r.nonempty(v, key));
     else if (key == "metrics_public") c.publish.metrics_public = BERTH_TRY(r.boolean(v, key));
     else if (key == "resources") BERTH_CHECK(r.resources(v, c.publish));
     else if (key == "reclaim") BERTH_CHECK(r.reclaim(v, c.slurm));

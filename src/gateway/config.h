@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "gateway/limits.h"
 #include "gateway/reclaim.h"
 
 namespace berth::gateway {
@@ -90,6 +91,10 @@ struct GatewayConfig {
   SlurmConfig slurm;
   /// Seconds between two reconciliations of the database with Slurm; 0: only at start.
   int64_t reconcile_interval_s = 30;
+  /// Limits on jobs per account ([limits], gateway/limits.h).
+  LimitsConfig limits;
+  /// The audit log's file (gateway/audit.h); "" for none.
+  std::string audit_log;
   PublishConfig publish;
 
   /// Whether the job endpoints are on (database and [slurm] both configured).

@@ -46,6 +46,16 @@ Result<std::vector<std::string>> texts(const nlohmann::json& j, const std::strin
   return out;
 }
 
+/// The running and queued jobs among jobs counted by state.
+std::pair<int64_t, int64_t> count_unfinished(const std::map<std::string, int64_t>& states) {
+  int64_t running = 0, queued = 0;
+  for (const auto& [state, n] : states) {
+    if (final_state(state)) continue;
+    (queued_state(state) ? queued : running) += n;
+  }
+  return std::make_pair(running, queued);
+}
+
 }  // namespace
 
 Result<JobRequest> parse_job_request(const nlohmann::json& body) {
@@ -143,6 +153,10 @@ SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comm
   return s;
 }
 
+bool queued_state(const std::string& state) {
+  return state == "ACCEPTED" || state == "PENDING" || state.starts_with("REQUEUE");
+}
+
 bool final_state(const std::string& state) {
   return state == "COMPLETED" || state == "FAILED" || state == "CANCELLED" ||
          state == "TIMEOUT" || state == "NODE_FAIL" || state == "OUT_OF_MEMORY" ||
@@ -168,32 +182,87 @@ nlohmann::json job_json(const JobRecord& j) {
   if (j.exit_code) out["exit_code"] = *j.exit_code;
   if (j.start_time > 0) out["start_time"] = j.start_time;
   if (j.end_time > 0) out["end_time"] = j.end_time;
+  out["class"] = "batch";
   if (request.is_object()) {
     out["name"] = request.value("name", "berthd-job");
     out["image"] = request.value("image", "");
+    out["class"] = request.value("class", "batch");
+  }
+  out["walltime_s"] = j.time_limit_s;
+  // Slurm's own reason for a job it ended at its time limit is "TimeLimit"; the answer says
+  // which limit that was.
+  if (j.state == "TIMEOUT" && j.time_limit_s > 0) {
+    std::string limit = std::to_string(j.time_limit_s) + " s";
+    if (j.time_limit_from == "request")
+      out["reason"] = "cut at the walltime it asked for, " + limit;
+    else if (j.time_limit_from == "cloud_max_walltime_s")
+      out["reason"] = "cut at the cloud walltime cap, " + limit + " (cloud_max_walltime_s)";
+    else if (!j.time_limit_from.empty())
+      out["reason"] = "cut at the walltime cap, " + limit + " (" + j.time_limit_from + ")";
   }
   return out;
 }
 
 Result<JobService::Submitted> JobService::submit(const Account& who, const std::string& key,
                                                  const std::string& body_text,
-                                                 const JobRequest& request) {
+                                                 const JobRequest& asked) {
+  auto replay = [&](const JobRecord& earlier) -> Result<Submitted> {
+    if (earlier.request != body_text)
+      return make_error("POST", "/v1/jobs",
+                        "Idempotency-Key \"" + key + "\" was used for another request",
+                        ErrorCode::kExists);
+    return Submitted{earlier, true, std::nullopt};
+  };
+  // A retry of a recorded job is answered before any limit is looked at: the job is in the
+  // counts already, and the limits may have changed since it was accepted.
+  if (!key.empty()) {
+    std::optional<JobRecord> earlier = BERTH_TRY(db_->find(who.user, key));
+    if (earlier) return replay(*earlier);
+  }
+  const Limits limits = resolve_limits(limits_, who.user, who.groups);
+  JobRequest request = asked;
+  WalltimeDecision walltime;
+  if (auto no = check_job_limits(limits, request.gpus, request.walltime_s,
+                                 request.job_class == "cloud", &walltime))
+    return Submitted{{}, false, std::move(no)};
+  request.walltime_s = walltime.walltime_s;
+  const bool counted = limits[static_cast<size_t>(LimitKey::kMaxRunningJobs)] ||
+                       limits[static_cast<size_t>(LimitKey::kMaxQueuedJobs)];
+  if (counted) {
+    // The database may lag behind Slurm by a reconciliation interval: before refusing, read
+    // the account's unfinished jobs from Slurm (outside the lock: those are network calls).
+    auto [running, queued] = BERTH_TRY(unfinished(who.user, false));
+    if (check_count_limits(limits, who.user, running, queued))
+      (void)BERTH_TRY(unfinished(who.user, true));
+  }
+
   JobRecord rec;
   rec.owner = who.user;
   rec.issuer = who.issuer;
   rec.subject = who.subject;
   rec.idempotency_key = key;
   rec.request = body_text;
+  rec.time_limit_s = walltime.walltime_s;
+  rec.time_limit_from = walltime.from;
   bool existing = false;
   int64_t now = std::time(nullptr);
-  JobRecord job = BERTH_TRY(db_->accept(rec, now, &existing));
-  if (existing) {
-    if (job.request != body_text)
-      return make_error("POST", "/v1/jobs",
-                        "Idempotency-Key \"" + key + "\" was used for another request",
-                        ErrorCode::kExists);
-    return Submitted{job, true};
+  JobRecord job;
+  {
+    // Counting and recording under one lock: two requests at once cannot both take the last
+    // place under a count limit.
+    std::lock_guard<std::mutex> lock(admit_mu_);
+    if (counted) {
+      if (!key.empty()) {
+        std::optional<JobRecord> earlier = BERTH_TRY(db_->find(who.user, key));
+        if (earlier) return replay(*earlier);
+      }
+      auto [running, queued] = BERTH_TRY(unfinished(who.user, false));
+      if (auto no = check_count_limits(limits, who.user, running, queued))
+        return Submitted{{}, false, std::move(no)};
+    }
+    job = BERTH_TRY(db_->accept(rec, now, &existing));
   }
+  if (existing) return replay(job);
   // Written (and synced) before Slurm sees it: a crash from here on leaves an ACCEPTED row,
   // which reconciliation settles through the Slurm job's comment.
   auto slurm_id = slurm_.submit(
@@ -202,23 +271,51 @@ Result<JobService::Submitted> JobService::submit(const Account& who, const std::
     // No answer: Slurm may have the job. It stays ACCEPTED; reconcile() finds it by its
     // comment, or submits it, and never twice.
     job.reason = "slurmrestd did not answer; berthd will retry";
-    return Submitted{job, false};
+    return Submitted{job, false, std::nullopt};
   }
   if (!slurm_id.ok()) {
     job.state = "SUBMIT_FAILED";
     job.reason = slurm_id.error().detail;
     BERTH_CHECK(db_->update(job.id, job.state, job.reason, std::nullopt, "", now));
-    return Submitted{job, false};
+    return Submitted{job, false, std::nullopt};
   }
   job.slurm_job_id = *slurm_id;
   job.state = "PENDING";
   BERTH_CHECK(db_->submitted(job.id, job.slurm_job_id, job.state, now));
-  return Submitted{job, false};
+  return Submitted{job, false, std::nullopt};
+}
+
+Result<std::pair<int64_t, int64_t>> JobService::unfinished(const std::string& user,
+                                                           bool refresh_first) {
+  std::map<std::string, int64_t> states = BERTH_TRY(db_->count_states(user));
+  if (refresh_first) {
+    // One listing of the account's Slurm jobs rather than a call per job: a caller at its
+    // limit who keeps asking costs slurmrestd one call a request. A job the listing lacks
+    // (Slurm forgets finished jobs after MinJobAge) is asked for alone.
+    auto listed = slurm_.jobs(user);
+    if (!listed.ok()) return count_unfinished(states);  // Slurm unreachable: the database's word
+    std::map<int64_t, const SlurmJobInfo*> by_id;
+    for (const SlurmJobEntry& e : *listed) by_id[e.id] = &e.info;
+    for (const auto& [state, n] : states) {
+      if (final_state(state) || state == "ACCEPTED") continue;  // ACCEPTED: not in Slurm yet
+      auto jobs = db_->list(user, state, 0, static_cast<int>(std::min<int64_t>(n, 100000)));
+      // deliberate: a job whose state cannot be read or recorded keeps its recorded state
+      for (JobRecord& job : jobs.ok() ? *jobs : std::vector<JobRecord>{}) {
+        auto found = by_id.find(job.slurm_job_id);
+        (void)(found != by_id.end() ? record(job, *found->second) : refresh(user, job));
+      }
+    }
+    states = BERTH_TRY(db_->count_states(user));
+  }
+  return count_unfinished(states);
 }
 
 Status JobService::refresh(const std::string& user, JobRecord& job) {
   if (job.slurm_job_id == 0 || final_state(job.state)) return {};
-  SlurmJobInfo info = BERTH_TRY(slurm_.job(user, job.slurm_job_id));
+  return record(job, BERTH_TRY(slurm_.job(user, job.slurm_job_id)));
+}
+
+Status JobService::record(JobRecord& job, SlurmJobInfo info) {
   // Slurm forgets a job's GPUs (gres_detail) when it ends: what was seen while it ran stays.
   if (info.gpus == 0 && info.gres_detail.empty()) {
     info.gpus = job.gpus;
@@ -368,6 +465,8 @@ JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
       (void)db_->update(job.id, "SUBMIT_FAILED", request.error().detail, std::nullopt, "", now);
       continue;
     }
+    // The walltime its limits gave it when it was accepted (the caps may have changed since).
+    if (job.time_limit_s > 0) request->walltime_s = job.time_limit_s;
     auto slurm_id = slurm_.submit(
         job.owner, slurm_spec(*request, job.id, comment, config_, output_stem(job.id)));
     if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {

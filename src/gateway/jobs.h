@@ -4,10 +4,11 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "gateway/auth.h"
 #include "gateway/config.h"
 #include "gateway/jobs_db.h"
+#include "gateway/limits.h"
 #include "gateway/reclaim.h"
 #include "gateway/slurm_rest.h"
 
@@ -47,25 +49,33 @@ Result<JobRequest> parse_job_request(const nlohmann::json& body);
 SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comment,
                         const SlurmConfig& slurm, const std::string& output_stem = "");
 
-/// A job as the API shows it.
+/// A job as the API shows it. A job Slurm ended at its time limit (TIMEOUT) says so in its
+/// reason, naming the cap that set the limit when one did.
 nlohmann::json job_json(const JobRecord& j);
 
 /// Whether a job state is final (nothing more will change).
 bool final_state(const std::string& state);
+/// Whether an unfinished job state is a queued one (ACCEPTED, PENDING, REQUEUED...); the other
+/// unfinished states hold resources (RUNNING, SUSPENDED, CONFIGURING, COMPLETING...).
+bool queued_state(const std::string& state);
 
 /// The job endpoints' work, shared by the server's threads.
 class JobService {
  public:
-  JobService(std::unique_ptr<JobsDb> db, SlurmRest slurm, SlurmConfig config)
-      : db_(std::move(db)), slurm_(std::move(slurm)), config_(std::move(config)) {}
+  JobService(std::unique_ptr<JobsDb> db, SlurmRest slurm, SlurmConfig config,
+             LimitsConfig limits = {})
+      : db_(std::move(db)), slurm_(std::move(slurm)), config_(std::move(config)),
+        limits_(std::move(limits)) {}
 
   struct Submitted {
     JobRecord job;
     bool replayed = false;  ///< an earlier request with the same Idempotency-Key
+    std::optional<LimitRefusal> refused;  ///< set: nothing was recorded or sent (a 403)
   };
-  /// Records the request (before anything reaches Slurm), then submits it as `who`. A request
-  /// whose key `who` already used gets the earlier job back, unsent; with another body, an
-  /// error (kExists).
+  /// Checks the request against `who`'s limits (gateway/limits.h), records it (before anything
+  /// reaches Slurm), then submits it as `who` with the walltime the limits gave it. A request
+  /// whose key `who` already used gets the earlier job back, unsent and unchecked (it counts
+  /// among the jobs it would otherwise be refused for); with another body, an error (kExists).
   Result<Submitted> submit(const Account& who, const std::string& idempotency_key,
                            const std::string& body_text, const JobRequest& request);
   /// The job `id` if `who` may see it (its owner, or an admin), refreshed from Slurm when not
@@ -124,6 +134,11 @@ class JobService {
  private:
   /// Reads the job's state from Slurm as `user` and records it when it changed.
   Status refresh(const std::string& user, JobRecord& job);
+  /// Records what Slurm says of `job` (`info`) when it changed.
+  Status record(JobRecord& job, SlurmJobInfo info);
+  /// `user`'s running and queued jobs in the database; with `refresh`, their states are read
+  /// from Slurm first (one listing of the account's jobs).
+  Result<std::pair<int64_t, int64_t>> unfinished(const std::string& user, bool refresh);
 
   std::unique_ptr<JobsDb> db_;
   SlurmRest slurm_;
@@ -134,6 +149,8 @@ class JobService {
   IdleTracker idle_;
   std::function<void(const char*)> reclaim_observer_;
   SlurmConfig config_;
+  LimitsConfig limits_;
+  std::mutex admit_mu_;  ///< held from counting an account's jobs to recording its new one
 };
 
 }  // namespace berth::gateway

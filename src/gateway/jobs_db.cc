@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   UNIQUE (owner, idempotency_key)
 );
 CREATE INDEX IF NOT EXISTS jobs_by_owner ON jobs (owner, id);
+CREATE INDEX IF NOT EXISTS jobs_by_owner_state ON jobs (owner, state);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 )";
@@ -43,11 +44,14 @@ constexpr std::pair<const char*, const char*> kAddedColumns[] = {
     {"end_time", "INTEGER NOT NULL DEFAULT 0"},
     {"gpus", "INTEGER NOT NULL DEFAULT 0"},
     {"gres_detail", "TEXT NOT NULL DEFAULT '[]'"},
+    {"time_limit_s", "INTEGER NOT NULL DEFAULT 0"},
+    {"time_limit_from", "TEXT NOT NULL DEFAULT ''"},
 };
 
 constexpr const char* kColumns =
     "id, owner, issuer, subject, coalesce(idempotency_key, ''), request, state, slurm_job_id, "
-    "reason, exit_code, nodes, created_at, updated_at, start_time, end_time, gpus, gres_detail";
+    "reason, exit_code, nodes, created_at, updated_at, start_time, end_time, gpus, gres_detail, "
+    "time_limit_s, time_limit_from";
 
 /// A prepared statement, finalized at the end of its scope.
 class Stmt {
@@ -106,6 +110,8 @@ JobRecord read_row(sqlite3_stmt* s) {
   if (detail.is_array())
     for (const nlohmann::json& d : detail)
       if (d.is_string()) j.gres_detail.push_back(d.get<std::string>());
+  j.time_limit_s = sqlite3_column_int64(s, 17);
+  j.time_limit_from = column_text(s, 18);
   return j;
 }
 
@@ -172,6 +178,31 @@ Result<std::unique_ptr<JobsDb>> JobsDb::open(const std::string& path) {
 
 JobsDb::~JobsDb() { sqlite3_close(db_); }
 
+Result<std::optional<JobRecord>> JobsDb::find(const std::string& owner, const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, (std::string("SELECT ") + kColumns +
+               " FROM jobs WHERE owner = ?1 AND idempotency_key = ?2").c_str());
+  if (!q.ok()) return error("cannot read jobs");
+  q.text(1, owner).text(2, key);
+  int rc = q.step();
+  if (rc == SQLITE_ROW) return std::optional<JobRecord>(read_row(q.get()));
+  if (rc != SQLITE_DONE) return error("cannot read jobs");
+  return std::optional<JobRecord>();
+}
+
+Result<std::map<std::string, int64_t>> JobsDb::count_states(const std::string& owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, "SELECT state, COUNT(*) FROM jobs WHERE owner = ?1 GROUP BY state");
+  if (!q.ok()) return error("cannot read jobs");
+  q.text(1, owner);
+  std::map<std::string, int64_t> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW)
+    out[column_text(q.get(), 0)] = sqlite3_column_int64(q.get(), 1);
+  if (rc != SQLITE_DONE) return error("cannot read jobs");
+  return out;
+}
+
 Result<JobRecord> JobsDb::accept(const JobRecord& job, int64_t now, bool* existing) {
   std::lock_guard<std::mutex> lock(mu_);
   *existing = false;
@@ -187,10 +218,12 @@ Result<JobRecord> JobsDb::accept(const JobRecord& job, int64_t now, bool* existi
   }
   Stmt ins(db_,
            "INSERT INTO jobs (owner, issuer, subject, idempotency_key, request, state, "
-           "created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, 'ACCEPTED', ?6, ?6)");
+           "created_at, updated_at, time_limit_s, time_limit_from) "
+           "VALUES (?1, ?2, ?3, ?4, ?5, 'ACCEPTED', ?6, ?6, ?7, ?8)");
   if (!ins.ok()) return error("cannot record a job");
   ins.text(1, job.owner).text(2, job.issuer).text(3, job.subject)
-      .text_or_null(4, job.idempotency_key).text(5, job.request).integer(6, now);
+      .text_or_null(4, job.idempotency_key).text(5, job.request).integer(6, now)
+      .integer(7, job.time_limit_s).text(8, job.time_limit_from);
   if (ins.step() != SQLITE_DONE) return error("cannot record a job");
   JobRecord out = job;
   out.id = sqlite3_last_insert_rowid(db_);

@@ -8,12 +8,14 @@
 // Schema (one table; docs/gateway.md says why each column is there):
 //   jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, owner, issuer, subject, idempotency_key,
 //        request JSON, state, slurm_job_id, reason, exit_code, nodes, created_at, updated_at,
-//        start_time, end_time, gpus, gres_detail JSON, UNIQUE(owner, idempotency_key))
-// (the last four added to databases made before them when opened).
+//        start_time, end_time, gpus, gres_detail JSON, time_limit_s, time_limit_from,
+//        UNIQUE(owner, idempotency_key))
+// (the last six added to databases made before them when opened).
 // Ids are never reused (AUTOINCREMENT), so a client's old id never names another job.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,6 +44,10 @@ struct JobRecord {
   int64_t start_time = 0, end_time = 0;  ///< Slurm's; 0: not yet
   int gpus = 0;                          ///< GPUs allocated
   std::vector<std::string> gres_detail;  ///< Slurm's GRES per allocated node
+  /// The walltime the limits gave the job (its Slurm time limit), 0 for none, and where it
+  /// came from (WalltimeDecision::from in gateway/limits.h).
+  int64_t time_limit_s = 0;
+  std::string time_limit_from;
 };
 
 /// The job database; one connection, used under a lock by the server's threads.
@@ -55,6 +61,10 @@ class JobsDb {
 
   /// This database's random name (16 hex digits), made when it was created.
   const std::string& instance() const { return instance_; }
+  /// `owner`'s job with the non-empty idempotency key `key`, or nullopt.
+  Result<std::optional<JobRecord>> find(const std::string& owner, const std::string& key);
+  /// How many jobs `owner` has in each state.
+  Result<std::map<std::string, int64_t>> count_states(const std::string& owner);
   /// Records a new ACCEPTED job, or, when `job.owner` already has a job with the same
   /// non-empty idempotency key, returns that one and sets `*existing`.
   Result<JobRecord> accept(const JobRecord& job, int64_t now, bool* existing);

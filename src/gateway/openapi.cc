@@ -20,7 +20,8 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
               {"403", json_response("a valid token whose identity has no local account",
                                     "Error")}};
   auto with_errors = [&](J responses) {
-    responses.update(errors);
+    for (const auto& [status, answer] : errors.items())
+      if (!responses.contains(status)) responses[status] = answer;
     return responses;
   };
   J me_responses = with_errors({{"200", json_response("the caller's identity and account", "Me")}});
@@ -72,6 +73,10 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
              with_errors({{"201", json_response("recorded and sent to Slurm", "Job")},
                           {"200", json_response("a retry: the job the key made before", "Job")},
                           {"400", json_response("the body is not a valid job request", "Error")},
+                          {"403", json_response("a valid token with no local account, or a job "
+                                                "over one of the account's limits (the error "
+                                                "names it: limit, value, requested or current)",
+                                                "Error")},
                           {"422", json_response("the key was used for another request",
                                                 "Error")}})}}}}},
         {"/v1/jobs/{id}",
@@ -159,7 +164,12 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
               {"env", {{"type", "object"}, {"additionalProperties", string}}},
               {"mounts", strings},
               {"workdir", string},
-              {"class", {{"type", "string"}, {"enum", {"batch", "cloud"}}}},
+              {"class",
+               {{"type", "string"},
+                {"enum", {"batch", "cloud"}},
+                {"description",
+                 "cloud: short interactive work, under its own shorter walltime cap "
+                 "(cloud_max_walltime_s), which Slurm enforces as the job's time limit"}}},
               {"resources",
                {{"type", "object"},
                 {"properties",
@@ -172,11 +182,20 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
               {"name", string},
               {"image", string},
               {"owner", string},
+              {"class", {{"type", "string"}, {"enum", {"batch", "cloud"}}}},
+              {"walltime_s",
+               {{"type", "integer"},
+                {"description",
+                 "the job's Slurm time limit as berthd set it, in seconds; 0: the partition's"}}},
               {"state",
                {{"type", "string"},
                 {"description",
                  "ACCEPTED (recorded, not yet in Slurm), SUBMIT_FAILED, or Slurm's job state"}}},
-              {"reason", string},
+              {"reason",
+               {{"type", "string"},
+                {"description",
+                 "Slurm's reason; for TIMEOUT, the limit that cut the job (\"cut at the cloud "
+                 "walltime cap, 3600 s (cloud_max_walltime_s)\")"}}},
               {"exit_code", {{"type", "integer"}, {"nullable", true}}},
               {"slurm_job_id", integer},
               {"nodes", string},
@@ -259,7 +278,19 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
                {{"type", "object"},
                 {"properties",
                  {{"status", {{"type", "integer"}}},
-                  {"message", {{"type", "string"}}}}}}}}}}}}}}},
+                  {"message", {{"type", "string"}}},
+                  {"limit",
+                   {{"type", "string"},
+                    {"description", "a 403 over a limit: its name (max_walltime_s, "
+                                    "max_gpus_per_job, max_running_jobs, max_queued_jobs, "
+                                    "cloud_max_walltime_s)"}}},
+                  {"value", {{"type", "integer"}, {"description", "the limit's value"}}},
+                  {"requested",
+                   {{"type", "integer"},
+                    {"description", "what the job asked for (walltime in s, GPUs)"}}},
+                  {"current",
+                   {{"type", "integer"},
+                    {"description", "the account's running or queued jobs"}}}}}}}}}}}}}}},
       {"security", J::array({{{"bearer", J::array()}}})},
   };
   return doc;

@@ -5,10 +5,13 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <optional>
+
+#include <fmt/core.h>
 
 #include "core/json.h"
 #include "gateway/output.h"
@@ -50,9 +53,49 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
-/// The caller's account, or nullptr after answering 401 or 403.
+/// A new request id: berthd's start time and a counter, both in hex ("65a1f3c0-2a").
+std::string next_request_id() {
+  static const auto start = static_cast<uint64_t>(std::time(nullptr));
+  static std::atomic<uint64_t> counter{0};
+  return fmt::format("{:x}-{:x}", start, ++counter);
+}
+
+/// One request's part in the audit log: its id (sent back as X-Request-Id) and route, and
+/// the caller once known.
+class RequestAudit {
+ public:
+  RequestAudit(AuditLog* log, const httplib::Request& req, httplib::Response& res)
+      : log_(log) {
+    base_.request_id = next_request_id();
+    base_.route = req.method + " " + req.path;
+    res.set_header("X-Request-Id", base_.request_id);
+  }
+  void caller(const std::string& issuer, const std::string& subject, const std::string& user) {
+    base_.issuer = issuer;
+    base_.subject = subject;
+    base_.user = user;
+  }
+  /// Writes one line; a failed write is reported on stderr and the request goes on (the
+  /// gateway keeps serving when its audit disk fills).
+  void record(const std::string& event, const std::string& outcome,
+              nlohmann::json detail = nlohmann::json::object()) {
+    if (log_ == nullptr) return;
+    AuditEvent e = base_;
+    e.event = event;
+    e.outcome = outcome;
+    e.detail = std::move(detail);
+    Status written = log_->write(e);
+    if (!written.ok()) std::fprintf(stderr, "berthd: %s\n", written.error().message().c_str());
+  }
+
+ private:
+  AuditLog* log_;
+  AuditEvent base_;
+};
+
+/// The caller's account, or nullptr after answering 401 or 403; audited either way.
 std::optional<Account> authorize(Authenticator& auth, const httplib::Request& req,
-                                 httplib::Response& res) {
+                                 httplib::Response& res, RequestAudit& audit) {
   auto who = auth.authenticate(req.get_header_value("Authorization"), std::time(nullptr));
   if (const auto* fail = std::get_if<AuthFailure>(&who)) {
     // RFC 6750 section 3: a request without a token gets the challenge alone.
@@ -62,10 +105,25 @@ std::optional<Account> authorize(Authenticator& auth, const httplib::Request& re
     if (fail->status == 401) res.set_header("WWW-Authenticate", challenge);
     request_auth_failure = token_failure_reason(fail->status, fail->message);
     send_error(res, fail->status, fail->message);
+    audit.caller(fail->issuer, fail->subject, "");
+    audit.record(fail->status == 401 ? "token" : "mapping", "refused",
+                 {{"reason", fail->message}});
     return std::nullopt;
   }
-  request_user = std::get<Account>(who).user;
+  const Account& a = std::get<Account>(who);
+  audit.caller(a.issuer, a.subject, a.user);
+  audit.record("token", "accepted");
+  request_user = a.user;
   return std::get<Account>(std::move(who));
+}
+
+/// The 403 of a request over a limit: the usual error, plus the limit, its value and what the
+/// request asked for ("requested") or the account already has ("current").
+nlohmann::json limit_error(const LimitRefusal& no) {
+  nlohmann::json e = {{"status", 403}, {"message", no.message}, {"limit", limit_name(no.key)},
+                      {"value", no.value}};
+  e[no.count ? "current" : "requested"] = no.requested;
+  return {{"error", e}};
 }
 
 /// The job id of a path's {id}, or -1.
@@ -78,8 +136,8 @@ int64_t job_id(const std::string& text) {
 }  // namespace
 
 Server::Server(const GatewayConfig& config, Authenticator& auth, JobService* jobs,
-               std::string version)
-    : config_(config), auth_(auth), jobs_(jobs), version_(std::move(version)) {
+               std::string version, AuditLog* audit)
+    : config_(config), auth_(auth), jobs_(jobs), version_(std::move(version)), audit_(audit) {
   if (config_.tls())
     http_ = std::make_unique<httplib::SSLServer>(config_.tls_cert.c_str(), config_.tls_key.c_str());
   else
@@ -134,7 +192,8 @@ void Server::routes() {
     res.set_content(to_text(openapi_document(version_)) + "\n", "application/json");
   });
   http_->Get("/v1/me", [this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authorize(auth_, req, res);
+    RequestAudit audit(audit_, req, res);
+    auto who = authorize(auth_, req, res, audit);
     if (!who) return;
     const Account& a = *who;
     send_json(res, 200,
@@ -155,23 +214,45 @@ void Server::routes() {
 
 void Server::job_routes() {
   http_->Post("/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authorize(auth_, req, res);
+    RequestAudit audit(audit_, req, res);
+    auto who = authorize(auth_, req, res, audit);
     if (!who) return;
+    auto invalid = [&](const std::string& message) {
+      audit.record("job.submit", "invalid", {{"reason", message}});
+      send_error(res, 400, message);
+    };
     nlohmann::json body = parse_json_or_discarded(req.body, size_t{1} << 20);
     auto request = parse_job_request(body);
-    if (!request.ok()) return send_error(res, 400, request.error().detail);
+    if (!request.ok()) return invalid(request.error().detail);
     std::string key = req.get_header_value("Idempotency-Key");
-    if (key.size() > 255) return send_error(res, 400, "Idempotency-Key is longer than 255 bytes");
+    if (key.size() > 255) return invalid("Idempotency-Key is longer than 255 bytes");
     auto done = jobs_->submit(*who, key, req.body, *request);
     if (!done.ok()) {
-      if (done.error().code == ErrorCode::kExists) return send_error(res, 422, done.error().detail);
+      bool conflict = done.error().code == ErrorCode::kExists;
+      audit.record("job.submit", conflict ? "conflict" : "error",
+                   {{"reason", conflict ? done.error().detail : done.error().message()}});
+      if (conflict) return send_error(res, 422, done.error().detail);
       return send_error(res, 500, done.error().message());
     }
+    if (done->refused) {
+      const LimitRefusal& no = *done->refused;
+      nlohmann::json detail = {{"limit", limit_name(no.key)}, {"value", no.value},
+                               {no.count ? "current" : "requested", no.requested},
+                               {"from", no.from}};
+      audit.record("job.submit", "refused", detail);
+      return send_json(res, 403, limit_error(no));
+    }
+    const JobRecord& job = done->job;
+    audit.record("job.submit", done->replayed ? "replayed" : "accepted",
+                 {{"id", std::to_string(job.id)}, {"slurm_job_id", job.slurm_job_id},
+                  {"state", job.state}, {"class", request->job_class},
+                  {"walltime_s", job.time_limit_s}});
     if (done->replayed) res.set_header("Idempotent-Replayed", "true");
-    send_json(res, done->replayed ? 200 : 201, job_json(done->job));
+    send_json(res, done->replayed ? 200 : 201, job_json(job));
   });
   http_->Get("/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authorize(auth_, req, res);
+    RequestAudit audit(audit_, req, res);
+    auto who = authorize(auth_, req, res, audit);
     if (!who) return;
     int64_t since = 0;
     if (req.has_param("since")) {
@@ -186,15 +267,28 @@ void Server::job_routes() {
   });
   auto one = [this](bool cancel) {
     return [this, cancel](const httplib::Request& req, httplib::Response& res) {
-      auto who = authorize(auth_, req, res);
+      RequestAudit audit(audit_, req, res);
+      auto who = authorize(auth_, req, res, audit);
       if (!who) return;
       int64_t id = job_id(req.matches[1]);
       auto job = id < 0 ? Result<std::optional<JobRecord>>(std::optional<JobRecord>())
                  : cancel ? jobs_->cancel(*who, id)
                           : jobs_->get(*who, id);
-      if (!job.ok()) return send_error(res, 502, job.error().message());
+      std::string name = req.matches[1];
+      if (!job.ok()) {
+        if (cancel)
+          audit.record("job.cancel", "error", {{"id", name}, {"reason", job.error().message()}});
+        return send_error(res, 502, job.error().message());
+      }
       // Another user's job is as absent as a job that never was.
-      if (!*job) return send_error(res, 404, "no job " + std::string(req.matches[1]));
+      if (!*job) {
+        if (cancel) audit.record("job.cancel", "not_found", {{"id", name}});
+        return send_error(res, 404, "no job " + name);
+      }
+      if (cancel)
+        audit.record("job.cancel", "accepted",
+                     {{"id", name}, {"slurm_job_id", (*job)->slurm_job_id},
+                      {"state", (*job)->state}, {"owner", (*job)->owner}});
       nlohmann::json out = job_json(**job);
       out["idle_gpus"] = jobs_->idle_flagged((*job)->id);
       send_json(res, cancel ? 202 : 200, out);
@@ -204,7 +298,8 @@ void Server::job_routes() {
   http_->Delete(R"(/v1/jobs/([^/]+))", one(true));
   http_->Get(R"(/v1/jobs/([^/]+)/output)", [this](const httplib::Request& req,
                                                   httplib::Response& res) {
-    auto who = authorize(auth_, req, res);
+    RequestAudit audit(audit_, req, res);
+    auto who = authorize(auth_, req, res, audit);
     if (!who) return;
     int lines = kDefaultTailLines;
     if (req.has_param("tail")) {
@@ -231,7 +326,8 @@ void Server::job_routes() {
                {"stderr", o.stderr_text}, {"stderr_truncated", o.stderr_truncated}});
   });
   http_->Get("/v1/systems", [this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authorize(auth_, req, res);
+    RequestAudit audit(audit_, req, res);
+    auto who = authorize(auth_, req, res, audit);
     if (!who) return;
     send_json(res, 200, {{"systems", nlohmann::json::array({jobs_->system(*who)})}});
   });
@@ -273,7 +369,8 @@ void Server::publish_routes() {
   // /metrics: Prometheus' text format; administrators only unless the site opens it.
   http_->Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
     if (!config_.publish.metrics_public) {
-      auto who = authorize(auth_, req, res);
+      RequestAudit audit(audit_, req, res);
+      auto who = authorize(auth_, req, res, audit);
       if (!who) return;
       if (!who->admin) return send_error(res, 403, "/metrics is for administrators (or set metrics_public)");
     }
@@ -285,7 +382,8 @@ void Server::publish_routes() {
   http_->Get("/v1/resources", [this](const httplib::Request& req, httplib::Response& res) {
     std::string user = config_.publish.public_user;
     if (!config_.publish.resources_public) {
-      auto who = authorize(auth_, req, res);
+      RequestAudit audit(audit_, req, res);
+      auto who = authorize(auth_, req, res, audit);
       if (!who) return;
       user = who->user;
     }
@@ -295,7 +393,8 @@ void Server::publish_routes() {
   });
   // Usage: the caller's own, everyone's for administrators; JSON, or CSV with format=csv.
   http_->Get("/v1/accounting", [this](const httplib::Request& req, httplib::Response& res) {
-    auto who = authorize(auth_, req, res);
+    RequestAudit audit(audit_, req, res);
+    auto who = authorize(auth_, req, res, audit);
     if (!who) return;
     int64_t now = std::time(nullptr), until = now, since = now - int64_t{30} * 86400;
     for (auto [name, value] : {std::pair{"since", &since}, std::pair{"until", &until}})

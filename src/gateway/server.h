@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "gateway/audit.h"
 #include "gateway/auth.h"
 #include "gateway/config.h"
 #include "gateway/jobs.h"
@@ -42,8 +43,9 @@ nlohmann::ordered_json openapi_document(const std::string& version);
 /// The gateway: routes bound to a configuration and an authenticator.
 class Server {
  public:
-  /// `jobs` may be null: the job endpoints then answer 404.
-  Server(const GatewayConfig& config, Authenticator& auth, JobService* jobs, std::string version);
+  /// `jobs` may be null: the job endpoints then answer 404. `audit` may be null: no audit log.
+  Server(const GatewayConfig& config, Authenticator& auth, JobService* jobs, std::string version,
+         AuditLog* audit = nullptr);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -65,6 +67,7 @@ class Server {
   Authenticator& auth_;
   JobService* jobs_;
   std::string version_;
+  AuditLog* audit_;
   Metrics metrics_;
   std::unique_ptr<ResourcesService> resources_;  ///< with the job endpoints
   std::unique_ptr<httplib::Server> http_;

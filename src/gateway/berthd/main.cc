@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "gateway/audit.h"
 #include "gateway/auth.h"
 #include "core/fs.h"
 #include "gateway/config.h"
@@ -84,7 +85,7 @@ int main(int argc, char** argv) {
     jobs = std::make_unique<berth::gateway::JobService>(
         std::move(*db),
         berth::gateway::SlurmRest(config->slurm.rest_url, *key, config->slurm.token_lifespan_s),
-        config->slurm);
+        config->slurm, config->limits);
   }
   // Jobs a crash left ACCEPTED are settled before the first request: found in Slurm by their
   // comment, or submitted now.
@@ -95,7 +96,13 @@ int main(int argc, char** argv) {
                  "refreshed\n",
                  r.found, r.resubmitted, r.failed, r.refreshed);
   }
-  berth::gateway::Server server(*config, auth, jobs.get(), BERTH_VERSION);
+  std::unique_ptr<berth::gateway::AuditLog> audit;
+  if (!config->audit_log.empty()) {
+    auto opened = berth::gateway::AuditLog::open(config->audit_log);
+    if (!opened.ok()) return fail(opened.error());
+    audit = std::move(*opened);
+  }
+  berth::gateway::Server server(*config, auth, jobs.get(), BERTH_VERSION, audit.get());
   auto port = server.bind();
   if (!port.ok()) return fail(port.error());
   std::fprintf(stderr, "berthd: listening on %s://%s:%d\n", config->tls() ? "https" : "http",

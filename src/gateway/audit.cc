@@ -1,0 +1,43 @@
+// The audit log (gateway/audit.h).
+#include "gateway/audit.h"
+
+#include <fcntl.h>
+#include <fmt/core.h>
+
+#include <ctime>
+
+#include "core/json.h"
+
+namespace berth::gateway {
+
+std::string rfc3339_utc(std::chrono::system_clock::time_point t) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  if (ms % 1000 < 0) --secs;  // before 1970: the milliseconds count up from the second below
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ((ms % 1000) + 1000) % 1000);
+}
+
+std::string audit_line(const AuditEvent& e, std::chrono::system_clock::time_point t) {
+  nlohmann::ordered_json line = {
+      {"time", rfc3339_utc(t)},     {"event", e.event}, {"outcome", e.outcome},
+      {"issuer", e.issuer},         {"sub", e.subject}, {"user", e.user},
+      {"request_id", e.request_id}, {"route", e.route}, {"detail", e.detail}};
+  // to_text() escapes every control character, so the line holds no newline of its own.
+  return to_text(line) + "\n";
+}
+
+Result<std::unique_ptr<AuditLog>> AuditLog::open(const std::string& path) {
+  UniqueFd fd = BERTH_TRY(open_file(path, O_WRONLY | O_CREAT | O_APPEND, 0600));
+  return std::unique_ptr<AuditLog>(new AuditLog(std::move(fd), path));
+}
+
+Status AuditLog::write(const AuditEvent& e) {
+  std::string line = audit_line(e, std::chrono::system_clock::now());
+  std::lock_guard<std::mutex> lock(mu_);
+  return write_all(fd_.get(), line, path_);
+}
+
+}  // namespace berth::gateway

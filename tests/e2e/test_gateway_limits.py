@@ -1,0 +1,309 @@
+"""berthd's limits on the real loopback Slurm cluster, through Debian's slurmrestd: requests
+over a per-job limit (walltime, GPUs, the cloud cap) refused with a 403 that names it before
+Slurm hears of them; the running and queued counts refusing until a job is cancelled, never
+an accepted job's own retry; a group's entry and a user's; a `class: cloud` job cut by Slurm
+at its cap and shown so; and the audit log's line for each decision."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from gateway import (AUDIENCE_A, AUDIENCE_B, Berthd, berthd_bin, gateway_cluster,  # noqa: F401
+                     gateway_config, issuers, second_user, slurmrestd, start_berthd)
+
+CLOUD_CAP_S = 60  # Slurm's time limits are whole minutes: one is the shortest cap there is
+LONG_GROUP = "/berth/long"
+
+
+@pytest.fixture
+def gw(berth, gateway_cluster, slurmrestd, issuers, identity, berthd_bin, second_user):
+    """berthd with its job endpoints, limits and an audit log, on a fresh database."""
+    cluster = gateway_cluster
+    workdir = identity.make_dir(os.path.join(berth.workdir, "berthd"))
+    key = os.path.join(workdir, "slurm_jwt.key")
+    shutil.copy(cluster.jwt_key, key)
+    os.chmod(key, 0o600)
+    identity.chown(key)
+    env = dict(berth.env, SLURM_CONF=cluster.conf)
+    env_lines = "\n".join(f'{k} = "{v}"' for k, v in env.items())
+    audit = os.path.join(workdir, "audit.jsonl")
+    extra = f'database = "{workdir}/jobs.db"\naudit_log = "{audit}"\n'
+    second = ""
+    if second_user:
+        second = f"""
+[limits.users.{second_user}]
+max_queued_jobs = 1
+"""
+    conf = gateway_config(issuers, second_user, extra) + f"""
+[slurm]
+rest_url = "{slurmrestd}"
+jwt_key = "{key}"
+workdir = "{berth.workdir}"
+
+[slurm.environment]
+{env_lines}
+
+[limits]
+max_walltime_s = 600
+max_gpus_per_job = 1
+max_running_jobs = 1
+max_queued_jobs = 2
+cloud_max_walltime_s = {CLOUD_CAP_S}
+
+[limits.groups."{LONG_GROUP}"]
+max_walltime_s = 1200
+{second}"""
+    conf_path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
+    log = os.path.join(workdir, "berthd.log")
+    proc, url = start_berthd(identity, berthd_bin, conf_path, log)
+    g = Berthd(proc, url, log)
+    g.audit = audit
+    yield g
+    g.proc.terminate()
+    g.proc.wait(timeout=10)
+
+
+def local_user(identity) -> str:
+    return subprocess.run(["id", "-un", str(identity.uid)], capture_output=True,
+                          text=True).stdout.strip()
+
+
+def token_a(issuers, identity, groups=None):
+    a = issuers.issuers["a"]
+    return a.sign(a.claims("s-alice", AUDIENCE_A, preferred_username=local_user(identity),
+                           groups=groups))
+
+
+def token_b(issuers):
+    b = issuers.issuers["b"]
+    return b.sign(b.claims("egi-0042@egi.eu", AUDIENCE_B))
+
+
+def audit_lines(gw) -> list[dict]:
+    with open(gw.audit) as f:
+        text = f.read()
+    assert text.endswith("\n")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def decisions(gw, event: str) -> list[tuple[str, dict]]:
+    return [(line["outcome"], line["detail"]) for line in audit_lines(gw)
+            if line["event"] == event]
+
+
+def wait_state(gw, token, job_id, done, timeout=120) -> dict:
+    """The job once `done(state)` holds, polled; the test fails if it never does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, _, job = gw.request("GET", f"/v1/jobs/{job_id}", token)
+        assert status == 200, job
+        if done(job["state"]):
+            return job
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {job_id} still {job['state']} after {timeout} s")
+        time.sleep(0.5)
+
+
+def job_output(berth, job) -> str:
+    """The batch script's output (slurm-JOBID.out in the job's working directory)."""
+    try:
+        with open(os.path.join(berth.workdir, f"slurm-{job['slurm_job_id']}.out")) as f:
+            return f.read()
+    except OSError as e:
+        return str(e)
+
+
+def final(state: str) -> bool:
+    return state not in ("ACCEPTED", "PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+
+
+def slurm(cluster, *args) -> str:
+    return subprocess.run(list(args), env=dict(os.environ, **cluster.env()), capture_output=True,
+                          text=True, check=True).stdout
+
+
+def test_per_job_limits_are_refused_before_slurm(gw, issuers, identity, gateway_cluster,
+                                                 pushed_busybox):
+    tok = token_a(issuers, identity)
+    user = local_user(identity)
+    before = slurm(gateway_cluster, "squeue", "-h", "-t", "all", "-u", user, "-o", "%i").split()
+    for body, limit, value, requested, message in [
+        ({"resources": {"walltime_s": 601}}, "max_walltime_s", 600, 601,
+         "the job asks for a walltime of 601 s, the limit max_walltime_s = 600 (default)"),
+        ({"resources": {"gpus": 2}}, "max_gpus_per_job", 1, 2,
+         "the job asks for 2 GPUs, the limit max_gpus_per_job = 1 (default)"),
+        ({"class": "cloud", "resources": {"walltime_s": 120}}, "cloud_max_walltime_s", 60, 120,
+         "the cloud job asks for a walltime of 120 s, the limit cloud_max_walltime_s = 60 "
+         "(default)"),
+    ]:
+        status, _, err = gw.request("POST", "/v1/jobs", tok, dict(body, image=pushed_busybox))
+        assert status == 403, err
+        assert err == {"error": {"status": 403, "message": message, "limit": limit,
+                                 "value": value, "requested": requested}}
+    # A member of LONG_GROUP has its longer cap, and nothing more.
+    tok_long = token_a(issuers, identity, groups=["/other", LONG_GROUP])
+    status, _, err = gw.request("POST", "/v1/jobs", tok_long, {
+        "image": pushed_busybox, "resources": {"walltime_s": 1260}})
+    assert status == 403 and err["error"]["message"] == (
+        f"the job asks for a walltime of 1260 s, the limit max_walltime_s = 1200 "
+        f"(group {LONG_GROUP})")
+    # Nothing refused reached Slurm, and no job was recorded.
+    after = slurm(gateway_cluster, "squeue", "-h", "-t", "all", "-u", user, "-o", "%i").split()
+    assert after == before
+    status, _, listed = gw.request("GET", "/v1/jobs", tok)
+    assert status == 200 and listed["jobs"] == []
+    refused = [d for outcome, d in decisions(gw, "job.submit") if outcome == "refused"]
+    assert refused == [
+        {"limit": "max_walltime_s", "value": 600, "requested": 601, "from": "default"},
+        {"limit": "max_gpus_per_job", "value": 1, "requested": 2, "from": "default"},
+        {"limit": "cloud_max_walltime_s", "value": 60, "requested": 120, "from": "default"},
+        {"limit": "max_walltime_s", "value": 1200, "requested": 1260,
+         "from": f"group {LONG_GROUP}"},
+    ]
+
+
+def test_running_and_queued_counts_refuse_until_a_cancel(gw, berth, issuers, identity,
+                                                         gateway_cluster, pushed_busybox,
+                                                         second_user):
+    """max_running_jobs = 1 with a job running; then max_queued_jobs = 2 with the partition
+    down (jobs queue and never start). Each refusal lifts once a job is cancelled; the retry
+    of an accepted job is its job again, not one over the limit."""
+    tok = token_a(issuers, identity)
+    user = local_user(identity)
+    sleeper = {"image": pushed_busybox, "command": ["/bin/busybox", "sleep", "300"],
+               "resources": {"walltime_s": 300}}
+    status, _, running = gw.request("POST", "/v1/jobs", tok, sleeper)
+    assert status == 201, running
+    started = wait_state(gw, tok, running["id"], lambda s: s not in ("ACCEPTED", "PENDING"))
+    assert started["state"] == "RUNNING", (started, job_output(berth, started))
+    status, _, err = gw.request("POST", "/v1/jobs", tok, sleeper)
+    assert status == 403, err
+    assert err["error"] == {"status": 403, "limit": "max_running_jobs", "value": 1, "current": 1,
+                            "message": f"{user} has 1 running jobs, the limit max_running_jobs "
+                                       "= 1 (default)"}
+    status, _, _ = gw.request("DELETE", f"/v1/jobs/{running['id']}", tok)
+    assert status == 202
+    wait_state(gw, tok, running["id"], final)
+
+    slurm(gateway_cluster, "scontrol", "update", "PartitionName=debug", "State=DOWN")
+    try:
+        queued = []
+        for i in range(2):
+            status, _, job = gw.request("POST", "/v1/jobs", tok, sleeper,
+                                        headers={"Idempotency-Key": f"q{i}"})
+            assert status == 201 and job["state"] == "PENDING", job
+            queued.append(job)
+        status, _, err = gw.request("POST", "/v1/jobs", tok, sleeper,
+                                    headers={"Idempotency-Key": "q2"})
+        assert status == 403 and err["error"]["limit"] == "max_queued_jobs", err
+        assert err["error"]["current"] == 2 and err["error"]["value"] == 2
+        # The retry of an accepted job is that job, though the count is full.
+        status, h, again = gw.request("POST", "/v1/jobs", tok, sleeper,
+                                      headers={"Idempotency-Key": "q0"})
+        assert status == 200 and h["Idempotent-Replayed"] == "true", again
+        assert again["id"] == queued[0]["id"]
+        if second_user:
+            # Counts are per account, and the second user's own entry sets its limit.
+            tok_b = token_b(issuers)
+            status, _, job_b = gw.request("POST", "/v1/jobs", tok_b, sleeper)
+            assert status == 201 and job_b["state"] == "PENDING", job_b
+            status, _, err = gw.request("POST", "/v1/jobs", tok_b, sleeper)
+            assert status == 403 and err["error"]["message"] == (
+                f"{second_user} has 1 queued jobs, the limit max_queued_jobs = 1 "
+                f"(user {second_user})"), err
+            assert gw.request("DELETE", f"/v1/jobs/{job_b['id']}", tok_b)[0] == 202
+        status, _, _ = gw.request("DELETE", f"/v1/jobs/{queued[1]['id']}", tok)
+        assert status == 202
+        status, _, third = gw.request("POST", "/v1/jobs", tok, sleeper,
+                                      headers={"Idempotency-Key": "q2"})
+        assert status == 201, third
+        gw.request("DELETE", f"/v1/jobs/{queued[0]['id']}", tok)
+        gw.request("DELETE", f"/v1/jobs/{third['id']}", tok)
+    finally:
+        subprocess.run(["scancel", "-u", user], env=dict(os.environ, **gateway_cluster.env()))
+        if second_user:
+            subprocess.run(["scancel", "-u", second_user],
+                           env=dict(os.environ, **gateway_cluster.env()))
+        slurm(gateway_cluster, "scontrol", "update", "PartitionName=debug", "State=UP")
+
+    submits = decisions(gw, "job.submit")
+    outcomes = [o for o, _ in submits]
+    assert outcomes == (["accepted", "refused", "accepted", "accepted", "refused", "replayed"] +
+                        (["accepted", "refused"] if second_user else []) + ["accepted"])
+    assert [d["limit"] for o, d in submits if o == "refused"] == (
+        ["max_running_jobs", "max_queued_jobs"] + (["max_queued_jobs"] if second_user else []))
+    accepted = [d for o, d in submits if o == "accepted"]
+    assert accepted[0]["id"] == running["id"] and accepted[0]["slurm_job_id"] > 0
+    assert accepted[0]["walltime_s"] == 300 and accepted[0]["class"] == "batch"
+    cancels = decisions(gw, "job.cancel")
+    assert [d["id"] for _, d in cancels][:1] == [running["id"]]
+    assert all(o == "accepted" for o, _ in cancels)
+    # Every request's token was accepted and named the caller.
+    tokens = [line for line in audit_lines(gw) if line["event"] == "token"]
+    assert tokens and all(t["outcome"] == "accepted" for t in tokens)
+    assert {t["user"] for t in tokens} == {user} | ({second_user} if second_user else set())
+
+
+def test_cloud_job_is_cut_at_its_cap(gw, berth, issuers, identity, gateway_cluster,
+                                     pushed_busybox):
+    """A cloud job without a walltime gets the cloud cap as its Slurm time limit; Slurm ends it
+    there (TIMEOUT), and the job's answer says it was cut at the cap. Waits a minute and a
+    little (Slurm checks time limits every 30 s)."""
+    tok = token_a(issuers, identity)
+    status, _, job = gw.request("POST", "/v1/jobs", tok, {
+        "image": pushed_busybox, "class": "cloud", "command": ["/bin/busybox", "sleep", "600"]})
+    assert status == 201, job
+    assert job["class"] == "cloud" and job["walltime_s"] == CLOUD_CAP_S
+    limit = slurm(gateway_cluster, "squeue", "-h", "-j", str(job["slurm_job_id"]), "-o", "%l")
+    assert limit.strip() == "1:00"
+    submitted = time.monotonic()
+    done = wait_state(gw, tok, job["id"], final, timeout=240)
+    print(f"cloud job with a {CLOUD_CAP_S} s cap: {done['state']} seen "
+          f"{time.monotonic() - submitted:.0f} s after its submission")
+    assert done["state"] == "TIMEOUT", (done, job_output(berth, done))
+    assert done["reason"] == "cut at the cloud walltime cap, 60 s (cloud_max_walltime_s)"
+    status, _, listed = gw.request("GET", "/v1/jobs", tok)
+    assert listed["jobs"][0]["reason"] == done["reason"]
+
+
+def test_audit_log_records_refused_tokens_and_identities(gw, issuers, identity):
+    status, h, _ = gw.request("GET", "/v1/me", "not-a-token")
+    assert status == 401
+    refused_id = h["X-Request-Id"]
+    b = issuers.issuers["b"]
+    unmapped = b.sign(b.claims("nobody@egi.eu", AUDIENCE_B))
+    status, _, err = gw.request("GET", "/v1/me", unmapped)
+    assert status == 403, err
+    status, h, _ = gw.request("GET", "/v1/me", token_a(issuers, identity))
+    assert status == 200
+    lines = audit_lines(gw)
+    assert [(x["event"], x["outcome"]) for x in lines] == [
+        ("token", "refused"), ("mapping", "refused"), ("token", "accepted")]
+    for x in lines:
+        assert list(x) == ["time", "event", "outcome", "issuer", "sub", "user", "request_id",
+                           "route", "detail"]
+        assert x["route"] == "GET /v1/me"
+        assert x["time"].endswith("Z") and len(x["time"]) == len("2026-11-26T03:40:23.042Z")
+    assert lines[0]["request_id"] == refused_id and lines[0]["sub"] == ""
+    assert lines[0]["detail"]["reason"]
+    assert (lines[1]["issuer"], lines[1]["sub"], lines[1]["user"]) == (b.url, "nobody@egi.eu", "")
+    assert lines[1]["detail"] == {"reason": err["error"]["message"]}
+    assert lines[2]["user"] == local_user(identity) and lines[2]["request_id"] == h["X-Request-Id"]
+    assert len({x["request_id"] for x in lines}) == 3
+
+
+def test_openapi_document_describes_the_limits(gw):
+    status, _, doc = gw.request("GET", "/v1/openapi.json")
+    assert status == 200
+    post = doc["paths"]["/v1/jobs"]["post"]["responses"]
+    assert "limits" in post["403"]["description"]
+    error = doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"]
+    assert {"limit", "value", "requested", "current"} <= set(error)
+    job = doc["components"]["schemas"]["Job"]["properties"]
+    assert {"class", "walltime_s"} <= set(job)
