@@ -142,7 +142,7 @@ SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comm
     cmd += " >>" + shell_quote(stem + ".out") + " 2>>" + shell_quote(stem + ".err");
     if (slurm.reclaim && r.gpus > 0)
       watch = reclaim_watch_script(slurm.reclaim_berth, stem + ".gpu", stem + ".notice",
-                                   stem + ".err", slurm.reclaim_policy);
+                                   stem + ".err", slurm.reclaim_policy, r.nodes);
     // The batch script's own output goes nowhere: a file Slurm names is visible to every user
     // in the job's record while it is pending, and a file of the same name planted by another
     // user before the job starts would receive the job's writes. The names above live in the
@@ -506,7 +506,6 @@ size_t JobService::idle_flagged_count() const {
 }
 
 void JobService::check_idle(const JobRecord& job, int64_t now) {
-  (void)now;
   const struct passwd* pw = ::getpwnam(job.owner.c_str());
   if (pw == nullptr) return;
   std::string stem = config_.output_dir + "/" + output_stem(job.id);
@@ -520,13 +519,18 @@ void JobService::check_idle(const JobRecord& job, int64_t now) {
     std::lock_guard lock(idle_mu_);
     v = idle_.observe(job.id, *sample, config_.reclaim_policy);
   }
-  if (v != IdleTracker::Verdict::kFlag) return;
   const ReclaimPolicy& p = config_.reclaim_policy;
+  if (v == IdleTracker::Verdict::kCancel) {
+    if (slurm_.cancel(job.owner, job.slurm_job_id).ok() && reclaim_observer_)
+      reclaim_observer_("cancel", job, "idle GPUs: cancelled by the site's policy");
+    return;
+  }
+  if (v != IdleTracker::Verdict::kFlag) return;
   std::string notice = "berthd: job " + std::to_string(job.id) + ": its " +
                        std::to_string(sample->gpus) + " GPU(s) have been idle (below " +
                        fmt::format("{:g}", p.idle_below_pct) + "% use) for " +
                        std::to_string(p.idle_for_s) + " s or more" +
-                       (p.cancel ? "; the site's policy cancels it now\n" : "; it is flagged\n");
+                       (p.cancel ? "; the site's policy cancels it shortly\n" : "; it is flagged\n");
   // Left beside the output for the job's sampler to copy into its stderr (gateway/reclaim.h);
   // a file already there (planted, or an earlier round's) is left alone.
   int fd = ::open((stem + ".notice").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -534,10 +538,8 @@ void JobService::check_idle(const JobRecord& job, int64_t now) {
     (void)!::write(fd, notice.data(), notice.size());
     ::close(fd);
   }
-  if (reclaim_observer_) reclaim_observer_("flag");
+  if (reclaim_observer_) reclaim_observer_("flag", job, notice);
   (void)db_->update(job.id, job.state, "idle GPUs: flagged", job.exit_code, job.nodes, now);
-  if (p.cancel && slurm_.cancel(job.owner, job.slurm_job_id).ok() && reclaim_observer_)
-    reclaim_observer_("cancel");
 }
 
 }  // namespace berth::gateway

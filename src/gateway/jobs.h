@@ -109,8 +109,10 @@ class JobService {
   /// Whether job `id`'s GPUs were found idle for the reclaim policy's time ([reclaim]).
   bool idle_flagged(int64_t id) const;
   size_t idle_flagged_count() const;
-  /// Told of each reclaim action ("flag", "cancel"), for /metrics. Set before serving.
-  void set_reclaim_observer(std::function<void(const char*)> o) { reclaim_observer_ = std::move(o); }
+  /// Told of each reclaim action ("flag", "cancel") on a job, with what the job's samples
+  /// showed (for /metrics and the audit log). Set before serving.
+  using ReclaimObserver = std::function<void(const char* action, const JobRecord& job, const std::string& detail)>;
+  void set_reclaim_observer(ReclaimObserver o) { reclaim_observer_ = std::move(o); }
   /// The stem of job `id`'s output files (gateway/output.h's output_stem()).
   std::string output_stem(int64_t id) const;
 
@@ -147,7 +149,7 @@ class JobService {
   void forget_idle(int64_t id);
   mutable std::mutex idle_mu_;
   IdleTracker idle_;
-  std::function<void(const char*)> reclaim_observer_;
+  ReclaimObserver reclaim_observer_;
   SlurmConfig config_;
   LimitsConfig limits_;
   std::mutex admit_mu_;  ///< held from counting an account's jobs to recording its new one

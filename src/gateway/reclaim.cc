@@ -11,17 +11,21 @@ namespace berth::gateway {
 
 namespace {
 
-/// "2026-11-26T04:39:30.891Z" (RFC 3339, UTC, as `berth gpu stats` writes it) in Unix seconds;
-/// 0 for anything else.
-int64_t unix_time(const std::string& text) {
+/// "2026-11-26T04:39:30.891Z" (RFC 3339, UTC, as `berth gpu stats` writes it) in Unix
+/// milliseconds; 0 for anything else.
+int64_t unix_ms(const std::string& text) {
   struct tm tm {};
   const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
   if (end == nullptr) return 0;
-  if (*end == '.')
-    while (*++end >= '0' && *end <= '9') {
-    }
+  int64_t ms = 0;
+  if (*end == '.') {
+    int digits = 0;
+    while (*++end >= '0' && *end <= '9')
+      if (digits++ < 3) ms = ms * 10 + (*end - '0');
+    for (; digits < 3; ++digits) ms *= 10;
+  }
   if (std::string_view(end) != "Z") return 0;
-  return static_cast<int64_t>(timegm(&tm));
+  return static_cast<int64_t>(timegm(&tm)) * 1000 + ms;
 }
 
 }  // namespace
@@ -38,7 +42,7 @@ std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_
   std::istringstream in{std::string(text)};
   std::optional<GpuSample> newest;
   int64_t newest_time = -1;
-  std::map<int64_t, GpuSample> by_time;  // documents of one period share their second, roughly
+  std::map<int64_t, GpuSample> by_time;  // by the document's time, in ms
   while (true) {
     nlohmann::json doc;
     try {
@@ -48,7 +52,7 @@ std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_
     }
     if (!doc.is_object() || !doc.contains("gpus") || !doc["gpus"].is_array()) continue;
     int64_t t = 0;
-    if (auto it = doc.find("time"); it != doc.end() && it->is_string()) t = unix_time(it->get<std::string>());
+    if (auto it = doc.find("time"); it != doc.end() && it->is_string()) t = unix_ms(it->get<std::string>());
     if (t <= 0) continue;
     GpuSample& s = by_time[t];
     s.time = t;
@@ -67,10 +71,11 @@ std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_
     newest_time = std::max(newest_time, t);
   }
   if (newest_time < 0) return std::nullopt;
-  // Nodes of one period write within a few seconds: the newest second's and those just before.
-  GpuSample merged{newest_time, 0, true};
+  // The nodes of one period (one srun) write within a fraction of a second of each other; the
+  // same node's previous document is a whole period older.
+  GpuSample merged{newest_time / 1000, 0, true};
   for (const auto& [t, s] : by_time) {
-    if (newest_time - t > 5) continue;
+    if (newest_time - t > 500) continue;
     merged.gpus += s.gpus;
     merged.idle = merged.idle && s.idle;
   }
@@ -81,15 +86,27 @@ std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_
 
 std::string reclaim_watch_script(const std::string& berth, const std::string& samples_file,
                                  const std::string& notice_file, const std::string& err_file,
-                                 const ReclaimPolicy& p) {
-  std::string interval = std::to_string(p.sample_interval_s);
-  // Each period: one sample per node of the job's GPUs (CUDA_VISIBLE_DEVICES of the step), its
-  // utilisation averaged over a few seconds; then berthd's notice, once, into the job's stderr.
-  return "( while :; do srun --overlap --ntasks-per-node=1 --quiet " + shell_quote(berth) +
-         " gpu stats --json --samples 3 --interval-ms 1000 >>" + shell_quote(samples_file) +
-         " 2>/dev/null; if [ -s " + shell_quote(notice_file) + " ] && [ -z \"$noticed\" ]; then cat " +
-         shell_quote(notice_file) + " >>" + shell_quote(err_file) + "; noticed=1; fi; sleep " +
-         interval + "; done ) &\n";
+                                 const ReclaimPolicy& p, int nodes) {
+  // Each period: a sample of the job's GPUs (CUDA_VISIBLE_DEVICES), utilisation averaged over
+  // a few seconds; then berthd's notice, once, into the job's stderr. On one node the batch
+  // step itself samples; across nodes a step of one task per node does, overlapping the
+  // container's (--mem=0: the container's step holds the job's memory; Slurm 22.05 refuses an
+  // overlapping step any memory of its own, "Memory required by task is not available").
+  // Sampling errors go beside the samples (.gpu.log), not into the job's output.
+  // The batch step may have no CUDA_VISIBLE_DEVICES (a job asking --gpus rather than
+  // --gres): its GPUs are then SLURM_JOB_GPUS, by host index.
+  std::string sample = nodes > 1 ? "srun --overlap --mem=0 --ntasks-per-node=1 --quiet " : "";
+  std::string select =
+      nodes > 1 ? ""
+                : "sel=; [ -z \"$CUDA_VISIBLE_DEVICES\" ] && [ -n \"$SLURM_JOB_GPUS\" ] && "
+                  "sel=\"--gpus device=$SLURM_JOB_GPUS\"; ";
+  return "( " + select + "while :; do " + sample + shell_quote(berth) +
+         std::string(nodes > 1 ? "" : " gpu stats $sel") + (nodes > 1 ? " gpu stats" : "") +
+         " --json --samples 3 --interval-ms 1000 >>" + shell_quote(samples_file) +
+         " 2>>" + shell_quote(samples_file + ".log") + "; if [ -s " + shell_quote(notice_file) +
+         " ] && [ -z \"$noticed\" ]; then cat " + shell_quote(notice_file) + " >>" +
+         shell_quote(err_file) + "; noticed=1; fi; sleep " + std::to_string(p.sample_interval_s) +
+         "; done ) &\n";
 }
 
 IdleTracker::Verdict IdleTracker::observe(int64_t job, const GpuSample& s, const ReclaimPolicy& p) {
@@ -98,9 +115,15 @@ IdleTracker::Verdict IdleTracker::observe(int64_t job, const GpuSample& s, const
     return Verdict::kBusy;
   }
   auto [it, fresh] = since_.try_emplace(job, s.time);
-  if (s.time - it->second >= p.idle_for_s && !flagged_.count(job)) {
-    flagged_[job] = true;
+  auto flag = flagged_.find(job);
+  if (flag == flagged_.end()) {
+    if (s.time - it->second < p.idle_for_s) return Verdict::kIdle;
+    flagged_[job] = Flag{s.time, false};
     return Verdict::kFlag;
+  }
+  if (p.cancel && !flag->second.cancelled && s.time - flag->second.at >= 2 * p.sample_interval_s) {
+    flag->second.cancelled = true;
+    return Verdict::kCancel;
   }
   return Verdict::kIdle;
 }

@@ -1,6 +1,7 @@
 // Idle-GPU reclaim (issue 17): a GPU job's batch script samples its GPUs with `berth gpu stats
-// --json` in a step of its own (srun --overlap), one document per node per period, into a file
-// beside its output; berthd reads the samples and decides, per job, by the site's policy.
+// --json` (across nodes in a step of its own, srun --overlap), one document per node per
+// period, into a file beside its output; berthd reads the samples and decides, per job, by the
+// site's policy.
 #pragma once
 
 #include <cstdint>
@@ -27,27 +28,44 @@ struct GpuSample {
 };
 std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_pct);
 
-/// The shell lines a GPU job's batch script runs before its container: a sampler step in the
-/// background (one task per node, overlapping the job's steps), appending to `samples_file`,
-/// and the notices berthd leaves in `notice_file` copied once to the job's stderr file.
+/// The shell lines a GPU job's batch script runs before its container: a sampler in the
+/// background (the batch step itself on one node; a step of one task per node, overlapping the
+/// job's, on several), appending `berth gpu stats --json` documents to `samples_file`, and the
+/// notice berthd leaves in `notice_file` copied once to the job's stderr file.
 std::string reclaim_watch_script(const std::string& berth, const std::string& samples_file,
                                  const std::string& notice_file, const std::string& err_file,
-                                 const ReclaimPolicy& p);
+                                 const ReclaimPolicy& p, int nodes);
 
 /// Per-job idle clocks: fed each job's newest sample, says when a job has been idle for the
 /// policy's time. Jobs are forgotten when they leave (forget()).
 class IdleTracker {
  public:
-  enum class Verdict { kBusy, kIdle, kFlag };
-  /// `job`'s newest sample at `now`. kFlag once (the first time the idle time is reached).
+  enum class Verdict { kBusy, kIdle, kFlag, kCancel };
+  /// `job`'s newest sample. kFlag once, the first time the idle time is reached; then, where
+  /// the policy cancels, kCancel once, two sample periods later if the job is still idle (so
+  /// that its sampler has passed berthd's notice on to the job's output first).
   Verdict observe(int64_t job, const GpuSample& s, const ReclaimPolicy& p);
-  void forget(int64_t job) { since_.erase(job); flagged_.erase(job); }
+  /// `job` has ended: its clock stops; a flag stays, for its record (not counted as running).
+  void forget(int64_t job) {
+    since_.erase(job);
+    if (auto f = flagged_.find(job); f != flagged_.end()) f->second.ended = true;
+  }
   bool flagged(int64_t job) const { return flagged_.count(job) != 0; }
-  size_t flagged_count() const { return flagged_.size(); }
+  /// Flagged jobs still running.
+  size_t flagged_count() const {
+    size_t n = 0;
+    for (const auto& [job, f] : flagged_) n += f.ended ? 0 : 1;
+    return n;
+  }
 
  private:
   std::map<int64_t, int64_t> since_;  ///< job -> time of its first idle sample in a row
-  std::map<int64_t, bool> flagged_;
+  struct Flag {
+    int64_t at = 0;         ///< the sample time it was flagged at
+    bool cancelled = false;
+    bool ended = false;
+  };
+  std::map<int64_t, Flag> flagged_;
 };
 
 }  // namespace berth::gateway

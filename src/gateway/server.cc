@@ -350,8 +350,17 @@ void Server::declare_metrics() {
     metrics_.add("berthd_slurm_requests_total", {{"method", std::string(method)}, {"status", std::to_string(status)}});
     metrics_.observe("berthd_slurm_request_duration_seconds", {{"method", std::string(method)}}, seconds);
   });
-  jobs_->set_reclaim_observer(
-      [this](const char* action) { metrics_.add("berthd_reclaim_actions_total", {{"action", action}}); });
+  jobs_->set_reclaim_observer([this](const char* action, const JobRecord& job, const std::string& detail) {
+    metrics_.add("berthd_reclaim_actions_total", {{"action", action}});
+    if (audit_ == nullptr) return;
+    AuditEvent e;
+    e.event = "job.reclaim";
+    e.outcome = action;
+    e.user = job.owner;
+    e.route = "reconcile";
+    e.detail = {{"id", std::to_string(job.id)}, {"slurm_job_id", job.slurm_job_id}, {"notice", detail}};
+    (void)audit_->write(e);  // deliberate: a full disk must not stop the reclaim
+  });
   metrics_.on_scrape([this](Metrics& m) {
     if (auto counts = jobs_->count_by_state(); counts.ok())
       for (const auto& [state, n] : *counts) m.set("berthd_jobs", {{"state", state}}, n);

@@ -76,6 +76,7 @@ cache_s = 0
 
     g.restart = restart
     g.output_dir = output
+    g.conf_path = conf_path
     yield g
     g.proc.terminate()
     g.proc.wait(timeout=10)
@@ -634,3 +635,55 @@ def test_accounting_matches_the_jobs_hours(gw, berth, issuers, identity, pushed_
     assert csv[0] == "user,gpu_hours,cpu_hours,jobs"
     assert f"{user},{row['gpu_hours']:.4f},{row['cpu_hours']:.4f},{row['jobs']}" in csv, csv
     assert gw.request("GET", "/v1/accounting?group_by=node", tok)[0] == 400
+
+
+def test_idle_gpu_job_is_flagged_then_cancelled_and_a_busy_one_is_not(
+        gw, berth, issuers, identity, cluster, scratch, pushed_busybox, berth_bin):
+    """[reclaim]: each GPU job samples its GPUs in a step of its own (srun --overlap, `berth gpu
+    stats --json`) beside its output; berthd reads the samples at each reconciliation. The job
+    whose (fake NVML) GPU stays idle is flagged, told so in its stderr, and cancelled; the job
+    whose GPU is busy runs on."""
+    if not cluster.gpus:
+        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the fake driver libraries")
+    from test_gpu import UUID0, UUID1, fake_host_env
+    host = fake_host_env(os.path.join(scratch, "gateway-reclaim-host"))
+    states = {}
+    for name, util in (("idle", 0), ("busy", 90)):
+        path = identity.write_file(os.path.join(berth.workdir, f"nvml-{name}.state"), (
+            "driver 550.54.15\n"
+            f"gpu {UUID0} 00000000:07:00.0 NVIDIA A100-SXM4-40GB\n"
+            f"gpu {UUID1} 00000000:85:00.0 NVIDIA H100 80GB HBM3\n"
+            f"util 0 {util} 1\nutil 1 {util} 1\nmem 0 40960 100\nmem 1 81559 100\n"))
+        os.chmod(path, 0o644)
+        states[name] = path
+    # berthd again, reclaiming: sample every second, idle after 3 s, cancel.
+    with open(gw.conf_path) as f:
+        conf = f.read()
+    conf = conf.replace("database = ", "reconcile_interval_s = 1\ndatabase = ", 1)
+    conf += (f'\n[reclaim]\nsample_interval_s = 1\nidle_for_s = 3\nidle_below_pct = 5\n'
+             f'action = "cancel"\nberth = "{berth_bin}"\n')
+    gw.restart(lambda: identity.write_file(gw.conf_path, conf))
+    tok = token_a(issuers, identity)
+    jobs = {}
+    for name, state in states.items():
+        status, _, job = gw.request("POST", "/v1/jobs", tok, {
+            "image": pushed_busybox, "env": dict(host, BERTH_FAKE_NVML_STATE=state),
+            "resources": {"gpus": 1}, "command": ["busybox", "sleep", "300"]})
+        assert status == 201, job
+        jobs[name] = job["id"]
+    try:
+        idle = wait_final(gw, tok, jobs["idle"], timeout=150)
+    except AssertionError as e:
+        files = {f: open(os.path.join(gw.output_dir, f), errors="replace").read()[-1500:]
+                 for f in sorted(os.listdir(gw.output_dir))}
+        with open(gw.log) as f:
+            raise AssertionError(f"{e}\n{files}\n{f.read()[-3000:]}") from None
+    assert idle["state"] == "CANCELLED" and idle["idle_gpus"] is True, idle
+    out = api_output(gw, tok, jobs["idle"])
+    assert f"berthd: job {jobs['idle']}: its 1 GPU(s) have been idle (below 5% use)" in out["stderr"], out
+    status, _, busy = gw.request("GET", f"/v1/jobs/{jobs['busy']}", tok)
+    assert busy["state"] == "RUNNING" and busy["idle_gpus"] is False, busy
+    assert gw.request("DELETE", f"/v1/jobs/{jobs['busy']}", tok)[0] == 202
+    wait_final(gw, tok, jobs["busy"])

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <ctime>
 
 #include "gateway/reclaim.h"
@@ -8,7 +9,7 @@ namespace berth::gateway {
 namespace {
 
 /// A `berth gpu stats --json` document (docs/gpu.md), pretty-printed as the command writes it.
-std::string doc(int64_t time, std::initializer_list<double> means) {
+std::string doc(int64_t time, std::initializer_list<double> means, int ms = 123) {
   std::string gpus;
   int i = 0;
   for (double m : means) {
@@ -22,21 +23,29 @@ std::string doc(int64_t time, std::initializer_list<double> means) {
   struct tm tm {};
   gmtime_r(&tt, &tm);
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+  char frac[8];
+  std::snprintf(frac, sizeof frac, ".%03dZ", ms);
   return "{\n  \"driver_version\": \"550.54.15\",\n  \"time\": \"" + std::string(when) +
-         ".123Z\",\n  \"gpus\": [\n" + gpus + "\n  ]\n}\n";
+         frac + "\",\n  \"gpus\": [\n" + gpus + "\n  ]\n}\n";
 }
 
 TEST(GatewayReclaim, TheNewestPeriodAcrossNodesDecides) {
-  // Two nodes per period; the newest period has one busy GPU: not idle.
-  std::string text = doc(100, {0, 0}) + doc(101, {1}) + doc(160, {0, 0}) + doc(161, {50});
+  // Two nodes per period, writing within a fraction of a second; the newest period has one
+  // busy GPU: not idle.
+  std::string text = doc(100, {0, 0}, 100) + doc(100, {1}, 400) + doc(160, {0, 0}, 800) +
+                     doc(161, {50}, 100);
   auto s = newest_sample(text, 5);
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->time, 161);
   EXPECT_EQ(s->gpus, 3);
   EXPECT_FALSE(s->idle);
-  s = newest_sample(doc(100, {0, 0}) + doc(101, {1}) + doc(160, {2, 0}) + doc(161, {4.9}), 5);
+  s = newest_sample(doc(100, {0, 0}) + doc(100, {1}, 200) + doc(160, {2, 0}) + doc(160, {4.9}, 300), 5);
   ASSERT_TRUE(s.has_value());
   EXPECT_TRUE(s->idle);
+  // One node sampling every second: its previous document is not part of the newest period.
+  s = newest_sample(doc(200, {0}) + doc(201, {0}), 5);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->gpus, 1);
   // A document cut short (the sampler writing) ends the reading; what came before counts.
   std::string cut = doc(200, {0});
   s = newest_sample(doc(190, {0}) + cut.substr(0, cut.size() / 2), 5);
@@ -67,21 +76,33 @@ TEST(GatewayReclaim, AJobIsFlaggedOnceAfterItsIdleTime) {
   EXPECT_EQ(t.observe(7, {280, 1, true}, p), V::kFlag);
   EXPECT_EQ(t.observe(7, {340, 1, true}, p), V::kIdle);  // flagged once
   EXPECT_TRUE(t.flagged(7));
+  // A cancelling policy: two sample periods after the flag, once.
+  p.cancel = true;
+  p.sample_interval_s = 60;
+  EXPECT_EQ(t.observe(7, {399, 1, true}, p), V::kIdle);
+  EXPECT_EQ(t.observe(7, {400, 1, true}, p), V::kCancel);
+  EXPECT_EQ(t.observe(7, {460, 1, true}, p), V::kIdle);
+  p.cancel = false;
   EXPECT_EQ(t.observe(8, {340, 1, false}, p), V::kBusy);
   EXPECT_EQ(t.flagged_count(), 1u);
   t.forget(7);
-  EXPECT_FALSE(t.flagged(7));
+  EXPECT_TRUE(t.flagged(7));  // its record keeps the flag
+  EXPECT_EQ(t.flagged_count(), 0u);
 }
 
-TEST(GatewayReclaim, TheWatcherSamplesInAStepOfItsOwnAndPassesTheNoticeOn) {
+TEST(GatewayReclaim, TheSamplerAndTheNoticeInTheJobsScript) {
   ReclaimPolicy p;
   p.sample_interval_s = 30;
-  std::string s = reclaim_watch_script("/usr/bin/berth", "/o/j.gpu", "/o/j.notice", "/o/j.err", p);
-  EXPECT_NE(s.find("srun --overlap --ntasks-per-node=1 --quiet '/usr/bin/berth' gpu stats --json"),
+  std::string s = reclaim_watch_script("/usr/bin/berth", "/o/j.gpu", "/o/j.notice", "/o/j.err", p, 2);
+  EXPECT_NE(s.find("srun --overlap --mem=0 --ntasks-per-node=1 --quiet '/usr/bin/berth' gpu stats --json"),
             std::string::npos) << s;
-  EXPECT_NE(s.find(">>'/o/j.gpu'"), std::string::npos) << s;
+  EXPECT_NE(s.find(">>'/o/j.gpu' 2>>'/o/j.gpu.log'"), std::string::npos) << s;
   EXPECT_NE(s.find("cat '/o/j.notice' >>'/o/j.err'"), std::string::npos) << s;
   EXPECT_NE(s.find("sleep 30"), std::string::npos) << s;
+  // On one node the batch step samples itself: no step to start.
+  std::string one = reclaim_watch_script("/usr/bin/berth", "/o/j.gpu", "/o/j.notice", "/o/j.err", p, 1);
+  EXPECT_NE(one.find("while :; do '/usr/bin/berth' gpu stats $sel --json"), std::string::npos) << one;
+  EXPECT_NE(one.find("sel=\"--gpus device=$SLURM_JOB_GPUS\""), std::string::npos) << one;
   EXPECT_TRUE(s.ends_with(") &\n")) << s;
 }
 
