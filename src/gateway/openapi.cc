@@ -204,6 +204,7 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
               {"start_time", {{"type", "integer"}, {"nullable", true}}},
               {"end_time", {{"type", "integer"}, {"nullable", true}}},
               {"gpus_allocated", integer},
+              {"idle_gpus", {{"type", "boolean"}, {"description", "flagged by idle-GPU reclaim (GET and DELETE of one job)"}}},
               {"gres_detail",
                {{"type", "array"},
                 {"items", string},
