@@ -667,23 +667,30 @@ def test_idle_gpu_job_is_flagged_then_cancelled_and_a_busy_one_is_not(
     gw.restart(lambda: identity.write_file(gw.conf_path, conf))
     tok = token_a(issuers, identity)
     jobs = {}
-    for name, state in states.items():
-        status, _, job = gw.request("POST", "/v1/jobs", tok, {
-            "image": pushed_busybox, "env": dict(host, BERTH_FAKE_NVML_STATE=state),
-            "resources": {"gpus": 1}, "command": ["busybox", "sleep", "300"]})
-        assert status == 201, job
-        jobs[name] = job["id"]
     try:
-        idle = wait_final(gw, tok, jobs["idle"], timeout=150)
-    except AssertionError as e:
-        files = {f: open(os.path.join(gw.output_dir, f), errors="replace").read()[-1500:]
-                 for f in sorted(os.listdir(gw.output_dir))}
-        with open(gw.log) as f:
-            raise AssertionError(f"{e}\n{files}\n{f.read()[-3000:]}") from None
-    assert idle["state"] == "CANCELLED" and idle["idle_gpus"] is True, idle
-    out = api_output(gw, tok, jobs["idle"])
-    assert f"berthd: job {jobs['idle']}: its 1 GPU(s) have been idle (below 5% use)" in out["stderr"], out
-    status, _, busy = gw.request("GET", f"/v1/jobs/{jobs['busy']}", tok)
-    assert busy["state"] == "RUNNING" and busy["idle_gpus"] is False, busy
-    assert gw.request("DELETE", f"/v1/jobs/{jobs['busy']}", tok)[0] == 202
-    wait_final(gw, tok, jobs["busy"])
+        for name, state in states.items():
+            status, _, job = gw.request("POST", "/v1/jobs", tok, {
+                "image": pushed_busybox, "env": dict(host, BERTH_FAKE_NVML_STATE=state),
+                "resources": {"gpus": 1}, "command": ["busybox", "sleep", "300"]})
+            assert status == 201, job
+            jobs[name] = job["id"]
+        try:
+            idle = wait_final(gw, tok, jobs["idle"], timeout=90)
+        except AssertionError as e:
+            files = {f: open(os.path.join(gw.output_dir, f), errors="replace").read()[-1500:]
+                     for f in sorted(os.listdir(gw.output_dir))}
+            with open(gw.log) as f:
+                raise AssertionError(f"{e}\n{files}\n{f.read()[-3000:]}") from None
+        assert idle["state"] == "CANCELLED" and idle["idle_gpus"] is True, idle
+        out = api_output(gw, tok, jobs["idle"])
+        assert f"berthd: job {jobs['idle']}: its 1 GPU(s) have been idle (below 5% use)" in out["stderr"], out
+        status, _, busy = gw.request("GET", f"/v1/jobs/{jobs['busy']}", tok)
+        assert busy["state"] == "RUNNING" and busy["idle_gpus"] is False, busy
+        assert gw.request("DELETE", f"/v1/jobs/{jobs['busy']}", tok)[0] == 202
+        wait_final(gw, tok, jobs["busy"])
+    finally:
+        # Left running, a job would outlive this module's cluster (its holders with it).
+        for job_id in jobs.values():
+            gw.request("DELETE", f"/v1/jobs/{job_id}", tok)
+        for job_id in jobs.values():
+            wait_final(gw, tok, job_id)
