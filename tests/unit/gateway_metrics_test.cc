@@ -62,6 +62,7 @@ TEST(GatewayMetrics, ConcurrentCountsAreAllKept) {
   Metrics m;
   m.declare("c_total", Metrics::Type::kCounter, "c");
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int t = 0; t < 8; ++t)
     threads.emplace_back([&m] {
       for (int i = 0; i < 1000; ++i) m.add("c_total", {{"k", "v"}});
