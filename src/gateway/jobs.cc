@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <fmt/core.h>
 #include <grp.h>
-#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -375,18 +374,15 @@ Result<std::optional<JobService::Output>> JobService::output(const Account& who,
   std::optional<JobRecord> job = BERTH_TRY(get(who, id));
   if (!job) return std::optional<Output>();
   // The file must be the job owner's: nobody else can have written the job's output.
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  std::string buf(16384, '\0');
-  if (getpwnam_r(job->owner.c_str(), &pw, buf.data(), buf.size(), &found) != 0 ||
-      found == nullptr)
+  auto owner = system_user_lookup()(job->owner);
+  if (!owner)
     return make_error("read", job->owner, "no such account on the gateway host",
                       ErrorCode::kNotFound);
   Output out{*job, "", "", false, false};
   std::string stem = config_.output_dir + "/" + output_stem(id);
-  out.stdout_text = BERTH_TRY(read_tail(stem + ".out", pw.pw_uid, lines, kMaxTailBytes,
+  out.stdout_text = BERTH_TRY(read_tail(stem + ".out", owner->first, lines, kMaxTailBytes,
                                         &out.stdout_truncated));
-  out.stderr_text = BERTH_TRY(read_tail(stem + ".err", pw.pw_uid, lines, kMaxTailBytes,
+  out.stderr_text = BERTH_TRY(read_tail(stem + ".err", owner->first, lines, kMaxTailBytes,
                                         &out.stderr_truncated));
   return std::optional<Output>(std::move(out));
 }
@@ -406,8 +402,14 @@ Result<std::vector<UsageRecord>> JobService::usage(const std::string& owner) {
     r.user = j.owner;
     auto [g, fresh] = groups.try_emplace(j.owner);
     if (fresh) {
-      if (const struct passwd* pw = ::getpwnam(j.owner.c_str()))
-        if (const struct group* gr = ::getgrgid(pw->pw_gid)) g->second = gr->gr_name;
+      // Reentrant lookups: the server's threads may ask at once.
+      if (auto owner = system_user_lookup()(j.owner)) {
+        struct group gr {};
+        struct group* found = nullptr;
+        std::vector<char> buf(16384);
+        if (::getgrgid_r(owner->second, &gr, buf.data(), buf.size(), &found) == 0 && found)
+          g->second = gr.gr_name;
+      }
     }
     r.group = g->second;
     r.gpus = j.gpus;
@@ -506,11 +508,11 @@ size_t JobService::idle_flagged_count() const {
 }
 
 void JobService::check_idle(const JobRecord& job, int64_t now) {
-  const struct passwd* pw = ::getpwnam(job.owner.c_str());
-  if (pw == nullptr) return;
+  auto owner = system_user_lookup()(job.owner);
+  if (!owner) return;
   std::string stem = config_.output_dir + "/" + output_stem(job.id);
   bool truncated = false;
-  auto text = read_tail(stem + ".gpu", pw->pw_uid, 4000, size_t{1} << 20, &truncated);
+  auto text = read_tail(stem + ".gpu", owner->first, 4000, size_t{1} << 20, &truncated);
   if (!text.ok()) return;
   auto sample = newest_sample(*text, config_.reclaim_policy.idle_below_pct);
   if (!sample) return;

@@ -40,7 +40,6 @@ std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_
     text = at == std::string_view::npos ? std::string_view() : text.substr(at + 1);
   }
   std::istringstream in{std::string(text)};
-  std::optional<GpuSample> newest;
   int64_t newest_time = -1;
   std::map<int64_t, GpuSample> by_time;  // by the document's time, in ms
   while (true) {
@@ -80,8 +79,7 @@ std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_
     merged.idle = merged.idle && s.idle;
   }
   merged.idle = merged.idle && merged.gpus > 0;
-  newest = merged;
-  return newest;
+  return merged;
 }
 
 std::string reclaim_watch_script(const std::string& berth, const std::string& samples_file,
