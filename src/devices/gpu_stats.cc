@@ -121,7 +121,7 @@ std::string rfc3339_ms(int64_t unix_ms) {
                      t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, unix_ms % 1000);
 }
 
-json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o) {
+json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o, const GpuStatsHost& host) {
   json gpus = json::array();
   const NvmlSample* last = r.samples.empty() ? nullptr : &r.samples.back();
   if (last)
@@ -129,8 +129,17 @@ json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o) {
       json procs;
       if (g.processes) {
         procs = json::array();
-        for (const auto& p : *g.processes)
-          procs.push_back({{"pid", p.pid}, {"used_memory_mib", opt(p.used_memory_mib)}});
+        for (const auto& p : *g.processes) {
+          auto it = host.owners.find(p.pid);
+          const GpuProcessOwner who = it == host.owners.end() ? GpuProcessOwner{} : it->second;
+          procs.push_back({{"pid", p.pid},
+                           {"used_memory_mib", opt(p.used_memory_mib)},
+                           {"uid", opt(who.uid)},
+                           {"user", str_or_null(who.user)},
+                           {"command", str_or_null(who.command)},
+                           {"slurm_job_id", opt(who.slurm_job_id)},
+                           {"slurm_job_from", str_or_null(who.slurm_job_from)}});
+        }
       }
       Window w = window_for(r, g.index);
       gpus.push_back({
@@ -151,7 +160,8 @@ json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o) {
           {"error", str_or_null(g.error)},
       });
     }
-  return {{"driver_version", str_or_null(r.driver_version)},
+  return {{"node", str_or_null(host.node)},
+          {"driver_version", str_or_null(r.driver_version)},
           {"time", last ? json(rfc3339_ms(last->unix_ms)) : json()},
           {"samples", r.samples.size()},
           {"interval_ms", o.interval_ms},

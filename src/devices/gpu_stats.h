@@ -6,12 +6,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/error.h"
+#include "devices/gpu_process.h"
 #include "devices/nvidia_discover.h"
 #include "devices/nvml.h"
 
@@ -32,8 +34,16 @@ Result<std::optional<std::vector<std::string>>> stats_selection(
     std::optional<std::string_view> gpus_flag, std::optional<std::string_view> cuda_visible_devices,
     const std::vector<NvidiaGpu>& gpus);
 
-/// {"driver_version", "time", "samples", "interval_ms", "gpus": [...]}: see docs/gpu.md.
-nlohmann::json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o);
+/// What the host adds to NVML's readings: where they were taken, and who each process is.
+struct GpuStatsHost {
+  std::string node;  ///< the Slurm node name (SLURMD_NODENAME) or host name; "" unknown
+  std::map<unsigned, GpuProcessOwner> owners;  ///< by pid; a pid not here is unknown
+};
+
+/// {"node", "driver_version", "time", "samples", "interval_ms", "gpus": [...]}: see
+/// docs/gpu.md.
+nlohmann::json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o,
+                              const GpuStatsHost& host = {});
 /// The same as a table: a header line, one row per GPU, then the processes.
 std::string gpu_stats_text(const NvmlReadings& r, const NvmlOptions& o);
 
