@@ -91,8 +91,9 @@ Action setup_gpu_stats(CLI::App& app, const GlobalOptions& g) {
     NvmlOptions nvml = o->nvml;
     nvml.uuids = BERTH_TRY(stats_selection(flag, visible, nv.gpus));
     NvmlReadings r = BERTH_TRY(read_nvml(library, nvml));
-    if (o->json) print_json(gpu_stats_json(r, nvml, stats_host(r)));
-    else std::fputs(gpu_stats_text(r, nvml).c_str(), stdout);
+    const GpuStatsHost host = stats_host(r);
+    if (o->json) print_json(gpu_stats_json(r, nvml, host));
+    else std::fputs(gpu_stats_text(r, nvml, host).c_str(), stdout);
     return {};
   };
 }

@@ -168,7 +168,7 @@ json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o, const GpuStatsH
           {"gpus", gpus}};
 }
 
-std::string gpu_stats_text(const NvmlReadings& r, const NvmlOptions& o) {
+std::string gpu_stats_text(const NvmlReadings& r, const NvmlOptions& o, const GpuStatsHost& host) {
   std::string out = "NVIDIA driver " + (r.driver_version.empty() ? "?" : r.driver_version);
   const bool windowed = r.samples.size() > 1;
   if (!r.samples.empty()) out += ", " + rfc3339_ms(r.samples.back().unix_ms);
@@ -202,7 +202,7 @@ std::string gpu_stats_text(const NvmlReadings& r, const NvmlOptions& o) {
                     g.power_w ? fmt::format("{:.1f}W", *g.power_w) : "-"});
   }
   out += table(rows) + unreadable;
-  std::vector<std::vector<std::string>> procs = {{"GPU", "PID", "MEMORY (MiB)"}};
+  std::vector<std::vector<std::string>> procs = {{"GPU", "PID", "USER", "JOB", "COMMAND", "MEMORY (MiB)"}};
   std::string unknown;
   for (const auto& g : gpus) {
     if (!g.error.empty()) continue;
@@ -210,9 +210,15 @@ std::string gpu_stats_text(const NvmlReadings& r, const NvmlOptions& o) {
       unknown += (unknown.empty() ? "" : ", ") + std::to_string(g.index);
       continue;
     }
-    for (const auto& p : *g.processes)
-      procs.push_back({std::to_string(g.index), std::to_string(p.pid),
+    for (const auto& p : *g.processes) {
+      auto it = host.owners.find(p.pid);
+      const GpuProcessOwner who = it == host.owners.end() ? GpuProcessOwner{} : it->second;
+      std::string user = !who.user.empty() ? who.user : who.uid ? std::to_string(*who.uid) : "-";
+      procs.push_back({std::to_string(g.index), std::to_string(p.pid), user,
+                       who.slurm_job_id ? std::to_string(*who.slurm_job_id) : "-",
+                       who.command.empty() ? "-" : who.command,
                        p.used_memory_mib ? std::to_string(*p.used_memory_mib) : "-"});
+    }
   }
   out += "\n";
   out += procs.size() > 1 ? table(procs) : "no compute processes\n";

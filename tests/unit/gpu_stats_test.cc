@@ -360,16 +360,22 @@ TEST(GpuStatsReport, TextIsATablePerGpuThenTheProcesses) {
   NvmlOptions o;
   o.interval_ms = 1000;
   NvmlReadings r = sample_readings();
-  EXPECT_EQ(gpu_stats_text(r, o),
+  GpuStatsHost host;
+  host.owners[4242].uid = 1000;
+  host.owners[4242].user = "alice";
+  host.owners[4242].command = "python3";
+  host.owners[4242].slurm_job_id = 42;
+  host.owners[4243].uid = 1001;  // an account without a name
+  EXPECT_EQ(gpu_stats_text(r, o, host),
             "NVIDIA driver 550.54.15, 2026-11-26T03:40:24.123Z, 2 samples 1000 ms apart: "
             "utilisation as mean (min-max)\n"
             "GPU  NAME                   BUS ID        UTIL         MEM UTIL  MEMORY (MiB)  TEMP  POWER\n"
             "0    NVIDIA A100-SXM4-40GB  0000:07:00.0  30% (10-50)  5% (5-5)  1024 / 40960  45C   61.2W\n"
             "GPU 1 cannot be read: nvmlDeviceGetHandleByIndex_v2: Insufficient Permissions\n"
             "\n"
-            "GPU  PID   MEMORY (MiB)\n"
-            "0    4242  1000\n"
-            "0    4243  -\n");
+            "GPU  PID   USER   JOB  COMMAND  MEMORY (MiB)\n"
+            "0    4242  alice  42   python3  1000\n"
+            "0    4243  1001   -    -        -\n");
   r.samples.erase(r.samples.begin());
   r.samples[0].gpus.pop_back();
   r.samples[0].gpus[0].processes.reset();
