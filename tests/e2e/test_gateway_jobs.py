@@ -6,6 +6,7 @@ submissions with an Idempotency-Key that never make a second job; cancel."""
 from __future__ import annotations
 
 import concurrent.futures
+import glob
 import hashlib
 import hmac
 import json
@@ -758,7 +759,9 @@ def test_gpu_processes_of_no_running_job_are_reported_as_orphans(
     try:
         status, _, job = gw.request("POST", "/v1/jobs", tok, {
             "image": pushed_busybox, "env": dict(host, BERTH_FAKE_NVML_STATE=state),
-            "resources": {"gpus": 1}, "command": ["busybox", "sleep", "300"]})
+            # An empty environment: no SLURM_JOB_ID to tell its job by, only its ancestry.
+            "resources": {"gpus": 1},
+            "command": ["busybox", "env", "-i", "busybox", "sleep", "300"]})
         assert status == 201, job
         job_id = job["id"]
         deadline = time.monotonic() + 90
@@ -784,6 +787,25 @@ def test_gpu_processes_of_no_running_job_are_reported_as_orphans(
                      for f in sorted(os.listdir(gw.output_dir)) if f.endswith((".gpu", ".log"))}
             raise AssertionError(f"orphans {orphans}, job's own {own}\n{files}")
         assert gw.request("GET", "/v1/orphans", tok)[0] == 403
+        # The sampler's own words: every process of the job's attributed to it through its
+        # slurmstepd ancestor (no cgroups on this cluster: proctrack/linuxproc).
+        newest = max(glob.glob(os.path.join(gw.output_dir, f"berthd-{job_id}-*.gpu")),
+                     key=os.path.getmtime)
+        with open(newest) as f:
+            text, docs, at = f.read(), [], 0
+        while True:
+            at = len(text) - len(text[at:].lstrip())
+            try:
+                doc, at = json.JSONDecoder().raw_decode(text, at)
+            except ValueError:
+                break
+            docs.append(doc)
+        sampled = {p["pid"]: p for g in docs[-1]["gpus"] for p in g["processes"]}
+        for pid in own[:12]:
+            if pid in sampled and sampled[pid]["command"] is not None:  # None: it has ended
+                assert (sampled[pid]["slurm_job_id"], sampled[pid]["slurm_job_from"]) == \
+                    (job["slurm_job_id"], "slurmstepd"), (pid, sampled[pid])
+        assert sum(sampled.get(pid, {}).get("command") is not None for pid in own) >= 2, sampled
         s, l = orphans[stray.pid], orphans[leftover.pid]
         node = s["node"]
         assert node in ("n1", "n2") and l["node"] == node, orphans
