@@ -192,6 +192,7 @@ TEST(GatewayOrphans, TrackedFromFirstSightUntilNoLongerSeen) {
   OrphanTracker t;
   auto pids = [](const std::vector<GpuOrphan>& v) {
     std::vector<unsigned> out;
+    out.reserve(v.size());
     for (const auto& o : v) out.push_back(o.process.pid);
     return out;
   };
