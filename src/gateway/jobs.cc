@@ -540,7 +540,7 @@ void JobService::check_orphans(const std::vector<std::pair<JobRecord, GpuSample>
         continue;
       GpuOrphan o;
       o.process = p;
-      if (o.process.node.empty()) o.process.node = job.nodes;  // a sampler of an older berth
+      if (o.process.node.empty()) o.process.node = job.nodes;  // a document without "node"
       o.seen_by = job.id;
       o.seen_by_slurm_job = job.slurm_job_id;
       o.reason = p.slurm_job_id ? "Slurm job " + std::to_string(*p.slurm_job_id) + " is not running"

@@ -157,8 +157,9 @@ class JobService {
   /// Idle-GPU reclaim: the newest samples of a running GPU job read each reconciliation;
   /// nullopt when there are none (yet).
   std::optional<GpuSample> check_idle(const JobRecord& job, int64_t now);
-  /// Orphans: the processes in the samples of `sampled` (running GPU jobs), among `running`
-  /// (every unfinished job, by Slurm id).
+  /// Orphans (gateway/orphans.h): the processes in the samples of `sampled` (the running GPU
+  /// jobs in `inspected`, among all those in `running_gpu_jobs`), judged against `unfinished`
+  /// (the state of each of berthd's unfinished jobs, by Slurm id) and, for other jobs, Slurm.
   void check_orphans(const std::vector<std::pair<JobRecord, GpuSample>>& sampled,
                      const std::set<int64_t>& inspected, const std::set<int64_t>& running_gpu_jobs,
                      const std::map<int64_t, std::string>& unfinished, int64_t now);
