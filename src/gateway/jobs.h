@@ -20,6 +20,7 @@
 #include "gateway/config.h"
 #include "gateway/jobs_db.h"
 #include "gateway/limits.h"
+#include "gateway/quotas.h"
 #include "gateway/reclaim.h"
 #include "gateway/slurm_rest.h"
 
@@ -63,16 +64,19 @@ bool queued_state(const std::string& state);
 class JobService {
  public:
   JobService(std::unique_ptr<JobsDb> db, SlurmRest slurm, SlurmConfig config,
-             LimitsConfig limits = {})
+             LimitsConfig limits = {}, QuotaConfig quotas = {})
       : db_(std::move(db)), slurm_(std::move(slurm)), config_(std::move(config)),
-        limits_(std::move(limits)) {}
+        limits_(std::move(limits)), quotas_(std::move(quotas)) {}
 
   struct Submitted {
     JobRecord job;
     bool replayed = false;  ///< an earlier request with the same Idempotency-Key
     std::optional<LimitRefusal> refused;  ///< set: nothing was recorded or sent (a 403)
+    std::optional<QuotaRefusal> over_quota;  ///< set: likewise, for a GPU-hour quota (a 403)
   };
-  /// Checks the request against `who`'s limits (gateway/limits.h), records it (before anything
+  /// Checks the request against `who`'s limits (gateway/limits.h) and, for a GPU job, its
+  /// group's GPU-hour quota (gateway/quotas.h: the group is `who`'s primary group, the usage
+  /// read as GET /v1/accounting reads it), records it (before anything
   /// reaches Slurm), then submits it as `who` with the walltime the limits gave it. A request
   /// whose key `who` already used gets the earlier job back, unsent and unchecked (it counts
   /// among the jobs it would otherwise be refused for); with another body, an error (kExists).
@@ -104,6 +108,14 @@ class JobService {
   /// group is the owner's primary group, the CPUs nodes x tasks x cpus_per_task of the request,
   /// the GPU model the type in Slurm's GRES detail.
   Result<std::vector<UsageRecord>> usage(const std::string& owner);
+  /// Usage records and where they come from ("database").
+  struct Usage {
+    std::vector<UsageRecord> records;
+    std::string source;
+  };
+  /// The usage of `owner` ("" for all) in [since, until), from the accounting source
+  /// (GET /v1/accounting and the quota check read the same).
+  Result<Usage> accounting(const std::string& owner, int64_t since, int64_t until);
   /// How many of the database's jobs are in each state (for /metrics).
   Result<std::map<std::string, int>> count_by_state();
   /// Whether job `id`'s GPUs were found idle for the reclaim policy's time ([reclaim]).
@@ -152,6 +164,7 @@ class JobService {
   ReclaimObserver reclaim_observer_;
   SlurmConfig config_;
   LimitsConfig limits_;
+  QuotaConfig quotas_;
   std::mutex admit_mu_;  ///< held from counting an account's jobs to recording its new one
 };
 
