@@ -12,6 +12,7 @@
 #include "gateway/limits.h"
 #include "gateway/quotas.h"
 #include "gateway/reclaim.h"
+#include "gateway/sacct.h"
 
 namespace berth::gateway {
 
@@ -96,6 +97,9 @@ struct GatewayConfig {
   LimitsConfig limits;
   /// GPU-hour budgets per group and period ([quotas], gateway/quotas.h).
   QuotaConfig quotas;
+  /// Where usage is read from, and the account jobs are charged to ([accounting],
+  /// gateway/sacct.h).
+  AccountingConfig accounting;
   /// The audit log's file (gateway/audit.h); "" for none.
   std::string audit_log;
   PublishConfig publish;

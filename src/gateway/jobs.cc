@@ -282,8 +282,9 @@ Result<JobService::Submitted> JobService::submit(const Account& who, const std::
   if (existing) return replay(job);
   // Written (and synced) before Slurm sees it: a crash from here on leaves an ACCEPTED row,
   // which reconciliation settles through the Slurm job's comment.
-  auto slurm_id = slurm_.submit(
-      who.user, slurm_spec(request, job.id, comment(job.id), config_, output_stem(job.id)));
+  SlurmJobSpec spec = slurm_spec(request, job.id, comment(job.id), config_, output_stem(job.id));
+  spec.account = slurm_account(who.user);
+  auto slurm_id = slurm_.submit(who.user, spec);
   if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {
     // No answer: Slurm may have the job. It stays ACCEPTED; reconcile() finds it by its
     // comment, or submits it, and never twice.
@@ -448,9 +449,29 @@ Result<std::vector<UsageRecord>> JobService::usage(const std::string& owner) {
 
 Result<JobService::Usage> JobService::accounting(const std::string& owner, int64_t since,
                                                  int64_t until) {
-  (void)since;  // the database's records are few: all are read, aggregate_usage() clips them
-  (void)until;
+  if (accounting_.source != "database") {
+    auto records = sacct_usage(accounting_, since, until);
+    if (records.ok()) {
+      // sacct reads every user's jobs (--allusers): the caller's own are kept here.
+      if (!owner.empty())
+        std::erase_if(*records, [&](const UsageRecord& r) { return r.user != owner; });
+      return Usage{std::move(*records), "sacct"};
+    }
+    if (accounting_.source == "sacct") {
+      Error e = std::move(records).error();
+      e.code = ErrorCode::kBusy;
+      return e;
+    }
+    // "auto": Slurm's accounting cannot be read (no slurmdbd): berthd's own record.
+  }
+  // The database's records are few: all are read, aggregate_usage() clips them to the window.
   return Usage{BERTH_TRY(usage(owner)), "database"};
+}
+
+std::string JobService::slurm_account(const std::string& user) const {
+  if (accounting_.slurm_account != "primary_group") return "";
+  auto found = system_user_lookup()(user);
+  return found ? group_name(found->second) : "";
 }
 
 Result<std::map<std::string, int>> JobService::count_by_state() {
@@ -492,8 +513,9 @@ JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
     }
     // The walltime its limits gave it when it was accepted (the caps may have changed since).
     if (job.time_limit_s > 0) request->walltime_s = job.time_limit_s;
-    auto slurm_id = slurm_.submit(
-        job.owner, slurm_spec(*request, job.id, comment, config_, output_stem(job.id)));
+    SlurmJobSpec spec = slurm_spec(*request, job.id, comment, config_, output_stem(job.id));
+    spec.account = slurm_account(job.owner);
+    auto slurm_id = slurm_.submit(job.owner, spec);
     if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {
       ++r.failed;
     } else if (!slurm_id.ok()) {

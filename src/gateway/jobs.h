@@ -64,9 +64,10 @@ bool queued_state(const std::string& state);
 class JobService {
  public:
   JobService(std::unique_ptr<JobsDb> db, SlurmRest slurm, SlurmConfig config,
-             LimitsConfig limits = {}, QuotaConfig quotas = {})
+             LimitsConfig limits = {}, QuotaConfig quotas = {}, AccountingConfig accounting = {})
       : db_(std::move(db)), slurm_(std::move(slurm)), config_(std::move(config)),
-        limits_(std::move(limits)), quotas_(std::move(quotas)) {}
+        limits_(std::move(limits)), quotas_(std::move(quotas)),
+        accounting_(std::move(accounting)) {}
 
   struct Submitted {
     JobRecord job;
@@ -108,14 +109,18 @@ class JobService {
   /// group is the owner's primary group, the CPUs nodes x tasks x cpus_per_task of the request,
   /// the GPU model the type in Slurm's GRES detail.
   Result<std::vector<UsageRecord>> usage(const std::string& owner);
-  /// Usage records and where they come from ("database").
+  /// Usage records and where they come from ("database" or "sacct").
   struct Usage {
     std::vector<UsageRecord> records;
     std::string source;
   };
   /// The usage of `owner` ("" for all) in [since, until), from the accounting source
-  /// (GET /v1/accounting and the quota check read the same).
+  /// ([accounting] source; GET /v1/accounting and the quota check read the same). With
+  /// "sacct", an error when sacct fails (code kBusy); with "auto", the database's then.
   Result<Usage> accounting(const std::string& owner, int64_t since, int64_t until);
+  /// The Slurm account `user`'s jobs are charged to: its primary group with [accounting]
+  /// slurm_account = "primary_group", else "" (Slurm's default account).
+  std::string slurm_account(const std::string& user) const;
   /// How many of the database's jobs are in each state (for /metrics).
   Result<std::map<std::string, int>> count_by_state();
   /// Whether job `id`'s GPUs were found idle for the reclaim policy's time ([reclaim]).
@@ -165,6 +170,7 @@ class JobService {
   SlurmConfig config_;
   LimitsConfig limits_;
   QuotaConfig quotas_;
+  AccountingConfig accounting_;
   std::mutex admit_mu_;  ///< held from counting an account's jobs to recording its new one
 };
 

@@ -238,10 +238,12 @@ void Server::job_routes() {
     auto done = jobs_->submit(*who, key, req.body, *request);
     if (!done.ok()) {
       bool conflict = done.error().code == ErrorCode::kExists;
+      // Slurm's accounting could not be read for the quota check ([accounting] source sacct).
+      bool unavailable = done.error().code == ErrorCode::kBusy;
       audit.record("job.submit", conflict ? "conflict" : "error",
                    {{"reason", conflict ? done.error().detail : done.error().message()}});
       if (conflict) return send_error(res, 422, done.error().detail);
-      return send_error(res, 500, done.error().message());
+      return send_error(res, unavailable ? 503 : 500, done.error().message());
     }
     if (done->refused) {
       const LimitRefusal& no = *done->refused;
@@ -435,7 +437,9 @@ void Server::publish_routes() {
     std::string format = req.has_param("format") ? req.get_param_value("format") : "json";
     if (format != "json" && format != "csv") return send_error(res, 400, "format is not json or csv");
     auto usage = jobs_->accounting(who->admin ? "" : who->user, since, until);
-    if (!usage.ok()) return send_error(res, 500, usage.error().message());
+    if (!usage.ok())
+      return send_error(res, usage.error().code == ErrorCode::kBusy ? 503 : 500,
+                        usage.error().message());
     auto rows = aggregate_usage(usage->records, since, until, now, *by);
     if (format == "csv") {
       res.status = 200;

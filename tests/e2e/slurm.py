@@ -178,9 +178,15 @@ PartitionName=debug Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=U
         return r.stdout
 
     def add_account(self, account: str, users: list[str]) -> None:
-        """Adds Slurm account `account` with `users` as its members (users' default account)."""
-        self.sacctmgr("add", "account", account, "Cluster=berthtest")
-        self.sacctmgr("add", "user", ",".join(users), f"Account={account}", "Cluster=berthtest")
+        """Adds Slurm account `account` with `users` as its members (users' default account);
+        what is there already is left as it is."""
+        for args in (["add", "account", account, "Cluster=berthtest"],
+                     ["add", "user", ",".join(users), f"Account={account}", "Cluster=berthtest"]):
+            r = subprocess.run(["sacctmgr", "-i"] + args, env=dict(os.environ, **self.env()),
+                               capture_output=True, text=True)
+            if r.returncode != 0 and "Nothing new added" not in r.stdout + r.stderr:
+                raise RuntimeError(f"sacctmgr {' '.join(args)}: {r.stdout.strip()} "
+                                   f"{r.stderr.strip()}")
 
     def write_plugstack(self, extra: str = "") -> None:
         """The plugstack.conf srun and slurmstepd read (each step reads it afresh)."""
