@@ -129,7 +129,10 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
                         {"schema", {{"type", "string"}, {"enum", {"json", "csv"}}}}}})},
             {"responses",
              with_errors({{"200", json_response("the usage (text/csv with format=csv)", "Usage")},
-                          {"400", json_response("a bad parameter", "Error")}})}}}}},
+                          {"400", json_response("a bad parameter", "Error")},
+                          {"503", json_response("Slurm's accounting cannot be read (sacct "
+                                                "failed; [accounting] source = \"sacct\")",
+                                                "Error")}})}}}}},
         {"/metrics",
          {{"get",
            {{"summary", "Prometheus metrics (text format 0.0.4; administrators, or anyone "

