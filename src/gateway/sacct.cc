@@ -56,7 +56,12 @@ Result<std::string> run_program(const std::vector<std::string>& argv,
   for (const auto& [k, v] : env) vars[k] = v;
   std::vector<std::string> env_text;
   env_text.reserve(vars.size());
-  for (const auto& [k, v] : vars) env_text.push_back(k + "=" + v);
+  for (const auto& [k, v] : vars) {
+    std::string kv = k;
+    kv += '=';
+    kv += v;
+    env_text.push_back(std::move(kv));
+  }
   std::vector<char*> envp, args;
   for (std::string& s : env_text) envp.push_back(s.data());
   envp.push_back(nullptr);

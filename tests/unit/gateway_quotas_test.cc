@@ -23,7 +23,7 @@ TEST(GatewayQuotas, PeriodStartsInUtc) {
   EXPECT_EQ(period_start(q, 1795651200), 1795651200);
   q.period = "";
   q.period_s = 3600;
-  EXPECT_EQ(period_start(q, kNow), kNow - 30 * 60 - 15);
+  EXPECT_EQ(period_start(q, kNow), kNow - int64_t{30} * 60 - 15);
   EXPECT_EQ(period_name(q), "3600 s period");
 }
 

@@ -141,7 +141,7 @@ TEST(GatewaySacct, ServiceReadsSacctFallsBackAndChargesThePrimaryGroup) {
   acct.source = "sacct";
   acct.sacct = script;
   QuotaConfig quotas;
-  quotas.period_s = 86400 * 366;
+  quotas.period_s = int64_t{86400} * 366;
   quotas.gpu_hours[group] = 1.5;
   JobService jobs(std::move(*db), SlurmRest("http://" + slurm.server.host(), "k", 60), {}, {},
                   quotas, acct);
