@@ -2,7 +2,8 @@
 over a per-job limit (walltime, GPUs, the cloud cap) refused with a 403 that names it before
 Slurm hears of them; the running and queued counts refusing until a job is cancelled, never
 an accepted job's own retry; a group's entry and a user's; a `class: cloud` job cut by Slurm
-at its cap and shown so; and the audit log's line for each decision."""
+at its cap and shown so; a group's GPU-hour quota refusing its next GPU job, not a CPU job; and
+the audit log's line for each decision."""
 
 from __future__ import annotations
 
