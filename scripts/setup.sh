@@ -40,6 +40,9 @@ packages=(
   # srun --mpi=pmix (Slurm's mpi_pmix dlopens libpmix; the test's PMIx client builds against
   # libpmix-dev) and REST submissions (tests/e2e/test_slurmrestd.py)
   libpmix2 libpmix-dev pkg-config slurmrestd
+  # Slurm's accounting (GET /v1/accounting from sacct, tests/e2e/slurmdbd.py): slurmdbd on a
+  # private MariaDB server (their services, where they start, are stopped below)
+  slurmdbd mariadb-server
   # berthd's GET /metrics is checked with promtool (tests/e2e), which comes with Debian's
   # prometheus package (its service, where one starts, is stopped below)
   prometheus
@@ -61,10 +64,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # Debian's docker-registry package starts a system service on port 5000 (prometheus one on
-# 9090); the tests start their own instances on free ports, so the system ones are not needed.
-for service in docker-registry prometheus; do
+# 9090, mariadb-server one on 3306, slurmdbd one reading /etc/slurm/slurmdbd.conf); the tests
+# start their own instances on free ports, so the system ones are not needed.
+for service in docker-registry prometheus mariadb slurmdbd; do
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$service" 2>/dev/null; then
     $sudo systemctl stop "$service" || true   # not needed; failure to stop is harmless
+    $sudo systemctl disable "$service" 2>/dev/null || true
   fi
 done
 

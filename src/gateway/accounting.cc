@@ -30,6 +30,19 @@ std::string hours(double h) {
   return buf;
 }
 
+/// `j[key]` as a string; "" when missing or null (sacct writes null for a TRES without a name
+/// and for a user slurmdbd has no association of).
+std::string text_or_empty(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? std::string() : it->get<std::string>();
+}
+
+/// `j[key]` as a whole number; 0 when missing or null (the count of the energy TRES).
+int64_t number_or_zero(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? 0 : it->get<int64_t>();
+}
+
 /// A CSV field: quoted when it holds a comma, a quote or a line break.
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
@@ -101,18 +114,18 @@ Result<std::vector<UsageRecord>> usage_from_sacct_json(const std::string& text) 
   try {
     for (const auto& j : doc["jobs"]) {
       UsageRecord r;
-      r.job_id = std::to_string(j.value("job_id", 0));
-      r.user = j.value("user", "");
-      r.group = j.value("account", "");
+      r.job_id = std::to_string(number_or_zero(j, "job_id"));
+      r.user = text_or_empty(j, "user");
+      r.group = text_or_empty(j, "account");
       const auto& time = j.value("time", nlohmann::json::object());
-      r.start = time.value("start", int64_t{0});
-      r.end = time.value("end", int64_t{0});
+      r.start = number_or_zero(time, "start");
+      r.end = number_or_zero(time, "end");
       if (r.start <= 0) continue;
       int typed = 0;
       const auto& tres = j.value("tres", nlohmann::json::object());
       for (const auto& t : tres.value("allocated", nlohmann::json::array())) {
-        std::string type = t.value("type", ""), name = t.value("name", "");
-        int count = static_cast<int>(t.value("count", int64_t{0}));
+        std::string type = text_or_empty(t, "type"), name = text_or_empty(t, "name");
+        int count = static_cast<int>(number_or_zero(t, "count"));
         if (type == "cpu") r.cpus = count;
         else if (type == "gres" && name == "gpu") r.gpus = count;
         else if (type == "gres" && name.starts_with("gpu:")) {

@@ -260,6 +260,75 @@ class Reader : public TomlReader {
       l.groups = BERTH_TRY(limit_entries(*groups, "groups"));
     return {};
   }
+  Status accounting(const toml::node& node, AccountingConfig& a) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, "accounting", "is not a table ([accounting])");
+    for (const auto& [k, v] : *t) {
+      std::string_view key = k.str();
+      if (key == "source") {
+        a.source = BERTH_TRY(string(v, key));
+        if (a.source != "database" && a.source != "sacct" && a.source != "auto")
+          return bad(v, key, "is not \"database\", \"sacct\" or \"auto\"");
+      } else if (key == "sacct") {
+        a.sacct = BERTH_TRY(nonempty(v, key));
+      } else if (key == "slurm_conf") {
+        a.slurm_conf = BERTH_TRY(nonempty(v, key));
+        if (a.slurm_conf[0] != '/') return bad(v, key, "is not an absolute path");
+      } else if (key == "timeout_s") {
+        a.timeout_s = BERTH_TRY(seconds(v, key));
+        if (a.timeout_s < 1) return bad(v, key, "is less than 1");
+      } else if (key == "slurm_account") {
+        a.slurm_account = BERTH_TRY(string(v, key));
+        if (a.slurm_account != "primary_group" && a.slurm_account != "default")
+          return bad(v, key, "is not \"primary_group\" or \"default\"");
+      } else {
+        return bad(v, key, "is not a key of [accounting]");
+      }
+    }
+    return {};
+  }
+  Status quotas(const toml::node& node, QuotaConfig& q) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, "quotas", "is not a table ([quotas])");
+    for (const auto& [k, v] : *t) {
+      std::string_view key = k.str();
+      if (key == "period") {
+        if (auto n = v.value<int64_t>(); v.is_integer()) {
+          if (!n || *n < 60 || *n > int64_t{366} * 86400)
+            return bad(v, key, "is not \"month\", \"week\", \"day\" or a number of seconds from 60 to 31622400");
+          q.period = "";
+          q.period_s = *n;
+          continue;
+        }
+        std::string p = BERTH_TRY(string(v, key));
+        if (p != "month" && p != "week" && p != "day")
+          return bad(v, key, "is not \"month\", \"week\", \"day\" or a number of seconds from 60 to 31622400");
+        q.period = p;
+        q.period_s = 0;
+      } else if (key == "groups") {
+        const toml::table* groups = v.as_table();
+        if (groups == nullptr) return bad(v, key, "is not a table of tables ([quotas.groups.NAME])");
+        for (const auto& [name, entry] : *groups) {
+          std::string where = "[quotas.groups.\"" + std::string(name.str()) + "\"]";
+          const toml::table* e = entry.as_table();
+          if (e == nullptr || name.str().empty())
+            return bad(entry, name.str(), "is not a table with gpu_hours (" + where + ")");
+          for (const auto& [ek, ev] : *e) {
+            if (ek.str() != "gpu_hours") return bad(ev, ek.str(), "is not a key of " + where);
+            auto h = ev.value<double>();
+            if (!(ev.is_integer() || ev.is_floating_point()) || !h || !(*h >= 0) || *h > 1e9)
+              return bad(ev, ek.str(), "is not a number of GPU-hours from 0 to 1e9");
+            q.gpu_hours[std::string(name.str())] = *h;
+          }
+          if (!q.gpu_hours.contains(std::string(name.str())))
+            return bad(entry, name.str(), where + " has no gpu_hours");
+        }
+      } else {
+        return bad(v, key, "is not a key of [quotas]");
+      }
+    }
+    return {};
+  }
 
 };
 
@@ -301,6 +370,8 @@ Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::str
     else if (key == "slurm") BERTH_CHECK(r.slurm(v, c.slurm));
     else if (key == "reconcile_interval_s") c.reconcile_interval_s = BERTH_TRY(r.seconds(v, key));
     else if (key == "limits") BERTH_CHECK(r.limits(v, c.limits));
+    else if (key == "quotas") BERTH_CHECK(r.quotas(v, c.quotas));
+    else if (key == "accounting") BERTH_CHECK(r.accounting(v, c.accounting));
     else if (key == "audit_log") c.audit_log = BERTH_TRY(r.nonempty(v, key));
     else if (key == "metrics_public") c.publish.metrics_public = BERTH_TRY(r.boolean(v, key));
     else if (key == "resources") BERTH_CHECK(r.resources(v, c.publish));

@@ -10,7 +10,9 @@
 
 #include "core/error.h"
 #include "gateway/limits.h"
+#include "gateway/quotas.h"
 #include "gateway/reclaim.h"
+#include "gateway/sacct.h"
 
 namespace berth::gateway {
 
@@ -93,6 +95,11 @@ struct GatewayConfig {
   int64_t reconcile_interval_s = 30;
   /// Limits on jobs per account ([limits], gateway/limits.h).
   LimitsConfig limits;
+  /// GPU-hour budgets per group and period ([quotas], gateway/quotas.h).
+  QuotaConfig quotas;
+  /// Where usage is read from, and the account jobs are charged to ([accounting],
+  /// gateway/sacct.h).
+  AccountingConfig accounting;
   /// The audit log's file (gateway/audit.h); "" for none.
   std::string audit_log;
   PublishConfig publish;

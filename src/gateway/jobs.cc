@@ -45,6 +45,16 @@ Result<std::vector<std::string>> texts(const nlohmann::json& j, const std::strin
   return out;
 }
 
+/// The name of group `gid`, or "" when it has none. Reentrant: the server's threads may ask at
+/// once.
+std::string group_name(gid_t gid) {
+  struct group gr {};
+  struct group* found = nullptr;
+  std::vector<char> buf(16384);
+  if (::getgrgid_r(gid, &gr, buf.data(), buf.size(), &found) == 0 && found) return gr.gr_name;
+  return "";
+}
+
 /// The running and queued jobs among jobs counted by state.
 std::pair<int64_t, int64_t> count_unfinished(const std::map<std::string, int64_t>& states) {
   int64_t running = 0, queued = 0;
@@ -225,6 +235,14 @@ Result<JobService::Submitted> JobService::submit(const Account& who, const std::
                                  request.job_class == "cloud", &walltime))
     return Submitted{{}, false, std::move(no)};
   request.walltime_s = walltime.walltime_s;
+  if (request.gpus > 0 && !quotas_.empty()) {
+    // What the group used this period, read as GET /v1/accounting reads it (a source that
+    // cannot be read refuses the job with an error rather than letting it past its quota).
+    int64_t now = std::time(nullptr);
+    Usage used = BERTH_TRY(accounting("", period_start(quotas_, now), now + 1));
+    if (auto no = check_gpu_quota(quotas_, group_name(who.gid), request.gpus, used.records, now))
+      return Submitted{{}, false, std::nullopt, std::move(no)};
+  }
   const bool counted = limits[static_cast<size_t>(LimitKey::kMaxRunningJobs)] ||
                        limits[static_cast<size_t>(LimitKey::kMaxQueuedJobs)];
   if (counted) {
@@ -264,8 +282,9 @@ Result<JobService::Submitted> JobService::submit(const Account& who, const std::
   if (existing) return replay(job);
   // Written (and synced) before Slurm sees it: a crash from here on leaves an ACCEPTED row,
   // which reconciliation settles through the Slurm job's comment.
-  auto slurm_id = slurm_.submit(
-      who.user, slurm_spec(request, job.id, comment(job.id), config_, output_stem(job.id)));
+  SlurmJobSpec spec = slurm_spec(request, job.id, comment(job.id), config_, output_stem(job.id));
+  spec.account = slurm_account(who.user);
+  auto slurm_id = slurm_.submit(who.user, spec);
   if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {
     // No answer: Slurm may have the job. It stays ACCEPTED; reconcile() finds it by its
     // comment, or submits it, and never twice.
@@ -401,16 +420,8 @@ Result<std::vector<UsageRecord>> JobService::usage(const std::string& owner) {
     r.job_id = std::to_string(j.id);
     r.user = j.owner;
     auto [g, fresh] = groups.try_emplace(j.owner);
-    if (fresh) {
-      // Reentrant lookups: the server's threads may ask at once.
-      if (auto owner = system_user_lookup()(j.owner)) {
-        struct group gr {};
-        struct group* found = nullptr;
-        std::vector<char> buf(16384);
-        if (::getgrgid_r(owner->second, &gr, buf.data(), buf.size(), &found) == 0 && found)
-          g->second = gr.gr_name;
-      }
-    }
+    if (fresh)
+      if (auto owner = system_user_lookup()(j.owner)) g->second = group_name(owner->second);
     r.group = g->second;
     r.gpus = j.gpus;
     for (const std::string& detail : j.gres_detail)
@@ -423,11 +434,44 @@ Result<std::vector<UsageRecord>> JobService::usage(const std::string& owner) {
       return it != res.end() && it->is_number_integer() ? std::max(1, it->get<int>()) : 1;
     };
     r.cpus = num("nodes") * num("tasks") * num("cpus_per_task");
+    // A job that ended before berthd saw it run has no GPUs recorded (Slurm forgets them at
+    // the end without slurmdbd): it was allocated the GPUs it asked for (a count per job).
+    if (r.gpus == 0) {
+      auto g = res.find("gpus");
+      if (g != res.end() && g->is_number_integer()) r.gpus = std::max(0, g->get<int>());
+    }
     r.start = j.start_time;
     r.end = j.end_time;
     out.push_back(std::move(r));
   }
   return out;
+}
+
+Result<JobService::Usage> JobService::accounting(const std::string& owner, int64_t since,
+                                                 int64_t until) {
+  if (accounting_.source != "database") {
+    auto records = sacct_usage(accounting_, since, until);
+    if (records.ok()) {
+      // sacct reads every user's jobs (--allusers): the caller's own are kept here.
+      if (!owner.empty())
+        std::erase_if(*records, [&](const UsageRecord& r) { return r.user != owner; });
+      return Usage{std::move(*records), "sacct"};
+    }
+    if (accounting_.source == "sacct") {
+      Error e = std::move(records).error();
+      e.code = ErrorCode::kBusy;
+      return e;
+    }
+    // "auto": Slurm's accounting cannot be read (no slurmdbd): berthd's own record.
+  }
+  // The database's records are few: all are read, aggregate_usage() clips them to the window.
+  return Usage{BERTH_TRY(usage(owner)), "database"};
+}
+
+std::string JobService::slurm_account(const std::string& user) const {
+  if (accounting_.slurm_account != "primary_group") return "";
+  auto found = system_user_lookup()(user);
+  return found ? group_name(found->second) : "";
 }
 
 Result<std::map<std::string, int>> JobService::count_by_state() {
@@ -469,8 +513,9 @@ JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
     }
     // The walltime its limits gave it when it was accepted (the caps may have changed since).
     if (job.time_limit_s > 0) request->walltime_s = job.time_limit_s;
-    auto slurm_id = slurm_.submit(
-        job.owner, slurm_spec(*request, job.id, comment, config_, output_stem(job.id)));
+    SlurmJobSpec spec = slurm_spec(*request, job.id, comment, config_, output_stem(job.id));
+    spec.account = slurm_account(job.owner);
+    auto slurm_id = slurm_.submit(job.owner, spec);
     if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {
       ++r.failed;
     } else if (!slurm_id.ok()) {

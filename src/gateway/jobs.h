@@ -23,6 +23,7 @@
 #include "gateway/jobs_db.h"
 #include "gateway/limits.h"
 #include "gateway/orphans.h"
+#include "gateway/quotas.h"
 #include "gateway/reclaim.h"
 #include "gateway/slurm_rest.h"
 
@@ -66,16 +67,20 @@ bool queued_state(const std::string& state);
 class JobService {
  public:
   JobService(std::unique_ptr<JobsDb> db, SlurmRest slurm, SlurmConfig config,
-             LimitsConfig limits = {})
+             LimitsConfig limits = {}, QuotaConfig quotas = {}, AccountingConfig accounting = {})
       : db_(std::move(db)), slurm_(std::move(slurm)), config_(std::move(config)),
-        limits_(std::move(limits)) {}
+        limits_(std::move(limits)), quotas_(std::move(quotas)),
+        accounting_(std::move(accounting)) {}
 
   struct Submitted {
     JobRecord job;
     bool replayed = false;  ///< an earlier request with the same Idempotency-Key
     std::optional<LimitRefusal> refused;  ///< set: nothing was recorded or sent (a 403)
+    std::optional<QuotaRefusal> over_quota;  ///< set: likewise, for a GPU-hour quota (a 403)
   };
-  /// Checks the request against `who`'s limits (gateway/limits.h), records it (before anything
+  /// Checks the request against `who`'s limits (gateway/limits.h) and, for a GPU job, its
+  /// group's GPU-hour quota (gateway/quotas.h: the group is `who`'s primary group, the usage
+  /// read as GET /v1/accounting reads it), records it (before anything
   /// reaches Slurm), then submits it as `who` with the walltime the limits gave it. A request
   /// whose key `who` already used gets the earlier job back, unsent and unchecked (it counts
   /// among the jobs it would otherwise be refused for); with another body, an error (kExists).
@@ -107,6 +112,18 @@ class JobService {
   /// group is the owner's primary group, the CPUs nodes x tasks x cpus_per_task of the request,
   /// the GPU model the type in Slurm's GRES detail.
   Result<std::vector<UsageRecord>> usage(const std::string& owner);
+  /// Usage records and where they come from ("database" or "sacct").
+  struct Usage {
+    std::vector<UsageRecord> records;
+    std::string source;
+  };
+  /// The usage of `owner` ("" for all) in [since, until), from the accounting source
+  /// ([accounting] source; GET /v1/accounting and the quota check read the same). With
+  /// "sacct", an error when sacct fails (code kBusy); with "auto", the database's then.
+  Result<Usage> accounting(const std::string& owner, int64_t since, int64_t until);
+  /// The Slurm account `user`'s jobs are charged to: its primary group with [accounting]
+  /// slurm_account = "primary_group", else "" (Slurm's default account).
+  std::string slurm_account(const std::string& user) const;
   /// How many of the database's jobs are in each state (for /metrics).
   Result<std::map<std::string, int>> count_by_state();
   /// Whether job `id`'s GPUs were found idle for the reclaim policy's time ([reclaim]).
@@ -171,6 +188,8 @@ class JobService {
   OrphanObserver orphan_observer_;
   SlurmConfig config_;
   LimitsConfig limits_;
+  QuotaConfig quotas_;
+  AccountingConfig accounting_;
   std::mutex admit_mu_;  ///< held from counting an account's jobs to recording its new one
 };
 

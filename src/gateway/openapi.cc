@@ -73,9 +73,11 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
              with_errors({{"201", json_response("recorded and sent to Slurm", "Job")},
                           {"200", json_response("a retry: the job the key made before", "Job")},
                           {"400", json_response("the body is not a valid job request", "Error")},
-                          {"403", json_response("a valid token with no local account, or a job "
+                          {"403", json_response("a valid token with no local account, a job "
                                                 "over one of the account's limits (the error "
-                                                "names it: limit, value, requested or current)",
+                                                "names it: limit, value, requested or current), "
+                                                "or a GPU job over its group's GPU-hour quota "
+                                                "(quota, group, budget_gpu_hours, used_gpu_hours)",
                                                 "Error")},
                           {"422", json_response("the key was used for another request",
                                                 "Error")}})}}}}},
@@ -127,7 +129,10 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
                         {"schema", {{"type", "string"}, {"enum", {"json", "csv"}}}}}})},
             {"responses",
              with_errors({{"200", json_response("the usage (text/csv with format=csv)", "Usage")},
-                          {"400", json_response("a bad parameter", "Error")}})}}}}},
+                          {"400", json_response("a bad parameter", "Error")},
+                          {"503", json_response("Slurm's accounting cannot be read (sacct "
+                                                "failed; [accounting] source = \"sacct\")",
+                                                "Error")}})}}}}},
         {"/v1/orphans",
          {{"get",
            {{"summary", "GPU processes that belong to no running job, as the running GPU jobs' "
@@ -325,7 +330,16 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
                     {"description", "what the job asked for (walltime in s, GPUs)"}}},
                   {"current",
                    {{"type", "integer"},
-                    {"description", "the account's running or queued jobs"}}}}}}}}}}}}}}},
+                    {"description", "the account's running or queued jobs"}}},
+                  {"quota",
+                   {{"type", "string"},
+                    {"description", "a GPU job over its group's GPU-hour quota: the quota's "
+                                    "key ([quotas.groups.\"GROUP\"] gpu_hours)"}}},
+                  {"group", {{"type", "string"}, {"description", "the group over its quota"}}},
+                  {"budget_gpu_hours", {{"type", "number"}, {"description", "its GPU-hours per period"}}},
+                  {"used_gpu_hours", {{"type", "number"}, {"description", "its GPU-hours used in this period"}}},
+                  {"period", {{"type", "string"}, {"description", "month, week, day or \"N s period\""}}},
+                  {"since", {{"type", "integer"}, {"description", "the period's start, Unix time"}}}}}}}}}}}}}}},
       {"security", J::array({{{"bearer", J::array()}}})},
   };
   return doc;

@@ -126,6 +126,15 @@ nlohmann::json limit_error(const LimitRefusal& no) {
   return {{"error", e}};
 }
 
+/// The 403 of a GPU job over its group's quota: the usual error, plus the quota's key, group,
+/// budget, what the group used and the period it used it in.
+nlohmann::json quota_error(const QuotaRefusal& no) {
+  return {{"error",
+           {{"status", 403}, {"message", no.message}, {"quota", no.key}, {"group", no.group},
+            {"budget_gpu_hours", no.budget}, {"used_gpu_hours", no.used},
+            {"period", no.period}, {"since", no.since}}}};
+}
+
 /// The job id of a path's {id}, or -1.
 int64_t job_id(const std::string& text) {
   if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
@@ -229,10 +238,12 @@ void Server::job_routes() {
     auto done = jobs_->submit(*who, key, req.body, *request);
     if (!done.ok()) {
       bool conflict = done.error().code == ErrorCode::kExists;
+      // Slurm's accounting could not be read for the quota check ([accounting] source sacct).
+      bool unavailable = done.error().code == ErrorCode::kBusy;
       audit.record("job.submit", conflict ? "conflict" : "error",
                    {{"reason", conflict ? done.error().detail : done.error().message()}});
       if (conflict) return send_error(res, 422, done.error().detail);
-      return send_error(res, 500, done.error().message());
+      return send_error(res, unavailable ? 503 : 500, done.error().message());
     }
     if (done->refused) {
       const LimitRefusal& no = *done->refused;
@@ -241,6 +252,14 @@ void Server::job_routes() {
                                {"from", no.from}};
       audit.record("job.submit", "refused", detail);
       return send_json(res, 403, limit_error(no));
+    }
+    if (done->over_quota) {
+      const QuotaRefusal& no = *done->over_quota;
+      audit.record("job.submit", "refused",
+                   {{"quota", no.key}, {"group", no.group}, {"budget_gpu_hours", no.budget},
+                    {"used_gpu_hours", no.used}, {"period", no.period}, {"since", no.since}});
+      metrics_.add("berthd_quota_refusals_total", {{"group", no.group}});
+      return send_json(res, 403, quota_error(no));
     }
     const JobRecord& job = done->job;
     audit.record("job.submit", done->replayed ? "replayed" : "accepted",
@@ -355,6 +374,7 @@ void Server::declare_metrics() {
   metrics_.declare("berthd_jobs", T::kGauge, "Jobs in berthd's database, by state.");
   metrics_.declare("berthd_gpus", T::kGauge, "GPUs of the cluster by model and state (total, used, idle), as of the last GET /v1/resources.");
   metrics_.declare("berthd_idle_gpu_jobs", T::kGauge, "Running GPU jobs flagged for idle GPUs.");
+  metrics_.declare("berthd_quota_refusals_total", T::kCounter, "GPU jobs refused for their group's GPU-hour quota, by group.");
   metrics_.declare("berthd_reclaim_actions_total", T::kCounter, "Idle-GPU reclaim actions taken, by action (flag, notify, cancel).");
   metrics_.declare("berthd_gpu_orphan_processes", T::kGauge, "GPU processes that belong to no running job, by node, as the running GPU jobs' samples show them.");
   if (jobs_ == nullptr) return;
@@ -439,15 +459,17 @@ void Server::publish_routes() {
     if (!by) return send_error(res, 400, "group_by is not user, group or gpu_model");
     std::string format = req.has_param("format") ? req.get_param_value("format") : "json";
     if (format != "json" && format != "csv") return send_error(res, 400, "format is not json or csv");
-    auto records = jobs_->usage(who->admin ? "" : who->user);
-    if (!records.ok()) return send_error(res, 500, records.error().message());
-    auto rows = aggregate_usage(*records, since, until, now, *by);
+    auto usage = jobs_->accounting(who->admin ? "" : who->user, since, until);
+    if (!usage.ok())
+      return send_error(res, usage.error().code == ErrorCode::kBusy ? 503 : 500,
+                        usage.error().message());
+    auto rows = aggregate_usage(usage->records, since, until, now, *by);
     if (format == "csv") {
       res.status = 200;
       return res.set_content(usage_csv(rows, *by), "text/csv; charset=utf-8");
     }
     nlohmann::json body = usage_json(rows, *by, since, until);
-    body["source"] = "database";
+    body["source"] = usage->source;
     send_json(res, 200, body);
   });
 }

@@ -108,6 +108,7 @@ nlohmann::json submit_body_v0038(const SlurmJobSpec& s) {
                         {"tasks", s.tasks},
                         {"cpus_per_task", s.cpus_per_task}};
   if (!s.partition.empty()) job["partition"] = s.partition;
+  if (!s.account.empty()) job["account"] = s.account;
   if (!s.standard_output.empty()) job["standard_output"] = s.standard_output;
   if (!s.standard_error.empty()) job["standard_error"] = s.standard_error;
   if (s.memory_mb > 0) job["memory_per_node"] = s.memory_mb;

@@ -28,6 +28,7 @@ struct SlurmJobSpec {
   std::string workdir;        ///< the batch script's working directory
   std::string comment;        ///< "berthd:INSTANCE:ID", how reconciliation finds the job
   std::string partition;      ///< "" for the default
+  std::string account;        ///< the Slurm account charged; "" for the user's default
   /// The batch script's own stdout and stderr files; "" for Slurm's slurm-JOBID.out.
   std::string standard_output, standard_error;
   int nodes = 1;

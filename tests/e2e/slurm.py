@@ -37,9 +37,21 @@ def missing_packages() -> str:
 class Cluster:
     """The cluster's files live under `root`; `env()` is what a client (srun) needs."""
 
-    def __init__(self, root: str, plugin: str, berth: str, plugin_args: str = ""):
+    def __init__(self, root: str, plugin: str, berth: str, plugin_args: str = "",
+                 accounting: bool | None = None):
         self.root, self.plugin, self.berth = root, plugin, berth
         self.plugin_args = plugin_args
+        # Slurm's accounting (tests/e2e/slurmdbd.py): slurmdbd on a private MariaDB, where
+        # Debian's slurmdbd and mariadb-server are installed (accounting None), or as asked.
+        # Every cluster has it rather than only the accounting tests' own: it costs each start
+        # about 1.5 to 3 s (mariadb-install-db, the cluster's registration; FIELD-NOTES), less
+        # than a cluster of their own would (slurmctld, two slurmd, slurmrestd), and every Slurm
+        # test then runs against the setup a site with accounting has. AccountingStorageEnforce
+        # stays unset: jobs of users and accounts slurmdbd does not know still run.
+        import slurmdbd
+        if accounting is None:
+            accounting = not slurmdbd.missing_packages()
+        self.accounting = slurmdbd.Slurmdbd(root) if accounting else None
         self.procs: list[subprocess.Popen] = []
         self.conf = os.path.join(root, "etc", "slurm.conf")
         self.runtime = os.path.join(root, "run", "berth")
@@ -95,6 +107,9 @@ class Cluster:
         jwt = self._jwt_key()
         ports = [free_port() for _ in range(1 + len(NODES))]
         host = socket.gethostname().split(".")[0]
+        accounting = "AccountingStorageType=accounting_storage/none\n"
+        if self.accounting is not None:
+            accounting = self.accounting.start(os.path.join(r, "etc"), sock, host)
         # Job ids start at a random number: Slurm's mpi/pmix makes /tmp/spmix_appdir_UID_JOB.STEP
         # and fails the step's launch when it exists, left by another cluster's job of that id
         # (every test session's cluster, and every worktree's, would start at 1).
@@ -132,8 +147,7 @@ PlugStackConfig={r}/etc/plugstack.conf
 MpiDefault=none
 SwitchType=switch/none
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-ReturnToService=2
+{accounting}ReturnToService=2
 SchedulerType=sched/builtin
 KillWait=5
 FirstJobId={random.randint(1000, 30_000_000)}
@@ -144,6 +158,8 @@ PartitionName=debug Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=U
                     "Name=gpu Type=fake File=/dev/tty[0-1]\n" if self.gpus else "")
         self.write_plugstack(self.plugin_args)
         env = dict(os.environ, SLURM_CONF=self.conf)
+        if self.accounting is not None:
+            self.sacctmgr("add", "cluster", "berthtest")
         log = open(os.path.join(r, "log", "daemons.out"), "ab")
         self.procs.append(subprocess.Popen(["/usr/sbin/slurmctld", "-D", "-i"], env=env,
                                            stdout=log, stderr=log))
@@ -152,6 +168,25 @@ PartitionName=debug Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=U
                                                stdout=log, stderr=log))
         self._wait_idle()
         return self
+
+    def sacctmgr(self, *args: str) -> str:
+        """Runs `sacctmgr -i ARGS...` (as root, Slurm's administrator here) against slurmdbd."""
+        r = subprocess.run(["sacctmgr", "-i"] + list(args), env=dict(os.environ, **self.env()),
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"sacctmgr {' '.join(args)}: {r.stdout.strip()} {r.stderr.strip()}")
+        return r.stdout
+
+    def add_account(self, account: str, users: list[str]) -> None:
+        """Adds Slurm account `account` with `users` as its members (users' default account);
+        what is there already is left as it is."""
+        for args in (["add", "account", account, "Cluster=berthtest"],
+                     ["add", "user", ",".join(users), f"Account={account}", "Cluster=berthtest"]):
+            r = subprocess.run(["sacctmgr", "-i"] + args, env=dict(os.environ, **self.env()),
+                               capture_output=True, text=True)
+            if r.returncode != 0 and "Nothing new added" not in r.stdout + r.stderr:
+                raise RuntimeError(f"sacctmgr {' '.join(args)}: {r.stdout.strip()} "
+                                   f"{r.stderr.strip()}")
 
     def write_plugstack(self, extra: str = "") -> None:
         """The plugstack.conf srun and slurmstepd read (each step reads it afresh)."""
@@ -208,6 +243,8 @@ PartitionName=debug Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=U
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        if self.accounting is not None:
+            self.accounting.stop()
         pidfile = os.path.join(self.root, "munge", "munged.pid")
         if os.path.exists(pidfile):
             with open(pidfile) as f:

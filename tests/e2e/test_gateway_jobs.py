@@ -5,8 +5,10 @@ submissions with an Idempotency-Key that never make a second job; cancel."""
 
 from __future__ import annotations
 
+import calendar
 import concurrent.futures
 import glob
+import grp
 import hashlib
 import hmac
 import json
@@ -636,6 +638,145 @@ def test_accounting_matches_the_jobs_hours(gw, berth, issuers, identity, pushed_
     assert csv[0] == "user,gpu_hours,cpu_hours,jobs"
     assert f"{user},{row['gpu_hours']:.4f},{row['cpu_hours']:.4f},{row['jobs']}" in csv, csv
     assert gw.request("GET", "/v1/accounting?group_by=node", tok)[0] == 400
+
+
+def sacct_window(cluster, identity, since: int, until: int) -> list[dict]:
+    """Every allocation Slurm's accounting has in [since, until), read with sacct's text
+    output (not the JSON berthd reads), times in UTC: the hand computation's input."""
+    r = subprocess.run(
+        ["sacct", "-X", "-P", "-n", "--allusers", "-S", time.strftime("%Y-%m-%dT%H:%M:%S",
+         time.gmtime(since)), "-E", time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(until - 1)),
+         "-o", "JobID,User,Account,Start,End,AllocTRES,State"],
+        env=dict(os.environ, TZ="UTC", **cluster.env()), capture_output=True, text=True,
+        check=True)
+    jobs = []
+    for line in r.stdout.splitlines():
+        job_id, user, account, start, end, tres, state = line.split("|")
+        if start in ("Unknown", "None", ""):
+            continue
+        t = lambda s: calendar.timegm(time.strptime(s, "%Y-%m-%dT%H:%M:%S"))  # noqa: E731
+        alloc = dict(item.split("=", 1) for item in tres.split(",") if "=" in item)
+        jobs.append({"id": int(job_id), "user": user, "account": account, "start": t(start),
+                     "end": 0 if end == "Unknown" else t(end), "state": state,
+                     "gpus": int(alloc.get("gres/gpu", 0)), "cpus": int(alloc.get("cpu", 0)),
+                     "model": next((k[len("gres/gpu:"):] for k in alloc
+                                    if k.startswith("gres/gpu:")), "")})
+    return jobs
+
+
+def test_accounting_from_sacct_matches_slurms_own_times(gw, berth, issuers, identity, cluster,
+                                                        scratch, pushed_busybox):
+    """[accounting] source = "sacct" (slurmdbd on MariaDB): a scripted set of jobs, one GPU for
+    3 s, two GPUs for 2 s and a 2-CPU job, then GET /v1/accounting by user, group (the Slurm
+    account, which berthd sets to the caller's primary group) and GPU model matches the hours
+    computed by hand from Slurm's own start and end times; JSON and CSV. Then a GPU-hour quota
+    the group has used refuses the next GPU job, its use read from sacct."""
+    if cluster.accounting is None:
+        pytest.skip("no slurmdbd here (Debian: slurmdbd mariadb-server)")
+    if not cluster.gpus:
+        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the fake driver libraries")
+    from test_gpu import fake_host_env
+    env = fake_host_env(os.path.join(scratch, "gateway-gpu-host"))
+    user = pwd.getpwuid(identity.uid).pw_name
+    group = grp.getgrgid(pwd.getpwuid(identity.uid).pw_gid).gr_name
+    # sacct's JSON names a job's user through its association: the user must be known there.
+    cluster.add_account(group, [user])
+    with open(gw.conf_path) as f:
+        base = f.read()
+    sacct_conf = base + (f'\n[accounting]\nsource = "sacct"\nsacct = "/usr/bin/sacct"\n'
+                         f'slurm_conf = "{cluster.conf}"\ntimeout_s = 30\n')
+    gw.restart(lambda: identity.write_file(gw.conf_path, sacct_conf))
+    tok = token_a(issuers, identity)
+    since = int(time.time()) - 1
+    ids = []
+    for resources, seconds in (({"gpus": 1}, 3), ({"gpus": 2}, 2), ({"cpus_per_task": 2}, 1)):
+        status, _, job = gw.request("POST", "/v1/jobs", tok, {
+            "image": pushed_busybox, "env": env, "resources": resources,
+            "command": ["busybox", "sleep", str(seconds)]})
+        assert status == 201, job
+        ids.append(job["id"])
+    slurm_ids = set()
+    for job_id in ids:
+        done = wait_final(gw, tok, job_id)
+        assert done["state"] == "COMPLETED", (done, job_output(berth, done))
+        slurm_ids.add(done["slurm_job_id"])
+    # slurmctld sends a job's end to slurmdbd a moment after it ends.
+    deadline = time.monotonic() + 30
+    while True:
+        until = int(time.time()) + 1
+        jobs = sacct_window(cluster, identity, since, until)
+        mine = [j for j in jobs if j["id"] in slurm_ids]
+        if len(mine) == 3 and all(j["end"] for j in mine):
+            break
+        assert time.monotonic() < deadline, jobs
+        time.sleep(0.5)
+    assert sorted((j["gpus"], j["cpus"], j["model"], j["account"]) for j in mine) == [
+        (0, 2, "", group), (1, 1, "fake", group), (2, 1, "fake", group)], mine
+
+    def hours(rows_of, key):
+        """GPU- and CPU-hours and jobs by `key`, clipped to the window, by hand."""
+        out = {}
+        for j in jobs:
+            s = min(j["end"] or until, until) - max(j["start"], since)
+            if s <= 0 or (key == "model" and not j["gpus"]):
+                continue
+            row = out.setdefault(j[key], [0.0, 0.0, 0])
+            row[0] += j["gpus"] * s / 3600
+            row[1] += j["cpus"] * s / 3600
+            row[2] += 1
+        return out
+
+    for group_by, key in (("user", "user"), ("group", "account"), ("gpu_model", "model")):
+        status, _, body = gw.request(
+            "GET", f"/v1/accounting?since={since}&until={until}&group_by={group_by}", tok)
+        assert status == 200, body
+        assert body["source"] == "sacct" and body["group_by"] == group_by, body
+        want = hours(jobs, key)
+        if group_by == "user":  # a caller sees its own jobs only
+            want = {user: want[user]}
+        got = {r[group_by]: [r["gpu_hours"], r["cpu_hours"], r["jobs"]] for r in body["rows"]}
+        assert got.keys() == want.keys(), (got, want)
+        for k in want:
+            assert abs(got[k][0] - want[k][0]) < 1e-3 and abs(got[k][1] - want[k][1]) < 1e-3, (
+                group_by, got, want)
+            assert got[k][2] == want[k][2], (group_by, got, want)
+        req = urllib.request.Request(
+            gw.url + f"/v1/accounting?since={since}&until={until}&group_by={group_by}&format=csv",
+            headers={"Authorization": f"Bearer {tok}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            csv = r.read().decode().splitlines()
+        assert csv[0] == f"{group_by},gpu_hours,cpu_hours,jobs", csv
+        assert sorted(csv[1:]) == sorted(f"{k},{v[0]:.4f},{v[1]:.4f},{v[2]}"
+                                         for k, v in got.items()), csv
+    # The scripted jobs' own share: each ran at least its sleep (1 GPU x 3 s, 2 GPUs x 2 s).
+    for j in mine:
+        assert j["end"] - j["start"] >= {1: 3, 2: 2, 0: 1}[j["gpus"]], mine
+    gpu_hours_by_hand = sum(j["gpus"] * (j["end"] - j["start"]) for j in mine) / 3600
+    assert gpu_hours_by_hand >= (1 * 3 + 2 * 2) / 3600, mine
+
+    # A quota the group has used up (what it used this month includes these jobs): the next
+    # GPU job is refused, its use read from sacct; a CPU job is not.
+    quota_conf = sacct_conf + f'\n[quotas]\nperiod = "month"\n[quotas.groups."{group}"]\ngpu_hours = 0.001\n'
+    gw.restart(lambda: identity.write_file(gw.conf_path, quota_conf))
+    status, _, err = gw.request("POST", "/v1/jobs", tok, {
+        "image": pushed_busybox, "env": env, "resources": {"gpus": 1},
+        "command": ["busybox", "true"]})
+    assert status == 403, err
+    assert err["error"]["quota"] == f'[quotas.groups."{group}"] gpu_hours', err
+    assert err["error"]["used_gpu_hours"] >= gpu_hours_by_hand - 1e-6, (err, gpu_hours_by_hand)
+    status, _, cpu = gw.request("POST", "/v1/jobs", tok, {
+        "image": pushed_busybox, "command": ["busybox", "true"]})
+    assert status == 201, cpu
+    wait_final(gw, tok, cpu["id"])
+    # Slurm's accounting unreachable: a one-line 503, never the database's figures.
+    broken = sacct_conf.replace('sacct = "/usr/bin/sacct"', f'sacct = "{scratch}/no-such-sacct"')
+    gw.restart(lambda: identity.write_file(gw.conf_path, broken))
+    status, _, err = gw.request("GET", "/v1/accounting", tok)
+    assert status == 503, err
+    assert err["error"]["message"] == (f'exec: "{scratch}/no-such-sacct": No such file or '
+                                       "directory"), err
 
 
 def test_idle_gpu_job_is_flagged_then_cancelled_and_a_busy_one_is_not(

@@ -2,12 +2,15 @@
 over a per-job limit (walltime, GPUs, the cloud cap) refused with a 403 that names it before
 Slurm hears of them; the running and queued counts refusing until a job is cancelled, never
 an accepted job's own retry; a group's entry and a user's; a `class: cloud` job cut by Slurm
-at its cap and shown so; and the audit log's line for each decision."""
+at its cap and shown so; a group's GPU-hour quota refusing its next GPU job, not a CPU job; and
+the audit log's line for each decision."""
 
 from __future__ import annotations
 
+import grp
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import time
@@ -19,6 +22,13 @@ from gateway import (AUDIENCE_A, AUDIENCE_B, Berthd, berthd_bin, gateway_cluster
 
 CLOUD_CAP_S = 60  # Slurm's time limits are whole minutes: one is the shortest cap there is
 LONG_GROUP = "/berth/long"
+# The GPU-hour budget of the test user's primary group: 1.8 GPU-seconds, which one GPU job of a
+# few seconds uses up. The period is a month, so that a test seldom straddles two.
+TINY_BUDGET = 0.0005
+
+
+def primary_group(identity) -> str:
+    return grp.getgrgid(pwd.getpwuid(identity.uid).pw_gid).gr_name
 
 
 @pytest.fixture
@@ -58,7 +68,13 @@ cloud_max_walltime_s = {CLOUD_CAP_S}
 
 [limits.groups."{LONG_GROUP}"]
 max_walltime_s = 1200
-{second}"""
+{second}
+[quotas]
+period = "month"
+
+[quotas.groups."{primary_group(identity)}"]
+gpu_hours = {TINY_BUDGET}
+"""
     conf_path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
     log = os.path.join(workdir, "berthd.log")
     proc, url = start_berthd(identity, berthd_bin, conf_path, log)
@@ -270,6 +286,51 @@ def test_cloud_job_is_cut_at_its_cap(gw, berth, issuers, identity, gateway_clust
     assert done["reason"] == "cut at the cloud walltime cap, 60 s (cloud_max_walltime_s)"
     status, _, listed = gw.request("GET", "/v1/jobs", tok)
     assert listed["jobs"][0]["reason"] == done["reason"]
+
+
+def test_gpu_hour_quota_refuses_the_next_gpu_job_not_a_cpu_job(gw, issuers, identity, scratch,
+                                                               gateway_cluster, pushed_busybox):
+    """[quotas]: the primary group of the test user has 1.8 GPU-seconds a month. A GPU job of a
+    few seconds uses them up (berthd's database as the accounting source); the next GPU job is
+    refused with a 403 naming the quota, before Slurm hears of it; a job without GPUs is still
+    accepted."""
+    if not gateway_cluster.gpus:
+        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the fake driver libraries")
+    from test_gpu import fake_host_env
+    env = fake_host_env(os.path.join(scratch, "gateway-gpu-host"))
+    tok = token_a(issuers, identity)
+    group = primary_group(identity)
+    gpu_job = {"image": pushed_busybox, "env": env, "resources": {"gpus": 1},
+               "command": ["busybox", "sleep", "3"]}
+    status, _, first = gw.request("POST", "/v1/jobs", tok, gpu_job)
+    assert status == 201, first
+    done = wait_state(gw, tok, first["id"], final)
+    assert done["state"] == "COMPLETED", done
+    used = (done["end_time"] - done["start_time"]) / 3600
+    assert used >= TINY_BUDGET, done
+    status, _, err = gw.request("POST", "/v1/jobs", tok, gpu_job)
+    assert status == 403, err
+    e = err["error"]
+    key = f'[quotas.groups."{group}"] gpu_hours'
+    assert (e["quota"], e["group"], e["budget_gpu_hours"], e["period"]) == (
+        key, group, TINY_BUDGET, "month"), e
+    assert abs(e["used_gpu_hours"] - used) < 1e-6, (e, used)
+    month = time.strftime("%Y-%m-01T00:00:00Z", time.gmtime())
+    assert e["message"] == (f"group {group} has used {used:.4f} of its {TINY_BUDGET:g} GPU-hours "
+                            f"in the month from {month}, the quota {key} = {TINY_BUDGET:g}"), e
+    # A job without GPUs is not held back; and nothing refused was recorded.
+    status, _, cpu = gw.request("POST", "/v1/jobs", tok, {
+        "image": pushed_busybox, "command": ["busybox", "true"]})
+    assert status == 201, cpu
+    wait_state(gw, tok, cpu["id"], final)
+    status, _, listed = gw.request("GET", "/v1/jobs", tok)
+    assert [j["id"] for j in listed["jobs"]] == [cpu["id"], first["id"]]
+    refused = [d for o, d in decisions(gw, "job.submit") if o == "refused"]
+    assert refused == [{"quota": key, "group": group, "budget_gpu_hours": TINY_BUDGET,
+                        "used_gpu_hours": e["used_gpu_hours"], "period": "month",
+                        "since": e["since"]}]
 
 
 def test_audit_log_records_refused_tokens_and_identities(gw, issuers, identity):

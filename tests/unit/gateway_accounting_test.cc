@@ -85,6 +85,33 @@ TEST(GatewayAccounting, SacctJson) {
   EXPECT_EQ((*r)[1].gpu_model, "h100");
   EXPECT_EQ((*r)[1].end, 0);
 
+  // As Debian's slurmdbd 22.05.8 writes it: null names and counts, and a null user for a user
+  // slurmdbd has no association of.
+  auto real = usage_from_sacct_json(R"({"meta":{},"errors":[],"jobs":[
+    {"account":"berthtest","job_id":20094012,"user":"berthtest","group":"berthtest",
+     "time":{"elapsed":2,"end":1795676715,"start":1795676713,"submission":1795676711},
+     "tres":{"allocated":[{"type":"cpu","name":null,"id":1,"count":1},
+                          {"type":"mem","name":null,"id":2,"count":100},
+                          {"type":"energy","name":null,"id":3,"count":null},
+                          {"type":"node","name":null,"id":4,"count":1},
+                          {"type":"billing","name":null,"id":5,"count":1},
+                          {"type":"gres","name":"gpu","id":1001,"count":1},
+                          {"type":"gres","name":"gpu:fake","id":1002,"count":1}],
+             "requested":[]}},
+    {"account":"berthgw2","job_id":20094013,"user":null,"association":null,
+     "time":{"elapsed":1,"end":1795676714,"start":1795676713},
+     "tres":{"allocated":[{"type":"cpu","name":null,"id":1,"count":1}]}}]})");
+  ASSERT_TRUE(real.ok()) << real.error().message();
+  ASSERT_EQ(real->size(), 2u);
+  EXPECT_EQ((*real)[0].user, "berthtest");
+  EXPECT_EQ((*real)[0].gpus, 1);
+  EXPECT_EQ((*real)[0].gpu_model, "fake");
+  EXPECT_EQ((*real)[0].cpus, 1);
+  EXPECT_EQ((*real)[0].end - (*real)[0].start, 2);
+  EXPECT_EQ((*real)[1].user, "");
+  EXPECT_EQ((*real)[1].group, "berthgw2");
+  EXPECT_EQ((*real)[1].gpus, 0);
+
   auto bad = usage_from_sacct_json("sacct: error: Problem talking to the database");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().message(),

@@ -1,8 +1,13 @@
 // berthd's limits and audit log (gateway/limits.h, gateway/audit.h): how a user's, groups' and
 // the default entries combine, the checks and their messages, the [limits] keys, the job
 // service refusing before Slurm hears of a job, and the audit log's lines.
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <sqlite3.h>
+#include <unistd.h>
+
+#include <ctime>
 
 #include <mutex>
 #include <set>
@@ -389,6 +394,56 @@ TEST(GatewayJobsDb, DatabaseFromBeforeTheLimitsGetsTheirColumns) {
     EXPECT_EQ((*j)->time_limit_s, 0);
     EXPECT_EQ((*(*db)->count_states("alice")), (std::map<std::string, int64_t>{{"RUNNING", 1}}));
   }
+}
+
+TEST(GatewayQuotas, ServiceRefusesAGpuJobOverItsGroupsQuotaBeforeSlurm) {
+  // The caller is this process's own account: the database's usage names its primary group.
+  const struct passwd* pw = ::getpwuid(::getuid());
+  const struct group* gr = pw ? ::getgrgid(pw->pw_gid) : nullptr;
+  if (gr == nullptr) GTEST_SKIP() << "this process's account has no named primary group";
+  const std::string user = pw->pw_name, group = gr->gr_name;
+  const int64_t now = std::time(nullptr);
+  QuotaConfig quotas;
+  quotas.period = "month";
+  if (now - period_start(quotas, now) < 120) GTEST_SKIP() << "a month began a moment ago";
+  quotas.gpu_hours[group] = 0.01;
+  TempDir dir("quotas");
+  CountingSlurmrestd slurm;
+  auto db = JobsDb::open(dir.path + "/jobs.db");
+  ASSERT_TRUE(db.ok());
+  JobsDb* raw = db->get();
+  JobService jobs(std::move(*db), SlurmRest("http://" + slurm.server.host(), "k", 60), {}, {},
+                  quotas);
+  Account me{"iss", "s", user, pw->pw_uid, pw->pw_gid};
+  const std::string gpu_body = R"({"image": "alpine", "resources": {"gpus": 2}})";
+  const JobRequest gpu_job = *parse_job_request(json::parse(gpu_body));
+  auto first = jobs.submit(me, "", gpu_body, gpu_job);
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  ASSERT_FALSE(first->over_quota);
+  // It ran 30 s on its 2 GPUs: 1/60 GPU-hour, over the budget of 0.01.
+  JobRecord ran = **raw->get(first->job.id);
+  ran.state = "COMPLETED";
+  ran.start_time = now - 60;
+  ran.end_time = now - 30;
+  ran.gpus = 2;
+  ASSERT_TRUE(raw->record(ran).ok());
+  auto second = jobs.submit(me, "", gpu_body, gpu_job);
+  ASSERT_TRUE(second.ok()) << second.error().message();
+  ASSERT_TRUE(second->over_quota);
+  EXPECT_EQ(second->over_quota->group, group);
+  EXPECT_NEAR(second->over_quota->used, 1.0 / 60, 1e-9);
+  EXPECT_EQ(second->over_quota->key, "[quotas.groups.\"" + group + "\"] gpu_hours");
+  EXPECT_NE(second->over_quota->message.find("group " + group + " has used 0.0167 of its 0.01 "
+                                             "GPU-hours in the month from "),
+            std::string::npos)
+      << second->over_quota->message;
+  EXPECT_EQ(slurm.submitted.size(), 1u);  // Slurm never heard of it
+  // A job without GPUs is not held back by a GPU-hour quota.
+  const std::string cpu_body = R"({"image": "alpine"})";
+  auto cpu = jobs.submit(me, "", cpu_body, *parse_job_request(json::parse(cpu_body)));
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_FALSE(cpu->over_quota);
+  EXPECT_EQ(slurm.submitted.size(), 2u);
 }
 
 }  // namespace

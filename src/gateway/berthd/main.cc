@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     jobs = std::make_unique<berth::gateway::JobService>(
         std::move(*db),
         berth::gateway::SlurmRest(config->slurm.rest_url, *key, config->slurm.token_lifespan_s),
-        config->slurm, config->limits);
+        config->slurm, config->limits, config->quotas, config->accounting);
   }
   // Jobs a crash left ACCEPTED are settled before the first request: found in Slurm by their
   // comment, or submitted now.
