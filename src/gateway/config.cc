@@ -182,7 +182,7 @@ class Reader : public TomlReader {
     }
     // MPS counts are percentages of a GPU by convention; shards are whatever gres.conf says.
     if (!units && s.gres == "mps") s.units_per_gpu = 100;
-    if (!units && s.enabled) return missing("[share]", "units_per_gpu");
+    if (s.units_per_gpu == 0 && s.enabled) return missing("[share]", "units_per_gpu");
     return {};
   }
 
