@@ -18,6 +18,7 @@ import time
 from servers import free_port
 
 NODES = ("n1", "n2")
+SHARDS_PER_GPU = 4  # gres/shard on each fake GPU: at most 4 jobs share one
 
 
 def missing_packages() -> str:
@@ -98,8 +99,10 @@ class Cluster:
         # Job ids start at a random number: Slurm's mpi/pmix makes /tmp/spmix_appdir_UID_JOB.STEP
         # and fails the step's launch when it exists, left by another cluster's job of that id
         # (every test session's cluster, and every worktree's, would start at 1).
-        # Fake GPUs: Slurm only needs device files to hand out (FIELD-NOTES).
-        gres = " Gres=gpu:fake:2" if self.gpus else ""
+        # Fake GPUs: Slurm only needs device files to hand out (FIELD-NOTES); each split into
+        # SHARDS_PER_GPU shards (gres/shard) for GPU-share jobs. Not gres/mps as well: Slurm
+        # 22.05 with both on a node loses CUDA_VISIBLE_DEVICES in shard jobs (FIELD-NOTES).
+        gres = f" Gres=gpu:fake:2,shard:{2 * SHARDS_PER_GPU}" if self.gpus else ""
         nodes = "\n".join(
             f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={ports[i + 1]} "
             f"CPUs=16 RealMemory=16000{gres} State=UNKNOWN"
@@ -126,7 +129,7 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=100
-GresTypes=gpu
+GresTypes=gpu,shard
 SlurmdParameters=config_overrides
 PlugStackConfig={r}/etc/plugstack.conf
 MpiDefault=none
@@ -141,7 +144,9 @@ FirstJobId={random.randint(1000, 30_000_000)}
 PartitionName=debug Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """)
         self._write("etc/gres.conf",
-                    "Name=gpu Type=fake File=/dev/tty[0-1]\n" if self.gpus else "")
+                    "Name=gpu Type=fake File=/dev/tty[0-1]\n" +
+                    "".join(f"Name=shard Count={SHARDS_PER_GPU} File=/dev/tty{i}\n" for i in (0, 1))
+                    if self.gpus else "")
         self.write_plugstack(self.plugin_args)
         env = dict(os.environ, SLURM_CONF=self.conf)
         log = open(os.path.join(r, "log", "daemons.out"), "ab")
