@@ -19,6 +19,7 @@ from servers import free_port
 
 NODES = ("n1", "n2")
 SHARDS_PER_GPU = 4  # gres/shard on each fake GPU: at most 4 jobs share one
+MPS_PER_GPU = 100   # gres/mps on each fake GPU (a cluster made with share="mps")
 
 
 def missing_packages() -> str:
@@ -38,8 +39,11 @@ def missing_packages() -> str:
 class Cluster:
     """The cluster's files live under `root`; `env()` is what a client (srun) needs."""
 
-    def __init__(self, root: str, plugin: str, berth: str, plugin_args: str = ""):
+    def __init__(self, root: str, plugin: str, berth: str, plugin_args: str = "",
+                 share: str = "shard"):
         self.root, self.plugin, self.berth = root, plugin, berth
+        self.share = share  # the GRES that splits each fake GPU: "shard" or "mps"
+        self.share_units = SHARDS_PER_GPU if share == "shard" else MPS_PER_GPU
         self.plugin_args = plugin_args
         self.procs: list[subprocess.Popen] = []
         self.conf = os.path.join(root, "etc", "slurm.conf")
@@ -100,9 +104,9 @@ class Cluster:
         # and fails the step's launch when it exists, left by another cluster's job of that id
         # (every test session's cluster, and every worktree's, would start at 1).
         # Fake GPUs: Slurm only needs device files to hand out (FIELD-NOTES); each split into
-        # SHARDS_PER_GPU shards (gres/shard) for GPU-share jobs. Not gres/mps as well: Slurm
-        # 22.05 with both on a node loses CUDA_VISIBLE_DEVICES in shard jobs (FIELD-NOTES).
-        gres = f" Gres=gpu:fake:2,shard:{2 * SHARDS_PER_GPU}" if self.gpus else ""
+        # share_units of gres/shard (or gres/mps) for GPU-share jobs. Never both: Slurm 22.05
+        # with both on a node loses CUDA_VISIBLE_DEVICES in shard jobs (FIELD-NOTES).
+        gres = (f" Gres=gpu:fake:2,{self.share}:{2 * self.share_units}" if self.gpus else "")
         nodes = "\n".join(
             f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={ports[i + 1]} "
             f"CPUs=16 RealMemory=16000{gres} State=UNKNOWN"
@@ -129,7 +133,7 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=100
-GresTypes=gpu,shard
+GresTypes=gpu,{self.share}
 SlurmdParameters=config_overrides
 PlugStackConfig={r}/etc/plugstack.conf
 MpiDefault=none
@@ -145,7 +149,8 @@ PartitionName=debug Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=U
 """)
         self._write("etc/gres.conf",
                     "Name=gpu Type=fake File=/dev/tty[0-1]\n" +
-                    "".join(f"Name=shard Count={SHARDS_PER_GPU} File=/dev/tty{i}\n" for i in (0, 1))
+                    "".join(f"Name={self.share} Count={self.share_units} File=/dev/tty{i}\n"
+                            for i in (0, 1))
                     if self.gpus else "")
         self.write_plugstack(self.plugin_args)
         env = dict(os.environ, SLURM_CONF=self.conf)

@@ -436,16 +436,23 @@ def test_gpu_job_gets_its_gpu(gw, berth, issuers, identity, cluster, scratch, pu
 
 def test_gpu_share_job_gets_a_shard_and_the_mps_directories(gw, berth, issuers, identity,
                                                              cluster, scratch, pushed_busybox):
-    """[share] with Slurm's gres/shard (4 shards per fake GPU): two jobs asking for a quarter
-    of a GPU each get one shard of the same GPU and run at once; inside each container the
-    node's MPS pipe and log directories (made here, under the fake host's root, with a marker
-    file) are bound, and CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY name them."""
+    """[share] with Slurm's gres/shard (4 shards per fake GPU): a quarter of a GPU is one shard
+    (test_gateway_share_mps.py: the same with gres/mps)."""
+    run_share_jobs(gw, berth, issuers, identity, cluster, scratch, pushed_busybox)
+
+
+def run_share_jobs(gw, berth, issuers, identity, cluster, scratch, pushed_busybox):
+    """berthd restarted with [share] as the cluster splits its fake GPUs (cluster.share):
+    two jobs asking for a quarter of a GPU each get that GRES on the same GPU and run at once;
+    inside each container the node's MPS pipe and log directories (made here, under the fake
+    host's root, with a marker file) are bound, CUDA_MPS_PIPE_DIRECTORY and
+    CUDA_MPS_LOG_DIRECTORY name them, and an MPS job has Slurm's
+    CUDA_MPS_ACTIVE_THREAD_PERCENTAGE."""
     if not cluster.gpus:
         pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
     if shutil.which("cc") is None:
         pytest.skip("no C compiler to build the fake driver libraries")
     from test_gpu import UUID0, UUID1, fake_host_env
-    import slurm as slurm_cluster
     env = fake_host_env(os.path.join(scratch, "gateway-gpu-host"))
     pipe, log = "/run/berth-mps/pipe", "/run/berth-mps/log"
     for d, marker in ((pipe, "pipe-marker"), (log, "log-marker")):
@@ -457,11 +464,15 @@ def test_gpu_share_job_gets_a_shard_and_the_mps_directories(gw, berth, issuers, 
             f.write(marker + "\n")
     with open(gw.conf_path) as f:
         conf = f.read()
-    conf += (f'\n[share]\ngres = "shard"\nunits_per_gpu = {slurm_cluster.SHARDS_PER_GPU}\n'
+    conf += (f'\n[share]\ngres = "{cluster.share}"\nunits_per_gpu = {cluster.share_units}\n'
              f'pipe_dir = "{pipe}"\nlog_dir = "{log}"\n')
     gw.restart(lambda: identity.write_file(gw.conf_path, conf))
+    # A quarter: 1 of 4 shards (rounded up), or 25 of MPS's 100.
+    gres = f"{cluster.share}:{-(-cluster.share_units // 4)}"
+    percentage = "25" if cluster.share == "mps" else "none"
     tok = token_a(issuers, identity)
     script = ("echo pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY "
+              "pct=${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-none} "
               "gpus=$CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES; "
               "cat $CUDA_MPS_PIPE_DIRECTORY/marker $CUDA_MPS_LOG_DIRECTORY/marker; "
               "exec busybox sleep 300")
@@ -472,7 +483,7 @@ def test_gpu_share_job_gets_a_shard_and_the_mps_directories(gw, berth, issuers, 
                 "image": pushed_busybox, "env": env, "resources": {"gpu_share": 0.25},
                 "command": ["sh", "-c", script]})
             assert status == 201, job
-            assert (job["gpu_share"], job["gres"]) == (0.25, "shard:1"), job
+            assert (job["gpu_share"], job["gres"]) == (0.25, gres), job
             jobs.append(job["id"])
         running, outs = {}, {}
         deadline = time.monotonic() + 120
@@ -490,16 +501,16 @@ def test_gpu_share_job_gets_a_shard_and_the_mps_directories(gw, berth, issuers, 
         placed = set()
         for job_id in jobs:
             j, out = running[job_id], outs[job_id]
-            # Slurm's record: the shard GRES asked for, one shard of one GPU while it runs.
+            # Slurm's record: the GRES asked for, on one GPU while it runs.
             r = subprocess.run(["scontrol", "-d", "show", "job", str(j["slurm_job_id"])],
                                env=dict(os.environ, **cluster.env()), capture_output=True,
                                text=True, check=True)
-            assert "TresPerNode=gres:shard:1" in r.stdout, r.stdout
-            m = re.fullmatch(r"shard:1\(IDX:([01])\)", j["gres_detail"][0])
+            assert f"TresPerNode=gres:{gres}" in r.stdout, r.stdout
+            m = re.fullmatch(re.escape(gres) + r"\(IDX:([01])\)", j["gres_detail"][0])
             assert m, j
             placed.add((j["nodes"], m.group(1)))
             uuid = (UUID0, UUID1)[int(m.group(1))]
-            assert out["stdout"] == (f"pipe={pipe} log={log} gpus=0 {uuid}\n"
+            assert out["stdout"] == (f"pipe={pipe} log={log} pct={percentage} gpus=0 {uuid}\n"
                                      "pipe-marker\nlog-marker\n"), out
             assert j["gpus_allocated"] == 0 and j["gpu_share"] == 0.25, j
         # Both at once, on the same GPU of the same node (Slurm fills the first node first).
