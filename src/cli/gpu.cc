@@ -5,6 +5,9 @@
 // as nvidia-smi fails when it cannot reach a driver: scripts on a login node
 // can test `berth gpu info >/dev/null` to learn whether GPUs can be injected.
 // --json still prints the document (with "found": false) before failing.
+#include <limits.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -12,12 +15,29 @@
 
 #include "cli/context.h"
 #include "devices/amd.h"
+#include "devices/gpu_process.h"
 #include "devices/gpu_report.h"
 #include "devices/gpu_stats.h"
 #include "devices/nvml.h"
 
 namespace berth::cli {
 namespace {
+
+/// Where the readings were taken and who each process of the last sample is (/proc).
+GpuStatsHost stats_host(const NvmlReadings& r) {
+  GpuStatsHost host;
+  if (const char* node = std::getenv("SLURMD_NODENAME"); node != nullptr && *node != '\0') {
+    host.node = node;
+  } else {
+    char name[HOST_NAME_MAX + 1] = {};
+    if (::gethostname(name, sizeof name - 1) == 0) host.node = name;
+  }
+  if (r.samples.empty()) return host;
+  for (const auto& g : r.samples.back().gpus)
+    for (const auto& p : g.processes.value_or(std::vector<NvmlProcess>{}))
+      if (!host.owners.contains(p.pid)) host.owners[p.pid] = describe_gpu_process("/proc", p.pid);
+  return host;
+}
 
 Action setup_gpu_info(CLI::App& app, const GlobalOptions& g) {
   auto json = std::make_shared<bool>(false);
@@ -71,8 +91,9 @@ Action setup_gpu_stats(CLI::App& app, const GlobalOptions& g) {
     NvmlOptions nvml = o->nvml;
     nvml.uuids = BERTH_TRY(stats_selection(flag, visible, nv.gpus));
     NvmlReadings r = BERTH_TRY(read_nvml(library, nvml));
-    if (o->json) print_json(gpu_stats_json(r, nvml));
-    else std::fputs(gpu_stats_text(r, nvml).c_str(), stdout);
+    const GpuStatsHost host = stats_host(r);
+    if (o->json) print_json(gpu_stats_json(r, nvml, host));
+    else std::fputs(gpu_stats_text(r, nvml, host).c_str(), stdout);
     return {};
   };
 }

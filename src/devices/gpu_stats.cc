@@ -121,7 +121,7 @@ std::string rfc3339_ms(int64_t unix_ms) {
                      t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, unix_ms % 1000);
 }
 
-json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o) {
+json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o, const GpuStatsHost& host) {
   json gpus = json::array();
   const NvmlSample* last = r.samples.empty() ? nullptr : &r.samples.back();
   if (last)
@@ -129,8 +129,17 @@ json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o) {
       json procs;
       if (g.processes) {
         procs = json::array();
-        for (const auto& p : *g.processes)
-          procs.push_back({{"pid", p.pid}, {"used_memory_mib", opt(p.used_memory_mib)}});
+        for (const auto& p : *g.processes) {
+          auto it = host.owners.find(p.pid);
+          const GpuProcessOwner who = it == host.owners.end() ? GpuProcessOwner{} : it->second;
+          procs.push_back({{"pid", p.pid},
+                           {"used_memory_mib", opt(p.used_memory_mib)},
+                           {"uid", opt(who.uid)},
+                           {"user", str_or_null(who.user)},
+                           {"command", str_or_null(who.command)},
+                           {"slurm_job_id", opt(who.slurm_job_id)},
+                           {"slurm_job_from", str_or_null(who.slurm_job_from)}});
+        }
       }
       Window w = window_for(r, g.index);
       gpus.push_back({
@@ -151,14 +160,15 @@ json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o) {
           {"error", str_or_null(g.error)},
       });
     }
-  return {{"driver_version", str_or_null(r.driver_version)},
+  return {{"node", str_or_null(host.node)},
+          {"driver_version", str_or_null(r.driver_version)},
           {"time", last ? json(rfc3339_ms(last->unix_ms)) : json()},
           {"samples", r.samples.size()},
           {"interval_ms", o.interval_ms},
           {"gpus", gpus}};
 }
 
-std::string gpu_stats_text(const NvmlReadings& r, const NvmlOptions& o) {
+std::string gpu_stats_text(const NvmlReadings& r, const NvmlOptions& o, const GpuStatsHost& host) {
   std::string out = "NVIDIA driver " + (r.driver_version.empty() ? "?" : r.driver_version);
   const bool windowed = r.samples.size() > 1;
   if (!r.samples.empty()) out += ", " + rfc3339_ms(r.samples.back().unix_ms);
@@ -192,7 +202,7 @@ std::string gpu_stats_text(const NvmlReadings& r, const NvmlOptions& o) {
                     g.power_w ? fmt::format("{:.1f}W", *g.power_w) : "-"});
   }
   out += table(rows) + unreadable;
-  std::vector<std::vector<std::string>> procs = {{"GPU", "PID", "MEMORY (MiB)"}};
+  std::vector<std::vector<std::string>> procs = {{"GPU", "PID", "USER", "JOB", "COMMAND", "MEMORY (MiB)"}};
   std::string unknown;
   for (const auto& g : gpus) {
     if (!g.error.empty()) continue;
@@ -200,9 +210,15 @@ std::string gpu_stats_text(const NvmlReadings& r, const NvmlOptions& o) {
       unknown += (unknown.empty() ? "" : ", ") + std::to_string(g.index);
       continue;
     }
-    for (const auto& p : *g.processes)
-      procs.push_back({std::to_string(g.index), std::to_string(p.pid),
+    for (const auto& p : *g.processes) {
+      auto it = host.owners.find(p.pid);
+      const GpuProcessOwner who = it == host.owners.end() ? GpuProcessOwner{} : it->second;
+      std::string user = !who.user.empty() ? who.user : who.uid ? std::to_string(*who.uid) : "-";
+      procs.push_back({std::to_string(g.index), std::to_string(p.pid), user,
+                       who.slurm_job_id ? std::to_string(*who.slurm_job_id) : "-",
+                       who.command.empty() ? "-" : who.command,
                        p.used_memory_mib ? std::to_string(*p.used_memory_mib) : "-"});
+    }
   }
   out += "\n";
   out += procs.size() > 1 ? table(procs) : "no compute processes\n";

@@ -6,12 +6,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/error.h"
+#include "devices/gpu_process.h"
 #include "devices/nvidia_discover.h"
 #include "devices/nvml.h"
 
@@ -32,10 +34,20 @@ Result<std::optional<std::vector<std::string>>> stats_selection(
     std::optional<std::string_view> gpus_flag, std::optional<std::string_view> cuda_visible_devices,
     const std::vector<NvidiaGpu>& gpus);
 
-/// {"driver_version", "time", "samples", "interval_ms", "gpus": [...]}: see docs/gpu.md.
-nlohmann::json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o);
-/// The same as a table: a header line, one row per GPU, then the processes.
-std::string gpu_stats_text(const NvmlReadings& r, const NvmlOptions& o);
+/// What the host adds to NVML's readings: where they were taken, and who each process is.
+struct GpuStatsHost {
+  std::string node;  ///< the Slurm node name (SLURMD_NODENAME) or host name; "" unknown
+  std::map<unsigned, GpuProcessOwner> owners;  ///< by pid; a pid not here is unknown
+};
+
+/// {"node", "driver_version", "time", "samples", "interval_ms", "gpus": [...]}: see
+/// docs/gpu.md.
+nlohmann::json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o,
+                              const GpuStatsHost& host = {});
+/// The same as a table: a header line, one row per GPU, then the processes (with their user,
+/// Slurm job and command where `host` knows them).
+std::string gpu_stats_text(const NvmlReadings& r, const NvmlOptions& o,
+                           const GpuStatsHost& host = {});
 
 /// A wall-clock time (Unix ms) as RFC 3339 in UTC to the millisecond: "2026-11-26T03:40:23.123Z".
 std::string rfc3339_ms(int64_t unix_ms);

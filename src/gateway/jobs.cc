@@ -523,15 +523,80 @@ JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
     }
   }
   auto all = db_->list("", "", 0, 100000);
+  std::vector<std::pair<JobRecord, GpuSample>> sampled;  // running GPU jobs with samples
+  std::set<int64_t> inspected, running_gpu_jobs;         // berthd ids
+  std::map<int64_t, std::string> unfinished;             // Slurm id -> state
   for (JobRecord& job : all.ok() ? *all : std::vector<JobRecord>{}) {
     if (job.slurm_job_id == 0 || final_state(job.state)) {
       forget_idle(job.id);
       continue;
     }
     if (refresh(job.owner, job).ok()) ++r.refreshed;
-    if (config_.reclaim && job.state == "RUNNING" && job.gpus > 0) check_idle(job, now);
+    if (!final_state(job.state)) unfinished[job.slurm_job_id] = job.state;
+    if (!config_.reclaim || job.state != "RUNNING" || job.gpus <= 0) continue;
+    running_gpu_jobs.insert(job.id);
+    if (auto sample = check_idle(job, now)) {
+      inspected.insert(job.id);
+      sampled.emplace_back(job, std::move(*sample));
+    }
   }
+  if (config_.reclaim) check_orphans(sampled, inspected, running_gpu_jobs, unfinished, now);
   return r;
+}
+
+std::vector<GpuOrphan> JobService::orphans() const {
+  std::lock_guard lock(idle_mu_);
+  return orphans_.list();
+}
+
+std::map<std::string, int> JobService::orphans_by_node() const {
+  std::lock_guard lock(idle_mu_);
+  return orphans_.count_by_node();
+}
+
+void JobService::check_orphans(const std::vector<std::pair<JobRecord, GpuSample>>& sampled,
+                               const std::set<int64_t>& inspected,
+                               const std::set<int64_t>& running_gpu_jobs,
+                               const std::map<int64_t, std::string>& unfinished, int64_t now) {
+  // A process attributed to a job berthd does not know (submitted to Slurm directly) is asked
+  // of Slurm: one listing per owner and round, made only when needed; unreachable, nothing is
+  // decided about such processes this round.
+  std::map<std::string, std::optional<std::map<int64_t, std::string>>> listed;
+  std::vector<GpuOrphan> seen;
+  for (const auto& [job, sample] : sampled) {
+    auto running = [&, &owner = job.owner](int64_t slurm_id) -> std::optional<bool> {
+      if (auto it = unfinished.find(slurm_id); it != unfinished.end())
+        return !queued_state(it->second);
+      auto [l, fresh] = listed.try_emplace(owner);
+      if (fresh)
+        if (auto jobs = slurm_.jobs(owner); jobs.ok()) {
+          l->second.emplace();
+          for (const SlurmJobEntry& e : *jobs) (*l->second)[e.id] = e.info.state;
+        }
+      if (!l->second) return std::nullopt;
+      auto it = l->second->find(slurm_id);
+      return it != l->second->end() && !final_state(it->second) && !queued_state(it->second);
+    };
+    for (const SampledProcess& p : sample.processes) {
+      if (classify_gpu_process(p, job.slurm_job_id, running) != GpuProcessVerdict::kOrphan)
+        continue;
+      GpuOrphan o;
+      o.process = p;
+      if (o.process.node.empty()) o.process.node = job.nodes;  // a document without "node"
+      o.seen_by = job.id;
+      o.seen_by_slurm_job = job.slurm_job_id;
+      o.reason = p.slurm_job_id ? "Slurm job " + std::to_string(*p.slurm_job_id) + " is not running"
+                                : std::string("no Slurm job");
+      seen.push_back(std::move(o));
+    }
+  }
+  std::vector<GpuOrphan> fresh;
+  {
+    std::lock_guard lock(idle_mu_);
+    fresh = orphans_.update(std::move(seen), inspected, running_gpu_jobs, now);
+  }
+  if (orphan_observer_)
+    for (const GpuOrphan& o : fresh) orphan_observer_(o);
 }
 
 void JobService::forget_idle(int64_t id) {
@@ -549,15 +614,15 @@ size_t JobService::idle_flagged_count() const {
   return idle_.flagged_count();
 }
 
-void JobService::check_idle(const JobRecord& job, int64_t now) {
+std::optional<GpuSample> JobService::check_idle(const JobRecord& job, int64_t now) {
   auto owner = system_user_lookup()(job.owner);
-  if (!owner) return;
+  if (!owner) return std::nullopt;
   std::string stem = config_.output_dir + "/" + output_stem(job.id);
   bool truncated = false;
   auto text = read_tail(stem + ".gpu", owner->first, 4000, size_t{1} << 20, &truncated);
-  if (!text.ok()) return;
+  if (!text.ok()) return std::nullopt;
   auto sample = newest_sample(*text, config_.reclaim_policy.idle_below_pct);
-  if (!sample) return;
+  if (!sample) return std::nullopt;
   IdleTracker::Verdict v;
   {
     std::lock_guard lock(idle_mu_);
@@ -567,9 +632,9 @@ void JobService::check_idle(const JobRecord& job, int64_t now) {
   if (v == IdleTracker::Verdict::kCancel) {
     if (slurm_.cancel(job.owner, job.slurm_job_id).ok() && reclaim_observer_)
       reclaim_observer_("cancel", job, "idle GPUs: cancelled by the site's policy");
-    return;
+    return sample;
   }
-  if (v != IdleTracker::Verdict::kFlag) return;
+  if (v != IdleTracker::Verdict::kFlag) return sample;
   std::string notice = "berthd: job " + std::to_string(job.id) + ": its " +
                        std::to_string(sample->gpus) + " GPU(s) have been idle (below " +
                        fmt::format("{:g}", p.idle_below_pct) + "% use) for " +
@@ -584,6 +649,7 @@ void JobService::check_idle(const JobRecord& job, int64_t now) {
   }
   if (reclaim_observer_) reclaim_observer_("flag", job, notice);
   (void)db_->update(job.id, job.state, "idle GPUs: flagged", job.exit_code, job.nodes, now);
+  return sample;
 }
 
 }  // namespace berth::gateway

@@ -9,7 +9,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +22,7 @@
 #include "gateway/config.h"
 #include "gateway/jobs_db.h"
 #include "gateway/limits.h"
+#include "gateway/orphans.h"
 #include "gateway/reclaim.h"
 #include "gateway/slurm_rest.h"
 
@@ -129,6 +132,13 @@ class JobService {
   /// showed (for /metrics and the audit log). Set before serving.
   using ReclaimObserver = std::function<void(const char* action, const JobRecord& job, const std::string& detail)>;
   void set_reclaim_observer(ReclaimObserver o) { reclaim_observer_ = std::move(o); }
+  /// Orphan GPU processes seen in the running GPU jobs' samples ([reclaim], gateway/orphans.h).
+  std::vector<GpuOrphan> orphans() const;
+  std::map<std::string, int> orphans_by_node() const;
+  /// Told of each orphan GPU process when it is first seen (for the audit log). Set before
+  /// serving.
+  using OrphanObserver = std::function<void(const GpuOrphan& orphan)>;
+  void set_orphan_observer(OrphanObserver o) { orphan_observer_ = std::move(o); }
   /// The stem of job `id`'s output files (gateway/output.h's output_stem()).
   std::string output_stem(int64_t id) const;
 
@@ -160,12 +170,21 @@ class JobService {
 
   std::unique_ptr<JobsDb> db_;
   SlurmRest slurm_;
-  /// Idle-GPU reclaim: the newest samples of a running GPU job read each reconciliation.
-  void check_idle(const JobRecord& job, int64_t now);
+  /// Idle-GPU reclaim: the newest samples of a running GPU job read each reconciliation;
+  /// nullopt when there are none (yet).
+  std::optional<GpuSample> check_idle(const JobRecord& job, int64_t now);
+  /// Orphans (gateway/orphans.h): the processes in the samples of `sampled` (the running GPU
+  /// jobs in `inspected`, among all those in `running_gpu_jobs`), judged against `unfinished`
+  /// (the state of each of berthd's unfinished jobs, by Slurm id) and, for other jobs, Slurm.
+  void check_orphans(const std::vector<std::pair<JobRecord, GpuSample>>& sampled,
+                     const std::set<int64_t>& inspected, const std::set<int64_t>& running_gpu_jobs,
+                     const std::map<int64_t, std::string>& unfinished, int64_t now);
   void forget_idle(int64_t id);
   mutable std::mutex idle_mu_;
   IdleTracker idle_;
+  OrphanTracker orphans_;
   ReclaimObserver reclaim_observer_;
+  OrphanObserver orphan_observer_;
   SlurmConfig config_;
   LimitsConfig limits_;
   std::mutex admit_mu_;  ///< held from counting an account's jobs to recording its new one

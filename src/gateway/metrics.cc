@@ -36,7 +36,8 @@ std::string render_labels(Labels labels) {
 
 std::string route_label(std::string_view path) {
   static const char* const kFixed[] = {"/v1/health", "/v1/openapi.json", "/v1/me", "/v1/systems",
-                                       "/v1/jobs", "/v1/resources", "/v1/accounting", "/metrics"};
+                                       "/v1/jobs", "/v1/resources", "/v1/accounting", "/v1/orphans",
+                                       "/metrics"};
   for (const char* r : kFixed)
     if (path == r) return r;
   constexpr std::string_view kJobs = "/v1/jobs/";

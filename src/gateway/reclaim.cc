@@ -28,6 +28,34 @@ int64_t unix_ms(const std::string& text) {
   return static_cast<int64_t>(timegm(&tm)) * 1000 + ms;
 }
 
+/// The processes of one GPU object of a document on `node`.
+void add_processes(const nlohmann::json& gpu, const std::string& node,
+                   std::vector<SampledProcess>& out) {
+  auto procs = gpu.find("processes");
+  if (procs == gpu.end() || !procs->is_array()) return;
+  auto text = [](const nlohmann::json& j, const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  for (const auto& p : *procs) {
+    if (!p.is_object() || !p.contains("pid") || !p["pid"].is_number_unsigned()) continue;
+    SampledProcess s;
+    s.node = node;
+    s.gpu_index = gpu.value("index", nlohmann::json()).is_number_integer() ? gpu["index"].get<int>() : 0;
+    s.gpu_uuid = text(gpu, "uuid");
+    s.pid = p["pid"].get<unsigned>();
+    if (auto uid = p.find("uid"); uid != p.end() && uid->is_number_unsigned())
+      s.uid = uid->get<uint32_t>();
+    s.user = text(p, "user");
+    s.command = text(p, "command");
+    s.known = s.uid.has_value() || !s.command.empty();
+    if (auto job = p.find("slurm_job_id"); job != p.end() && job->is_number_integer())
+      s.slurm_job_id = job->get<int64_t>();
+    s.slurm_job_from = text(p, "slurm_job_from");
+    out.push_back(std::move(s));
+  }
+}
+
 }  // namespace
 
 std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_pct) {
@@ -56,8 +84,10 @@ std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_
     GpuSample& s = by_time[t];
     s.time = t;
     bool all_idle = s.gpus == 0 || s.idle;
+    const std::string node = doc.value("node", nlohmann::json()).is_string() ? doc["node"].get<std::string>() : "";
     for (const auto& g : doc["gpus"]) {
       ++s.gpus;
+      if (g.is_object()) add_processes(g, node, s.processes);
       double util = 100;
       const auto& w = g.value("window", nlohmann::json::object());
       if (auto m = w.find("utilization_gpu"); m != w.end() && m->is_object() && (*m)["mean"].is_number())
@@ -77,6 +107,7 @@ std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_
     if (newest_time - t > 500) continue;
     merged.gpus += s.gpus;
     merged.idle = merged.idle && s.idle;
+    merged.processes.insert(merged.processes.end(), s.processes.begin(), s.processes.end());
   }
   merged.idle = merged.idle && merged.gpus > 0;
   return merged;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace berth::gateway {
 
@@ -19,12 +20,27 @@ struct ReclaimPolicy {
   bool cancel = false;             ///< flagged jobs are also cancelled
 };
 
-/// What the newest samples of a job say: whether every GPU it holds was idle, and when they
-/// were taken. nullopt when the text holds no usable sample.
+/// A compute process on one of a job's GPUs, as the job's sampler saw it (docs/gpu.md's
+/// `processes`).
+struct SampledProcess {
+  std::string node;      ///< the document's "node"; "" when it has none
+  int gpu_index = 0;     ///< NVML's index on that node
+  std::string gpu_uuid;
+  unsigned pid = 0;
+  bool known = false;    ///< the sampler could read its /proc entry (uid or command known)
+  std::optional<uint32_t> uid;
+  std::string user, command;
+  std::optional<int64_t> slurm_job_id;
+  std::string slurm_job_from;
+};
+
+/// What the newest samples of a job say: whether every GPU it holds was idle, when they were
+/// taken, and the processes on those GPUs. nullopt when the text holds no usable sample.
 struct GpuSample {
   int64_t time = 0;  ///< Unix seconds of the newest document
   int gpus = 0;      ///< GPUs reported (all nodes together)
   bool idle = false; ///< every reported GPU's utilisation below the policy's threshold
+  std::vector<SampledProcess> processes;  ///< of the newest documents (all nodes together)
 };
 std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_pct);
 

@@ -326,6 +326,17 @@ void Server::job_routes() {
                {"stdout", o.stdout_text}, {"stdout_truncated", o.stdout_truncated},
                {"stderr", o.stderr_text}, {"stderr_truncated", o.stderr_truncated}});
   });
+  // Orphan GPU processes ([reclaim], gateway/orphans.h): administrators only, as they name
+  // other users' processes.
+  http_->Get("/v1/orphans", [this](const httplib::Request& req, httplib::Response& res) {
+    RequestAudit audit(audit_, req, res);
+    auto who = authorize(auth_, req, res, audit);
+    if (!who) return;
+    if (!who->admin) return send_error(res, 403, "/v1/orphans is for administrators");
+    nlohmann::json list = nlohmann::json::array();
+    for (const GpuOrphan& o : jobs_->orphans()) list.push_back(orphan_json(o));
+    send_json(res, 200, {{"watching", config_.slurm.reclaim}, {"orphans", list}});
+  });
   http_->Get("/v1/systems", [this](const httplib::Request& req, httplib::Response& res) {
     RequestAudit audit(audit_, req, res);
     auto who = authorize(auth_, req, res, audit);
@@ -346,6 +357,7 @@ void Server::declare_metrics() {
   metrics_.declare("berthd_gpus", T::kGauge, "GPUs of the cluster by model and state (total, used, idle), as of the last GET /v1/resources.");
   metrics_.declare("berthd_idle_gpu_jobs", T::kGauge, "Running GPU jobs flagged for idle GPUs.");
   metrics_.declare("berthd_reclaim_actions_total", T::kCounter, "Idle-GPU reclaim actions taken, by action (flag, notify, cancel).");
+  metrics_.declare("berthd_gpu_orphan_processes", T::kGauge, "GPU processes that belong to no running job, by node, as the running GPU jobs' samples show them.");
   if (jobs_ == nullptr) return;
   jobs_->slurm().set_observer([this](std::string_view method, int status, double seconds) {
     metrics_.add("berthd_slurm_requests_total", {{"method", std::string(method)}, {"status", std::to_string(status)}});
@@ -362,7 +374,18 @@ void Server::declare_metrics() {
     e.detail = {{"id", std::to_string(job.id)}, {"slurm_job_id", job.slurm_job_id}, {"notice", detail}};
     (void)audit_->write(e);  // deliberate: a full disk must not stop the reclaim
   });
+  jobs_->set_orphan_observer([this](const GpuOrphan& o) {
+    if (audit_ == nullptr) return;
+    AuditEvent e;
+    e.event = "gpu.orphan";
+    e.outcome = "found";
+    e.route = "reconcile";
+    e.detail = orphan_json(o);
+    (void)audit_->write(e);  // deliberate: a full disk must not stop the reconciliation
+  });
   metrics_.on_scrape([this](Metrics& m) {
+    for (const auto& [node, n] : jobs_->orphans_by_node())
+      m.set("berthd_gpu_orphan_processes", {{"node", node}}, n);
     if (auto counts = jobs_->count_by_state(); counts.ok())
       for (const auto& [state, n] : *counts) m.set("berthd_jobs", {{"state", state}}, n);
     if (resources_ != nullptr)

@@ -72,7 +72,9 @@ class LogReader {
 Result<bool> detach_monitor(const ContainerStore& cs, const ContainerRecord& c,
                             const FileLock& lock, bool keep_stdin);
 
-/// In the monitor, once the run ended: records its end in monitor.json.
+/// In the monitor, once the run ended: ends what the workload left running in the container's
+/// session (a stopped container runs nothing, as Docker's, whose PID namespace ends with its
+/// init), then records its end in monitor.json.
 void record_monitor_end(const ContainerStore& cs, const ContainerRecord& c, int exit_code);
 
 /// The pid of the berth process running `c` (the one in run.lock), or 0 when it is not running.

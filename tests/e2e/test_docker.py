@@ -89,6 +89,27 @@ def test_stop_kills_a_workload_that_ignores_sigterm(berth, img):
     assert re.search(r"Exited \(137\)", ps_row(berth, "stubborn", "-a"))
 
 
+@pytest.mark.parametrize("how", ["stop", "rm -f", "exit"])
+def test_a_stopped_container_leaves_no_background_process(berth, img, how):
+    """Without a PID namespace nothing ends the workload's children with it: the monitor ends
+    what the workload left in the container's session, as a Docker container's end does."""
+    seconds = {"stop": 603, "rm -f": 604, "exit": 605}[how]
+    name = "leftover-" + how.replace(" ", "")
+    script = f"/probe signals {seconds} & echo ready; "
+    script += "sleep 1; exit 0" if how == "exit" else "while true; do sleep 1; done"
+    detach(berth, "--name", name, img, "/bin/sh", "-c", script)
+    wait_for(lambda: "ready" in logs(berth, name) and workload_pids(seconds), "the workload")
+    if how == "stop":
+        berth("stop", "-t", "5", name)
+    elif how == "rm -f":
+        berth("rm", "-f", name)
+    else:
+        assert berth("wait", name)[1] == "0\n"
+    wait_for(lambda: not workload_pids(seconds), "the background process to end")
+    if how != "rm -f":
+        berth("rm", name)
+
+
 def test_ps_stays_true_when_the_monitor_is_killed(berth, img):
     cid = detach(berth, "--name", "orphan", img, "/probe", "signals", "601")
     wait_for(lambda: "ready" in logs(berth, "orphan"), "the workload to start")

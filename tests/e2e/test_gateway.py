@@ -30,7 +30,8 @@ def test_openapi_document(berthd):
     assert headers["Content-Type"] == "application/json"
     assert doc["openapi"].startswith("3.")
     assert set(doc["paths"]) >= {"/v1/health", "/v1/openapi.json", "/v1/me", "/v1/jobs",
-                                 "/v1/jobs/{id}", "/v1/jobs/{id}/output", "/v1/systems"}
+                                 "/v1/jobs/{id}", "/v1/jobs/{id}/output", "/v1/systems",
+                                 "/v1/orphans"}
     # Every schema a path names is defined.
     refs = set()
 

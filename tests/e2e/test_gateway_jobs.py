@@ -6,6 +6,7 @@ submissions with an Idempotency-Key that never make a second job; cancel."""
 from __future__ import annotations
 
 import concurrent.futures
+import glob
 import hashlib
 import hmac
 import json
@@ -787,4 +788,152 @@ def test_idle_gpu_job_is_flagged_then_cancelled_and_a_busy_one_is_not(
         for job_id in jobs.values():
             gw.request("DELETE", f"/v1/jobs/{job_id}", tok)
         for job_id in jobs.values():
+            wait_final(gw, tok, job_id)
+
+
+def step_processes(slurm_job_id: int) -> list[int]:
+    """The pids of Slurm job `slurm_job_id`'s batch shell and of everything its step 0 runs
+    (the container): the descendants of the slurmstepds titled "slurmstepd: [ID.batch]" and
+    "[ID.0]", read from /proc (not the slurmstepds themselves)."""
+    parent, title = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                title[int(entry)] = f.read().split(b"\0")[0].decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue
+    batch = [p for p, t in title.items() if t == f"slurmstepd: [{slurm_job_id}.batch]"]
+    step0 = [p for p, t in title.items() if t == f"slurmstepd: [{slurm_job_id}.0]"]
+    shells = [p for p, pp in parent.items() if pp in batch]
+    below, frontier = [], list(step0)
+    while frontier:
+        frontier = [p for p, pp in parent.items() if pp in frontier]
+        below += frontier
+    return shells + below if shells and below else []
+
+
+def test_gpu_processes_of_no_running_job_are_reported_as_orphans(
+        gw, berth, issuers, identity, cluster, scratch, pushed_busybox, berth_bin):
+    """[reclaim] also finds orphans: the sampler of a running GPU job sees every process on its
+    GPU (the fake NVML lists what the test writes), `berth gpu stats` attributes each to its
+    Slurm job through /proc, and berthd reports those of no running job, once each in the
+    audit log, in berthd_gpu_orphan_processes and at GET /v1/orphans (administrators only):
+    here a `sleep` the test starts outside Slurm and one carrying the id of a Slurm job that
+    is not running, never the job's own processes."""
+    if not cluster.gpus:
+        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the fake driver libraries")
+    from test_gpu import UUID0, UUID1, fake_host_env
+    host = fake_host_env(os.path.join(scratch, "gateway-reclaim-host"))
+    base = ("driver 550.54.15\n"
+            f"gpu {UUID0} 00000000:07:00.0 NVIDIA A100-SXM4-40GB\n"
+            f"gpu {UUID1} 00000000:85:00.0 NVIDIA H100 80GB HBM3\n"
+            "util 0 90 1\nutil 1 90 1\nmem 0 40960 100\nmem 1 81559 100\n")
+    state = identity.write_file(os.path.join(berth.workdir, "nvml-orphans.state"), base)
+    os.chmod(state, 0o644)
+    audit = os.path.join(os.path.dirname(gw.db), "audit.log")
+    with open(gw.conf_path) as f:
+        conf = f.read()
+    conf = conf.replace("database = ", f'audit_log = "{audit}"\nreconcile_interval_s = 1\n'
+                        "database = ", 1)
+    conf += (f'\n[reclaim]\nsample_interval_s = 1\nidle_for_s = 3600\n'
+             f'berth = "{berth_bin}"\n')
+    gw.restart(lambda: identity.write_file(gw.conf_path, conf))
+    tok, admin = token_a(issuers, identity), admin_token(issuers, identity)
+    # Outside any Slurm job: one of root's, and one of the job owner's that names a Slurm job
+    # that is not running (as a process a finished job left behind would).
+    stray = subprocess.Popen(["sleep", "300"])
+    leftover = subprocess.Popen(identity.prefix + ["env", "SLURM_JOB_ID=999999", "sleep", "300"])
+    job_id = None
+    try:
+        status, _, job = gw.request("POST", "/v1/jobs", tok, {
+            "image": pushed_busybox, "env": dict(host, BERTH_FAKE_NVML_STATE=state),
+            # An empty environment: no SLURM_JOB_ID to tell its job by, only its ancestry.
+            "resources": {"gpus": 1},
+            "command": ["busybox", "env", "-i", "busybox", "sleep", "300"]})
+        assert status == 201, job
+        job_id = job["id"]
+        deadline = time.monotonic() + 90
+        own = []
+        while time.monotonic() < deadline and not own:
+            time.sleep(0.5)
+            job = gw.request("GET", f"/v1/jobs/{job_id}", tok)[2]
+            if job["state"] == "RUNNING":
+                own = step_processes(job["slurm_job_id"])
+        assert own, (job, job_output(berth, job))
+        procs = [*own[:12], stray.pid, leftover.pid]
+        identity.write_file(state, base + "".join(f"proc {gpu} {pid} 100\n" for gpu in (0, 1)
+                                                  for pid in procs))
+        deadline = time.monotonic() + 60
+        orphans = {}
+        while time.monotonic() < deadline and set(orphans) != {stray.pid, leftover.pid}:
+            time.sleep(0.5)
+            status, _, body = gw.request("GET", "/v1/orphans", admin)
+            assert status == 200 and body["watching"] is True, body
+            orphans = {o["pid"]: o for o in body["orphans"]}
+        if set(orphans) != {stray.pid, leftover.pid}:
+            files = {f: open(os.path.join(gw.output_dir, f), errors="replace").read()[-3000:]
+                     for f in sorted(os.listdir(gw.output_dir)) if f.endswith((".gpu", ".log"))}
+            raise AssertionError(f"orphans {orphans}, job's own {own}\n{files}")
+        assert gw.request("GET", "/v1/orphans", tok)[0] == 403
+        # The sampler's own words: every process of the job's attributed to it through its
+        # slurmstepd ancestor (no cgroups on this cluster: proctrack/linuxproc).
+        newest = max(glob.glob(os.path.join(gw.output_dir, f"berthd-{job_id}-*.gpu")),
+                     key=os.path.getmtime)
+        with open(newest) as f:
+            text, docs, at = f.read(), [], 0
+        while True:
+            at = len(text) - len(text[at:].lstrip())
+            try:
+                doc, at = json.JSONDecoder().raw_decode(text, at)
+            except ValueError:
+                break
+            docs.append(doc)
+        sampled = {p["pid"]: p for g in docs[-1]["gpus"] for p in g["processes"]}
+        for pid in own[:12]:
+            if pid in sampled and sampled[pid]["command"] is not None:  # None: it has ended
+                assert (sampled[pid]["slurm_job_id"], sampled[pid]["slurm_job_from"]) == \
+                    (job["slurm_job_id"], "slurmstepd"), (pid, sampled[pid])
+        assert sum(sampled.get(pid, {}).get("command") is not None for pid in own) >= 2, sampled
+        s, l = orphans[stray.pid], orphans[leftover.pid]
+        node = s["node"]
+        assert node in ("n1", "n2") and l["node"] == node, orphans
+        assert (s["user"], s["uid"], s["command"], s["slurm_job_id"], s["reason"]) == \
+            ("root", 0, "sleep", None, "no Slurm job"), s
+        assert (l["uid"], l["command"], l["slurm_job_id"], l["slurm_job_from"], l["reason"]) == \
+            (identity.uid, "sleep", 999999, "environ", "Slurm job 999999 is not running"), l
+        assert s["seen_by"] == {"id": str(job_id), "slurm_job_id": job["slurm_job_id"]}, s
+        assert s["gpu_uuid"] in (UUID0, UUID1) and 0 < s["first_seen"] <= s["last_seen"], s
+        metrics = scrape(gw, admin)
+        assert sample(metrics, "berthd_gpu_orphan_processes", node=node) == 2, metrics
+        if shutil.which("promtool"):
+            check = subprocess.run(["promtool", "check", "metrics"], input=metrics,
+                                   capture_output=True, text=True)
+            assert check.returncode == 0, check.stdout + check.stderr
+        # Found once each, however many reconciliations see them again.
+        time.sleep(3)
+        with open(audit) as f:
+            found = [json.loads(line) for line in f if '"gpu.orphan"' in line]
+        assert sorted(e["detail"]["pid"] for e in found) == sorted([stray.pid, leftover.pid]), found
+        assert all(e["outcome"] == "found" and e["route"] == "reconcile" for e in found), found
+        # Gone from NVML's list, gone from the report.
+        identity.write_file(state, base + "".join(f"proc {gpu} {pid} 100\n" for gpu in (0, 1)
+                                                  for pid in [*own[:12], leftover.pid]))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and stray.pid in orphans:
+            time.sleep(0.5)
+            orphans = {o["pid"]: o for o in gw.request("GET", "/v1/orphans", admin)[2]["orphans"]}
+        assert set(orphans) == {leftover.pid}, orphans
+        assert sample(scrape(gw, admin), "berthd_gpu_orphan_processes", node=node) == 1
+    finally:
+        for p in (stray, leftover):
+            p.kill()
+            p.wait()
+        if job_id is not None:
+            gw.request("DELETE", f"/v1/jobs/{job_id}", tok)
             wait_final(gw, tok, job_id)

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
+import socket
+import subprocess
 
 import pytest
 
@@ -58,8 +61,8 @@ def test_json_reports_what_nvml_says(berth, nvml):
     assert g["utilization"] == {"gpu": 37, "memory": 12}
     assert g["memory"] == {"total_mib": 40960, "used_mib": 1024}
     assert (g["temperature_c"], g["power_w"], g["error"]) == (45, 61.234, None)
-    assert g["processes"] == [{"pid": 4242, "used_memory_mib": 1000},
-                              {"pid": 4243, "used_memory_mib": None}]
+    assert [(p["pid"], p["used_memory_mib"]) for p in g["processes"]] == \
+        [(4242, 1000), (4243, None)]
     h = doc["gpus"][1]
     assert h["processes"] == [] and h["temperature_c"] is None and h["power_w"] is None
     assert h["window"]["utilization_gpu"] == {"min": 0, "mean": 0, "max": 0}
@@ -73,7 +76,8 @@ def test_a_changed_state_changes_the_output(berth, nvml):
     write(TWO_GPUS + "util 0 90 40\nproc 0 77 2048\n")
     doc = berth.json("gpu", "stats", "--json", env=env)
     assert doc["gpus"][0]["utilization"] == {"gpu": 90, "memory": 40}
-    assert doc["gpus"][0]["processes"] == [{"pid": 77, "used_memory_mib": 2048}]
+    assert [(p["pid"], p["used_memory_mib"]) for p in doc["gpus"][0]["processes"]] == \
+        [(77, 2048)]
 
 
 def test_samples_give_the_windows_minimum_mean_and_maximum(berth, nvml):
@@ -106,7 +110,43 @@ def test_text_is_a_table_of_gpus_and_processes(berth, nvml):
                                 "1024", "/", "40960", "45C", "61.2W"]
     assert lines[3].split() == ["1", "NVIDIA", "H100", "80GB", "HBM3", "0000:85:00.0", "-", "-",
                                 "0", "/", "81559", "-", "-"]
-    assert lines[5:] == ["GPU  PID   MEMORY (MiB)", "0    4242  1000"]
+    assert lines[5].split() == ["GPU", "PID", "USER", "JOB", "COMMAND", "MEMORY", "(MiB)"]
+    assert lines[6].split()[:2] == ["0", "4242"] and lines[6].split()[-1] == "1000"
+    assert len(lines) == 7
+
+
+def test_processes_are_attributed_to_their_owner_command_and_slurm_job(berth, nvml, identity):
+    """Each process NVML lists is looked up in /proc: its uid and account, its command, and
+    its Slurm job: here from its environment (SLURM_JOB_ID, readable for one's own processes)
+    for a process of the caller's, none for one of another account's outside any job, and
+    nothing at all for a pid that is not running."""
+    write, env = nvml
+    mine = subprocess.Popen(identity.prefix + ["env", "SLURM_JOB_ID=31337", "sleep", "300"])
+    other = subprocess.Popen(["sleep", "300"])  # root's, when the tests run as root
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    try:
+        write(TWO_GPUS + f"proc 0 {mine.pid} 10\nproc 0 {other.pid} 20\nproc 1 {gone.pid} 30\n")
+        doc = berth.json("gpu", "stats", "--json", env=env)
+        assert doc["node"] == socket.gethostname()
+        a, b = doc["gpus"][0]["processes"]
+        user = pwd.getpwuid(identity.uid).pw_name
+        assert a == {"pid": mine.pid, "used_memory_mib": 10, "uid": identity.uid, "user": user,
+                     "command": "sleep", "slurm_job_id": 31337, "slurm_job_from": "environ"}, a
+        assert (b["pid"], b["uid"], b["command"], b["slurm_job_id"], b["slurm_job_from"]) == \
+            (other.pid, os.getuid(), "sleep", None, None), b
+        assert doc["gpus"][1]["processes"] == [
+            {"pid": gone.pid, "used_memory_mib": 30, "uid": None, "user": None, "command": None,
+             "slurm_job_id": None, "slurm_job_from": None}]
+        doc = berth.json("gpu", "stats", "--json", env=dict(env, SLURMD_NODENAME="n7"))
+        assert doc["node"] == "n7"
+        _, out, _ = berth("gpu", "stats", env=env)
+        rows = [line.split() for line in out.splitlines()]
+        assert ["0", str(mine.pid), user, "31337", "sleep", "10"] in rows, out
+    finally:
+        for p in (mine, other):
+            p.kill()
+            p.wait()
 
 
 def test_gpus_selects_as_run_does(berth, nvml):

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "gateway/orphans.h"
 #include "gateway/reclaim.h"
 
 namespace berth::gateway {
@@ -104,6 +105,143 @@ TEST(GatewayReclaim, TheSamplerAndTheNoticeInTheJobsScript) {
   EXPECT_NE(one.find("while :; do '/usr/bin/berth' gpu stats $sel --json"), std::string::npos) << one;
   EXPECT_NE(one.find("sel=\"--gpus device=$SLURM_JOB_GPUS\""), std::string::npos) << one;
   EXPECT_TRUE(s.ends_with(") &\n")) << s;
+}
+
+TEST(GatewayReclaim, TheNewestSamplesListTheProcessesOnTheJobsGpus) {
+  // Two nodes of the newest period (the older period's process is not listed); a process the
+  // sampler could not read in /proc is not "known"; an older berth's document has no "node"
+  // and no owners.
+  auto node_doc = [](const char* node, const char* when, const char* procs) {
+    return std::string("{\"node\": ") + node + ", \"time\": \"" + when +
+           "\", \"gpus\": [{\"index\": 1, \"uuid\": \"GPU-b\", \"utilization\": {\"gpu\": 50},"
+           " \"processes\": " + procs + "}]}\n";
+  };
+  std::string text =
+      node_doc("\"n1\"", "2026-11-26T04:00:00.100Z", R"([{"pid": 9, "used_memory_mib": 1}])") +
+      node_doc("\"n1\"", "2026-11-26T04:01:00.100Z",
+               R"([{"pid": 10, "used_memory_mib": 1, "uid": 1000, "user": "alice", "command": "python3",
+                    "slurm_job_id": 42, "slurm_job_from": "slurmstepd"},
+                   {"pid": 11, "used_memory_mib": null, "uid": null, "user": null, "command": null,
+                    "slurm_job_id": null, "slurm_job_from": null}])") +
+      node_doc("null", "2026-11-26T04:01:00.300Z", R"([{"pid": 12, "used_memory_mib": 5}])");
+  auto s = newest_sample(text, 5);
+  ASSERT_TRUE(s.has_value());
+  ASSERT_EQ(s->processes.size(), 3u);
+  const SampledProcess& a = s->processes[0];
+  EXPECT_EQ(a.node, "n1");
+  EXPECT_EQ(a.gpu_index, 1);
+  EXPECT_EQ(a.gpu_uuid, "GPU-b");
+  EXPECT_EQ(a.pid, 10u);
+  EXPECT_TRUE(a.known);
+  EXPECT_EQ(a.uid, 1000u);
+  EXPECT_EQ(a.user, "alice");
+  EXPECT_EQ(a.command, "python3");
+  EXPECT_EQ(a.slurm_job_id, 42);
+  EXPECT_EQ(a.slurm_job_from, "slurmstepd");
+  EXPECT_EQ(s->processes[1].pid, 11u);
+  EXPECT_FALSE(s->processes[1].known);
+  EXPECT_EQ(s->processes[2].pid, 12u);
+  EXPECT_EQ(s->processes[2].node, "");
+  EXPECT_FALSE(s->processes[2].known);
+}
+
+SampledProcess seen(unsigned pid, std::optional<int64_t> job, bool known = true,
+                    const std::string& node = "n1", const std::string& command = "python3") {
+  SampledProcess p;
+  p.node = node;
+  p.gpu_uuid = "GPU-a";
+  p.pid = pid;
+  p.known = known;
+  p.uid = 1000;
+  p.user = "alice";
+  p.command = command;
+  p.slurm_job_id = job;
+  return p;
+}
+
+TEST(GatewayOrphans, AProcessOfNoRunningJobIsAnOrphan) {
+  int asked = 0;
+  auto running = [&asked](int64_t job) -> std::optional<bool> {
+    ++asked;
+    if (job == 5) return true;    // another job, running
+    if (job == 6) return false;   // ended
+    return std::nullopt;          // Slurm could not be asked
+  };
+  using V = GpuProcessVerdict;
+  EXPECT_EQ(classify_gpu_process(seen(1, 42), 42, running), V::kHolders);
+  EXPECT_EQ(asked, 0);  // the holder's own: Slurm is not asked
+  EXPECT_EQ(classify_gpu_process(seen(1, 5), 42, running), V::kRunning);
+  EXPECT_EQ(classify_gpu_process(seen(1, 6), 42, running), V::kOrphan);
+  EXPECT_EQ(classify_gpu_process(seen(1, 7), 42, running), V::kUnknown);
+  EXPECT_EQ(classify_gpu_process(seen(1, std::nullopt), 42, running), V::kOrphan);
+  // Nothing read of it in /proc (ended meanwhile, or hidden): no alarm.
+  EXPECT_EQ(classify_gpu_process(seen(1, std::nullopt, false), 42, running), V::kUnknown);
+}
+
+GpuOrphan orphan(unsigned pid, int64_t by, const std::string& node = "n1",
+                 const std::string& command = "python3") {
+  GpuOrphan o;
+  o.process = seen(pid, std::nullopt, true, node, command);
+  o.seen_by = by;
+  o.seen_by_slurm_job = by + 100;
+  o.reason = "no Slurm job";
+  return o;
+}
+
+TEST(GatewayOrphans, TrackedFromFirstSightUntilNoLongerSeen) {
+  OrphanTracker t;
+  auto pids = [](const std::vector<GpuOrphan>& v) {
+    std::vector<unsigned> out;
+    out.reserve(v.size());
+    for (const auto& o : v) out.push_back(o.process.pid);
+    return out;
+  };
+  // Round 1: jobs 1 and 2 inspected; three orphans, all new.
+  auto fresh = t.update({orphan(10, 1), orphan(11, 1), orphan(20, 2, "n2")}, {1, 2}, {1, 2}, 100);
+  EXPECT_EQ(pids(fresh), (std::vector<unsigned>{10, 11, 20}));
+  // Round 2: the same again: nothing new, first_seen kept, last_seen moves; 11 is gone.
+  fresh = t.update({orphan(10, 1), orphan(20, 2, "n2")}, {1, 2}, {1, 2}, 160);
+  EXPECT_TRUE(fresh.empty());
+  auto all = t.list();
+  ASSERT_EQ(pids(all), (std::vector<unsigned>{10, 20}));
+  EXPECT_EQ(all[0].first_seen, 100);
+  EXPECT_EQ(all[0].last_seen, 160);
+  // Round 3: job 2's samples could not be read but it runs: its orphan stays as it was.
+  fresh = t.update({orphan(10, 1)}, {1}, {1, 2}, 220);
+  EXPECT_TRUE(fresh.empty());
+  EXPECT_EQ(pids(t.list()), (std::vector<unsigned>{10, 20}));
+  EXPECT_EQ(t.list()[1].last_seen, 160);
+  // Round 4: job 2 ended; pid 10 is now another program: a new orphan.
+  fresh = t.update({orphan(10, 1, "n1", "stress")}, {1}, {1}, 280);
+  EXPECT_EQ(pids(fresh), (std::vector<unsigned>{10}));
+  EXPECT_EQ(t.list()[0].first_seen, 280);
+  EXPECT_EQ(t.count_by_node(), (std::map<std::string, int>{{"n1", 1}, {"n2", 0}}));
+  // The same process seen through two jobs' samples counts once.
+  fresh = t.update({orphan(30, 1), orphan(30, 3)}, {1, 3}, {1, 3}, 340);
+  EXPECT_EQ(pids(fresh), (std::vector<unsigned>{30}));
+  EXPECT_EQ(t.list().size(), 1u);
+}
+
+TEST(GatewayOrphans, JsonOfAnOrphan) {
+  GpuOrphan o = orphan(4242, 7);
+  o.process.gpu_index = 1;
+  o.process.slurm_job_id = 66;
+  o.process.slurm_job_from = "environ";
+  o.reason = "Slurm job 66 is not running";
+  o.first_seen = 100;
+  o.last_seen = 160;
+  EXPECT_EQ(orphan_json(o), nlohmann::json::parse(R"({
+    "node": "n1", "gpu_index": 1, "gpu_uuid": "GPU-a", "pid": 4242, "uid": 1000,
+    "user": "alice", "command": "python3", "slurm_job_id": 66, "slurm_job_from": "environ",
+    "reason": "Slurm job 66 is not running", "first_seen": 100, "last_seen": 160,
+    "seen_by": {"id": "7", "slurm_job_id": 107}})"));
+  o.process.uid.reset();
+  o.process.user.clear();
+  o.process.slurm_job_id.reset();
+  o.process.slurm_job_from.clear();
+  nlohmann::json j = orphan_json(o);
+  EXPECT_TRUE(j["uid"].is_null() && j["user"].is_null() && j["slurm_job_id"].is_null() &&
+              j["slurm_job_from"].is_null()) << j;
 }
 
 }  // namespace

@@ -3,14 +3,17 @@
 // selection, the window and the report's JSON and text (devices/gpu_stats.h).
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <string>
 
+#include "devices/gpu_process.h"
 #include "devices/gpu_report.h"
 #include "devices/gpu_stats.h"
 #include "devices/nvidia_discover.h"
 #include "devices/nvml.h"
 #include "gpu_fixture.h"
+#include "test_util.h"
 
 namespace berth {
 namespace {
@@ -315,8 +318,18 @@ TEST(GpuStatsReport, JsonKeepsItsDocumentedShape) {
   NvmlOptions o;
   o.samples = 2;
   o.interval_ms = 1000;
-  EXPECT_EQ(gpu_stats_json(sample_readings(), o), nlohmann::json::parse(R"({
-    "driver_version": "550.54.15", "time": "2026-11-26T03:40:24.123Z", "samples": 2,
+  GpuStatsHost host;
+  host.node = "n1";
+  GpuProcessOwner owner;
+  owner.found = true;
+  owner.uid = 1000;
+  owner.user = "alice";
+  owner.command = "python3";
+  owner.slurm_job_id = 42;
+  owner.slurm_job_from = "slurmstepd";
+  host.owners[4242] = owner;
+  EXPECT_EQ(gpu_stats_json(sample_readings(), o, host), nlohmann::json::parse(R"({
+    "node": "n1", "driver_version": "550.54.15", "time": "2026-11-26T03:40:24.123Z", "samples": 2,
     "interval_ms": 1000,
     "gpus": [
       {"index": 0, "uuid": "GPU-11111111-2222-3333-4444-555555555555",
@@ -324,7 +337,10 @@ TEST(GpuStatsReport, JsonKeepsItsDocumentedShape) {
        "utilization": {"gpu": 50, "memory": 5},
        "memory": {"total_mib": 40960, "used_mib": 1024},
        "temperature_c": 45, "power_w": 61.25,
-       "processes": [{"pid": 4242, "used_memory_mib": 1000}, {"pid": 4243, "used_memory_mib": null}],
+       "processes": [{"pid": 4242, "used_memory_mib": 1000, "uid": 1000, "user": "alice",
+                      "command": "python3", "slurm_job_id": 42, "slurm_job_from": "slurmstepd"},
+                     {"pid": 4243, "used_memory_mib": null, "uid": null, "user": null,
+                      "command": null, "slurm_job_id": null, "slurm_job_from": null}],
        "window": {"utilization_gpu": {"min": 10.0, "mean": 30.0, "max": 50.0},
                   "utilization_memory": {"min": 5.0, "mean": 5.0, "max": 5.0},
                   "memory_used_mib": {"min": 1024.0, "mean": 1024.0, "max": 1024.0},
@@ -344,16 +360,22 @@ TEST(GpuStatsReport, TextIsATablePerGpuThenTheProcesses) {
   NvmlOptions o;
   o.interval_ms = 1000;
   NvmlReadings r = sample_readings();
-  EXPECT_EQ(gpu_stats_text(r, o),
+  GpuStatsHost host;
+  host.owners[4242].uid = 1000;
+  host.owners[4242].user = "alice";
+  host.owners[4242].command = "python3";
+  host.owners[4242].slurm_job_id = 42;
+  host.owners[4243].uid = 1001;  // an account without a name
+  EXPECT_EQ(gpu_stats_text(r, o, host),
             "NVIDIA driver 550.54.15, 2026-11-26T03:40:24.123Z, 2 samples 1000 ms apart: "
             "utilisation as mean (min-max)\n"
             "GPU  NAME                   BUS ID        UTIL         MEM UTIL  MEMORY (MiB)  TEMP  POWER\n"
             "0    NVIDIA A100-SXM4-40GB  0000:07:00.0  30% (10-50)  5% (5-5)  1024 / 40960  45C   61.2W\n"
             "GPU 1 cannot be read: nvmlDeviceGetHandleByIndex_v2: Insufficient Permissions\n"
             "\n"
-            "GPU  PID   MEMORY (MiB)\n"
-            "0    4242  1000\n"
-            "0    4243  -\n");
+            "GPU  PID   USER   JOB  COMMAND  MEMORY (MiB)\n"
+            "0    4242  alice  42   python3  1000\n"
+            "0    4243  1001   -    -        -\n");
   r.samples.erase(r.samples.begin());
   r.samples[0].gpus.pop_back();
   r.samples[0].gpus[0].processes.reset();
@@ -364,6 +386,99 @@ TEST(GpuStatsReport, TextIsATablePerGpuThenTheProcesses) {
             "\n"
             "no compute processes\n"
             "processes unknown (NVML cannot list them) on GPU 0\n");
+}
+
+}  // namespace
+}  // namespace berth
+
+namespace berth {
+namespace {
+
+TEST(GpuProcessOwner, SlurmJobFromCgroupStepdTitleAndEnviron) {
+  EXPECT_EQ(slurm_job_of_cgroup("12:pids:/\n4:memory:/slurm/uid_1000/job_42/step_0/task_0\n"), 42);
+  EXPECT_EQ(slurm_job_of_cgroup("0::/system.slice/slurmstepd.scope/job_7/step_batch/user/task_0\n"), 7);
+  EXPECT_FALSE(slurm_job_of_cgroup("0::/user.slice/user-1000.slice/session-3.scope\n").has_value());
+  EXPECT_FALSE(slurm_job_of_cgroup("0::/x/job_abc/job_\n").has_value());
+  EXPECT_FALSE(slurm_job_of_cgroup("").has_value());
+  EXPECT_EQ(slurm_job_of_stepd_title(std::string("slurmstepd: [123.batch]\0\0\0", 26)), 123);
+  EXPECT_EQ(slurm_job_of_stepd_title("slurmstepd: [9.0]"), 9);
+  EXPECT_EQ(slurm_job_of_stepd_title("slurmstepd: [9.extern]"), 9);
+  EXPECT_FALSE(slurm_job_of_stepd_title("slurmstepd").has_value());
+  EXPECT_FALSE(slurm_job_of_stepd_title("slurmstepd: [9]").has_value());
+  EXPECT_FALSE(slurm_job_of_stepd_title(std::string("sh\0slurmstepd: [9.0]", 20)).has_value());
+  std::string env("HOME=/home/a\0SLURM_JOB_ID=55\0SLURM_JOB_IDX=1\0", 44);
+  EXPECT_EQ(slurm_job_of_environ(env), 55);
+  EXPECT_FALSE(slurm_job_of_environ(std::string("XSLURM_JOB_ID=5\0", 16)).has_value());
+  EXPECT_FALSE(slurm_job_of_environ("SLURM_JOB_ID=").has_value());
+}
+
+/// A fabricated /proc entry: stat (its parent), status (its uid), comm, cmdline, and the
+/// optional cgroup and environ.
+void fake_proc(const TempDir& root, unsigned pid, unsigned ppid, const std::string& comm,
+               const std::string& cmdline, const std::string& cgroup = "",
+               const std::string& environ = "") {
+  const std::string d = std::to_string(pid) + "/";
+  root.write(d + "stat", std::to_string(pid) + " (" + comm + ") S " + std::to_string(ppid) + " 1 1 0\n");
+  root.write(d + "status", "Name:\t" + comm + "\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n");
+  root.write(d + "comm", comm + "\n");
+  root.write(d + "cmdline", cmdline);
+  if (!cgroup.empty()) root.write(d + "cgroup", cgroup);
+  if (!environ.empty()) root.write(d + "environ", environ);
+}
+
+TEST(GpuProcessOwner, DescribesAProcessFromAProcTree) {
+  TempDir proc("proc");
+  // slurmd (10) > slurmstepd [77.0] (20) > berth (30) > python (a) b (40), with a comm of
+  // spaces and parentheses; 50 daemonised (parent 1) carrying the job it left in its
+  // environment; 60 in a Slurm cgroup; 70 outside any job.
+  fake_proc(proc, 10, 1, "slurmd", std::string("/usr/sbin/slurmd\0", 17));
+  fake_proc(proc, 20, 10, "slurmstepd", std::string("slurmstepd: [77.0]\0\0", 20));
+  fake_proc(proc, 30, 20, "berth", std::string("berth\0run\0", 10));
+  fake_proc(proc, 40, 30, "python (a) b", std::string("python\0", 7));
+  fake_proc(proc, 50, 1, "leftover", std::string("leftover\0", 9), "0::/user.slice\n",
+            std::string("SLURM_JOB_ID=66\0", 16));
+  fake_proc(proc, 60, 1, "trainer", std::string("trainer\0", 8),
+            "0::/system.slice/slurmstepd.scope/job_88/step_0/user/task_0\n",
+            std::string("SLURM_JOB_ID=66\0", 16));
+  fake_proc(proc, 70, 1, "sleep", std::string("sleep\0", 6));
+  GpuProcessOwner o = describe_gpu_process(proc.path, 40);
+  EXPECT_TRUE(o.found);
+  EXPECT_EQ(o.uid, 0u);
+  EXPECT_EQ(o.user, "root");
+  EXPECT_EQ(o.command, "python (a) b");
+  EXPECT_EQ(o.slurm_job_id, 77);
+  EXPECT_EQ(o.slurm_job_from, "slurmstepd");
+  o = describe_gpu_process(proc.path, 50);
+  EXPECT_EQ(o.slurm_job_id, 66);
+  EXPECT_EQ(o.slurm_job_from, "environ");
+  o = describe_gpu_process(proc.path, 60);
+  EXPECT_EQ(o.slurm_job_id, 88);
+  EXPECT_EQ(o.slurm_job_from, "cgroup");
+  o = describe_gpu_process(proc.path, 70);
+  EXPECT_TRUE(o.found);
+  EXPECT_EQ(o.command, "sleep");
+  EXPECT_FALSE(o.slurm_job_id.has_value());
+  EXPECT_EQ(o.slurm_job_from, "");
+  // slurmstepd is nobody's job by its own title, only its descendants are.
+  EXPECT_FALSE(describe_gpu_process(proc.path, 20).slurm_job_id.has_value());
+  // Gone: nothing known.
+  o = describe_gpu_process(proc.path, 99);
+  EXPECT_FALSE(o.found);
+  EXPECT_FALSE(o.uid.has_value());
+  EXPECT_EQ(o.command, "");
+}
+
+TEST(GpuProcessOwner, OwnProcessOnTheRealProc) {
+  // This test's own process: its uid, its name, and (outside Slurm) no job unless its
+  // environment names one.
+  GpuProcessOwner o = describe_gpu_process("/proc", static_cast<unsigned>(::getpid()));
+  ASSERT_TRUE(o.found);
+  EXPECT_EQ(o.uid, ::getuid());
+  EXPECT_FALSE(o.command.empty());
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (job == nullptr) {
+    EXPECT_FALSE(o.slurm_job_id.has_value());
+  }
 }
 
 }  // namespace
