@@ -125,9 +125,16 @@ Result<GpuPlan> plan_gpus(const NvidiaDriver& driver, const GpuPlanInput& in) {
   for (const auto& f : driver.firmware) plan.files.push_back({f.host_path, f.path, true, false});
   for (const auto& f : driver.config_files)
     if (f.caps & plan.caps) plan.files.push_back({f.host_path, f.path, true, false});
-  // Sockets and the MPS pipes are written to: bound read-write.
-  for (const auto& f : driver.ipc)
-    if (f.caps & plan.caps) plan.files.push_back({f.host_path, f.path, false, f.is_dir});
+  // Sockets and the MPS pipes are written to: bound read-write. The MPS directories keep
+  // their host paths, and CUDA inside is told them, whatever the image says.
+  for (const auto& f : driver.ipc) {
+    if (!(f.caps & plan.caps)) continue;
+    plan.files.push_back({f.host_path, f.path, false, f.is_dir});
+    if (f.is_dir && f.path == driver.options.mps_pipe_dir)
+      plan.env.push_back("CUDA_MPS_PIPE_DIRECTORY=" + f.path);
+    else if (f.is_dir && f.path == driver.options.mps_log_dir)
+      plan.env.push_back("CUDA_MPS_LOG_DIRECTORY=" + f.path);
+  }
 
   if (!plan.libraries.empty() || !plan.links.empty()) {
     plan.library_dirs.push_back(kGpuLibDir);

@@ -65,7 +65,7 @@ struct GpuPlan {
   std::vector<GpuBind> libraries;    ///< read-only, into kGpuLibDir / kGpuLib32Dir
   std::vector<GpuLink> links;        ///< soname and development links in the library dirs
   std::vector<GpuBind> binaries;     ///< read-only, into /usr/bin
-  std::vector<GpuBind> files;        ///< firmware, ICDs, persistenced socket, MPS pipe dir
+  std::vector<GpuBind> files;        ///< firmware, ICDs, persistenced socket, MPS pipe and log dirs
   /// Mount an empty read-only tmpfs here, then bind `proc_gpus` into it, so the
   /// container's /proc lists only its own GPUs.
   std::string proc_mask = "/proc/driver/nvidia/gpus";

@@ -302,7 +302,11 @@ void discover_files(const DiscoveryOptions& o, NvidiaDriver* d) {
     if (!d->firmware.empty()) break;
   }
   add(d->ipc, "/run/nvidia-persistenced/socket", kCapUtility | kCapCompute);
+  // The MPS daemon's directories, when the node runs one: clients reach the server through
+  // the pipe directory, and the log directory goes with it (a client-started daemon writes
+  // there). Missing ones are left out.
   add(d->ipc, o.mps_pipe_dir, kCapCompute);
+  if (o.mps_log_dir != o.mps_pipe_dir) add(d->ipc, o.mps_log_dir, kCapCompute);
 }
 
 }  // namespace

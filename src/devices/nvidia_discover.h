@@ -50,7 +50,7 @@ struct DriverFile {
   CapabilitySet caps = 0;   ///< needed by any of these; 0 = whenever the driver is injected
   std::string soname;       ///< libraries: DT_SONAME ("libcuda.so.1")
   bool lib32 = false;       ///< libraries: a 32-bit x86 object (compat32)
-  bool is_dir = false;      ///< IPC: a directory (the MPS pipe directory)
+  bool is_dir = false;      ///< IPC: a directory (the MPS pipe and log directories)
 };
 
 struct NvidiaDriver {
@@ -70,7 +70,7 @@ struct NvidiaDriver {
   std::vector<DriverFile> binaries;
   std::vector<DriverFile> firmware;       ///< GSP firmware for this version
   std::vector<DriverFile> config_files;   ///< Vulkan/EGL/OpenCL ICDs and similar
-  std::vector<DriverFile> ipc;            ///< persistenced socket, MPS pipe directory
+  std::vector<DriverFile> ipc;            ///< persistenced socket, MPS pipe and log directories
   std::string proc_params;                ///< /proc/driver/nvidia/params, empty when absent
   std::vector<std::string> warnings;      ///< one line each, for -v and `gpu info`
 };

@@ -153,6 +153,39 @@ class Reader : public TomlReader {
     return {};
   }
 
+  Status share(const toml::node& node, ShareConfig& s) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, "share", "is not a table ([share])");
+    s.enabled = true;
+    bool units = false;
+    for (const auto& [k, v] : *t) {
+      std::string_view key = k.str();
+      if (key == "enabled") s.enabled = BERTH_TRY(boolean(v, key));
+      else if (key == "gres") {
+        s.gres = BERTH_TRY(string(v, key));
+        if (s.gres != "shard" && s.gres != "mps") return bad(v, key, "is not \"shard\" or \"mps\"");
+      } else if (key == "units_per_gpu") {
+        auto n = v.value<int64_t>();
+        if (!v.is_integer() || !n || *n < 1 || *n > 100000)
+          return bad(v, key, "is not a whole number from 1 to 100000");
+        s.units_per_gpu = *n;
+        units = true;
+      } else if (key == "pipe_dir" || key == "log_dir") {
+        std::string dir = BERTH_TRY(nonempty(v, key));
+        // The plugin hands it to `berth run` as a variable, and Berth binds it at its path.
+        if (dir[0] != '/' || dir.find_first_of(":,\n") != std::string::npos)
+          return bad(v, key, "is not an absolute path without ':', ',' or a newline");
+        (key == "pipe_dir" ? s.pipe_dir : s.log_dir) = dir;
+      } else {
+        return bad(v, key, "is not a key of [share]");
+      }
+    }
+    // MPS counts are percentages of a GPU by convention; shards are whatever gres.conf says.
+    if (!units && s.gres == "mps") s.units_per_gpu = 100;
+    if (s.units_per_gpu == 0 && s.enabled) return missing("[share]", "units_per_gpu");
+    return {};
+  }
+
   Status resources(const toml::node& node, PublishConfig& p) const {
     const toml::table* t = node.as_table();
     if (t == nullptr) return bad(node, "resources", "is not a table ([resources])");
@@ -376,6 +409,7 @@ Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::str
     else if (key == "metrics_public") c.publish.metrics_public = BERTH_TRY(r.boolean(v, key));
     else if (key == "resources") BERTH_CHECK(r.resources(v, c.publish));
     else if (key == "reclaim") BERTH_CHECK(r.reclaim(v, c.slurm));
+    else if (key == "share") BERTH_CHECK(r.share(v, c.slurm.share));
     else if (key == "gpu_models") BERTH_CHECK(r.gpu_models(v, c.publish));
     else if (key == "issuers") {
       for (const toml::table* t : BERTH_TRY(r.tables(v, key)))

@@ -33,6 +33,19 @@ struct UserMapping {
   std::string user;     ///< the local account's name
 };
 
+/// GPU sharing ([share]): a job may ask for a fraction of one GPU ("gpu_share"), which becomes
+/// Slurm's `shard` or `mps` GRES, with the site's CUDA MPS directories bound into its container.
+struct ShareConfig {
+  bool enabled = false;
+  std::string gres = "shard";  ///< "shard" or "mps": the GRES of gres.conf that splits each GPU
+  /// The GRES count of one GPU in gres.conf: its shards, or its MPS count (100 by convention).
+  int64_t units_per_gpu = 0;
+  /// The site's MPS daemons' CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY on each node
+  /// (the CUDA defaults unless set), given to the job's container.
+  std::string pipe_dir = "/tmp/nvidia-mps";
+  std::string log_dir = "/var/log/nvidia-mps";
+};
+
 /// The Slurm cluster jobs go to ([slurm]), through its slurmrestd.
 struct SlurmConfig {
   std::string rest_url;        ///< slurmrestd, "http://HOST:PORT" (rest_auth/jwt)
@@ -53,6 +66,7 @@ struct SlurmConfig {
   bool reclaim = false;
   ReclaimPolicy reclaim_policy;
   std::string reclaim_berth = "berth";  ///< the berth program on the compute nodes
+  ShareConfig share;  ///< [share]
 };
 
 /// What GET /v1/resources knows of one GPU model beyond Slurm's count ([gpu_models.TYPE], TYPE

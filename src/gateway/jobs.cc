@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <map>
 
@@ -97,6 +98,11 @@ Result<JobRequest> parse_job_request(const nlohmann::json& body) {
         else if (rk == "tasks") r.tasks = static_cast<int>(BERTH_TRY(count(rv, f, 1000000)));
         else if (rk == "cpus_per_task") r.cpus_per_task = static_cast<int>(BERTH_TRY(count(rv, f, 10000)));
         else if (rk == "gpus") r.gpus = static_cast<int>(BERTH_TRY(count(rv, f, 10000)));
+        else if (rk == "gpu_share") {
+          if (!rv.is_number() || !(rv.get<double>() > 0 && rv.get<double>() < 1))
+            return bad_field(f, "is not a number above 0 and below 1");
+          r.gpu_share = rv.get<double>();
+        }
         else if (rk == "memory_mb") r.memory_mb = BERTH_TRY(count(rv, f, int64_t{1} << 40));
         else if (rk == "walltime_s") r.walltime_s = BERTH_TRY(count(rv, f, int64_t{366} * 86400));
         else return bad_field(f, "is not a field of a job request");
@@ -108,7 +114,25 @@ Result<JobRequest> parse_job_request(const nlohmann::json& body) {
   if (r.image.empty()) return bad_field("image", "is required");
   if (r.nodes < 1 || r.tasks < 1 || r.cpus_per_task < 1)
     return bad_field("resources", "asks for no nodes, tasks or CPUs");
+  if (r.gpus > 0 && r.gpu_share > 0)
+    return bad_field("resources", "asks for both gpus and gpu_share (a share is of one GPU)");
   return r;
+}
+
+Status check_share(const JobRequest& r, const ShareConfig& share) {
+  if (r.gpu_share > 0 && !share.enabled)
+    return bad_field("resources.gpu_share", "asks for a share of a GPU, which this site does not offer");
+  return {};
+}
+
+std::string share_gres(double x, const ShareConfig& share) {
+  const double units = x * static_cast<double>(share.units_per_gpu);
+  // Shards are whole slots, rounded up so that the job has at least its share; MPS counts are
+  // a percentage of the GPU's threads, rounded to the nearest. The epsilon keeps 0.3 * 10
+  // (3.0000000000000004 in binary) at 3 shards.
+  auto n = static_cast<int64_t>(share.gres == "mps" ? std::llround(units) : std::ceil(units - 1e-9));
+  n = std::clamp<int64_t>(n, 1, std::max<int64_t>(1, share.units_per_gpu));
+  return share.gres + ":" + std::to_string(n);
 }
 
 SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comment,
@@ -123,6 +147,7 @@ SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comm
   s.cpus_per_task = r.cpus_per_task;
   s.memory_mb = r.memory_mb;
   s.gpus = r.gpus;
+  if (r.gpu_share > 0 && slurm.share.enabled) s.gres = share_gres(r.gpu_share, slurm.share);
   s.time_limit_min = (r.walltime_s + 59) / 60;
   // The site's variables, then the request's. The container goes on the script's srun line,
   // not into the job's environment as BERTH_CONTAINER_*: the plugin reads those in the batch
@@ -131,6 +156,13 @@ SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comm
   s.environment = slurm.environment;
   for (const auto& [k, v] : r.env) s.environment[k] = v;
   s.environment["BERTHD_JOB_ID"] = std::to_string(id);
+  if (!s.gres.empty()) {
+    // The site's MPS daemons' directories: `berth run` binds both (when the node has them) and
+    // sets the variables inside, so the container's CUDA reaches the node's MPS server. Slurm
+    // sets CUDA_VISIBLE_DEVICES (shard, mps) and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (mps).
+    s.environment["CUDA_MPS_PIPE_DIRECTORY"] = slurm.share.pipe_dir;
+    s.environment["CUDA_MPS_LOG_DIRECTORY"] = slurm.share.log_dir;
+  }
   std::string cmd = "exec srun --container-image=" + shell_quote(r.image);
   if (!r.workdir.empty()) cmd += " --container-workdir=" + shell_quote(r.workdir);
   if (!r.mounts.empty()) {
@@ -196,6 +228,13 @@ nlohmann::json job_json(const JobRecord& j) {
     out["name"] = request.value("name", "berthd-job");
     out["image"] = request.value("image", "");
     out["class"] = request.value("class", "batch");
+    // A GPU share: the fraction asked for, and the GRES it became in Slurm.
+    auto res = request.find("resources");
+    if (res != request.end() && res->is_object() && res->contains("gpu_share") &&
+        (*res)["gpu_share"].is_number()) {
+      out["gpu_share"] = (*res)["gpu_share"];
+      out["gres"] = j.gres;
+    }
   }
   out["walltime_s"] = j.time_limit_s;
   // Slurm's own reason for a job it ended at its time limit is "TimeLimit"; the answer says
@@ -232,7 +271,7 @@ Result<JobService::Submitted> JobService::submit(const Account& who, const std::
   JobRequest request = asked;
   WalltimeDecision walltime;
   if (auto no = check_job_limits(limits, request.gpus, request.walltime_s,
-                                 request.job_class == "cloud", &walltime))
+                                 request.job_class == "cloud", &walltime, request.gpu_share))
     return Submitted{{}, false, std::move(no)};
   request.walltime_s = walltime.walltime_s;
   if (request.gpus > 0 && !quotas_.empty()) {
@@ -261,6 +300,8 @@ Result<JobService::Submitted> JobService::submit(const Account& who, const std::
   rec.request = body_text;
   rec.time_limit_s = walltime.walltime_s;
   rec.time_limit_from = walltime.from;
+  if (request.gpu_share > 0 && config_.share.enabled)
+    rec.gres = share_gres(request.gpu_share, config_.share);
   bool existing = false;
   int64_t now = std::time(nullptr);
   JobRecord job;
@@ -507,8 +548,9 @@ JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
       continue;
     }
     auto request = parse_job_request(parse_json_or_discarded(job.request));
-    if (!request.ok()) {
-      (void)db_->update(job.id, "SUBMIT_FAILED", request.error().detail, std::nullopt, "", now);
+    Status admitted = request.ok() ? admissible(*request) : Status(request.error());
+    if (!admitted.ok()) {  // a share the site stopped offering since it was accepted
+      (void)db_->update(job.id, "SUBMIT_FAILED", admitted.error().detail, std::nullopt, "", now);
       continue;
     }
     // The walltime its limits gave it when it was accepted (the caps may have changed since).

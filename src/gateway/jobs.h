@@ -38,6 +38,9 @@ struct JobRequest {
   std::vector<std::string> mounts;   ///< SRC:DST[:ro], checked by the site policy on the node
   std::string workdir;               ///< inside the container; "" for the image's
   int nodes = 1, tasks = 1, cpus_per_task = 1, gpus = 0;
+  /// A fraction of one GPU on each node, 0 < gpu_share < 1 ("resources.gpu_share"); 0: none.
+  /// Not with `gpus`; the site must enable sharing ([share], check_share()).
+  double gpu_share = 0;
   int64_t memory_mb = 0, walltime_s = 0;
   std::string job_class = "batch";   ///< "batch" or "cloud"
 };
@@ -46,10 +49,21 @@ struct JobRequest {
 /// kInvalidInput) name the field.
 Result<JobRequest> parse_job_request(const nlohmann::json& body);
 
+/// Whether the site takes request `r`'s GPU share: an error (kInvalidInput) of one line when
+/// `r` asks for one and [share] is not enabled.
+Status check_share(const JobRequest& r, const ShareConfig& share);
+
+/// The GRES, per node, that GPU share `x` (0 < x < 1) asks Slurm for: "shard:N" with
+/// N = ceil(x * units_per_gpu), or "mps:N" with N = round(x * units_per_gpu), N at least 1 and
+/// at most one GPU's units.
+std::string share_gres(double x, const ShareConfig& share);
+
 /// The Slurm job for request `r` of berthd job `id`, with the site's settings; `comment` is
 /// how reconciliation finds it again (JobService::comment()). With `slurm.output_dir`, the
 /// container's stdout and stderr go to OUTPUT_DIR/`output_stem`.out and .err
-/// (gateway/output.h).
+/// (gateway/output.h). A GPU share becomes share_gres() with the [share] MPS directories in the
+/// job's environment (CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY), which Berth binds into
+/// the container.
 SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comment,
                         const SlurmConfig& slurm, const std::string& output_stem = "");
 
@@ -104,6 +118,8 @@ class JobService {
   /// The last `lines` lines of job `id`'s stdout and stderr (gateway/output.h), if `who` may
   /// see the job; nullopt otherwise. An error (kNotFound) when no output_dir is configured.
   Result<std::optional<Output>> output(const Account& who, int64_t id, int lines);
+  /// Whether the site takes `r` (check_share() with this service's [share]).
+  Status admissible(const JobRequest& r) const { return check_share(r, config_.share); }
   /// The cluster as `who` sees it (GET /v1/systems, gateway/systems.h).
   nlohmann::json system(const Account& who);
   /// berthd's client of slurmrestd (GET /v1/resources asks through it).

@@ -46,12 +46,13 @@ constexpr std::pair<const char*, const char*> kAddedColumns[] = {
     {"gres_detail", "TEXT NOT NULL DEFAULT '[]'"},
     {"time_limit_s", "INTEGER NOT NULL DEFAULT 0"},
     {"time_limit_from", "TEXT NOT NULL DEFAULT ''"},
+    {"gres", "TEXT NOT NULL DEFAULT ''"},
 };
 
 constexpr const char* kColumns =
     "id, owner, issuer, subject, coalesce(idempotency_key, ''), request, state, slurm_job_id, "
     "reason, exit_code, nodes, created_at, updated_at, start_time, end_time, gpus, gres_detail, "
-    "time_limit_s, time_limit_from";
+    "time_limit_s, time_limit_from, gres";
 
 /// A prepared statement, finalized at the end of its scope.
 class Stmt {
@@ -112,6 +113,7 @@ JobRecord read_row(sqlite3_stmt* s) {
       if (d.is_string()) j.gres_detail.push_back(d.get<std::string>());
   j.time_limit_s = sqlite3_column_int64(s, 17);
   j.time_limit_from = column_text(s, 18);
+  j.gres = column_text(s, 19);
   return j;
 }
 
@@ -218,12 +220,12 @@ Result<JobRecord> JobsDb::accept(const JobRecord& job, int64_t now, bool* existi
   }
   Stmt ins(db_,
            "INSERT INTO jobs (owner, issuer, subject, idempotency_key, request, state, "
-           "created_at, updated_at, time_limit_s, time_limit_from) "
-           "VALUES (?1, ?2, ?3, ?4, ?5, 'ACCEPTED', ?6, ?6, ?7, ?8)");
+           "created_at, updated_at, time_limit_s, time_limit_from, gres) "
+           "VALUES (?1, ?2, ?3, ?4, ?5, 'ACCEPTED', ?6, ?6, ?7, ?8, ?9)");
   if (!ins.ok()) return error("cannot record a job");
   ins.text(1, job.owner).text(2, job.issuer).text(3, job.subject)
       .text_or_null(4, job.idempotency_key).text(5, job.request).integer(6, now)
-      .integer(7, job.time_limit_s).text(8, job.time_limit_from);
+      .integer(7, job.time_limit_s).text(8, job.time_limit_from).text(9, job.gres);
   if (ins.step() != SQLITE_DONE) return error("cannot record a job");
   JobRecord out = job;
   out.id = sqlite3_last_insert_rowid(db_);

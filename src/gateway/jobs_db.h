@@ -8,9 +8,9 @@
 // Schema (one table; docs/gateway.md says why each column is there):
 //   jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, owner, issuer, subject, idempotency_key,
 //        request JSON, state, slurm_job_id, reason, exit_code, nodes, created_at, updated_at,
-//        start_time, end_time, gpus, gres_detail JSON, time_limit_s, time_limit_from,
+//        start_time, end_time, gpus, gres_detail JSON, time_limit_s, time_limit_from, gres,
 //        UNIQUE(owner, idempotency_key))
-// (the last six added to databases made before them when opened).
+// (the last seven added to databases made before them when opened).
 // Ids are never reused (AUTOINCREMENT), so a client's old id never names another job.
 #pragma once
 
@@ -48,6 +48,8 @@ struct JobRecord {
   /// came from (WalltimeDecision::from in gateway/limits.h).
   int64_t time_limit_s = 0;
   std::string time_limit_from;
+  /// The GRES per node a GPU share asked Slurm for ("shard:2"), "" for none; set on acceptance.
+  std::string gres;
 };
 
 /// The job database; one connection, used under a lock by the server's threads.

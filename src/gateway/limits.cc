@@ -1,6 +1,8 @@
 // Limit resolution and checks (gateway/limits.h).
 #include "gateway/limits.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 
 namespace berth::gateway {
@@ -61,7 +63,11 @@ Limits resolve_limits(const LimitsConfig& config, const std::string& user,
 }
 
 std::optional<LimitRefusal> check_job_limits(const Limits& limits, int gpus, int64_t walltime_s,
-                                             bool cloud, WalltimeDecision* decision) {
+                                             bool cloud, WalltimeDecision* decision,
+                                             double gpu_share) {
+  if (const auto& l = get(limits, LimitKey::kMaxGpusPerJob); l && gpu_share > 0 && l->value < 1)
+    return refusal(LimitKey::kMaxGpusPerJob, *l, 1, false,
+                   "the job asks for a share of a GPU (" + fmt::format("{:g}", gpu_share) + ")");
   if (const auto& l = get(limits, LimitKey::kMaxGpusPerJob); l && gpus > l->value)
     return refusal(LimitKey::kMaxGpusPerJob, *l, gpus, false,
                    "the job asks for " + std::to_string(gpus) + " GPUs");

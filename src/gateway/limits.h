@@ -96,9 +96,12 @@ struct WalltimeDecision {
 
 /// Checks one job against `limits`: its GPUs against max_gpus_per_job, its walltime against
 /// max_walltime_s and, for a cloud job, cloud_max_walltime_s (the smaller cap binds). A job
-/// without a walltime gets the binding cap. Returns the walltime decision, or the refusal.
+/// without a walltime gets the binding cap. A GPU share (`gpu_share` > 0) holds one GPU's
+/// device, so it counts as one GPU: max_gpus_per_job = 0 refuses it. Returns the walltime
+/// decision, or the refusal.
 std::optional<LimitRefusal> check_job_limits(const Limits& limits, int gpus, int64_t walltime_s,
-                                             bool cloud, WalltimeDecision* decision);
+                                             bool cloud, WalltimeDecision* decision,
+                                             double gpu_share = 0);
 
 /// Checks `user`'s unfinished jobs (`running`, `queued`) against max_running_jobs and
 /// max_queued_jobs: a new job is refused when either count has reached its limit.

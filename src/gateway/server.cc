@@ -233,6 +233,7 @@ void Server::job_routes() {
     nlohmann::json body = parse_json_or_discarded(req.body, size_t{1} << 20);
     auto request = parse_job_request(body);
     if (!request.ok()) return invalid(request.error().detail);
+    if (auto taken = jobs_->admissible(*request); !taken.ok()) return invalid(taken.error().detail);
     std::string key = req.get_header_value("Idempotency-Key");
     if (key.size() > 255) return invalid("Idempotency-Key is longer than 255 bytes");
     auto done = jobs_->submit(*who, key, req.body, *request);

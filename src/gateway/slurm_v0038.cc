@@ -113,6 +113,9 @@ nlohmann::json submit_body_v0038(const SlurmJobSpec& s) {
   if (!s.standard_error.empty()) job["standard_error"] = s.standard_error;
   if (s.memory_mb > 0) job["memory_per_node"] = s.memory_mb;
   if (s.gpus > 0) job["gpus"] = std::to_string(s.gpus);  // a string in v0.0.38
+  // --gres: Slurm keeps it as the job's TresPerNode ("gres:shard:2"); v0.0.38 has no
+  // tres_per_node key to submit.
+  if (!s.gres.empty()) job["gres"] = s.gres;
   if (s.time_limit_min > 0) job["time_limit"] = s.time_limit_min;
   return {{"script", s.script}, {"job", job}};
 }

@@ -145,13 +145,11 @@ def berthd(identity, scratch, berthd_bin, issuers, second_user):
         proc.wait()
 
 
-@pytest.fixture(scope="module")
-def gateway_cluster(scratch, berth_bin, identity):
-    """The loopback Slurm cluster (tests/e2e/slurm.py) for the gateway's tests: one of their own,
-    for the module, under scratch/slurm-gateway. Not test_slurm's `cluster`: a fixture imported
-    into another module is a second fixture of the same name, which would start a second
-    cluster in the same folder; and its plugin is a copy of its own, since copying over the
-    file a running slurmd has loaded would change it under it."""
+def start_gateway_cluster(scratch, berth_bin, identity, name: str = "slurm-gateway",
+                          share: str = "shard"):
+    """A loopback Slurm cluster (tests/e2e/slurm.py) under scratch/NAME for the gateway's tests,
+    with its own copy of the plugin (copying over the file a running slurmd has loaded would
+    change it under it); skips where the cluster cannot run. Stop it with stop()."""
     why = slurm.missing_packages()
     if why:
         pytest.skip(why)
@@ -159,16 +157,26 @@ def gateway_cluster(scratch, berth_bin, identity):
     if not userns_works(identity):
         pytest.skip("unprivileged user namespaces are not available to the test user here")
     plugin = build_file(os.path.join("src", "spank_berth.so"), "BERTH_SPANK", "spank_berth")
-    bindir = identity.make_dir(os.path.join(scratch, "gateway-bin"))
+    bindir = identity.make_dir(os.path.join(scratch, name + "-bin"))
     copy = os.path.join(bindir, "spank_berth.so")
     shutil.copy2(plugin, copy)
     os.chmod(copy, 0o755)
-    c = slurm.Cluster(os.path.join(scratch, "slurm-gateway"), copy, berth_bin)
+    c = slurm.Cluster(os.path.join(scratch, name), copy, berth_bin, share=share)
     try:
         c.start()
     except Exception:
         c.stop()
         raise
+    return c
+
+
+@pytest.fixture(scope="module")
+def gateway_cluster(scratch, berth_bin, identity):
+    """The loopback Slurm cluster for the gateway's tests: one of their own, for the module,
+    under scratch/slurm-gateway. Not test_slurm's `cluster`: a fixture imported into another
+    module is a second fixture of the same name, which would start a second cluster in the
+    same folder. A module may define its own `gateway_cluster` (another folder, gres/mps)."""
+    c = start_gateway_cluster(scratch, berth_bin, identity)
     yield c
     c.stop()
 

@@ -18,6 +18,8 @@ import time
 from servers import free_port
 
 NODES = ("n1", "n2")
+SHARDS_PER_GPU = 4  # gres/shard on each fake GPU: at most 4 jobs share one
+MPS_PER_GPU = 100   # gres/mps on each fake GPU (a cluster made with share="mps")
 
 
 def missing_packages() -> str:
@@ -38,8 +40,10 @@ class Cluster:
     """The cluster's files live under `root`; `env()` is what a client (srun) needs."""
 
     def __init__(self, root: str, plugin: str, berth: str, plugin_args: str = "",
-                 accounting: bool | None = None):
+                 accounting: bool | None = None, share: str = "shard"):
         self.root, self.plugin, self.berth = root, plugin, berth
+        self.share = share  # the GRES that splits each fake GPU: "shard" or "mps"
+        self.share_units = SHARDS_PER_GPU if share == "shard" else MPS_PER_GPU
         self.plugin_args = plugin_args
         # Slurm's accounting (tests/e2e/slurmdbd.py): slurmdbd on a private MariaDB, where
         # Debian's slurmdbd and mariadb-server are installed (accounting None), or as asked.
@@ -113,8 +117,10 @@ class Cluster:
         # Job ids start at a random number: Slurm's mpi/pmix makes /tmp/spmix_appdir_UID_JOB.STEP
         # and fails the step's launch when it exists, left by another cluster's job of that id
         # (every test session's cluster, and every worktree's, would start at 1).
-        # Fake GPUs: Slurm only needs device files to hand out (FIELD-NOTES).
-        gres = " Gres=gpu:fake:2" if self.gpus else ""
+        # Fake GPUs: Slurm only needs device files to hand out (FIELD-NOTES); each split into
+        # share_units of gres/shard (or gres/mps) for GPU-share jobs. Never both: Slurm 22.05
+        # with both on a node loses CUDA_VISIBLE_DEVICES in shard jobs (FIELD-NOTES).
+        gres = (f" Gres=gpu:fake:2,{self.share}:{2 * self.share_units}" if self.gpus else "")
         nodes = "\n".join(
             f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={ports[i + 1]} "
             f"CPUs=16 RealMemory=16000{gres} State=UNKNOWN"
@@ -141,7 +147,7 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=100
-GresTypes=gpu
+GresTypes=gpu,{self.share}
 SlurmdParameters=config_overrides
 PlugStackConfig={r}/etc/plugstack.conf
 MpiDefault=none
@@ -155,7 +161,10 @@ FirstJobId={random.randint(1000, 30_000_000)}
 PartitionName=debug Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """)
         self._write("etc/gres.conf",
-                    "Name=gpu Type=fake File=/dev/tty[0-1]\n" if self.gpus else "")
+                    "Name=gpu Type=fake File=/dev/tty[0-1]\n" +
+                    "".join(f"Name={self.share} Count={self.share_units} File=/dev/tty{i}\n"
+                            for i in (0, 1))
+                    if self.gpus else "")
         self.write_plugstack(self.plugin_args)
         env = dict(os.environ, SLURM_CONF=self.conf)
         if self.accounting is not None:

@@ -337,6 +337,11 @@ def test_bad_requests(gw, issuers, identity):
         ({"image": "x", "resources": {"gpus": -1}}, '"resources.gpus" is not a whole number from 0 to 10000'),
         ({"image": "x", "colour": 1}, '"colour" is not a field of a job request'),
         ({"image": "x", "class": "interactive"}, '"class" is not "batch" or "cloud"'),
+        ({"image": "x", "resources": {"gpu_share": 1.5}},
+         '"resources.gpu_share" is not a number above 0 and below 1'),
+        # This berthd has no [share]: a GPU share is refused before anything is recorded.
+        ({"image": "x", "resources": {"gpu_share": 0.25}},
+         '"resources.gpu_share" asks for a share of a GPU, which this site does not offer'),
     ]:
         status, _, err = gw.request("POST", "/v1/jobs", tok, body)
         assert status == 400 and err["error"]["message"] == message, body
@@ -430,6 +435,95 @@ def test_gpu_job_gets_its_gpu(gw, berth, issuers, identity, cluster, scratch, pu
     done = wait_final(gw, tok, job["id"])
     # Slurm forgets the GPUs of an ended job; berthd keeps what it saw.
     assert (done["state"], done["gpus_allocated"]) == ("CANCELLED", 1), done
+
+
+def test_gpu_share_job_gets_a_shard_and_the_mps_directories(gw, berth, issuers, identity,
+                                                             cluster, scratch, pushed_busybox):
+    """[share] with Slurm's gres/shard (4 shards per fake GPU): a quarter of a GPU is one shard
+    (test_gateway_share_mps.py: the same with gres/mps)."""
+    run_share_jobs(gw, berth, issuers, identity, cluster, scratch, pushed_busybox)
+
+
+def run_share_jobs(gw, berth, issuers, identity, cluster, scratch, pushed_busybox):
+    """berthd restarted with [share] as the cluster splits its fake GPUs (cluster.share):
+    two jobs asking for a quarter of a GPU each get that GRES on the same GPU and run at once;
+    inside each container the node's MPS pipe and log directories (made here, under the fake
+    host's root, with a marker file) are bound, CUDA_MPS_PIPE_DIRECTORY and
+    CUDA_MPS_LOG_DIRECTORY name them, and an MPS job has Slurm's
+    CUDA_MPS_ACTIVE_THREAD_PERCENTAGE."""
+    if not cluster.gpus:
+        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the fake driver libraries")
+    from test_gpu import UUID0, UUID1, fake_host_env
+    env = fake_host_env(os.path.join(scratch, "gateway-gpu-host"))
+    pipe, log = "/run/berth-mps/pipe", "/run/berth-mps/log"
+    for d, marker in ((pipe, "pipe-marker"), (log, "log-marker")):
+        host_dir = env["BERTH_DRIVER_ROOT"] + d
+        os.makedirs(host_dir, exist_ok=True)
+        os.chmod(os.path.dirname(host_dir), 0o755)
+        os.chmod(host_dir, 0o755)
+        with open(os.path.join(host_dir, "marker"), "w") as f:
+            f.write(marker + "\n")
+    with open(gw.conf_path) as f:
+        conf = f.read()
+    conf += (f'\n[share]\ngres = "{cluster.share}"\nunits_per_gpu = {cluster.share_units}\n'
+             f'pipe_dir = "{pipe}"\nlog_dir = "{log}"\n')
+    gw.restart(lambda: identity.write_file(gw.conf_path, conf))
+    # A quarter: 1 of 4 shards (rounded up), or 25 of MPS's 100.
+    gres = f"{cluster.share}:{-(-cluster.share_units // 4)}"
+    percentage = "25" if cluster.share == "mps" else "none"
+    tok = token_a(issuers, identity)
+    script = ("echo pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY "
+              "pct=${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-none} "
+              "gpus=$CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES; "
+              "cat $CUDA_MPS_PIPE_DIRECTORY/marker $CUDA_MPS_LOG_DIRECTORY/marker; "
+              "exec busybox sleep 300")
+    jobs = []
+    try:
+        for _ in range(2):
+            status, _, job = gw.request("POST", "/v1/jobs", tok, {
+                "image": pushed_busybox, "env": env, "resources": {"gpu_share": 0.25},
+                "command": ["sh", "-c", script]})
+            assert status == 201, job
+            assert (job["gpu_share"], job["gres"]) == (0.25, gres), job
+            jobs.append(job["id"])
+        running, outs = {}, {}
+        deadline = time.monotonic() + 120
+        while len(outs) < 2:
+            for job_id in jobs:
+                status, _, j = gw.request("GET", f"/v1/jobs/{job_id}", tok)
+                out = api_output(gw, tok, job_id)
+                # Three lines, or an error (a marker that is not there) to show at once.
+                if j["state"] == "RUNNING" and (out["stdout"].count("\n") >= 3 or out["stderr"]):
+                    running[job_id], outs[job_id] = j, out
+                assert j["state"] in ("PENDING", "RUNNING", "CONFIGURING"), (
+                    j, out, job_output(berth, j))
+            assert time.monotonic() < deadline, (running, outs)
+            time.sleep(0.2)
+        placed = set()
+        for job_id in jobs:
+            j, out = running[job_id], outs[job_id]
+            # Slurm's record: the GRES asked for, on one GPU while it runs.
+            r = subprocess.run(["scontrol", "-d", "show", "job", str(j["slurm_job_id"])],
+                               env=dict(os.environ, **cluster.env()), capture_output=True,
+                               text=True, check=True)
+            assert f"TresPerNode=gres:{gres}" in r.stdout, r.stdout
+            m = re.fullmatch(re.escape(gres) + r"\(IDX:([01])\)", j["gres_detail"][0])
+            assert m, j
+            placed.add((j["nodes"], m.group(1)))
+            uuid = (UUID0, UUID1)[int(m.group(1))]
+            assert out["stdout"] == (f"pipe={pipe} log={log} pct={percentage} gpus=0 {uuid}\n"
+                                     "pipe-marker\nlog-marker\n"), out
+            assert j["gpus_allocated"] == 0 and j["gpu_share"] == 0.25, j
+        # Both at once, on the same GPU of the same node (Slurm fills the first node first).
+        assert len(placed) == 1, running
+    finally:
+        # Left running, a job would outlive this module's cluster (its holders with it).
+        for job_id in jobs:
+            gw.request("DELETE", f"/v1/jobs/{job_id}", tok)
+        for job_id in jobs:
+            wait_final(gw, tok, job_id)
 
 
 def test_kill_9_during_200_submissions_loses_and_duplicates_nothing(gw, issuers, identity,

@@ -85,6 +85,29 @@ TEST(InjectGpuPlan, ImageWithLdconfigAndLdLibraryPathGetsBerthsFolderFirst) {
   EXPECT_EQ(env_with_library_dirs(s), s.env);
 }
 
+TEST(InjectGpuPlan, MpsDirectoriesAreBoundAndTheirVariablesWinOverTheImage) {
+  TempDir root;
+  root.write("sbin/ldconfig", "#!", S_IXUSR);
+  GpuPlan p = sample_plan();
+  p.files = {{"/h/run/mps/pipe", "/run/mps/pipe", false, true},
+             {"/h/run/mps/log", "/run/mps/log", false, true}};
+  p.env.insert(p.env.begin(), {"CUDA_MPS_PIPE_DIRECTORY=/run/mps/pipe",
+                               "CUDA_MPS_LOG_DIRECTORY=/run/mps/log"});
+  ContainerSpec s;
+  s.rootfs = root.path;
+  s.env = {"PATH=/bin", "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps"};
+  inject_gpu_plan(p, s);
+  std::vector<std::string> binds;
+  for (const DeviceEdit& e : s.device_edits)
+    if (e.kind == DeviceEdit::Kind::kBind && e.source.starts_with("/h/run/mps"))
+      binds.push_back(e.source + " " + e.target + (e.read_only ? " ro" : " rw"));
+  EXPECT_EQ(binds, (std::vector<std::string>{"/h/run/mps/pipe /usr/lib/berth/host/run/mps/pipe rw",
+                                             "/h/run/mps/log /usr/lib/berth/host/run/mps/log rw"}));
+  EXPECT_EQ(s.env, (std::vector<std::string>{"PATH=/bin", "CUDA_MPS_PIPE_DIRECTORY=/run/mps/pipe",
+                                             "CUDA_MPS_LOG_DIRECTORY=/run/mps/log",
+                                             "NVIDIA_VISIBLE_DEVICES=GPU-1"}));
+}
+
 TEST(InjectGpuPlan, NothingWhenNotInjecting) {
   ContainerSpec s;
   GpuPlan p;

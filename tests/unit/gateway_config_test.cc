@@ -74,6 +74,50 @@ TEST(GatewayConfig, DefaultsListenOnLoopback) {
   EXPECT_FALSE(c->tls());
 }
 
+TEST(GatewayConfig, ShareKeysDefaultsAndErrors) {
+  const std::string iss = "[[issuers]]\nissuer = \"https://a/\"\naudience = \"b\"\n";
+  auto c = parse_gateway_config(iss, "f");
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->slurm.share.enabled);  // no [share]: no sharing
+  c = parse_gateway_config(iss + R"([share]
+gres = "shard"
+units_per_gpu = 8
+pipe_dir = "/run/nvidia-mps"
+log_dir = "/var/log/mps"
+)", "f");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_TRUE(c->slurm.share.enabled);
+  EXPECT_EQ(c->slurm.share.gres, "shard");
+  EXPECT_EQ(c->slurm.share.units_per_gpu, 8);
+  EXPECT_EQ(c->slurm.share.pipe_dir, "/run/nvidia-mps");
+  EXPECT_EQ(c->slurm.share.log_dir, "/var/log/mps");
+  // MPS: 100 per GPU unless said otherwise, CUDA's default directories.
+  c = parse_gateway_config(iss + "[share]\ngres = \"mps\"\n", "f");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->slurm.share.units_per_gpu, 100);
+  EXPECT_EQ(c->slurm.share.pipe_dir, "/tmp/nvidia-mps");
+  EXPECT_EQ(c->slurm.share.log_dir, "/var/log/nvidia-mps");
+  c = parse_gateway_config(iss + "[share]\nenabled = false\n", "f");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_FALSE(c->slurm.share.enabled);
+  const std::pair<std::string, const char*> bad[] = {
+      {"[share]\n", "read config f: [share] has no \"units_per_gpu\""},
+      {"[share]\ngres = \"gpu\"\n", "read config f: line 5: \"gres\" is not \"shard\" or \"mps\""},
+      {"[share]\nunits_per_gpu = 0\n",
+       "read config f: line 5: \"units_per_gpu\" is not a whole number from 1 to 100000"},
+      {"[share]\nunits_per_gpu = 4\npipe_dir = \"mps\"\n",
+       "read config f: line 6: \"pipe_dir\" is not an absolute path without ':', ',' or a newline"},
+      {"[share]\nunits_per_gpu = 4\nlog_dir = \"/a:/b\"\n",
+       "read config f: line 6: \"log_dir\" is not an absolute path without ':', ',' or a newline"},
+      {"[share]\nshards = 4\n", "read config f: line 5: \"shards\" is not a key of [share]"},
+  };
+  for (const auto& [text, message] : bad) {
+    auto e = parse_gateway_config(iss + text, "f");
+    ASSERT_FALSE(e.ok()) << text;
+    EXPECT_EQ(e.error().message(), message) << text;
+  }
+}
+
 TEST(GatewayConfig, RefusesWhatIsUnsafeOrMalformed) {
   const std::string iss = "[[issuers]]\nissuer = \"https://a/\"\naudience = \"b\"\n";
   struct Case {

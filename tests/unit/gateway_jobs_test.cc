@@ -79,6 +79,89 @@ TEST(GatewayJobs, SlurmJobRunsTheContainerOnTheSrunLine) {
   EXPECT_EQ(body["job"]["memory_per_node"], 100);
 }
 
+TEST(GatewayJobs, GpuShareRequestAndItsRefusals) {
+  auto r = parse_job_request(json::parse(R"({"image": "x", "resources": {"gpu_share": 0.25}})"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->gpu_share, 0.25);
+  EXPECT_EQ(r->gpus, 0);
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"image": "x", "resources": {"gpu_share": 0}})",
+       "parse job request: \"resources.gpu_share\" is not a number above 0 and below 1"},
+      {R"({"image": "x", "resources": {"gpu_share": 1}})",
+       "parse job request: \"resources.gpu_share\" is not a number above 0 and below 1"},
+      {R"({"image": "x", "resources": {"gpu_share": 1.5}})",
+       "parse job request: \"resources.gpu_share\" is not a number above 0 and below 1"},
+      {R"({"image": "x", "resources": {"gpu_share": -0.5}})",
+       "parse job request: \"resources.gpu_share\" is not a number above 0 and below 1"},
+      {R"({"image": "x", "resources": {"gpu_share": "0.5"}})",
+       "parse job request: \"resources.gpu_share\" is not a number above 0 and below 1"},
+      {R"({"image": "x", "resources": {"gpu_share": 0.5, "gpus": 1}})",
+       "parse job request: \"resources\" asks for both gpus and gpu_share (a share is of one GPU)"},
+  };
+  for (const auto& [text, message] : bad) {
+    auto e = parse_job_request(json::parse(text));
+    ASSERT_FALSE(e.ok()) << text;
+    EXPECT_EQ(e.error().message(), message) << text;
+  }
+  // A site that does not share GPUs refuses it (a 400); a request without a share passes.
+  ShareConfig off;
+  auto no = check_share(*r, off);
+  ASSERT_FALSE(no.ok());
+  EXPECT_EQ(no.error().detail,
+            "\"resources.gpu_share\" asks for a share of a GPU, which this site does not offer");
+  EXPECT_TRUE(check_share(*parse_job_request(json::parse(R"({"image": "x"})")), off).ok());
+  ShareConfig on;
+  on.enabled = true;
+  on.units_per_gpu = 8;
+  EXPECT_TRUE(check_share(*r, on).ok());
+}
+
+TEST(GatewayJobs, GpuShareBecomesShardOrMpsGres) {
+  ShareConfig shard;
+  shard.enabled = true;
+  shard.units_per_gpu = 8;
+  ShareConfig mps = shard;
+  mps.gres = "mps";
+  mps.units_per_gpu = 100;
+  const struct {
+    double x;
+    const ShareConfig& share;
+    const char* gres;
+  } cases[] = {
+      {0.25, shard, "shard:2"}, {0.3, shard, "shard:3"},  {0.01, shard, "shard:1"},
+      {0.99, shard, "shard:8"}, {0.5, shard, "shard:4"},  {0.25, mps, "mps:25"},
+      {0.333, mps, "mps:33"},   {0.001, mps, "mps:1"},    {0.999, mps, "mps:100"},
+  };
+  for (const auto& c : cases) EXPECT_EQ(share_gres(c.x, c.share), c.gres) << c.x;
+  ShareConfig ten = shard;
+  ten.units_per_gpu = 10;
+  EXPECT_EQ(share_gres(0.3, ten), "shard:3");  // not 4: 0.3 * 10 is 3.0000000000000004
+
+  JobRequest r = *parse_job_request(json::parse(R"({
+    "image": "alpine:3", "env": {"CUDA_MPS_PIPE_DIRECTORY": "/mine"},
+    "resources": {"gpu_share": 0.25}})"));
+  SlurmConfig sc;
+  sc.share = shard;
+  sc.share.pipe_dir = "/run/mps/pipe";
+  sc.share.log_dir = "/run/mps/log";
+  SlurmJobSpec s = slurm_spec(r, 7, "berthd:0123456789abcdef:7", sc);
+  EXPECT_EQ(s.gres, "shard:2");
+  EXPECT_EQ(s.gpus, 0);
+  // The site's MPS directories, whatever the request said.
+  EXPECT_EQ(s.environment, (std::map<std::string, std::string>{
+                               {"BERTHD_JOB_ID", "7"},
+                               {"CUDA_MPS_LOG_DIRECTORY", "/run/mps/log"},
+                               {"CUDA_MPS_PIPE_DIRECTORY", "/run/mps/pipe"}}));
+  json body = submit_body_v0038(s);
+  EXPECT_EQ(body["job"]["gres"], "shard:2");
+  EXPECT_FALSE(body["job"].contains("gpus"));
+  // A job without a share asks for no GRES and gets no MPS variables.
+  SlurmJobSpec plain = slurm_spec(*parse_job_request(json::parse(R"({"image": "a"})")), 8, "c", sc);
+  EXPECT_EQ(plain.gres, "");
+  EXPECT_FALSE(plain.environment.contains("CUDA_MPS_PIPE_DIRECTORY"));
+  EXPECT_FALSE(submit_body_v0038(plain)["job"].contains("gres"));
+}
+
 TEST(GatewayJobs, SlurmrestdAnswers) {
   EXPECT_EQ(*parse_submit_v0038(R"({"errors": [], "job_id": 17, "step_id": "BATCH"})", "u"), 17);
   auto refused = parse_submit_v0038(
@@ -198,6 +281,7 @@ struct FakeSlurmrestd {
   std::string instance;
   std::mutex mu;
   std::vector<std::string> calls;  // "METHOD PATH USER"
+  std::vector<json> submitted;     // the bodies of POST /job/submit
   int next = 600;
   testing::FakeHttpServer server{[this](const testing::FakeRequest& r) {
     std::lock_guard<std::mutex> lock(mu);
@@ -207,8 +291,10 @@ struct FakeSlurmrestd {
       res.body = R"({"errors": [], "jobs": [{"job_id": 500, "comment": "berthd:)" + instance +
                  R"(:1", "job_state": "RUNNING", "nodes": "n1"}, {"job_id": 501,
                  "comment": "berthd:ffffffffffffffff:2", "job_state": "RUNNING"}]})";
-    else if (r.target == "/slurm/v0.0.38/job/submit")
+    else if (r.target == "/slurm/v0.0.38/job/submit") {
+      submitted.push_back(json::parse(r.body));
       res.body = R"({"errors": [], "job_id": )" + std::to_string(next++) + "}";
+    }
     else
       res.body = R"({"errors": [], "jobs": [{"job_id": 1, "job_state": "COMPLETED",
                     "exit_code": 0, "nodes": "n2"}]})";
@@ -253,6 +339,56 @@ TEST(GatewayJobs, ReconcileFindsOrSubmitsAcceptedJobsOnce) {
   EXPECT_EQ((*raw->get(3))->slurm_job_id, 601);
   r = jobs.reconcile(1300, 120);
   EXPECT_EQ(r.found + r.resubmitted, 0);
+}
+
+TEST(GatewayJobs, ShareJobIsRecordedWithItsGresAndRefusedOnceTheSiteStopsSharing) {
+  TempDir dir("share");
+  FakeSlurmrestd slurm;
+  auto db = JobsDb::open(dir.path + "/jobs.db");
+  ASSERT_TRUE(db.ok());
+  JobsDb* raw = db->get();
+  slurm.instance = raw->instance();
+  SlurmConfig sc;
+  sc.share.enabled = true;
+  sc.share.gres = "mps";
+  sc.share.units_per_gpu = 100;
+  JobService jobs(std::move(*db), SlurmRest("http://" + slurm.server.host(), "k", 60), sc);
+  const std::string body = R"({"image": "alpine", "resources": {"gpu_share": 0.25}})";
+  JobRequest request = *parse_job_request(json::parse(body));
+  EXPECT_TRUE(jobs.admissible(request).ok());
+  auto done = jobs.submit({"iss", "s-a", "alice"}, "", body, request);
+  ASSERT_TRUE(done.ok()) << done.error().message();
+  ASSERT_FALSE(done->refused);
+  {
+    std::lock_guard<std::mutex> lock(slurm.mu);
+    ASSERT_EQ(slurm.submitted.size(), 1u);
+    EXPECT_EQ(slurm.submitted[0]["job"]["gres"], "mps:25");
+    EXPECT_EQ(slurm.submitted[0]["job"]["environment"]["CUDA_MPS_PIPE_DIRECTORY"], "/tmp/nvidia-mps");
+    EXPECT_EQ(slurm.submitted[0]["job"]["environment"]["CUDA_MPS_LOG_DIRECTORY"], "/var/log/nvidia-mps");
+  }
+  json shown = job_json(**raw->get(done->job.id));
+  EXPECT_EQ(shown["gpu_share"], 0.25);
+  EXPECT_EQ(shown["gres"], "mps:25");
+  // A job without a share shows neither.
+  json plain = job_json({1, "alice", "i", "s", "", R"({"image": "alpine"})"});
+  EXPECT_FALSE(plain.contains("gpu_share") || plain.contains("gres"));
+
+  // The site turns sharing off while a share job waits ACCEPTED (berthd crashed before Slurm
+  // had it): reconciliation does not send it, and says why.
+  auto db2 = JobsDb::open(dir.path + "/jobs2.db");
+  ASSERT_TRUE(db2.ok());
+  bool existing = false;
+  ASSERT_TRUE((*db2)->accept({0, "alice", "iss", "s", "", body}, 100, &existing).ok());
+  JobsDb* raw2 = db2->get();
+  JobService off(std::move(*db2), SlurmRest("http://" + slurm.server.host(), "k", 60), {});
+  EXPECT_FALSE(off.admissible(request).ok());
+  off.reconcile(1000, 0);
+  auto job = *raw2->get(1);
+  EXPECT_EQ(job->state, "SUBMIT_FAILED");
+  EXPECT_EQ(job->reason,
+            "\"resources.gpu_share\" asks for a share of a GPU, which this site does not offer");
+  std::lock_guard<std::mutex> lock(slurm.mu);
+  EXPECT_EQ(slurm.submitted.size(), 1u);
 }
 
 }  // namespace

@@ -119,6 +119,16 @@ TEST(GatewayLimits, JobChecksNameTheLimit) {
   EXPECT_FALSE(check_job_limits(Limits{}, 10000, 0, true, &d));
   EXPECT_EQ(d.walltime_s, 0);
   EXPECT_EQ(d.from, "");
+  // A GPU share holds one GPU's device: it passes max_gpus_per_job = 1, not 0.
+  EXPECT_FALSE(check_job_limits(l, 0, 0, false, &d, 0.25));
+  LimitsConfig none;
+  none.defaults[static_cast<size_t>(LimitKey::kMaxGpusPerJob)] = 0;
+  auto share = check_job_limits(resolve_limits(none, "dave", {}), 0, 0, false, &d, 0.25);
+  ASSERT_TRUE(share);
+  EXPECT_EQ(share->key, LimitKey::kMaxGpusPerJob);
+  EXPECT_EQ(share->requested, 1);
+  EXPECT_EQ(share->message,
+            "the job asks for a share of a GPU (0.25), the limit max_gpus_per_job = 0 (default)");
 }
 
 TEST(GatewayLimits, CountChecks) {

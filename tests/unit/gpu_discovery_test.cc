@@ -230,6 +230,33 @@ TEST(NvidiaDiscovery, FindsTheFabricatedDriver) {
                                h.root + "/usr/lib/x86_64-linux-gnu/libnvidia-cfg.so.550.54.15: not an ELF file");
 }
 
+TEST(NvidiaDiscovery, MpsPipeAndLogDirectoriesWhenTheNodeHasThem) {
+  FakeHost h;
+  DiscoveryOptions o = options(h);
+  o.mps_pipe_dir = "/run/mps/pipe";
+  o.mps_log_dir = "/run/mps/log";
+  // Neither exists: neither is bound.
+  auto r = discover_nvidia(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(paths_of(r->ipc), (std::vector<std::string>{"/run/nvidia-persistenced/socket"}));
+  // The pipe directory alone, then both.
+  std::filesystem::create_directories(h.root + "/run/mps/pipe");
+  r = discover_nvidia(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(paths_of(r->ipc),
+            (std::vector<std::string>{"/run/nvidia-persistenced/socket", "/run/mps/pipe"}));
+  std::filesystem::create_directories(h.root + "/run/mps/log");
+  r = discover_nvidia(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(paths_of(r->ipc), (std::vector<std::string>{"/run/nvidia-persistenced/socket",
+                                                        "/run/mps/pipe", "/run/mps/log"}));
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_TRUE(r->ipc[i].is_dir);
+    EXPECT_EQ(r->ipc[i].host_path, h.root + r->ipc[i].path);
+    EXPECT_EQ(r->ipc[i].caps, unsigned{kCapCompute});
+  }
+}
+
 TEST(NvidiaDiscovery, DevRootDefaultsToDriverRoot) {
   FakeHost h;
   DiscoveryOptions o;
@@ -355,6 +382,27 @@ TEST(DiscoveryOptions, EnvironmentWinsOverConfig) {
   unsetenv("BERTH_DEV_ROOT");
   ASSERT_FALSE(o.ok());
   EXPECT_EQ(o.error().message(), "read config relative: driver and device roots must be absolute paths");
+}
+
+TEST(DiscoveryOptions, MpsDirectoriesFromTheEnvironment) {
+  unsetenv("CUDA_MPS_PIPE_DIRECTORY");
+  unsetenv("CUDA_MPS_LOG_DIRECTORY");
+  auto o = discovery_options_from_env(DiscoveryOptions{});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->mps_pipe_dir, "/tmp/nvidia-mps");  // CUDA's defaults
+  EXPECT_EQ(o->mps_log_dir, "/var/log/nvidia-mps");
+  setenv("CUDA_MPS_PIPE_DIRECTORY", "/run/mps/pipe", 1);
+  setenv("CUDA_MPS_LOG_DIRECTORY", "/run/mps/log", 1);
+  o = discovery_options_from_env(DiscoveryOptions{});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->mps_pipe_dir, "/run/mps/pipe");
+  EXPECT_EQ(o->mps_log_dir, "/run/mps/log");
+  setenv("CUDA_MPS_LOG_DIRECTORY", "mps-log", 1);
+  o = discovery_options_from_env(DiscoveryOptions{});
+  unsetenv("CUDA_MPS_PIPE_DIRECTORY");
+  unsetenv("CUDA_MPS_LOG_DIRECTORY");
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.error().message(), "read environment CUDA_MPS_LOG_DIRECTORY: 'mps-log' is not an absolute path");
 }
 
 TEST(AmdDiscovery, FindsKfdAndRenderNodes) {

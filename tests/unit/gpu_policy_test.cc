@@ -3,6 +3,8 @@
 // forward compatibility, and the injection plan on a fabricated host.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "devices/gpu_plan.h"
 #include "devices/gpu_select.h"
 #include "gpu_fixture.h"
@@ -415,6 +417,38 @@ TEST_F(GpuPlanTest, SlurmJobGpusAreRenumbered) {
   EXPECT_EQ(p->env, (std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES=" + std::string(testing::kUuid1),
                                               "NVIDIA_DRIVER_CAPABILITIES=utility,compute",
                                               "CUDA_VISIBLE_DEVICES=0"}));
+}
+
+TEST_F(GpuPlanTest, MpsDirectoriesAreBoundWritableAndNamedInside) {
+  // A shard or mps step of Slurm: the job's GPU, and the node's MPS daemon's directories.
+  std::filesystem::create_directories(host.root + "/run/mps/pipe");
+  std::filesystem::create_directories(host.root + "/run/mps/log");
+  DiscoveryOptions o = driver.options;
+  o.mps_pipe_dir = "/run/mps/pipe";
+  o.mps_log_dir = "/run/mps/log";
+  auto d = discover_nvidia(o);
+  ASSERT_TRUE(d.ok());
+  auto p = plan_gpus(*d, {"all", {"CUDA_MPS_PIPE_DIRECTORY=/image/value"}, "0", {}});
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  EXPECT_EQ(p->gpus, (std::vector<int>{0}));
+  ASSERT_EQ(p->files.size(), 5u);
+  for (size_t i = 3; i < 5; ++i) {
+    EXPECT_EQ(p->files[i].host, host.root + p->files[i].container);
+    EXPECT_FALSE(p->files[i].read_only);
+    EXPECT_TRUE(p->files[i].is_dir);
+  }
+  EXPECT_EQ(p->files[3].container, "/run/mps/pipe");
+  EXPECT_EQ(p->files[4].container, "/run/mps/log");
+  EXPECT_EQ(p->env, (std::vector<std::string>{"CUDA_MPS_PIPE_DIRECTORY=/run/mps/pipe",
+                                              "CUDA_MPS_LOG_DIRECTORY=/run/mps/log",
+                                              "NVIDIA_VISIBLE_DEVICES=" + std::string(testing::kUuid0),
+                                              "NVIDIA_DRIVER_CAPABILITIES=utility,compute",
+                                              "CUDA_VISIBLE_DEVICES=0"}));
+  // Without compute, no MPS.
+  p = plan_gpus(*d, {"all,\"capabilities=utility\"", {}, std::nullopt, {}});
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  for (const auto& f : p->files) EXPECT_EQ(f.container.find("/run/mps"), std::string::npos);
+  for (const auto& e : p->env) EXPECT_FALSE(e.starts_with("CUDA_MPS_")) << e;
 }
 
 TEST_F(GpuPlanTest, NoneGivesTheDriverButNoGpu) {
