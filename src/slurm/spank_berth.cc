@@ -523,16 +523,21 @@ Ran run_berth_detached(const std::vector<std::string>& args, const std::vector<s
   return r;
 }
 
+void kill_run_session(long runner, unsigned uid);
+
 /// Starts `berth ARGS` (a run without a container record: a squashfs file) in the background
-/// (spawn_detached), and waits until its holder has stopped itself. The run ends when
-/// slurm_spank_exit kills the holder; berth then releases the squashfs mount as after any run.
+/// (spawn_detached), calls `started(pid)` (which records it), and waits until its holder has
+/// stopped itself. The run ends when slurm_spank_exit kills the holder; berth then releases the
+/// squashfs mount as after any run.
+template <typename Started>
 Problem start_background(const std::vector<std::string>& args, const std::vector<std::string>& env,
-                         long* runner, long* holder) {
+                         long* runner, long* holder, Started started) {
   int err = output_file("berth-err");
   if (err < 0) return "memfd_create: " + errno_text(errno);
   long pid = spawn_detached(args, env, nullptr, err);
   Problem p;
   if (pid <= 0) p = "fork: berth run: " + errno_text(errno);
+  else p = started(pid);  // recorded before the wait: a task killed meanwhile leaves its pid
   for (int i = 0; p.empty(); ++i) {
     char st = process_state(pid);
     if (st == 0 || st == 'Z') {
@@ -547,7 +552,7 @@ Problem start_background(const std::vector<std::string>& args, const std::vector
     }
     if (i == 30000) {
       p = "the container's holder did not start within 60 s";
-      ::kill(static_cast<pid_t>(pid), SIGKILL);
+      kill_run_session(pid, ::getuid());  // the run and what its entrypoint started
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -564,6 +569,35 @@ void kill_holder(long pid, unsigned uid) {
   if (pid > 0 && ::stat(proc.c_str(), &st) == 0 && st.st_uid == uid &&
       read_file(proc + "/cmdline").find("kill -STOP") != std::string::npos)
     ::kill(static_cast<pid_t>(pid), SIGKILL);
+}
+
+/// SIGKILLs, as root, the processes of `uid`'s in the session of `runner`, a background run
+/// whose holder never came up (start_background: spawn_detached gave it a session of its own).
+/// The whole start goes (berth, the container's entrypoint, what it started); a squashfs
+/// mount's keeper has a session of its own and unmounts once the run is gone.
+void kill_run_session(long runner, unsigned uid) {
+  struct stat st;
+  if (runner <= 0 || ::stat(("/proc/" + std::to_string(runner)).c_str(), &st) != 0 ||
+      st.st_uid != uid)
+    return;
+  pid_t sid = ::getsid(static_cast<pid_t>(runner));
+  if (sid <= 0 || sid == ::getsid(0)) return;
+  for (int round = 0; round < 20; ++round) {
+    int sent = 0;
+    DIR* d = ::opendir("/proc");
+    if (d == nullptr) return;
+    while (struct dirent* e = ::readdir(d)) {
+      char* end = nullptr;
+      long pid = std::strtol(e->d_name, &end, 10);
+      if (end == e->d_name || *end != '\0' || ::getsid(static_cast<pid_t>(pid)) != sid) continue;
+      if (::stat(("/proc/" + std::string(e->d_name)).c_str(), &st) == 0 && st.st_uid == uid &&
+          process_state(pid) != 'Z' && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0)
+        ++sent;
+    }
+    ::closedir(d);
+    if (sent == 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 /// sbatch --container-image: Slurm's own clients inside the batch container (host_tools.h).
@@ -619,6 +653,7 @@ void reap_stale_steps(const StepIds& ids, const std::vector<std::string>& env) {
   for (const std::string& path : stale) {
     StepRecord r = parse_step_record(read_file(path, O_NOFOLLOW));
     if (r.owned == 1) kill_holder(r.holder, ids.uid);
+    if (r.owned == 1 && r.holder == 0 && r.name == "-") kill_run_session(r.runner, ids.uid);
     if (r.owned == 1 && r.name.starts_with("slurm-")) {
       Ran rm = run_berth({"rm", "-f", r.name}, env, nullptr);
       if (rm.status != 0)
@@ -676,6 +711,8 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     return "the container was not started successfully by another task: " + state.substr(6);
   if (!state.empty()) {
     *pid = std::atol(state.c_str());
+    // Holder 0: the task starting the container was killed before it was up (record()).
+    if (*pid <= 0) return "the task starting the step's container ended before it was up";
     return {};
   }
   std::vector<std::string> env = job_environment(sp);
@@ -720,6 +757,13 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     ::close(fd);
     return {};
   };
+  // Until the holder is up the record says "starting" (holder 0) with what slurm_spank_exit
+  // needs to end a start cut short by the task's death (proctrack/cgroup's scancel, an OOM
+  // kill, while an image's entrypoint runs): the container's name, or a background run's pid.
+  // Without it such a start left its container, and the holder that stopped itself afterwards,
+  // behind for good. (proctrack/linuxproc signals no process still named slurmstepd: a task in
+  // task_init outlives scancel, and its own 60 s limit on the holder ends the start.)
+  auto starting_run = [&](long runner) { return record(0, "-", true, runner); };
   if (!o.save.empty()) {
     // For the step's last task_exit (slurmstepd, which has not the job's working directory):
     // the container to save, and where.
@@ -793,7 +837,8 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     }
     args.insert(args.begin() + 1, image_env.begin(), image_env.end());
     long runner = 0, holder = 0;
-    if (Problem q = start_background(args, env, &runner, &holder); !q.empty()) return fail(q);
+    if (Problem q = start_background(args, env, &runner, &holder, starting_run); !q.empty())
+      return fail(q);
     if (Problem q = record(holder, "-", true, runner); !q.empty()) return fail(q);
     *pid = holder;
     return {};
@@ -822,16 +867,19 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
       return fail(q);
     if (berth::slurm::is_squashfs_path(o.image) && !berth::slurm::needs_container(o)) {
       long runner = 0, holder = 0;
-      if (Problem q = start_background(args, env, &runner, &holder); !q.empty()) return fail(q);
+      if (Problem q = start_background(args, env, &runner, &holder, starting_run); !q.empty())
+        return fail(q);
       // "-": no container record; the runner ends with its holder.
       if (Problem q = record(holder, "-", true, runner); !q.empty()) return fail(q);
       *pid = holder;
       return {};
     }
+    if (Problem q = record(0, name, true, 0); !q.empty()) return fail(q);
     r = run_berth(args, env, nullptr, &monitor_err);
     if (r.status != 0) return fail(last_line(r.err));
     created = true;
   } else if (found == 0) {
+    if (Problem q = record(0, name, true, 0); !q.empty()) return fail(q);
     r = run_berth({"start", name}, env, nullptr, &monitor_err);
     if (r.status != 0) return fail(last_line(r.err));
   }
@@ -1129,7 +1177,16 @@ int slurm_spank_exit(spank_t sp, int, char**) {
   // The holder is stopped: a SIGTERM (berth rm's first, polite signal) would wait for the
   // grace period in vain. It is killed here, as root, so only after checking that the pid
   // (read from a file the user owns) is still the holder, and the user's.
-  if (fields >= 3 && name != "-" && !g_state.opts.name.empty()) {
+  if (fields >= 3 && pid == 0 && owned == 1 && name != "-" && !g_state.opts.name.empty()) {
+    // A named container this step was starting when it was cut short (its record still says
+    // "starting"): stopped, as a step's end leaves a named container; `berth stop` also ends a
+    // start still in its entrypoint.
+    std::vector<std::string> env = job_environment(sp);
+    Ran r = run_berth_detached({"stop", "-t", "1", name}, env, &ids, 30);
+    if (r.status != 0)
+      slurm_info("berth: stopping %s after an interrupted start: %s", name.c_str(),
+                 last_line(r.err).c_str());
+  } else if (fields >= 3 && name != "-" && !g_state.opts.name.empty()) {
     int lock = take_lock(name_lock_file(ids, name), false);
     if (!namespace_in_use(pid)) {
       kill_holder(pid, ids.uid);
@@ -1143,6 +1200,8 @@ int slurm_spank_exit(spank_t sp, int, char**) {
     if (lock >= 0) ::close(lock);
   } else if (fields >= 3 && owned == 1) {
     kill_holder(pid, ids.uid);
+    // A background run whose holder never came up (scancel during its entrypoint).
+    if (pid == 0 && name == "-") kill_run_session(runner, ids.uid);
   }
   if (fields >= 4 && name == "-") {
     // A squashfs run: with its holder gone, berth itself releases the mount.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 
@@ -68,6 +69,24 @@ class Slurm:
 @pytest.fixture
 def sl(berth, cluster) -> Slurm:
     return Slurm(berth, cluster)
+
+
+def cmdline(pid) -> str:
+    """PID and its command line, for a message ("" when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f"{pid} " + f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def real_uid(pid) -> int | None:
+    """PID's real user ID (a process that changed its IDs has a /proc folder of root's)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
+    except (OSError, StopIteration):
+        return None
 
 
 def kill_stepd(step: str) -> None:
@@ -483,6 +502,90 @@ def test_a_killed_slurmstepd_leaves_no_holder(sl, pushed_busybox):
             break
         time.sleep(0.2)
     assert not holders
+
+
+@pytest.fixture(scope="module")
+def slow_entry_image(registry) -> str:
+    """busybox whose entrypoint takes its time (/slow.sh: sleep 617) before it execs its
+    arguments."""
+    entry = imagelib.File("slow.sh", b'#!/bin/sh\nsleep 617\nexec "$@"\n', 0o755)
+    img = imagelib.make_image([imagelib.busybox_layer(), imagelib.Layer([entry])],
+                              config={"Env": ["PATH=/bin"], "Entrypoint": ["/slow.sh"]})
+    registry.pusher().push_image("e2e/slow-entry", "1", img)
+    return f"{registry.host}/e2e/slow-entry:1"
+
+
+@pytest.mark.parametrize("kind", ["unnamed", "named", "squashfs"])
+def test_a_task_killed_during_its_containers_start_leaves_nothing(sl, slow_entry_image, kind):
+    # The step's task dies (SIGKILL: proctrack/cgroup's scancel, an OOM kill) while its
+    # container is starting (the image's entrypoint still runs, the holder is not up yet):
+    # slurm_spank_exit finds the step's record still saying "starting" and ends the start, and
+    # no container is left running with a holder that stops itself later, for good.
+    # (proctrack/linuxproc, this cluster's, signals no process still named slurmstepd: there a
+    # scancel leaves the task to its own 60 s limit on the holder.)
+    image = slow_entry_image
+    if kind == "squashfs":
+        sl.berth("pull", slow_entry_image)
+        image = sl.berth.path("slow-entry.sqsh")
+        sl.berth("squash", slow_entry_image, "-o", image)
+    job_name = f"slowstart-{kind}"
+    extra = ["--container-name=slowstart"] if kind == "named" else []
+    p = sl.popen("srun", "-N1", "-w", "n1", "-J", job_name, f"--container-image={image}",
+                 "--container-entrypoint", *extra, "true")
+
+    def processes(marker: bytes, where: str) -> list[str]:
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if os.stat(f"/proc/{pid}").st_uid != sl.berth.identity.uid:
+                    continue
+                with open(f"/proc/{pid}/{where}", "rb") as f:
+                    if marker in f.read():
+                        found.append(pid)
+            except OSError:
+                continue
+        return found
+
+    def entrypoints():  # the entrypoint's shell, which becomes the holder
+        return processes(b"/slow.sh\x00", "cmdline")
+
+    def alive(pid: str) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    try:
+        started = wait_for(entrypoints, timeout=60)
+        if not started:
+            p.kill()
+            raise AssertionError(f"the entrypoint did not start: {p.communicate()[1]}")
+        job = sl("squeue", "-h", "-n", job_name, "-o", "%i")[1].strip()
+        task = [pid for pid in filter(str.isdigit, os.listdir("/proc"))
+                if cmdline(pid).split(" ", 1)[-1].startswith(f"slurmstepd: [{job}.0]")
+                and real_uid(pid) == sl.berth.identity.uid]  # slurmstepd's is root
+        assert len(task) == 1, task
+        os.kill(int(task[0]), signal.SIGKILL)
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    # Gone: the entrypoint (or the holder it became) and every berth process of this test's
+    # store (the run, its monitor); other tests' holders may run beside it.
+    def left() -> list[str]:
+        pids = [pid for pid in started if alive(pid)]
+        pids += processes(f"BERTH_HOME={sl.berth.berth_home}\0".encode(), "environ")
+        return [cmdline(pid) for pid in pids if alive(pid)]
+
+    wait_for(lambda: not left(), timeout=20)  # not the task's 60 s limit
+    assert left() == []
+    running = sl.berth("ps", "--format", "{{.Names}}")[1].split()
+    assert [n for n in running if n.startswith(("slurm-", "slowstart"))] == []
+    if kind == "unnamed":  # an unnamed step container goes, as after any step
+        assert wait_for(lambda: "slurm-" not in sl.berth("ps", "-a", "--format", "{{.Names}}")[1])
+    if kind == "named":
+        sl.berth("rm", "-f", "slowstart.n1")
 
 
 # --- issue 14: the options pyxis has that were missing, and robustness ----------------------
