@@ -67,10 +67,11 @@ std::vector<UsageRow> aggregate_usage(const std::vector<UsageRecord>& records, i
     int64_t s = seconds_in(r, since, until, now);
     if (s == 0) continue;
     const std::string& key = by == GroupBy::kUser ? r.user : by == GroupBy::kGroup ? r.group : r.gpu_model;
-    if (by == GroupBy::kGpuModel && r.gpus == 0) continue;  // CPU jobs have no GPU model
+    double gpus = r.gpus + r.gpu_share;
+    if (by == GroupBy::kGpuModel && gpus == 0) continue;  // CPU jobs have no GPU model
     UsageRow& row = rows[key];
     row.key = key;
-    row.gpu_hours += r.gpus * static_cast<double>(s) / 3600;
+    row.gpu_hours += gpus * static_cast<double>(s) / 3600;
     row.cpu_hours += r.cpus * static_cast<double>(s) / 3600;
     ++row.jobs;
   }
@@ -84,7 +85,8 @@ double gpu_hours_of_group(const std::vector<UsageRecord>& records, const std::st
                           int64_t since, int64_t until, int64_t now) {
   double h = 0;
   for (const UsageRecord& r : records)
-    if (r.group == group) h += r.gpus * static_cast<double>(seconds_in(r, since, until, now)) / 3600;
+    if (r.group == group)
+      h += (r.gpus + r.gpu_share) * static_cast<double>(seconds_in(r, since, until, now)) / 3600;
   return h;
 }
 
@@ -106,7 +108,8 @@ std::string usage_csv(const std::vector<UsageRow>& rows, GroupBy by) {
   return out;
 }
 
-Result<std::vector<UsageRecord>> usage_from_sacct_json(const std::string& text) {
+Result<std::vector<UsageRecord>> usage_from_sacct_json(const std::string& text,
+                                                       const ShareUnits& share) {
   auto doc = nlohmann::json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("jobs") || !doc["jobs"].is_array())
     return make_error("read accounting", "sacct --json", "not a sacct JSON document (no \"jobs\" list)");
@@ -131,6 +134,12 @@ Result<std::vector<UsageRecord>> usage_from_sacct_json(const std::string& text) 
         else if (type == "gres" && name.starts_with("gpu:")) {
           r.gpu_model = name.substr(4);
           typed += count;
+        } else if (type == "gres" && !share.gres.empty() && share.units_per_gpu > 0 &&
+                   (name == share.gres || name.starts_with(share.gres + ":"))) {
+          // Untyped and typed ("shard:a100") entries name the same units: the larger count.
+          r.gpu_share = std::max(r.gpu_share, static_cast<double>(count) /
+                                                  static_cast<double>(share.units_per_gpu));
+          if (name.size() > share.gres.size()) r.gpu_model = name.substr(share.gres.size() + 1);
         }
       }
       if (r.gpus == 0) r.gpus = typed;  // only typed entries recorded

@@ -22,6 +22,9 @@ struct UsageRecord {
   int cpus = 0;            ///< allocated
   int64_t start = 0;       ///< Unix seconds; 0: never started
   int64_t end = 0;         ///< Unix seconds; 0: still running
+  /// A share of one GPU (a `gpu_share` job: Slurm's shard or mps GRES), counted as that
+  /// fraction of a GPU in GPU-hours; 0 for whole GPUs.
+  double gpu_share = 0;
 };
 
 enum class GroupBy { kUser, kGroup, kGpuModel };
@@ -36,7 +39,7 @@ struct UsageRow {
   int jobs = 0;  ///< jobs that ran for some time inside the window
 };
 
-/// Sums GPU-hours (allocated GPUs x time run) and CPU-hours over [since, until), a running
+/// Sums GPU-hours (allocated GPUs, or a job's share of one, x time run) and CPU-hours over [since, until), a running
 /// job counted up to `now`; each job's time is clipped to the window. Rows sorted by key.
 std::vector<UsageRow> aggregate_usage(const std::vector<UsageRecord>& records, int64_t since,
                                       int64_t until, int64_t now, GroupBy by);
@@ -50,9 +53,18 @@ double gpu_hours_of_group(const std::vector<UsageRecord>& records, const std::st
 nlohmann::json usage_json(const std::vector<UsageRow>& rows, GroupBy by, int64_t since, int64_t until);
 std::string usage_csv(const std::vector<UsageRow>& rows, GroupBy by);
 
+/// How a site splits GPUs ([share]): a job's `share_gres` TRES count over `units_per_gpu` is
+/// its share of one GPU. Empty: no sharing, such TRES are not GPUs.
+struct ShareUnits {
+  std::string gres;           ///< "shard" or "mps"
+  int64_t units_per_gpu = 0;
+};
+
 /// Records from `sacct --json` (Slurm 22.05's data parser 0.0.38: jobs[].tres.allocated,
 /// time.start/end, user, account). GPUs are the untyped gres "gpu" count, the model the suffix of
-/// a typed "gpu:MODEL" entry; jobs that never started are left out.
-Result<std::vector<UsageRecord>> usage_from_sacct_json(const std::string& text);
+/// a typed "gpu:MODEL" entry; a `share.gres` entry is a share of one GPU (its count over the
+/// units per GPU); jobs that never started are left out.
+Result<std::vector<UsageRecord>> usage_from_sacct_json(const std::string& text,
+                                                       const ShareUnits& share = {});
 
 }  // namespace berth::gateway

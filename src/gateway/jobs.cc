@@ -481,6 +481,9 @@ Result<std::vector<UsageRecord>> JobService::usage(const std::string& owner) {
       auto g = res.find("gpus");
       if (g != res.end() && g->is_number_integer()) r.gpus = std::max(0, g->get<int>());
     }
+    // A share of one GPU counts as that fraction of a GPU.
+    if (auto s = res.find("gpu_share"); r.gpus == 0 && s != res.end() && s->is_number())
+      r.gpu_share = std::clamp(s->get<double>(), 0.0, 1.0);
     r.start = j.start_time;
     r.end = j.end_time;
     out.push_back(std::move(r));
@@ -491,7 +494,9 @@ Result<std::vector<UsageRecord>> JobService::usage(const std::string& owner) {
 Result<JobService::Usage> JobService::accounting(const std::string& owner, int64_t since,
                                                  int64_t until) {
   if (accounting_.source != "database") {
-    auto records = sacct_usage(accounting_, since, until);
+    ShareUnits share;
+    if (config_.share.enabled) share = {config_.share.gres, config_.share.units_per_gpu};
+    auto records = sacct_usage(accounting_, since, until, share);
     if (records.ok()) {
       // sacct reads every user's jobs (--allusers): the caller's own are kept here.
       if (!owner.empty())

@@ -156,12 +156,12 @@ Result<std::string> run_program(const std::vector<std::string>& argv,
 }
 
 Result<std::vector<UsageRecord>> sacct_usage(const AccountingConfig& config, int64_t since,
-                                             int64_t until) {
+                                             int64_t until, const ShareUnits& share) {
   std::map<std::string, std::string> env = {{"TZ", "UTC"}};
   if (!config.slurm_conf.empty()) env["SLURM_CONF"] = config.slurm_conf;
   std::string text = BERTH_TRY(run_program(sacct_args(config, since, until), env,
                                            config.timeout_s, size_t{1} << 30));
-  return usage_from_sacct_json(text);
+  return usage_from_sacct_json(text, share);
 }
 
 }  // namespace berth::gateway

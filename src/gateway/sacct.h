@@ -40,7 +40,8 @@ Result<std::string> run_program(const std::vector<std::string>& argv,
                                 int64_t timeout_s, size_t max_bytes);
 
 /// The usage records of the jobs that ran in [since, until), from sacct.
+/// `share`: how the site splits GPUs, for the share jobs' GPU-hours.
 Result<std::vector<UsageRecord>> sacct_usage(const AccountingConfig& config, int64_t since,
-                                             int64_t until);
+                                             int64_t until, const ShareUnits& share = {});
 
 }  // namespace berth::gateway

@@ -522,8 +522,17 @@ def run_share_jobs(gw, berth, issuers, identity, cluster, scratch, pushed_busybo
         # Left running, a job would outlive this module's cluster (its holders with it).
         for job_id in jobs:
             gw.request("DELETE", f"/v1/jobs/{job_id}", tok)
-        for job_id in jobs:
-            wait_final(gw, tok, job_id)
+        ended = [wait_final(gw, tok, job_id) for job_id in jobs]
+    # Accounting (berthd's database): a quarter of a GPU for the time each ran. The window
+    # holds these two jobs' times alone (the module's other GPU jobs ended before).
+    since = min(j["start_time"] for j in ended)
+    until = max(j["end_time"] for j in ended) + 1
+    status, _, body = gw.request("GET", f"/v1/accounting?since={since}&until={until}", tok)
+    assert status == 200, body
+    want = sum(0.25 * (j["end_time"] - j["start_time"]) for j in ended) / 3600
+    user = pwd.getpwuid(identity.uid).pw_name
+    [row] = [r for r in body["rows"] if r["user"] == user]
+    assert abs(row["gpu_hours"] - want) < 1e-3, (row, want, ended)
 
 
 def test_kill_9_during_200_submissions_loses_and_duplicates_nothing(gw, issuers, identity,

@@ -48,6 +48,36 @@ TEST(GatewayAccounting, GpuAndCpuHoursPerUserGroupAndModel) {
   EXPECT_FALSE(parse_group_by("node").has_value());
 }
 
+TEST(GatewayAccounting, AShareOfAGpuCountsAsThatFraction) {
+  std::vector<UsageRecord> records = {
+      {"1", "alice", "physics", "", 0, 1, 10 * kH, 14 * kH, 0.25},  // a quarter for 4 h: 1 GPU-h
+      {"2", "alice", "physics", "a100", 1, 1, 10 * kH, 12 * kH},    // a whole GPU for 2 h
+  };
+  auto rows = aggregate_usage(records, 0, 20 * kH, 20 * kH, GroupBy::kUser);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(rows[0].gpu_hours, 1 + 2);
+  EXPECT_DOUBLE_EQ(gpu_hours_of_group(records, "physics", 0, 20 * kH, 20 * kH), 3);
+  auto by_model = aggregate_usage(records, 0, 20 * kH, 20 * kH, GroupBy::kGpuModel);
+  ASSERT_EQ(by_model.size(), 2u);  // the share is a GPU job: its row has no model
+  EXPECT_EQ(by_model[0].key, "");
+  EXPECT_DOUBLE_EQ(by_model[0].gpu_hours, 1);
+
+  // From sacct: the share GRES's count over the units of one GPU; without [share] it is no GPU.
+  std::string text = R"({"jobs":[{"job_id":5,"user":"alice","account":"physics",
+    "time":{"start":100,"end":3700},"tres":{"allocated":[{"type":"cpu","count":1},
+    {"type":"gres","name":"shard","count":1},{"type":"gres","name":"shard:fake","count":1}]}}]})";
+  auto shared = usage_from_sacct_json(text, {"shard", 4});
+  ASSERT_TRUE(shared.ok()) << shared.error().message();
+  ASSERT_EQ(shared->size(), 1u);
+  EXPECT_EQ((*shared)[0].gpus, 0);
+  EXPECT_DOUBLE_EQ((*shared)[0].gpu_share, 0.25);
+  EXPECT_EQ((*shared)[0].gpu_model, "fake");
+  auto plain = usage_from_sacct_json(text);
+  ASSERT_TRUE(plain.ok());
+  ASSERT_EQ(plain->size(), 1u);
+  EXPECT_DOUBLE_EQ((*plain)[0].gpu_share, 0);
+}
+
 TEST(GatewayAccounting, JsonAndCsv) {
   auto rows = aggregate_usage(scripted(), 10 * kH, 20 * kH, 18 * kH, GroupBy::kUser);
   auto j = usage_json(rows, GroupBy::kUser, 10 * kH, 20 * kH);
