@@ -60,6 +60,31 @@ def second_user() -> str | None:
     return SECOND_USER
 
 
+def job_gateway_files(identity, berth, cluster) -> tuple[str, str, str]:
+    """For a berthd that runs jobs on `cluster` with the test's berth store: its folder (in
+    the test's), a copy of Slurm's JWT key berthd may read, and the [slurm.environment] lines
+    (the store's HOME and BERTH_HOME, SLURM_CONF)."""
+    workdir = identity.make_dir(os.path.join(berth.workdir, "berthd"))
+    key = os.path.join(workdir, "slurm_jwt.key")
+    shutil.copy(cluster.jwt_key, key)
+    os.chmod(key, 0o600)
+    identity.chown(key)
+    env = dict(berth.env, SLURM_CONF=cluster.conf)
+    return workdir, key, "\n".join(f'{k} = "{v}"' for k, v in env.items())
+
+
+def gpu_host(cluster, scratch, name: str = "gateway-gpu-host") -> dict:
+    """The environment of the fabricated GPU host (test_gpu.FakeHost) under scratch/NAME, for
+    GPU jobs on `cluster`; skips where the cluster has no fake GPUs or no C compiler can build
+    the fake driver's libraries."""
+    if not cluster.gpus:
+        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the fake driver libraries")
+    from test_gpu import fake_host_env
+    return fake_host_env(os.path.join(scratch, name))
+
+
 class Berthd:
     """A running berthd: its URL, process and log, and a small JSON client."""
 

@@ -27,7 +27,8 @@ import urllib.request
 import pytest
 
 from gateway import (AUDIENCE_A, AUDIENCE_B, Berthd, berthd_bin, gateway_cluster,  # noqa: F401
-                     gateway_config, issuers, second_user, slurmrestd, start_berthd)
+                     gateway_config, gpu_host, issuers, job_gateway_files, second_user,
+                     slurmrestd, start_berthd)
 from oidc import b64json, b64url
 
 
@@ -40,13 +41,7 @@ def cluster(gateway_cluster):
 def gw(berth, cluster, slurmrestd, issuers, identity, berthd_bin, second_user):
     """berthd with its job endpoints, as the test user, jobs running with this test's berth
     store (the job environment carries its HOME and BERTH_HOME)."""
-    workdir = identity.make_dir(os.path.join(berth.workdir, "berthd"))
-    key = os.path.join(workdir, "slurm_jwt.key")
-    shutil.copy(cluster.jwt_key, key)
-    os.chmod(key, 0o600)
-    identity.chown(key)
-    env = dict(berth.env, SLURM_CONF=cluster.conf)
-    env_lines = "\n".join(f'{k} = "{v}"' for k, v in env.items())
+    workdir, key, env_lines = job_gateway_files(identity, berth, cluster)
     extra = f'database = "{workdir}/jobs.db"\n'
     output = make_output_dir(os.path.join(workdir, "output"), identity)
     conf = gateway_config(issuers, second_user, extra) + f"""
@@ -404,12 +399,8 @@ def test_restart_settles_jobs_a_crash_left_accepted(gw, berth, issuers, identity
 def test_gpu_job_gets_its_gpu(gw, berth, issuers, identity, cluster, scratch, pushed_busybox):
     """A job asking for one GPU gets one of the node's (fake, GRES) GPUs from Slurm, and the
     plugin injects that one, renumbered from 0, from a fabricated driver host."""
-    if not cluster.gpus:
-        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
-    if shutil.which("cc") is None:
-        pytest.skip("no C compiler to build the fake driver libraries")
-    from test_gpu import UUID0, fake_host_env
-    env = fake_host_env(os.path.join(scratch, "gateway-gpu-host"))
+    from test_gpu import UUID0
+    env = gpu_host(cluster, scratch)
     tok = token_a(issuers, identity)
     status, _, job = gw.request("POST", "/v1/jobs", tok, {
         "image": pushed_busybox, "env": env, "resources": {"gpus": 1},
@@ -451,12 +442,8 @@ def run_share_jobs(gw, berth, issuers, identity, cluster, scratch, pushed_busybo
     host's root, with a marker file) are bound, CUDA_MPS_PIPE_DIRECTORY and
     CUDA_MPS_LOG_DIRECTORY name them, and an MPS job has Slurm's
     CUDA_MPS_ACTIVE_THREAD_PERCENTAGE."""
-    if not cluster.gpus:
-        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
-    if shutil.which("cc") is None:
-        pytest.skip("no C compiler to build the fake driver libraries")
-    from test_gpu import UUID0, UUID1, fake_host_env
-    env = fake_host_env(os.path.join(scratch, "gateway-gpu-host"))
+    from test_gpu import UUID0, UUID1
+    env = gpu_host(cluster, scratch)
     pipe, log = "/run/berth-mps/pipe", "/run/berth-mps/log"
     for d, marker in ((pipe, "pipe-marker"), (log, "log-marker")):
         host_dir = env["BERTH_DRIVER_ROOT"] + d
@@ -776,12 +763,7 @@ def test_accounting_from_sacct_matches_slurms_own_times(gw, berth, issuers, iden
     the group has used refuses the next GPU job, its use read from sacct."""
     if cluster.accounting is None:
         pytest.skip("no slurmdbd here (Debian: slurmdbd mariadb-server)")
-    if not cluster.gpus:
-        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
-    if shutil.which("cc") is None:
-        pytest.skip("no C compiler to build the fake driver libraries")
-    from test_gpu import fake_host_env
-    env = fake_host_env(os.path.join(scratch, "gateway-gpu-host"))
+    env = gpu_host(cluster, scratch)
     user = pwd.getpwuid(identity.uid).pw_name
     group = grp.getgrgid(pwd.getpwuid(identity.uid).pw_gid).gr_name
     # sacct's JSON names a job's user through its association: the user must be known there.
@@ -888,12 +870,8 @@ def test_idle_gpu_job_is_flagged_then_cancelled_and_a_busy_one_is_not(
     stats --json`) beside its output; berthd reads the samples at each reconciliation. The job
     whose (fake NVML) GPU stays idle is flagged, told so in its stderr, and cancelled; the job
     whose GPU is busy runs on."""
-    if not cluster.gpus:
-        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
-    if shutil.which("cc") is None:
-        pytest.skip("no C compiler to build the fake driver libraries")
-    from test_gpu import UUID0, UUID1, fake_host_env
-    host = fake_host_env(os.path.join(scratch, "gateway-reclaim-host"))
+    from test_gpu import UUID0, UUID1
+    host = gpu_host(cluster, scratch, "gateway-reclaim-host")
     states = {}
     for name, util in (("idle", 0), ("busy", 90)):
         path = identity.write_file(os.path.join(berth.workdir, f"nvml-{name}.state"), (
@@ -974,12 +952,8 @@ def test_gpu_processes_of_no_running_job_are_reported_as_orphans(
     audit log, in berthd_gpu_orphan_processes and at GET /v1/orphans (administrators only):
     here a `sleep` the test starts outside Slurm and one carrying the id of a Slurm job that
     is not running, never the job's own processes."""
-    if not cluster.gpus:
-        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
-    if shutil.which("cc") is None:
-        pytest.skip("no C compiler to build the fake driver libraries")
-    from test_gpu import UUID0, UUID1, fake_host_env
-    host = fake_host_env(os.path.join(scratch, "gateway-reclaim-host"))
+    from test_gpu import UUID0, UUID1
+    host = gpu_host(cluster, scratch, "gateway-reclaim-host")
     base = ("driver 550.54.15\n"
             f"gpu {UUID0} 00000000:07:00.0 NVIDIA A100-SXM4-40GB\n"
             f"gpu {UUID1} 00000000:85:00.0 NVIDIA H100 80GB HBM3\n"

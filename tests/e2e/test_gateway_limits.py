@@ -11,14 +11,14 @@ import grp
 import json
 import os
 import pwd
-import shutil
 import subprocess
 import time
 
 import pytest
 
 from gateway import (AUDIENCE_A, AUDIENCE_B, Berthd, berthd_bin, gateway_cluster,  # noqa: F401
-                     gateway_config, issuers, second_user, slurmrestd, start_berthd)
+                     gateway_config, gpu_host, issuers, job_gateway_files, second_user,
+                     slurmrestd, start_berthd)
 
 CLOUD_CAP_S = 60  # Slurm's time limits are whole minutes: one is the shortest cap there is
 LONG_GROUP = "/berth/long"
@@ -35,13 +35,7 @@ def primary_group(identity) -> str:
 def gw(berth, gateway_cluster, slurmrestd, issuers, identity, berthd_bin, second_user):
     """berthd with its job endpoints, limits and an audit log, on a fresh database."""
     cluster = gateway_cluster
-    workdir = identity.make_dir(os.path.join(berth.workdir, "berthd"))
-    key = os.path.join(workdir, "slurm_jwt.key")
-    shutil.copy(cluster.jwt_key, key)
-    os.chmod(key, 0o600)
-    identity.chown(key)
-    env = dict(berth.env, SLURM_CONF=cluster.conf)
-    env_lines = "\n".join(f'{k} = "{v}"' for k, v in env.items())
+    workdir, key, env_lines = job_gateway_files(identity, berth, cluster)
     audit = os.path.join(workdir, "audit.jsonl")
     extra = f'database = "{workdir}/jobs.db"\naudit_log = "{audit}"\n'
     second = ""
@@ -294,12 +288,7 @@ def test_gpu_hour_quota_refuses_the_next_gpu_job_not_a_cpu_job(gw, issuers, iden
     few seconds uses them up (berthd's database as the accounting source); the next GPU job is
     refused with a 403 naming the quota, before Slurm hears of it; a job without GPUs is still
     accepted."""
-    if not gateway_cluster.gpus:
-        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
-    if shutil.which("cc") is None:
-        pytest.skip("no C compiler to build the fake driver libraries")
-    from test_gpu import fake_host_env
-    env = fake_host_env(os.path.join(scratch, "gateway-gpu-host"))
+    env = gpu_host(gateway_cluster, scratch)
     tok = token_a(issuers, identity)
     group = primary_group(identity)
     gpu_job = {"image": pushed_busybox, "env": env, "resources": {"gpus": 1},
