@@ -476,7 +476,12 @@ def test_pytorch_variables(sl, pushed_busybox):
 
 def test_a_killed_slurmstepd_leaves_no_holder(sl, pushed_busybox):
     # The node-side kill: slurmstepd dies before its clean-up; the job's epilog stops the
-    # holder it left, even a named container's.
+    # holder it left, even a named container's. Only this job's holder counts: the test user's
+    # other holders (another test's container, a parallel session's) are not its business.
+    def holder_pids() -> set[str]:
+        return {line.split()[0] for line in step_processes(sl.berth) if "kill -STOP" in line}
+
+    before = holder_pids()
     p = sl.popen("srun", "-N1", "-w", "n1", "-J", "stepkill", f"--container-image={pushed_busybox}",
                  "--container-name=orphan", "busybox", "sleep", "300")
     try:
@@ -494,14 +499,14 @@ def test_a_killed_slurmstepd_leaves_no_holder(sl, pushed_busybox):
     finally:
         if p.poll() is None:
             p.kill()
-    holders = []
+    holders = set()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        holders = [line for line in step_processes(sl.berth) if "kill -STOP" in line]
+        holders = holder_pids() - before
         if not holders:
             break
         time.sleep(0.2)
-    assert not holders
+    assert not holders, [cmdline(pid) for pid in holders]
 
 
 @pytest.fixture(scope="module")
