@@ -520,12 +520,7 @@ std::string JobService::slurm_account(const std::string& user) const {
   return found ? group_name(found->second) : "";
 }
 
-Result<std::map<std::string, int>> JobService::count_by_state() {
-  auto jobs = BERTH_TRY(db_->list("", "", 0, 1000000));
-  std::map<std::string, int> out;
-  for (const JobRecord& j : jobs) ++out[j.state];
-  return out;
-}
+Result<std::map<std::string, int>> JobService::count_by_state() { return db_->count_by_state(); }
 
 JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
   // A database write that fails here (the disk is full) is deliberately dropped: the job keeps

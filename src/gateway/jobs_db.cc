@@ -297,4 +297,16 @@ Result<std::vector<JobRecord>> JobsDb::list(const std::string& owner, const std:
   return out;
 }
 
+Result<std::map<std::string, int>> JobsDb::count_by_state() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, "SELECT state, COUNT(*) FROM jobs GROUP BY state");
+  if (!q.ok()) return error("cannot count jobs");
+  std::map<std::string, int> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW)
+    out[column_text(q.get(), 0)] = sqlite3_column_int(q.get(), 1);
+  if (rc != SQLITE_DONE) return error("cannot count jobs");
+  return out;
+}
+
 }  // namespace berth::gateway

@@ -87,6 +87,8 @@ class JobsDb {
   /// after `since`, at most `limit`.
   Result<std::vector<JobRecord>> list(const std::string& owner, const std::string& state,
                                       int64_t since, int limit);
+  /// How many jobs are in each state (counted by SQLite, not read row by row).
+  Result<std::map<std::string, int>> count_by_state();
 
  private:
   JobsDb(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}

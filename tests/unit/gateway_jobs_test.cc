@@ -231,6 +231,8 @@ TEST(GatewayJobsDb, IdempotencyListingAndReopening) {
     EXPECT_EQ((*db)->list("", "FAILED", 0, 100)->size(), 1u);
     EXPECT_EQ((*db)->list("", "", 103, 100)->size(), 2u);
     EXPECT_EQ((*db)->list("bob", "", 0, 100)->front().id, j4->id);  // newest first
+    EXPECT_EQ(*(*db)->count_by_state(),
+              (std::map<std::string, int>{{"ACCEPTED", 2}, {"FAILED", 1}, {"PENDING", 1}}));
   }
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
