@@ -10,16 +10,9 @@ namespace {
 
 using nlohmann::json;
 
-/// Slurm node states in which a node takes no work (GLUE's "unavailable instances").
-bool unavailable(const std::string& state) {
-  static const char* const kDown[] = {"down", "drain", "drained", "draining", "fail", "failing",
-                                      "future", "not_responding", "maint", "reboot", "unknown",
-                                      "unavailable"};
-  std::string s = state;
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return std::any_of(std::begin(kDown), std::end(kDown),
-                     [&s](const char* d) { return s.find(d) != std::string::npos; });
-}
+/// A node that takes no work (GLUE's "unavailable instances"): the Slurm adapter has already
+/// folded Slurm's down, drained, failing, ... states into one (slurm_v0038.cc, node_state).
+bool unavailable(const std::string& state) { return state == "unavailable"; }
 
 struct NodeClass {
   int cpus;

@@ -11,7 +11,7 @@ namespace berth::gateway {
 /// One Slurm node as the GLUE document needs it (from slurmrestd's /nodes).
 struct GlueNode {
   std::string name;
-  std::string state;          ///< Slurm's: idle, mixed, allocated, down, drained, ...
+  std::string state;          ///< as SlurmNode's: idle, mixed, allocated or unavailable
   int cpus = 0;
   int alloc_cpus = 0;
   long long memory_mb = 0;

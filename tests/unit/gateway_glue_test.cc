@@ -13,7 +13,7 @@ GlueSite two_classes() {
   s.creation_time = "2026-11-26T04:00:00Z";
   // Two GPU nodes of one class (one busy with 2 of its 4 GPUs, one drained), one CPU node.
   s.nodes = {{"g1", "mixed", 64, 16, 256000, "a100", 4, 2, {"gpu", "all"}},
-             {"g2", "drained", 64, 0, 256000, "a100", 4, 0, {"gpu", "all"}},
+             {"g2", "unavailable", 64, 0, 256000, "a100", 4, 0, {"gpu", "all"}},
              {"c1", "idle", 32, 0, 128000, "", 0, 0, {"cpu", "all"}}};
   s.partitions = {{"gpu", 86400, 3600, true, 1, 2, 2}, {"cpu", -1, -1, false, 0, 0, -1},
                   {"all", 3600, -1, true, 1, 2, -1}};
