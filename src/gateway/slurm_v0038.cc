@@ -104,7 +104,10 @@ nlohmann::json submit_body_v0038(const SlurmJobSpec& s) {
                         {"environment", s.environment},  // an object in v0.0.38, mandatory
                         {"current_working_directory", s.workdir},
                         {"comment", s.comment},
-                        {"nodes", {s.nodes, s.nodes}},
+                        // A string: Slurm 22.05's slurmrestd ignores the [min, max] array its
+                        // own OpenAPI document describes (the job then gets one node), and
+                        // takes "N" or "MIN-MAX" as sbatch's -N does (FIELD-NOTES).
+                        {"nodes", std::to_string(s.nodes)},
                         {"tasks", s.tasks},
                         {"cpus_per_task", s.cpus_per_task}};
   if (!s.partition.empty()) job["partition"] = s.partition;

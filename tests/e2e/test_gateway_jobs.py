@@ -919,6 +919,54 @@ def test_idle_gpu_job_is_flagged_then_cancelled_and_a_busy_one_is_not(
             wait_final(gw, tok, job_id)
 
 
+def test_idle_gpus_of_a_two_node_job_are_sampled_on_both_nodes(
+        gw, berth, issuers, identity, cluster, scratch, pushed_busybox, berth_bin):
+    """[reclaim] across nodes: the sampler is a step of one task per node overlapping the
+    container's (srun --overlap --mem=0), each node's document lands in the one samples file,
+    and berthd counts both nodes' GPUs before it flags the job."""
+    host = gpu_host(cluster, scratch, "gateway-reclaim-host")
+    from test_gpu import UUID0, UUID1
+    state = identity.write_file(os.path.join(berth.workdir, "nvml-idle2.state"), (
+        "driver 550.54.15\n"
+        f"gpu {UUID0} 00000000:07:00.0 NVIDIA A100-SXM4-40GB\n"
+        f"gpu {UUID1} 00000000:85:00.0 NVIDIA H100 80GB HBM3\n"
+        "util 0 0 1\nutil 1 0 1\nmem 0 40960 100\nmem 1 81559 100\n"))
+    os.chmod(state, 0o644)
+    with open(gw.conf_path) as f:
+        conf = f.read()
+    conf = conf.replace("database = ", "reconcile_interval_s = 1\ndatabase = ", 1)
+    conf += (f'\n[reclaim]\nsample_interval_s = 1\nidle_for_s = 3\nidle_below_pct = 5\n'
+             f'berth = "{berth_bin}"\n')
+    gw.restart(lambda: identity.write_file(gw.conf_path, conf))
+    tok = token_a(issuers, identity)
+    status, _, job = gw.request("POST", "/v1/jobs", tok, {
+        "image": pushed_busybox, "env": dict(host, BERTH_FAKE_NVML_STATE=state),
+        "resources": {"nodes": 2, "tasks": 2, "gpus": 2},
+        "command": ["busybox", "sleep", "300"]})
+    assert status == 201, job
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            status, _, j = gw.request("GET", f"/v1/jobs/{job['id']}", tok)
+            out = api_output(gw, tok, job["id"])
+            if j.get("idle_gpus") and "have been idle" in out["stderr"]:
+                break
+            assert j["state"] in ("PENDING", "CONFIGURING", "RUNNING"), (j, out)
+            assert time.monotonic() < deadline, (j, out, open(gw.log).read()[-3000:])
+            time.sleep(0.5)
+        r = subprocess.run(["scontrol", "show", "job", str(j["slurm_job_id"])],
+                           env=dict(os.environ, **cluster.env()), capture_output=True, text=True,
+                           check=True)
+        # Two nodes (slurmrestd 22.05 gave such a job one until berthd sent "nodes" as text).
+        assert "NodeList=n[1-2]" in r.stdout.split(), r.stdout
+        # Both nodes' GPUs, counted from both nodes' documents (the policy only flags here).
+        assert f"berthd: job {job['id']}: its 2 GPU(s) have been idle" in out["stderr"], out
+        assert j["state"] == "RUNNING", j
+    finally:
+        gw.request("DELETE", f"/v1/jobs/{job['id']}", tok)
+        wait_final(gw, tok, job["id"])
+
+
 def step_processes(slurm_job_id: int) -> list[int]:
     """The pids of Slurm job `slurm_job_id`'s batch shell and of everything its step 0 runs
     (the container): the descendants of the slurmstepds titled "slurmstepd: [ID.batch]" and

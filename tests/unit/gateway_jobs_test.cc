@@ -72,7 +72,7 @@ TEST(GatewayJobs, SlurmJobRunsTheContainerOnTheSrunLine) {
                                {"A", "1"}, {"BERTHD_JOB_ID", "42"}, {"PATH", "/x"}, {"SITE", "x"}}));
   json body = submit_body_v0038(s);
   EXPECT_EQ(body["job"]["gpus"], "1");
-  EXPECT_EQ(body["job"]["nodes"], json::array({1, 1}));
+  EXPECT_EQ(body["job"]["nodes"], "1");  // slurmrestd 22.05 ignores the [min, max] array
   EXPECT_EQ(body["job"]["partition"], "gpu");
   EXPECT_EQ(body["job"]["current_working_directory"], "/scratch");
   EXPECT_EQ(body["job"]["environment"]["SITE"], "x");
