@@ -252,6 +252,7 @@ void Server::job_routes() {
                                {no.count ? "current" : "requested", no.requested},
                                {"from", no.from}};
       audit.record("job.submit", "refused", detail);
+      metrics_.add("berthd_limit_refusals_total", {{"limit", limit_name(no.key)}});
       return send_json(res, 403, limit_error(no));
     }
     if (done->over_quota) {
@@ -375,6 +376,7 @@ void Server::declare_metrics() {
   metrics_.declare("berthd_jobs", T::kGauge, "Jobs in berthd's database, by state.");
   metrics_.declare("berthd_gpus", T::kGauge, "GPUs of the cluster by model and state (total, used, idle), as of the last GET /v1/resources.");
   metrics_.declare("berthd_idle_gpu_jobs", T::kGauge, "Running GPU jobs flagged for idle GPUs.");
+  metrics_.declare("berthd_limit_refusals_total", T::kCounter, "Jobs refused for a limit ([limits]), by the limit's key.");
   metrics_.declare("berthd_quota_refusals_total", T::kCounter, "GPU jobs refused for their group's GPU-hour quota, by group.");
   metrics_.declare("berthd_reclaim_actions_total", T::kCounter, "Idle-GPU reclaim actions taken, by action (flag, notify, cancel).");
   metrics_.declare("berthd_gpu_orphan_processes", T::kGauge, "GPU processes that belong to no running job, by node, as the running GPU jobs' samples show them.");

@@ -176,6 +176,10 @@ def test_per_job_limits_are_refused_before_slurm(gw, issuers, identity, gateway_
         {"limit": "max_walltime_s", "value": 1200, "requested": 1260,
          "from": f"group {LONG_GROUP}"},
     ]
+    from test_gateway_jobs import admin_token, sample, scrape
+    metrics = scrape(gw, admin_token(issuers, identity))
+    assert sample(metrics, "berthd_limit_refusals_total", limit="max_walltime_s") == 2, metrics
+    assert sample(metrics, "berthd_limit_refusals_total", limit="max_gpus_per_job") == 1
 
 
 def test_running_and_queued_counts_refuse_until_a_cancel(gw, berth, issuers, identity,
