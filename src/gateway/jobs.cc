@@ -556,6 +556,7 @@ JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
     // The walltime its limits gave it when it was accepted (the caps may have changed since).
     if (job.time_limit_s > 0) request->walltime_s = job.time_limit_s;
     SlurmJobSpec spec = slurm_spec(*request, job.id, comment, config_, output_stem(job.id));
+    if (!job.gres.empty()) spec.gres = job.gres;  // the share's GRES as it was accepted, too
     spec.account = slurm_account(job.owner);
     auto slurm_id = slurm_.submit(job.owner, spec);
     if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {
