@@ -698,29 +698,34 @@ def test_resources_are_glue_and_follow_allocations(gw, issuers, identity, cluste
         assert time.monotonic() < deadline
 
 
-def test_accounting_matches_the_jobs_hours(gw, berth, issuers, identity, pushed_busybox):
-    """GET /v1/accounting (berthd's database as the source): CPU-hours of a scripted set of
-    jobs computed by hand from their own start and end times; JSON and CSV agree."""
+def test_accounting_matches_the_jobs_hours(gw, berth, issuers, identity, pushed_busybox,
+                                           cluster, scratch):
+    """GET /v1/accounting (berthd's database as the source, no slurmdbd asked): CPU- and
+    GPU-hours of a scripted set of jobs computed by hand from their own start and end times;
+    JSON and CSV agree."""
+    host = gpu_host(cluster, scratch)
     tok = token_a(issuers, identity)
     since = int(time.time()) - 1
     ids = []
-    for cpus, seconds in ((1, 1), (2, 2)):
+    for cpus, gpus, seconds in ((1, 0, 1), (2, 0, 2), (1, 1, 2)):
         status, _, job = gw.request("POST", "/v1/jobs", tok, {
             "image": pushed_busybox, "command": ["busybox", "sleep", str(seconds)],
-            "resources": {"cpus_per_task": cpus}})
+            "env": host, "resources": {"cpus_per_task": cpus, "gpus": gpus}})
         assert status == 201, job
-        ids.append((job["id"], cpus))
-    want = 0.0
-    for job_id, cpus in ids:
+        ids.append((job["id"], cpus, gpus))
+    want_cpu = want_gpu = 0.0
+    for job_id, cpus, gpus in ids:
         done = wait_final(gw, tok, job_id)
         assert done["state"] == "COMPLETED", done
-        want += cpus * (done["end_time"] - done["start_time"]) / 3600
+        want_cpu += cpus * (done["end_time"] - done["start_time"]) / 3600
+        want_gpu += gpus * (done["end_time"] - done["start_time"]) / 3600
     until = int(time.time()) + 1
     status, _, body = gw.request("GET", f"/v1/accounting?since={since}&until={until}", tok)
     assert status == 200, body
     user = pwd.getpwuid(identity.uid).pw_name
     [row] = [r for r in body["rows"] if r["user"] == user]
-    assert row["jobs"] >= 2 and abs(row["cpu_hours"] - want) < 1e-3, (row, want)
+    assert row["jobs"] >= 3 and abs(row["cpu_hours"] - want_cpu) < 1e-3, (row, want_cpu)
+    assert want_gpu > 0 and abs(row["gpu_hours"] - want_gpu) < 1e-3, (row, want_gpu)
     req = urllib.request.Request(gw.url + f"/v1/accounting?since={since}&until={until}&format=csv",
                                  headers={"Authorization": f"Bearer {tok}"})
     with urllib.request.urlopen(req, timeout=30) as r:
