@@ -274,12 +274,14 @@ Result<JobService::Submitted> JobService::submit(const Account& who, const std::
                                  request.job_class == "cloud", &walltime, request.gpu_share))
     return Submitted{{}, false, std::move(no)};
   request.walltime_s = walltime.walltime_s;
-  if (request.gpus > 0 && !quotas_.empty()) {
+  // A share of a GPU is a GPU job for the quota, as its hours count (accounting.h).
+  const bool asks_gpus = request.gpus > 0 || request.gpu_share > 0;
+  if (asks_gpus && !quotas_.empty()) {
     // What the group used this period, read as GET /v1/accounting reads it (a source that
     // cannot be read refuses the job with an error rather than letting it past its quota).
     int64_t now = std::time(nullptr);
     Usage used = BERTH_TRY(accounting("", period_start(quotas_, now), now + 1));
-    if (auto no = check_gpu_quota(quotas_, group_name(who.gid), request.gpus, used.records, now))
+    if (auto no = check_gpu_quota(quotas_, group_name(who.gid), asks_gpus, used.records, now))
       return Submitted{{}, false, std::nullopt, std::move(no)};
   }
   const bool counted = limits[static_cast<size_t>(LimitKey::kMaxRunningJobs)] ||

@@ -28,9 +28,9 @@ std::string period_name(const QuotaConfig& config) {
 }
 
 std::optional<QuotaRefusal> check_gpu_quota(const QuotaConfig& config, const std::string& group,
-                                            int gpus, const std::vector<UsageRecord>& records,
+                                            bool asks_gpus, const std::vector<UsageRecord>& records,
                                             int64_t now) {
-  if (gpus <= 0) return std::nullopt;
+  if (!asks_gpus) return std::nullopt;
   auto budget = config.gpu_hours.find(group);
   if (budget == config.gpu_hours.end()) return std::nullopt;
   int64_t since = period_start(config, now);

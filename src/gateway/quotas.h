@@ -48,11 +48,11 @@ struct QuotaRefusal {
   std::string message;  ///< one line for the caller
 };
 
-/// Checks a job asking for `gpus` GPUs, charged to `group`, against the group's quota, given
-/// the usage `records` (at least those of the current period; others are clipped away).
-/// nullopt: no GPUs, no quota for the group, or budget left.
+/// Checks a job charged to `group` that asks for GPUs (whole ones or a share of one) against
+/// the group's quota, given the usage `records` (at least those of the current period; others
+/// are clipped away). nullopt: no GPUs asked for, no quota for the group, or budget left.
 std::optional<QuotaRefusal> check_gpu_quota(const QuotaConfig& config, const std::string& group,
-                                            int gpus, const std::vector<UsageRecord>& records,
+                                            bool asks_gpus, const std::vector<UsageRecord>& records,
                                             int64_t now);
 
 }  // namespace berth::gateway

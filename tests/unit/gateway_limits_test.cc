@@ -448,6 +448,14 @@ TEST(GatewayQuotas, ServiceRefusesAGpuJobOverItsGroupsQuotaBeforeSlurm) {
             std::string::npos)
       << second->over_quota->message;
   EXPECT_EQ(slurm.submitted.size(), 1u);  // Slurm never heard of it
+  // Nor a share of a GPU: its hours count as that fraction of one (accounting.h).
+  const std::string share_body = R"({"image": "alpine", "resources": {"gpu_share": 0.25}})";
+  auto share_job = parse_job_request(json::parse(share_body));
+  ASSERT_TRUE(share_job.ok()) << share_job.error().message();
+  auto share = jobs.submit(me, "", share_body, *share_job);
+  ASSERT_TRUE(share.ok()) << share.error().message();
+  EXPECT_TRUE(share->over_quota);
+  EXPECT_EQ(slurm.submitted.size(), 1u);
   // A job without GPUs is not held back by a GPU-hour quota.
   const std::string cpu_body = R"({"image": "alpine"})";
   auto cpu = jobs.submit(me, "", cpu_body, *parse_job_request(json::parse(cpu_body)));

@@ -38,10 +38,10 @@ TEST(GatewayQuotas, RefusesAGpuJobOnceTheGroupHasUsedItsBudget) {
       {"3", "carol", "bio", "a100", 8, 8, day, 0},                      // another group
   };
   // 2 GPU-hours used of 3: a GPU job is let through, and a job without GPUs always is.
-  EXPECT_FALSE(check_gpu_quota(q, "physics", 1, records, kNow));
+  EXPECT_FALSE(check_gpu_quota(q, "physics", true, records, kNow));
   // A running job counts up to now: 1 GPU since 13:30:15 adds one hour.
   records.push_back({"4", "alice", "physics", "a100", 1, 1, kNow - kH, 0});
-  auto no = check_gpu_quota(q, "physics", 1, records, kNow);
+  auto no = check_gpu_quota(q, "physics", true, records, kNow);
   ASSERT_TRUE(no);
   EXPECT_EQ(no->message,
             "group physics has used 3.0000 of its 3 GPU-hours in the day from "
@@ -50,15 +50,15 @@ TEST(GatewayQuotas, RefusesAGpuJobOnceTheGroupHasUsedItsBudget) {
   EXPECT_DOUBLE_EQ(no->used, 3);
   EXPECT_EQ(no->since, day);
   EXPECT_EQ(no->period, "day");
-  EXPECT_FALSE(check_gpu_quota(q, "physics", 0, records, kNow));
+  EXPECT_FALSE(check_gpu_quota(q, "physics", false, records, kNow));
   // Groups without an entry have no quota; an entry of 0 allows no GPU job at all.
-  EXPECT_FALSE(check_gpu_quota(q, "bio", 8, records, kNow));
+  EXPECT_FALSE(check_gpu_quota(q, "bio", true, records, kNow));
   q.gpu_hours["bio"] = 0;
-  EXPECT_TRUE(check_gpu_quota(q, "bio", 1, {}, kNow));
+  EXPECT_TRUE(check_gpu_quota(q, "bio", true, {}, kNow));
   // Yesterday's use is not today's.
   q.gpu_hours["physics"] = 2.5;
   records.pop_back();
-  EXPECT_FALSE(check_gpu_quota(q, "physics", 1, records, kNow));
+  EXPECT_FALSE(check_gpu_quota(q, "physics", true, records, kNow));
 }
 
 TEST(GatewayQuotas, ReadsAndChecksTheQuotasSection) {
