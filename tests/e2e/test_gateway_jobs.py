@@ -869,30 +869,41 @@ def test_accounting_from_sacct_matches_slurms_own_times(gw, berth, issuers, iden
                                        "directory"), err
 
 
+def fake_nvml_state(identity, berth, name: str, util: int) -> str:
+    """A state file of the fake libnvidia-ml (tests/fake_gpu/nvml.c): the fabricated host's two
+    GPUs at `util` per cent; the test may append processes."""
+    from test_gpu import UUID0, UUID1
+    path = identity.write_file(os.path.join(berth.workdir, f"nvml-{name}.state"), (
+        "driver 550.54.15\n"
+        f"gpu {UUID0} 00000000:07:00.0 NVIDIA A100-SXM4-40GB\n"
+        f"gpu {UUID1} 00000000:85:00.0 NVIDIA H100 80GB HBM3\n"
+        f"util 0 {util} 1\nutil 1 {util} 1\nmem 0 40960 100\nmem 1 81559 100\n"))
+    os.chmod(path, 0o644)
+    return path
+
+
+def restart_reclaiming(gw, identity, berth_bin, reclaim: str, top: str = "") -> None:
+    """berthd again, reconciling every second, with `top` above the database key and
+    [reclaim] sampling every second plus the `reclaim` lines."""
+    with open(gw.conf_path) as f:
+        conf = f.read()
+    conf = conf.replace("database = ", f"{top}reconcile_interval_s = 1\ndatabase = ", 1)
+    conf += f'\n[reclaim]\nsample_interval_s = 1\n{reclaim}berth = "{berth_bin}"\n'
+    gw.restart(lambda: identity.write_file(gw.conf_path, conf))
+
+
 def test_idle_gpu_job_is_flagged_then_cancelled_and_a_busy_one_is_not(
         gw, berth, issuers, identity, cluster, scratch, pushed_busybox, berth_bin):
     """[reclaim]: each GPU job samples its GPUs in a step of its own (srun --overlap, `berth gpu
     stats --json`) beside its output; berthd reads the samples at each reconciliation. The job
     whose (fake NVML) GPU stays idle is flagged, told so in its stderr, and cancelled; the job
     whose GPU is busy runs on."""
-    from test_gpu import UUID0, UUID1
     host = gpu_host(cluster, scratch, "gateway-reclaim-host")
-    states = {}
-    for name, util in (("idle", 0), ("busy", 90)):
-        path = identity.write_file(os.path.join(berth.workdir, f"nvml-{name}.state"), (
-            "driver 550.54.15\n"
-            f"gpu {UUID0} 00000000:07:00.0 NVIDIA A100-SXM4-40GB\n"
-            f"gpu {UUID1} 00000000:85:00.0 NVIDIA H100 80GB HBM3\n"
-            f"util 0 {util} 1\nutil 1 {util} 1\nmem 0 40960 100\nmem 1 81559 100\n"))
-        os.chmod(path, 0o644)
-        states[name] = path
+    states = {name: fake_nvml_state(identity, berth, name, util)
+              for name, util in (("idle", 0), ("busy", 90))}
     # berthd again, reclaiming: sample every second, idle after 3 s, cancel.
-    with open(gw.conf_path) as f:
-        conf = f.read()
-    conf = conf.replace("database = ", "reconcile_interval_s = 1\ndatabase = ", 1)
-    conf += (f'\n[reclaim]\nsample_interval_s = 1\nidle_for_s = 3\nidle_below_pct = 5\n'
-             f'action = "cancel"\nberth = "{berth_bin}"\n')
-    gw.restart(lambda: identity.write_file(gw.conf_path, conf))
+    restart_reclaiming(gw, identity, berth_bin,
+                       'idle_for_s = 3\nidle_below_pct = 5\naction = "cancel"\n')
     tok = token_a(issuers, identity)
     jobs = {}
     try:
@@ -930,19 +941,8 @@ def test_idle_gpus_of_a_two_node_job_are_sampled_on_both_nodes(
     container's (srun --overlap --mem=0), each node's document lands in the one samples file,
     and berthd counts both nodes' GPUs before it flags the job."""
     host = gpu_host(cluster, scratch, "gateway-reclaim-host")
-    from test_gpu import UUID0, UUID1
-    state = identity.write_file(os.path.join(berth.workdir, "nvml-idle2.state"), (
-        "driver 550.54.15\n"
-        f"gpu {UUID0} 00000000:07:00.0 NVIDIA A100-SXM4-40GB\n"
-        f"gpu {UUID1} 00000000:85:00.0 NVIDIA H100 80GB HBM3\n"
-        "util 0 0 1\nutil 1 0 1\nmem 0 40960 100\nmem 1 81559 100\n"))
-    os.chmod(state, 0o644)
-    with open(gw.conf_path) as f:
-        conf = f.read()
-    conf = conf.replace("database = ", "reconcile_interval_s = 1\ndatabase = ", 1)
-    conf += (f'\n[reclaim]\nsample_interval_s = 1\nidle_for_s = 3\nidle_below_pct = 5\n'
-             f'berth = "{berth_bin}"\n')
-    gw.restart(lambda: identity.write_file(gw.conf_path, conf))
+    state = fake_nvml_state(identity, berth, "idle2", 0)
+    restart_reclaiming(gw, identity, berth_bin, "idle_for_s = 3\nidle_below_pct = 5\n")
     tok = token_a(issuers, identity)
     status, _, job = gw.request("POST", "/v1/jobs", tok, {
         "image": pushed_busybox, "env": dict(host, BERTH_FAKE_NVML_STATE=state),
@@ -1007,20 +1007,12 @@ def test_gpu_processes_of_no_running_job_are_reported_as_orphans(
     is not running, never the job's own processes."""
     from test_gpu import UUID0, UUID1
     host = gpu_host(cluster, scratch, "gateway-reclaim-host")
-    base = ("driver 550.54.15\n"
-            f"gpu {UUID0} 00000000:07:00.0 NVIDIA A100-SXM4-40GB\n"
-            f"gpu {UUID1} 00000000:85:00.0 NVIDIA H100 80GB HBM3\n"
-            "util 0 90 1\nutil 1 90 1\nmem 0 40960 100\nmem 1 81559 100\n")
-    state = identity.write_file(os.path.join(berth.workdir, "nvml-orphans.state"), base)
-    os.chmod(state, 0o644)
+    state = fake_nvml_state(identity, berth, "orphans", 90)
+    with open(state) as f:
+        base = f.read()
     audit = os.path.join(os.path.dirname(gw.db), "audit.log")
-    with open(gw.conf_path) as f:
-        conf = f.read()
-    conf = conf.replace("database = ", f'audit_log = "{audit}"\nreconcile_interval_s = 1\n'
-                        "database = ", 1)
-    conf += (f'\n[reclaim]\nsample_interval_s = 1\nidle_for_s = 3600\n'
-             f'berth = "{berth_bin}"\n')
-    gw.restart(lambda: identity.write_file(gw.conf_path, conf))
+    restart_reclaiming(gw, identity, berth_bin, "idle_for_s = 3600\n",
+                       top=f'audit_log = "{audit}"\n')
     tok, admin = token_a(issuers, identity), admin_token(issuers, identity)
     # Outside any Slurm job: one of root's, and one of the job owner's that names a Slurm job
     # that is not running (as a process a finished job left behind would).
