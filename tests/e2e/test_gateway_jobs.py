@@ -505,6 +505,7 @@ def run_share_jobs(gw, berth, issuers, identity, cluster, scratch, pushed_busybo
             assert j["gpus_allocated"] == 0 and j["gpu_share"] == 0.25, j
         # Both at once, on the same GPU of the same node (Slurm fills the first node first).
         assert len(placed) == 1, running
+        time.sleep(2)  # whole seconds of GPU time for the accounting below (Slurm's clock)
     finally:
         # Left running, a job would outlive this module's cluster (its holders with it).
         for job_id in jobs:
@@ -518,8 +519,9 @@ def run_share_jobs(gw, berth, issuers, identity, cluster, scratch, pushed_busybo
     assert status == 200, body
     want = sum(0.25 * (j["end_time"] - j["start_time"]) for j in ended) / 3600
     user = pwd.getpwuid(identity.uid).pw_name
-    [row] = [r for r in body["rows"] if r["user"] == user]
-    assert abs(row["gpu_hours"] - want) < 1e-3, (row, want, ended)
+    rows = [r for r in body["rows"] if r["user"] == user]
+    assert want > 0 and len(rows) == 1, (body, ended)
+    assert abs(rows[0]["gpu_hours"] - want) < 1e-3, (rows, want, ended)
 
 
 def test_kill_9_during_200_submissions_loses_and_duplicates_nothing(gw, issuers, identity,
