@@ -20,6 +20,7 @@
 #include "core/dir.h"
 #include "core/json.h"
 #include "core/strings.h"
+#include "runtime/session_kill.h"
 
 namespace berth {
 namespace {
@@ -31,41 +32,14 @@ constexpr int kKilledStatus = 128 + 9;
 /// In the monitor: its logger, which must outlive the workload to copy the last output.
 pid_t g_logger = 0;
 
-/// The session of /proc/PID/stat's process, -1 when it is gone or unreadable.
-long session_of(const std::string& pid) {
-  auto stat = read_file("/proc/" + pid + "/stat");
-  if (!stat.ok()) return -1;
-  // pid (comm) state ppid pgrp session ...: comm may hold spaces and parentheses.
-  size_t close = stat->rfind(')');
-  char state = 0;
-  long ppid = 0, pgrp = 0, session = -1;
-  if (close == std::string::npos ||
-      std::sscanf(stat->c_str() + close + 1, " %c %ld %ld %ld", &state, &ppid, &pgrp, &session) != 4 ||
-      state == 'Z')
-    return -1;
-  return session;
-}
-
 /// SIGKILLs every process of the monitor's session but itself and its logger: what the
 /// workload left running (a shell's background job, a daemon it started). The session is the
 /// container's alone (detach_monitor made it), so these are the container's processes; a
 /// process that made a session of its own escapes, as from any runtime without a PID namespace
-/// (`--pid-ns` contains everything). Rounds, as a dying process's children may fork meanwhile.
+/// (`--pid-ns` contains everything).
 void end_session_leftovers() {
-  long mine = ::getsid(0);
-  std::string self = std::to_string(::getpid()), logger = std::to_string(g_logger);
-  for (int round = 0; round < 20; ++round) {
-    int sent = 0;
-    for (const std::string& e : list_dir("/proc")) {
-      if (e.empty() || e.find_first_not_of("0123456789") != std::string::npos || e == self ||
-          e == logger || session_of(e) != mine)
-        continue;
-      if (::kill(static_cast<pid_t>(std::atol(e.c_str())), SIGKILL) == 0) ++sent;
-    }
-    if (sent == 0) return;
-    // Reaped by their parents (or by init): give them a moment to leave /proc.
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  const pid_t self = ::getpid();
+  kill_session(::getsid(0), [self](pid_t pid) { return pid == self || pid == g_logger; });
 }
 
 int64_t mtime_ns(const struct stat& st) {

@@ -58,6 +58,7 @@ SPANK_PLUGIN(berth, 1)
 
 #include "runtime/launcher.h"
 #include "runtime/root_emulation.h"
+#include "runtime/session_kill.h"
 #include "slurm/host_agent.h"
 #include "slurm/host_tools.h"
 #include "slurm/options.h"
@@ -581,23 +582,11 @@ void kill_run_session(long runner, unsigned uid) {
       st.st_uid != uid)
     return;
   pid_t sid = ::getsid(static_cast<pid_t>(runner));
-  if (sid <= 0 || sid == ::getsid(0)) return;
-  for (int round = 0; round < 20; ++round) {
-    int sent = 0;
-    DIR* d = ::opendir("/proc");
-    if (d == nullptr) return;
-    while (struct dirent* e = ::readdir(d)) {
-      char* end = nullptr;
-      long pid = std::strtol(e->d_name, &end, 10);
-      if (end == e->d_name || *end != '\0' || ::getsid(static_cast<pid_t>(pid)) != sid) continue;
-      if (::stat(("/proc/" + std::string(e->d_name)).c_str(), &st) == 0 && st.st_uid == uid &&
-          process_state(pid) != 'Z' && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0)
-        ++sent;
-    }
-    ::closedir(d);
-    if (sent == 0) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  if (sid == ::getsid(0)) return;
+  berth::kill_session(sid, [uid](pid_t pid) {  // only the user's: the pid came from their file
+    struct stat owner;
+    return ::stat(("/proc/" + std::to_string(pid)).c_str(), &owner) != 0 || owner.st_uid != uid;
+  });
 }
 
 /// sbatch --container-image: Slurm's own clients inside the batch container (host_tools.h).
