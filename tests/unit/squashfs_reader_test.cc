@@ -265,6 +265,52 @@ TEST(SquashfsReaderXattrs, NamesAndValuesAsStored) {
   EXPECT_TRUE(x.empty());
 }
 
+TEST(SquashfsReaderInodes, InodesAcrossBlocksAndPastTheCache) {
+  // 700 symlinks of 3,000 to 3,699 bytes: about two inodes per 8 KiB metadata block, many
+  // running over a block's end, in more blocks than the reader keeps.
+  TempDir tmp("sqfs-inodes");
+  std::string root = tmp / "root";
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  auto target = [](int i) {
+    std::string t = "t" + std::to_string(i) + "/";
+    while (t.size() < 3000 + static_cast<size_t>(i)) t += static_cast<char>('a' + (t.size() + i) % 26);
+    return t;
+  };
+  constexpr int kLinks = 700;
+  for (int i = 0; i < kLinks; ++i) {
+    std::string link = root + "/l" + std::to_string(1000 + i);
+    ASSERT_EQ(::symlink(target(i).c_str(), link.c_str()), 0);
+  }
+  std::string image = tmp / "i.sqsh";
+  auto s = squash_tree(root, "{}", {"lz4", 0, 1}, image, ::geteuid(), ::getegid());
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  auto r = SquashfsReader::open(image, "i.sqsh");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  SquashfsReader& reader = **r;
+  std::shared_ptr<const Listing> listing;
+  ASSERT_EQ(reader.listing(reader.ref_of(kRootNode), &listing), 0);
+  ASSERT_GE(listing->size(), static_cast<size_t>(kLinks));  // and the image's own metadata
+  auto check = [&](int i) {
+    DirEntry e;
+    ASSERT_EQ(reader.lookup(reader.ref_of(kRootNode), "l" + std::to_string(1000 + i), &e), 0);
+    InodePtr inode;
+    ASSERT_EQ(reader.inode(e.ref, &inode), 0) << e.name;
+    EXPECT_EQ(SquashfsReader::symlink_target(*inode), target(i)) << e.name;
+  };
+  for (int i = 0; i < kLinks; ++i) check(i);
+  uint64_t once = reader.inode_blocks_read();
+  EXPECT_GT(once, SquashfsReader::kCachedInodeBlocks);  // every block read once, no more
+  EXPECT_LT(once, SquashfsReader::kCachedInodeBlocks * 2);
+  for (int i = kLinks - 1; i >= 0; --i) check(i);  // back again, through evicted blocks
+  // The last quarter's blocks were still kept: read again, nothing is read from the image.
+  uint64_t before = reader.inode_blocks_read();
+  for (int i = kLinks / 4 * 3; i < kLinks; i += 7) check(i);
+  uint64_t after_kept = reader.inode_blocks_read();
+  for (int i = kLinks / 4 * 3; i < kLinks; i += 7) check(i);
+  EXPECT_EQ(reader.inode_blocks_read(), after_kept);
+  EXPECT_GE(after_kept, before);
+}
+
 TEST(SquashfsReaderBlocks, SparseBlocksAndATailOfItsOwn) {
   // mksquashfs stores a block of zeros as sparse and, with -no-fragments, a file's tail as a
   // short block of its own; Berth's writer does neither.

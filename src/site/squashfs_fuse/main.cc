@@ -39,6 +39,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "site/squashfs_fuse/squashfs_reader.h"
@@ -55,8 +56,10 @@ struct Daemon {
   std::unique_ptr<SquashfsReader> image;
   uid_t uid = 0;
   gid_t gid = 0;
-  bool no_open = false;       ///< the kernel opens files without asking (on_init)
-  bool no_opendir = false;    ///< ... and directories
+  bool no_open = false;           ///< the kernel opens files without asking (on_init)
+  bool can_stop_opendir = false;  ///< ... and would open directories so (on_opendir)
+  /// The directories whose whole listing a readdir has served (found its end): node ids.
+  std::unordered_set<uint64_t> listed;
   std::vector<char> buffer;   ///< read and readdir replies (one request at a time)
   uint64_t file_ref = ~0ULL;  ///< the file the last read read, and its inode
   InodePtr file;
@@ -72,14 +75,13 @@ void on_init(void* userdata, struct fuse_conn_info* conn) {
     conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // every readdir a plus: a walk stats what it lists
   }
   if ((conn->capable & FUSE_CAP_CACHE_SYMLINKS) != 0) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
-  // Zero-message opens: once OPEN and OPENDIR answer ENOSYS, the kernel opens files and
-  // directories by itself, keeping their pages and listings cached (FOPEN_KEEP_CACHE and
-  // FOPEN_CACHE_DIR are its default then), and sends no RELEASE either: a walk makes one
-  // round trip fewer per directory, a start one fewer per file it opens. Nothing is kept per
-  // open file: reads and readdirs find their inode by node id.
+  // Zero-message opens: once OPEN answers ENOSYS, the kernel opens files by itself, keeping
+  // their pages cached (FOPEN_KEEP_CACHE is its default then), and sends no RELEASE either: a
+  // start makes one round trip fewer per file it opens. Nothing is kept per open file: reads
+  // and readdirs find their inode by node id. Directories: see on_opendir.
   Daemon& d = *static_cast<Daemon*>(userdata);
   d.no_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
-  d.no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
+  d.can_stop_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
   // libfuse sizes the kernel's largest request (max_pages) from max_write: 1 MiB reads.
   conn->max_write = kMaxRead;
 }
@@ -180,13 +182,23 @@ void on_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   fuse_reply_buf(req, d.buffer.data(), static_cast<size_t>(n));
 }
 
-void on_opendir(fuse_req_t req, fuse_ino_t /*ino*/, struct fuse_file_info* fi) {
-  if (daemon_of(req).no_opendir) {
-    fuse_reply_err(req, ENOSYS);  // on_init says why
+// Directory listings: the kernel can keep them (FOPEN_CACHE_DIR), but filling that cache costs
+// it a page-cache lookup and a copy per entry, about 5% of a cold walk of bench/sqwalk's image
+// (2-3 ms for its 15,445 entries, more than an OPENDIR round trip per directory costs), and a
+// start reads most directories once. So a directory is opened without the cache until some
+// directory is opened again after a whole listing of it: the tree is being read a second time
+// (another container on the same mount, a second `ls`), and from then on OPENDIR answers
+// ENOSYS, which makes the kernel open every directory by itself, listings cached (its default
+// then), without a message: zero-message opens for good.
+void on_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  Daemon& d = daemon_of(req);
+  if (!d.can_stop_opendir) {  // an old kernel: cached listings, one OPENDIR per open
+    fi->keep_cache = 1;
+    fi->cache_readdir = 1;
+  } else if (d.listed.count(ino) != 0) {
+    fuse_reply_err(req, ENOSYS);
     return;
   }
-  fi->keep_cache = 1;     // the kernel keeps the listing (FOPEN_CACHE_DIR) ...
-  fi->cache_readdir = 1;  // ... from one opendir to the next
   fuse_reply_open(req, fi);
 }
 
@@ -202,6 +214,7 @@ void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
     return;
   }
   const Listing& entries = *listing;
+  if (off >= 0 && static_cast<size_t>(off) >= entries.size() + 2) d.listed.insert(ino);  // its end
   size = std::min<size_t>(size, kMaxRead);
   if (d.buffer.size() < size) d.buffer.resize(size);
   char* buf = d.buffer.data();

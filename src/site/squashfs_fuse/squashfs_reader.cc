@@ -102,10 +102,13 @@ Result<std::unique_ptr<SquashfsReader>> SquashfsReader::open(const std::string& 
   // The bounds libsquashfs's own directory reader gives its two metadata readers.
   const sqfs_super_t& s = r->super_;
   uint64_t dir_limit = std::min({s.id_table_start, s.fragment_table_start, s.export_table_start});
-  r->inodes_.reset(
-      sqfs_meta_reader_create(r->file_.get(), cmp, s.inode_table_start, s.directory_table_start));
-  r->dir_inodes_.reset(
-      sqfs_meta_reader_create(r->file_.get(), cmp, s.inode_table_start, s.directory_table_start));
+  // The inode readers read `inode_file_` (InodeBlocks below), whose inode table starts at 0.
+  r->inode_file_.file.read_at = read_inode_file;
+  r->inode_file_.reader = r.get();
+  r->inode_super_ = s;
+  r->inode_super_.inode_table_start = 0;
+  r->inodes_.reset(sqfs_meta_reader_create(&r->inode_file_.file, cmp, 0, ~0ULL));
+  r->dir_inodes_.reset(sqfs_meta_reader_create(&r->inode_file_.file, cmp, 0, ~0ULL));
   r->dirs_.reset(sqfs_meta_reader_create(r->file_.get(), cmp, s.directory_table_start, dir_limit));
   r->data_.reset(sqfs_data_reader_create(r->file_.get(), s.block_size, cmp, 0));
   if (!r->inodes_ || !r->dir_inodes_ || !r->dirs_ || !r->data_)
@@ -154,11 +157,111 @@ int SquashfsReader::inode(uint64_t ref, InodePtr* out) {
 
 int SquashfsReader::read_inode(sqfs_meta_reader_t* reader, uint64_t ref, InodePtr* out) {
   sqfs_inode_generic_t* raw = nullptr;
-  // The block's position relative to the inode table: libsquashfs adds the table's start.
-  int rc = sqfs_meta_reader_read_inode(reader, &super_, ref >> 16, ref & 0xffff, &raw);
+  // The block's position relative to the inode table, where `inode_file_` has it.
+  uint64_t block = ref >> 16;
+  if (block >= super_.directory_table_start - super_.inode_table_start) return EIO;
+  int rc = sqfs_meta_reader_read_inode(reader, &inode_super_, block << kInodeFileShift,
+                                       ref & 0xffff, &raw);
   if (rc != 0) return errno_of_sqfs(rc);
   out->reset(raw);
   return 0;
+}
+
+// InodeBlocks: the file libsquashfs's inode readers read. Block B of the inode table (B its
+// position relative to the table, as inode references name it) is at B << kInodeFileShift,
+// stored uncompressed (a metadata block header with the "uncompressed" bit, then its bytes),
+// and the blocks that follow it in the image come after it, one per kSlot bytes: an inode
+// that runs over the end of its block (a long symlink, a big file's block list) is read on
+// from there, as from the image. Nothing is at the other offsets.
+int SquashfsReader::read_inode_file(sqfs_file_t* file, sqfs_u64 offset, void* buffer,
+                                    size_t size) {
+  SquashfsReader& r = *reinterpret_cast<InodeFile*>(file)->reader;
+  constexpr uint64_t kSlot = 2 + SQFS_META_BLOCK_SIZE;
+  uint64_t block = offset >> kInodeFileShift;
+  uint64_t within = offset & ((uint64_t{1} << kInodeFileShift) - 1);
+  uint64_t location = r.super_.inode_table_start + block;
+  int rc = 0;
+  const InodeBlock* b = r.inode_block(location, &rc);
+  for (uint64_t next = within / kSlot; b != nullptr && next > 0; --next)
+    b = r.inode_block(b->location + b->stored, &rc);
+  if (b == nullptr) return rc;
+  uint64_t at = within % kSlot;
+  auto* out = static_cast<sqfs_u8*>(buffer);
+  // libsquashfs reads a header, then the bytes it announces: never across the two, or
+  // past the block.
+  if (at == 0 && size == 2) {
+    uint16_t header = static_cast<uint16_t>(0x8000 | b->size);
+    out[0] = static_cast<sqfs_u8>(header & 0xff);
+    out[1] = static_cast<sqfs_u8>(header >> 8);
+    return 0;
+  }
+  if (at < 2 || at - 2 + size > b->size) return SQFS_ERROR_OUT_OF_BOUNDS;
+  std::memcpy(out, b->data.get() + (at - 2), size);
+  return 0;
+}
+
+const SquashfsReader::InodeBlock* SquashfsReader::inode_block(uint64_t location, int* rc) {
+  ++uses_;
+  if (auto it = inode_block_at_.find(location); it != inode_block_at_.end()) {
+    InodeBlock& b = inode_blocks_[it->second];
+    b.last_use = uses_;
+    return &b;
+  }
+  // The block as stored: its header, then at most a block's bytes, within the inode table.
+  const uint64_t end = super_.directory_table_start;
+  if (location < super_.inode_table_start || location + 2 > end) {
+    *rc = SQFS_ERROR_OUT_OF_BOUNDS;
+    return nullptr;
+  }
+  size_t want = static_cast<size_t>(std::min<uint64_t>(2 + SQFS_META_BLOCK_SIZE, end - location));
+  packed_inode_block_.resize(2 + SQFS_META_BLOCK_SIZE);
+  sqfs_file_t* f = file_.get();
+  if (int err = f->read_at(f, location, packed_inode_block_.data(), want); err != 0) {
+    *rc = err;
+    return nullptr;
+  }
+  const uint16_t header =
+      static_cast<uint16_t>(packed_inode_block_[0] | (packed_inode_block_[1] << 8));
+  const size_t stored = header & 0x7fff;
+  if (stored == 0 || stored > SQFS_META_BLOCK_SIZE || 2 + stored > want) {
+    *rc = SQFS_ERROR_CORRUPTED;
+    return nullptr;
+  }
+  size_t index;
+  if (inode_blocks_.size() < kCachedInodeBlocks) {
+    index = inode_blocks_.size();
+    inode_blocks_.emplace_back().data.reset(new sqfs_u8[SQFS_META_BLOCK_SIZE]);
+  } else {
+    index = static_cast<size_t>(
+        std::min_element(inode_blocks_.begin(), inode_blocks_.end(),
+                         [](const InodeBlock& a, const InodeBlock& b) {
+                           return a.last_use < b.last_use;
+                         }) -
+        inode_blocks_.begin());
+    inode_block_at_.erase(inode_blocks_[index].location);
+  }
+  InodeBlock& b = inode_blocks_[index];
+  b.location = ~0ULL;  // until it holds the block
+  const sqfs_u8* packed = packed_inode_block_.data() + 2;
+  if ((header & 0x8000) != 0) {
+    std::memcpy(b.data.get(), packed, stored);
+    b.size = static_cast<uint32_t>(stored);
+  } else {
+    sqfs_compressor_t* c = cmp_.get();
+    sqfs_s32 n = c->do_block(c, packed, static_cast<sqfs_u32>(stored), b.data.get(),
+                             SQFS_META_BLOCK_SIZE);
+    if (n <= 0) {
+      *rc = n < 0 ? n : SQFS_ERROR_CORRUPTED;
+      return nullptr;
+    }
+    b.size = static_cast<uint32_t>(n);
+  }
+  ++inode_blocks_read_;
+  b.location = location;
+  b.stored = static_cast<uint32_t>(2 + stored);
+  b.last_use = uses_;
+  inode_block_at_[location] = index;
+  return &b;
 }
 
 void SquashfsReader::attributes(const sqfs_inode_generic_t& inode, uid_t uid, gid_t gid,

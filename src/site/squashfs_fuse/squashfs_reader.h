@@ -129,6 +129,10 @@ class SquashfsReader {
   static constexpr size_t kCachedDataBytes = size_t{4} << 20;
   /// How many data blocks were decompressed so far (for the tests).
   uint64_t blocks_decompressed() const { return blocks_decompressed_; }
+  /// How many inode table blocks were read and decompressed so far (for the tests).
+  uint64_t inode_blocks_read() const { return inode_blocks_read_; }
+  /// How many inode table blocks the reader keeps decompressed (2 MiB of them).
+  static constexpr size_t kCachedInodeBlocks = 256;
 
  private:
   SquashfsReader() = default;
@@ -155,12 +159,40 @@ class SquashfsReader {
   uint64_t root_ref_ = 0;
   std::unique_ptr<sqfs_file_t, SqfsDestroyer> file_;
   std::unique_ptr<sqfs_compressor_t, SqfsDestroyer> cmp_;
+  /// The inode table's metadata blocks, each decompressed once and kept (up to
+  /// kCachedInodeBlocks, the least recently used replaced). libsquashfs's meta readers keep
+  /// only the block they read last, and a walk goes through the table three times over (a
+  /// directory's entries' inodes, then each subdirectory's own inode and its entries': the 62
+  /// blocks of bench/sqwalk's image were decompressed 188 times, two pread()s each): the
+  /// readers below read this cache instead, through `inode_file_`, a file of its own made of
+  /// the cached blocks stored uncompressed (InodeBlocks in the .cc says how it is laid out).
+  struct InodeBlock {
+    uint64_t location = 0;  ///< where the block is in the image (its header)
+    uint32_t stored = 0;    ///< its length there, header included: the next block follows
+    uint32_t size = 0;      ///< its length decompressed
+    uint64_t last_use = 0;
+    std::unique_ptr<sqfs_u8[]> data;
+  };
+  /// The cached block at `location` in the image, read and decompressed if it is not kept;
+  /// null with *rc set (an SQFS_ERROR) for a corrupt one.
+  const InodeBlock* inode_block(uint64_t location, int* rc);
+  /// sqfs_file_t's read_at for `inode_file_`.
+  static int read_inode_file(sqfs_file_t* file, sqfs_u64 offset, void* buffer, size_t size);
+  /// Where `inode_file_` keeps block B of the inode table: at B << kInodeFileShift (room for
+  /// an inode running over 2,000 blocks; B is below 2^32, as in an inode reference).
+  static constexpr unsigned kInodeFileShift = 24;
+  struct InodeFile {
+    sqfs_file_t file;  ///< first: libsquashfs passes &file back to read_inode_file
+    SquashfsReader* reader;
+  } inode_file_{};
+  std::vector<InodeBlock> inode_blocks_;
+  std::map<uint64_t, size_t> inode_block_at_;  ///< location -> index in inode_blocks_
+  std::vector<sqfs_u8> packed_inode_block_;    ///< a block as stored, before decompression
+  sqfs_super_t inode_super_{};  ///< super_ with the inode table at 0 of `inode_file_`
   std::unique_ptr<sqfs_meta_reader_t, SqfsDestroyer> inodes_;
-  /// The inode table again, for the directories listing() reads: each reader keeps the one
-  /// block it decompressed last, and a readdir reads its entries' inodes in the table's
-  /// order, which the jump to the directory's own inode (stored after them) would break (a
-  /// walk of bench/sqwalk's image read the 62 blocks of its inode table 247 times with one
-  /// reader, 188 with two).
+  /// The inode table again, for the directories listing() reads: each reader keeps the block
+  /// it read last, and a readdir reads its entries' inodes in the table's order, which the
+  /// jump to the directory's own inode (stored after them) would break.
   std::unique_ptr<sqfs_meta_reader_t, SqfsDestroyer> dir_inodes_;
   std::unique_ptr<sqfs_meta_reader_t, SqfsDestroyer> dirs_;
   std::unique_ptr<sqfs_data_reader_t, SqfsDestroyer> data_;
@@ -175,6 +207,7 @@ class SquashfsReader {
   size_t max_blocks_ = 4;
   uint64_t uses_ = 0;
   uint64_t blocks_decompressed_ = 0;
+  uint64_t inode_blocks_read_ = 0;
 };
 
 /// The file-type bits (S_IFDIR, ...) of an SQFS_INODE_TYPE: squashfs keeps only the permission
