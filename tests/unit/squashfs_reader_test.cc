@@ -273,7 +273,8 @@ TEST(SquashfsReaderInodes, InodesAcrossBlocksAndPastTheCache) {
   ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
   auto target = [](int i) {
     std::string t = "t" + std::to_string(i) + "/";
-    while (t.size() < 3000 + static_cast<size_t>(i)) t += static_cast<char>('a' + (t.size() + i) % 26);
+    while (t.size() < 3000 + static_cast<size_t>(i))
+      t += static_cast<char>('a' + (t.size() + i) % 26);
     return t;
   };
   constexpr int kLinks = 700;

@@ -60,8 +60,9 @@ struct Daemon {
   bool can_stop_opendir = false;  ///< ... and would open directories so (on_opendir)
   /// The directories whose whole listing a readdir has served (found its end): node ids.
   std::unordered_set<uint64_t> listed;
-  std::vector<char> buffer;   ///< read and readdir replies (one request at a time)
-  uint64_t file_ref = ~0ULL;  ///< the file the last read read, and its inode
+  std::vector<char> buffer;          ///< readdir replies (one request at a time)
+  std::vector<struct iovec> pieces;  ///< a read's reply
+  uint64_t file_ref = ~0ULL;         ///< the file the last read read, and its inode
   InodePtr file;
 };
 
@@ -172,14 +173,14 @@ void on_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     d.file_ref = ref;
   }
-  size = std::min<size_t>(size, kMaxRead);
-  if (d.buffer.size() < size) d.buffer.resize(size);
-  long n = d.image->read(*d.file, static_cast<uint64_t>(off), d.buffer.data(), size);
+  // Straight from the reader's cached blocks: no copy of the data on the way out.
+  long n = d.image->read_pieces(*d.file, static_cast<uint64_t>(off),
+                                std::min<size_t>(size, kMaxRead), &d.pieces);
   if (n < 0) {
     fuse_reply_err(req, static_cast<int>(-n));
     return;
   }
-  fuse_reply_buf(req, d.buffer.data(), static_cast<size_t>(n));
+  fuse_reply_iov(req, d.pieces.data(), static_cast<int>(d.pieces.size()));
 }
 
 // Directory listings: the kernel can keep them (FOPEN_CACHE_DIR), but filling that cache costs
@@ -405,8 +406,8 @@ int main(int argc, char** argv) {
     argv += 2;
   }
   if (argc != 3 || argv[1][0] == '-') {
-    std::fprintf(stderr,
-                 "usage: berth-squashfs [--ready-fd N] IMAGE MOUNTPOINT (runs in the foreground)\n");
+    std::fprintf(
+        stderr, "usage: berth-squashfs [--ready-fd N] IMAGE MOUNTPOINT (runs in the foreground)\n");
     return 2;
   }
   return berth::sqfuse::serve(argv[1], argv[2], ready_fd);

@@ -173,8 +173,7 @@ int SquashfsReader::read_inode(sqfs_meta_reader_t* reader, uint64_t ref, InodePt
 // and the blocks that follow it in the image come after it, one per kSlot bytes: an inode
 // that runs over the end of its block (a long symlink, a big file's block list) is read on
 // from there, as from the image. Nothing is at the other offsets.
-int SquashfsReader::read_inode_file(sqfs_file_t* file, sqfs_u64 offset, void* buffer,
-                                    size_t size) {
+int SquashfsReader::read_inode_file(sqfs_file_t* file, sqfs_u64 offset, void* buffer, size_t size) {
   SquashfsReader& r = *reinterpret_cast<InodeFile*>(file)->reader;
   constexpr uint64_t kSlot = 2 + SQFS_META_BLOCK_SIZE;
   uint64_t block = offset >> kInodeFileShift;
@@ -232,12 +231,11 @@ const SquashfsReader::InodeBlock* SquashfsReader::inode_block(uint64_t location,
     index = inode_blocks_.size();
     inode_blocks_.emplace_back().data.reset(new sqfs_u8[SQFS_META_BLOCK_SIZE]);
   } else {
-    index = static_cast<size_t>(
-        std::min_element(inode_blocks_.begin(), inode_blocks_.end(),
-                         [](const InodeBlock& a, const InodeBlock& b) {
-                           return a.last_use < b.last_use;
-                         }) -
-        inode_blocks_.begin());
+    index = static_cast<size_t>(std::min_element(inode_blocks_.begin(), inode_blocks_.end(),
+                                                 [](const InodeBlock& a, const InodeBlock& b) {
+                                                   return a.last_use < b.last_use;
+                                                 }) -
+                                inode_blocks_.begin());
     inode_block_at_.erase(inode_blocks_[index].location);
   }
   InodeBlock& b = inode_blocks_[index];
@@ -248,8 +246,8 @@ const SquashfsReader::InodeBlock* SquashfsReader::inode_block(uint64_t location,
     b.size = static_cast<uint32_t>(stored);
   } else {
     sqfs_compressor_t* c = cmp_.get();
-    sqfs_s32 n = c->do_block(c, packed, static_cast<sqfs_u32>(stored), b.data.get(),
-                             SQFS_META_BLOCK_SIZE);
+    sqfs_s32 n =
+        c->do_block(c, packed, static_cast<sqfs_u32>(stored), b.data.get(), SQFS_META_BLOCK_SIZE);
     if (n <= 0) {
       *rc = n < 0 ? n : SQFS_ERROR_CORRUPTED;
       return nullptr;
@@ -418,13 +416,41 @@ int SquashfsReader::find_entry(const Listing& listing, std::string_view name, Di
 
 long SquashfsReader::read(const sqfs_inode_generic_t& file, uint64_t offset, char* buf,
                           size_t size) {
+  std::vector<struct iovec> pieces;
+  long n = read_pieces(file, offset, size, &pieces);
+  for (const struct iovec& v : pieces) {
+    std::memcpy(buf, v.iov_base, v.iov_len);
+    buf += v.iov_len;
+  }
+  return n;
+}
+
+long SquashfsReader::read_pieces(const sqfs_inode_generic_t& file, uint64_t offset, size_t size,
+                                 std::vector<struct iovec>* pieces) {
+  pieces->clear();
   if (type_mode(file.base.type) != S_IFREG) return -EISDIR;
   sqfs_u64 file_size = 0;
   sqfs_inode_get_file_size(&file, &file_size);
   if (offset >= file_size) return 0;
-  size = static_cast<size_t>(std::min<uint64_t>(size, file_size - offset));
-  size = std::min<size_t>(size, 1U << 30);
   const uint64_t block_size = super_.block_size;
+  size = static_cast<size_t>(std::min<uint64_t>(size, file_size - offset));
+  // At most max_blocks_ - 1 blocks' worth: every block a call points into stays cached until
+  // it returns (the least recently used is the one replaced).
+  size = static_cast<size_t>(std::min<uint64_t>(size, (max_blocks_ - 1) * block_size));
+  // Bytes that are not a cached block's (a sparse block's zeros, a tail in a fragment block)
+  // go to scratch_; the pieces pointing there are made at the end, once it stops growing.
+  struct Piece {
+    const sqfs_u8* data;  ///< null: at `at` in scratch_
+    size_t at, length;
+  };
+  std::vector<Piece> found;
+  size_t scratch_used = 0;
+  auto to_scratch = [&](size_t length) {
+    if (scratch_.size() < scratch_used + length) scratch_.resize(scratch_used + length);
+    found.push_back({nullptr, scratch_used, length});
+    scratch_used += length;
+    return scratch_.data() + (scratch_used - length);
+  };
   // The file's blocks lie one after the other from its start; its tail, when it has one that
   // is not a block of its own, is in a fragment block (libsquashfs keeps the last one read).
   const size_t blocks = sqfs_inode_get_file_block_count(&file);
@@ -437,27 +463,43 @@ long SquashfsReader::read(const sqfs_inode_generic_t& file, uint64_t offset, cha
     uint64_t pos = offset + done;
     size_t index = static_cast<size_t>(pos / block_size);
     if (index >= blocks) {
-      sqfs_s32 n = sqfs_data_reader_read(data_.get(), &file, pos, buf + done,
-                                         static_cast<sqfs_u32>(size - done));
-      if (n < 0) return done > 0 ? static_cast<long>(done) : -errno_of_sqfs(n);
+      char* tail = to_scratch(size - done);
+      sqfs_s32 n =
+          sqfs_data_reader_read(data_.get(), &file, pos, tail, static_cast<sqfs_u32>(size - done));
+      if (n < 0) {
+        if (done == 0) return -errno_of_sqfs(n);
+        found.pop_back();
+        break;
+      }
+      found.back().length = static_cast<size_t>(n);
       done += static_cast<size_t>(n);
       break;
     }
     for (; located < index; ++located) location += SQFS_ON_DISK_BLOCK_SIZE(sizes[located]);
     size_t within = static_cast<size_t>(pos - index * block_size);
-    size_t length = static_cast<size_t>(std::min<uint64_t>(block_size, file_size - index * block_size));
+    size_t length =
+        static_cast<size_t>(std::min<uint64_t>(block_size, file_size - index * block_size));
     size_t take = std::min(size - done, length - within);
     if (SQFS_IS_SPARSE_BLOCK(sizes[index])) {
-      std::memset(buf + done, 0, take);
+      std::memset(to_scratch(take), 0, take);
     } else {
       int rc = 0;
       const CachedBlock* block = data_block(file, index, location, &rc);
-      if (block == nullptr) return done > 0 ? static_cast<long>(done) : -rc;
+      if (block == nullptr) {
+        if (done == 0) return -rc;
+        break;
+      }
       if (within >= block->size) break;  // a block shorter than the file says: a short read
       take = std::min(take, block->size - within);
-      std::memcpy(buf + done, block->data + within, take);
+      found.push_back({block->data + within, 0, take});
     }
     done += take;
+  }
+  for (const Piece& p : found) {
+    if (p.length == 0) continue;
+    const void* base = p.data != nullptr ? static_cast<const void*>(p.data)
+                                         : static_cast<const void*>(scratch_.data() + p.at);
+    pieces->push_back({const_cast<void*>(base), p.length});
   }
   return static_cast<long>(done);
 }
@@ -499,10 +541,9 @@ const SquashfsReader::CachedBlock* SquashfsReader::data_block(const sqfs_inode_g
     auto base = (reinterpret_cast<uintptr_t>(arena_.get()) + kHuge - 1) & ~(kHuge - 1);
     slot->data = reinterpret_cast<sqfs_u8*>(base + (blocks_.size() - 1) * block_size);
   } else {
-    slot = &*std::min_element(blocks_.begin(), blocks_.end(),
-                              [](const CachedBlock& a, const CachedBlock& b) {
-                                return a.last_use < b.last_use;
-                              });
+    slot = &*std::min_element(
+        blocks_.begin(), blocks_.end(),
+        [](const CachedBlock& a, const CachedBlock& b) { return a.last_use < b.last_use; });
   }
   slot->location = ~0ULL;  // until it holds the block
   // The block as stored, and its length once decompressed: a whole block, or the file's last

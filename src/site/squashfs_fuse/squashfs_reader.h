@@ -30,6 +30,7 @@
 #include <sqfs/xattr_reader.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -114,6 +115,11 @@ class SquashfsReader {
   /// Up to `size` bytes of regular file `file` from `offset` into `buf`: the count read (0 at
   /// the end), or a negative errno. Whole blocks come from the data block cache.
   long read(const sqfs_inode_generic_t& file, uint64_t offset, char* buf, size_t size);
+  /// The same bytes, not copied: `pieces` points into the reader's cached blocks (or a buffer
+  /// of its own), valid until its next call. At most a cache's worth (max_blocks_ - 1 blocks)
+  /// per call: the count may be less than asked before the end.
+  long read_pieces(const sqfs_inode_generic_t& file, uint64_t offset, size_t size,
+                   std::vector<struct iovec>* pieces);
   /// A symlink's target; empty for other inodes.
   static std::string_view symlink_target(const sqfs_inode_generic_t& inode);
   /// Whether the image has an xattr table at all.
@@ -204,6 +210,7 @@ class SquashfsReader {
   /// transparent huge pages asked for: one fault per 2 MiB rather than one per 4 KiB page.
   std::unique_ptr<sqfs_u8, Unmapper> arena_;
   std::vector<sqfs_u8> packed_;  ///< a block as stored, before decompression
+  std::vector<char> scratch_;    ///< read_pieces's bytes that are not a cached block's
   size_t max_blocks_ = 4;
   uint64_t uses_ = 0;
   uint64_t blocks_decompressed_ = 0;
