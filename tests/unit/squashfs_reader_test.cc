@@ -134,12 +134,14 @@ TEST_F(SquashfsReaderTest, AttributesAreTheImagesWithTheCallerAsOwner) {
   EXPECT_EQ(st.st_uid, 4321u);
   EXPECT_EQ(st.st_gid, 8765u);
   EXPECT_EQ(st.st_ino, f.inode_number);
+  EXPECT_EQ(st.st_blksize, static_cast<blksize_t>(kBlock));  // stdio reads whole blocks
   // The hard link is the same inode, so the same node.
   InodePtr hard;
   DirEntry h = find(reader_->node_of(d.ref), "hard", &hard);
   EXPECT_EQ(h.ref, f.ref);
   reader_->attributes(*etc, 0, 0, &st);
   EXPECT_EQ(st.st_mode & S_IFMT, static_cast<mode_t>(S_IFDIR));
+  EXPECT_EQ(st.st_blksize, 4096);  // readdir buffers of 32 KiB (glibc's least), not 128
 }
 
 TEST_F(SquashfsReaderTest, ReadsFileDataAnywhere) {

@@ -19,6 +19,12 @@ namespace {
 /// 100 bytes. Past it the kept listings are dropped (all of them: simple, and a walk that big
 /// reads each directory about once anyway).
 constexpr size_t kMaxListedEntries = 400000;
+/// The st_blksize of a directory. glibc sizes opendir()'s buffer from it (32 KiB at least), and
+/// the kernel asks the daemon for as many bytes of READDIRPLUS as getdents() has room for,
+/// in a buffer of that size that it allocates and maps for each request: with the image's
+/// block size (128 KiB) a walk of bench/sqwalk's image spent 2 ms of its 70 on that alone.
+/// 32 KiB still hold about 190 entries with their attributes.
+constexpr blksize_t kDirBlockSize = 4096;
 
 }  // namespace
 
@@ -285,10 +291,12 @@ void SquashfsReader::attributes(const sqfs_inode_generic_t& inode, uid_t uid, gi
     case SQFS_INODE_DIR:
       st->st_nlink = d.dir.nlink;
       st->st_size = d.dir.size;
+      st->st_blksize = kDirBlockSize;
       break;
     case SQFS_INODE_EXT_DIR:
       st->st_nlink = d.dir_ext.nlink;
       st->st_size = d.dir_ext.size;
+      st->st_blksize = kDirBlockSize;
       break;
     case SQFS_INODE_FILE:
       st->st_size = d.file.file_size;
