@@ -4,10 +4,12 @@
 // Debian's squashfuse_ll, which answers no READDIRPLUS: from a fresh mount the kernel then
 // sends one LOOKUP per entry of every directory walked, about 16 us each; with READDIRPLUS
 // (asked for on every readdir, not left to the kernel's heuristic) a directory's entries come
-// with their attributes, 25 or so per request, and the walk makes no lookups at all.
+// with their attributes (a directory of 100 entries in one request), and the walk makes no
+// lookups at all.
 //
 // The image never changes under the mount, so every entry, attribute, negative lookup, file's
-// pages, directory listing and symlink target is cached by the kernel for as long as it likes.
+// pages and symlink target is cached by the kernel for as long as it likes (directory
+// listings too, once the tree is read a second time: on_opendir says why not before).
 // Every file is reported as owned by the user who mounted it, as a rootless unpack of the same
 // image would be (an image of root's files would otherwise show uid 0, which the container's
 // user namespace cannot map: its root would lack CAP_DAC_OVERRIDE over the image). The kernel
@@ -184,13 +186,14 @@ void on_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 // Directory listings: the kernel can keep them (FOPEN_CACHE_DIR), but filling that cache costs
-// it a page-cache lookup and a copy per entry, about 5% of a cold walk of bench/sqwalk's image
-// (2-3 ms for its 15,445 entries, more than an OPENDIR round trip per directory costs), and a
-// start reads most directories once. So a directory is opened without the cache until some
-// directory is opened again after a whole listing of it: the tree is being read a second time
-// (another container on the same mount, a second `ls`), and from then on OPENDIR answers
-// ENOSYS, which makes the kernel open every directory by itself, listings cached (its default
-// then), without a message: zero-message opens for good.
+// it a page-cache lookup and a copy per entry (3-4 ms of a cold walk of bench/sqwalk's 15,445
+// entries), more than an OPENDIR and a RELEASEDIR per directory cost (the walk is 1-2 ms
+// faster without the cache), and a start reads most directories once. So a directory is
+// opened without the cache until some directory is opened again after a whole listing of it:
+// the tree is being read a second time (another container on the same mount, a second `ls`),
+// and from then on OPENDIR answers ENOSYS, which makes the kernel open every directory by
+// itself, listings cached (its default then), without a message: zero-message opens for good.
+// The price: that second reading lists each directory from the daemon once more.
 void on_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Daemon& d = daemon_of(req);
   if (!d.can_stop_opendir) {  // an old kernel: cached listings, one OPENDIR per open
