@@ -192,6 +192,10 @@ TEST_F(SquashfsReaderTest, ReadsPastWhatTheCacheHolds) {
     ASSERT_EQ(reader_->read(*large, off, all.data() + off, n), static_cast<long>(n)) << off;
   }
   EXPECT_TRUE(all == large_);
+  // In one call, more than the cache holds.
+  std::fill(all.begin(), all.end(), '\0');
+  ASSERT_EQ(reader_->read(*large, 0, all.data(), all.size()), static_cast<long>(all.size()));
+  EXPECT_TRUE(all == large_);
   // Each pass forward decompressed every block again (least recently used first out).
   size_t blocks = large_.size() / kBlock;
   EXPECT_GE(reader_->blocks_decompressed(), 2 * blocks);

@@ -425,12 +425,17 @@ int SquashfsReader::find_entry(const Listing& listing, std::string_view name, Di
 long SquashfsReader::read(const sqfs_inode_generic_t& file, uint64_t offset, char* buf,
                           size_t size) {
   std::vector<struct iovec> pieces;
-  long n = read_pieces(file, offset, size, &pieces);
-  for (const struct iovec& v : pieces) {
-    std::memcpy(buf, v.iov_base, v.iov_len);
-    buf += v.iov_len;
+  size_t done = 0;
+  while (done < size) {  // read_pieces gives at most a cache's worth at a time
+    long n = read_pieces(file, offset + done, size - done, &pieces);
+    if (n < 0) return done > 0 ? static_cast<long>(done) : n;
+    if (n == 0) break;
+    for (const struct iovec& v : pieces) {
+      std::memcpy(buf + done, v.iov_base, v.iov_len);
+      done += v.iov_len;
+    }
   }
-  return n;
+  return static_cast<long>(done);
 }
 
 long SquashfsReader::read_pieces(const sqfs_inode_generic_t& file, uint64_t offset, size_t size,
@@ -443,7 +448,8 @@ long SquashfsReader::read_pieces(const sqfs_inode_generic_t& file, uint64_t offs
   const uint64_t block_size = super_.block_size;
   size = static_cast<size_t>(std::min<uint64_t>(size, file_size - offset));
   // At most max_blocks_ - 1 blocks' worth: every block a call points into stays cached until
-  // it returns (the least recently used is the one replaced).
+  // it returns (the least recently used is the one replaced). That is 3 MiB or more, at least
+  // the 1 MiB the kernel asks for at most (a short read would be the file's end to it).
   size = static_cast<size_t>(std::min<uint64_t>(size, (max_blocks_ - 1) * block_size));
   // Bytes that are not a cached block's (a sparse block's zeros, a tail in a fragment block)
   // go to scratch_; the pieces pointing there are made at the end, once it stops growing.
