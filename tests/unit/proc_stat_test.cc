@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -16,77 +17,50 @@ std::string stat_line(const std::string& comm, char state, long ppid, unsigned l
          " 8601600 235 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n";
 }
 
-TEST(ProcStat, NormalLine) {
-  std::optional<ProcStat> st = parse_proc_stat(stat_line("bash", 'S', 977, 8812345));
+// Expects `text` to parse into exactly these fields.
+void expect_fields(const std::string& text, char state, int64_t ppid, uint64_t start) {
+  SCOPED_TRACE(text);
+  std::optional<ProcStat> st = parse_proc_stat(text);
   ASSERT_TRUE(st);
-  EXPECT_EQ(st->state, 'S');
-  EXPECT_EQ(st->ppid, 977);
-  EXPECT_EQ(st->start_time, 8812345U);
-  EXPECT_FALSE(st->gone());
+  EXPECT_EQ(st->state, state);
+  EXPECT_EQ(st->ppid, ppid);
+  EXPECT_EQ(st->start_time, start);
+  EXPECT_EQ(st->gone(), state == 'Z' || state == 'X');
+}
+
+TEST(ProcStat, NormalLine) {
+  expect_fields(stat_line("bash", 'S', 977, 8812345), 'S', 977, 8812345);
 }
 
 TEST(ProcStat, CommWithSpacesAndParentheses) {
   // Only the last ')' ends the name; a name that looks like fields must not shift them.
-  std::optional<ProcStat> st = parse_proc_stat(stat_line("a) (b c) Z 9", 'R', 1, 4242));
-  ASSERT_TRUE(st);
-  EXPECT_EQ(st->state, 'R');
-  EXPECT_EQ(st->ppid, 1);
-  EXPECT_EQ(st->start_time, 4242U);
-
-  st = parse_proc_stat("1234 (a) (b c)) D 55 1234");
-  ASSERT_TRUE(st);
-  EXPECT_EQ(st->state, 'D');
-  EXPECT_EQ(st->ppid, 55);
-  EXPECT_EQ(st->start_time, 0U);
+  expect_fields(stat_line("a) (b c) Z 9", 'R', 1, 4242), 'R', 1, 4242);
+  expect_fields("1234 (a) (b c)) D 55 1234", 'D', 55, 0);
 }
 
 TEST(ProcStat, ZombieAndDeadAreGone) {
-  std::optional<ProcStat> z = parse_proc_stat(stat_line("sh", 'Z', 300, 77));
-  ASSERT_TRUE(z);
-  EXPECT_EQ(z->state, 'Z');
-  EXPECT_TRUE(z->gone());
-  EXPECT_EQ(z->ppid, 300);  // a zombie keeps its fields until reaped: callers decide
-  EXPECT_EQ(z->start_time, 77U);
-  std::optional<ProcStat> x = parse_proc_stat(stat_line("sh", 'X', 300, 77));
-  ASSERT_TRUE(x);
-  EXPECT_TRUE(x->gone());
+  // A zombie keeps its fields until reaped: what it means is for the callers to say.
+  expect_fields(stat_line("sh", 'Z', 300, 77), 'Z', 300, 77);
+  expect_fields(stat_line("sh", 'X', 300, 77), 'X', 300, 77);
 }
 
 TEST(ProcStat, TruncatedLineKeepsItsState) {
-  std::optional<ProcStat> st = parse_proc_stat("1 (x) S");
-  ASSERT_TRUE(st);
-  EXPECT_EQ(st->state, 'S');
-  EXPECT_EQ(st->ppid, 0);
-  EXPECT_EQ(st->start_time, 0U);
-
-  st = parse_proc_stat("1 (x) T 8\n");
-  ASSERT_TRUE(st);
-  EXPECT_EQ(st->state, 'T');
-  EXPECT_EQ(st->ppid, 8);
+  expect_fields("1 (x) S", 'S', 0, 0);
+  expect_fields("1 (x) T 8\n", 'T', 8, 0);
 }
 
 TEST(ProcStat, GarbageHasNoState) {
-  EXPECT_FALSE(parse_proc_stat(""));
-  EXPECT_FALSE(parse_proc_stat("hello world"));
-  EXPECT_FALSE(parse_proc_stat("1 (x)"));
-  EXPECT_FALSE(parse_proc_stat("1 (x)   \n"));
-  EXPECT_FALSE(parse_proc_stat("1 (x) Sleeping 1"));
+  for (const char* text : {"", "hello world", "1 (x)", "1 (x)   \n", "1 (x) Sleeping 1"})
+    EXPECT_FALSE(parse_proc_stat(text)) << text;
 }
 
 TEST(ProcStat, GarbledNumbersReadAsZero) {
-  std::optional<ProcStat> st = parse_proc_stat("1 (x) S 12ab 1");
-  ASSERT_TRUE(st);
-  EXPECT_EQ(st->ppid, 0);
-  st = parse_proc_stat("1 (x) S -5");
-  ASSERT_TRUE(st);
-  EXPECT_EQ(st->ppid, 0);
+  expect_fields("1 (x) S 12ab 1", 'S', 0, 0);
+  expect_fields("1 (x) S -5", 'S', 0, 0);
   // A start time past 2^64 is no number of ticks.
   std::string big = stat_line("x", 'S', 2, 5);
   big.replace(big.find(" 5 8601600"), 2, " 99999999999999999999");
-  st = parse_proc_stat(big);
-  ASSERT_TRUE(st);
-  EXPECT_EQ(st->ppid, 2);
-  EXPECT_EQ(st->start_time, 0U);
+  expect_fields(big, 'S', 2, 0);
 }
 
 TEST(ProcStat, ReadsThisProcess) {
