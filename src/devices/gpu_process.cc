@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/fs.h"
+#include "core/proc_stat.h"
 #include "core/strings.h"
 
 namespace berth {
@@ -25,16 +26,6 @@ std::optional<std::string> read_proc(const std::string& path) {
   auto text = read_file(path);
   if (!text.ok()) return std::nullopt;
   return std::move(*text);
-}
-
-/// The parent pid in a /proc/PID/stat text ("PID (COMM) STATE PPID ..."; COMM may hold
-/// spaces and parentheses: the last ')' ends it).
-std::optional<int64_t> parent_of_stat(std::string_view stat) {
-  size_t close = stat.rfind(')');
-  if (close == std::string_view::npos) return std::nullopt;
-  std::vector<std::string_view> f = split(trim(stat.substr(close + 1)), ' ');
-  if (f.size() < 2) return std::nullopt;
-  return whole(f[1]);
 }
 
 std::string user_name(uint32_t uid) {
@@ -114,7 +105,8 @@ GpuProcessOwner describe_gpu_process(const std::string& proc_root, unsigned pid)
           cmdline && found(slurm_job_of_stepd_title(*cmdline), "slurmstepd"))
         return o;
     auto stat = read_proc(adir + "/stat");
-    at = stat ? parent_of_stat(*stat) : std::nullopt;
+    std::optional<ProcStat> st = stat ? parse_proc_stat(*stat) : std::nullopt;
+    at = st ? std::optional<int64_t>(st->ppid) : std::nullopt;
   }
   if (auto environ = read_proc(dir + "/environ"))
     (void)found(slurm_job_of_environ(*environ), "environ");

@@ -19,6 +19,7 @@
 
 #include "core/dir.h"
 #include "core/json.h"
+#include "core/proc_stat.h"
 #include "core/strings.h"
 #include "runtime/session_kill.h"
 
@@ -313,15 +314,8 @@ pid_t workload_pid(pid_t runner) {
   }
   for (const std::string& e : list_dir("/proc")) {
     if (e.empty() || e.find_first_not_of("0123456789") != std::string::npos) continue;
-    auto stat = read_file("/proc/" + e + "/stat");
-    if (!stat.ok()) continue;
-    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
-    size_t close = stat->rfind(')');
-    if (close == std::string::npos) continue;
-    int ppid = 0;
-    char state = 0;
-    if (std::sscanf(stat->c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == runner)
-      return static_cast<pid_t>(std::atol(e.c_str()));
+    pid_t pid = static_cast<pid_t>(std::atol(e.c_str()));
+    if (std::optional<ProcStat> st = read_proc_stat(pid); st && st->ppid == runner) return pid;
   }
   return 0;
 }

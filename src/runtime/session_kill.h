@@ -8,27 +8,18 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <string>
+#include <optional>
 #include <thread>
+
+#include "core/proc_stat.h"
 
 namespace berth {
 
 /// Whether /proc/PID/stat says the process is a zombie (or is gone).
 inline bool dead_or_zombie(pid_t pid) {
-  std::string path = "/proc/" + std::to_string(pid) + "/stat";
-  FILE* f = std::fopen(path.c_str(), "re");
-  if (f == nullptr) return true;
-  char buf[512];
-  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  buf[n] = '\0';
-  // "PID (COMM) STATE ...": COMM may hold spaces and parentheses, the last ')' ends it.
-  std::string text(buf, n);
-  size_t close = text.rfind(')');
-  return close == std::string::npos || close + 2 >= text.size() || text[close + 2] == 'Z' ||
-         text[close + 2] == 'X';
+  std::optional<ProcStat> st = read_proc_stat(pid);
+  return !st || st->gone();
 }
 
 /// SIGKILLs every live process of session `sid` that `spare(pid)` does not keep, in rounds

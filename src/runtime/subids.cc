@@ -20,6 +20,7 @@
 
 #include "core/env.h"
 #include "core/log.h"
+#include "core/proc_stat.h"
 #include "core/strings.h"
 #include "runtime/tool.h"
 
@@ -44,23 +45,8 @@ std::optional<uint64_t> parse_u64(std::string_view s) {
 /// 0 when it cannot be read or the process has ended (a zombie keeps its user namespace and
 /// start time until reaped).
 uint64_t start_time(pid_t pid) {
-  auto text = read_file("/proc/" + std::to_string(pid) + "/stat");
-  if (!text.ok()) return 0;
-  size_t close = text->rfind(')');  // the command name may hold spaces and parentheses
-  if (close == std::string::npos) return 0;
-  std::string_view rest = std::string_view(*text).substr(close + 1);
-  if (rest.size() < 2 || rest[1] == 'Z' || rest[1] == 'X') return 0;  // field 3: the state
-  // Fields after the name: 3 (state) is the first; 22 (starttime) the 20th.
-  int field = 2;
-  size_t i = 0;
-  while (i < rest.size()) {
-    while (i < rest.size() && rest[i] == ' ') ++i;
-    size_t end = rest.find(' ', i);
-    if (end == std::string_view::npos) end = rest.size();
-    if (++field == 22) return parse_u64(rest.substr(i, end - i)).value_or(0);
-    i = end;
-  }
-  return 0;
+  std::optional<ProcStat> st = read_proc_stat(pid);
+  return st && !st->gone() ? st->start_time : 0;
 }
 
 /// The pid file's holder: {pid, start time}; {0, 0} when absent or garbled.

@@ -52,10 +52,12 @@ SPANK_PLUGIN(berth, 1)
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/proc_stat.h"
 #include "runtime/launcher.h"
 #include "runtime/root_emulation.h"
 #include "runtime/session_kill.h"
@@ -407,14 +409,12 @@ long holder_pid(const std::string& name, const std::vector<std::string>& env, Pr
 
 /// Waits until `pid` has stopped itself (the holder is inside, everything mounted).
 Problem wait_stopped(long pid) {
-  std::string stat_path = "/proc/" + std::to_string(pid) + "/stat";
   // Every millisecond: the holder stops a few milliseconds after `run -d` returns, and every
   // task of the step waits for it.
   for (int i = 0; i < 60000; ++i) {
-    std::string stat = read_file(stat_path);
-    if (stat.empty()) return "the container's holder (pid " + std::to_string(pid) + ") exited";
-    size_t paren = stat.rfind(')');
-    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T') return {};
+    std::optional<berth::ProcStat> st = berth::read_proc_stat(static_cast<pid_t>(pid));
+    if (!st) return "the container's holder (pid " + std::to_string(pid) + ") exited";
+    if (st->state == 'T') return {};
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return "the container's holder did not start within 60 s";
@@ -440,9 +440,8 @@ void record_store(const StepIds& ids, const std::vector<std::string>& env) {
 
 /// The state letter of `pid` ('R', 'S', 'T', 'Z', ...), or 0 when it is gone.
 char process_state(long pid) {
-  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-  size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : 0;
+  std::optional<berth::ProcStat> st = berth::read_proc_stat(static_cast<pid_t>(pid));
+  return st ? st->state : 0;
 }
 
 /// The holder among `root`'s descendants: stopped, running the holder's shell.
