@@ -1,9 +1,11 @@
-// /proc/PID/stat: the one parser of its text, and a reader of a live process's. The text is
+// /proc/PID/stat: the one parser of its text, and a reader of a live process's; and the one
+// walk over /proc's processes. The text is
 // "PID (COMM) STATE PPID ... STARTTIME ...": COMM is the command name, which may hold spaces
 // and parentheses, so only the last ')' ends it (proc(5)). Header-only, with no Berth code
 // behind it: the SPANK plugin, which compiles only a few of Berth's sources, reads it too.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -103,6 +106,22 @@ inline std::optional<ProcStat> read_proc_stat(pid_t pid) {
   }
   ::close(fd);
   return parse_proc_stat(std::string_view(buf, n));
+}
+
+/// Calls `fn(pid)` for every process /proc lists, in its order, until `fn` returns true (it
+/// found what it looked for). False when /proc cannot be read.
+template <typename Fn>
+bool for_each_pid(Fn fn) {
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return false;
+  while (struct dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || pid <= 0) continue;
+    if (fn(static_cast<pid_t>(pid))) break;
+  }
+  ::closedir(d);
+  return true;
 }
 
 }  // namespace berth

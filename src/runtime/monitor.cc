@@ -312,12 +312,13 @@ pid_t workload_pid(pid_t runner) {
   if (auto text = read_file("/proc/" + r + "/task/" + r + "/children"); text.ok()) {
     if (pid_t p = static_cast<pid_t>(std::atol(text->c_str())); p > 0) return p;
   }
-  for (const std::string& e : list_dir("/proc")) {
-    if (e.empty() || e.find_first_not_of("0123456789") != std::string::npos) continue;
-    pid_t pid = static_cast<pid_t>(std::atol(e.c_str()));
-    if (std::optional<ProcStat> st = read_proc_stat(pid); st && st->ppid == runner) return pid;
-  }
-  return 0;
+  pid_t child = 0;
+  for_each_pid([&](pid_t pid) {
+    std::optional<ProcStat> st = read_proc_stat(pid);
+    if (st && st->ppid == runner) child = pid;
+    return child != 0;
+  });
+  return child;
 }
 
 bool wait_stopped(const ContainerStore& cs, const ContainerRecord& c, double timeout_s) {

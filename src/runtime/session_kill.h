@@ -3,12 +3,10 @@
 // (slurm/spank_berth.cc). Header-only: the SPANK plugin compiles only a few of Berth's sources.
 #pragma once
 
-#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <optional>
 #include <thread>
 
@@ -29,18 +27,12 @@ void kill_session(pid_t sid, Spare spare) {
   if (sid <= 0) return;
   for (int round = 0; round < 20; ++round) {
     int sent = 0;
-    DIR* d = ::opendir("/proc");
-    if (d == nullptr) return;
-    while (struct dirent* e = ::readdir(d)) {
-      char* end = nullptr;
-      long pid = std::strtol(e->d_name, &end, 10);
-      if (end == e->d_name || *end != '\0' || ::getsid(static_cast<pid_t>(pid)) != sid ||
-          spare(static_cast<pid_t>(pid)) || dead_or_zombie(static_cast<pid_t>(pid)))
-        continue;
-      if (::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++sent;
-    }
-    ::closedir(d);
-    if (sent == 0) return;
+    bool listed = for_each_pid([&](pid_t pid) {
+      if (::getsid(pid) == sid && !spare(pid) && !dead_or_zombie(pid) && ::kill(pid, SIGKILL) == 0)
+        ++sent;
+      return false;  // every one of them
+    });
+    if (!listed || sent == 0) return;
     // Reaped by their parents (or by init): give them a moment to leave /proc.
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

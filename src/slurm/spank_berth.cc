@@ -660,23 +660,16 @@ bool namespace_in_use(long holder) {
   struct stat mine;
   std::string ns = "/proc/" + std::to_string(holder) + "/ns/mnt";
   if (::stat(ns.c_str(), &mine) != 0) return false;
-  DIR* d = ::opendir("/proc");
-  if (d == nullptr) return true;  // cannot tell: keep it
   bool used = false;
-  while (struct dirent* e = ::readdir(d)) {
-    char* end = nullptr;
-    long pid = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || pid == holder) continue;
+  bool listed = berth::for_each_pid([&](pid_t pid) {
+    if (pid == holder) return false;
     struct stat st;
-    std::string theirs = "/proc/" + std::string(e->d_name) + "/ns/mnt";
-    if (::stat(theirs.c_str(), &st) == 0 && st.st_ino == mine.st_ino && st.st_dev == mine.st_dev &&
-        process_state(pid) != 'Z') {
-      used = true;
-      break;
-    }
-  }
-  ::closedir(d);
-  return used;
+    std::string theirs = "/proc/" + std::to_string(pid) + "/ns/mnt";
+    used = ::stat(theirs.c_str(), &st) == 0 && st.st_ino == mine.st_ino &&
+           st.st_dev == mine.st_dev && process_state(pid) != 'Z';
+    return used;
+  });
+  return !listed || used;  // cannot tell: keep it
 }
 
 /// Under the step's lock: the holder's pid, starting the container when this is the first

@@ -76,5 +76,21 @@ TEST(ProcStat, ReadingAMissingProcessGivesNothing) {
   EXPECT_FALSE(read_proc_stat(static_cast<pid_t>(1 << 23)));
 }
 
+TEST(ProcStat, WalksTheProcessesAndStopsWhenAsked) {
+  int seen = 0;
+  bool found_self = false;
+  ASSERT_TRUE(for_each_pid([&](pid_t pid) {
+    ++seen;
+    EXPECT_GT(pid, 0);
+    found_self = pid == ::getpid();
+    return found_self;
+  }));
+  EXPECT_TRUE(found_self);
+  int calls = 0;
+  ASSERT_TRUE(for_each_pid([&](pid_t) { return ++calls == 1; }));
+  EXPECT_EQ(calls, 1);  // stopped at the first
+  EXPECT_GE(seen, 1);
+}
+
 }  // namespace
 }  // namespace berth

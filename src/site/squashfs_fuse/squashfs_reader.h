@@ -198,7 +198,9 @@ class SquashfsReader {
   std::unique_ptr<sqfs_meta_reader_t, SqfsDestroyer> inodes_;
   /// The inode table again, for the directories listing() reads: each reader keeps the block
   /// it read last, and a readdir reads its entries' inodes in the table's order, which the
-  /// jump to the directory's own inode (stored after them) would break.
+  /// jump to the directory's own inode (stored after them) would break. With the blocks kept
+  /// decompressed above, the jump would cost a copy of the block rather than its
+  /// decompression: the second reader now saves only that copy.
   std::unique_ptr<sqfs_meta_reader_t, SqfsDestroyer> dir_inodes_;
   std::unique_ptr<sqfs_meta_reader_t, SqfsDestroyer> dirs_;
   std::unique_ptr<sqfs_data_reader_t, SqfsDestroyer> data_;
