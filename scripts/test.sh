@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# The one test command: install dependencies and build (scripts/setup.sh), then
-# run the unit tier (ctest), clang-tidy over every source (.clang-tidy's checks), a short smoke
-# run of each fuzzer (scripts/fuzz.sh, its own clang build in build-fuzz/) and the end-to-end
-# tier (pytest, tests/e2e).
+# The one test command: install dependencies and build (scripts/setup.sh), then run the test
+# tiers as named, timed stages, so that a failure says where:
+#   tree   scripts/check-tree.sh: no core dumps, packages or large binaries in the tree
+#   build  scripts/setup.sh: Debian packages, then the build in build/
+#   unit   the unit tier (ctest), and again as the unprivileged user berthtest when root
+#   asan   the unit tier built with AddressSanitizer and UBSan (build-asan/)
+#   tidy   clang-tidy over every source (.clang-tidy's checks)
+#   fuzz   a short smoke run of each fuzzer (scripts/fuzz.sh, its own clang build in build-fuzz/)
+#   e2e    the end-to-end tier (pytest, tests/e2e)
 # Usage: scripts/test.sh [unit|tidy|fuzz|e2e] [-- extra pytest arguments]
-# Works as root (berth then runs as the unprivileged user "berthtest") or as a
-# sudo-capable user. Exits non-zero when any test fails.
+# (unit runs unit and asan.) Works as root (berth then runs as the unprivileged user "berthtest")
+# or as a sudo-capable user. Exits non-zero when any stage fails; the last lines are a table of
+# the stages with their times and results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,7 +22,36 @@ case "${1:-}" in
 esac
 [ "${1:-}" = "--" ] && shift
 
-bash scripts/setup.sh
+status=0
+summary=()
+# stage NAME COMMAND...: runs COMMAND under a heading, times it and records how it ended.
+stage() {
+  local name="$1" start rc=0
+  shift
+  echo "== stage $name"
+  start=$(date +%s)
+  "$@" || rc=$?
+  local took=$(( $(date +%s) - start ))
+  if [ "$rc" -eq 0 ]; then
+    summary+=("$(printf '%-6s %5ss  ok' "$name" "$took")")
+  else
+    summary+=("$(printf '%-6s %5ss  FAILED (exit %s)' "$name" "$took" "$rc")")
+    status=1
+  fi
+  echo "== stage $name: $([ "$rc" -eq 0 ] && echo ok || echo "FAILED (exit $rc)") in ${took}s"
+  return 0
+}
+report() {
+  echo "== stages"
+  printf '%s\n' "${summary[@]}"
+}
+trap report EXIT
+
+stage tree bash scripts/check-tree.sh
+stage build bash scripts/setup.sh
+if [ "$status" -ne 0 ]; then
+  exit 1  # nothing to test without a build
+fi
 
 # pytest comes from Debian's python3-pytest: use Debian's interpreter even when
 # another python3 comes first in PATH.
@@ -25,71 +60,77 @@ if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import pytest' 2>/dev/null; t
   python=/usr/bin/python3
 fi
 
-status=0
-if [ "$tier" = "unit" ] || [ "$tier" = "all" ]; then
-  echo "== unit tests"
-  ctest --test-dir build -j2 --output-on-failure || status=1
+# As root, a copy of a unit binary run again as the unprivileged user berthtest (the engine's
+# unit tests skip as root). Usage: as_berthtest BUILD_DIR [extra files...]
+as_berthtest() {
+  local dir="$1" copy rc=0
+  shift
+  id berthtest >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh berthtest
+  copy=$(mktemp -d /tmp/berth-unit.XXXXXX)
+  cp "$dir/tests/berth_unit_tests" "$dir/tests/berth_probe" "$@" "$copy/"
+  chmod -R a+rX "$copy"
+  (cd "$copy" && setpriv --reuid=berthtest --regid=berthtest --init-groups \
+    env HOME="$copy" BERTH_PROBE="$copy/berth_probe" ASAN_OPTIONS="${ASAN_OPTIONS:-}" \
+    UBSAN_OPTIONS="${UBSAN_OPTIONS:-}" LSAN_OPTIONS="suppressions=$copy/lsan.supp" \
+    ./berth_unit_tests --gtest_brief=1) || rc=$?
+  rm -rf "$copy"
+  return "$rc"
+}
+
+unit() {
+  local rc=0
+  ctest --test-dir build -j2 --output-on-failure || rc=1
   if [ "$(id -u)" -eq 0 ]; then
-    # The engine's unit tests need an unprivileged user (they skip as root): run the whole
-    # unit binary again as one, from a copy that user can read.
     echo "== unit tests as the unprivileged user berthtest"
-    id berthtest >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh berthtest
-    copy=$(mktemp -d /tmp/berth-unit.XXXXXX)
-    cp build/tests/berth_unit_tests build/tests/berth_probe "$copy/"
-    chmod -R a+rX "$copy"
-    (cd "$copy" && setpriv --reuid=berthtest --regid=berthtest --init-groups \
-      env HOME="$copy" BERTH_PROBE="$copy/berth_probe" ./berth_unit_tests --gtest_brief=1) || status=1
-    rm -rf "$copy"
+    as_berthtest build tests/lsan.supp || rc=1
   fi
-  # The same unit tier once more built with AddressSanitizer and UBSan (a Debug build, so that
-  # configuration is built too), in its own folder: a memory error or undefined behaviour
-  # fails the run.
-  echo "== unit tests under AddressSanitizer and UBSan (build-asan)"
+  return "$rc"
+}
+
+# The same unit tier once more built with AddressSanitizer and UBSan (a Debug build, so that
+# configuration is built too), in its own folder: a memory error or undefined behaviour fails.
+asan() {
+  local rc=0
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBERTH_WERROR=ON \
     -DBERTH_SANITIZE=ON >/dev/null
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp"
-  if cmake --build build-asan; then
-    ctest --test-dir build-asan -j2 --output-on-failure || status=1
-    if [ "$(id -u)" -eq 0 ]; then
-      echo "== unit tests under AddressSanitizer and UBSan as the unprivileged user berthtest"
-      copy=$(mktemp -d /tmp/berth-unit.XXXXXX)
-      cp build-asan/tests/berth_unit_tests build-asan/tests/berth_probe tests/lsan.supp "$copy/"
-      chmod -R a+rX "$copy"
-      (cd "$copy" && setpriv --reuid=berthtest --regid=berthtest --init-groups \
-        env HOME="$copy" BERTH_PROBE="$copy/berth_probe" ASAN_OPTIONS="$ASAN_OPTIONS" \
-        UBSAN_OPTIONS="$UBSAN_OPTIONS" LSAN_OPTIONS="suppressions=$copy/lsan.supp" \
-        ./berth_unit_tests --gtest_brief=1) || status=1
-      rm -rf "$copy"
-    fi
-  else
-    status=1
+  cmake --build build-asan || return 1
+  ctest --test-dir build-asan -j2 --output-on-failure || rc=1
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "== unit tests under AddressSanitizer and UBSan as the unprivileged user berthtest"
+    as_berthtest build-asan tests/lsan.supp || rc=1
   fi
-fi
-if [ "$tier" = "tidy" ] || [ "$tier" = "all" ]; then
-  # Every translation unit (src/, tests/unit, the probe), and the project's headers through
-  # them; any finding fails (WarningsAsErrors in .clang-tidy). The compilation database comes
-  # from a configure of its own (build-tidy, nothing built there): build/ compiles the command
-  # files as one unit (BERTH_CLI_UNITY), which would hide them from the per-file checks.
-  # Only the findings are shown: not the colour codes, the per-file command lines or the
-  # counts of warnings suppressed in system headers.
-  echo "== clang-tidy (.clang-tidy's checks)"
+  return "$rc"
+}
+
+# Every translation unit (src/, tests/unit, the probe), and the project's headers through
+# them; any finding fails (WarningsAsErrors in .clang-tidy). The compilation database comes
+# from a configure of its own (build-tidy, nothing built there): build/ compiles the command
+# files as one unit (BERTH_CLI_UNITY), which would hide them from the per-file checks.
+# Only the findings are shown: not the colour codes, the per-file command lines or the
+# counts of warnings suppressed in system headers.
+tidy() {
+  local log rc=0
   cmake -S . -B build-tidy -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_CLI_UNITY=OFF >/dev/null
   log=$(mktemp /tmp/berth-tidy.XXXXXX)
   if ! run-clang-tidy-14 -p build-tidy -j2 -quiet >"$log" 2>&1; then
     sed 's/\x1b\[[0-9;]*m//g' "$log" |
       grep -v -E '^clang-tidy-14 |^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$' || true
-    status=1
+    rc=1
   fi
   rm -f "$log"
-fi
-if [ "$tier" = "fuzz" ] || [ "$tier" = "all" ]; then
-  echo "== fuzzers (smoke run)"
-  bash scripts/fuzz.sh smoke || status=1
-fi
-if [ "$tier" = "e2e" ] || [ "$tier" = "all" ]; then
-  echo "== end-to-end tests"
-  BERTH_BIN="$PWD/build/src/berth" "$python" -m pytest -q tests/e2e "$@" || status=1
-fi
+  return "$rc"
+}
+
+e2e() {
+  BERTH_BIN="$PWD/build/src/berth" "$python" -m pytest -q tests/e2e "$@"
+}
+
+want() { [ "$tier" = "$1" ] || [ "$tier" = all ]; }
+if want unit; then stage unit unit; stage asan asan; fi
+if want tidy; then stage tidy tidy; fi
+if want fuzz; then stage fuzz bash scripts/fuzz.sh smoke; fi
+if want e2e; then stage e2e e2e "$@"; fi
 exit "$status"
