@@ -81,5 +81,10 @@ if [ -c /dev/fuse ] && [ "$(stat -c %a /dev/fuse)" != 666 ]; then
 fi
 
 [ "${1:-}" = "--no-build" ] && exit 0
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_WERROR=ON >/dev/null
+# ccache, where a developer installed it, shares compilations between work trees (CI has none).
+launcher=()
+command -v ccache >/dev/null 2>&1 &&
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTH_WERROR=ON \
+  "${launcher[@]}" >/dev/null
 cmake --build build
