@@ -21,6 +21,7 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/root_path.h"
+#include "core/vocabulary.h"
 #include "devices/mpi.h"
 #include "devices/run_devices.h"
 #include "runtime/container_config.h"
@@ -70,6 +71,13 @@ Status resolve_typed_options(RunOptions& opts, const std::vector<std::string>& h
     opts.file_env.insert(opts.file_env.end(), vars.begin(), vars.end());
   }
   opts.env_files.clear();  // read: a record of the options keeps what they held
+  if (!opts.root_emulation_word.empty()) {
+    opts.root_emulation = parse_root_emulation(opts.root_emulation_word);
+    if (!opts.root_emulation)
+      return make_error("run", "--root-emulation " + opts.root_emulation_word,
+                        "expected " + word_list(kRootEmulationWords));
+    opts.root_emulation_word.clear();
+  }
   return {};
 }
 
@@ -131,7 +139,7 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
     app.add_flag("--read-only", o.read_only,
                  "Mount the container's root read-only (default: the site policy's readonly)");
   if (m.any("--root-emulation"))
-    app.add_option("--root-emulation", o.root_emulation,
+    app.add_option("--root-emulation", o.root_emulation_word,
                    "userns engine: auto (the default: subids where you have subordinate IDs, "
                    "else seccomp), subids (real IDs from /etc/subuid), seccomp (set*id, chown "
                    "succeed without effect) or none (the policy's root_emulation)");
@@ -196,7 +204,7 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
   put("read_only", o.read_only, given.read_only);
   put("gpus", o.gpus.value_or(""), o.gpus.has_value());
   put("devices", o.devices, !o.devices.empty());
-  put("root_emulation", o.root_emulation, !o.root_emulation.empty());
+  if (o.root_emulation) j["root_emulation"] = std::string(root_emulation_name(*o.root_emulation));
   put("ipc_host", true, o.ipc_host);
   put("ipc_private", true, o.ipc_private);
   put("ib", o.ib.value_or(""), o.ib.has_value());
@@ -243,7 +251,7 @@ RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
   o.read_only = flag("read_only");
   if (j.contains("gpus")) o.gpus = text("gpus");
   o.devices = strings("devices");
-  o.root_emulation = text("root_emulation");
+  o.root_emulation_word = text("root_emulation");  // parsed by resolve_typed_options()
   o.ipc_host = flag("ipc_host");
   o.ipc_private = flag("ipc_private");
   if (j.contains("ib")) o.ib = text("ib");
@@ -275,13 +283,8 @@ Result<ContainerSpec> prepare_spec(const nlohmann::json& image_config, const std
   spec.group = std::move(group);
   BERTH_CHECK(apply_mount_policy(site, opts.bind_home && !given.bind_home, spec));
   BERTH_CHECK(add_run_devices(opts, host, discovery, spec));
-  if (!opts.mpi.empty()) {
-    std::vector<MpiDeclaration> declared;
-    for (const MpiPolicy& p : site.mpi)
-      declared.push_back({p.type, p.libraries, p.dependencies, p.mounts,
-                          parse_mpi_abi_rule(p.abi).value_or(MpiAbiRule::kMajor)});
-    BERTH_CHECK(add_mpi(declared, site.mpi_default, opts.mpi == "*" ? "" : opts.mpi, spec));
-  }
+  if (!opts.mpi.empty())
+    BERTH_CHECK(add_mpi(site.mpi, site.mpi_default, opts.mpi == "*" ? "" : opts.mpi, spec));
   return spec;
 }
 
@@ -307,7 +310,7 @@ Status run_directory(const RunOptions& opts, const std::string& name, bool remov
   if (::realpath(dir.c_str(), real) == nullptr) return sys_error("run", dir);
   struct stat st;
   if (::stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) return make_error("run", dir, "not a directory");
-  BERTH_CHECK(check_run_engine(site, kDefaultEngine));
+  BERTH_CHECK(check_run_engine(site, default_engine()));
   ContainerSpec spec = BERTH_TRY(
       prepare_spec(nlohmann::json::object(), real, opts, host, discovery, site, given));
   // Changes land in the directory itself, which no `berth rm` walks: under auto it keeps one
@@ -346,7 +349,7 @@ Status run_squashfs(const RunOptions& opts, const std::string& name, bool writab
       return make_error("run", path, "--writable and --read-only contradict each other");
     BERTH_CHECK(check_not_locked(site, "readonly", "--writable"));
   }
-  BERTH_CHECK(check_run_engine(site, kDefaultEngine));
+  BERTH_CHECK(check_run_engine(site, default_engine()));
   std::string base = BERTH_TRY(runtime_dir(site.runtime_dir));
   base = path_join(base, "squashfs");
   BERTH_CHECK(make_dirs(base, 0700));
@@ -416,7 +419,8 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   if (what.starts_with("-")) return unknown_flag("run", what);
   opts.command.assign(rest.begin() + 1, rest.end());
   BERTH_CHECK(check_pull_policy("run", extras.pull));
-  if (!engine.empty()) BERTH_CHECK(validate_engine_name(engine));
+  std::optional<EngineChoice> asked;
+  if (!engine.empty()) asked = BERTH_TRY(parse_engine(engine));
   HostContext host{current_environment(), home_dir(), ::getuid(), ::getgid()};
   BERTH_CHECK(resolve_typed_options(opts, host.environ));
   // What `berth start` repeats: the options as typed, before the policy's defaults (the
@@ -430,11 +434,13 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   if (detach && is_directory_argument(what) && !squashfs_container)
     return make_error("run", what, "-d applies to containers, not to a directory or squashfs image")
         .with_hint("run it in the background with your shell ('&', nohup), or import it");
-  // The fallback engines would need the mount in their own way (proot: a bind of the shared
-  // mount, but no overlay for mount targets and /etc/passwd; runc: a bundle per run).
+  // A directory or a squashfs image runs in place (runs_in_place); a squashfs image under auto
+  // too. The fallback engines would need the mount in their own way (proot: a bind of the
+  // shared mount, but no overlay for mount targets and /etc/passwd; runc: a bundle per run).
+  const std::string in_place = engines_with(&Engine::runs_in_place);
   auto squash_engine = [&]() -> Status {
-    if (!engine.empty() && engine != kDefaultEngine && engine != "auto")
-      return make_error("run", what, "a squashfs image runs with the userns engine only",
+    if (asked && !asked->is_auto() && !asked->row->runs_in_place)
+      return make_error("run", what, "a squashfs image runs with the " + in_place + " engine only",
                         ErrorCode::kUnsupported);
     return {};
   };
@@ -452,9 +458,10 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   if (is_directory_argument(what) && !squashfs_container) {
     BERTH_CHECK(not_writable());
     // The fallback engines keep per-container state (bundles, fakechroot's symlink form).
-    if (!engine.empty() && engine != kDefaultEngine)
-      return make_error("run", what, "a directory runs with the userns engine only")
-          .with_hint("create a container (berth import, berth create) to use --engine=" + engine);
+    if (asked && (asked->is_auto() || !asked->row->runs_in_place))
+      return make_error("run", what, "a directory runs with the " + in_place + " engine only")
+          .with_hint("create a container (berth import, berth create) to use --engine=" +
+                     std::string(asked->spelled));
     return run_directory(opts, name, remove, what, host, discovery_options(g), site, given);
   }
   ContainerStore cs = BERTH_TRY(open_containers(g));
@@ -481,14 +488,15 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   // the site's default gpus, applied above) says otherwise.
   if (!opts.gpus && !c.gpus.empty()) opts.gpus = c.gpus;
   if (opts.network_none) {
-    // Only the userns engine makes namespaces of its own (nothing compares engine names but
-    // this: the engine row has no network column yet).
-    std::string chosen = !engine.empty() ? engine : c.engine;
-    if (!chosen.empty() && chosen != kDefaultEngine)
+    // The engine asked for or recorded (the site's default is not consulted here).
+    std::optional<EngineChoice> chosen = asked ? asked : c.engine;
+    if (chosen && (chosen->is_auto() || !chosen->row->network_namespace))
       return make_error("run", "--network none",
-                        "the " + chosen + " engine cannot give a container a network namespace",
+                        "the " + std::string(chosen->spelled) +
+                            " engine cannot give a container a network namespace",
                         ErrorCode::kUnsupported)
-          .with_hint("run it with the default engine (--engine=userns)");
+          .with_hint("run it with the default engine (--engine=" +
+                     std::string(default_engine().spelled) + ")");
   }
   std::string rootfs = cs.rootfs(c);
   FileLock lock = BERTH_TRY(cs.lock_for_run(c));
@@ -537,7 +545,7 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
     }
     if (monitor != nullptr) *monitor = true;
   }
-  auto ran = run_with_engine(cs, c, *spec, engine, &site);
+  auto ran = run_with_engine(cs, c, *spec, asked, &site);
   if (!ran.ok()) {
     if (detach) record_monitor_end(cs, c, kExitBerthFailed);
     cleanup();

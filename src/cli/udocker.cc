@@ -28,6 +28,7 @@
 #include "cli/udocker_line.h"
 #include "core/fs.h"
 #include "image/reference.h"
+#include "runtime/engines.h"
 
 namespace berth::cli {
 namespace udocker {
@@ -135,7 +136,8 @@ int fail(const Status& st) {
 std::string mode_of(const ContainerRecord& c) {
   if (!c.udocker_mode.empty()) return c.udocker_mode;
   for (const ModeRow& m : kModes)
-    if (c.engine == m.engine && m.difference[0] == '\0') return m.mode;
+    if (c.engine && c.engine->row == find_engine(m.engine) && m.difference[0] == '\0')
+      return m.mode;
   return "NS";
 }
 
