@@ -85,7 +85,7 @@ nlohmann::json container_json(const ContainerStore& cs, const ContainerRecord& c
                                                : "created"},
                       {"command", c.last_command},
                       {"rootfs", cs.rootfs(c)},
-                      {"engine", c.engine.empty() ? kDefaultEngine : c.engine},
+                      {"engine", std::string(engine_for(c, std::nullopt, nullptr).spelled)},
                       {"config", c.image_config},
                       {"protected", c.is_protected}};
   j["exit_code"] = t.exit_code ? nlohmann::json(*t.exit_code) : nlohmann::json(nullptr);

@@ -16,14 +16,19 @@
 
 namespace berth::cli {
 
+EngineChoice engine_for(const ContainerRecord& c, std::optional<EngineChoice> requested,
+                        const SiteConfig* site) {
+  if (requested) return *requested;
+  if (c.engine) return *c.engine;
+  return site != nullptr ? site_default_engine(*site) : default_engine();
+}
+
 Result<RunOutcome> run_with_engine(ContainerStore& cs, const ContainerRecord& c,
-                                   const ContainerSpec& spec, const std::string& requested,
+                                   const ContainerSpec& spec, std::optional<EngineChoice> requested,
                                    const SiteConfig* site) {
-  std::string fallback = site != nullptr ? default_engine_name(*site) : kDefaultEngine;
-  std::string name = !requested.empty() ? requested : !c.engine.empty() ? c.engine : fallback;
   std::string said;
-  const Engine* engine = BERTH_TRY(choose_engine(name, &said));
-  if (site != nullptr) BERTH_CHECK(check_run_engine(*site, engine->name));
+  const Engine* engine = BERTH_TRY(choose_engine(engine_for(c, requested, site), &said));
+  if (site != nullptr) BERTH_CHECK(check_run_engine(*site, EngineChoice{engine, engine->name}));
   if (!said.empty()) std::fprintf(stderr, "berth: %s\n", said.c_str());
   log::debug("{}: the {} engine", c.short_id(), engine->name);
   EngineRun run;
@@ -62,18 +67,20 @@ Action setup_setup(CLI::App& app, const GlobalOptions& g) {
     if (o->gpus_given && o->gpus != "none") BERTH_CHECK(parse_gpus_flag(o->gpus));
     if (o->gpus_given) BERTH_CHECK(cs.set_gpus(c, o->gpus == "none" ? "" : o->gpus));
     if (o->engine.empty()) {
-      if (!o->gpus_given) std::printf("%s\n", c.engine.empty() ? kDefaultEngine : c.engine.c_str());
+      if (!o->gpus_given)
+        std::printf("%s\n", std::string(engine_for(c, std::nullopt, nullptr).spelled).c_str());
       return {};
     }
-    BERTH_CHECK(validate_engine_name(o->engine));
+    EngineChoice engine = BERTH_TRY(parse_engine(o->engine));
     const SiteConfig& site = BERTH_TRY(g.site);
-    if (o->engine != "auto") BERTH_CHECK(check_run_engine(site, o->engine));
+    if (!engine.is_auto()) BERTH_CHECK(check_run_engine(site, engine));
     // Recorded even when the engine is missing here: the container may run on another node.
     std::string said;
-    if (auto e = choose_engine(o->engine, &said); !e.ok())
-      log::warn("{}", e.error().message());
-    // udocker's mode label no longer says what runs: cleared.
-    return cs.set_udocker_mode(c, o->engine == kDefaultEngine ? "" : o->engine, "");
+    if (auto e = choose_engine(engine, &said); !e.ok()) log::warn("{}", e.error().message());
+    // udocker's mode label no longer says what runs: cleared. The default is recorded as none.
+    std::optional<EngineChoice> recorded;
+    if (engine != default_engine()) recorded = engine;
+    return cs.set_udocker_mode(c, recorded, "");
   };
 }
 

@@ -63,10 +63,11 @@ Action setup_exec(CLI::App& app, const GlobalOptions& g) {
     const std::string& subject = rest.front();
     // Only the userns engine's containers have namespaces of their own to join; proot and
     // fakechroot run in the caller's, runc and Apptainer keep their own books.
-    std::string engine = c.engine.empty() ? kDefaultEngine : c.engine;
-    if (engine != kDefaultEngine)
+    EngineChoice engine = engine_for(c, std::nullopt, nullptr);
+    if (engine.is_auto() || !engine.row->joinable)
       return make_error("exec", subject,
-                        "the " + engine + " engine runs containers without namespaces to join",
+                        "the " + std::string(engine.spelled) +
+                            " engine runs containers without namespaces to join",
                         ErrorCode::kUnsupported)
           .with_hint("run the command in a new container instead: berth run " + subject + " ...");
     pid_t runner = runner_pid(cs, c);

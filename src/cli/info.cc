@@ -11,6 +11,7 @@
 
 #include "cli/context.h"
 #include "cli/engine.h"
+#include "cli/policy.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/json.h"
@@ -83,11 +84,19 @@ nlohmann::json policy_json(const SiteConfig& c) {
     if (e.kind != EnvEdit::Kind::kUnset) one["value"] = e.value;
     env.push_back(one);
   }
-  auto mpi_json = [](const std::vector<MpiPolicy>& list) {
+  auto mpi_json = [](const std::vector<MpiDeclaration>& list) {
     nlohmann::json out = nlohmann::json::object();
-    for (const MpiPolicy& p : list)
-      out[p.type] = {{"libraries", p.libraries}, {"dependencies", p.dependencies},
-                     {"mounts", p.mounts}, {"abi", p.abi}};
+    for (const MpiDeclaration& p : list)
+      out[p.type] = {{"libraries", p.libraries},
+                     {"dependencies", p.dependencies},
+                     {"mounts", p.mounts},
+                     {"abi", std::string(mpi_abi_rule_name(p.abi))}};
+    return out;
+  };
+  auto engines_json = [](const std::optional<std::vector<EngineChoice>>& v) {
+    if (!v) return nlohmann::json(nullptr);  // null: any
+    nlohmann::json out = nlohmann::json::array();
+    for (const EngineChoice& e : *v) out.push_back(std::string(e.spelled));
     return out;
   };
   std::vector<std::string> mounts = c.site_mounts;
@@ -102,9 +111,9 @@ nlohmann::json policy_json(const SiteConfig& c) {
       {"mount_home", c.mount_home},
       {"env", env},
       {"readonly", c.readonly},
-      {"root_emulation", c.root_emulation.empty() ? "auto" : c.root_emulation},
-      {"default_engine", c.default_engine.empty() ? kDefaultEngine : c.default_engine},
-      {"allowed_engines", opt_list(c.allowed_engines)},
+      {"root_emulation", std::string(root_emulation_name(c.root_emulation))},
+      {"default_engine", std::string(site_default_engine(c).spelled)},
+      {"allowed_engines", engines_json(c.allowed_engines)},
       {"driver_root", c.driver_root.empty() ? "/" : c.driver_root},
       {"dev_root", c.dev_root.empty() ? "/dev" : c.dev_root},
       {"gpus", c.gpus},
@@ -214,15 +223,17 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
     // What a run of the userns engine does about IDs other than the user's (the policy's
     // root_emulation, or --root-emulation per run).
     // A root container user's run: auto is subids where the user has ranges and the helpers.
-    std::string configured = site.root_emulation.empty() ? "auto" : site.root_emulation;
+    RootEmulation configured = site.root_emulation;
     auto subids = subid_setup();
     auto start_failure = subid_start_failure(subid_state_path());
-    std::string emulation = configured;
-    if (emulation == "auto") emulation = subids.ok() && !start_failure ? "subids" : "seccomp";
-    if (emulation == "seccomp" && !root_emulation_supported()) emulation = "none";
+    RootEmulation emulation = configured;
+    if (emulation == RootEmulation::kAuto)
+      emulation = subids.ok() && !start_failure ? RootEmulation::kSubids : RootEmulation::kSeccomp;
+    if (emulation == RootEmulation::kSeccomp && !root_emulation_supported())
+      emulation = RootEmulation::kNone;
     std::string emulation_text =
         "seccomp (one mapped ID; set*id, setgroups, chown and device mknod succeed without effect)";
-    if (emulation == "none")
+    if (emulation == RootEmulation::kNone)
       emulation_text = root_emulation_supported()
                            ? "none (one mapped ID; set*id and chown to other IDs fail)"
                            : "none (no filter for this architecture)";
@@ -239,17 +250,17 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
         subids_json["available"] = false;
         subids_json["reason"] = *start_failure;
       }
-      if (emulation == "subids")
+      if (emulation == RootEmulation::kSubids)
         emulation_text = "subids (root is you; IDs 1-" + std::to_string(subids->uids.count) +
                          " are your subordinate IDs " + range(subids->uids) +
                          "; set*id, setgroups and chown are real)";
     } else {
       subids_json["reason"] = subids.error().message();
-      if (emulation == "subids")
+      if (emulation == RootEmulation::kSubids)
         emulation_text = "subids (not available: " + subids.error().message() + ")";
     }
-    j["root_emulation"] = {{"mode", emulation},
-                           {"configured", configured},
+    j["root_emulation"] = {{"mode", std::string(root_emulation_name(emulation))},
+                           {"configured", std::string(root_emulation_name(configured))},
                            {"supported", root_emulation_supported()},
                            {"filter_instructions", root_emulation_filter_length()},
                            {"subids", subids_json}};

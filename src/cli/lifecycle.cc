@@ -155,17 +155,17 @@ Action setup_start(CLI::App& app, const GlobalOptions& g) {
       if (!c.running) {
         // The options of its last run (or of create) and its command as it was (entrypoint
         // included), else the image's, as `docker start` repeats the container's config.
-        GivenOptions given;
-        RunOptions opts = options_from_record(c.run_options, &given);
-        std::vector<std::string> rest = {c.id};
+        RunRequest req;
+        req.opts = options_from_record(c.run_options, &req.given);
+        req.rest = {c.id};
         if (!c.last_command.empty()) {
-          opts.entrypoint_set = true;
-          opts.entrypoint.clear();
-          rest.insert(rest.end(), c.last_command.begin(), c.last_command.end());
+          req.opts.entrypoint_set = true;
+          req.opts.entrypoint.clear();
+          req.rest.insert(req.rest.end(), c.last_command.begin(), c.last_command.end());
         }
+        req.detach = Detach::kQuietly;
         bool monitor = false;
-        Status st =
-            do_run(g, opts, given, "", false, false, "", rest, Detach::kQuietly, &monitor);
+        Status st = do_run(g, std::move(req), &monitor);
         if (monitor) return st;  // the monitor, its run ended: its status is the run's
         BERTH_CHECK(std::move(st));
       }

@@ -1,6 +1,7 @@
 #include "cli/policy.h"
 
-#include "cli/engine.h"
+#include "runtime/engines.h"
+#include "runtime/root_emulation.h"
 #include "site/policy.h"
 
 namespace berth::cli {
@@ -17,11 +18,11 @@ Status apply_run_policy(const SiteConfig& site, const GivenOptions& given, RunOp
   if (opts.gpus && *opts.gpus != site.gpus)
     BERTH_CHECK(check_not_locked(site, "gpus", "--gpus " + *opts.gpus));
   if (!opts.gpus && !site.gpus.empty()) opts.gpus = site.gpus;
-  if (!opts.root_emulation.empty() && opts.root_emulation != site.root_emulation &&
-      !(site.root_emulation.empty() && opts.root_emulation == "auto"))
-    BERTH_CHECK(
-        check_not_locked(site, "root_emulation", "--root-emulation " + opts.root_emulation));
-  if (opts.root_emulation.empty()) opts.root_emulation = site.root_emulation;
+  if (opts.root_emulation && *opts.root_emulation != site.root_emulation)
+    BERTH_CHECK(check_not_locked(
+        site, "root_emulation",
+        "--root-emulation " + std::string(root_emulation_name(*opts.root_emulation))));
+  if (!opts.root_emulation) opts.root_emulation = site.root_emulation;
   if (opts.ib && *opts.ib != site.ib) BERTH_CHECK(check_not_locked(site, "ib", "--ib " + *opts.ib));
   opts.ib_site_default = site.ib;
   opts.policy_env = site.env;
@@ -47,13 +48,13 @@ Status apply_mount_policy(const SiteConfig& site, bool home_by_site, ContainerSp
   return {};
 }
 
-std::string default_engine_name(const SiteConfig& site) {
-  return site.default_engine.empty() ? kDefaultEngine : site.default_engine;
+EngineChoice site_default_engine(const SiteConfig& site) {
+  return site.default_engine.value_or(default_engine());
 }
 
-Status check_run_engine(const SiteConfig& site, const std::string& engine) {
-  if (site.is_locked("default_engine") && engine != default_engine_name(site))
-    BERTH_CHECK(check_not_locked(site, "default_engine", "engine " + engine));
+Status check_run_engine(const SiteConfig& site, EngineChoice engine) {
+  if (site.is_locked("default_engine") && engine != site_default_engine(site))
+    BERTH_CHECK(check_not_locked(site, "default_engine", "engine " + std::string(engine.spelled)));
   return check_engine_allowed(site, engine);
 }
 

@@ -28,11 +28,11 @@ Status apply_run_policy(const SiteConfig& site, const GivenOptions& given, RunOp
 Status apply_mount_policy(const SiteConfig& site, bool home_by_site, ContainerSpec& spec);
 
 /// The engine a run uses when neither --engine nor the container says: the policy's
-/// default_engine, else Berth's.
-std::string default_engine_name(const SiteConfig& site);
+/// default_engine, else Berth's (runtime/engines.h default_engine()).
+EngineChoice site_default_engine(const SiteConfig& site);
 
-/// Refuses `engine` (the name asked for, or "auto"'s choice) when the policy does not allow
-/// it, or when the site locks default_engine to another.
-Status check_run_engine(const SiteConfig& site, const std::string& engine);
+/// Refuses `engine` (the one asked for, or auto's choice) when the policy does not allow it,
+/// or when the site locks default_engine to another.
+Status check_run_engine(const SiteConfig& site, EngineChoice engine);
 
 }  // namespace berth::cli

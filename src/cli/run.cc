@@ -21,6 +21,8 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/root_path.h"
+#include "core/scope_guard.h"
+#include "core/vocabulary.h"
 #include "devices/mpi.h"
 #include "devices/run_devices.h"
 #include "runtime/container_config.h"
@@ -70,6 +72,13 @@ Status resolve_typed_options(RunOptions& opts, const std::vector<std::string>& h
     opts.file_env.insert(opts.file_env.end(), vars.begin(), vars.end());
   }
   opts.env_files.clear();  // read: a record of the options keeps what they held
+  if (!opts.root_emulation_word.empty()) {
+    opts.root_emulation = parse_root_emulation(opts.root_emulation_word);
+    if (!opts.root_emulation)
+      return make_error("run", "--root-emulation " + opts.root_emulation_word,
+                        "expected " + word_list(kRootEmulationWords));
+    opts.root_emulation_word.clear();
+  }
   return {};
 }
 
@@ -131,7 +140,7 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
     app.add_flag("--read-only", o.read_only,
                  "Mount the container's root read-only (default: the site policy's readonly)");
   if (m.any("--root-emulation"))
-    app.add_option("--root-emulation", o.root_emulation,
+    app.add_option("--root-emulation", o.root_emulation_word,
                    "userns engine: auto (the default: subids where you have subordinate IDs, "
                    "else seccomp), subids (real IDs from /etc/subuid), seccomp (set*id, chown "
                    "succeed without effect) or none (the policy's root_emulation)");
@@ -196,7 +205,7 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
   put("read_only", o.read_only, given.read_only);
   put("gpus", o.gpus.value_or(""), o.gpus.has_value());
   put("devices", o.devices, !o.devices.empty());
-  put("root_emulation", o.root_emulation, !o.root_emulation.empty());
+  if (o.root_emulation) j["root_emulation"] = std::string(root_emulation_name(*o.root_emulation));
   put("ipc_host", true, o.ipc_host);
   put("ipc_private", true, o.ipc_private);
   put("ib", o.ib.value_or(""), o.ib.has_value());
@@ -243,7 +252,7 @@ RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
   o.read_only = flag("read_only");
   if (j.contains("gpus")) o.gpus = text("gpus");
   o.devices = strings("devices");
-  o.root_emulation = text("root_emulation");
+  o.root_emulation_word = text("root_emulation");  // parsed by resolve_typed_options()
   o.ipc_host = flag("ipc_host");
   o.ipc_private = flag("ipc_private");
   if (j.contains("ib")) o.ib = text("ib");
@@ -260,28 +269,30 @@ bool is_directory_argument(const std::string& what) {
          what == "..";
 }
 
+/// What every kind of run reads besides its request: the caller's side, the device discovery's
+/// options and the policy in force.
+struct RunEnv {
+  HostContext host;
+  Result<DiscoveryOptions> discovery;
+  const SiteConfig& site;
+};
+
 /// The spec a run executes, for a container and a directory alike: the root's /etc/passwd and
 /// /etc/group read inside it, the image config and the options merged, the devices asked for
 /// added.
 Result<ContainerSpec> prepare_spec(const nlohmann::json& image_config, const std::string& rootfs,
-                                   const RunOptions& opts, const HostContext& host,
-                                   const Result<DiscoveryOptions>& discovery,
-                                   const SiteConfig& site, const GivenOptions& given) {
+                                   const RunRequest& req, const RunEnv& env) {
+  const RunOptions& opts = req.opts;
   std::string passwd = BERTH_TRY(read_in_root(rootfs, "/etc/passwd"));
   std::string group = BERTH_TRY(read_in_root(rootfs, "/etc/group"));
-  ContainerSpec spec = BERTH_TRY(build_spec(image_config, rootfs, opts, host, passwd, group));
+  ContainerSpec spec = BERTH_TRY(build_spec(image_config, rootfs, opts, env.host, passwd, group));
   BERTH_CHECK(check_fds_open(spec.kept_fds));
   spec.passwd = std::move(passwd);  // the engine's identity step reads them from here
   spec.group = std::move(group);
-  BERTH_CHECK(apply_mount_policy(site, opts.bind_home && !given.bind_home, spec));
-  BERTH_CHECK(add_run_devices(opts, host, discovery, spec));
-  if (!opts.mpi.empty()) {
-    std::vector<MpiDeclaration> declared;
-    for (const MpiPolicy& p : site.mpi)
-      declared.push_back({p.type, p.libraries, p.dependencies, p.mounts,
-                          parse_mpi_abi_rule(p.abi).value_or(MpiAbiRule::kMajor)});
-    BERTH_CHECK(add_mpi(declared, site.mpi_default, opts.mpi == "*" ? "" : opts.mpi, spec));
-  }
+  BERTH_CHECK(apply_mount_policy(env.site, opts.bind_home && !req.given.bind_home, spec));
+  BERTH_CHECK(add_run_devices(opts, env.host, env.discovery, spec));
+  if (!opts.mpi.empty())
+    BERTH_CHECK(add_mpi(env.site.mpi, env.site.mpi_default, opts.mpi == "*" ? "" : opts.mpi, spec));
   return spec;
 }
 
@@ -295,21 +306,17 @@ Status finish(const RunOutcome& outcome) {
 /// `berth run DIR CMD`: runs a root filesystem directory in place, as ch-run and Apptainer's
 /// sandboxes do (shared, read-mostly trees on a cluster file system). No container record, no
 /// image config: the command must be given; changes land in the directory itself.
-Status run_directory(const RunOptions& opts, const std::string& name, bool remove,
-                     const std::string& dir, const HostContext& host,
-                     const Result<DiscoveryOptions>& discovery, const SiteConfig& site,
-                     const GivenOptions& given) {
-  if (!name.empty() || remove)
+Status run_directory(const RunRequest& req, const std::string& dir, const RunEnv& env) {
+  if (!req.name.empty() || req.remove)
     return make_error("run", dir, "--name and --rm apply to containers, not to a directory");
-  if (opts.command.empty() && !opts.entrypoint_set)
+  if (req.opts.command.empty() && !req.opts.entrypoint_set)
     return make_error("run", dir, "a directory has no image config: give the command to run");
   char real[PATH_MAX];
   if (::realpath(dir.c_str(), real) == nullptr) return sys_error("run", dir);
   struct stat st;
   if (::stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) return make_error("run", dir, "not a directory");
-  BERTH_CHECK(check_run_engine(site, kDefaultEngine));
-  ContainerSpec spec = BERTH_TRY(
-      prepare_spec(nlohmann::json::object(), real, opts, host, discovery, site, given));
+  BERTH_CHECK(check_run_engine(env.site, default_engine()));
+  ContainerSpec spec = BERTH_TRY(prepare_spec(nlohmann::json::object(), real, req, env));
   // Changes land in the directory itself, which no `berth rm` walks: under auto it keeps one
   // owner (the seccomp mode), so that the user's own tools can remove what a run wrote there.
   // --root-emulation=subids maps the range all the same.
@@ -333,20 +340,21 @@ bool is_squashfs_argument(const std::string& what) {
 ///
 /// `image` is the file opened (open_squashfs(), or a store's squashed image); `path` names it
 /// in messages: the file as given, or the image's name.
-Status run_squashfs(const RunOptions& opts, const std::string& name, bool writable,
-                    SquashfsFile image, const std::string& path, const HostContext& host,
-                    const Result<DiscoveryOptions>& discovery, const SiteConfig& site,
-                    const GivenOptions& given) {
-  if (!name.empty())
+Status run_squashfs(const RunRequest& req, SquashfsFile image, const std::string& path,
+                    const RunEnv& env) {
+  const RunOptions& opts = req.opts;
+  const SiteConfig& site = env.site;
+  const bool writable = req.writable;
+  if (!req.name.empty())
     return make_error("run", path, "--name applies to containers, not to a squashfs image");
   // A squashfs root is read-only unless --writable asks otherwise (and then only a discarded
   // overlay is written): --writable overrides the site's readonly default, not its lock.
   if (writable && opts.read_only) {
-    if (given.read_only)
+    if (req.given.read_only)
       return make_error("run", path, "--writable and --read-only contradict each other");
     BERTH_CHECK(check_not_locked(site, "readonly", "--writable"));
   }
-  BERTH_CHECK(check_run_engine(site, kDefaultEngine));
+  BERTH_CHECK(check_run_engine(site, default_engine()));
   std::string base = BERTH_TRY(runtime_dir(site.runtime_dir));
   base = path_join(base, "squashfs");
   BERTH_CHECK(make_dirs(base, 0700));
@@ -363,7 +371,7 @@ Status run_squashfs(const RunOptions& opts, const std::string& name, bool writab
     return make_error("run", path,
                       "this squashfs image has no Berth image config: give the command to run")
         .with_hint("berth run " + path + " /bin/sh");
-  ContainerSpec spec = BERTH_TRY(prepare_spec(config, mount.root, opts, host, discovery, site, given));
+  ContainerSpec spec = BERTH_TRY(prepare_spec(config, mount.root, req, env));
   spec.overlay_scratch = mount.scratch;
   spec.overlay_only_for_writes = !writable;
   spec.writable_rootfs = writable;
@@ -403,111 +411,106 @@ Result<std::optional<SquashfsFile>> find_squashed_image(const GlobalOptions& g,
 }
 }  // namespace
 
-Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given,
-              const std::string& name, bool remove, bool writable, const std::string& engine,
-              std::vector<std::string> rest, Detach detach_mode, bool* monitor,
-              const RunExtras& extras) {
-  bool detach = detach_mode != Detach::kNo;
+Status do_run(const GlobalOptions& g, RunRequest req, bool* monitor) {
+  RunOptions& opts = req.opts;
+  const bool detach = req.detach != Detach::kNo;
   set_exit_status(kExitBerthFailed);  // until the workload runs
-  if (rest.empty())
+  if (req.rest.empty())
     return make_error("run", "IMAGE", "an image or container is required")
         .with_hint("berth run [OPTIONS] IMAGE|CONTAINER [COMMAND [ARG...]]");
-  std::string what = rest.front();
+  const std::string what = req.rest.front();
   if (what.starts_with("-")) return unknown_flag("run", what);
-  opts.command.assign(rest.begin() + 1, rest.end());
-  BERTH_CHECK(check_pull_policy("run", extras.pull));
-  if (!engine.empty()) BERTH_CHECK(validate_engine_name(engine));
+  opts.command.assign(req.rest.begin() + 1, req.rest.end());
+  BERTH_CHECK(check_pull_policy("run", req.pull));
   HostContext host{current_environment(), home_dir(), ::getuid(), ::getgid()};
   BERTH_CHECK(resolve_typed_options(opts, host.environ));
   // What `berth start` repeats: the options as typed, before the policy's defaults (the
   // policy in force then applies then).
-  const nlohmann::json typed = options_record(opts, given, host.environ);
+  const nlohmann::json typed = options_record(opts, req.given, host.environ);
   const SiteConfig& site = BERTH_TRY(g.site);
-  BERTH_CHECK(apply_run_policy(site, given, opts));
+  BERTH_CHECK(apply_run_policy(site, req.given, opts));
+  const RunEnv env{std::move(host), discovery_options(g), site};
   // A squashfs file run with a name or detached becomes a container of its own (extracted, as
   // enroot's create does), which later runs and `start` find by that name.
-  const bool squashfs_container = is_squashfs_file_argument(what) && (!name.empty() || detach);
+  const bool squashfs_container = is_squashfs_file_argument(what) && (!req.name.empty() || detach);
   if (detach && is_directory_argument(what) && !squashfs_container)
     return make_error("run", what, "-d applies to containers, not to a directory or squashfs image")
         .with_hint("run it in the background with your shell ('&', nohup), or import it");
-  // The fallback engines would need the mount in their own way (proot: a bind of the shared
-  // mount, but no overlay for mount targets and /etc/passwd; runc: a bundle per run).
+  // A directory or a squashfs image runs in place (runs_in_place); a squashfs image under auto
+  // too. The fallback engines would need the mount in their own way (proot: a bind of the
+  // shared mount, but no overlay for mount targets and /etc/passwd; runc: a bundle per run).
+  const std::string in_place = engines_with(&Engine::runs_in_place);
   auto squash_engine = [&]() -> Status {
-    if (!engine.empty() && engine != kDefaultEngine && engine != "auto")
-      return make_error("run", what, "a squashfs image runs with the userns engine only",
+    if (req.engine && !req.engine->is_auto() && !req.engine->row->runs_in_place)
+      return make_error("run", what, "a squashfs image runs with the " + in_place + " engine only",
                         ErrorCode::kUnsupported);
     return {};
   };
   if (is_directory_argument(what) && is_squashfs_argument(what) && !squashfs_container) {
     BERTH_CHECK(squash_engine());
     SquashfsFile image = BERTH_TRY(open_squashfs(what));
-    return run_squashfs(opts, name, writable, std::move(image), what, host, discovery_options(g),
-                        site, given);
+    return run_squashfs(req, std::move(image), what, env);
   }
   auto not_writable = [&]() -> Status {
-    if (!writable) return {};
+    if (!req.writable) return {};
     return make_error("run", what, "--writable applies to squashfs images only")
         .with_hint("a container's root filesystem is writable already");
   };
   if (is_directory_argument(what) && !squashfs_container) {
     BERTH_CHECK(not_writable());
     // The fallback engines keep per-container state (bundles, fakechroot's symlink form).
-    if (!engine.empty() && engine != kDefaultEngine)
-      return make_error("run", what, "a directory runs with the userns engine only")
-          .with_hint("create a container (berth import, berth create) to use --engine=" + engine);
-    return run_directory(opts, name, remove, what, host, discovery_options(g), site, given);
+    if (req.engine && (req.engine->is_auto() || !req.engine->row->runs_in_place))
+      return make_error("run", what, "a directory runs with the " + in_place + " engine only")
+          .with_hint("create a container (berth import, berth create) to use --engine=" +
+                     std::string(req.engine->spelled));
+    return run_directory(req, what, env);
   }
   ContainerStore cs = BERTH_TRY(open_containers(g));
   // Without --rm, the run needs no list of the container's names (a scan of names/ that
   // grows with the store) and no probe of its run lock (taken just below).
-  const auto detail = remove ? ContainerStore::Detail::kFull : ContainerStore::Detail::kRecord;
+  const auto detail = req.remove ? ContainerStore::Detail::kFull : ContainerStore::Detail::kRecord;
   auto existing = cs.find(what, detail);
   if (!existing.ok() && !squashfs_container) {
     // No container of that name: a squashed image runs as it is, without one.
     std::optional<SquashfsFile> image = BERTH_TRY(find_squashed_image(g, what));
     if (image) {
       BERTH_CHECK(squash_engine());
-      return run_squashfs(opts, name, writable, std::move(*image), what, host, discovery_options(g),
-                          site, given);
+      return run_squashfs(req, std::move(*image), what, env);
     }
   }
   if (!squashfs_container) BERTH_CHECK(not_writable());  // a container is writable already
-  if (existing.ok() && !name.empty())
+  if (existing.ok() && !req.name.empty())
     return make_error("run", what, "--name applies to a new container, not to an existing one");
   const ContainerRecord c =
       existing.ok() ? std::move(existing).value()
-                    : BERTH_TRY(create_from_image(g, cs, what, name, "run", {}, extras.pull));
+                    : BERTH_TRY(create_from_image(g, cs, what, req.name, "run", {}, req.pull));
   // `berth setup --gpus` (udocker's `setup --nvidia`): the container's GPUs unless --gpus (or
   // the site's default gpus, applied above) says otherwise.
   if (!opts.gpus && !c.gpus.empty()) opts.gpus = c.gpus;
   if (opts.network_none) {
-    // Only the userns engine makes namespaces of its own (nothing compares engine names but
-    // this: the engine row has no network column yet).
-    std::string chosen = !engine.empty() ? engine : c.engine;
-    if (!chosen.empty() && chosen != kDefaultEngine)
+    // The engine asked for or recorded (the site's default is not consulted here).
+    std::optional<EngineChoice> chosen = req.engine ? req.engine : c.engine;
+    if (chosen && (chosen->is_auto() || !chosen->row->network_namespace))
       return make_error("run", "--network none",
-                        "the " + chosen + " engine cannot give a container a network namespace",
+                        "the " + std::string(chosen->spelled) +
+                            " engine cannot give a container a network namespace",
                         ErrorCode::kUnsupported)
-          .with_hint("run it with the default engine (--engine=userns)");
+          .with_hint("run it with the default engine (--engine=" +
+                     std::string(default_engine().spelled) + ")");
   }
   std::string rootfs = cs.rootfs(c);
   FileLock lock = BERTH_TRY(cs.lock_for_run(c));
-
-  auto cleanup = [&]() {
-    if (!remove) return;
+  // --rm: the container goes however the run ends here (a detached run's in its monitor).
+  auto removal = on_scope_exit([&] {
+    if (!req.remove) return;
     lock = FileLock();  // released, so that remove() sees the container stopped
     if (auto st = cs.remove(c, true); !st.ok())
       log::warn("{}", st.error().message());  // the run's own status matters more
-  };
-  auto spec = prepare_spec(c.image_config, rootfs, opts, host, discovery_options(g), site, given);
-  if (!spec.ok()) {
-    cleanup();
-    return std::move(spec).error();
-  }
-  if (detach && !spec->kept_fds.empty()) {
-    cleanup();
+  });
+  ContainerSpec spec = BERTH_TRY(prepare_spec(c.image_config, rootfs, req, env));
+  if (detach && !spec.kept_fds.empty()) {
     // The monitor closes what it does not use; a launcher's rank is a foreground process.
-    return make_error("run", "descriptor " + std::to_string(spec->kept_fds.front()),
+    return make_error("run", "descriptor " + std::to_string(spec.kept_fds.front()),
                       "a detached run keeps no descriptors (PMI_FD, --preserve-fds)",
                       ErrorCode::kUnsupported)
         .with_hint("run the rank in the foreground, or berth exec it into a detached container");
@@ -515,89 +518,85 @@ Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given
   if (detach) {
     // Detached (cli/lifecycle.cc, runtime/monitor.h): this process prints the ID and leaves;
     // the monitor, holding the run lock it inherits, goes on below. There is no terminal.
-    spec->tty = false;
+    spec.tty = false;
     // The user's subordinate-ID holder (runtime/subids.h) is made here when it is missing,
     // not in the monitor: making it forks helpers (newuidmap, newgidmap), which `inspect` and
     // `exec` would take for the workload while they run, the monitor's first children.
-    if (spec->uid == 0 && spec->gid == 0) {
-      if (spec->root_emulation == RootEmulation::kAuto)
+    if (spec.uid == 0 && spec.gid == 0) {
+      if (spec.root_emulation == RootEmulation::kAuto)
         (void)subid_namespace_if_available();
-      else if (spec->root_emulation == RootEmulation::kSubids)
+      else if (spec.root_emulation == RootEmulation::kSubids)
         (void)required_subid_namespace();  // its error, if any, is the engine's to report
     }
-    auto in_monitor = detach_monitor(cs, c, lock, opts.interactive);
-    if (!in_monitor.ok()) {
-      cleanup();
-      return std::move(in_monitor).error();
-    }
-    if (!*in_monitor) {
-      if (detach_mode == Detach::kYes) std::printf("%s\n", c.id.c_str());
+    bool in_monitor = BERTH_TRY(detach_monitor(cs, c, lock, opts.interactive));
+    if (!in_monitor) {
+      removal.dismiss();  // the monitor runs it, and removes it
+      if (req.detach == Detach::kYes) std::printf("%s\n", c.id.c_str());
       set_exit_status(0);
       return {};
     }
     if (monitor != nullptr) *monitor = true;
   }
-  auto ran = run_with_engine(cs, c, *spec, engine, &site);
+  auto ran = run_with_engine(cs, c, spec, req.engine, &site);
   if (!ran.ok()) {
     if (detach) record_monitor_end(cs, c, kExitBerthFailed);
-    cleanup();
     return std::move(ran).error();
   }
   RunOutcome outcome = std::move(ran).value();
   // Bookkeeping for ps, written once the run ended (while it runs, ps sees the run lock); a
   // failure to write it must not change the run's status.
-  if (!remove) {
-    if (auto st = cs.record_run(c, spec->argv, outcome.exit_code, typed); !st.ok())
+  if (!req.remove) {
+    if (auto st = cs.record_run(c, spec.argv, outcome.exit_code, typed); !st.ok())
       log::warn("{}", st.error().message());
   }
   if (detach) record_monitor_end(cs, c, outcome.exit_code);
-  cleanup();
   return finish(outcome);
 }
 
 Action setup_run(CLI::App& app, const GlobalOptions& g) {
   struct Opts {
-    RunOptions run;
-    std::string name, engine;
-    bool remove = false;
-    bool writable = false;
+    RunRequest req;
+    std::string engine;  ///< --engine as typed
     bool detach = false;
     std::string network;
-    RunExtras extras;
   };
   auto o = std::make_shared<Opts>();
   const MentionedOptions& m = g.mentioned;
-  add_run_options(app, o->run, o->name, m);
-  if (m.any("--rm")) app.add_flag("--rm", o->remove, "Remove the container when it exits");
+  RunRequest& req = o->req;
+  add_run_options(app, req.opts, req.name, m);
+  if (m.any("--rm")) app.add_flag("--rm", req.remove, "Remove the container when it exits");
   if (m.any("--engine"))
     app.add_option("--engine", o->engine, "Engine for this run: " + engine_names());
   if (m.any("--writable"))
-    app.add_flag("--writable", o->writable,
+    app.add_flag("--writable", req.writable,
                  "Squashfs image: a writable root (changes are discarded at exit)");
   if (m.any("-d,--detach"))
     app.add_flag("-d,--detach", o->detach,
                  "Run in the background under a small monitor; print the container ID");
   if (m.any("--pull"))
-    app.add_option("--pull", o->extras.pull, "Pull the image: always, missing (default) or never");
+    app.add_option("--pull", req.pull, "Pull the image: always, missing (default) or never");
   if (m.any("--network,--net"))
     app.add_option("--network,--net", o->network,
                    "host (default: the host's network) or none (a network namespace with only lo)");
   return [o, &g, &app]() -> Status {
     // The caller's terminal is handed to the workload: without one there is nothing to hand
     // (with -i, Docker's words: it refuses the same way).
-    if (o->run.tty && o->run.interactive && !::isatty(STDIN_FILENO) && !o->detach)
+    RunRequest& req = o->req;
+    if (req.opts.tty && req.opts.interactive && !::isatty(STDIN_FILENO) && !o->detach)
       return make_error("run", "-it", "the input device is not a TTY")
           .with_hint("run from a terminal, or leave out -t");
-    if (o->run.tty && !o->detach && !::isatty(STDIN_FILENO) && !::isatty(STDOUT_FILENO) &&
+    if (req.opts.tty && !o->detach && !::isatty(STDIN_FILENO) && !::isatty(STDOUT_FILENO) &&
         !::isatty(STDERR_FILENO))
       return make_error("run", "-t", "no terminal to hand to the container")
           .with_hint("run from a terminal, or leave out -t");
     set_exit_status(kExitBerthFailed);
     BERTH_CHECK(check_network(o->network));
-    o->run.network_none = o->network == "none";
-    GivenOptions given = given_run_options(app);
-    return do_run(g, o->run, given, o->name, o->remove, o->writable, o->engine, app.remaining(),
-                  o->detach ? Detach::kYes : Detach::kNo, nullptr, o->extras);
+    if (!o->engine.empty()) req.engine = BERTH_TRY(parse_engine(o->engine));
+    req.opts.network_none = o->network == "none";
+    req.given = given_run_options(app);
+    req.rest = app.remaining();
+    req.detach = o->detach ? Detach::kYes : Detach::kNo;
+    return do_run(g, std::move(req));
   };
 }
 

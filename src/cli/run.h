@@ -2,12 +2,14 @@
 // command again, detached).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
 #include "cli/policy.h"
 #include "runtime/container_config.h"
+#include "runtime/engines.h"
 
 namespace berth::cli {
 
@@ -15,8 +17,17 @@ namespace berth::cli {
 /// not (`start`).
 enum class Detach { kNo, kYes, kQuietly };
 
-/// What `run` takes beyond the run options.
-struct RunExtras {
+/// One `do_run`: what to run, with which options, and how.
+struct RunRequest {
+  RunOptions opts;
+  GivenOptions given;                  ///< which policy-defaulted options the line gave
+  std::string name;                    ///< --name: a new container's
+  bool remove = false;                 ///< --rm
+  bool writable = false;               ///< --writable: a squashfs image's root
+  std::optional<EngineChoice> engine;  ///< --engine; nullopt: the container's or the site's
+  /// IMAGE|CONTAINER|DIR [COMMAND [ARG...]], as typed.
+  std::vector<std::string> rest;
+  Detach detach = Detach::kNo;
   std::string pull = "missing";  ///< --pull: always | missing | never (container_target.h)
 };
 
@@ -25,8 +36,9 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
 
 /// Resolves what typed run options depend on at the moment they are typed, for `run` and
 /// `create` alike: relative volume sources made absolute against the working directory (as
-/// Docker takes `-v ./data:/data`), and opts.env_files read into opts.file_env (env_files
-/// emptied).
+/// Docker takes `-v ./data:/data`), opts.env_files read into opts.file_env (env_files
+/// emptied), and opts.root_emulation_word parsed into opts.root_emulation (the word emptied;
+/// "run --root-emulation WORD: expected auto, subids, seccomp or none" for another).
 Status resolve_typed_options(RunOptions& opts, const std::vector<std::string>& host_env);
 
 /// Which of the run options the site policy defaults (--bind-home, --read-only) the command
@@ -41,12 +53,9 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
 /// The options `options_record` wrote, and which of the policy-defaulted ones were given.
 RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given);
 
-/// Runs `rest` (IMAGE|CONTAINER|DIR [COMMAND...]) with `opts`; detached: under a monitor, the
-/// caller returning at once (runtime/monitor.h), and the monitor returning once the run ended,
-/// with `*monitor` set.
-Status do_run(const GlobalOptions& g, RunOptions opts, const GivenOptions& given,
-              const std::string& name, bool remove, bool writable, const std::string& engine,
-              std::vector<std::string> rest, Detach detach, bool* monitor = nullptr,
-              const RunExtras& extras = {});
+/// Runs `request.rest` (IMAGE|CONTAINER|DIR [COMMAND...]) with its options; detached: under a
+/// monitor, the caller returning at once (runtime/monitor.h), and the monitor returning once
+/// the run ended, with `*monitor` set.
+Status do_run(const GlobalOptions& g, RunRequest request, bool* monitor = nullptr);
 
 }  // namespace berth::cli

@@ -1,6 +1,7 @@
-// The udocker drop-in's insides, shared by cli/udocker.cc (the line, the command table, run)
-// and cli/udocker_store.cc (what it does itself on Berth's stores, in udocker's formats). Not
-// an interface: cli/udocker.h is.
+// The udocker drop-in's insides, shared by cli/udocker.cc (the global options, the command
+// table), cli/udocker_line.cc (the line's grammar, these helpers), cli/udocker_run.cc (run and
+// create) and cli/udocker_store.cc (what it does itself on Berth's stores, in udocker's
+// formats). Not an interface: cli/udocker.h is.
 #pragma once
 
 #include <cstdint>
@@ -101,12 +102,22 @@ inline constexpr ModeRow kModes[] = {
 
 inline constexpr int64_t kMiB = int64_t{1024} * 1024;
 
+/// A command's words parsed against its options (`specs`): options, then the operands from
+/// the first word that is not one; an unknown option, or a value missing or given where none
+/// is taken, is a one-line error naming `command` and the word.
+Result<Parsed> parse_command(const std::string& command, const std::vector<OptionSpec>& specs,
+                             const std::vector<std::string>& words);
+
 /// "A" + SEP + "B", built in place.
 std::string cat3(std::string_view a, std::string_view sep, std::string_view b);
 /// One line on stderr for a udocker option Berth takes differently; never silent.
 void note(const std::string& what);
 /// The registry host of a --registry=URL value ("https://quay.io" -> "quay.io").
 std::string registry_host(std::string url);
+/// --httpproxy=URL: libcurl takes it from the environment, socks schemes included.
+void use_proxy(const Parsed& p);
+/// IMAGE with --registry=URL's host in front, when it names none of its own.
+std::string with_registry(const Parsed& p, const std::string& image);
 /// A usage error naming `command` when `p` has fewer than `at_least` operands.
 Status need_operands(const std::string& command, const Parsed& p, size_t at_least,
                      const std::string& usage);
@@ -120,6 +131,10 @@ std::string mode_of(const ContainerRecord& c);
 int quietly(const std::function<int()>& fn);
 /// Runs `fn` with stdout captured into `*out` (a step whose output the drop-in reads).
 int captured(const std::function<int()>& fn, std::string* out);
+
+// run and create, as berth run and berth create lines (cli/udocker_run.cc).
+int do_run(Context& ctx, const Parsed& p);
+int do_create(Context& ctx, const Parsed& p);
 
 // The commands run here, on Berth's stores (cli/udocker_store.cc).
 void print_help();

@@ -202,11 +202,12 @@ int do_setup(Context& ctx, const Parsed& p) {
         return make_error("setup", "--execmode=" + p.get("--execmode"), "not a udocker mode")
             .with_hint("P1, P2, F1, F2, F3, F4, R1, R2, R3 or S1");
       const SiteConfig& site = BERTH_TRY(ctx.g.site);
-      BERTH_CHECK(check_run_engine(site, row->engine));
+      EngineChoice engine = BERTH_TRY(parse_engine(row->engine));
+      BERTH_CHECK(check_run_engine(site, engine));
       if (row->difference[0] != '\0') note(row->difference);
       std::string said;
-      if (auto e = choose_engine(row->engine, &said); !e.ok()) log::warn("{}", e.error().message());
-      return cs.set_udocker_mode(c, row->engine, row->mode);
+      if (auto e = choose_engine(engine, &said); !e.ok()) log::warn("{}", e.error().message());
+      return cs.set_udocker_mode(c, engine, row->mode);
     }
     // --purge: Berth leaves no mount points or bound files inside a container to clean. Only
     // a bare `setup CONTAINER` prints the settings, as in udocker.

@@ -6,22 +6,6 @@
 
 namespace berth {
 
-std::optional<MpiAbiRule> parse_mpi_abi_rule(std::string_view text) {
-  if (text == "major") return MpiAbiRule::kMajor;
-  if (text == "full") return MpiAbiRule::kFull;
-  if (text == "strict") return MpiAbiRule::kStrict;
-  return std::nullopt;
-}
-
-std::string_view mpi_abi_rule_name(MpiAbiRule rule) {
-  switch (rule) {
-    case MpiAbiRule::kMajor: return "major";
-    case MpiAbiRule::kFull: return "full";
-    case MpiAbiRule::kStrict: return "strict";
-  }
-  return "";
-}
-
 std::optional<int> LibraryName::major() const {
   if (version.empty()) return std::nullopt;
   return version[0];

@@ -18,14 +18,27 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/vocabulary.h"
 
 namespace berth {
 
 enum class MpiAbiRule { kMajor, kFull, kStrict };
 
+/// The words the site policy's [mpi.TYPE] abi spells the rules with (major when it gives none).
+inline constexpr Word<MpiAbiRule> kMpiAbiRuleWords[] = {
+    {MpiAbiRule::kMajor, "major"},
+    {MpiAbiRule::kFull, "full"},
+    {MpiAbiRule::kStrict, "strict"},
+};
+
 /// "major" | "full" | "strict"; nullopt for anything else.
-std::optional<MpiAbiRule> parse_mpi_abi_rule(std::string_view text);
-std::string_view mpi_abi_rule_name(MpiAbiRule rule);
+constexpr std::optional<MpiAbiRule> parse_mpi_abi_rule(std::string_view text) {
+  return parse_word(kMpiAbiRuleWords, text);
+}
+/// The rule's word.
+constexpr std::string_view mpi_abi_rule_name(MpiAbiRule rule) {
+  return word_of(kMpiAbiRuleWords, rule);
+}
 
 /// A shared library's file name split: "libmpi.so.12.1.11" -> linker name "libmpi.so" and
 /// {12, 1, 11}; "libmpi.so" -> {"libmpi.so", {}}. nullopt when the name has no ".so" or a

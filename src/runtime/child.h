@@ -5,6 +5,10 @@
 // nothing and never returns: it applies the MountPlan, pivots into the root,
 // execs the workload, and on any failure writes one ChildFailure record to
 // the report pipe (close-on-exec, so a successful exec closes it) and _exits.
+//
+// Each step returns a ChildStep: done, or failed with its record written into the
+// ChildFailure it was given (step_failed()). A failure goes up the calls to child_main(), the
+// one place that reports it; nothing unwinds (a step returns, as any C function would).
 #pragma once
 
 #include <sys/types.h>
@@ -69,13 +73,36 @@ struct ChildContext {
   int tty_fd = -1;                ///< the caller's terminal to hand over, or -1
 };
 
-/// Fills `f` (snprintf into the fixed buffers; nothing allocated).
-void set_failure(ChildFailure* f, int exit_code, int err, Op op, const char* subject,
-                 const char* detail = "");
+/// What a step of the child returns: done, or failed with the ChildFailure it was given
+/// filled in. A bool that cannot be ignored: no allocation, no exception, cheap to return.
+class [[nodiscard]] ChildStep {
+ public:
+  /// The step did what it should.
+  static constexpr ChildStep done() { return ChildStep(true); }
+  /// True when done; false when the step's ChildFailure holds what to report.
+  constexpr explicit operator bool() const { return done_; }
 
-/// Applies `plan` beneath the root at `root_fd` (before pivot_root); false
-/// with `f` filled when a required entry fails.
-bool apply_mount_plan(const MountPlan& plan, int root_fd, ChildFailure* f);
+ private:
+  friend ChildStep step_failed(ChildFailure& f, int exit_code, int err, Op op, const char* subject,
+                               const char* detail);
+  constexpr explicit ChildStep(bool done) : done_(done) {}
+  bool done_;
+};
+
+/// Fills `f` (snprintf into the fixed buffers; nothing allocated) and returns the failed step:
+/// `return step_failed(f, 125, errno, "mount", target);`.
+ChildStep step_failed(ChildFailure& f, int exit_code, int err, Op op, const char* subject,
+                      const char* detail = "");
+
+/// Returns the enclosing step's failure when `step` (a ChildStep expression) failed.
+#define BERTH_CHILD_CHECK(step)                         \
+  do {                                                  \
+    if (::berth::ChildStep s_ = (step); !s_) return s_; \
+  } while (false)
+
+/// Applies `plan` beneath the root at `root_fd` (before pivot_root); failed, with `f` filled,
+/// when a required entry fails.
+ChildStep apply_mount_plan(const MountPlan& plan, int root_fd, ChildFailure& f);
 
 /// Remounts the mount at `path` read-only, keeping its locked flags
 /// (nosuid, nodev, noexec, atime) without which the remount fails with EPERM.
@@ -83,7 +110,11 @@ int remount_read_only(const char* path);
 
 /// Execs ctx's argv (PATH lookup when argv[0] has no '/'); returns only on
 /// failure, with `f` filled (127 not found, 126 cannot execute).
-void exec_workload(const ChildContext& ctx, ChildFailure* f);
+ChildStep exec_workload(const ChildContext& ctx, ChildFailure& f);
+
+/// Writes `f` to the report pipe `fd` and _exits with its exit code: the one report of a
+/// child that failed (run's and exec's).
+[[noreturn]] void report_child_failure(int fd, const ChildFailure& f);
 
 /// The child's entry point after clone; never returns.
 [[noreturn]] void child_main(const ChildContext& ctx);

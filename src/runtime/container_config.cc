@@ -239,13 +239,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   spec.network_none = opts.network_none;
   spec.ipc_namespace = opts.ipc_private;
   spec.writable_rootfs = !opts.read_only;
-  if (!opts.root_emulation.empty()) {
-    auto mode = parse_root_emulation(opts.root_emulation);
-    if (!mode)
-      return make_error("run", "--root-emulation " + opts.root_emulation,
-                        "expected auto, subids, seccomp or none");
-    spec.root_emulation = *mode;
-  }
+  if (opts.root_emulation) spec.root_emulation = *opts.root_emulation;
   spec.kept_fds = BERTH_TRY(kept_fds(opts.preserve_fds, spec.env));
   return spec;
 }

@@ -38,9 +38,11 @@ struct RunOptions {
   bool bind_home = false;              ///< --bind-home
   bool hostenv = false;                ///< --hostenv
   bool read_only = false;              ///< --read-only (or the site's readonly): the root is mounted read-only
-  /// --root-emulation (or the policy's root_emulation): "auto", "subids", "seccomp", "none";
-  /// "" for auto.
-  std::string root_emulation;
+  /// --root-emulation as typed, or as a container's recorded run options hold it:
+  /// resolve_typed_options() (cli/run.h) parses it into root_emulation and clears it.
+  std::string root_emulation_word;
+  /// --root-emulation, or the policy's root_emulation; nullopt: neither says (auto).
+  std::optional<RootEmulation> root_emulation;
   /// The site policy's [env] edits (core/env_list.h), applied after the image's variables and
   /// --hostenv, before --env-file and -e.
   std::vector<EnvEdit> policy_env;

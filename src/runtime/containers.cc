@@ -124,7 +124,8 @@ Result<ContainerRecord> ContainerStore::load(const std::string& id, Detail detai
     if (j.contains("last_exit") && j["last_exit"].is_number_integer())
       c.last_exit = j["last_exit"].get<int>();
     c.is_protected = j.value("protected", false);
-    c.engine = j.value("engine", "");
+    if (std::string engine = j.value("engine", ""); !engine.empty())
+      c.engine = BERTH_TRY(parse_engine(engine).with_context("read container " + path));
     c.gpus = j.value("gpus", "");
     c.udocker_mode = j.value("udocker_mode", "");
     c.link_prefix = j.value("link_prefix", "");
@@ -156,7 +157,7 @@ std::string record_text(const ContainerRecord& c) {
   if (c.last_exit) j["last_exit"] = *c.last_exit;
   if (c.run_options.is_object() && !c.run_options.empty()) j["run_options"] = c.run_options;
   if (c.is_protected) j["protected"] = true;
-  if (!c.engine.empty()) j["engine"] = c.engine;
+  if (c.engine) j["engine"] = std::string(c.engine->spelled);
   if (!c.gpus.empty()) j["gpus"] = c.gpus;
   if (!c.udocker_mode.empty()) j["udocker_mode"] = c.udocker_mode;
   if (!c.link_prefix.empty()) j["link_prefix"] = c.link_prefix;
@@ -534,7 +535,7 @@ Status ContainerStore::set_run_options(const ContainerRecord& c, const nlohmann:
                 Durability::kProcessSafe);
 }
 
-Status ContainerStore::set_engine(const ContainerRecord& c, const std::string& engine) {
+Status ContainerStore::set_engine(const ContainerRecord& c, std::optional<EngineChoice> engine) {
   return update(c, [&](ContainerRecord& now) { now.engine = engine; }, Durability::kProcessSafe);
 }
 
@@ -542,7 +543,8 @@ Status ContainerStore::set_gpus(const ContainerRecord& c, const std::string& gpu
   return update(c, [&](ContainerRecord& now) { now.gpus = gpus; }, Durability::kProcessSafe);
 }
 
-Status ContainerStore::set_udocker_mode(const ContainerRecord& c, const std::string& engine,
+Status ContainerStore::set_udocker_mode(const ContainerRecord& c,
+                                        std::optional<EngineChoice> engine,
                                         const std::string& mode) {
   return update(
       c,

@@ -31,6 +31,7 @@
 #include "core/fs.h"
 #include "image/gc.h"
 #include "image/store.h"
+#include "runtime/engines.h"
 
 namespace berth {
 
@@ -48,7 +49,9 @@ struct ContainerRecord {
   /// cli::options_record wrote; null before any.
   nlohmann::json run_options;
   bool is_protected = false;              ///< `berth protect`: rm refuses it, even with -f
-  std::string engine;                     ///< default engine (`berth setup --engine`); "" userns
+  /// The default engine (`berth setup --engine`), parsed as the record is read (an unknown
+  /// name is an error); nullopt: none recorded, the site's or Berth's default.
+  std::optional<EngineChoice> engine;
   /// GPUs every run injects unless it says --gpus (`berth setup --gpus`; udocker's
   /// `setup --nvidia` sets "all"); "" none.
   std::string gpus;
@@ -125,12 +128,12 @@ class ContainerStore {
   /// container.lock). Removes them unless `dry_run`; never waits on a lock.
   Result<std::vector<Leftover>> sweep(bool dry_run) const;
 
-  /// Records the container's default engine ("" for the default).
-  Status set_engine(const ContainerRecord& c, const std::string& engine);
+  /// Records the container's default engine (nullopt: none, the default).
+  Status set_engine(const ContainerRecord& c, std::optional<EngineChoice> engine);
   /// Records the GPUs every run injects by default ("" none).
   Status set_gpus(const ContainerRecord& c, const std::string& gpus);
   /// Records the engine and udocker's execution-mode label together (`udocker setup`).
-  Status set_udocker_mode(const ContainerRecord& c, const std::string& engine,
+  Status set_udocker_mode(const ContainerRecord& c, std::optional<EngineChoice> engine,
                           const std::string& mode);
   /// Records the prefix the rootfs's absolute symlinks carry now.
   Status set_link_prefix(const ContainerRecord& c, const std::string& prefix);

@@ -38,6 +38,11 @@ const std::vector<Engine>& engine_table() {
        .hostname = true,
        .needs_user_namespaces = true,
        .host_path_links = false,
+       .tmpfs = true,
+       .ipc_namespace = true,
+       .network_namespace = true,
+       .joinable = true,
+       .runs_in_place = true,
        .tools = {},
        .package = "",
        .alias = nullptr,
@@ -53,6 +58,11 @@ const std::vector<Engine>& engine_table() {
        .hostname = true,
        .needs_user_namespaces = true,  // rootless runc maps the caller in a user namespace
        .host_path_links = false,
+       .tmpfs = true,
+       .ipc_namespace = false,
+       .network_namespace = false,
+       .joinable = false,
+       .runs_in_place = false,
        // runc is the one to install: Debian's crun fails on hybrid cgroups.
        .tools = {{"runc", "BERTH_RUNC"}, {"crun", nullptr}},
        .package = "runc",
@@ -69,6 +79,11 @@ const std::vector<Engine>& engine_table() {
        .hostname = false,
        .needs_user_namespaces = false,
        .host_path_links = false,
+       .tmpfs = false,
+       .ipc_namespace = false,
+       .network_namespace = false,
+       .joinable = false,
+       .runs_in_place = false,
        .tools = {{"proot", "BERTH_PROOT"}},
        .package = "proot",
        .alias = nullptr,
@@ -84,6 +99,11 @@ const std::vector<Engine>& engine_table() {
        .hostname = false,
        .needs_user_namespaces = false,
        .host_path_links = true,  // the host kernel follows the links libfakechroot leaves alone
+       .tmpfs = false,
+       .ipc_namespace = false,
+       .network_namespace = false,
+       .joinable = false,
+       .runs_in_place = false,
        .tools = {{"fakechroot", "BERTH_LIBFAKECHROOT", find_libfakechroot}},
        .package = "fakechroot",
        .alias = nullptr,
@@ -100,6 +120,11 @@ const std::vector<Engine>& engine_table() {
        .hostname = true,
        .needs_user_namespaces = true,  // --userns
        .host_path_links = false,
+       .tmpfs = false,
+       .ipc_namespace = false,
+       .network_namespace = false,
+       .joinable = false,
+       .runs_in_place = false,
        .tools = {{"apptainer", "BERTH_APPTAINER"}, {"singularity", nullptr}},
        .package = "",  // Debian 12 packages neither
        .alias = "singularity",
@@ -131,10 +156,17 @@ const Engine* find_engine(std::string_view name) {
   return nullptr;
 }
 
-Status validate_engine_name(std::string_view name) {
-  if (name == "auto" || find_engine(name) != nullptr) return {};
-  return make_error("engine", std::string(name), "unknown engine")
+Result<EngineChoice> parse_engine(std::string_view word) {
+  if (word == "auto") return EngineChoice{};
+  if (const Engine* e = find_engine(word))
+    return EngineChoice{e, e->alias != nullptr && word == e->alias ? e->alias : e->name};
+  return make_error("engine", std::string(word), "unknown engine")
       .with_hint("one of: " + engine_names());
+}
+
+EngineChoice default_engine() {
+  const Engine& first = engine_table().front();
+  return EngineChoice{&first, first.name};
 }
 
 Result<std::string> engine_tool(const Engine& engine) {
@@ -155,9 +187,8 @@ Status tool_available(const Engine& engine) {
   return {};
 }
 
-Result<const Engine*> choose_engine(std::string_view name, std::string* said) {
-  BERTH_CHECK(validate_engine_name(name));
-  if (const Engine* e = find_engine(name)) {
+Result<const Engine*> choose_engine(EngineChoice choice, std::string* said) {
+  if (const Engine* e = choice.row) {
     // A built-in engine (userns) reports its own failure from clone, with the same hint, at no
     // probe cost.
     if (!e->tools.empty()) BERTH_CHECK(e->available(*e));

@@ -57,6 +57,13 @@ struct Engine {
   bool hostname;               ///< honours --hostname (a UTS namespace)
   bool needs_user_namespaces;  ///< cannot run where unprivileged user namespaces are disabled
   bool host_path_links;  ///< the rootfs's absolute symlinks must name host paths while it runs
+  bool tmpfs;            ///< mounts --tmpfs
+  bool ipc_namespace;    ///< honours --ipc private (an IPC namespace of the container's own)
+  bool network_namespace;  ///< honours --network none (a network namespace with only lo)
+  bool joinable;           ///< its containers have namespaces of their own, which berth exec joins
+  /// Runs a root filesystem directory, or a squashfs image's shared mount, in place: with no
+  /// per-container state (`berth run DIR`, `berth run FILE.sqsh`).
+  bool runs_in_place;
   std::vector<EngineTool> tools;  ///< host tools it runs, the first found used; none: built in
   const char* package;            ///< Debian package that provides the tool ("" for none)
   const char* alias;              ///< another name --engine accepts, or nullptr
@@ -65,20 +72,36 @@ struct Engine {
   RunOutcome (*run)(const EngineRun& run);
 };
 
-/// Every engine, "auto" excluded, in order of preference.
+/// Every engine, "auto" excluded, in order of preference; the first is the default (userns).
 const std::vector<Engine>& engine_table();
+
+/// An engine as a command line (--engine), the site policy (default_engine, allowed_engines)
+/// or a container record ("engine") names it, parsed there once by parse_engine(): a row of
+/// engine_table(), or auto. Two choices are equal when they name the same row (an alias names
+/// its row); `spelled` keeps the word as given, for messages and for writing the record back
+/// as it was, and nothing compares it.
+struct EngineChoice {
+  const Engine* row = nullptr;        ///< nullptr: auto, choose_engine()'s pick at each run
+  std::string_view spelled = "auto";  ///< the row's name or alias as given, or "auto"
+  bool is_auto() const { return row == nullptr; }
+  friend bool operator==(const EngineChoice& a, const EngineChoice& b) { return a.row == b.row; }
+};
+
+/// The engine `word` names: a row's name or alias, or "auto". Anything else is "engine WORD:
+/// unknown engine", with the names accepted as hint.
+Result<EngineChoice> parse_engine(std::string_view word);
+
+/// The default engine, the table's first row (userns), by its name.
+EngineChoice default_engine();
 
 /// The names `--engine` accepts: the table's and "auto".
 std::string engine_names();
 
-/// Checks a name given to --engine / setup --engine ("auto" included).
-Status validate_engine_name(std::string_view name);
-
-/// The engine `name` designates, available here. For "auto": userns when user namespaces
+/// The engine `choice` designates, available here. For auto: userns when user namespaces
 /// work, else the first available fallback that needs none (proot, fakechroot: Berth's OCI
 /// bundles ask for a user namespace too); `said` receives the line to print once (empty when
 /// no choice was made).
-Result<const Engine*> choose_engine(std::string_view name, std::string* said);
+Result<const Engine*> choose_engine(EngineChoice choice, std::string* said);
 
 /// The names of the engines whose column `fact` is true, for a hint: "userns, oci or proot".
 std::string engines_with(bool Engine::*fact);

@@ -38,11 +38,6 @@ bool same_file(const std::string& a, const std::string& b) {
          sa.st_ino == sb.st_ino;
 }
 
-[[noreturn]] void report(int fd, const ChildFailure& f) {
-  (void)!::write(fd, &f, sizeof f);
-  ::_exit(f.exit_code);
-}
-
 /// Whether `target` runs under a seccomp filter (/proc/PID/status "Seccomp: 2"): in a
 /// container of the userns engine, that is the root-emulation filter its run installed (or,
 /// in one run with --root-emulation=none, a filter the workload installed itself, which then
@@ -147,68 +142,54 @@ RunOutcome exec_in_container(const ExecSpec& spec) {
     return failed(sys_error("fork", "exec"));
   }
   if (pid == 0) {
-    ChildFailure f;
     int out = report_w.get();
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != parent) {
-      set_failure(&f, 125, errno, "set the parent death signal", "");
-      report(out, f);
-    }
-    for (const auto& [fd, name] : ns) {
-      if (::setns(fd.get(), 0) != 0) {
-        set_failure(&f, 125, errno, "setns", name);
-        report(out, f);
+    // Every step from fork to exec; returns only on failure, reported below, once.
+    auto enter_and_exec = [&](ChildFailure& f) -> ChildStep {
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != parent)
+        return step_failed(f, 125, errno, "set the parent death signal", "");
+      for (const auto& [fd, name] : ns) {
+        if (::setns(fd.get(), 0) != 0) return step_failed(f, 125, errno, "setns", name);
       }
-    }
-    if (::fchdir(root->get()) != 0 || ::chroot(".") != 0) {
-      set_failure(&f, 125, errno, "chdir", "/", "the container's root");
-      report(out, f);
-    }
-    if (::chdir(spec.cwd.c_str()) != 0) {
-      set_failure(&f, 125, errno, "chdir to working directory", spec.cwd.c_str());
-      report(out, f);
-    }
-    if (join_pid) {
-      // A PID namespace is entered by the next child only: that child runs the command, this
-      // one passes signals on and its status back.
-      pid_t inner = ::fork();
-      if (inner < 0) {
-        set_failure(&f, 125, errno, "fork", "exec");
-        report(out, f);
-      }
-      if (inner > 0) {
-        report_w.reset();
-        forward_signals_to(inner, nullptr);
-        int status = 0;
-        while (::waitpid(inner, &status, 0) < 0 && errno == EINTR) {
+      if (::fchdir(root->get()) != 0 || ::chroot(".") != 0)
+        return step_failed(f, 125, errno, "chdir", "/", "the container's root");
+      if (::chdir(spec.cwd.c_str()) != 0)
+        return step_failed(f, 125, errno, "chdir to working directory", spec.cwd.c_str());
+      if (join_pid) {
+        // A PID namespace is entered by the next child only: that child runs the command,
+        // this one passes signals on and its status back.
+        pid_t inner = ::fork();
+        if (inner < 0) return step_failed(f, 125, errno, "fork", "exec");
+        if (inner > 0) {
+          report_w.reset();
+          forward_signals_to(inner, nullptr);
+          int status = 0;
+          while (::waitpid(inner, &status, 0) < 0 && errno == EINTR) {
+          }
+          if (WIFSIGNALED(status)) {
+            reset_forwarded_signals();
+            ::kill(::getpid(), WTERMSIG(status));
+          }
+          ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
         }
-        if (WIFSIGNALED(status)) {
-          reset_forwarded_signals();
-          ::kill(::getpid(), WTERMSIG(status));
-        }
-        ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        (void)::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
       }
-      (void)::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    }
-    take_terminal(tty_fd);  // the process that execs: with a PID namespace, the inner one
-    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-    if (!spec.stdin_open && ::dup2(devnull->get(), STDIN_FILENO) < 0) {
-      set_failure(&f, 125, errno, "dup2", "/dev/null");
-      report(out, f);
-    }
-    // As the workload: without CAP_SYS_ADMIN a root command cannot undo the mount plan.
-    if (::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0) {
-      set_failure(&f, 125, errno, "drop capability", "CAP_SYS_ADMIN");
-      report(out, f);
-    }
-    if (emulate_root && install_root_emulation() != 0) {
-      set_failure(&f, 125, errno, "root emulation", "seccomp filter");
-      report(out, f);
-    }
-    (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // ENOSYS: a harmless leak
-    keep_across_exec(spec.kept_fds);  // a launcher's (runtime/launcher.h)
-    reset_forwarded_signals();
-    exec_workload(ctx, &f);
-    report(out, f);
+      take_terminal(tty_fd);  // the process that execs: with a PID namespace, the inner one
+      ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+      if (!spec.stdin_open && ::dup2(devnull->get(), STDIN_FILENO) < 0)
+        return step_failed(f, 125, errno, "dup2", "/dev/null");
+      // As the workload: without CAP_SYS_ADMIN a root command cannot undo the mount plan.
+      if (::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0)
+        return step_failed(f, 125, errno, "drop capability", "CAP_SYS_ADMIN");
+      if (emulate_root && install_root_emulation() != 0)
+        return step_failed(f, 125, errno, "root emulation", "seccomp filter");
+      (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // ENOSYS: a harmless leak
+      keep_across_exec(spec.kept_fds);  // a launcher's (runtime/launcher.h)
+      reset_forwarded_signals();
+      return exec_workload(ctx, f);
+    };
+    ChildFailure f;
+    (void)enter_and_exec(f);  // it failed: f says how
+    report_child_failure(out, f);
   }
   ForwardedActions old_actions;
   forward_signals_to(pid, &old_actions);

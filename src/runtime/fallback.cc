@@ -29,11 +29,11 @@ Status refuse_unsupported(const ContainerSpec& spec, const Engine& engine) {
                      " engine, or drop :ro");
   if (spec.pid_namespace && !engine.pid_namespace)
     log::warn("the {} engine has no PID namespace: --pid-ns ignored", name);
-  if (!spec.tmpfs.empty() && name != "userns" && name != "oci")
+  if (!spec.tmpfs.empty() && !engine.tmpfs)
     return make_error("mount", "tmpfs " + spec.tmpfs.front().container,
                       "the " + name + " engine cannot mount a tmpfs")
-        .with_hint("--tmpfs needs the userns or oci engine");
-  if (spec.ipc_namespace && name != "userns")
+        .with_hint("--tmpfs needs the " + engines_with(&Engine::tmpfs) + " engine");
+  if (spec.ipc_namespace && !engine.ipc_namespace)
     log::warn("the {} engine has no IPC namespace of its own: --ipc private ignored", name);
   if (!spec.hostname.empty() && !engine.hostname)
     log::warn("the {} engine cannot set the host name: --hostname ignored", name);

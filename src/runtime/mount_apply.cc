@@ -19,13 +19,14 @@
 
 namespace berth {
 
-void set_failure(ChildFailure* f, int exit_code, int err, Op op, const char* subject,
-                 const char* detail) {
-  f->exit_code = exit_code;
-  f->err = err;
-  f->op = op;
-  std::snprintf(f->subject, sizeof f->subject, "%s", subject);
-  std::snprintf(f->detail, sizeof f->detail, "%s", detail);
+ChildStep step_failed(ChildFailure& f, int exit_code, int err, Op op, const char* subject,
+                      const char* detail) {
+  f.exit_code = exit_code;
+  f.err = err;
+  f.op = op;
+  std::snprintf(f.subject, sizeof f.subject, "%s", subject);
+  std::snprintf(f.detail, sizeof f.detail, "%s", detail);
+  return ChildStep(false);
 }
 
 int remount_read_only(const char* path) {
@@ -160,12 +161,12 @@ class FreshDirs {
   FreshDir dirs_[4];
 };
 
-/// Fills `f` for a mount of `e` that failed with `err`: "mount SOURCE on TARGET".
-void set_mount_failure(ChildFailure* f, int err, const MountEntry& e) {
+/// A mount of `e` that failed with `err`: "mount SOURCE on TARGET".
+ChildStep mount_failed(ChildFailure& f, int err, const MountEntry& e) {
   const char* what = e.kind == MountKind::kFs ? e.fstype.c_str() : e.source.c_str();
-  char subject[sizeof f->subject];
+  char subject[sizeof f.subject];
   std::snprintf(subject, sizeof subject, "%s on %s", what, e.target.c_str());
-  set_failure(f, 125, err, "mount", subject);
+  return step_failed(f, 125, err, "mount", subject);
 }
 
 /// The fast path for an entry directly inside a fresh directory: -1 with errno on failure.
@@ -186,8 +187,8 @@ int mount_in_fresh(const FreshDir& dir, const char* name, const MountEntry& e) {
   return ::mount(e.source.c_str(), path, nullptr, flags, nullptr);
 }
 
-/// Applies one entry; false with `f` filled on failure.
-bool apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildFailure* f) {
+/// Applies one entry; failed with `f` filled on failure.
+ChildStep apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildFailure& f) {
   const char* target = e.target.c_str();
   if (e.kind != MountKind::kSymlink && e.kind != MountKind::kWriteFile) fresh.covered(e.target);
   const char* fresh_name = nullptr;
@@ -198,23 +199,18 @@ bool apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildFailur
   if (fresh_dir != nullptr) {
     if (mount_in_fresh(*fresh_dir, fresh_name, e) == 0) {
       if (is_tmpfs_mount(e)) fresh.add(root_fd, e);
-      return true;
+      return ChildStep::done();
     }
-    if (e.kind == MountKind::kSymlink)
-      set_failure(f, 125, errno, "symlink", target);
-    else
-      set_mount_failure(f, errno, e);
-    return false;
+    if (e.kind == MountKind::kSymlink) return step_failed(f, 125, errno, "symlink", target);
+    return mount_failed(f, errno, e);
   }
   if (e.kind == MountKind::kSymlink) {
-    if (make_symlink(root_fd, e) == 0) return true;
-    set_failure(f, 125, errno, "symlink", target);
-    return false;
+    if (make_symlink(root_fd, e) == 0) return ChildStep::done();
+    return step_failed(f, 125, errno, "symlink", target);
   }
   if (e.kind == MountKind::kWriteFile) {
-    if (write_new_file(root_fd, e) == 0) return true;
-    set_failure(f, 125, errno, "write", target);
-    return false;
+    if (write_new_file(root_fd, e) == 0) return ChildStep::done();
+    return step_failed(f, 125, errno, "write", target);
   }
   // A source inside the container is resolved beneath its root, never through the host's.
   int src_fd = -1;
@@ -222,10 +218,7 @@ bool apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildFailur
   const char* source = e.source.c_str();
   if (e.source_in_root) {
     src_fd = open_in_root(root_fd, source, O_PATH);
-    if (src_fd < 0) {
-      set_failure(f, 125, errno, "open bind source", source);
-      return false;
-    }
+    if (src_fd < 0) return step_failed(f, 125, errno, "open bind source", source);
     fd_path(src_path, src_fd);
     source = src_path;
   }
@@ -237,16 +230,11 @@ bool apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildFailur
   } closer{src_fd};
   int fd = open_in_root(root_fd, target, O_PATH);
   if (fd < 0 && errno == ENOENT) {
-    if (make_path_in_root(root_fd, target, e.target_kind == TargetKind::kFile) != 0) {
-      set_failure(f, 125, errno, "create mount target", target);
-      return false;
-    }
+    if (make_path_in_root(root_fd, target, e.target_kind == TargetKind::kFile) != 0)
+      return step_failed(f, 125, errno, "create mount target", target);
     fd = open_in_root(root_fd, target, O_PATH);
   }
-  if (fd < 0) {
-    set_failure(f, 125, errno, "open mount target", target);
-    return false;
-  }
+  if (fd < 0) return step_failed(f, 125, errno, "open mount target", target);
   char path[64];
   fd_path(path, fd);
   int rc;
@@ -259,18 +247,12 @@ bool apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildFailur
   }
   int err = errno;
   ::close(fd);
-  if (rc != 0) {
-    set_mount_failure(f, err, e);
-    return false;
-  }
+  if (rc != 0) return mount_failed(f, err, e);
   if (is_tmpfs_mount(e) && !e.read_only) fresh.add(root_fd, e);
-  if (!e.read_only) return true;
+  if (!e.read_only) return ChildStep::done();
   // Reopen: the fd from before the mount names the directory under it.
   fd = open_in_root(root_fd, target, O_PATH);
-  if (fd < 0) {
-    set_failure(f, 125, errno, "open mount", target);
-    return false;
-  }
+  if (fd < 0) return step_failed(f, 125, errno, "open mount", target);
   fd_path(path, fd);
   // mount_setattr (Linux 5.12) makes the mount read-only in one call, with its submounts for
   // an rbind; without it, a remount does the top, which needs the locked flags read first.
@@ -289,23 +271,21 @@ bool apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildFailur
     (void)::umount2(path, MNT_DETACH);  // best effort: the failure is reported below
   }
   ::close(fd);
-  if (rc != 0) {
-    set_failure(f, 125, err, "remount read-only", target);
-    return false;
-  }
-  return true;
+  if (rc != 0) return step_failed(f, 125, err, "remount read-only", target);
+  return ChildStep::done();
 }
 
 }  // namespace
 
-bool apply_mount_plan(const MountPlan& plan, int root_fd, ChildFailure* f) {
+ChildStep apply_mount_plan(const MountPlan& plan, int root_fd, ChildFailure& f) {
   FreshDirs fresh;
   for (const MountEntry& e : plan.entries) {
-    if (apply_entry(root_fd, e, fresh, f)) continue;
-    if (e.required) return false;
+    ChildStep applied = apply_entry(root_fd, e, fresh, f);
+    if (applied) continue;
+    if (e.required) return applied;
     // Optional entry (a device node, /sys, resolv.conf): the container goes without it.
   }
-  return true;
+  return ChildStep::done();
 }
 
 }  // namespace berth

@@ -194,23 +194,6 @@ static_assert(kProgram.length < 200, "8-bit relative jumps must reach the return
 
 }  // namespace
 
-std::string_view root_emulation_name(RootEmulation mode) {
-  switch (mode) {
-    case RootEmulation::kNone: return "none";
-    case RootEmulation::kSeccomp: return "seccomp";
-    case RootEmulation::kSubids: return "subids";
-    case RootEmulation::kAuto: return "auto";
-  }
-  return "auto";
-}
-
-std::optional<RootEmulation> parse_root_emulation(std::string_view name) {
-  for (RootEmulation m : {RootEmulation::kNone, RootEmulation::kSeccomp, RootEmulation::kSubids,
-                          RootEmulation::kAuto})
-    if (name == root_emulation_name(m)) return m;
-  return std::nullopt;
-}
-
 bool root_emulation_supported() {
   return kSupported;
 }

@@ -30,6 +30,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/vocabulary.h"
 
 namespace berth {
 
@@ -44,11 +45,24 @@ enum class RootEmulation {
   kAuto,
 };
 
+/// The words --root-emulation, the policy's root_emulation and a container's recorded run
+/// options spell the modes with, in the order messages list them.
+inline constexpr Word<RootEmulation> kRootEmulationWords[] = {
+    {RootEmulation::kAuto, "auto"},
+    {RootEmulation::kSubids, "subids"},
+    {RootEmulation::kSeccomp, "seccomp"},
+    {RootEmulation::kNone, "none"},
+};
+
 /// "none", "seccomp", "subids" or "auto".
-std::string_view root_emulation_name(RootEmulation mode);
+constexpr std::string_view root_emulation_name(RootEmulation mode) {
+  return word_of(kRootEmulationWords, mode);
+}
 
 /// The mode named `name` ("none", "seccomp", "subids", "auto"); nullopt for any other word.
-std::optional<RootEmulation> parse_root_emulation(std::string_view name);
+constexpr std::optional<RootEmulation> parse_root_emulation(std::string_view name) {
+  return parse_word(kRootEmulationWords, name);
+}
 
 /// Whether this build has a filter for the host's architecture.
 bool root_emulation_supported();

@@ -101,23 +101,38 @@ class Merger {
   SiteConfig& c_;
 };
 
-/// Entries of `user` the site's list allows (by registry_matches / equality), the rest ignored.
-std::vector<std::string> narrowed(const std::vector<std::string>& site,
-                                  const std::vector<std::string>& user, bool registries,
-                                  std::vector<std::string>* dropped) {
-  std::vector<std::string> out;
-  for (const std::string& u : user) {
-    bool ok = std::any_of(site.begin(), site.end(), [&](const std::string& s) {
-      return registries ? registry_matches(u, s) : u == s;
-    });
+/// Whether the site's entry `s` allows the user's `u`: a registry by registry_matches(), an
+/// engine when it is the same row.
+bool allows(const std::string& s, const std::string& u) {
+  return registry_matches(u, s);
+}
+bool allows(const EngineChoice& s, const EngineChoice& u) {
+  return u == s;
+}
+
+/// Entries of `user` the site's list allows, the rest ignored.
+template <class T>
+std::vector<T> narrowed(const std::vector<T>& site, const std::vector<T>& user,
+                        std::vector<T>* dropped) {
+  std::vector<T> out;
+  for (const T& u : user) {
+    bool ok = std::any_of(site.begin(), site.end(), [&](const T& s) { return allows(s, u); });
     (ok ? out : *dropped).push_back(u);
   }
   return out;
 }
 
-std::string joined(const std::vector<std::string>& v) {
+std::string_view text_of(const std::string& s) {
+  return s;
+}
+std::string_view text_of(const EngineChoice& e) {
+  return e.spelled;
+}
+
+template <class T>
+std::string joined(const std::vector<T>& v) {
   std::string out;
-  for (const std::string& s : v) out += (out.empty() ? "" : ", ") + s;
+  for (const T& s : v) out.append(out.empty() ? "" : ", ").append(text_of(s));
   return out;
 }
 
@@ -145,22 +160,21 @@ void merge_user_layer(SiteConfig& c, const PolicyLayer& u, bool site_sets_mirror
   }
 
   // Lists that allow: the user may only narrow the site's.
-  auto narrow = [&](const char* key, const auto& from, std::optional<std::vector<std::string>>& to,
-                    bool registries) {
+  auto narrow = [&](const char* key, const auto& from, auto& to) {
     if (!from) return;
     if (!to) {
       to = *from;
       m.set_note(key, up);
       return;
     }
-    std::vector<std::string> dropped;
-    to = narrowed(*to, *from, registries, &dropped);
+    std::remove_cvref_t<decltype(*from)> dropped;
+    to = narrowed(*to, *from, &dropped);
     m.note(key, up);
     if (!dropped.empty())
       m.ignore(up, key, joined(dropped) + ": not allowed by " + c.site_path);
   };
-  narrow("allowed_registries", u.allowed_registries, c.allowed_registries, true);
-  narrow("allowed_engines", u.allowed_engines, c.allowed_engines, false);
+  narrow("allowed_registries", u.allowed_registries, c.allowed_registries);
+  narrow("allowed_engines", u.allowed_engines, c.allowed_engines);
   if (u.allow_mount_sources) {
     if (!c.allow_mount_sources) {
       c.allow_mount_sources = *u.allow_mount_sources;
@@ -231,7 +245,8 @@ void merge_user_layer(SiteConfig& c, const PolicyLayer& u, bool site_sets_mirror
   if (u.default_engine && c.allowed_engines &&
       std::find(c.allowed_engines->begin(), c.allowed_engines->end(), *u.default_engine) ==
           c.allowed_engines->end()) {
-    m.ignore(up, "default_engine", *u.default_engine + ": not in allowed_engines");
+    m.ignore(up, "default_engine",
+             std::string(u.default_engine->spelled) + ": not in allowed_engines");
   } else {
     prefer("default_engine", u.default_engine, c.default_engine);
   }

@@ -23,6 +23,9 @@
 
 #include "core/env_list.h"
 #include "core/error.h"
+#include "devices/mpi.h"
+#include "runtime/engines.h"
+#include "runtime/root_emulation.h"
 
 namespace berth {
 
@@ -30,16 +33,8 @@ namespace berth {
 inline constexpr const char* kSitePolicyPath = "/etc/berth/berth.conf";
 
 /// What one configuration file says; unset fields were not given. A list given as [] is set
-/// (and empty): for allowed_registries that means none is allowed.
-/// A host MPI the site declares ([mpi.TYPE]), for --mpi (devices/mpi.h).
-struct MpiPolicy {
-  std::string type;
-  std::vector<std::string> libraries;     ///< absolute host paths
-  std::vector<std::string> dependencies;  ///< absolute host paths
-  std::vector<std::string> mounts;        ///< -v syntax
-  std::string abi = "major";              ///< major | full | strict
-};
-
+/// (and empty): for allowed_registries that means none is allowed. The words of the runtime's
+/// vocabularies (root_emulation, engines, an MPI's abi) are parsed as the file is read.
 struct PolicyLayer {
   std::string path;  ///< the file, named in errors and in `berth info`
   std::optional<std::vector<std::string>> allowed_registries;
@@ -53,14 +48,14 @@ struct PolicyLayer {
   std::optional<bool> mount_home;
   std::optional<std::vector<EnvEdit>> env;  ///< [env] set, prepend, append, unset, in that order
   std::optional<bool> readonly;
-  std::optional<std::string> root_emulation;  ///< "auto", "subids", "seccomp" or "none"
-  std::optional<std::string> default_engine;
-  std::optional<std::vector<std::string>> allowed_engines;
+  std::optional<RootEmulation> root_emulation;
+  std::optional<EngineChoice> default_engine;
+  std::optional<std::vector<EngineChoice>> allowed_engines;  ///< rows only, never auto
   std::optional<std::string> driver_root;
   std::optional<std::string> dev_root;
   std::optional<std::string> gpus;  ///< the --gpus a run gets when it gives none
   std::optional<std::string> ib;    ///< the HCAs a run gets when it names none (--ib syntax)
-  std::optional<std::vector<MpiPolicy>> mpi;  ///< site only: [mpi.TYPE] tables
+  std::optional<std::vector<MpiDeclaration>> mpi;  ///< site only: [mpi.TYPE] tables
   std::optional<std::string> mpi_default;     ///< the TYPE plain --mpi uses
   std::optional<std::vector<std::string>> lock;  ///< site only: keys users may not change
   std::optional<std::string> central_store;
@@ -97,16 +92,15 @@ struct SiteConfig {
   bool mount_home = false;
   std::vector<EnvEdit> env;  ///< the site's edits, then the user's
   bool readonly = false;
-  /// The userns engine's root emulation (runtime/root_emulation.h): "auto", "subids",
-  /// "seccomp", "none"; "" for Berth's default (auto).
-  std::string root_emulation;
-  std::string default_engine;  ///< "" for Berth's own default
-  std::optional<std::vector<std::string>> allowed_engines;  ///< nullopt: any
+  /// The userns engine's root emulation (runtime/root_emulation.h); auto unless a file says.
+  RootEmulation root_emulation = RootEmulation::kAuto;
+  std::optional<EngineChoice> default_engine;                ///< nullopt for Berth's own default
+  std::optional<std::vector<EngineChoice>> allowed_engines;  ///< nullopt: any
   std::string driver_root;
   std::string dev_root;
   std::string gpus;  ///< "" for none
   std::string ib;    ///< "" for none: --ib syntax, injected where the host has HCAs
-  std::vector<MpiPolicy> mpi;  ///< the site's host MPIs
+  std::vector<MpiDeclaration> mpi;  ///< the site's host MPIs
   std::string mpi_default;     ///< "" when none: plain --mpi is then an error
   std::vector<std::string> locked;  ///< the site's `lock`
   std::string central_store;

@@ -139,13 +139,14 @@ Status check_mount_source(const SiteConfig& c, const std::string& source) {
                     ErrorCode::kPermission);
 }
 
-Status check_engine_allowed(const SiteConfig& c, std::string_view engine) {
+Status check_engine_allowed(const SiteConfig& c, EngineChoice engine) {
   if (!c.allowed_engines) return {};
-  for (const std::string& e : *c.allowed_engines)
+  for (const EngineChoice& e : *c.allowed_engines)
     if (e == engine) return {};
   std::string list;
-  for (const std::string& e : *c.allowed_engines) list += (list.empty() ? "" : ", ") + e;
-  return make_error("engine", std::string(engine),
+  for (const EngineChoice& e : *c.allowed_engines)
+    list.append(list.empty() ? "" : ", ").append(e.spelled);
+  return make_error("engine", std::string(engine.spelled),
                     "not allowed by " + rule_source(c, "allowed_engines") +
                         " (allowed_engines: " + (list.empty() ? "none" : list) + ")",
                     ErrorCode::kPermission);

@@ -58,8 +58,8 @@ Status check_mount_destination(const SiteConfig& c, const std::string& destinati
 /// path is refused too when there is a list: what cannot be resolved cannot be checked).
 Status check_mount_source(const SiteConfig& c, const std::string& source);
 
-/// Refuses an engine outside allowed_engines.
-Status check_engine_allowed(const SiteConfig& c, std::string_view engine);
+/// Refuses an engine outside allowed_engines (auto is never in it: refused there).
+Status check_engine_allowed(const SiteConfig& c, EngineChoice engine);
 
 /// Refuses a user's choice on the command line or in the environment (`what`, e.g.
 /// "--read-only=false") of a setting the site locks, when it differs from the site's. `op`

@@ -18,6 +18,7 @@
 
 #include "core/fs.h"
 #include "core/strings.h"
+#include "core/vocabulary.h"
 #include "image/squash.h"
 #include "site/config.h"
 
@@ -45,6 +46,36 @@ class LayerReader : public TomlReader {
       names += std::string(names.empty() ? "" : " or ") + "\"" + std::string(a) + "\"";
     }
     return bad(node, key, "is not " + names + ": \"" + s + "\"");
+  }
+
+  /// A word of one of the runtime's vocabularies (core/vocabulary.h), as its enum.
+  template <class E, size_t N>
+  Result<E> word(const toml::node& node, std::string_view key, const Word<E> (&words)[N]) const {
+    std::string s = BERTH_TRY(string(node, key));
+    if (auto value = parse_word(words, s)) return *value;
+    return bad(node, key, "is not " + word_list(words, " or ", " or ", "\"") + ": \"" + s + "\"");
+  }
+
+  /// An engine's name or alias (runtime/engines.h), or auto.
+  Result<EngineChoice> engine(const toml::node& node, std::string_view key,
+                              const std::string& s) const {
+    auto choice = parse_engine(s);
+    if (!choice)
+      return bad(node, key, "names \"" + s + "\", which is not an engine (" + engine_names() + ")");
+    return *choice;
+  }
+  Result<EngineChoice> engine(const toml::node& node, std::string_view key) const {
+    return engine(node, key, BERTH_TRY(string(node, key)));
+  }
+  /// Engines' names: auto, which allows none, is refused.
+  Result<std::vector<EngineChoice>> engines(const toml::node& node, std::string_view key) const {
+    std::vector<EngineChoice> out;
+    for (const std::string& s : BERTH_TRY(strings(node, key))) {
+      out.push_back(BERTH_TRY(engine(node, key, s)));
+      if (out.back().is_auto())
+        return bad(node, key, "names \"auto\", a choice among engines rather than one to allow");
+    }
+    return out;
   }
 
   Result<long> count(const toml::node& node, std::string_view key) const {
@@ -131,15 +162,15 @@ class LayerReader : public TomlReader {
   }
 
   /// [mpi.TYPE] tables: libraries (required), dependencies, mounts, abi.
-  Result<std::vector<MpiPolicy>> mpi(const toml::node& node, std::string_view key) const {
+  Result<std::vector<MpiDeclaration>> mpi(const toml::node& node, std::string_view key) const {
     const toml::table* t = node.as_table();
     if (t == nullptr) return bad(node, key, "is not a table of [mpi.TYPE] tables");
-    std::vector<MpiPolicy> out;
+    std::vector<MpiDeclaration> out;
     for (const auto& [name, sub] : *t) {
       std::string where = std::string(key) + "." + std::string(name.str());
       const toml::table* m = sub.as_table();
       if (m == nullptr) return bad(sub, where, "is not a table");
-      MpiPolicy p;
+      MpiDeclaration p;
       p.type = std::string(name.str());
       for (const auto& [k, v] : *m) {
         std::string_view s = k.str();
@@ -147,7 +178,7 @@ class LayerReader : public TomlReader {
         if (s == "libraries") p.libraries = BERTH_TRY(absolute_paths(v, full));
         else if (s == "dependencies") p.dependencies = BERTH_TRY(absolute_paths(v, full));
         else if (s == "mounts") p.mounts = BERTH_TRY(mounts(v, full));
-        else if (s == "abi") p.abi = BERTH_TRY(one_of(v, full, {"major", "full", "strict"}));
+        else if (s == "abi") p.abi = BERTH_TRY(word(v, full, kMpiAbiRuleWords));
         else return bad(v, full, "is not a key of [mpi.TYPE] (libraries, dependencies, mounts, abi)");
       }
       if (p.libraries.empty()) return bad(sub, where, "names no libraries");
@@ -186,9 +217,9 @@ Result<PolicyLayer> parse_policy(std::string_view text, const std::string& path,
     else if (k == "env") l.env = BERTH_TRY(r.env(node, k));
     else if (k == "readonly") l.readonly = BERTH_TRY(r.boolean(node, k));
     else if (k == "root_emulation")
-      l.root_emulation = BERTH_TRY(r.one_of(node, k, {"auto", "subids", "seccomp", "none"}));
-    else if (k == "default_engine") l.default_engine = BERTH_TRY(r.string(node, k));
-    else if (k == "allowed_engines") l.allowed_engines = BERTH_TRY(r.strings(node, k));
+      l.root_emulation = BERTH_TRY(r.word(node, k, kRootEmulationWords));
+    else if (k == "default_engine") l.default_engine = BERTH_TRY(r.engine(node, k));
+    else if (k == "allowed_engines") l.allowed_engines = BERTH_TRY(r.engines(node, k));
     else if (k == "driver_root") l.driver_root = BERTH_TRY(r.absolute_path(node, k));
     else if (k == "dev_root") l.dev_root = BERTH_TRY(r.absolute_path(node, k));
     else if (k == "gpus") l.gpus = BERTH_TRY(r.string(node, k));

@@ -469,6 +469,20 @@ def test_rm_flag_removes_the_container(berth, img):
     assert len(berth.json("ps", "--json")) == 1
 
 
+def test_rm_removes_the_container_however_the_run_ends(berth, img):
+    # The spec cannot be made (an unknown user), the command cannot be found, the workload
+    # fails: --rm removes the new container every time, and the run's status is kept.
+    rc, _, err = berth("run", "--rm", "-u", "nobody-here", img, "/probe", "id", check=False)
+    assert rc == 125 and "nobody-here" in err.splitlines()[0]
+    assert berth.json("ps", "--json") == []
+    rc, _, err = berth("run", "--rm", img, "/no-such-command", check=False)
+    assert rc == 127 and err.splitlines()[0].startswith("berth: error: exec: \"/no-such-command\"")
+    assert berth.json("ps", "--json") == []
+    rc, _, _ = berth("run", "--rm", img, "/probe", "exit", "3", check=False)
+    assert rc == 3
+    assert berth.json("ps", "--json") == []
+
+
 def test_running_container_cannot_be_removed(berth, img):
     berth("create", "--name", "busy", img)
     p = berth.popen("run", "busy", "/probe", "signals", "30")

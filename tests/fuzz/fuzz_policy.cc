@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (const char* dest : {"/", "/etc", "/usr/lib", "/scratch/x", "/a/../etc"})
     (void)berth::check_mount_destination(c, dest);
-  for (const char* engine : {"userns", "proot", "oci"}) (void)berth::check_engine_allowed(c, engine);
+  for (const berth::Engine& engine : berth::engine_table())
+    (void)berth::check_engine_allowed(c, {&engine, engine.name});
   (void)berth::check_not_locked(c, "readonly", "--read-only");
   return 0;
 }

@@ -130,6 +130,28 @@ TEST_F(ContainersTest, RecordRunAndRemove) {
   EXPECT_FALSE(path_exists(cs_->dir(again)));
 }
 
+TEST_F(ContainersTest, TheEngineIsParsedWhenReadAndWrittenBackAsSpelled) {
+  auto c = *cs_->create(*store_, image_, "eng");
+  EXPECT_FALSE(cs_->find("eng")->engine);  // none recorded: the default's
+  ASSERT_TRUE(cs_->set_udocker_mode(c, *parse_engine("singularity"), "S1").ok());
+  auto again = *cs_->find("eng");
+  ASSERT_TRUE(again.engine);
+  EXPECT_EQ(again.engine->row, find_engine("apptainer"));
+  std::string path = cs_->dir(c) + "/container.json";
+  std::string text = *read_file(path);
+  EXPECT_NE(text.find("\"engine\": \"singularity\""), std::string::npos) << text;  // as given
+  ASSERT_TRUE(cs_->set_engine(c, std::nullopt).ok());
+  EXPECT_EQ(read_file(path)->find("\"engine\""), std::string::npos);
+  // A word this berth does not know is refused, naming the file and the word.
+  std::string bad = text;
+  bad.replace(bad.find("singularity"), std::string("singularity").size(), "docker");
+  write_text(path, bad);
+  auto refused = cs_->find("eng");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message(),
+            "read container " + path + ": engine docker: unknown engine");
+}
+
 TEST_F(ContainersTest, RunningContainerIsLockedAndNotRemoved) {
   auto c = *cs_->create(*store_, image_, "busy");
   int ready[2], done[2];

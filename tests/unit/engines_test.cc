@@ -334,11 +334,34 @@ TEST(ResolveCommand, PathLookupAndExitCodes) {
 
 TEST(Engines, NamesAndUnknownEngine) {
   EXPECT_EQ(engine_names(), "userns, oci, proot, fakechroot, apptainer, auto");
-  EXPECT_TRUE(validate_engine_name("auto"));
-  auto st = validate_engine_name("docker");
-  ASSERT_FALSE(st);
-  EXPECT_EQ(st.error().message(), "engine docker: unknown engine");
-  EXPECT_EQ(st.error().hint, "one of: userns, oci, proot, fakechroot, apptainer, auto");
+  auto choice = parse_engine("auto");
+  ASSERT_TRUE(choice);
+  EXPECT_TRUE(choice->is_auto());
+  EXPECT_EQ(choice->spelled, "auto");
+  for (const char* bad : {"docker", "Userns", "runc"}) {
+    auto st = parse_engine(bad);
+    ASSERT_FALSE(st) << bad;
+    EXPECT_EQ(st.error().message(), "engine " + std::string(bad) + ": unknown engine");
+    EXPECT_EQ(st.error().hint, "one of: userns, oci, proot, fakechroot, apptainer, auto");
+  }
+}
+
+TEST(Engines, EveryNameAndAliasParsesToItsRowAndKeepsItsSpelling) {
+  for (const Engine& e : engine_table()) {
+    auto by_name = parse_engine(e.name);
+    ASSERT_TRUE(by_name) << e.name;
+    EXPECT_EQ(by_name->row, &e);
+    EXPECT_EQ(by_name->spelled, e.name);
+    if (e.alias == nullptr) continue;
+    auto by_alias = parse_engine(e.alias);
+    ASSERT_TRUE(by_alias) << e.alias;
+    EXPECT_EQ(by_alias->row, &e);
+    EXPECT_EQ(by_alias->spelled, e.alias);  // written back as it was given
+    EXPECT_EQ(*by_alias, *by_name);         // one engine, whichever word named it
+  }
+  EXPECT_EQ(default_engine().row, &engine_table().front());
+  EXPECT_EQ(default_engine().spelled, "userns");
+  EXPECT_NE(*parse_engine("auto"), default_engine());
 }
 
 TEST(EngineTable, RowsByNameAndAlias) {
@@ -346,9 +369,25 @@ TEST(EngineTable, RowsByNameAndAlias) {
   EXPECT_EQ(find_engine("singularity"), find_engine("apptainer"));
   EXPECT_EQ(find_engine("auto"), nullptr);
   EXPECT_EQ(find_engine("docker"), nullptr);
-  EXPECT_TRUE(validate_engine_name("singularity"));
   EXPECT_EQ(engines_with(&Engine::devices), "userns, oci or proot");
   EXPECT_EQ(engines_with(&Engine::host_path_links), "fakechroot");
+  EXPECT_EQ(engines_with(&Engine::runs_in_place), "userns");
+  EXPECT_EQ(engines_with(&Engine::joinable), "userns");
+  EXPECT_EQ(engines_with(&Engine::network_namespace), "userns");
+}
+
+TEST(EngineTable, TmpfsIsRefusedExactlyWhereTheColumnSaysSo) {
+  ContainerSpec s = base();
+  s.tmpfs = {TmpfsMount{}};
+  s.tmpfs[0].container = "/scratch";
+  for (const Engine& e : engine_table()) {
+    auto st = refuse_unsupported(s, e);
+    EXPECT_EQ(st.ok(), e.tmpfs) << e.name;
+    if (st.ok()) continue;
+    EXPECT_EQ(st.error().message(),
+              "mount tmpfs /scratch: the " + std::string(e.name) + " engine cannot mount a tmpfs");
+    EXPECT_EQ(st.error().hint, "--tmpfs needs the userns or oci engine");
+  }
 }
 
 TEST(EngineTable, ReadOnlyVolumeIsRefusedExactlyWhereTheColumnSaysSo) {

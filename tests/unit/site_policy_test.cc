@@ -15,6 +15,13 @@
 namespace berth {
 namespace {
 
+/// The words of engine choices, as a policy spelled them.
+std::vector<std::string> spelled(const std::vector<EngineChoice>& engines) {
+  std::vector<std::string> out;
+  for (const EngineChoice& e : engines) out.emplace_back(e.spelled);
+  return out;
+}
+
 /// The test's temporary folder, as realpath() gives it (no trailing slash, no symlink).
 std::string temp_dir() {
   char real[PATH_MAX];
@@ -71,8 +78,9 @@ TEST(SitePolicy, ParsesEveryKey) {
   EXPECT_EQ(*l->allow_mount_sources, (V{"/home", "/scratch"}));
   EXPECT_EQ(l->mount_home, true);
   EXPECT_EQ(l->readonly, true);
-  EXPECT_EQ(l->default_engine, "userns");
-  EXPECT_EQ(*l->allowed_engines, (V{"userns", "proot"}));
+  EXPECT_EQ(l->default_engine, default_engine());
+  EXPECT_EQ(spelled(*l->allowed_engines), (V{"userns", "proot"}));
+  EXPECT_EQ((*l->allowed_engines)[1].row, find_engine("proot"));
   EXPECT_EQ(l->driver_root, "/opt/driver");
   EXPECT_EQ(l->dev_root, "/opt/dev");
   EXPECT_EQ(l->gpus, "all");
@@ -121,6 +129,10 @@ TEST(SitePolicy, BadValuesAreNamedByFileLineAndKey) {
            Case{"readonly = 1", "line 1: \"readonly\" is not true or false"},
            Case{"default_engine = [\"userns\"]", "line 1: \"default_engine\" is not a string"},
            Case{"allowed_engines = \"userns\"", "line 1: \"allowed_engines\" is not a list of strings"},
+           Case{"default_engine = \"docker\"", "line 1: \"default_engine\" names \"docker\", which is not an engine (userns, oci, proot, fakechroot, apptainer, auto)"},
+           Case{"allowed_engines = [\"userns\", \"runc\"]", "line 1: \"allowed_engines\" names \"runc\", which is not an engine (userns, oci, proot, fakechroot, apptainer, auto)"},
+           Case{"allowed_engines = [\"auto\"]", "line 1: \"allowed_engines\" names \"auto\", a choice among engines rather than one to allow"},
+           Case{"[mpi.mpich]\nlibraries = [\"/l/libmpi.so.12\"]\nabi = \"loose\"", "line 3: \"mpi.mpich.abi\" is not \"major\" or \"full\" or \"strict\": \"loose\""},
            Case{"driver_root = \"opt\"", "line 1: \"driver_root\" is not an absolute path: \"opt\""},
            Case{"dev_root = 3", "line 1: \"dev_root\" is not a string"},
            Case{"gpus = 2", "line 1: \"gpus\" is not a string"},
@@ -277,7 +289,7 @@ allow_mount_sources = ["/scratch/u", "/tmp"])", kUser, false);
   SiteConfig c = merge_policy(site, {user});
   using V = std::vector<std::string>;
   EXPECT_EQ(*c.allowed_registries, V{"127.0.0.1:5000"});
-  EXPECT_EQ(*c.allowed_engines, V{"proot"});
+  EXPECT_EQ(spelled(*c.allowed_engines), V{"proot"});
   EXPECT_EQ(*c.allow_mount_sources, V{"/scratch/u"});
   EXPECT_EQ(c.sources["allowed_registries"], std::string(kSite) + " + " + kUser);
   EXPECT_EQ(c.ignored,
@@ -331,12 +343,13 @@ unset = ["A"])", kUser, false);
 
 TEST(SitePolicy, RootEmulationIsTheUsersUnlessTheSiteLocksIt) {
   SiteConfig plain = merge_policy(std::nullopt, {layer("root_emulation = \"none\"", kUser, false)});
-  EXPECT_EQ(plain.root_emulation, "none");
+  EXPECT_EQ(plain.root_emulation, RootEmulation::kNone);
+  EXPECT_EQ(merge_policy(std::nullopt, {}).root_emulation, RootEmulation::kAuto);  // the default
   EXPECT_EQ(plain.sources["root_emulation"], kUser);
   PolicyLayer site =
       layer("root_emulation = \"seccomp\"\nlock = [\"root_emulation\"]", kSite, true);
   SiteConfig c = merge_policy(site, {layer("root_emulation = \"none\"", kUser, false)});
-  EXPECT_EQ(c.root_emulation, "seccomp");
+  EXPECT_EQ(c.root_emulation, RootEmulation::kSeccomp);
   EXPECT_EQ(c.ignored,
             std::vector<std::string>{std::string(kUser) + ": root_emulation: locked by " + kSite});
 }
@@ -355,7 +368,7 @@ default_engine = "proot")", kUser, false);
   EXPECT_TRUE(c.readonly);
   EXPECT_EQ(c.driver_root, "/site/driver");
   EXPECT_EQ(c.dev_root, "/mydev");        // not locked: the user's preference
-  EXPECT_EQ(c.default_engine, "proot");   // allowed, not locked
+  EXPECT_EQ(c.default_engine->spelled, "proot");  // allowed, not locked
   EXPECT_EQ(c.sources["readonly"], kSite);
   EXPECT_EQ(c.sources["dev_root"], kUser);
   EXPECT_EQ(c.ignored, (std::vector<std::string>{
@@ -363,10 +376,10 @@ default_engine = "proot")", kUser, false);
                            std::string(kUser) + ": driver_root: locked by " + kSite}));
   // An engine outside allowed_engines is no default.
   SiteConfig d = merge_policy(site, {layer("default_engine = \"oci\"", kUser, false)});
-  EXPECT_EQ(d.default_engine, "userns");
+  EXPECT_EQ(d.default_engine, default_engine());
   EXPECT_EQ(d.ignored, std::vector<std::string>{std::string(kUser) +
                                                 ": default_engine: oci: not in allowed_engines"});
-  auto oci = check_engine_allowed(d, "oci");
+  auto oci = check_engine_allowed(d, *parse_engine("oci"));
   ASSERT_FALSE(oci.ok());
   EXPECT_EQ(oci.error().message(), std::string("engine oci: not allowed by ") + kSite +
                                        " (allowed_engines: userns, proot)");
@@ -375,6 +388,32 @@ default_engine = "proot")", kUser, false);
   EXPECT_EQ(locked.error().message(),
             std::string("run --read-only=false: the site policy ") + kSite + " locks readonly");
   EXPECT_TRUE(check_not_locked(c, "dev_root", "BERTH_DEV_ROOT=/x").ok());
+}
+
+TEST(SitePolicy, EnginesAreRowsWhicheverWordNamesThem) {
+  SiteConfig c = merge_policy(layer("allowed_engines = [\"singularity\"]", kSite, true), {});
+  EXPECT_TRUE(check_engine_allowed(c, *parse_engine("apptainer")).ok());  // the alias's row
+  auto proot = check_engine_allowed(c, *parse_engine("proot"));
+  ASSERT_FALSE(proot.ok());
+  EXPECT_EQ(proot.error().message(), std::string("engine proot: not allowed by ") + kSite +
+                                         " (allowed_engines: singularity)");
+}
+
+TEST(SitePolicy, MpiDeclarationsCarryTheirAbiRule) {
+  PolicyLayer l = layer(R"(mpi_default = "mpich"
+[mpi.mpich]
+libraries = ["/opt/mpich/lib/libmpi.so.12"]
+abi = "strict"
+[mpi.openmpi]
+libraries = ["/opt/ompi/lib/libmpi.so.40"]
+mounts = ["/opt/ompi:/opt/ompi:ro"])", kSite, true);
+  SiteConfig c = merge_policy(l, {});
+  ASSERT_EQ(c.mpi.size(), 2u);
+  EXPECT_EQ(c.mpi[0].type, "mpich");
+  EXPECT_EQ(c.mpi[0].abi, MpiAbiRule::kStrict);
+  EXPECT_EQ(c.mpi[1].type, "openmpi");
+  EXPECT_EQ(c.mpi[1].abi, MpiAbiRule::kMajor);  // the documented default when abi is not given
+  EXPECT_EQ(c.mpi[1].mounts, std::vector<std::string>{"/opt/ompi:/opt/ompi:ro"});
 }
 
 TEST(SitePolicy, MirrorsTheSiteSetsAreTheSitesAndUserMirrorsMustBeAllowed) {
