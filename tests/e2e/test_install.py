@@ -212,3 +212,22 @@ def test_slurm_loads_the_installed_plugin_which_finds_the_installed_client(
     finally:
         cluster.plugin, cluster.berth = saved
         cluster.write_plugstack(cluster.plugin_args)
+
+
+def test_bash_completion_reads_commands_options_and_images_from_berth(installed, destdir,
+                                                                      pushed_busybox):
+    installed("pull", pushed_busybox)
+    script = (f"source {destdir}/share/bash-completion/completions/berth\n"
+              "try() {\n"  # each case: the words typed so far, the last being completed
+              '  COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _berth; echo "${COMPREPLY[*]}"\n'
+              "}\n"
+              "try berth pu\n"
+              "try berth run --rm --netw\n"
+              "try berth --ho\n"
+              "try berth run 127.0.0.1\n")
+    cmd, env = installed.command([])
+    env["PATH"] = os.path.join(destdir, "bin") + ":" + env["PATH"]
+    r = subprocess.run(installed.identity.prefix + ["bash", "-c", script], env=env,
+                       capture_output=True, text=True, cwd=installed.workdir)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["pull", "--network", "--home", pushed_busybox]
