@@ -36,7 +36,10 @@ fi
 if command -v ccache >/dev/null 2>&1; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
 fi
-export BERTH_GIT_COMMIT="$commit" DEB_BUILD_OPTIONS="parallel=$(nproc) ${DEB_BUILD_OPTIONS:-}"
+# No -dbgsym packages: dist/ holds the three packages only, and their debug info is most of
+# the build's packing time.
+export BERTH_GIT_COMMIT="$commit"
+export DEB_BUILD_OPTIONS="parallel=$(nproc) noautodbgsym ${DEB_BUILD_OPTIONS:-}"
 start=$(date +%s)
 if [ "$rpm" -eq 1 ]; then
   # rpmbuild from a tarball of the same copy; --nodeps: the build dependencies are Debian's here.
@@ -60,14 +63,14 @@ fi
   exit 1
 }
 rm -f dist/*.deb
-mv "$work"/*.deb dist/
+for p in berth berth-slurm berthd; do mv "$work/${p}_${version}_"*.deb dist/; done
 echo "package: built $(cd dist && ls *.deb | tr '\n' ' ')in $(( $(date +%s) - start ))s (commit $commit)"
 [ "$check" -eq 1 ] || exit 0
 
 rc=0
 for deb in dist/*.deb; do
   # Errors fail; warnings and the rest are shown.
-  out=$(lintian --fail-on error --no-tag-display-limit "$deb" 2>&1) || rc=1
+  out=$(lintian --fail-on error --tag-display-limit 0 "$deb" 2>&1) || rc=1
   [ -z "$out" ] || printf '%s\n' "$out"
 done
 [ "$rc" -eq 0 ] && echo "package: lintian finds no error"

@@ -24,8 +24,9 @@ USER = "tester"
 # The fresh root's packages besides Debian's required ones: what the packages depend on (the
 # test checks that every dependency is among them, or already in the root) and man-db, which
 # renders `man berth`. The cached root is keyed by this list.
-ROOT_PACKAGES = ["adduser", "fuse3", "libarchive13", "libcurl4", "libsquashfs1", "libssl3",
-                 "libsqlite3-0", "libstdc++6", "man-db", "slurm-wlm-basic-plugins"]
+ROOT_PACKAGES = ["adduser", "fuse3", "libarchive13", "libcpp-httplib0.11", "libcurl4",
+                 "libsquashfs1", "libsqlite3-0", "libssl3", "libstdc++6", "man-db",
+                 "slurm-wlm-basic-plugins"]
 
 
 def debs() -> dict[str, str]:
