@@ -46,6 +46,10 @@ packages=(
   # berthd's GET /metrics is checked with promtool (tests/e2e), which comes with Debian's
   # prometheus package (its service, where one starts, is stopped below)
   prometheus
+  # packages and install (scripts/package.sh, tests/e2e/test_install.py, test_packages.py):
+  # man pages made with pandoc and read with man-db, Debian packages built with debhelper and
+  # checked with lintian, berthd's unit with systemd-analyze
+  pandoc man-db debhelper dpkg-dev lintian systemd
   # peers measured by the benchmarks
   charliecloud-runtime hyperfine
   # MPI launches (tests/e2e/test_launcher.py's MPICH ranks, bench/mpi): Debian's MPICH

@@ -7,8 +7,10 @@
 #   asan   the unit tier built with AddressSanitizer and UBSan (build-asan/)
 #   tidy   clang-tidy over every source (.clang-tidy's checks)
 #   fuzz   a short smoke run of each fuzzer (scripts/fuzz.sh, its own clang build in build-fuzz/)
+#   package  the Debian packages into dist/ (scripts/package.sh: lintian, systemd-analyze
+#          verify), which the e2e tier then installs into a fresh Debian 12 root
 #   e2e    the end-to-end tier (pytest, tests/e2e)
-# Usage: scripts/test.sh [unit|tidy|fuzz|e2e] [-- extra pytest arguments]
+# Usage: scripts/test.sh [unit|tidy|fuzz|package|e2e] [-- extra pytest arguments]
 # (unit runs unit and asan.) Works as root (berth then runs as the unprivileged user "berthtest")
 # or as a sudo-capable user. Exits non-zero when any stage fails; the last lines are a table of
 # the stages with their times and results.
@@ -17,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 tier="all"
 case "${1:-}" in
-  unit|tidy|fuzz|e2e) tier="$1"; shift ;;
+  unit|tidy|fuzz|package|e2e) tier="$1"; shift ;;
   all) shift ;;
 esac
 [ "${1:-}" = "--" ] && shift
@@ -33,9 +35,9 @@ stage() {
   "$@" || rc=$?
   local took=$(( $(date +%s) - start ))
   if [ "$rc" -eq 0 ]; then
-    summary+=("$(printf '%-6s %5ss  ok' "$name" "$took")")
+    summary+=("$(printf '%-8s %5ss  ok' "$name" "$took")")
   else
-    summary+=("$(printf '%-6s %5ss  FAILED (exit %s)' "$name" "$took" "$rc")")
+    summary+=("$(printf '%-8s %5ss  FAILED (exit %s)' "$name" "$took" "$rc")")
     status=1
   fi
   echo "== stage $name: $([ "$rc" -eq 0 ] && echo ok || echo "FAILED (exit $rc)") in ${took}s"
@@ -132,5 +134,10 @@ want() { [ "$tier" = "$1" ] || [ "$tier" = all ]; }
 if want unit; then stage unit unit; stage asan asan; fi
 if want tidy; then stage tidy tidy; fi
 if want fuzz; then stage fuzz bash scripts/fuzz.sh smoke; fi
+if want package; then
+  stage package bash scripts/package.sh
+  # The e2e tier's test_packages.py installs them; missing ones fail there.
+  export BERTH_DEBS="$PWD/dist"
+fi
 if want e2e; then stage e2e e2e "$@"; fi
 exit "$status"

@@ -12,6 +12,7 @@
 #include "cli/context.h"
 #include "cli/engine.h"
 #include "cli/policy.h"
+#include "core/build_info.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/json.h"
@@ -65,7 +66,11 @@ std::string compiler() {
 }
 
 nlohmann::json version_json() {
+  std::string slurm = build_info::kSlurmRelease;
   return {{"version", BERTH_VERSION},
+          {"git_commit", build_info::kGitCommit},
+          // The release spank_berth.so was built for (Slurm loads it only into that major.minor).
+          {"slurm_release", slurm.empty() ? nlohmann::json(nullptr) : nlohmann::json(slurm)},
           {"compiler", compiler()},
           {"cplusplus", __cplusplus},
           {"build_type", BERTH_BUILD_TYPE},
@@ -166,8 +171,11 @@ Action setup_version(CLI::App& app, const GlobalOptions&) {
       return {};
     }
     std::string build = v["build_type"].get<std::string>();
+    std::string slurm = build_info::kSlurmRelease;
     std::printf("berth %s\n", BERTH_VERSION);
-    print_table({{" Compiler:", compiler()},
+    print_table({{" Git commit:", build_info::kGitCommit},
+                 {" Slurm plugin for:", slurm.empty() ? "(not built)" : "Slurm " + slurm},
+                 {" Compiler:", compiler()},
                  {" Build type:", build.empty() ? "default" : build},
                  {" OS/Arch:", v["platform"].get<std::string>()}});
     return {};

@@ -21,6 +21,7 @@
 
 #include "core/env.h"
 #include "core/env_list.h"
+#include "core/helper_path.h"
 #include "core/strings.h"
 
 namespace berth {
@@ -329,17 +330,20 @@ Result<SquashfsTools> find_squashfs_tools() {
   exe[n] = '\0';
   std::string dir(exe, static_cast<size_t>(n));
   dir.erase(dir.rfind('/'));
-  for (const std::string& candidate :
-       {path_join(dir, "berth-squashfs"), path_join(dir, "../lib/berth/berth-squashfs")}) {
+  std::vector<std::string> candidates = helper_candidates(dir, "berth-squashfs");
+  for (const std::string& candidate : candidates) {
     if (executable(candidate)) {
       t.daemon = candidate;
       return t;
     }
   }
-  return make_error("mount squashfs", path_join(dir, "berth-squashfs"),
-                    "Berth's squashfs daemon is missing beside the berth binary",
+  return make_error("mount squashfs", candidates.front(),
+                    "Berth's squashfs daemon is missing beside the berth binary and in " +
+                        path_join(dir, std::string(kHelperDirFromBin)),
                     ErrorCode::kNotFound)
-      .with_hint("build it with berth (cmake --build) and install the two together");
+      .with_hint(
+          "build it with berth (cmake --build) and install the two together "
+          "(cmake --install)");
 }
 
 Result<std::string> runtime_dir(const std::string& site_runtime_dir) {

@@ -57,6 +57,7 @@ SPANK_PLUGIN(berth, 1)
 #include <thread>
 #include <vector>
 
+#include "core/helper_path.h"
 #include "core/proc_stat.h"
 #include "runtime/launcher.h"
 #include "runtime/root_emulation.h"
@@ -591,10 +592,16 @@ void kill_run_session(long runner, unsigned uid) {
 /// sbatch --container-image: Slurm's own clients inside the batch container (host_tools.h).
 /// Starts the host agent (in this task, before it joins) and adds the binds that reach it:
 /// its folder, and berth-slurm-client at /usr/local/bin/srun and the other clients' names.
-/// Without berth-slurm-client beside berth, the script simply has no Slurm clients inside.
+/// Without berth-slurm-client beside berth (or in its install's helper folder), the script
+/// simply has no Slurm clients inside.
 Problem add_host_tools(spank_t sp, const StepIds& ids, Options* with) {
   const std::string& berth = g_state.args.berth;
-  std::string client = berth.substr(0, berth.rfind('/') + 1) + berth::slurm::kClientName;
+  std::string client;
+  for (const std::string& c :
+       berth::helper_candidates(berth.substr(0, berth.rfind('/') + 1), berth::slurm::kClientName)) {
+    client = c;
+    if (::access(client.c_str(), X_OK) == 0) break;
+  }
   if (::access(client.c_str(), X_OK) != 0) {
     slurm_info("berth: %s: %s: no Slurm clients in the batch container", client.c_str(),
                errno_text(errno).c_str());

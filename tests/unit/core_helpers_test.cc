@@ -16,6 +16,7 @@
 #include "core/elf.h"
 #include "core/fs.h"
 #include "core/env_list.h"
+#include "core/helper_path.h"
 #include "core/json.h"
 #include "core/root_path.h"
 #include "core/scope_guard.h"
@@ -28,6 +29,15 @@ namespace {
 
 using Views = std::vector<std::string_view>;
 using Strings = std::vector<std::string>;
+
+TEST(HelperPath, BesideTheBinaryFirstThenTheInstallsHelperFolder) {
+  EXPECT_EQ(helper_candidates("/opt/b/bin", "berth-squashfs"),
+            (Strings{"/opt/b/bin/berth-squashfs", "/opt/b/bin/../libexec/berth/berth-squashfs"}));
+  EXPECT_EQ(
+      helper_candidates("/usr/bin/", "berth-slurm-client"),
+      (Strings{"/usr/bin/berth-slurm-client", "/usr/bin/../libexec/berth/berth-slurm-client"}));
+  EXPECT_EQ(helper_candidates("", "x"), (Strings{"x", "../libexec/berth/x"}));
+}
 
 TEST(Strings, TrimDropsAsciiSpaceAtBothEnds) {
   EXPECT_EQ(trim("  a b \t\r\n"), "a b");

@@ -14,6 +14,7 @@
 
 #include "gateway/audit.h"
 #include "gateway/auth.h"
+#include "core/build_info.h"
 #include "core/fs.h"
 #include "gateway/config.h"
 #include "gateway/jobs.h"
@@ -46,7 +47,11 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     } else if (arg == "--version") {
-      std::printf("berthd %s\n", BERTH_VERSION);
+      // The git commit and the Slurm release the plugin beside it was built for
+      // (core/build_info.h): what an admin compares across nodes.
+      std::string slurm = berth::build_info::kSlurmRelease;
+      std::printf("berthd %s (git %s, Slurm %s)\n", BERTH_VERSION, berth::build_info::kGitCommit,
+                  slurm.empty() ? "none" : slurm.c_str());
       return 0;
     } else {
       std::fprintf(stderr, "berthd: unknown argument \"%s\"\n%s", arg.c_str(), kUsage);
