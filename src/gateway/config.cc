@@ -8,6 +8,7 @@
 #include <climits>
 
 #include "core/fs.h"
+#include "gateway/slurm_api.h"
 
 namespace berth::gateway {
 namespace {
@@ -103,12 +104,23 @@ class Reader : public TomlReader {
     return out;
   }
 
+  /// "auto" or a slurmrestd API version berthd speaks (gateway/slurm_api.h).
+  Result<std::string> api_version(const toml::node& node, std::string_view key) const {
+    std::string s = BERTH_TRY(string(node, key));
+    if (s != "auto" && slurm_api(s) == nullptr)
+      return bad(
+          node, key,
+          "is not \"auto\" or a version berthd speaks (" + slurm_api_names() + "): \"" + s + "\"");
+    return s;
+  }
+
   Status slurm(const toml::node& node, SlurmConfig& s) const {
     const toml::table* t = node.as_table();
     if (t == nullptr) return bad(node, "slurm", "is not a table ([slurm])");
     for (const auto& [k, v] : *t) {
       std::string_view key = k.str();
       if (key == "rest_url") s.rest_url = BERTH_TRY(nonempty(v, key));
+      else if (key == "api_version") s.api_version = BERTH_TRY(api_version(v, key));
       else if (key == "jwt_key") s.jwt_key = BERTH_TRY(nonempty(v, key));
       else if (key == "token_lifespan_s") s.token_lifespan_s = BERTH_TRY(seconds(v, key));
       else if (key == "partition") s.partition = BERTH_TRY(string(v, key));

@@ -49,6 +49,9 @@ struct ShareConfig {
 /// The Slurm cluster jobs go to ([slurm]), through its slurmrestd.
 struct SlurmConfig {
   std::string rest_url;        ///< slurmrestd, "http://HOST:PORT" (rest_auth/jwt)
+  /// The slurmrestd API version berthd speaks: "auto" (the newest both sides know, from what
+  /// slurmrestd offers) or one of gateway/slurm_api.h's ("v0.0.41", "v0.0.38").
+  std::string api_version = "auto";
   std::string jwt_key;         ///< the file of Slurm's auth/jwt key (jwt_key=)
   int64_t token_lifespan_s = 60;  ///< the life of each token berthd mints
   std::string partition;       ///< "" for Slurm's default

@@ -57,11 +57,11 @@ std::string group_name(gid_t gid) {
 }
 
 /// The running and queued jobs among jobs counted by state.
-std::pair<int64_t, int64_t> count_unfinished(const std::map<std::string, int64_t>& states) {
+std::pair<int64_t, int64_t> count_unfinished(const std::map<JobState, int64_t>& states) {
   int64_t running = 0, queued = 0;
   for (const auto& [state, n] : states) {
-    if (final_state(state)) continue;
-    (queued_state(state) ? queued : running) += n;
+    if (job_state_final(state)) continue;
+    (job_state_queued(state) ? queued : running) += n;
   }
   return std::make_pair(running, queued);
 }
@@ -194,17 +194,6 @@ SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comm
   return s;
 }
 
-bool queued_state(const std::string& state) {
-  return state == "ACCEPTED" || state == "PENDING" || state.starts_with("REQUEUE");
-}
-
-bool final_state(const std::string& state) {
-  return state == "COMPLETED" || state == "FAILED" || state == "CANCELLED" ||
-         state == "TIMEOUT" || state == "NODE_FAIL" || state == "OUT_OF_MEMORY" ||
-         state == "BOOT_FAIL" || state == "DEADLINE" || state == "PREEMPTED" ||
-         state == "SUBMIT_FAILED";
-}
-
 nlohmann::json job_json(const JobRecord& j) {
   nlohmann::json request = parse_json_or_discarded(j.request);
   nlohmann::json out = {{"id", std::to_string(j.id)},
@@ -239,7 +228,7 @@ nlohmann::json job_json(const JobRecord& j) {
   out["walltime_s"] = j.time_limit_s;
   // Slurm's own reason for a job it ended at its time limit is "TimeLimit"; the answer says
   // which limit that was.
-  if (j.state == "TIMEOUT" && j.time_limit_s > 0) {
+  if (j.state == JobState::kTimeout && j.time_limit_s > 0) {
     std::string limit = std::to_string(j.time_limit_s) + " s";
     if (j.time_limit_from == "request")
       out["reason"] = "cut at the walltime it asked for, " + limit;
@@ -335,20 +324,20 @@ Result<JobService::Submitted> JobService::submit(const Account& who, const std::
     return Submitted{job, false, std::nullopt};
   }
   if (!slurm_id.ok()) {
-    job.state = "SUBMIT_FAILED";
+    job.state = JobState::kSubmitFailed;
     job.reason = slurm_id.error().detail;
     BERTH_CHECK(db_->update(job.id, job.state, job.reason, std::nullopt, "", now));
     return Submitted{job, false, std::nullopt};
   }
   job.slurm_job_id = *slurm_id;
-  job.state = "PENDING";
+  job.state = JobState::kPending;
   BERTH_CHECK(db_->submitted(job.id, job.slurm_job_id, job.state, now));
   return Submitted{job, false, std::nullopt};
 }
 
 Result<std::pair<int64_t, int64_t>> JobService::unfinished(const std::string& user,
                                                            bool refresh_first) {
-  std::map<std::string, int64_t> states = BERTH_TRY(db_->count_states(user));
+  std::map<JobState, int64_t> states = BERTH_TRY(db_->count_states(user));
   if (refresh_first) {
     // One listing of the account's Slurm jobs rather than a call per job: a caller at its
     // limit who keeps asking costs slurmrestd one call a request. A job the listing lacks
@@ -358,7 +347,8 @@ Result<std::pair<int64_t, int64_t>> JobService::unfinished(const std::string& us
     std::map<int64_t, const SlurmJobInfo*> by_id;
     for (const SlurmJobEntry& e : *listed) by_id[e.id] = &e.info;
     for (const auto& [state, n] : states) {
-      if (final_state(state) || state == "ACCEPTED") continue;  // ACCEPTED: not in Slurm yet
+      // ACCEPTED: not in Slurm yet
+      if (job_state_final(state) || state == JobState::kAccepted) continue;
       auto jobs = db_->list(user, state, 0, static_cast<int>(std::min<int64_t>(n, 100000)));
       // deliberate: a job whose state cannot be read or recorded keeps its recorded state
       for (JobRecord& job : jobs.ok() ? *jobs : std::vector<JobRecord>{}) {
@@ -372,7 +362,7 @@ Result<std::pair<int64_t, int64_t>> JobService::unfinished(const std::string& us
 }
 
 Status JobService::refresh(const std::string& user, JobRecord& job) {
-  if (job.slurm_job_id == 0 || final_state(job.state)) return {};
+  if (job.slurm_job_id == 0 || job_state_final(job.state)) return {};
   return record(job, BERTH_TRY(slurm_.job(user, job.slurm_job_id)));
 }
 
@@ -409,13 +399,15 @@ Result<std::optional<JobRecord>> JobService::get(const Account& who, int64_t id)
 
 Result<std::vector<JobRecord>> JobService::list(const Account& who, const std::string& state,
                                                 int64_t since) {
-  return db_->list(who.admin ? "" : who.user, state, since, 1000);
+  std::optional<JobState> only = parse_job_state(state);
+  if (!state.empty() && !only) return std::vector<JobRecord>{};  // no job is in no state
+  return db_->list(who.admin ? "" : who.user, only, since, 1000);
 }
 
 Result<std::optional<JobRecord>> JobService::cancel(const Account& who, int64_t id) {
   std::optional<JobRecord> job = BERTH_TRY(db_->get(id));
   if (!job || (job->owner != who.user && !who.admin)) return std::optional<JobRecord>();
-  if (job->slurm_job_id != 0 && !final_state(job->state)) {
+  if (job->slurm_job_id != 0 && !job_state_final(job->state)) {
     // As the caller, never as anyone else: Slurm decides whether an admin may cancel it.
     BERTH_CHECK(slurm_.cancel(who.user, job->slurm_job_id));
     (void)refresh(who.user, *job);  // deliberate: the cancel was accepted; the state follows later
@@ -454,7 +446,7 @@ nlohmann::json JobService::system(const Account& who) {
 }
 
 Result<std::vector<UsageRecord>> JobService::usage(const std::string& owner) {
-  auto jobs = BERTH_TRY(db_->list(owner, "", 0, 1000000));
+  auto jobs = BERTH_TRY(db_->list(owner, std::nullopt, 0, 1000000));
   std::map<std::string, std::string> groups;  // owner -> primary group, looked up once
   std::vector<UsageRecord> out;
   for (const JobRecord& j : jobs) {
@@ -522,13 +514,13 @@ std::string JobService::slurm_account(const std::string& user) const {
   return found ? group_name(found->second) : "";
 }
 
-Result<std::map<std::string, int>> JobService::count_by_state() { return db_->count_by_state(); }
+Result<std::map<JobState, int>> JobService::count_by_state() { return db_->count_by_state(); }
 
 JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
   // A database write that fails here (the disk is full) is deliberately dropped: the job keeps
   // its recorded state and the next round tries again.
   Reconciled r;
-  auto accepted = db_->list("", "ACCEPTED", 0, 100000);
+  auto accepted = db_->list("", JobState::kAccepted, 0, 100000);
   std::map<std::string, std::vector<SlurmJobEntry>> slurm_jobs;  // by owner, read once
   for (JobRecord& job : accepted.ok() ? *accepted : std::vector<JobRecord>{}) {
     if (now - job.created_at < min_age_s) continue;
@@ -552,7 +544,8 @@ JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
     auto request = parse_job_request(parse_json_or_discarded(job.request));
     Status admitted = request.ok() ? admissible(*request) : Status(request.error());
     if (!admitted.ok()) {  // a share the site stopped offering since it was accepted
-      (void)db_->update(job.id, "SUBMIT_FAILED", admitted.error().detail, std::nullopt, "", now);
+      (void)db_->update(job.id, JobState::kSubmitFailed, admitted.error().detail, std::nullopt, "",
+                        now);
       continue;
     }
     // The walltime its limits gave it when it was accepted (the caps may have changed since).
@@ -564,24 +557,25 @@ JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
     if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {
       ++r.failed;
     } else if (!slurm_id.ok()) {
-      (void)db_->update(job.id, "SUBMIT_FAILED", slurm_id.error().detail, std::nullopt, "", now);
+      (void)db_->update(job.id, JobState::kSubmitFailed, slurm_id.error().detail, std::nullopt, "",
+                        now);
     } else {
       ++r.resubmitted;
-      (void)db_->submitted(job.id, *slurm_id, "PENDING", now);
+      (void)db_->submitted(job.id, *slurm_id, JobState::kPending, now);
     }
   }
-  auto all = db_->list("", "", 0, 100000);
+  auto all = db_->list("", std::nullopt, 0, 100000);
   std::vector<std::pair<JobRecord, GpuSample>> sampled;  // running GPU jobs with samples
   std::set<int64_t> inspected, running_gpu_jobs;         // berthd ids
-  std::map<int64_t, std::string> unfinished;             // Slurm id -> state
+  std::map<int64_t, JobState> unfinished;                // Slurm id -> state
   for (JobRecord& job : all.ok() ? *all : std::vector<JobRecord>{}) {
-    if (job.slurm_job_id == 0 || final_state(job.state)) {
+    if (job.slurm_job_id == 0 || job_state_final(job.state)) {
       forget_idle(job.id);
       continue;
     }
     if (refresh(job.owner, job).ok()) ++r.refreshed;
-    if (!final_state(job.state)) unfinished[job.slurm_job_id] = job.state;
-    if (!config_.reclaim || job.state != "RUNNING" || job.gpus <= 0) continue;
+    if (!job_state_final(job.state)) unfinished[job.slurm_job_id] = job.state;
+    if (!config_.reclaim || job.state != JobState::kRunning || job.gpus <= 0) continue;
     running_gpu_jobs.insert(job.id);
     if (auto sample = check_idle(job, now)) {
       inspected.insert(job.id);
@@ -605,16 +599,16 @@ std::map<std::string, int> JobService::orphans_by_node() const {
 void JobService::check_orphans(const std::vector<std::pair<JobRecord, GpuSample>>& sampled,
                                const std::set<int64_t>& inspected,
                                const std::set<int64_t>& running_gpu_jobs,
-                               const std::map<int64_t, std::string>& unfinished, int64_t now) {
+                               const std::map<int64_t, JobState>& unfinished, int64_t now) {
   // A process attributed to a job berthd does not know (submitted to Slurm directly) is asked
   // of Slurm: one listing per owner and round, made only when needed; unreachable, nothing is
   // decided about such processes this round.
-  std::map<std::string, std::optional<std::map<int64_t, std::string>>> listed;
+  std::map<std::string, std::optional<std::map<int64_t, JobState>>> listed;
   std::vector<GpuOrphan> seen;
   for (const auto& [job, sample] : sampled) {
     auto running = [&, &owner = job.owner](int64_t slurm_id) -> std::optional<bool> {
       if (auto it = unfinished.find(slurm_id); it != unfinished.end())
-        return !queued_state(it->second);
+        return !job_state_queued(it->second);
       auto [l, fresh] = listed.try_emplace(owner);
       if (fresh)
         if (auto jobs = slurm_.jobs(owner); jobs.ok()) {
@@ -623,7 +617,8 @@ void JobService::check_orphans(const std::vector<std::pair<JobRecord, GpuSample>
         }
       if (!l->second) return std::nullopt;
       auto it = l->second->find(slurm_id);
-      return it != l->second->end() && !final_state(it->second) && !queued_state(it->second);
+      return it != l->second->end() && !job_state_final(it->second) &&
+             !job_state_queued(it->second);
     };
     for (const SampledProcess& p : sample.processes) {
       if (classify_gpu_process(p, job.slurm_job_id, running) != GpuProcessVerdict::kOrphan)

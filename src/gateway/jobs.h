@@ -71,12 +71,6 @@ SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comm
 /// reason, naming the cap that set the limit when one did.
 nlohmann::json job_json(const JobRecord& j);
 
-/// Whether a job state is final (nothing more will change).
-bool final_state(const std::string& state);
-/// Whether an unfinished job state is a queued one (ACCEPTED, PENDING, REQUEUED...); the other
-/// unfinished states hold resources (RUNNING, SUSPENDED, CONFIGURING, COMPLETING...).
-bool queued_state(const std::string& state);
-
 /// The job endpoints' work, shared by the server's threads.
 class JobService {
  public:
@@ -103,7 +97,8 @@ class JobService {
   /// The job `id` if `who` may see it (its owner, or an admin), refreshed from Slurm when not
   /// final; nullopt otherwise.
   Result<std::optional<JobRecord>> get(const Account& who, int64_t id);
-  /// `who`'s jobs (all jobs for an admin), newest first.
+  /// `who`'s jobs (all jobs for an admin), newest first; only those in the state named `state`
+  /// unless it is "" (none for a word that names no state).
   Result<std::vector<JobRecord>> list(const Account& who, const std::string& state,
                                       int64_t since);
   /// Cancels job `id` as its owner; nullopt when `who` may not see it.
@@ -141,7 +136,7 @@ class JobService {
   /// slurm_account = "primary_group", else "" (Slurm's default account).
   std::string slurm_account(const std::string& user) const;
   /// How many of the database's jobs are in each state (for /metrics).
-  Result<std::map<std::string, int>> count_by_state();
+  Result<std::map<JobState, int>> count_by_state();
   /// Whether job `id`'s GPUs were found idle for the reclaim policy's time ([reclaim]).
   bool idle_flagged(int64_t id) const;
   size_t idle_flagged_count() const;
@@ -195,7 +190,7 @@ class JobService {
   /// (the state of each of berthd's unfinished jobs, by Slurm id) and, for other jobs, Slurm.
   void check_orphans(const std::vector<std::pair<JobRecord, GpuSample>>& sampled,
                      const std::set<int64_t>& inspected, const std::set<int64_t>& running_gpu_jobs,
-                     const std::map<int64_t, std::string>& unfinished, int64_t now);
+                     const std::map<int64_t, JobState>& unfinished, int64_t now);
   void forget_idle(int64_t id);
   mutable std::mutex idle_mu_;
   IdleTracker idle_;

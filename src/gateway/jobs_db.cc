@@ -62,7 +62,7 @@ class Stmt {
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
   bool ok() const { return rc_ == SQLITE_OK; }
-  Stmt& text(int i, const std::string& v) {
+  Stmt& text(int i, std::string_view v) {
     sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     return *this;
   }
@@ -89,6 +89,11 @@ std::string column_text(sqlite3_stmt* s, int i) {
                                          static_cast<size_t>(sqlite3_column_bytes(s, i)));
 }
 
+/// The state a row's column names; kUnknown for a word the table lacks (never written by berthd).
+JobState stored_state(const std::string& name) {
+  return parse_job_state(name).value_or(JobState::kUnknown);
+}
+
 JobRecord read_row(sqlite3_stmt* s) {
   JobRecord j;
   j.id = sqlite3_column_int64(s, 0);
@@ -97,7 +102,7 @@ JobRecord read_row(sqlite3_stmt* s) {
   j.subject = column_text(s, 3);
   j.idempotency_key = column_text(s, 4);
   j.request = column_text(s, 5);
-  j.state = column_text(s, 6);
+  j.state = stored_state(column_text(s, 6));
   j.slurm_job_id = sqlite3_column_int64(s, 7);
   j.reason = column_text(s, 8);
   if (sqlite3_column_type(s, 9) != SQLITE_NULL) j.exit_code = sqlite3_column_int(s, 9);
@@ -192,15 +197,15 @@ Result<std::optional<JobRecord>> JobsDb::find(const std::string& owner, const st
   return std::optional<JobRecord>();
 }
 
-Result<std::map<std::string, int64_t>> JobsDb::count_states(const std::string& owner) {
+Result<std::map<JobState, int64_t>> JobsDb::count_states(const std::string& owner) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt q(db_, "SELECT state, COUNT(*) FROM jobs WHERE owner = ?1 GROUP BY state");
   if (!q.ok()) return error("cannot read jobs");
   q.text(1, owner);
-  std::map<std::string, int64_t> out;
+  std::map<JobState, int64_t> out;
   int rc;
   while ((rc = q.step()) == SQLITE_ROW)
-    out[column_text(q.get(), 0)] = sqlite3_column_int64(q.get(), 1);
+    out[stored_state(column_text(q.get(), 0))] += sqlite3_column_int64(q.get(), 1);
   if (rc != SQLITE_DONE) return error("cannot read jobs");
   return out;
 }
@@ -229,29 +234,28 @@ Result<JobRecord> JobsDb::accept(const JobRecord& job, int64_t now, bool* existi
   if (ins.step() != SQLITE_DONE) return error("cannot record a job");
   JobRecord out = job;
   out.id = sqlite3_last_insert_rowid(db_);
-  out.state = "ACCEPTED";
+  out.state = JobState::kAccepted;
   out.created_at = out.updated_at = now;
   return out;
 }
 
-Status JobsDb::submitted(int64_t id, int64_t slurm_job_id, const std::string& state,
-                         int64_t now) {
+Status JobsDb::submitted(int64_t id, int64_t slurm_job_id, JobState state, int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt up(db_, "UPDATE jobs SET slurm_job_id = ?2, state = ?3, updated_at = ?4 WHERE id = ?1");
   if (!up.ok()) return error("cannot update a job");
-  up.integer(1, id).integer(2, slurm_job_id).text(3, state).integer(4, now);
+  up.integer(1, id).integer(2, slurm_job_id).text(3, job_state_name(state)).integer(4, now);
   if (up.step() != SQLITE_DONE) return error("cannot update a job");
   return {};
 }
 
-Status JobsDb::update(int64_t id, const std::string& state, const std::string& reason,
+Status JobsDb::update(int64_t id, JobState state, const std::string& reason,
                       std::optional<int> exit_code, const std::string& nodes, int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt up(db_,
           "UPDATE jobs SET state = ?2, reason = ?3, exit_code = ?4, nodes = ?5, updated_at = ?6 "
           "WHERE id = ?1");
   if (!up.ok()) return error("cannot update a job");
-  up.integer(1, id).text(2, state).text(3, reason).text(5, nodes).integer(6, now);
+  up.integer(1, id).text(2, job_state_name(state)).text(3, reason).text(5, nodes).integer(6, now);
   if (exit_code) up.integer(4, *exit_code);
   if (up.step() != SQLITE_DONE) return error("cannot update a job");
   return {};
@@ -263,7 +267,7 @@ Status JobsDb::record(const JobRecord& job) {
           "UPDATE jobs SET state = ?2, reason = ?3, exit_code = ?4, nodes = ?5, updated_at = ?6, "
           "start_time = ?7, end_time = ?8, gpus = ?9, gres_detail = ?10 WHERE id = ?1");
   if (!up.ok()) return error("cannot update a job");
-  up.integer(1, job.id).text(2, job.state).text(3, job.reason).text(5, job.nodes)
+  up.integer(1, job.id).text(2, job_state_name(job.state)).text(3, job.reason).text(5, job.nodes)
       .integer(6, job.updated_at).integer(7, job.start_time).integer(8, job.end_time)
       .integer(9, job.gpus).text(10, to_text(nlohmann::json(job.gres_detail)));
   if (job.exit_code) up.integer(4, *job.exit_code);
@@ -282,14 +286,17 @@ Result<std::optional<JobRecord>> JobsDb::get(int64_t id) {
   return std::optional<JobRecord>();
 }
 
-Result<std::vector<JobRecord>> JobsDb::list(const std::string& owner, const std::string& state,
+Result<std::vector<JobRecord>> JobsDb::list(const std::string& owner, std::optional<JobState> state,
                                             int64_t since, int limit) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt q(db_, (std::string("SELECT ") + kColumns +
                " FROM jobs WHERE (?1 = '' OR owner = ?1) AND (?2 = '' OR state = ?2) AND "
                "created_at >= ?3 ORDER BY id DESC LIMIT ?4").c_str());
   if (!q.ok()) return error("cannot read jobs");
-  q.text(1, owner).text(2, state).integer(3, since).integer(4, limit);
+  q.text(1, owner)
+      .text(2, state ? job_state_name(*state) : std::string_view(""))
+      .integer(3, since)
+      .integer(4, limit);
   std::vector<JobRecord> out;
   int rc;
   while ((rc = q.step()) == SQLITE_ROW) out.push_back(read_row(q.get()));
@@ -297,14 +304,14 @@ Result<std::vector<JobRecord>> JobsDb::list(const std::string& owner, const std:
   return out;
 }
 
-Result<std::map<std::string, int>> JobsDb::count_by_state() {
+Result<std::map<JobState, int>> JobsDb::count_by_state() {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt q(db_, "SELECT state, COUNT(*) FROM jobs GROUP BY state");
   if (!q.ok()) return error("cannot count jobs");
-  std::map<std::string, int> out;
+  std::map<JobState, int> out;
   int rc;
   while ((rc = q.step()) == SQLITE_ROW)
-    out[column_text(q.get(), 0)] = sqlite3_column_int(q.get(), 1);
+    out[stored_state(column_text(q.get(), 0))] += sqlite3_column_int(q.get(), 1);
   if (rc != SQLITE_DONE) return error("cannot count jobs");
   return out;
 }

@@ -1,7 +1,7 @@
 // berthd's job database: one SQLite file in WAL mode. Every accepted request is written (and
 // synced) before it is sent to Slurm, so a crash at any moment leaves a row saying how far the
 // job got: ACCEPTED (maybe sent: the Slurm job's comment "berthd:INSTANCE:ID" tells, on
-// reconciliation), or SUBMITTED with its Slurm job id. INSTANCE is a random name the database
+// reconciliation), or Slurm's state with its Slurm job id. INSTANCE is a random name the database
 // is given when created (table meta): the jobs of another gateway, or of an earlier database,
 // in the same cluster never pass for this one's.
 //
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "gateway/job_state.h"
 
 struct sqlite3;
 
@@ -35,7 +36,8 @@ struct JobRecord {
   std::string issuer, subject;
   std::string idempotency_key;  ///< "" when the request had none
   std::string request;          ///< the request body as accepted (JSON text)
-  std::string state;            ///< ACCEPTED, SUBMIT_FAILED, or Slurm's job state
+  /// ACCEPTED, SUBMIT_FAILED, or Slurm's job state; kept as its name (gateway/job_state.h)
+  JobState state = JobState::kAccepted;
   int64_t slurm_job_id = 0;     ///< 0 until submitted
   std::string reason;
   std::optional<int> exit_code;
@@ -66,15 +68,15 @@ class JobsDb {
   /// `owner`'s job with the non-empty idempotency key `key`, or nullopt.
   Result<std::optional<JobRecord>> find(const std::string& owner, const std::string& key);
   /// How many jobs `owner` has in each state.
-  Result<std::map<std::string, int64_t>> count_states(const std::string& owner);
+  Result<std::map<JobState, int64_t>> count_states(const std::string& owner);
   /// Records a new ACCEPTED job, or, when `job.owner` already has a job with the same
   /// non-empty idempotency key, returns that one and sets `*existing`.
   Result<JobRecord> accept(const JobRecord& job, int64_t now, bool* existing);
   /// Sets a job's Slurm id and state.
-  Status submitted(int64_t id, int64_t slurm_job_id, const std::string& state, int64_t now);
+  Status submitted(int64_t id, int64_t slurm_job_id, JobState state, int64_t now);
   /// Sets a job's state, reason, exit code and nodes (from Slurm, or SUBMIT_FAILED).
-  Status update(int64_t id, const std::string& state, const std::string& reason,
-                std::optional<int> exit_code, const std::string& nodes, int64_t now);
+  Status update(int64_t id, JobState state, const std::string& reason, std::optional<int> exit_code,
+                const std::string& nodes, int64_t now);
   /// Writes what Slurm said of job `job.id`: state, reason, exit code, nodes, times, GPUs and
   /// updated_at.
   Status record(const JobRecord& job);
@@ -83,12 +85,12 @@ class JobsDb {
   const std::string& secret() const { return secret_; }
   /// The job `id`, or nullopt.
   Result<std::optional<JobRecord>> get(int64_t id);
-  /// Jobs, newest first: of `owner` ("" for all), in `state` ("" for any), created at or
+  /// Jobs, newest first: of `owner` ("" for all), in `state` (nullopt for any), created at or
   /// after `since`, at most `limit`.
-  Result<std::vector<JobRecord>> list(const std::string& owner, const std::string& state,
+  Result<std::vector<JobRecord>> list(const std::string& owner, std::optional<JobState> state,
                                       int64_t since, int limit);
   /// How many jobs are in each state (counted by SQLite, not read row by row).
-  Result<std::map<std::string, int>> count_by_state();
+  Result<std::map<JobState, int>> count_by_state();
 
  private:
   JobsDb(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}

@@ -1,6 +1,8 @@
 // The OpenAPI 3.0 document of berthd's API (docs/api.md summarises it; keep the two together).
 #include "gateway/server.h"
 
+#include "gateway/job_state.h"
+
 namespace berth::gateway {
 namespace {
 
@@ -31,6 +33,8 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
   J integer = {{"type", "integer"}};
   J string = {{"type", "string"}};
   J strings = {{"type", "array"}, {"items", string}};
+  J state_names = J::array();  // gateway/job_state.h's table
+  for (const JobStateFacts& f : job_states()) state_names.push_back(std::string(f.name));
   J doc = {
       {"openapi", "3.0.3"},
       {"info",
@@ -211,6 +215,7 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
                  "the job's Slurm time limit as berthd set it, in seconds; 0: the partition's"}}},
               {"state",
                {{"type", "string"},
+                {"enum", state_names},
                 {"description",
                  "ACCEPTED (recorded, not yet in Slurm), SUBMIT_FAILED, or Slurm's job state"}}},
               {"reason",
@@ -246,6 +251,10 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
             {"properties",
              {{"name", string},
               {"kind", {{"type", "string"}, {"enum", {"slurm"}}}},
+              {"slurm_api",
+               {{"type", "string"},
+                {"nullable", true},
+                {"description", "the slurmrestd API version spoken; null until chosen"}}},
               {"state", {{"type", "string"}, {"enum", {"up", "degraded", "down"}}}},
               {"reason", string},
               {"nodes",
@@ -262,7 +271,8 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
                 {"items",
                  {{"type", "object"},
                   {"properties",
-                   {{"name", string}, {"state", string}, {"default", {{"type", "boolean"}}},
+                   {{"name", string}, {"state", string},
+                    {"default", {{"type", "boolean"}, {"nullable", true}}},
                     {"nodes", integer}, {"cpus", integer}, {"gpus", integer}}}}}}}}}}},
           {"Glue",
            {{"type", "object"},

@@ -34,8 +34,8 @@ GlueSite glue_site(const std::string& cluster, const PublishConfig& publish,
     g.max_gpus_per_job = max_gpus_per_job;
     for (const SlurmJobEntry& j : jobs) {
       if (j.info.partition != p.name) continue;
-      if (j.info.state == "RUNNING") ++g.running_jobs;
-      else if (j.info.state == "PENDING") ++g.waiting_jobs;
+      if (j.info.state == JobState::kRunning) ++g.running_jobs;
+      else if (j.info.state == JobState::kPending) ++g.waiting_jobs;
     }
     site.partitions.push_back(std::move(g));
   }

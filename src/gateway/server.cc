@@ -409,7 +409,8 @@ void Server::declare_metrics() {
     for (const auto& [node, n] : jobs_->orphans_by_node())
       m.set("berthd_gpu_orphan_processes", {{"node", node}}, n);
     if (auto counts = jobs_->count_by_state(); counts.ok())
-      for (const auto& [state, n] : *counts) m.set("berthd_jobs", {{"state", state}}, n);
+      for (const auto& [state, n] : *counts)
+        m.set("berthd_jobs", {{"state", std::string(job_state_name(state))}}, n);
     if (resources_ != nullptr)
       for (const auto& [model, tu] : resources_->gpus_by_model()) {
         m.set("berthd_gpus", {{"model", model}, {"state", "total"}}, tu.first);

@@ -7,7 +7,8 @@ namespace berth::gateway {
 
 nlohmann::json system_json(const std::string& name, const std::string& problem, bool controller_up,
                            const std::vector<SlurmNode>& nodes,
-                           const std::vector<SlurmPartition>& partitions) {
+                           const std::vector<SlurmPartition>& partitions,
+                           const std::string& slurm_api) {
   std::map<std::string, int> by_state = {
       {"idle", 0}, {"mixed", 0}, {"allocated", 0}, {"unavailable", 0}};
   int cpus = 0, alloc_cpus = 0, gpus = 0, gpus_used = 0;
@@ -26,7 +27,7 @@ nlohmann::json system_json(const std::string& name, const std::string& problem, 
     partition_down = partition_down || p.state != "UP";
     parts.push_back({{"name", p.name},
                      {"state", p.state},
-                     {"default", p.is_default},
+                     {"default", p.is_default ? nlohmann::json(*p.is_default) : nullptr},
                      {"nodes", p.nodes},
                      {"cpus", p.cpus},
                      {"gpus", partition_gpus[p.name]}});
@@ -52,6 +53,7 @@ nlohmann::json system_json(const std::string& name, const std::string& problem, 
   }
   return {{"name", name},
           {"kind", "slurm"},
+          {"slurm_api", slurm_api.empty() ? nlohmann::json(nullptr) : nlohmann::json(slurm_api)},
           {"state", state},
           {"reason", reason},
           {"nodes",
@@ -67,12 +69,14 @@ nlohmann::json system_json(const std::string& name, const std::string& problem, 
 
 nlohmann::json describe_system(SlurmRest& slurm, const std::string& user, const std::string& name) {
   auto up = slurm.ping(user);
-  if (!up.ok()) return system_json(name, up.error().message(), false, {}, {});
+  if (!up.ok()) return system_json(name, up.error().message(), false, {}, {}, slurm.api_version());
   auto nodes = slurm.nodes(user);
-  if (!nodes.ok()) return system_json(name, nodes.error().message(), *up, {}, {});
+  if (!nodes.ok())
+    return system_json(name, nodes.error().message(), *up, {}, {}, slurm.api_version());
   auto partitions = slurm.partitions(user);
-  if (!partitions.ok()) return system_json(name, partitions.error().message(), *up, {}, {});
-  return system_json(name, "", *up, *nodes, *partitions);
+  if (!partitions.ok())
+    return system_json(name, partitions.error().message(), *up, {}, {}, slurm.api_version());
+  return system_json(name, "", *up, *nodes, *partitions, slurm.api_version());
 }
 
 }  // namespace berth::gateway

@@ -284,11 +284,16 @@ def test_two_users_submit_list_get_cancel_and_read_output(gw, berth, issuers, id
                      rf"{second_user}$", log, re.M), log[-2000:]
 
 
-def test_systems_show_the_cluster_and_its_state(gw, issuers, identity, cluster):
+def test_systems_show_the_cluster_and_its_state(gw, issuers, identity, cluster, slurmrestd):
     tok = token_a(issuers, identity)
     status, _, answer = gw.request("GET", "/v1/systems", tok)
     assert status == 200, answer
     (system,) = answer["systems"]
+    # berthd chose the version it speaks from what slurmrestd offers, and said so once.
+    assert system["slurm_api"] == "v0.0.38"
+    with open(gw.log) as f:
+        chosen = [line for line in f if " offers " in line]
+    assert chosen == [f"berthd: slurmrestd {slurmrestd} offers v0.0.38: speaking v0.0.38\n"]
     gpus = 4 if cluster.gpus else 0
     assert (system["name"], system["kind"], system["state"]) == ("berthtest", "slurm", "up")
     assert system["nodes"]["total"] == 2 and system["nodes"]["unavailable"] == 0, system
@@ -308,6 +313,31 @@ def test_systems_show_the_cluster_and_its_state(gw, issuers, identity, cluster):
                        check=True)
     status, _, _ = gw.request("GET", "/v1/systems", None)
     assert status == 401
+
+
+def test_a_configured_version_is_spoken_and_one_not_served_says_so(gw, issuers, identity,
+                                                                    slurmrestd):
+    """[slurm] api_version pins the slurmrestd version: berthd speaks it without asking, and
+    one slurmrestd does not serve is named in GET /v1/systems and in a job's failure."""
+    def pin():
+        with open(gw.conf_path) as f:
+            text = f.read()
+        identity.write_file(gw.conf_path,
+                            text.replace("[slurm]\n", '[slurm]\napi_version = "v0.0.41"\n', 1))
+    gw.restart(pin)
+    tok = token_a(issuers, identity)
+    status, _, answer = gw.request("GET", "/v1/systems", tok)
+    assert status == 200, answer
+    (system,) = answer["systems"]
+    assert (system["slurm_api"], system["state"]) == ("v0.0.41", "down"), system
+    why = "slurmrestd does not serve v0.0.41 ([slurm] api_version)"
+    assert system["reason"] == f"GET {slurmrestd}/slurm/v0.0.41/ping: {why} (HTTP 404)"
+    status, _, job = gw.request("POST", "/v1/jobs", tok, {"image": "busybox"})
+    assert (status, job["state"], job["reason"]) == (201, "SUBMIT_FAILED", why), job
+    with open(gw.log) as f:
+        log = f.read()
+    assert "berthd: slurmrestd API v0.0.41 ([slurm] api_version)\n" in log
+    assert " offers " not in log
 
 
 def test_an_output_dir_berthd_cannot_read_is_refused_at_start(gw, identity, berthd_bin):

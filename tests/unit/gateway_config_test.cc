@@ -63,7 +63,25 @@ environment = { PATH = "/usr/bin:/bin" }
   EXPECT_EQ(c->slurm.partition, "gpu");
   EXPECT_EQ(c->slurm.workdir, "/scratch");
   EXPECT_EQ(c->slurm.environment.at("PATH"), "/usr/bin:/bin");
+  EXPECT_EQ(c->slurm.api_version, "auto");  // unless [slurm] api_version says
   EXPECT_EQ(c->find_issuer("https://iam.example.org"), nullptr);
+}
+
+TEST(GatewayConfig, SlurmApiVersionIsAutoOrOneBerthdSpeaks) {
+  const std::string conf =
+      "database = \"/j.db\"\n[[issuers]]\nissuer = \"https://a/\"\n"
+      "audience = \"b\"\n[slurm]\nrest_url = \"http://h:1\"\n"
+      "jwt_key = \"/k\"\n";
+  for (const char* v : {"auto", "v0.0.38", "v0.0.41"}) {
+    auto c = parse_gateway_config(conf + "api_version = \"" + v + "\"\n", "f");
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_EQ(c->slurm.api_version, v);
+  }
+  auto c = parse_gateway_config(conf + "api_version = \"v0.0.40\"\n", "f");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().message(),
+            "read config f: line 8: \"api_version\" is not \"auto\" or a version berthd speaks "
+            "(v0.0.41, v0.0.38): \"v0.0.40\"");
 }
 
 TEST(GatewayConfig, DefaultsListenOnLoopback) {

@@ -9,16 +9,21 @@
 #include <algorithm>
 #include <mutex>
 
+#include "fake_http_server.h"
 #include "gateway/jobs.h"
 #include "gateway/jobs_db.h"
 #include "gateway/jwt.h"
+#include "gateway/slurm_api.h"
 #include "gateway/slurm_rest.h"
 #include "gateway/slurm_v0038.h"
-#include "fake_http_server.h"
 #include "test_util.h"
 
 namespace berth::gateway {
 namespace {
+
+const SlurmApi& v0038() {
+  return *slurm_api("v0.0.38");
+}
 
 using json = nlohmann::json;
 
@@ -163,24 +168,26 @@ TEST(GatewayJobs, GpuShareBecomesShardOrMpsGres) {
 }
 
 TEST(GatewayJobs, SlurmrestdAnswers) {
-  EXPECT_EQ(*parse_submit_v0038(R"({"errors": [], "job_id": 17, "step_id": "BATCH"})", "u"), 17);
-  auto refused = parse_submit_v0038(
-      R"({"errors": [{"description": "Invalid partition", "error_number": 2000}]})", "u");
+  EXPECT_EQ(*parse_submit(v0038(), R"({"errors": [], "job_id": 17, "step_id": "BATCH"})", "u"), 17);
+  auto refused = parse_submit(
+      v0038(), R"({"errors": [{"description": "Invalid partition", "error_number": 2000}]})", "u");
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().message(), "parse u: slurmrestd: Invalid partition");
-  auto done = parse_job_v0038(R"({"errors": [], "jobs": [{"job_state": "FAILED",
+  auto done = parse_job(v0038(), R"({"errors": [], "jobs": [{"job_state": "FAILED",
       "state_reason": "NonZeroExitCode", "exit_code": 768, "nodes": "n1", "start_time": 5}]})",
-                              "u");
+                        "u");
   ASSERT_TRUE(done.ok());
   EXPECT_EQ(done->exit_code, 3);
   EXPECT_EQ(done->reason, "NonZeroExitCode");
-  auto killed = parse_job_v0038(R"({"jobs": [{"job_state": "CANCELLED", "exit_code": 9}]})", "u");
+  auto killed =
+      parse_job(v0038(), R"({"jobs": [{"job_state": "CANCELLED", "exit_code": 9}]})", "u");
   EXPECT_EQ(killed->exit_code, 137);
-  auto running = parse_job_v0038(
-      R"({"jobs": [{"job_state": "RUNNING", "exit_code": 0, "state_reason": "None"}]})", "u");
+  auto running = parse_job(
+      v0038(), R"({"jobs": [{"job_state": "RUNNING", "exit_code": 0, "state_reason": "None"}]})",
+      "u");
   EXPECT_FALSE(running->exit_code.has_value());
   EXPECT_EQ(running->reason, "");
-  EXPECT_FALSE(parse_job_v0038(R"({"jobs": []})", "u").ok());
+  EXPECT_FALSE(parse_job(v0038(), R"({"jobs": []})", "u").ok());
 }
 
 TEST(GatewayJobs, MintedSlurmTokenIsForTheUserAlone) {
@@ -210,7 +217,7 @@ TEST(GatewayJobsDb, IdempotencyListingAndReopening) {
     auto j1 = (*db)->accept(a, 100, &existing);
     ASSERT_TRUE(j1.ok()) << j1.error().message();
     EXPECT_FALSE(existing);
-    EXPECT_EQ(j1->state, "ACCEPTED");
+    EXPECT_EQ(job_state_name(j1->state), "ACCEPTED");
     auto again = (*db)->accept(a, 101, &existing);
     EXPECT_TRUE(existing);
     EXPECT_EQ(again->id, j1->id);
@@ -223,16 +230,17 @@ TEST(GatewayJobsDb, IdempotencyListingAndReopening) {
     auto j4 = (*db)->accept(b, 104, &existing);
     EXPECT_FALSE(existing);
     EXPECT_NE(j3->id, j4->id);
-    ASSERT_TRUE((*db)->submitted(j1->id, 5001, "PENDING", 110).ok());
-    ASSERT_TRUE((*db)->update(j2->id, "FAILED", "NonZeroExitCode", 3, "n1", 120).ok());
-    EXPECT_EQ((*db)->list("alice", "", 0, 100)->size(), 1u);
-    EXPECT_EQ((*db)->list("bob", "", 0, 100)->size(), 3u);
-    EXPECT_EQ((*db)->list("", "", 0, 100)->size(), 4u);
-    EXPECT_EQ((*db)->list("", "FAILED", 0, 100)->size(), 1u);
-    EXPECT_EQ((*db)->list("", "", 103, 100)->size(), 2u);
-    EXPECT_EQ((*db)->list("bob", "", 0, 100)->front().id, j4->id);  // newest first
+    ASSERT_TRUE((*db)->submitted(j1->id, 5001, JobState::kPending, 110).ok());
+    ASSERT_TRUE((*db)->update(j2->id, JobState::kFailed, "NonZeroExitCode", 3, "n1", 120).ok());
+    EXPECT_EQ((*db)->list("alice", std::nullopt, 0, 100)->size(), 1u);
+    EXPECT_EQ((*db)->list("bob", std::nullopt, 0, 100)->size(), 3u);
+    EXPECT_EQ((*db)->list("", std::nullopt, 0, 100)->size(), 4u);
+    EXPECT_EQ((*db)->list("", JobState::kFailed, 0, 100)->size(), 1u);
+    EXPECT_EQ((*db)->list("", std::nullopt, 103, 100)->size(), 2u);
+    EXPECT_EQ((*db)->list("bob", std::nullopt, 0, 100)->front().id, j4->id);  // newest first
     EXPECT_EQ(*(*db)->count_by_state(),
-              (std::map<std::string, int>{{"ACCEPTED", 2}, {"FAILED", 1}, {"PENDING", 1}}));
+              (std::map<JobState, int>{
+                  {JobState::kAccepted, 2}, {JobState::kFailed, 1}, {JobState::kPending, 1}}));
   }
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
@@ -246,7 +254,7 @@ TEST(GatewayJobsDb, IdempotencyListingAndReopening) {
   auto j = (*db)->get(1);
   ASSERT_TRUE(j.ok() && j->has_value());
   EXPECT_EQ((*j)->slurm_job_id, 5001);
-  EXPECT_EQ((*j)->state, "PENDING");
+  EXPECT_EQ(job_state_name((*j)->state), "PENDING");
   auto f = (*db)->get(2);
   EXPECT_EQ((*f)->exit_code, 3);
   EXPECT_EQ((*f)->nodes, "n1");
@@ -263,11 +271,11 @@ namespace berth::gateway {
 namespace {
 
 TEST(GatewayJobs, JobListAnswer) {
-  auto jobs = parse_jobs_v0038(R"({"errors": [], "jobs": [
+  auto jobs = parse_jobs(v0038(), R"({"errors": [], "jobs": [
       {"job_id": 7, "comment": "berthd:3", "user_name": "alice", "job_state": "RUNNING"},
       {"job_id": 8, "comment": "", "user_name": "bob", "job_state": "COMPLETED", "exit_code": 0},
       {"comment": "no id"}]})",
-                               "u");
+                         "u");
   ASSERT_TRUE(jobs.ok()) << jobs.error().message();
   ASSERT_EQ(jobs->size(), 2u);
   EXPECT_EQ((*jobs)[0].id, 7);
@@ -317,17 +325,18 @@ TEST(GatewayJobs, ReconcileFindsOrSubmitsAcceptedJobsOnce) {
   JobsDb* raw = db->get();
   ASSERT_EQ(raw->instance().size(), 16u);
   slurm.instance = raw->instance();
-  JobService jobs(std::move(*db), SlurmRest("http://" + slurm.server.host(), "k", 60), {});
+  JobService jobs(std::move(*db),
+                  SlurmRest("http://" + slurm.server.host(), "k", 60, slurm_api("v0.0.38")), {});
   auto r = jobs.reconcile(1060, 120);
   EXPECT_EQ(r.found, 1);
   EXPECT_EQ(r.resubmitted, 1);
   EXPECT_EQ(r.failed, 0);
   EXPECT_EQ((*raw->get(1))->slurm_job_id, 500);
   // Then refreshed, as its owner, with the rest of the unfinished jobs.
-  EXPECT_EQ((*raw->get(1))->state, "COMPLETED");
+  EXPECT_EQ(job_state_name((*raw->get(1))->state), "COMPLETED");
   EXPECT_EQ(r.refreshed, 2);
   EXPECT_EQ((*raw->get(2))->slurm_job_id, 600);
-  EXPECT_EQ((*raw->get(3))->state, "ACCEPTED");
+  EXPECT_EQ(job_state_name((*raw->get(3))->state), "ACCEPTED");
   {
     std::lock_guard<std::mutex> lock(slurm.mu);
     EXPECT_EQ(std::count(slurm.calls.begin(), slurm.calls.end(),
@@ -354,7 +363,8 @@ TEST(GatewayJobs, ShareJobIsRecordedWithItsGresAndRefusedOnceTheSiteStopsSharing
   sc.share.enabled = true;
   sc.share.gres = "mps";
   sc.share.units_per_gpu = 100;
-  JobService jobs(std::move(*db), SlurmRest("http://" + slurm.server.host(), "k", 60), sc);
+  JobService jobs(std::move(*db),
+                  SlurmRest("http://" + slurm.server.host(), "k", 60, slurm_api("v0.0.38")), sc);
   const std::string body = R"({"image": "alpine", "resources": {"gpu_share": 0.25}})";
   JobRequest request = *parse_job_request(json::parse(body));
   EXPECT_TRUE(jobs.admissible(request).ok());
@@ -382,11 +392,12 @@ TEST(GatewayJobs, ShareJobIsRecordedWithItsGresAndRefusedOnceTheSiteStopsSharing
   bool existing = false;
   ASSERT_TRUE((*db2)->accept({0, "alice", "iss", "s", "", body}, 100, &existing).ok());
   JobsDb* raw2 = db2->get();
-  JobService off(std::move(*db2), SlurmRest("http://" + slurm.server.host(), "k", 60), {});
+  JobService off(std::move(*db2),
+                 SlurmRest("http://" + slurm.server.host(), "k", 60, slurm_api("v0.0.38")), {});
   EXPECT_FALSE(off.admissible(request).ok());
   off.reconcile(1000, 0);
   auto job = *raw2->get(1);
-  EXPECT_EQ(job->state, "SUBMIT_FAILED");
+  EXPECT_EQ(job_state_name(job->state), "SUBMIT_FAILED");
   EXPECT_EQ(job->reason,
             "\"resources.gpu_share\" asks for a share of a GPU, which this site does not offer");
   std::lock_guard<std::mutex> lock(slurm.mu);

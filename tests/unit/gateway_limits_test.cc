@@ -315,7 +315,9 @@ TEST(GatewayLimits, ServiceRefusesBeforeSlurmAndNeverItsOwnRetry) {
   limits.defaults = values({{LimitKey::kMaxQueuedJobs, 2},
                             {LimitKey::kMaxGpusPerJob, 1},
                             {LimitKey::kCloudMaxWalltime, 120}});
-  JobService jobs(std::move(*db), SlurmRest("http://" + slurm.server.host(), "k", 60), {}, limits);
+  JobService jobs(std::move(*db),
+                  SlurmRest("http://" + slurm.server.host(), "k", 60, slurm_api("v0.0.38")), {},
+                  limits);
   Account alice{"iss", "s-a", "alice"};
   const std::string body = R"({"image": "alpine", "class": "cloud"})";
   JobRequest request = *parse_job_request(json::parse(body));
@@ -402,7 +404,8 @@ TEST(GatewayJobsDb, DatabaseFromBeforeTheLimitsGetsTheirColumns) {
     auto j = (*db)->get(1);
     ASSERT_TRUE(j.ok() && j->has_value());
     EXPECT_EQ((*j)->time_limit_s, 0);
-    EXPECT_EQ((*(*db)->count_states("alice")), (std::map<std::string, int64_t>{{"RUNNING", 1}}));
+    EXPECT_EQ((*(*db)->count_states("alice")),
+              (std::map<JobState, int64_t>{{JobState::kRunning, 1}}));
   }
 }
 
@@ -422,7 +425,8 @@ TEST(GatewayQuotas, ServiceRefusesAGpuJobOverItsGroupsQuotaBeforeSlurm) {
   auto db = JobsDb::open(dir.path + "/jobs.db");
   ASSERT_TRUE(db.ok());
   JobsDb* raw = db->get();
-  JobService jobs(std::move(*db), SlurmRest("http://" + slurm.server.host(), "k", 60), {}, {},
+  JobService jobs(std::move(*db),
+                  SlurmRest("http://" + slurm.server.host(), "k", 60, slurm_api("v0.0.38")), {}, {},
                   quotas);
   Account me{"iss", "s", user, pw->pw_uid, pw->pw_gid};
   const std::string gpu_body = R"({"image": "alpine", "resources": {"gpus": 2}})";
@@ -432,7 +436,7 @@ TEST(GatewayQuotas, ServiceRefusesAGpuJobOverItsGroupsQuotaBeforeSlurm) {
   ASSERT_FALSE(first->over_quota);
   // It ran 30 s on its 2 GPUs: 1/60 GPU-hour, over the budget of 0.01.
   JobRecord ran = **raw->get(first->job.id);
-  ran.state = "COMPLETED";
+  ran.state = JobState::kCompleted;
   ran.start_time = now - 60;
   ran.end_time = now - 30;
   ran.gpus = 2;

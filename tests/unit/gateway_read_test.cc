@@ -14,12 +14,17 @@
 #include "gateway/jobs.h"
 #include "gateway/jobs_db.h"
 #include "gateway/output.h"
+#include "gateway/slurm_api.h"
 #include "gateway/slurm_v0038.h"
 #include "gateway/systems.h"
 #include "test_util.h"
 
 namespace berth::gateway {
 namespace {
+
+const SlurmApi& v0038() {
+  return *slurm_api("v0.0.38");
+}
 
 using json = nlohmann::json;
 
@@ -55,57 +60,58 @@ TEST(GatewayRead, GresGpus) {
 }
 
 TEST(GatewayRead, JobTimesAndGpus) {
-  auto pending = parse_job_v0038(R"({"jobs": [{"job_state": "PENDING", "submit_time": 10,
+  auto pending = parse_job(v0038(), R"({"jobs": [{"job_state": "PENDING", "submit_time": 10,
       "start_time": 99, "end_time": 199, "gres_detail": []}]})",
-                                 "u");
+                           "u");
   ASSERT_TRUE(pending.ok());
   EXPECT_EQ(pending->submit_time, 10);
   EXPECT_EQ(pending->start_time, 0);  // Slurm's estimate, not a fact
   EXPECT_EQ(pending->end_time, 0);
-  auto running = parse_job_v0038(R"j({"jobs": [{"job_state": "RUNNING", "start_time": 20,
+  auto running = parse_job(v0038(), R"j({"jobs": [{"job_state": "RUNNING", "start_time": 20,
       "end_time": 3620, "gres_detail": ["gpu:a100:2(IDX:0-1)", "gpu:a100:1(IDX:3)"],
       "tres_alloc_str": "cpu=1,mem=100M,node=2"}]})j",
-                                 "u");
+                           "u");
   EXPECT_EQ(running->start_time, 20);
   EXPECT_EQ(running->end_time, 0);  // the time limit, not an end
   EXPECT_EQ(running->gpus, 3);
   EXPECT_EQ(running->gres_detail,
             (std::vector<std::string>{"gpu:a100:2(IDX:0-1)", "gpu:a100:1(IDX:3)"}));
-  auto ended = parse_job_v0038(R"({"jobs": [{"job_state": "COMPLETED", "exit_code": 0,
+  auto ended = parse_job(v0038(), R"({"jobs": [{"job_state": "COMPLETED", "exit_code": 0,
       "start_time": 20, "end_time": 80, "gres_detail": [],
       "tres_alloc_str": "cpu=1,gres/gpu:a100=4,gres/gpu=4,node=1"}]})",
-                               "u");
+                         "u");
   EXPECT_EQ(ended->end_time, 80);
   EXPECT_EQ(ended->gpus, 4);
   EXPECT_TRUE(ended->gres_detail.empty());
 }
 
 TEST(GatewayRead, NodesPartitionsAndPing) {
-  auto nodes = parse_nodes_v0038(R"j({"errors": [], "nodes": [
+  auto nodes = parse_nodes(v0038(), R"j({"errors": [], "nodes": [
       {"name": "n1", "state": "mixed", "state_flags": [], "gres": "gpu:fake:2",
        "gres_used": "gpu:fake:1(IDX:0)", "partitions": ["debug"], "cpus": 16, "alloc_cpus": 1},
       {"name": "n2", "state": "idle", "state_flags": ["DRAIN"], "gres": "gpu:fake:2",
        "gres_used": "gpu:fake:0(IDX:N/A)", "partitions": ["debug", "gpu"], "cpus": 16},
       {"name": "n3", "state": "down", "gres": "", "cpus": 8}]})j",
-                                 "u");
+                           "u");
   ASSERT_TRUE(nodes.ok()) << nodes.error().message();
   ASSERT_EQ(nodes->size(), 3u);
   EXPECT_EQ((*nodes)[0].state, "mixed");
   EXPECT_EQ((*nodes)[0].gpus_used, 1);
   EXPECT_EQ((*nodes)[1].state, "unavailable");
   EXPECT_EQ((*nodes)[2].state, "unavailable");
-  auto parts = parse_partitions_v0038(R"({"partitions": [{"name": "debug", "state": "UP",
+  auto parts = parse_partitions(v0038(), R"({"partitions": [{"name": "debug", "state": "UP",
       "flags": ["default"], "total_nodes": 3, "total_cpus": 40}]})",
-                                      "u");
+                                "u");
   ASSERT_TRUE(parts.ok());
-  EXPECT_TRUE((*parts)[0].is_default);
-  EXPECT_EQ(*parse_ping_v0038(R"({"pings": [{"hostname": "c", "ping": "UP"}]})", "u"), true);
-  EXPECT_EQ(*parse_ping_v0038(R"({"pings": [{"hostname": "c", "ping": "DOWN"}]})", "u"), false);
-  EXPECT_FALSE(parse_nodes_v0038(R"({"errors": [{"description": "Access denied"}]})", "u").ok());
-  EXPECT_EQ(parse_nodes_v0038("[]", "u").error().message(),
+  EXPECT_EQ((*parts)[0].is_default, true);
+  EXPECT_EQ(*parse_ping(v0038(), R"({"pings": [{"hostname": "c", "ping": "UP"}]})", "u"), true);
+  EXPECT_EQ(*parse_ping(v0038(), R"({"pings": [{"hostname": "c", "ping": "DOWN"}]})", "u"), false);
+  EXPECT_FALSE(parse_nodes(v0038(), R"({"errors": [{"description": "Access denied"}]})", "u").ok());
+  EXPECT_EQ(parse_nodes(v0038(), "[]", "u").error().message(),
             "parse u: slurmrestd's answer is not an object");
 
-  json sys = system_json("hpc", "", true, *nodes, *parts);
+  json sys = system_json("hpc", "", true, *nodes, *parts, "v0.0.38");
+  EXPECT_EQ(sys["slurm_api"], "v0.0.38");
   EXPECT_EQ(sys["state"], "degraded");
   EXPECT_EQ(sys["reason"], "2 of 3 nodes unavailable");
   EXPECT_EQ(sys["gpus"], json::parse(R"({"total": 4, "allocated": 1})"));
@@ -113,16 +119,20 @@ TEST(GatewayRead, NodesPartitionsAndPing) {
   EXPECT_EQ(sys["partitions"][0], json::parse(R"({"name": "debug", "state": "UP",
       "default": true, "nodes": 3, "cpus": 40, "gpus": 4})"));
   std::vector<SlurmNode> one_up = {(*nodes)[0]};
-  EXPECT_EQ(system_json("hpc", "", true, one_up, *parts)["state"], "up");
+  EXPECT_EQ(system_json("hpc", "", true, one_up, *parts, "v0.0.38")["state"], "up");
   std::vector<SlurmPartition> down_part = *parts;
   down_part[0].state = "DOWN";
-  EXPECT_EQ(system_json("hpc", "", true, one_up, down_part)["reason"], "a partition is not UP");
-  EXPECT_EQ(system_json("hpc", "", false, one_up, *parts)["reason"], "slurmctld does not answer");
-  json gone = system_json("hpc", "GET http://x/ping: slurmrestd: Connection", false, {}, {});
+  EXPECT_EQ(system_json("hpc", "", true, one_up, down_part, "v0.0.38")["reason"],
+            "a partition is not UP");
+  EXPECT_EQ(system_json("hpc", "", false, one_up, *parts, "v0.0.38")["reason"],
+            "slurmctld does not answer");
+  json gone = system_json("hpc", "GET http://x/ping: slurmrestd: Connection", false, {}, {}, "");
+  EXPECT_EQ(gone["slurm_api"], nullptr);  // not chosen yet
   EXPECT_EQ(gone["state"], "down");
   EXPECT_EQ(gone["reason"], "GET http://x/ping: slurmrestd: Connection");
   std::vector<SlurmNode> none_up = {(*nodes)[1]};
-  EXPECT_EQ(system_json("hpc", "", true, none_up, *parts)["reason"], "no node is available");
+  EXPECT_EQ(system_json("hpc", "", true, none_up, *parts, "v0.0.38")["reason"],
+            "no node is available");
 }
 
 TEST(GatewayRead, TailOfAFile) {
@@ -285,7 +295,7 @@ TEST(GatewayRead, DatabaseKeepsTimesAndGpusAndUpgradesAnOldOne) {
     EXPECT_EQ((*old)->gpus, 0);
     EXPECT_TRUE((*old)->gres_detail.empty());
     JobRecord j = **old;
-    j.state = "RUNNING";
+    j.state = JobState::kRunning;
     j.start_time = 50;
     j.gpus = 2;
     j.gres_detail = {"gpu:a100:2(IDX:0-1)"};
@@ -296,7 +306,7 @@ TEST(GatewayRead, DatabaseKeepsTimesAndGpusAndUpgradesAnOldOne) {
   ASSERT_TRUE(db.ok()) << db.error().message();
   EXPECT_EQ((*db)->secret(), secret);  // made once
   JobRecord j = **(*db)->get(1);
-  EXPECT_EQ(j.state, "RUNNING");
+  EXPECT_EQ(job_state_name(j.state), "RUNNING");
   EXPECT_EQ(j.start_time, 50);
   EXPECT_EQ(j.gpus, 2);
   EXPECT_EQ(j.gres_detail, std::vector<std::string>{"gpu:a100:2(IDX:0-1)"});

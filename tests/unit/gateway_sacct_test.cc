@@ -143,7 +143,8 @@ TEST(GatewaySacct, ServiceReadsSacctFallsBackAndChargesThePrimaryGroup) {
   QuotaConfig quotas;
   quotas.period_s = int64_t{86400} * 366;
   quotas.gpu_hours[group] = 1.5;
-  JobService jobs(std::move(*db), SlurmRest("http://" + slurm.server.host(), "k", 60), {}, {},
+  JobService jobs(std::move(*db),
+                  SlurmRest("http://" + slurm.server.host(), "k", 60, slurm_api("v0.0.38")), {}, {},
                   quotas, acct);
   auto mine = jobs.accounting(user, now - 7200, now);
   ASSERT_TRUE(mine.ok()) << mine.error().message();
@@ -179,7 +180,8 @@ TEST(GatewaySacct, ServiceReadsSacctFallsBackAndChargesThePrimaryGroup) {
   auto db2 = JobsDb::open(dir.path + "/jobs2.db");
   acct.source = "auto";
   acct.slurm_account = "default";
-  JobService fallback(std::move(*db2), SlurmRest("http://" + slurm.server.host(), "k", 60), {},
+  JobService fallback(std::move(*db2),
+                      SlurmRest("http://" + slurm.server.host(), "k", 60, slurm_api("v0.0.38")), {},
                       {}, {}, acct);
   auto from_db = fallback.accounting("", now - 7200, now);
   ASSERT_TRUE(from_db.ok()) << from_db.error().message();

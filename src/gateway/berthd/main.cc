@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gateway/audit.h"
 #include "gateway/auth.h"
@@ -20,6 +21,7 @@
 #include "gateway/jobs.h"
 #include "gateway/output.h"
 #include "gateway/server.h"
+#include "gateway/slurm_api.h"
 
 namespace {
 
@@ -87,10 +89,25 @@ int main(int argc, char** argv) {
       auto checked = berth::gateway::check_output_dir(config->slurm.output_dir, geteuid());
       if (!checked.ok()) return fail(checked.error());
     }
+    // The slurmrestd API version: the configured one, or ("auto", nullptr) the one chosen at
+    // the first call; either is said in one line.
+    const berth::gateway::SlurmApi* api = berth::gateway::slurm_api(config->slurm.api_version);
     jobs = std::make_unique<berth::gateway::JobService>(
         std::move(*db),
-        berth::gateway::SlurmRest(config->slurm.rest_url, *key, config->slurm.token_lifespan_s),
+        berth::gateway::SlurmRest(config->slurm.rest_url, *key, config->slurm.token_lifespan_s,
+                                  api),
         config->slurm, config->limits, config->quotas, config->accounting);
+    if (api != nullptr)
+      std::fprintf(stderr, "berthd: slurmrestd API %s ([slurm] api_version)\n",
+                   std::string(api->version).c_str());
+    else
+      jobs->slurm().set_api_observer(
+          [url = config->slurm.rest_url](const berth::gateway::SlurmApi& chosen,
+                                         const std::vector<std::string>& offered) {
+            std::fprintf(stderr, "berthd: slurmrestd %s offers %s: speaking %s\n", url.c_str(),
+                         berth::gateway::join_versions(offered).c_str(),
+                         std::string(chosen.version).c_str());
+          });
   }
   // Jobs a crash left ACCEPTED are settled before the first request: found in Slurm by their
   // comment, or submitted now.
