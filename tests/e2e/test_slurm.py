@@ -118,6 +118,18 @@ def step_processes(berth) -> list[str]:
     return found
 
 
+def task_runs(berth, command: str) -> bool:
+    """Whether a process of this test runs COMMAND ("busybox sleep 300", argv[0] found on the
+    PATH): the task's own, not the srun whose line names it (which runs before the step's
+    container is up)."""
+    want = command.split()
+    for line in step_processes(berth):
+        argv = line.split()[1:]
+        if argv and [os.path.basename(argv[0])] + argv[1:] == want:
+            return True
+    return False
+
+
 def test_srun_runs_the_tasks_in_the_image(sl, pushed_busybox):
     out = sl.ok("-n2", f"--container-image={pushed_busybox}", "cat", "/etc/motd")
     assert out == "hello from berth e2e\n" * 2
@@ -489,7 +501,7 @@ def test_a_killed_slurmstepd_leaves_no_holder(sl, pushed_busybox):
         job = ""
         while time.monotonic() < deadline and not job:
             _, out, _ = sl("squeue", "-h", "-n", "stepkill", "-t", "R", "-o", "%i")
-            if out.strip() and any("sleep 300" in line for line in step_processes(sl.berth)):
+            if out.strip() and task_runs(sl.berth, "busybox sleep 300"):
                 job = out.strip()
             time.sleep(0.2)
         assert job, "the step did not start"
@@ -631,7 +643,7 @@ def wait_running(sl, name: str) -> str:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         _, out, _ = sl("squeue", "-h", "-n", name, "-t", "R", "-o", "%i")
-        if out.strip() and any("sleep 300" in line for line in step_processes(sl.berth)):
+        if out.strip() and task_runs(sl.berth, "busybox sleep 300"):
             return out.strip()
         time.sleep(0.2)
     raise AssertionError(f"job {name} did not start")
