@@ -9,8 +9,10 @@ extern "C" {
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "slurm/berth_command.h"
@@ -55,6 +57,40 @@ Problem make_user_dir(const StepIds& ids) {
   return {};
 }
 
+/// How long the step's end tries for a named container's lock before it goes on without it.
+/// A step's tasks hold it for a look-up and a join, a start until its holder is up; the
+/// user's own process may hold it for ever, and root must not wait for that (Slurm would
+/// drain the node after its unkillable-step timeout).
+constexpr int kNameLockTries = 1000;  // 10 ms apart: 10 s
+constexpr const char* kNameLockBound = "10 s";
+
+/// The name's lock for the step's end (root): the file a task made in the user's folder,
+/// taken without waiting and tried again for kNameLockTries; never created, never through a
+/// link, never anything but a plain file. -1 when there is none or it stays held (said in the
+/// step's log); the caller closes it.
+int take_name_lock_bounded(const StepIds& ids, const std::string& name) {
+  std::string path = name_lock_file(ids, name);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  struct stat st;
+  if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    ::close(fd);
+    fd = -1;
+  }
+  if (fd < 0) return -1;  // no task of the name's made it here: nothing to keep out
+  for (int i = 0; ::flock(fd, LOCK_EX | LOCK_NB) != 0; ++i) {
+    if ((errno != EWOULDBLOCK && errno != EINTR) || i == kNameLockTries) {
+      slurm_error(
+          "berth: container %s: its lock %s is still held after %s (by a process of "
+          "the user's): the step's end goes on without it",
+          name.c_str(), path.c_str(), kNameLockBound);
+      ::close(fd);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return fd;
+}
+
 /// Takes an exclusive flock on `path` (created 0600), or returns -1; the caller closes it.
 int take_lock(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_CREAT, 0600);
@@ -97,9 +133,7 @@ void end_step(spank_t sp, const StepIds& ids, const StepRecord& rec) {
       slurm_info("berth: stopping %s after an interrupted start: %s", name.c_str(),
                  r.problem().c_str());
   } else if (!name.empty() && named) {
-    int lock = ::open(name_lock_file(ids, name).c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    while (lock >= 0 && ::flock(lock, LOCK_EX) != 0 && errno == EINTR) {
-    }
+    int lock = take_name_lock_bounded(ids, name);
     if (!namespace_in_use(rec.holder)) {
       kill_holder(rec.holder, ids.uid);
       wait_gone(rec.holder, 5000);  // gone before the lock goes: the next step must not find it

@@ -866,3 +866,54 @@ def test_remap_root_shows_in_the_uid_map(sl, pushed_busybox):
     assert out.split() == ["0", str(uid), "1"]
     out = sl.ok(f"--container-image={pushed_busybox}", "cat", "/proc/self/uid_map")
     assert out.split() == [str(uid), str(uid), "1"]
+
+
+# --- issue 30: the plugin attacked -----------------------------------------------------------
+
+
+def test_a_user_holding_a_names_lock_cannot_keep_the_steps_end_waiting(sl, cluster,
+                                                                      pushed_busybox):
+    # At the end of a --container-name step root's slurmstepd took a blocking flock on the
+    # name's lock, a file in the user's own runtime folder: a process of the user's holding it
+    # kept the step from ending (scancel could not help) until Slurm drained the node. The
+    # step's end now tries for a bounded time, says so in the step's log, and goes on.
+    lock = os.path.join(cluster.runtime, str(sl.berth.identity.uid), "heldlock.n1.name.lock")
+    go = sl.berth.make_dir("heldgo")
+    step = sl.popen("srun", "-N1", "-w", "n1", "-J", "heldlock",
+                    f"--container-image={pushed_busybox}", "--container-name=heldlock",
+                    f"--container-mounts={go}:/go", "sh", "-c",
+                    "busybox touch /go/started; while [ ! -e /go/now ]; do busybox sleep 0.1; "
+                    "done")
+    holder = None
+
+    def held() -> bool:  # root's look at the lock, without waiting for it
+        return subprocess.run(["flock", "-n", lock, "true"]).returncode == 1
+
+    try:
+        assert wait_for(lambda: os.path.exists(os.path.join(go, "started")), timeout=60)
+        # The task has let go of the name's lock; a process of the user's takes it and keeps it.
+        holder = subprocess.Popen(sl.berth.identity.prefix + ["flock", lock, "sleep", "600"])
+        assert wait_for(held)
+        sl.berth.write_file("heldgo/now", "")
+        _, err = step.communicate(timeout=120)
+        assert step.returncode == 0, err
+        # The step ended (its slurmstepd did not wait on the lock for ever): the job is gone,
+        # the node is up, and the step's log says why its end did not wait.
+        assert wait_for(lambda: not sl("squeue", "-h", "-n", "heldlock")[1].strip(), timeout=90)
+        assert held()  # still: the user's process was never waited for
+        state = sl("sinfo", "-h", "-n", "n1", "-o", "%t")[1].strip()
+        assert state in ("idle", "mix", "alloc"), state
+        with open(os.path.join(cluster.root, "log", "slurmd-n1.log")) as f:
+            log = f.read()
+        assert (f"berth: container heldlock.n1: its lock {lock} is still held after 10 s (by a "
+                "process of the user's): the step's end goes on without it") in log
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+        if step.poll() is None:
+            step.kill()
+            step.wait()
+        cluster.recover()  # before the fix: the node drained ("Kill task failed")
+        sl.berth("rm", "-f", "heldlock.n1", check=False)
+
