@@ -137,6 +137,8 @@ Problem set_name(Options* o, const std::string& value) {
     return "--container-name: unknown flag '" + flag + "' (auto, create, exec or no_exec)";
   }
   if (name.empty()) return "--container-name: the name is empty";
+  if (name.starts_with("-"))
+    return "--container-name: '" + name + "' is not a valid name (it starts with '-')";
   if (name.find('/') != std::string::npos || name.size() > 200)
     return "--container-name: '" + name + "' is not a valid name";
   if (Problem p = set_once(&o->name, name, "container-name"); !p.empty()) return p;
@@ -304,6 +306,9 @@ Problem apply_option(size_t index, const char* arg, Options* o) {
   switch (index) {
     case kImage:
       if (value.empty()) return "--container-image: the image is empty";
+      // It would reach `berth run` as one of its options (--help, --privileged, ...).
+      if (value.starts_with("-"))
+        return "--container-image: '" + value + "' is not an image (it starts with '-')";
       return set_once(&o->image, value, "container-image");
     case kMounts:
       return set_mounts(o, value);
@@ -456,6 +461,8 @@ Problem berth_image(const std::string& image, const std::string& cwd, std::strin
   if (size_t hash = ref.find('#'); hash != std::string::npos)
     ref = ref.substr(0, hash) + "/" + ref.substr(hash + 1);
   if (ref.empty() || ref.starts_with("/")) return "--container-image: the image is empty";
+  if (ref.starts_with("-"))
+    return "--container-image: '" + image + "': the image '" + ref + "' starts with '-'";
   *out = ref;
   return {};
 }
@@ -529,8 +536,9 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
     v.insert(v.end(), {"-v", volume});
   }
   if (!o.workdir.empty()) v.insert(v.end(), {"-w", o.workdir});
-  // --container-env: the host's value (berth run's -e NAME), before the entrypoint runs.
-  for (const std::string& n : o.env_names) v.insert(v.end(), {"-e", n});
+  // --container-env: the host's value (berth run's -e NAME), before the entrypoint runs; in
+  // one word, so that a NAME starting with '-' is never taken for an option.
+  for (const std::string& n : o.env_names) v.push_back("--env=" + n);
   // Berth's directory images are writable already; --writable is for squashfs files.
   if (o.writable == false) v.push_back("--read-only");
   if (o.writable == true && in_place) v.push_back("--writable");
@@ -551,11 +559,12 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   // mounts) while the tasks join it, and costs nothing while they run; the plugin kills it at
   // step end. With the entrypoint, the image's entrypoint runs first and execs the holder
   // ("$@"), as enroot's /etc/rc does for pyxis.
+  // "--" ends berth run's options before the image, whatever the image is.
   const char* holder = "kill -STOP $$; exit 0";
   if (o.entrypoint.value_or(a.execute_entrypoint)) {
-    v.insert(v.end(), {image, "/bin/sh", "-c", holder});
+    v.insert(v.end(), {"--", image, "/bin/sh", "-c", holder});
   } else {
-    v.insert(v.end(), {"--entrypoint", "/bin/sh", image, "-c", holder});
+    v.insert(v.end(), {"--entrypoint", "/bin/sh", "--", image, "-c", holder});
   }
   return {};
 }

@@ -917,3 +917,22 @@ def test_a_user_holding_a_names_lock_cannot_keep_the_steps_end_waiting(sl, clust
         cluster.recover()  # before the fix: the node drained ("Kill task failed")
         sl.berth("rm", "-f", "heldlock.n1", check=False)
 
+
+def test_an_image_or_a_name_is_never_taken_for_an_option_of_berths(sl, pushed_busybox):
+    # --container-image=--help reached `berth run` as its --help. Images and names starting
+    # with '-' are refused, in srun before anything is submitted, and in slurmstepd for the
+    # environment forms only the job's environment holds.
+    rc, _, err = sl.srun("--container-image=--help", "true")
+    assert rc != 0
+    assert "berth: --container-image: '--help' is not an image (it starts with '-')" in err
+    rc, _, err = sl.srun(f"--container-image={pushed_busybox}", "--container-name=-x", "true")
+    assert rc != 0
+    assert "berth: --container-name: '-x' is not a valid name (it starts with '-')" in err
+    rc, _, err = sl.srun("--export=ALL,BERTH_CONTAINER_IMAGE=--privileged", "true")
+    assert rc == 1
+    assert ("berth: error: BERTH_CONTAINER_IMAGE: --container-image: '--privileged' is not an "
+            "image (it starts with '-')") in err
+    # A --container-env name that looks like an option is one word for berth run (--env=NAME).
+    out = sl.ok(f"--container-image={pushed_busybox}", "--container-env=--help", "sh", "-c",
+                "echo ran")
+    assert out == "ran\n"

@@ -271,10 +271,10 @@ TEST(SlurmOptions, RunArguments) {
                                             "/home/u/rel:/home/u/rel",
                                             "-w",
                                             "/in",
-                                            "-e",
-                                            "A",
+                                            "--env=A",
                                             "--entrypoint",
                                             "/bin/sh",
+                                            "--",
                                             "reg:5000/e2e/busybox:1.0",
                                             "-c",
                                             "kill -STOP $$; exit 0"}));
@@ -287,7 +287,7 @@ TEST(SlurmOptions, RunArguments) {
   a.job_scope = true;
   EXPECT_EQ(run_arguments(o, a, ids, "/home/u", &args), "");
   EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "12_keep.n1", "-u", "0:0",
-                                            "--root-emulation=seccomp", "--no-bind-home", "reg:5000/e2e/busybox:1.0", "/bin/sh",
+                                            "--root-emulation=seccomp", "--no-bind-home", "--", "reg:5000/e2e/busybox:1.0", "/bin/sh",
                                             "-c", "kill -STOP $$; exit 0"}));
   EXPECT_EQ(container_name(Options{}, PluginArgs{}, StepIds{7, kBatchStep, "n2", 0, 0}),
             "slurm-7.batch.n2");
@@ -303,6 +303,36 @@ TEST(SlurmOptions, RunArguments) {
 
 namespace berth::slurm {
 namespace {
+
+TEST(SlurmOptions, AnImageOrANameIsNeverAnOptionOfBerths) {
+  // --container-image=--help reached `berth run` as its --help (and berth printed its help
+  // instead of running anything): images and names starting with '-' are refused, and every
+  // argument of berth run's that comes from the user is one word or follows a "--".
+  Options o;
+  EXPECT_EQ(apply(&o, "container-image", "--help"),
+            "--container-image: '--help' is not an image (it starts with '-')");
+  EXPECT_EQ(apply(&o, "container-name", "-x:create"),
+            "--container-name: '-x' is not a valid name (it starts with '-')");
+  g_env = {{"PYXIS_CONTAINER_IMAGE", "--privileged"}};
+  EXPECT_EQ(apply_environment(&o, fake_getenv),
+            "PYXIS_CONTAINER_IMAGE: --container-image: '--privileged' is not an image (it starts "
+            "with '-')");
+  g_env.clear();
+  std::string out;
+  EXPECT_EQ(berth_image("docker://-x", "/", &out),
+            "--container-image: 'docker://-x': the image '-x' starts with '-'");
+  EXPECT_EQ(berth_image("alice@--help", "/", &out),
+            "--container-image: 'alice@--help': the image '--help' starts with '-'");
+  Options e;
+  e.image = "busybox";
+  EXPECT_EQ(apply(&e, "container-env", "--help"), "");
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(e, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
+  EXPECT_NE(std::find(args.begin(), args.end(), "--env=--help"), args.end());
+  auto dashes = std::find(args.begin(), args.end(), "--");
+  ASSERT_NE(dashes, args.end());
+  EXPECT_EQ(*(dashes + 1), "busybox");
+}
 
 TEST(SlurmOptions, NotYetIsAnErrorNeverIgnored) {
   Options o;
@@ -331,7 +361,7 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   std::vector<std::string> args;
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
   EXPECT_EQ(args, (std::vector<std::string>{"run", "-u", "5:6", "--root-emulation=seccomp", "--no-bind-home", "--writable",
-                                            "--network", "none", "--entrypoint", "/bin/sh",
+                                            "--network", "none", "--entrypoint", "/bin/sh", "--",
                                             "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
   StepIds gpu_step{1, 0, "n1", 5, 6};
   gpu_step.gpus = true;
@@ -344,7 +374,7 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 2, "n1", 5, 6}, "/w", &args), "");
   EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "slurm-1.2.n1", "-u", "5:6",
                                             "--root-emulation=seccomp", "--no-bind-home", "--entrypoint",
-                                            "/bin/sh",
+                                            "/bin/sh", "--",
                                             "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
   o.save.clear();
   o.name = "n";
@@ -362,7 +392,7 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   std::vector<std::string> tail(args.begin() + 8, args.end());
   EXPECT_EQ(tail,
             (std::vector<std::string>{"--ipc", "private", "--hostname", "node07", "--entrypoint",
-                                      "/bin/sh", "busybox", "-c", "kill -STOP $$; exit 0"}));
+                                      "/bin/sh", "--", "busybox", "-c", "kill -STOP $$; exit 0"}));
 }
 
 }  // namespace
