@@ -129,6 +129,12 @@ inline bool needs_container(const Options& o) {
 Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
                       const std::string& cwd, std::vector<std::string>* out);
 
+/// The MASTER_PORT of job `job`'s PyTorch steps, as enroot's PyTorch hook derives it: one
+/// port per job, 61000 to 65535 (above Linux's ephemeral range's default start, 32768..60999).
+constexpr unsigned master_port(unsigned job) {
+  return 61000 + job % 4536;
+}
+
 /// Whether `text` is a pyxis boolean: 1|true|yes|y or 0|false|no|n (case-sensitive).
 std::optional<bool> parse_bool(std::string_view text);
 

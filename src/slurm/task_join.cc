@@ -67,9 +67,13 @@ Problem merge_environment(spank_t sp, long pid) {
       spank_setenv(sp, to, value, 0);
   }
   // PyTorch's launcher variables for PyTorch images: RANK and LOCAL_RANK as pyxis sets them,
-  // WORLD_SIZE and MASTER_ADDR (the step's first node) as enroot's PyTorch hook does.
+  // WORLD_SIZE, MASTER_ADDR (the step's first node) and MASTER_PORT (the job's) as enroot's
+  // PyTorch hook does, for torch.distributed's env:// (each only when not set already).
   char buf[64];
   if (spank_getenv(sp, "PYTORCH_VERSION", buf, sizeof buf) == ESPANK_SUCCESS) {
+    uint32_t job = 0;
+    if (spank_get_item(sp, S_JOB_ID, &job) == ESPANK_SUCCESS)
+      spank_setenv(sp, "MASTER_PORT", std::to_string(master_port(job)).c_str(), 0);
     if (spank_getenv(sp, "SLURM_PROCID", buf, sizeof buf) == ESPANK_SUCCESS)
       spank_setenv(sp, "RANK", buf, 1);
     if (spank_getenv(sp, "SLURM_LOCALID", buf, sizeof buf) == ESPANK_SUCCESS)

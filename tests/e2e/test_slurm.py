@@ -477,10 +477,12 @@ def test_pmi2_socket_reaches_the_tasks(sl, pushed_busybox):
 def test_pytorch_variables(sl, pushed_busybox):
     # For PyTorch images (PYTORCH_VERSION set; here from the host, which passes through).
     rc, out, err = sl("srun", "-N2", "-n2", f"--container-image={pushed_busybox}", "sh", "-c",
-                      "echo $RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR",
+                      "echo $RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT $SLURM_JOB_ID",
                       env={"PYTORCH_VERSION": "2.3.0"})
     assert rc == 0, err
-    assert sorted(out.splitlines()) == ["0 0 2 n1", "1 0 2 n1"]
+    job = int(out.split()[-1])
+    port = 61000 + job % 4536  # enroot's PyTorch hook's MASTER_PORT: one per job
+    assert sorted(out.splitlines()) == [f"0 0 2 n1 {port} {job}", f"1 0 2 n1 {port} {job}"]
     # Not for other images.
     out = sl.ok(f"--container-image={pushed_busybox}", "sh", "-c", "echo ${RANK:-none}")
     assert out == "none\n"

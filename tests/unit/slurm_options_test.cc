@@ -334,6 +334,13 @@ TEST(SlurmOptions, AnImageOrANameIsNeverAnOptionOfBerths) {
   EXPECT_EQ(*(dashes + 1), "busybox");
 }
 
+TEST(SlurmOptions, MasterPortIsEnrootsOnePerJob) {
+  EXPECT_EQ(master_port(0), 61000u);
+  EXPECT_EQ(master_port(4535), 65535u);
+  EXPECT_EQ(master_port(4536), 61000u);
+  EXPECT_EQ(master_port(10738754), 61000u + 10738754u % 4536u);
+}
+
 TEST(SlurmOptions, NotYetIsAnErrorNeverIgnored) {
   Options o;
   EXPECT_EQ(apply(&o, "container-save", "./out.sqsh"), "");
