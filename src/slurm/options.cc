@@ -511,8 +511,14 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   // pyxis's remap-root is enroot's seccomp filter, and Berth's subordinate-ID mode keeps a
   // per-user holder process that would outlive the job: seccomp unless the site says otherwise.
   if (a.root_emulation != "policy") v.push_back("--root-emulation=" + a.root_emulation);
-  // enroot's default is no home; Berth's would be the site policy's: pyxis's wins here.
-  v.push_back(o.mount_home.value_or(false) ? "--bind-home" : "--no-bind-home");
+  // enroot's default is no home; Berth's would be the site policy's: pyxis's wins here. With
+  // --container-remap-root enroot binds the home at the remapped user's, /root.
+  bool home = o.mount_home.value_or(false);
+  if (home && o.remap_root.value_or(false) && ids.home.starts_with("/")) {
+    v.insert(v.end(), {"--no-bind-home", "-v", ids.home + ":/root"});
+  } else {
+    v.push_back(home ? "--bind-home" : "--no-bind-home");
+  }
   for (const std::string& m : o.mounts) {
     std::vector<std::string> parts = split(m, ':');
     std::string src = parts[0], mode;

@@ -96,6 +96,7 @@ struct StepIds {
   bool gpus = false;      ///< Slurm gave the step GPUs (SLURM_STEP_GPUS or SLURM_JOB_GPUS is set)
   bool mpi_step = false;  ///< launched with an MPI plugin (SLURM_MPI_TYPE set, not "none")
   std::string hostname;   ///< the node's host name (--container-unshare=uts keeps it)
+  std::string home;       ///< the job's HOME: the home --container-mount-home binds
 };
 inline constexpr unsigned kBatchStep = 0xfffffffbU;  // SLURM_BATCH_SCRIPT
 

@@ -55,6 +55,9 @@ Problem step_ids(spank_t sp, StepIds* ids) {
   if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof node) != ESPANK_SUCCESS)
     ::gethostname(node, sizeof node - 1);
   ids->node = node;
+  std::vector<char> home(4096);
+  if (spank_getenv(sp, "HOME", home.data(), static_cast<int>(home.size())) == ESPANK_SUCCESS)
+    ids->home = home.data();
   char host[256] = "";
   (void)::gethostname(host, sizeof host - 1);
   ids->hostname = host;

@@ -452,6 +452,10 @@ def test_mount_home(sl, pushed_busybox):
     assert sl.ok(f"--container-image={pushed_busybox}", *show) == "absent\n"  # pyxis's default
     assert sl.ok(f"--container-image={pushed_busybox}", "--container-mount-home",
                  *show) == "in the home\n"
+    # Remapped to root, the home is root's, as enroot binds it: at /root.
+    out = sl.ok(f"--container-image={pushed_busybox}", "--container-mount-home",
+                "--container-remap-root", "sh", "-c", "echo $HOME; cat /root/note; busybox id -u")
+    assert out == "/root\nin the home\n0\n"
 
 
 def test_a_container_running_outside_slurm_is_not_joined(sl, pushed_busybox):

@@ -334,6 +334,23 @@ TEST(SlurmOptions, AnImageOrANameIsNeverAnOptionOfBerths) {
   EXPECT_EQ(*(dashes + 1), "busybox");
 }
 
+TEST(SlurmOptions, AHomeRemappedToRootIsBoundAtRoot) {
+  Options o;
+  o.image = "busybox";
+  o.mount_home = true;
+  StepIds ids{1, 0, "n1", 5, 6};
+  ids.home = "/home/u";
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args), "");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--bind-home"), 1);
+  o.remap_root = true;  // enroot's: the remapped user's home, /root
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args), "");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--bind-home"), 0);
+  auto v = std::find(args.begin(), args.end(), "-v");
+  ASSERT_NE(v, args.end());
+  EXPECT_EQ(*(v + 1), "/home/u:/root");
+}
+
 TEST(SlurmOptions, MasterPortIsEnrootsOnePerJob) {
   EXPECT_EQ(master_port(0), 61000u);
   EXPECT_EQ(master_port(4535), 65535u);
