@@ -313,7 +313,8 @@ Problem apply_option(size_t index, const char* arg, Options* o) {
     case kMounts:
       return set_mounts(o, value);
     case kWorkdir:
-      if (!value.starts_with("/")) return "--container-workdir: '" + value + "' is not absolute";
+      // pyxis's: a relative PATH is the container root's, and the directory must be there.
+      if (value.empty()) return "--container-workdir: the path is empty";
       return set_once(&o->workdir, value, "container-workdir");
     case kName:
       return set_name(o, value);
@@ -541,7 +542,8 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
     if (!mode.empty()) volume.append(":").append(mode);
     v.insert(v.end(), {"-v", volume});
   }
-  if (!o.workdir.empty()) v.insert(v.end(), {"-w", o.workdir});
+  // --container-workdir is no `-w`: that would make a missing directory, where pyxis fails the
+  // step; each task goes there after joining (task_join.h), as pyxis's do.
   // --container-env: the host's value (berth run's -e NAME), before the entrypoint runs; in
   // one word, so that a NAME starting with '-' is never taken for an option.
   for (const std::string& n : o.env_names) v.push_back("--env=" + n);

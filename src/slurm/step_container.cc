@@ -164,7 +164,6 @@ Problem no_exec_arguments(const Options& o, const StepIds& ids, const std::strin
     return "inspect " + container_name(o, g_state.args, ids) + ": no rootfs";
   Options with = o;
   with.image = f.rootfs;
-  if (with.workdir.empty() && f.workdir.starts_with("/")) with.workdir = f.workdir;  // the image's
   with.name.clear();
   with.save.clear();
   with.entrypoint = false;  // a directory has no image config: the holder is the command
@@ -181,6 +180,8 @@ Problem no_exec_arguments(const Options& o, const StepIds& ids, const std::strin
       continue;
     image_env.push_back("--env=" + kv);
   }
+  // The holder starts where the image's WorkingDir is (a directory has no image config).
+  if (f.workdir.starts_with("/")) image_env.push_back("--workdir=" + f.workdir);
   args->insert(args->begin() + 1, image_env.begin(), image_env.end());
   return {};
 }

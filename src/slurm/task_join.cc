@@ -139,6 +139,7 @@ Problem join(spank_t sp, long pid) {
     p = "chdir: /: the container's root: " + errno_text(errno);
   if (p.empty()) {
     if (!o.workdir.empty()) {
+      // After chroot the working directory is the root: a relative PATH is the root's.
       if (::chdir(o.workdir.c_str()) != 0)
         p = "chdir to working directory: " + o.workdir + ": " + errno_text(errno);
     } else if (::fchdir(cwd) != 0) {

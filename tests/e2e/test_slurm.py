@@ -157,6 +157,18 @@ def test_mounts_workdir_and_env(sl, pushed_busybox):
     assert out == "/in\nfrom the host\nchosen\nread-only\n"
 
 
+def test_a_relative_workdir_is_the_roots_and_a_missing_one_fails(sl, pushed_busybox):
+    # pyxis's: a relative --container-workdir is taken inside the root (".." stays in it), and
+    # a directory that is not there fails the step rather than being made.
+    image = f"--container-image={pushed_busybox}"
+    assert sl.ok(image, "--container-workdir=../", "sh", "-c", "pwd") == "/\n"
+    assert sl.ok(image, "--container-workdir=etc", "sh", "-c", "pwd") == "/etc\n"
+    rc, _, err = sl.srun(image, "--container-workdir=/nonexistent", "true")
+    assert rc == 1
+    assert ("berth: error: chdir to working directory: /nonexistent: No such file or "
+            "directory") in err
+
+
 def test_environment_forms(sl, pushed_busybox):
     # PYXIS_CONTAINER_IMAGE without the option; BERTH_CONTAINER_WORKDIR wins over PYXIS_'s.
     out = sl.ok("sh", "-c", "pwd", env={"PYXIS_CONTAINER_IMAGE": pushed_busybox,

@@ -269,8 +269,6 @@ TEST(SlurmOptions, RunArguments) {
                                             "/data:/in:ro",
                                             "-v",
                                             "/home/u/rel:/home/u/rel",
-                                            "-w",
-                                            "/in",
                                             "--env=A",
                                             "--entrypoint",
                                             "/bin/sh",
@@ -349,6 +347,21 @@ TEST(SlurmOptions, AHomeRemappedToRootIsBoundAtRoot) {
   auto v = std::find(args.begin(), args.end(), "-v");
   ASSERT_NE(v, args.end());
   EXPECT_EQ(*(v + 1), "/home/u:/root");
+}
+
+TEST(SlurmOptions, AWorkdirIsTheTasksOwnAndMayBeRelative) {
+  // pyxis's: each task changes to it once inside (relative: against the root), and a missing
+  // one fails; berth run -w would make it.
+  Options o;
+  EXPECT_EQ(apply(&o, "container-workdir", "../"), "");
+  EXPECT_EQ(o.workdir, "../");
+  EXPECT_EQ(apply(&o, "container-workdir", "../"), "");  // Slurm's repeat
+  Options e;
+  EXPECT_EQ(apply(&e, "container-workdir", ""), "--container-workdir: the path is empty");
+  o.image = "busybox";
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "-w"), 0);
 }
 
 TEST(SlurmOptions, MasterPortIsEnrootsOnePerJob) {
