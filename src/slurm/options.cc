@@ -474,11 +474,28 @@ std::string image_user(const Options& o) {
   return "";
 }
 
+namespace {
+
+/// Whether `name` is JOB.STEP, the name pyxis gives a step's unnamed container.
+bool is_step_name(std::string_view name) {
+  size_t dot = name.find('.');
+  auto digits = [](std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  return dot != std::string_view::npos && digits(name.substr(0, dot)) &&
+         (digits(name.substr(dot + 1)) || name.substr(dot + 1) == "batch");
+}
+
+}  // namespace
+
 std::string container_name(const Options& o, const PluginArgs& a, const StepIds& ids) {
   std::string node = ids.node;
   for (char& c : node)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') c = '-';
   std::string job = std::to_string(ids.job);
+  // pyxis names a step's unnamed container JOB.STEP, and --container-name=JOB.STEP joins it
+  // while it runs: Berth's is slurm-JOB.STEP.NODE.
+  if (is_step_name(o.name)) return "slurm-" + o.name + "." + node;
   if (!o.name.empty()) return (a.job_scope ? job + "_" + o.name : o.name) + "." + node;
   std::string step = ids.step == kBatchStep ? "batch" : std::to_string(ids.step);
   return "slurm-" + job + "." + step + "." + node;

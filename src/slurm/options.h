@@ -102,7 +102,8 @@ inline constexpr unsigned kBatchStep = 0xfffffffbU;  // SLURM_BATCH_SCRIPT
 
 /// The Berth container's name, node-unique (the nodes of a job may share one store through a
 /// shared home, and several slurmd may share a host): NAME.NODE (container_scope=job:
-/// JOB_NAME.NODE) when named, else slurm-JOB.STEP.NODE. Characters a container name cannot
+/// JOB_NAME.NODE) when named, else slurm-JOB.STEP.NODE, which a NAME of the form JOB.STEP
+/// names too (pyxis's name for a step's unnamed container). Characters a container name cannot
 /// hold become '-'.
 std::string container_name(const Options& o, const PluginArgs& a, const StepIds& ids);
 

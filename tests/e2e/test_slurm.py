@@ -457,6 +457,30 @@ def test_exec_attaches_to_a_running_named_container(sl, pushed_busybox):
             first.wait()
 
 
+def test_job_step_names_a_running_unnamed_steps_container(sl, pushed_busybox):
+    # pyxis's exec.bats: --container-name=JOB.STEP joins the running container of the job's
+    # step STEP, which is unnamed (Berth's slurm-JOB.STEP.NODE).
+    rc, out, err = sl("sbatch", "--parsable", "-N1", "-w", "n1", "-J", "attachjob", "--wrap",
+                      "sleep 300")
+    assert rc == 0, err
+    job = out.strip().split(";")[0]
+    first = None
+    try:
+        assert wait_for(lambda: sl("squeue", "-h", "-j", job, "-t", "R", "-o", "%i")[1].strip(),
+                        timeout=60)
+        first = sl.popen("srun", f"--jobid={job}", "--overlap", "-w", "n1",
+                         f"--container-image={pushed_busybox}", "sh", "-c",
+                         "echo from-step-0 > /marker; busybox sleep 300")
+        assert wait_for(lambda: task_runs(sl.berth, "busybox sleep 300"), timeout=60)
+        rc, out, err = sl("srun", f"--jobid={job}", "--overlap", "-w", "n1",
+                          f"--container-name={job}.0", "cat", "/marker")
+        assert (rc, out) == (0, "from-step-0\n"), err
+    finally:
+        sl("scancel", job)
+        if first is not None:
+            first.wait(timeout=60)
+
+
 def test_mount_home(sl, pushed_busybox):
     sl.berth.write_file("home/note", "in the home\n")
     note = os.path.join(sl.berth.home, "note")

@@ -294,6 +294,18 @@ TEST(SlurmOptions, RunArguments) {
   Options named;
   named.name = "train";
   EXPECT_EQ(container_name(named, PluginArgs{}, StepIds{7, 1, "gpu[3]", 0, 0}), "train.gpu-3-");
+  // pyxis's JOB.STEP names a step's unnamed container, whatever the scope.
+  named.name = "7.0";
+  PluginArgs job_scope;
+  job_scope.job_scope = true;
+  EXPECT_EQ(container_name(named, job_scope, StepIds{7, 1, "n1", 0, 0}), "slurm-7.0.n1");
+  named.name = "7.batch";
+  EXPECT_EQ(container_name(named, PluginArgs{}, StepIds{7, 1, "n1", 0, 0}), "slurm-7.batch.n1");
+  for (const char* other : {"7.", ".0", "7.0.1", "7a.0", "v1.2"}) {
+    named.name = other;
+    EXPECT_EQ(container_name(named, PluginArgs{}, StepIds{7, 1, "n1", 0, 0}),
+              std::string(other) + ".n1");
+  }
 }
 
 }  // namespace
