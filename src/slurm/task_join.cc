@@ -98,11 +98,30 @@ Problem merge_environment(spank_t sp, long pid) {
   return {};
 }
 
+/// The namespaces --container-unshare names, as pyxis's messages name them.
+constexpr struct {
+  const char* option;  ///< --container-unshare's word
+  const char* ns;      ///< /proc/PID/ns/NAME
+  const char* words;
+} kUnshared[] = {{"net", "net", "network"}, {"ipc", "ipc", "IPC"}, {"uts", "uts", "UTS"}};
+
+/// A step asking for namespaces of its own fails on a container that has not them (a running
+/// named one, made without), as pyxis's does, rather than sharing the node's.
+Problem check_unshared(const std::string& proc) {
+  for (const std::string& asked : g_state.opts.unshare)
+    for (const auto& u : kUnshared)
+      if (asked == u.option && same_ns(std::string("/proc/self/ns/") + u.ns, proc + "/ns/" + u.ns))
+        return std::string("--container-unshare=") + u.option +
+               " requested but the container is not in a separate " + u.words + " namespace";
+  return {};
+}
+
 }  // namespace
 
 Problem join(spank_t sp, long pid) {
   const Options& o = g_state.opts;
   std::string proc = "/proc/" + std::to_string(pid);
+  if (Problem p = check_unshared(proc); !p.empty()) return p;
   struct Ns {
     const char* name;
     int fd;

@@ -737,6 +737,24 @@ def test_unshare_ipc_and_uts(sl, pushed_busybox):
     assert len(out) == 2 and out[0] == out[1] != h_ipc
 
 
+def test_unshare_fails_on_a_running_container_without_that_namespace(sl, pushed_busybox):
+    # pyxis's: a step asking for a namespace of its own cannot join a running container that
+    # shares the node's; it fails rather than run in the node's namespace.
+    first = sl.popen("srun", "-N1", "-w", "n1", "-J", "unsharefirst",
+                     f"--container-image={pushed_busybox}", "--container-name=shareless",
+                     "busybox", "sleep", "300")
+    try:
+        wait_running(sl, "unsharefirst")
+        rc, _, err = sl.srun("--container-name=shareless", "--container-unshare=net", "true")
+        assert rc == 1
+        assert ("berth: error: --container-unshare=net requested but the container is not in a "
+                "separate network namespace") in err
+    finally:
+        sl("scancel", "-n", "unsharefirst")
+        first.wait(timeout=60)
+        sl.berth("rm", "-f", "shareless.n1", check=False)
+
+
 def test_named_containers_are_node_unique(sl, pushed_busybox):
     # Both nodes share the test user's home, hence one Berth store: each node keeps its own
     # container for one --container-name (NAME.NODE), and finds it again in the next step.
