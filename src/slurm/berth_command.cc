@@ -148,7 +148,7 @@ Ran run_berth(const std::vector<std::string>& args, const std::vector<std::strin
 }
 
 long spawn_detached(const std::vector<std::string>& args, const std::vector<std::string>& env,
-                    const StepIds* drop, int err_fd, int status_fd) {
+                    const StepIds* drop, int err_fd, int status_fd, int out_fd) {
   int pids[2];
   if (high_pipe(pids) != 0) return 0;
   BerthCommand cmd(args, env);
@@ -160,12 +160,12 @@ long spawn_detached(const std::vector<std::string>& args, const std::vector<std:
     if (status_fd < 0) {
       long me = ::getpid();
       (void)!::write(pids[1], &me, sizeof me);
-      exec_berth(cmd, -1, err_fd, drop);
+      exec_berth(cmd, out_fd, err_fd, drop);
     }
     // The waiter: berth's parent, which hands its exit status on and holds nothing else of
     // the caller's (the step's I/O among it) meanwhile.
     pid_t berth = ::fork();
-    if (berth == 0) exec_berth(cmd, -1, err_fd, drop);
+    if (berth == 0) exec_berth(cmd, out_fd, err_fd, drop);
     long pid = berth > 0 ? berth : 0;
     (void)!::write(pids[1], &pid, sizeof pid);
     close_all_but(status_fd);

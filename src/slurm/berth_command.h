@@ -36,9 +36,9 @@ Ran run_berth(const std::vector<std::string>& args, const std::vector<std::strin
 /// because slurmstepd's process tracking kills every process of the step at its end, the
 /// plugin's own clean-up included, and because the task's command must not inherit it as a
 /// child. With `status_fd`, a waiter (the berth process's parent, out of the tree too) writes
-/// its exit status there (an int) when it ends.
+/// its exit status there (an int) when it ends. Its stdout is `out_fd` (-1: /dev/null).
 long spawn_detached(const std::vector<std::string>& args, const std::vector<std::string>& env,
-                    const StepIds* drop, int err_fd, int status_fd = -1);
+                    const StepIds* drop, int err_fd, int status_fd = -1, int out_fd = -1);
 
 /// Runs `berth ARGS` with spawn_detached and waits up to `seconds` for its exit status
 /// (status -1 and a Problem saying so when it is not done by then).

@@ -585,7 +585,12 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   // step end. With the entrypoint, the image's entrypoint runs first and execs the holder
   // ("$@"), as enroot's /etc/rc does for pyxis.
   // "--" ends berth run's options before the image, whatever the image is.
-  const char* holder = "kill -STOP $$; exit 0";
+  // With --container-entrypoint-log it says it is up on stdout and stderr first: once both
+  // lines are in the container's log, all the entrypoint printed before them is too (the
+  // monitor's logger reads the two streams as they come).
+  std::string up = std::string("echo '") + kHolderUpLine + "'";
+  std::string holder = o.entrypoint_log ? up + "; " + up + " >&2; kill -STOP $$; exit 0"
+                                        : "kill -STOP $$; exit 0";
   if (o.entrypoint.value_or(a.execute_entrypoint)) {
     v.insert(v.end(), {"--", image, "/bin/sh", "-c", holder});
   } else {

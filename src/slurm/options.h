@@ -122,6 +122,10 @@ inline bool needs_container(const Options& o) {
   return !o.name.empty() || !o.save.empty();
 }
 
+/// The line the holder prints on stdout and on stderr before it stops itself, when the step
+/// asked for --container-entrypoint-log: the end of the entrypoint's output in the log.
+inline constexpr const char* kHolderUpLine = "berth: the holder is up";
+
 /// The `berth run` arguments (after the binary) that make the step's container: a holder
 /// process (/bin/sh stopping itself) that the tasks join and the plugin ends at step end.
 /// `berth run -d --name` for a registry image, and for a squashfs file when needs_container()

@@ -6,7 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <thread>
@@ -62,13 +65,15 @@ Problem add_host_tools(spank_t sp, const StepIds& ids, Options* with) {
 /// Starts `berth ARGS` (a run without a container record: a squashfs file) in the background
 /// (spawn_detached), calls `started(pid)` (which records it), and waits until its holder has
 /// stopped itself. The run ends when slurm_spank_exit kills the holder; berth then releases the
-/// squashfs mount as after any run.
+/// squashfs mount as after any run. With `output`, what the run printed until then (berth's
+/// and the entrypoint's stdout and stderr).
 template <typename Started>
 Problem start_background(const std::vector<std::string>& args, const std::vector<std::string>& env,
-                         long* runner, long* holder, Started started) {
+                         long* runner, long* holder, Started started,
+                         std::string* output = nullptr) {
   int err = output_file("berth-err");
   if (err < 0) return "memfd_create: " + errno_text(errno);
-  long pid = spawn_detached(args, env, nullptr, err);
+  long pid = spawn_detached(args, env, nullptr, err, -1, output != nullptr ? err : -1);
   Problem p;
   if (pid <= 0)
     p = "fork: berth run: " + errno_text(errno);
@@ -84,6 +89,7 @@ Problem start_background(const std::vector<std::string>& args, const std::vector
     if (long h = find_holder(pid); h > 0) {
       *runner = pid;
       *holder = h;
+      if (output != nullptr) *output = read_all(err);
       break;
     }
     if (i == 30000) {
@@ -155,6 +161,28 @@ class StepLock {
  private:
   int fd_;
 };
+
+/// Now, as `berth logs --since` takes it: Unix seconds, to the nanosecond.
+std::string now_unix() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%lld.%09ld", static_cast<long long>(ts.tv_sec), ts.tv_nsec);
+  return buf;
+}
+
+/// --container-entrypoint-log: `text` on the task's stderr, where srun prints it, without the
+/// holder's lines saying it is up (kHolderUpLine).
+void write_entrypoint_log(std::string text) {
+  std::string line = std::string(kHolderUpLine) + "\n";
+  for (size_t at; (at = text.find(line)) != std::string::npos;) text.erase(at, line.size());
+  for (size_t done = 0; done < text.size();) {
+    ssize_t n = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the task's stderr is gone: nobody to tell
+    done += static_cast<size_t>(n);
+  }
+}
 
 /// The `berth run` of a running container's filesystem in namespaces of this step's own
 /// (pyxis's no_exec): its root directory, with its environment and working directory.
@@ -299,6 +327,9 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
   }
   if (running && !o.mounts.empty())
     slurm_spank_log("berth: ignoring --container-mounts when attaching to a running container");
+  // --container-entrypoint-log: what this start printed, the entrypoint's output with it (the
+  // container's log from the start on), as pyxis prints enroot's log.
+  const std::string since = now_unix();
   Ran r;
   bool created = false;
   int monitor_err = -1;
@@ -327,8 +358,12 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     if (Problem q = run_arguments(with, g_state.args, ids, cwd, &args); !q.empty()) return fail(q);
     if (is_squashfs_path(o.image) && !needs_container(o)) {
       long runner = 0, holder = 0;
-      if (Problem q = start_background(args, env, &runner, &holder, starting_run); !q.empty())
+      std::string output;
+      if (Problem q = start_background(args, env, &runner, &holder, starting_run,
+                                       o.entrypoint_log ? &output : nullptr);
+          !q.empty())
         return fail(q);
+      write_entrypoint_log(output);
       // No container record: the runner ends with its holder.
       if (Problem q = record(StepPhase::kUp, holder, "", true, runner); !q.empty()) return fail(q);
       *pid = holder;
@@ -344,7 +379,6 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
     if (r.status != 0) return fail(r.problem());
   }
   const bool owned = !running;
-  if (o.entrypoint_log && !r.err.empty()) (void)!::write(STDERR_FILENO, r.err.data(), r.err.size());
   if (owned) {
     // A detached start may return before its monitor has recorded the workload: ask again
     // for a while. A start that fails in the monitor (a missing bind source) says why in the
@@ -376,6 +410,18 @@ Problem step_holder(spank_t sp, const StepIds& ids, long* pid) {
       if (created) (void)run_berth({"rm", "-f", "--", name}, env, nullptr);  // best effort
       return fail(q);
     }
+  }
+  if (owned && o.entrypoint_log) {
+    // Until the holder's lines are in the log on both streams (a container made without the
+    // option has none: then what there is after 2 s).
+    std::string up = std::string(kHolderUpLine) + "\n";
+    Ran log;
+    for (int i = 0; i < 200; ++i) {
+      log = run_berth({"logs", "--since=" + since, "--", name}, env, nullptr);
+      if (log.out.find(up) != std::string::npos && log.err.find(up) != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    write_entrypoint_log(r.err + log.out + log.err);
   }
   if (Problem q = record(StepPhase::kUp, found.pid, name, owned, 0); !q.empty()) return fail(q);
   *pid = found.pid;

@@ -423,6 +423,33 @@ def test_environment_precedence_and_entrypoint(sl, entry_image):
     assert out == "/etc\nimage image host yes\n"
 
 
+def test_entrypoint_log_shows_the_entrypoints_output(sl, registry):
+    # pyxis's --container-entrypoint-log prints enroot's log, the entrypoint's output in it;
+    # Berth printed only its own stderr. Now the start's part of the container's log, once
+    # (a named container restarted shows this start's output, not the last one's).
+    entry = imagelib.File("talk.sh", b'#!/bin/sh\necho "entrypoint out $$"\n'
+                          b'echo "entrypoint err" >&2\nexec "$@"\n', 0o755)
+    img = imagelib.make_image([imagelib.busybox_layer(), imagelib.Layer([entry])],
+                              config={"Env": ["PATH=/bin"], "Entrypoint": ["/talk.sh"]})
+    registry.pusher().push_image("e2e/talk", "1", img)
+    image = f"--container-image={registry.host}/e2e/talk:1"
+    _, _, err = sl.srun(image, "--container-entrypoint", "true")
+    assert "entrypoint out" not in err and "entrypoint err" not in err  # not asked for
+    rc, out, err = sl.srun(image, "--container-entrypoint", "--container-entrypoint-log",
+                           "--container-name=talker", "true")
+    assert (rc, out) == (0, ""), err
+    assert "berth: the holder is up" not in err
+    first = [line for line in err.splitlines() if line.startswith("entrypoint")]
+    assert sorted(line.split()[1] for line in first) == ["err", "out"]
+    rc, _, err = sl.srun(image, "--container-entrypoint", "--container-entrypoint-log",
+                         "--container-name=talker", "true")
+    assert rc == 0, err
+    again = [line for line in err.splitlines() if line.startswith("entrypoint")]
+    assert sorted(line.split()[1] for line in again) == ["err", "out"]
+    assert again != first  # this start's own (another shell's pid), the last one's left out
+    sl.berth("rm", "-f", "talker.n1")
+
+
 def test_salloc_then_srun(sl, pushed_busybox):
     rc, out, err = sl("salloc", "-N1", "-w", "n1", "srun", f"--container-image={pushed_busybox}",
                       "cat", "/etc/motd")

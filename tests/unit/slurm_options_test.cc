@@ -376,6 +376,17 @@ TEST(SlurmOptions, AWorkdirIsTheTasksOwnAndMayBeRelative) {
   EXPECT_EQ(std::count(args.begin(), args.end(), "-w"), 0);
 }
 
+TEST(SlurmOptions, WithTheEntrypointLogTheHolderSaysItIsUp) {
+  Options o;
+  o.image = "busybox";
+  o.entrypoint_log = true;
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
+  EXPECT_EQ(args.back(),
+            "echo 'berth: the holder is up'; echo 'berth: the holder is up' >&2; kill -STOP $$; "
+            "exit 0");
+}
+
 TEST(SlurmOptions, MasterPortIsEnrootsOnePerJob) {
   EXPECT_EQ(master_port(0), 61000u);
   EXPECT_EQ(master_port(4535), 65535u);
