@@ -536,6 +536,10 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
     v.insert(v.end(), {"--no-bind-home", "-v", ids.home + ":/root"});
   } else {
     v.push_back(home ? "--bind-home" : "--no-bind-home");
+    // HOME stays the job's, as enroot's containers inherit it, rather than Berth's default
+    // for a user the image does not know ("/"): a batch script's srun hands it to its steps,
+    // whose berth looks for the user's store there.
+    if (!home && ids.home.starts_with("/")) v.push_back("--env=HOME=" + ids.home);
   }
   for (const std::string& m : o.mounts) {
     std::vector<std::string> parts = split(m, ':');

@@ -353,6 +353,11 @@ TEST(SlurmOptions, AHomeRemappedToRootIsBoundAtRoot) {
   std::vector<std::string> args;
   EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args), "");
   EXPECT_EQ(std::count(args.begin(), args.end(), "--bind-home"), 1);
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--env=HOME=/home/u"), 0);  // --bind-home's
+  o.mount_home = false;  // HOME stays the job's, as in enroot's containers
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args), "");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--env=HOME=/home/u"), 1);
+  o.mount_home = true;
   o.remap_root = true;  // enroot's: the remapped user's home, /root
   EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args), "");
   EXPECT_EQ(std::count(args.begin(), args.end(), "--bind-home"), 0);
