@@ -484,17 +484,23 @@ def test_exec_attaches_to_a_running_named_container(sl, pushed_busybox):
             first.wait()
 
 
-def test_job_step_names_a_running_unnamed_steps_container(sl, pushed_busybox):
-    # pyxis's exec.bats: --container-name=JOB.STEP joins the running container of the job's
-    # step STEP, which is unnamed (Berth's slurm-JOB.STEP.NODE).
-    rc, out, err = sl("sbatch", "--parsable", "-N1", "-w", "n1", "-J", "attachjob", "--wrap",
+def allocation(sl, name: str) -> str:
+    """The id of a job named NAME (a batch job that sleeps on n1), once it runs (60 s at most):
+    an allocation for steps started with --jobid."""
+    rc, out, err = sl("sbatch", "--parsable", "-N1", "-w", "n1", "-J", name, "--wrap",
                       "sleep 300")
     assert rc == 0, err
     job = out.strip().split(";")[0]
+    wait_for(lambda: sl("squeue", "-h", "-j", job, "-t", "R", "-o", "%i")[1].strip(), timeout=60)
+    return job
+
+
+def test_job_step_names_a_running_unnamed_steps_container(sl, pushed_busybox):
+    # pyxis's exec.bats: --container-name=JOB.STEP joins the running container of the job's
+    # step STEP, which is unnamed (Berth's slurm-JOB.STEP.NODE).
+    job = allocation(sl, "attachjob")
     first = None
     try:
-        assert wait_for(lambda: sl("squeue", "-h", "-j", job, "-t", "R", "-o", "%i")[1].strip(),
-                        timeout=60)
         first = sl.popen("srun", f"--jobid={job}", "--overlap", "-w", "n1",
                          f"--container-image={pushed_busybox}", "sh", "-c",
                          "echo from-step-0 > /marker; busybox sleep 300")
@@ -859,17 +865,9 @@ def test_a_dead_steps_holder_goes_at_the_jobs_next_step(sl, pushed_busybox):
     # A step whose slurmstepd is SIGKILLed runs no clean-up, and its job (an allocation that
     # lives on) runs no epilog yet: the job's next step on the node stops the holder it left
     # and removes its container.
-    rc, out, err = sl("sbatch", "--parsable", "-N1", "-w", "n1", "-J", "reapjob", "--wrap",
-                      "sleep 300")
-    assert rc == 0, err
-    job = out.strip().split(";")[0]
+    job = allocation(sl, "reapjob")
     step = None
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if sl("squeue", "-h", "-j", job, "-t", "R", "-o", "%i")[1].strip():
-                break
-            time.sleep(0.2)
         before = holder_processes(sl.berth)
         step = sl.popen("srun", f"--jobid={job}", "--overlap", "-w", "n1",
                         f"--container-image={pushed_busybox}", "busybox", "sleep", "301")
