@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,7 +16,7 @@
 namespace berth::cli {
 
 /// The option names a command line mentions anywhere in it: every "--name" (up to its "="),
-/// and every "-x" of a "-xyz" cluster. Declaring a CLI11 option costs microseconds (its
+/// and every "-x" of a "-xyz" cluster, up to a "--" (what follows it is operands). Declaring a CLI11 option costs microseconds (its
 /// std::function and strings, and a check of its names against every option declared before
 /// it), which every container start paid for all of run's options; run declares only those
 /// the line mentions. The parse is the same: an option the line does not name cannot change
@@ -45,7 +46,16 @@ struct GlobalOptions {
   Result<SiteConfig> site = SiteConfig{};
   /// What the command line mentions, for commands that declare only those options.
   MentionedOptions mentioned;
+  /// For a command whose operands are taken as they are (run, exec): what followed a "--" in
+  /// its line, which the parser never sees, so that an operand may start with '-'.
+  std::optional<std::vector<std::string>> after_dashes;
 };
+
+/// The operands of a command that takes everything from its first operand on as it is (run,
+/// exec: CLI11's prefix_command): what the parser left, then what followed a "--". A "--"
+/// before the first operand ends the command's options (as Docker's and every getopt's does);
+/// one after it is the workload's own, kept.
+std::vector<std::string> prefix_operands(const CLI::App& app, const GlobalOptions& g);
 
 /// How often an option was given; 0 when it was not declared (MentionedOptions).
 size_t given_count(const CLI::App& app, const std::string& name);

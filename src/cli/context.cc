@@ -92,6 +92,10 @@ nlohmann::json container_json(const ContainerStore& cs, const ContainerRecord& c
   j["started_at"] = time_or_null(t.started_ns);
   j["finished_at"] = time_or_null(t.finished_ns);
   j["detached"] = t.detached;
+  // The workload's pid while it runs (the Slurm plugin's holder), and why the last detached
+  // run failed in Berth (what its monitor printed to the log), as Docker's State.Error.
+  j["pid"] = c.running ? workload_pid(runner_pid(cs, c)) : 0;
+  j["error"] = t.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.error);
   return j;
 }
 
@@ -115,10 +119,10 @@ nlohmann::json container_template_view(const ContainerStore& cs, const Container
   nlohmann::json config = c.image_config.is_object() ? c.image_config : nlohmann::json::object();
   config["Image"] = c.image;
   j["Config"] = config;
-  pid_t pid = c.running ? workload_pid(runner_pid(cs, c)) : 0;
   j["State"] = {{"Status", j["status"]},
                 {"Running", c.running},
-                {"Pid", pid},
+                {"Pid", j["pid"]},
+                {"Error", j["error"].is_null() ? nlohmann::json("") : j["error"]},
                 {"ExitCode", j["exit_code"].is_null() ? nlohmann::json(0) : j["exit_code"]},
                 {"StartedAt", j["started_at"]},
                 {"FinishedAt", j["finished_at"]}};

@@ -53,7 +53,7 @@ Action setup_exec(CLI::App& app, const GlobalOptions& g) {
   app.prefix_command();
   return [o, &g, &app]() -> Status {
     set_exit_status(kExitBerthFailed);
-    std::vector<std::string> rest = app.remaining();
+    std::vector<std::string> rest = prefix_operands(app, g);
     if (!rest.empty() && rest.front().starts_with("-")) return unknown_flag("exec", rest.front());
     if (rest.size() < 2)
       return make_error("exec", "CONTAINER", "a container and a command are required")

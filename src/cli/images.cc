@@ -103,14 +103,23 @@ Action setup_inspect(CLI::App& app, const GlobalOptions& g) {
   app.add_option("-f,--format", *format,
                  "A Go template over the JSON, with Docker's field names too: "
                  "'{{.State.Status}}', '{{json .Config.Env}}' (see docs/docker.md)");
-  return [name, json, format, &g]() -> Status {
-    if (looks_like_squash_path(*name)) return inspect_squash_file(*name, *json);
+  auto type = std::make_shared<std::string>();
+  app.add_option("--type", *type,
+                 "Only this kind of object, as docker inspect --type: container or image (a "
+                 "missing container is then \"no such container\")")
+      ->check(CLI::IsMember({"container", "image"}));
+  return [name, json, format, type, &g]() -> Status {
+    if (type->empty() && looks_like_squash_path(*name)) return inspect_squash_file(*name, *json);
     // Containers first, as `docker inspect` does.
     ContainerStore cs = BERTH_TRY(open_containers(g));
-    if (auto c = cs.find(*name); c.ok()) {
-      if (!format->empty()) return print_template(*format, container_template_view(cs, *c));
-      print_json(container_json(cs, *c));
-      return {};
+    if (*type != "image") {
+      auto c = cs.find(*name);
+      if (c.ok()) {
+        if (!format->empty()) return print_template(*format, container_template_view(cs, *c));
+        print_json(container_json(cs, *c));
+        return {};
+      }
+      if (*type == "container") return std::move(c).error();
     }
     Store own = BERTH_TRY(open_store(g));
     std::optional<FoundImage> found = BERTH_TRY(find_image_anywhere(g, own, *name));

@@ -51,13 +51,34 @@ Result<int> parse_signal(const std::string& s) {
       .with_hint("a name such as TERM, KILL, HUP, USR1, or a number");
 }
 
+/// `docker logs --since`'s time as Unix ns: a Unix time in seconds with an optional fraction
+/// ("1700000000.25", to the nanosecond) or an RFC 3339 time (to the second).
+Result<int64_t> parse_since(const std::string& text) {
+  size_t dot = text.find('.');
+  std::string whole = text.substr(0, dot);
+  std::string fraction = dot == std::string::npos ? "" : text.substr(dot + 1);
+  auto digits = [](const std::string& s, size_t most) {
+    return s.size() <= most && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (!whole.empty() && digits(whole, 12) && digits(fraction, 9)) {
+    fraction.resize(9, '0');
+    return std::stoll(whole) * 1000000000 + std::stoll(fraction);
+  }
+  if (int64_t s = parse_rfc3339(text); s >= 0) return s * 1000000000;
+  return make_error("logs", "--since " + text,
+                    "not a time: a Unix time (1700000000.5) or an RFC 3339 one",
+                    ErrorCode::kInvalidInput);
+}
+
 /// Prints a log's records: stdout's to stdout, stderr's to stderr, as `docker logs` does; with
-/// `timestamps`, each line after the time it was read (RFC 3339, nanoseconds, UTC).
+/// `timestamps`, each line after the time it was read (RFC 3339, nanoseconds, UTC); with
+/// `since_ns`, only the records read from then on.
 class LogPrinter {
  public:
-  explicit LogPrinter(bool timestamps) : timestamps_(timestamps) {}
+  LogPrinter(bool timestamps, int64_t since_ns) : timestamps_(timestamps), since_ns_(since_ns) {}
 
   void operator()(int stream, int64_t time_ns, std::string_view data) {
+    if (since_ns_ > 0 && time_ns < since_ns_) return;
     FILE* out = stream == 2 ? stderr : stdout;
     bool& at_line_start = line_start_[stream == 2 ? 1 : 0];
     while (!data.empty()) {
@@ -72,6 +93,7 @@ class LogPrinter {
 
  private:
   bool timestamps_;
+  int64_t since_ns_;
   bool line_start_[2] = {true, true};
 };
 
@@ -98,10 +120,14 @@ Action setup_logs(CLI::App& app, const GlobalOptions& g) {
     std::string name;
     bool follow = false;
     bool timestamps = false;
+    std::string since;
   };
   auto o = std::make_shared<Opts>();
   app.add_flag("-f,--follow", o->follow, "Keep printing until the container stops");
   app.add_flag("-t,--timestamps", o->timestamps, "Show when each line was written");
+  app.add_option("--since", o->since,
+                 "Only what was written from this time on: a Unix time (seconds, with a "
+                 "fraction) or an RFC 3339 time, as docker logs --since");
   app.add_option("CONTAINER", o->name, "Container name or ID")->required();
   return [o, &g]() -> Status {
     ContainerStore cs = BERTH_TRY(open_containers(g));
@@ -112,7 +138,9 @@ Action setup_logs(CLI::App& app, const GlobalOptions& g) {
     if (!fd.ok() && fd.error().code != ErrorCode::kNotFound) return std::move(fd).error();
     off_t offset = 0;
     LogReader reader;
-    LogPrinter printer(o->timestamps);
+    int64_t since_ns = 0;
+    if (!o->since.empty()) since_ns = BERTH_TRY(parse_since(o->since));
+    LogPrinter printer(o->timestamps, since_ns);
     for (;;) {
       bool running = runner_pid(cs, c) != 0;
       bool was_running = o->follow && running;

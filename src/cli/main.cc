@@ -6,6 +6,7 @@
 
 #include "cli/command.h"
 #include "cli/udocker.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "core/safe_text.h"
 
@@ -62,8 +63,9 @@ const std::vector<Command>& command_table() {
 MentionedOptions::MentionedOptions(int argc, char** argv) : all_(false) {
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
+    if (a == "--") break;  // operands from here on, whatever they look like
     if (a == "--help") all_ = true;
-    if (a.size() < 2 || a[0] != '-' || a == "--") continue;
+    if (a.size() < 2 || a[0] != '-') continue;
     if (a[1] == '-') {
       names_.emplace_back(a.substr(0, a.find('=')));
     } else {
@@ -87,6 +89,14 @@ bool MentionedOptions::any(std::string_view names) const {
   return false;
 }
 
+std::vector<std::string> prefix_operands(const CLI::App& app, const GlobalOptions& g) {
+  std::vector<std::string> rest = app.remaining();
+  if (!g.after_dashes) return rest;
+  if (!rest.empty()) rest.emplace_back("--");  // after the image: the workload's own
+  rest.insert(rest.end(), g.after_dashes->begin(), g.after_dashes->end());
+  return rest;
+}
+
 size_t given_count(const CLI::App& app, const std::string& name) {
   const CLI::Option* o = app.get_option_no_throw(name);
   return o == nullptr ? 0 : o->count();
@@ -101,23 +111,66 @@ constexpr int kExitFailed = 1;
 int g_exit_status = -1;
 constexpr int kExitUsage = 125;
 
-/// The error in one line (and its hint in another), whatever bytes a registry put in it.
-void print_error(const Error& e) {
-  std::fprintf(stderr, "berth: error: %s\n", safe_text(e.message()).c_str());
-  if (!e.hint.empty()) std::fprintf(stderr, "berth: hint: %s\n", safe_text(e.hint).c_str());
+/// Each ErrorCode's name, in the enum's order, as scripts read it: the "code" of the JSON error
+/// object --error-format=json prints (docs/slurm.md). Here, beside the one printer of errors.
+constexpr std::string_view kErrorCodeNames[] = {
+    "other",         "not_found", "exists",  "permission", "busy",     "unsupported",
+    "invalid_input", "integrity", "network", "http",       "cancelled",
+};
+static_assert(std::size(kErrorCodeNames) == static_cast<size_t>(ErrorCode::kCancelled) + 1,
+              "one name per ErrorCode");
+
+/// --error-format=json: errors as one JSON object on stderr, for programs that run berth (the
+/// Slurm plugin) and act on the error's code; read from the command line before it is parsed,
+/// so that an error in the rest of the line is printed that way too.
+bool g_json_errors = false;
+
+/// The error in one line (and its hint in another), whatever bytes a registry put in it; with
+/// --error-format=json, one line {"error": {"message", "code", "hint"}} (docs/slurm.md).
+void print_error_line(const std::string& message, const std::string& hint, ErrorCode code) {
+  if (g_json_errors) {
+    nlohmann::ordered_json e = {{"message", message}, {"code", kErrorCodeNames[static_cast<size_t>(code)]}};
+    if (!hint.empty()) e["hint"] = hint;
+    std::fprintf(stderr, "%s\n", to_text(nlohmann::ordered_json{{"error", e}}).c_str());
+    return;
+  }
+  std::fprintf(stderr, "berth: error: %s\n", safe_text(message).c_str());
+  if (!hint.empty()) std::fprintf(stderr, "berth: hint: %s\n", safe_text(hint).c_str());
 }
 
-/// The first word that is not a global option or its value: the command the user meant.
-std::string command_word(int argc, char** argv) {
+void print_error(const Error& e) {
+  print_error_line(e.message(), e.hint, e.code);
+}
+
+/// Where the first word that is not a global option or its value is: the command the user
+/// meant (argc when there is none).
+int command_index(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
-    if (a == "--home" || a == "--insecure-registry") {
+    if (a == "--home" || a == "--insecure-registry" || a == "--error-format") {
       ++i;  // skip the option's value
     } else if (a.empty() || a[0] != '-') {
-      return std::string(a);
+      return i;
     }
   }
-  return "";
+  return argc;
+}
+
+std::string command_word(int argc, char** argv) {
+  int i = command_index(argc, argv);
+  return i < argc ? argv[i] : "";
+}
+
+/// Whether `argv` asks for --error-format=json before the command word.
+bool json_errors_requested(int argc, char** argv) {
+  int end = command_index(argc, argv);
+  for (int i = 1; i < end; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--error-format=json" ||
+        (a == "--error-format" && i + 1 < argc && std::string_view(argv[i + 1]) == "json"))
+      return true;
+  }
+  return false;
 }
 
 bool is_command(const std::string& word) {
@@ -140,6 +193,13 @@ int run(int argc, char** argv) {
                    "Allow plain HTTP to this registry (host[:port]); repeatable");
   if (m.any("-v,--verbose")) app.add_flag("-v,--verbose", g.verbose, "Say more about what happens");
   if (m.any("-q,--quiet")) app.add_flag("-q,--quiet", g.quiet, "Print only errors");
+  g_json_errors = json_errors_requested(argc, argv);
+  std::string error_format = g_json_errors ? "json" : "text";
+  if (m.any("--error-format"))
+    app.add_option("--error-format", error_format,
+                   "How an error is printed: text (berth: error: ...) or json (one line "
+                   "{\"error\": {\"message\", \"code\", \"hint\"}}, for programs)")
+        ->check(CLI::IsMember({"text", "json"}));
 
   Action action;
   // Only the command named is declared when there is one: declaring all thirty (each option a
@@ -154,8 +214,19 @@ int run(int argc, char** argv) {
     Action a = c.setup(*sub, g);
     sub->final_callback([&action, a] { action = a; });
   }
+  // run and exec take their operands as they are: a "--" in their line is not CLI11's (which
+  // would end the subcommand), and what follows it is kept for prefix_operands().
+  int parsed = argc;
+  if (CLI::App* sub = named ? app.get_subcommand(word) : nullptr; sub && sub->get_prefix_command()) {
+    for (int i = command_index(argc, argv) + 1; i < argc; ++i) {
+      if (std::string_view(argv[i]) != "--") continue;
+      g.after_dashes = std::vector<std::string>(argv + i + 1, argv + argc);
+      parsed = i;
+      break;
+    }
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(parsed, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -164,12 +235,9 @@ int run(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // CLI11 reports an unknown command as "A subcommand is required"; name it, as Docker does.
-    if (std::string word = command_word(argc, argv); !word.empty() && !is_command(word))
-      std::fprintf(stderr, "berth: error: '%s' is not a berth command\n",
-                   safe_text(word).c_str());
-    else
-      std::fprintf(stderr, "berth: error: %s\n", safe_text(e.what()).c_str());
-    std::fprintf(stderr, "berth: hint: see 'berth --help'\n");
+    print_error_line(!word.empty() && !is_command(word) ? "'" + word + "' is not a berth command"
+                                                        : std::string(e.what()),
+                     "see 'berth --help'", ErrorCode::kInvalidInput);
     return kExitUsage;
   }
   return run_action(g, action);

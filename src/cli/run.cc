@@ -539,7 +539,7 @@ Status do_run(const GlobalOptions& g, RunRequest req, bool* monitor) {
   }
   auto ran = run_with_engine(cs, c, spec, req.engine, &site);
   if (!ran.ok()) {
-    if (detach) record_monitor_end(cs, c, kExitBerthFailed);
+    if (detach) record_monitor_end(cs, c, kExitBerthFailed, ran.error().message());
     return std::move(ran).error();
   }
   RunOutcome outcome = std::move(ran).value();
@@ -549,7 +549,8 @@ Status do_run(const GlobalOptions& g, RunRequest req, bool* monitor) {
     if (auto st = cs.record_run(c, spec.argv, outcome.exit_code, typed); !st.ok())
       log::warn("{}", st.error().message());
   }
-  if (detach) record_monitor_end(cs, c, outcome.exit_code);
+  if (detach)
+    record_monitor_end(cs, c, outcome.exit_code, outcome.error ? outcome.error->message() : "");
   return finish(outcome);
 }
 
@@ -594,7 +595,7 @@ Action setup_run(CLI::App& app, const GlobalOptions& g) {
     if (!o->engine.empty()) req.engine = BERTH_TRY(parse_engine(o->engine));
     req.opts.network_none = o->network == "none";
     req.given = given_run_options(app);
-    req.rest = app.remaining();
+    req.rest = prefix_operands(app, g);
     req.detach = o->detach ? Detach::kYes : Detach::kNo;
     return do_run(g, std::move(req));
   };

@@ -201,6 +201,7 @@ RunTimes run_times(const ContainerStore& cs, const ContainerRecord& c) {
     } else if (auto it = m.find("exit_code"); it != m.end() && it->is_number_integer()) {
       t.exit_code = it->get<int>();
     }
+    t.error = string_field(m, "error");
     return t;
   }
   // A foreground run's end rewrote container.json unless nothing in it changed.
@@ -286,12 +287,14 @@ Result<bool> detach_monitor(const ContainerStore& cs, const ContainerRecord& c,
   return false;
 }
 
-void record_monitor_end(const ContainerStore& cs, const ContainerRecord& c, int exit_code) {
+void record_monitor_end(const ContainerStore& cs, const ContainerRecord& c, int exit_code,
+                        const std::string& error) {
   end_session_leftovers();
   nlohmann::json m = read_monitor(cs, c);
   if (m.is_discarded()) return;  // its start was not recorded: ps reads the record instead
   m["finished_ns"] = now_ns();
   m["exit_code"] = exit_code;
+  if (!error.empty()) m["error"] = error;
   (void)write_file_atomic(monitor_path(cs, c), to_text(m) + "\n", 0644,
                           Durability::kProcessSafe);  // best effort, as its start
 }

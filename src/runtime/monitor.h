@@ -39,6 +39,7 @@ struct RunTimes {
   int64_t finished_ns = 0;  ///< its end, 0 while it runs or when unknown
   std::optional<int> exit_code;  ///< the last run's status (137: its monitor was killed)
   bool detached = false;         ///< the last run was a detached one
+  std::string error;  ///< a detached run that failed in Berth: its error's message, else ""
 };
 
 /// Reads the times of `c`'s last run (`c` as loaded: running, last_exit).
@@ -74,8 +75,10 @@ Result<bool> detach_monitor(const ContainerStore& cs, const ContainerRecord& c,
 
 /// In the monitor, once the run ended: ends what the workload left running in the container's
 /// session (a stopped container runs nothing, as Docker's, whose PID namespace ends with its
-/// init), then records its end in monitor.json.
-void record_monitor_end(const ContainerStore& cs, const ContainerRecord& c, int exit_code);
+/// init), then records its end in monitor.json, with `error` (the message of Berth's own
+/// failure to run it, which the monitor prints to the log) when there is one.
+void record_monitor_end(const ContainerStore& cs, const ContainerRecord& c, int exit_code,
+                        const std::string& error = "");
 
 /// The pid of the berth process running `c` (the one in run.lock), or 0 when it is not running.
 pid_t runner_pid(const ContainerStore& cs, const ContainerRecord& c);

@@ -1,6 +1,6 @@
 // Ending a whole session of processes: what a detached container's workload left behind
 // (runtime/monitor.cc), and a Slurm step's background run whose start was cut short
-// (slurm/spank_berth.cc). Header-only: the SPANK plugin compiles only a few of Berth's sources.
+// (slurm/holder.cc). Header-only: the SPANK plugin compiles only a few of Berth's sources.
 #pragma once
 
 #include <signal.h>

@@ -137,6 +137,8 @@ Problem set_name(Options* o, const std::string& value) {
     return "--container-name: unknown flag '" + flag + "' (auto, create, exec or no_exec)";
   }
   if (name.empty()) return "--container-name: the name is empty";
+  if (name.starts_with("-"))
+    return "--container-name: '" + name + "' is not a valid name (it starts with '-')";
   if (name.find('/') != std::string::npos || name.size() > 200)
     return "--container-name: '" + name + "' is not a valid name";
   if (Problem p = set_once(&o->name, name, "container-name"); !p.empty()) return p;
@@ -304,11 +306,15 @@ Problem apply_option(size_t index, const char* arg, Options* o) {
   switch (index) {
     case kImage:
       if (value.empty()) return "--container-image: the image is empty";
+      // It would reach `berth run` as one of its options (--help, --privileged, ...).
+      if (value.starts_with("-"))
+        return "--container-image: '" + value + "' is not an image (it starts with '-')";
       return set_once(&o->image, value, "container-image");
     case kMounts:
       return set_mounts(o, value);
     case kWorkdir:
-      if (!value.starts_with("/")) return "--container-workdir: '" + value + "' is not absolute";
+      // pyxis's: a relative PATH is the container root's, and the directory must be there.
+      if (value.empty()) return "--container-workdir: the path is empty";
       return set_once(&o->workdir, value, "container-workdir");
     case kName:
       return set_name(o, value);
@@ -456,6 +462,8 @@ Problem berth_image(const std::string& image, const std::string& cwd, std::strin
   if (size_t hash = ref.find('#'); hash != std::string::npos)
     ref = ref.substr(0, hash) + "/" + ref.substr(hash + 1);
   if (ref.empty() || ref.starts_with("/")) return "--container-image: the image is empty";
+  if (ref.starts_with("-"))
+    return "--container-image: '" + image + "': the image '" + ref + "' starts with '-'";
   *out = ref;
   return {};
 }
@@ -466,11 +474,28 @@ std::string image_user(const Options& o) {
   return "";
 }
 
+namespace {
+
+/// Whether `name` is JOB.STEP, the name pyxis gives a step's unnamed container.
+bool is_step_name(std::string_view name) {
+  size_t dot = name.find('.');
+  auto digits = [](std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  return dot != std::string_view::npos && digits(name.substr(0, dot)) &&
+         (digits(name.substr(dot + 1)) || name.substr(dot + 1) == "batch");
+}
+
+}  // namespace
+
 std::string container_name(const Options& o, const PluginArgs& a, const StepIds& ids) {
   std::string node = ids.node;
   for (char& c : node)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') c = '-';
   std::string job = std::to_string(ids.job);
+  // pyxis names a step's unnamed container JOB.STEP, and --container-name=JOB.STEP joins it
+  // while it runs: Berth's is slurm-JOB.STEP.NODE.
+  if (is_step_name(o.name)) return "slurm-" + o.name + "." + node;
   if (!o.name.empty()) return (a.job_scope ? job + "_" + o.name : o.name) + "." + node;
   std::string step = ids.step == kBatchStep ? "batch" : std::to_string(ids.step);
   return "slurm-" + job + "." + step + "." + node;
@@ -504,8 +529,18 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   // pyxis's remap-root is enroot's seccomp filter, and Berth's subordinate-ID mode keeps a
   // per-user holder process that would outlive the job: seccomp unless the site says otherwise.
   if (a.root_emulation != "policy") v.push_back("--root-emulation=" + a.root_emulation);
-  // enroot's default is no home; Berth's would be the site policy's: pyxis's wins here.
-  v.push_back(o.mount_home.value_or(false) ? "--bind-home" : "--no-bind-home");
+  // enroot's default is no home; Berth's would be the site policy's: pyxis's wins here. With
+  // --container-remap-root enroot binds the home at the remapped user's, /root.
+  bool home = o.mount_home.value_or(false);
+  if (home && o.remap_root.value_or(false) && ids.home.starts_with("/")) {
+    v.insert(v.end(), {"--no-bind-home", "-v", ids.home + ":/root"});
+  } else {
+    v.push_back(home ? "--bind-home" : "--no-bind-home");
+    // HOME stays the job's, as enroot's containers inherit it, rather than Berth's default
+    // for a user the image does not know ("/"): a batch script's srun hands it to its steps,
+    // whose berth looks for the user's store there.
+    if (!home && ids.home.starts_with("/")) v.push_back("--env=HOME=" + ids.home);
+  }
   for (const std::string& m : o.mounts) {
     std::vector<std::string> parts = split(m, ':');
     std::string src = parts[0], mode;
@@ -528,9 +563,11 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
     if (!mode.empty()) volume.append(":").append(mode);
     v.insert(v.end(), {"-v", volume});
   }
-  if (!o.workdir.empty()) v.insert(v.end(), {"-w", o.workdir});
-  // --container-env: the host's value (berth run's -e NAME), before the entrypoint runs.
-  for (const std::string& n : o.env_names) v.insert(v.end(), {"-e", n});
+  // --container-workdir is no `-w`: that would make a missing directory, where pyxis fails the
+  // step; each task goes there after joining (task_join.h), as pyxis's do.
+  // --container-env: the host's value (berth run's -e NAME), before the entrypoint runs; in
+  // one word, so that a NAME starting with '-' is never taken for an option.
+  for (const std::string& n : o.env_names) v.push_back("--env=" + n);
   // Berth's directory images are writable already; --writable is for squashfs files.
   if (o.writable == false) v.push_back("--read-only");
   if (o.writable == true && in_place) v.push_back("--writable");
@@ -551,11 +588,17 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   // mounts) while the tasks join it, and costs nothing while they run; the plugin kills it at
   // step end. With the entrypoint, the image's entrypoint runs first and execs the holder
   // ("$@"), as enroot's /etc/rc does for pyxis.
-  const char* holder = "kill -STOP $$; exit 0";
+  // "--" ends berth run's options before the image, whatever the image is.
+  // With --container-entrypoint-log it says it is up on stdout and stderr first: once both
+  // lines are in the container's log, all the entrypoint printed before them is too (the
+  // monitor's logger reads the two streams as they come).
+  std::string up = std::string("echo '") + kHolderUpLine + "'";
+  std::string holder = o.entrypoint_log ? up + "; " + up + " >&2; kill -STOP $$; exit 0"
+                                        : "kill -STOP $$; exit 0";
   if (o.entrypoint.value_or(a.execute_entrypoint)) {
-    v.insert(v.end(), {image, "/bin/sh", "-c", holder});
+    v.insert(v.end(), {"--", image, "/bin/sh", "-c", holder});
   } else {
-    v.insert(v.end(), {"--entrypoint", "/bin/sh", image, "-c", holder});
+    v.insert(v.end(), {"--entrypoint", "/bin/sh", "--", image, "-c", holder});
   }
   return {};
 }

@@ -96,12 +96,14 @@ struct StepIds {
   bool gpus = false;      ///< Slurm gave the step GPUs (SLURM_STEP_GPUS or SLURM_JOB_GPUS is set)
   bool mpi_step = false;  ///< launched with an MPI plugin (SLURM_MPI_TYPE set, not "none")
   std::string hostname;   ///< the node's host name (--container-unshare=uts keeps it)
+  std::string home;       ///< the job's HOME: the home --container-mount-home binds
 };
 inline constexpr unsigned kBatchStep = 0xfffffffbU;  // SLURM_BATCH_SCRIPT
 
 /// The Berth container's name, node-unique (the nodes of a job may share one store through a
 /// shared home, and several slurmd may share a host): NAME.NODE (container_scope=job:
-/// JOB_NAME.NODE) when named, else slurm-JOB.STEP.NODE. Characters a container name cannot
+/// JOB_NAME.NODE) when named, else slurm-JOB.STEP.NODE, which a NAME of the form JOB.STEP
+/// names too (pyxis's name for a step's unnamed container). Characters a container name cannot
 /// hold become '-'.
 std::string container_name(const Options& o, const PluginArgs& a, const StepIds& ids);
 
@@ -120,6 +122,10 @@ inline bool needs_container(const Options& o) {
   return !o.name.empty() || !o.save.empty();
 }
 
+/// The line the holder prints on stdout and on stderr before it stops itself, when the step
+/// asked for --container-entrypoint-log: the end of the entrypoint's output in the log.
+inline constexpr const char* kHolderUpLine = "berth: the holder is up";
+
 /// The `berth run` arguments (after the binary) that make the step's container: a holder
 /// process (/bin/sh stopping itself) that the tasks join and the plugin ends at step end.
 /// `berth run -d --name` for a registry image, and for a squashfs file when needs_container()
@@ -128,6 +134,12 @@ inline bool needs_container(const Options& o) {
 /// in the background).
 Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
                       const std::string& cwd, std::vector<std::string>* out);
+
+/// The MASTER_PORT of job `job`'s PyTorch steps, as enroot's PyTorch hook derives it: one
+/// port per job, 61000 to 65535 (above Linux's ephemeral range's default start, 32768..60999).
+constexpr unsigned master_port(unsigned job) {
+  return 61000 + job % 4536;
+}
 
 /// Whether `text` is a pyxis boolean: 1|true|yes|y or 0|false|no|n (case-sensitive).
 std::optional<bool> parse_bool(std::string_view text);

@@ -237,3 +237,60 @@ def test_an_argument_that_is_not_utf8_cannot_abort_berth(berth, pushed_busybox):
     record = record[0] if isinstance(record, list) else record
     assert record["config"]["Cmd"] == ["echo", "caf\ufffd"]
     assert [c["name"] for c in berth.json("ps", "--json")] == ["box"]
+
+
+def test_errors_for_programs_are_json_with_a_code(berth, pulled_busybox):
+    # berth --error-format=json (what the Slurm plugin runs): one JSON line on stderr whose
+    # code a program branches on; the words stay those of the text form.
+    rc, out, err = berth("--error-format=json", "inspect", "--type=container", "--", "absent",
+                         check=False)
+    assert (rc, out) == (1, "")
+    assert json.loads(err) == {"error": {"message": "find container absent: no such container",
+                                         "code": "not_found"}}
+    assert err.count("\n") == 1
+    rc, _, err = berth("--error-format", "json", "frob", check=False)
+    assert rc == 125
+    assert json.loads(err) == {"error": {"message": "'frob' is not a berth command",
+                                         "code": "invalid_input", "hint": "see 'berth --help'"}}
+    # --type=container: an image of that name is not a container.
+    rc, _, err = berth("inspect", "--type=container", pulled_busybox, check=False)
+    assert (rc, err) == (1, f"berth: error: find container {pulled_busybox}: no such container\n")
+    # A "--" ends run's options: what follows is the image, then the command (whose own "--"
+    # stays its own); an image that looks like an option is refused, never taken for one.
+    rc, out, _ = berth("run", "--rm", "--", pulled_busybox, "echo", "--", "--help")
+    assert (rc, out) == (0, "-- --help\n")
+    rc, out, err = berth("--error-format=json", "run", "--rm", "--", "--help", check=False)
+    assert (rc, out) == (125, "")
+    assert json.loads(err)["error"]["message"] == "run --help: unknown flag"
+
+
+def test_a_detached_runs_failure_is_in_inspect(berth, pulled_busybox):
+    # The monitor of `run -d` prints its failure to the container's log; inspect (and ps
+    # --json) carry it as "error" (Docker's State.Error), the workload's pid as "pid".
+    import time
+    berth("run", "-d", "--name", "failing", "-v", "/nonexistent:/x", pulled_busybox, "true")
+    deadline = time.monotonic() + 30
+    while berth.json("inspect", "failing")["status"] != "exited" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    c = berth.json("inspect", "--type=container", "failing")
+    assert (c["status"], c["pid"], c["exit_code"]) == ("exited", 0, 125)
+    assert c["error"] == "mount volume /nonexistent:/x: bind source path does not exist"
+    _, out, _ = berth("inspect", "-f", "{{.State.Error}}", "failing")
+    assert out == "mount volume /nonexistent:/x: bind source path does not exist\n"
+    berth("run", "-d", "--name", "sleeping", pulled_busybox, "busybox", "sleep", "30")
+    try:
+        def workload() -> bytes:  # the pid's command line, once it has exec'd the command
+            pid = berth.json("inspect", "sleeping")["pid"]
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    return f.read() if pid > 0 else b""
+            except OSError:
+                return b""
+
+        deadline = time.monotonic() + 30
+        while workload() != b"busybox\x00sleep\x0030\x00" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert workload() == b"busybox\x00sleep\x0030\x00"
+        assert berth.json("inspect", "sleeping")["error"] is None
+    finally:
+        berth("rm", "-f", "-t", "0", "sleeping", "failing")

@@ -118,6 +118,18 @@ def step_processes(berth) -> list[str]:
     return found
 
 
+def task_runs(berth, command: str) -> bool:
+    """Whether a process of this test runs COMMAND ("busybox sleep 300", argv[0] found on the
+    PATH): the task's own, not the srun whose line names it (which runs before the step's
+    container is up)."""
+    want = command.split()
+    for line in step_processes(berth):
+        argv = line.split()[1:]
+        if argv and [os.path.basename(argv[0])] + argv[1:] == want:
+            return True
+    return False
+
+
 def test_srun_runs_the_tasks_in_the_image(sl, pushed_busybox):
     out = sl.ok("-n2", f"--container-image={pushed_busybox}", "cat", "/etc/motd")
     assert out == "hello from berth e2e\n" * 2
@@ -143,6 +155,18 @@ def test_mounts_workdir_and_env(sl, pushed_busybox):
                 "pwd; cat f; echo $PICK; busybox touch g 2>/dev/null || echo read-only",
                 env={"PICK": "chosen"})
     assert out == "/in\nfrom the host\nchosen\nread-only\n"
+
+
+def test_a_relative_workdir_is_the_roots_and_a_missing_one_fails(sl, pushed_busybox):
+    # pyxis's: a relative --container-workdir is taken inside the root (".." stays in it), and
+    # a directory that is not there fails the step rather than being made.
+    image = f"--container-image={pushed_busybox}"
+    assert sl.ok(image, "--container-workdir=../", "sh", "-c", "pwd") == "/\n"
+    assert sl.ok(image, "--container-workdir=etc", "sh", "-c", "pwd") == "/etc\n"
+    rc, _, err = sl.srun(image, "--container-workdir=/nonexistent", "true")
+    assert rc == 1
+    assert ("berth: error: chdir to working directory: /nonexistent: No such file or "
+            "directory") in err
 
 
 def test_environment_forms(sl, pushed_busybox):
@@ -399,6 +423,33 @@ def test_environment_precedence_and_entrypoint(sl, entry_image):
     assert out == "/etc\nimage image host yes\n"
 
 
+def test_entrypoint_log_shows_the_entrypoints_output(sl, registry):
+    # pyxis's --container-entrypoint-log prints enroot's log, the entrypoint's output in it;
+    # Berth printed only its own stderr. Now the start's part of the container's log, once
+    # (a named container restarted shows this start's output, not the last one's).
+    entry = imagelib.File("talk.sh", b'#!/bin/sh\necho "entrypoint out $$"\n'
+                          b'echo "entrypoint err" >&2\nexec "$@"\n', 0o755)
+    img = imagelib.make_image([imagelib.busybox_layer(), imagelib.Layer([entry])],
+                              config={"Env": ["PATH=/bin"], "Entrypoint": ["/talk.sh"]})
+    registry.pusher().push_image("e2e/talk", "1", img)
+    image = f"--container-image={registry.host}/e2e/talk:1"
+    _, _, err = sl.srun(image, "--container-entrypoint", "true")
+    assert "entrypoint out" not in err and "entrypoint err" not in err  # not asked for
+    rc, out, err = sl.srun(image, "--container-entrypoint", "--container-entrypoint-log",
+                           "--container-name=talker", "true")
+    assert (rc, out) == (0, ""), err
+    assert "berth: the holder is up" not in err
+    first = [line for line in err.splitlines() if line.startswith("entrypoint")]
+    assert sorted(line.split()[1] for line in first) == ["err", "out"]
+    rc, _, err = sl.srun(image, "--container-entrypoint", "--container-entrypoint-log",
+                         "--container-name=talker", "true")
+    assert rc == 0, err
+    again = [line for line in err.splitlines() if line.startswith("entrypoint")]
+    assert sorted(line.split()[1] for line in again) == ["err", "out"]
+    assert again != first  # this start's own (another shell's pid), the last one's left out
+    sl.berth("rm", "-f", "talker.n1")
+
+
 def test_salloc_then_srun(sl, pushed_busybox):
     rc, out, err = sl("salloc", "-N1", "-w", "n1", "srun", f"--container-image={pushed_busybox}",
                       "cat", "/etc/motd")
@@ -433,6 +484,36 @@ def test_exec_attaches_to_a_running_named_container(sl, pushed_busybox):
             first.wait()
 
 
+def allocation(sl, name: str) -> str:
+    """The id of a job named NAME (a batch job that sleeps on n1), once it runs (60 s at most):
+    an allocation for steps started with --jobid."""
+    rc, out, err = sl("sbatch", "--parsable", "-N1", "-w", "n1", "-J", name, "--wrap",
+                      "sleep 300")
+    assert rc == 0, err
+    job = out.strip().split(";")[0]
+    wait_for(lambda: sl("squeue", "-h", "-j", job, "-t", "R", "-o", "%i")[1].strip(), timeout=60)
+    return job
+
+
+def test_job_step_names_a_running_unnamed_steps_container(sl, pushed_busybox):
+    # pyxis's exec.bats: --container-name=JOB.STEP joins the running container of the job's
+    # step STEP, which is unnamed (Berth's slurm-JOB.STEP.NODE).
+    job = allocation(sl, "attachjob")
+    first = None
+    try:
+        first = sl.popen("srun", f"--jobid={job}", "--overlap", "-w", "n1",
+                         f"--container-image={pushed_busybox}", "sh", "-c",
+                         "echo from-step-0 > /marker; busybox sleep 300")
+        assert wait_for(lambda: task_runs(sl.berth, "busybox sleep 300"), timeout=60)
+        rc, out, err = sl("srun", f"--jobid={job}", "--overlap", "-w", "n1",
+                          f"--container-name={job}.0", "cat", "/marker")
+        assert (rc, out) == (0, "from-step-0\n"), err
+    finally:
+        sl("scancel", job)
+        if first is not None:
+            first.wait(timeout=60)
+
+
 def test_mount_home(sl, pushed_busybox):
     sl.berth.write_file("home/note", "in the home\n")
     note = os.path.join(sl.berth.home, "note")
@@ -440,6 +521,10 @@ def test_mount_home(sl, pushed_busybox):
     assert sl.ok(f"--container-image={pushed_busybox}", *show) == "absent\n"  # pyxis's default
     assert sl.ok(f"--container-image={pushed_busybox}", "--container-mount-home",
                  *show) == "in the home\n"
+    # Remapped to root, the home is root's, as enroot binds it: at /root.
+    out = sl.ok(f"--container-image={pushed_busybox}", "--container-mount-home",
+                "--container-remap-root", "sh", "-c", "echo $HOME; cat /root/note; busybox id -u")
+    assert out == "/root\nin the home\n0\n"
 
 
 def test_a_container_running_outside_slurm_is_not_joined(sl, pushed_busybox):
@@ -465,10 +550,12 @@ def test_pmi2_socket_reaches_the_tasks(sl, pushed_busybox):
 def test_pytorch_variables(sl, pushed_busybox):
     # For PyTorch images (PYTORCH_VERSION set; here from the host, which passes through).
     rc, out, err = sl("srun", "-N2", "-n2", f"--container-image={pushed_busybox}", "sh", "-c",
-                      "echo $RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR",
+                      "echo $RANK $LOCAL_RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT $SLURM_JOB_ID",
                       env={"PYTORCH_VERSION": "2.3.0"})
     assert rc == 0, err
-    assert sorted(out.splitlines()) == ["0 0 2 n1", "1 0 2 n1"]
+    job = int(out.split()[-1])
+    port = 61000 + job % 4536  # enroot's PyTorch hook's MASTER_PORT: one per job
+    assert sorted(out.splitlines()) == [f"0 0 2 n1 {port} {job}", f"1 0 2 n1 {port} {job}"]
     # Not for other images.
     out = sl.ok(f"--container-image={pushed_busybox}", "sh", "-c", "echo ${RANK:-none}")
     assert out == "none\n"
@@ -489,7 +576,7 @@ def test_a_killed_slurmstepd_leaves_no_holder(sl, pushed_busybox):
         job = ""
         while time.monotonic() < deadline and not job:
             _, out, _ = sl("squeue", "-h", "-n", "stepkill", "-t", "R", "-o", "%i")
-            if out.strip() and any("sleep 300" in line for line in step_processes(sl.berth)):
+            if out.strip() and task_runs(sl.berth, "busybox sleep 300"):
                 job = out.strip()
             time.sleep(0.2)
         assert job, "the step did not start"
@@ -631,7 +718,7 @@ def wait_running(sl, name: str) -> str:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         _, out, _ = sl("squeue", "-h", "-n", name, "-t", "R", "-o", "%i")
-        if out.strip() and any("sleep 300" in line for line in step_processes(sl.berth)):
+        if out.strip() and task_runs(sl.berth, "busybox sleep 300"):
             return out.strip()
         time.sleep(0.2)
     raise AssertionError(f"job {name} did not start")
@@ -681,6 +768,24 @@ def test_unshare_ipc_and_uts(sl, pushed_busybox):
     out = sl.ok("-n2", f"--container-image={pushed_busybox}", "--container-unshare=ipc",
                 "busybox", "readlink", "/proc/self/ns/ipc").split()
     assert len(out) == 2 and out[0] == out[1] != h_ipc
+
+
+def test_unshare_fails_on_a_running_container_without_that_namespace(sl, pushed_busybox):
+    # pyxis's: a step asking for a namespace of its own cannot join a running container that
+    # shares the node's; it fails rather than run in the node's namespace.
+    first = sl.popen("srun", "-N1", "-w", "n1", "-J", "unsharefirst",
+                     f"--container-image={pushed_busybox}", "--container-name=shareless",
+                     "busybox", "sleep", "300")
+    try:
+        wait_running(sl, "unsharefirst")
+        rc, _, err = sl.srun("--container-name=shareless", "--container-unshare=net", "true")
+        assert rc == 1
+        assert ("berth: error: --container-unshare=net requested but the container is not in a "
+                "separate network namespace") in err
+    finally:
+        sl("scancel", "-n", "unsharefirst")
+        first.wait(timeout=60)
+        sl.berth("rm", "-f", "shareless.n1", check=False)
 
 
 def test_named_containers_are_node_unique(sl, pushed_busybox):
@@ -760,17 +865,9 @@ def test_a_dead_steps_holder_goes_at_the_jobs_next_step(sl, pushed_busybox):
     # A step whose slurmstepd is SIGKILLed runs no clean-up, and its job (an allocation that
     # lives on) runs no epilog yet: the job's next step on the node stops the holder it left
     # and removes its container.
-    rc, out, err = sl("sbatch", "--parsable", "-N1", "-w", "n1", "-J", "reapjob", "--wrap",
-                      "sleep 300")
-    assert rc == 0, err
-    job = out.strip().split(";")[0]
+    job = allocation(sl, "reapjob")
     step = None
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if sl("squeue", "-h", "-j", job, "-t", "R", "-o", "%i")[1].strip():
-                break
-            time.sleep(0.2)
         before = holder_processes(sl.berth)
         step = sl.popen("srun", f"--jobid={job}", "--overlap", "-w", "n1",
                         f"--container-image={pushed_busybox}", "busybox", "sleep", "301")
@@ -854,3 +951,73 @@ def test_remap_root_shows_in_the_uid_map(sl, pushed_busybox):
     assert out.split() == ["0", str(uid), "1"]
     out = sl.ok(f"--container-image={pushed_busybox}", "cat", "/proc/self/uid_map")
     assert out.split() == [str(uid), str(uid), "1"]
+
+
+# --- issue 30: the plugin attacked -----------------------------------------------------------
+
+
+def test_a_user_holding_a_names_lock_cannot_keep_the_steps_end_waiting(sl, cluster,
+                                                                      pushed_busybox):
+    # At the end of a --container-name step root's slurmstepd took a blocking flock on the
+    # name's lock, a file in the user's own runtime folder: a process of the user's holding it
+    # kept the step from ending (scancel could not help) until Slurm drained the node. The
+    # step's end now tries for a bounded time, says so in the step's log, and goes on.
+    lock = os.path.join(cluster.runtime, str(sl.berth.identity.uid), "heldlock.n1.name.lock")
+    go = sl.berth.make_dir("heldgo")
+    step = sl.popen("srun", "-N1", "-w", "n1", "-J", "heldlock",
+                    f"--container-image={pushed_busybox}", "--container-name=heldlock",
+                    f"--container-mounts={go}:/go", "sh", "-c",
+                    "busybox touch /go/started; while [ ! -e /go/now ]; do busybox sleep 0.1; "
+                    "done")
+    holder = None
+
+    def held() -> bool:  # root's look at the lock, without waiting for it
+        return subprocess.run(["flock", "-n", lock, "true"]).returncode == 1
+
+    try:
+        assert wait_for(lambda: os.path.exists(os.path.join(go, "started")), timeout=60)
+        # The task has let go of the name's lock; a process of the user's takes it and keeps it.
+        holder = subprocess.Popen(sl.berth.identity.prefix + ["flock", lock, "sleep", "600"])
+        assert wait_for(held)
+        sl.berth.write_file("heldgo/now", "")
+        _, err = step.communicate(timeout=120)
+        assert step.returncode == 0, err
+        # The step ended (its slurmstepd did not wait on the lock for ever): the job is gone,
+        # the node is up, and the step's log says why its end did not wait.
+        assert wait_for(lambda: not sl("squeue", "-h", "-n", "heldlock")[1].strip(), timeout=90)
+        assert held()  # still: the user's process was never waited for
+        state = sl("sinfo", "-h", "-n", "n1", "-o", "%t")[1].strip()
+        assert state in ("idle", "mix", "alloc"), state
+        with open(os.path.join(cluster.root, "log", "slurmd-n1.log")) as f:
+            log = f.read()
+        assert (f"berth: container heldlock.n1: its lock {lock} is still held after 10 s (by a "
+                "process of the user's): the step's end goes on without it") in log
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+        if step.poll() is None:
+            step.kill()
+            step.wait()
+        cluster.recover()  # before the fix: the node drained ("Kill task failed")
+        sl.berth("rm", "-f", "heldlock.n1", check=False)
+
+
+def test_an_image_or_a_name_is_never_taken_for_an_option_of_berths(sl, pushed_busybox):
+    # --container-image=--help reached `berth run` as its --help. Images and names starting
+    # with '-' are refused, in srun before anything is submitted, and in slurmstepd for the
+    # environment forms only the job's environment holds.
+    rc, _, err = sl.srun("--container-image=--help", "true")
+    assert rc != 0
+    assert "berth: --container-image: '--help' is not an image (it starts with '-')" in err
+    rc, _, err = sl.srun(f"--container-image={pushed_busybox}", "--container-name=-x", "true")
+    assert rc != 0
+    assert "berth: --container-name: '-x' is not a valid name (it starts with '-')" in err
+    rc, _, err = sl.srun("--export=ALL,BERTH_CONTAINER_IMAGE=--privileged", "true")
+    assert rc == 1
+    assert ("berth: error: BERTH_CONTAINER_IMAGE: --container-image: '--privileged' is not an "
+            "image (it starts with '-')") in err
+    # A --container-env name that looks like an option is one word for berth run (--env=NAME).
+    out = sl.ok(f"--container-image={pushed_busybox}", "--container-env=--help", "sh", "-c",
+                "echo ran")
+    assert out == "ran\n"

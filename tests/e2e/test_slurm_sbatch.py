@@ -72,6 +72,21 @@ def agents(uid: int) -> list[str]:
     return found
 
 
+def test_srun_in_the_batch_script_finds_the_users_store_through_home(sl, pushed_busybox):
+    # The batch container's HOME was Berth's default for a user the image does not know, "/":
+    # the script's srun handed it to its steps, whose berth (finding the store through HOME,
+    # as without BERTH_HOME) failed on "mkdir /.local". HOME stays the job's, as with enroot.
+    path = sl.berth.write_file("home.sh", "#!/bin/sh\necho outer=$HOME\n"
+                               "srun -n1 sh -c 'echo inner=$HOME'\n", 0o755)
+    out = sl.berth.path("home.out")
+    rc, o, e = sl("sbatch", "--wait", "-w", "n1", f"--container-image={pushed_busybox}",
+                  "-o", out, path, env={"BERTH_HOME": ""})
+    with open(out) as f:
+        text = f.read()
+    assert rc == 0, o + e + text
+    assert text.splitlines() == [f"outer={sl.berth.home}", f"inner={sl.berth.home}"], text
+
+
 def test_the_agent_runs_while_the_script_does(sl, pushed_busybox):
     # While the script runs, its agent is there (a process of the user's, named for ps).
     rc, text = sbatch(sl, pushed_busybox, "#!/bin/sh\nsrun true && echo agent-ok\n")

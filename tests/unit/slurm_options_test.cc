@@ -269,12 +269,10 @@ TEST(SlurmOptions, RunArguments) {
                                             "/data:/in:ro",
                                             "-v",
                                             "/home/u/rel:/home/u/rel",
-                                            "-w",
-                                            "/in",
-                                            "-e",
-                                            "A",
+                                            "--env=A",
                                             "--entrypoint",
                                             "/bin/sh",
+                                            "--",
                                             "reg:5000/e2e/busybox:1.0",
                                             "-c",
                                             "kill -STOP $$; exit 0"}));
@@ -287,7 +285,7 @@ TEST(SlurmOptions, RunArguments) {
   a.job_scope = true;
   EXPECT_EQ(run_arguments(o, a, ids, "/home/u", &args), "");
   EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "12_keep.n1", "-u", "0:0",
-                                            "--root-emulation=seccomp", "--no-bind-home", "reg:5000/e2e/busybox:1.0", "/bin/sh",
+                                            "--root-emulation=seccomp", "--no-bind-home", "--", "reg:5000/e2e/busybox:1.0", "/bin/sh",
                                             "-c", "kill -STOP $$; exit 0"}));
   EXPECT_EQ(container_name(Options{}, PluginArgs{}, StepIds{7, kBatchStep, "n2", 0, 0}),
             "slurm-7.batch.n2");
@@ -296,6 +294,18 @@ TEST(SlurmOptions, RunArguments) {
   Options named;
   named.name = "train";
   EXPECT_EQ(container_name(named, PluginArgs{}, StepIds{7, 1, "gpu[3]", 0, 0}), "train.gpu-3-");
+  // pyxis's JOB.STEP names a step's unnamed container, whatever the scope.
+  named.name = "7.0";
+  PluginArgs job_scope;
+  job_scope.job_scope = true;
+  EXPECT_EQ(container_name(named, job_scope, StepIds{7, 1, "n1", 0, 0}), "slurm-7.0.n1");
+  named.name = "7.batch";
+  EXPECT_EQ(container_name(named, PluginArgs{}, StepIds{7, 1, "n1", 0, 0}), "slurm-7.batch.n1");
+  for (const char* other : {"7.", ".0", "7.0.1", "7a.0", "v1.2"}) {
+    named.name = other;
+    EXPECT_EQ(container_name(named, PluginArgs{}, StepIds{7, 1, "n1", 0, 0}),
+              std::string(other) + ".n1");
+  }
 }
 
 }  // namespace
@@ -303,6 +313,91 @@ TEST(SlurmOptions, RunArguments) {
 
 namespace berth::slurm {
 namespace {
+
+TEST(SlurmOptions, AnImageOrANameIsNeverAnOptionOfBerths) {
+  // --container-image=--help reached `berth run` as its --help (and berth printed its help
+  // instead of running anything): images and names starting with '-' are refused, and every
+  // argument of berth run's that comes from the user is one word or follows a "--".
+  Options o;
+  EXPECT_EQ(apply(&o, "container-image", "--help"),
+            "--container-image: '--help' is not an image (it starts with '-')");
+  EXPECT_EQ(apply(&o, "container-name", "-x:create"),
+            "--container-name: '-x' is not a valid name (it starts with '-')");
+  g_env = {{"PYXIS_CONTAINER_IMAGE", "--privileged"}};
+  EXPECT_EQ(apply_environment(&o, fake_getenv),
+            "PYXIS_CONTAINER_IMAGE: --container-image: '--privileged' is not an image (it starts "
+            "with '-')");
+  g_env.clear();
+  std::string out;
+  EXPECT_EQ(berth_image("docker://-x", "/", &out),
+            "--container-image: 'docker://-x': the image '-x' starts with '-'");
+  EXPECT_EQ(berth_image("alice@--help", "/", &out),
+            "--container-image: 'alice@--help': the image '--help' starts with '-'");
+  Options e;
+  e.image = "busybox";
+  EXPECT_EQ(apply(&e, "container-env", "--help"), "");
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(e, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
+  EXPECT_NE(std::find(args.begin(), args.end(), "--env=--help"), args.end());
+  auto dashes = std::find(args.begin(), args.end(), "--");
+  ASSERT_NE(dashes, args.end());
+  EXPECT_EQ(*(dashes + 1), "busybox");
+}
+
+TEST(SlurmOptions, AHomeRemappedToRootIsBoundAtRoot) {
+  Options o;
+  o.image = "busybox";
+  o.mount_home = true;
+  StepIds ids{1, 0, "n1", 5, 6};
+  ids.home = "/home/u";
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args), "");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--bind-home"), 1);
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--env=HOME=/home/u"), 0);  // --bind-home's
+  o.mount_home = false;  // HOME stays the job's, as in enroot's containers
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args), "");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--env=HOME=/home/u"), 1);
+  o.mount_home = true;
+  o.remap_root = true;  // enroot's: the remapped user's home, /root
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args), "");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--bind-home"), 0);
+  auto v = std::find(args.begin(), args.end(), "-v");
+  ASSERT_NE(v, args.end());
+  EXPECT_EQ(*(v + 1), "/home/u:/root");
+}
+
+TEST(SlurmOptions, AWorkdirIsTheTasksOwnAndMayBeRelative) {
+  // pyxis's: each task changes to it once inside (relative: against the root), and a missing
+  // one fails; berth run -w would make it.
+  Options o;
+  EXPECT_EQ(apply(&o, "container-workdir", "../"), "");
+  EXPECT_EQ(o.workdir, "../");
+  EXPECT_EQ(apply(&o, "container-workdir", "../"), "");  // Slurm's repeat
+  Options e;
+  EXPECT_EQ(apply(&e, "container-workdir", ""), "--container-workdir: the path is empty");
+  o.image = "busybox";
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "-w"), 0);
+}
+
+TEST(SlurmOptions, WithTheEntrypointLogTheHolderSaysItIsUp) {
+  Options o;
+  o.image = "busybox";
+  o.entrypoint_log = true;
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
+  EXPECT_EQ(args.back(),
+            "echo 'berth: the holder is up'; echo 'berth: the holder is up' >&2; kill -STOP $$; "
+            "exit 0");
+}
+
+TEST(SlurmOptions, MasterPortIsEnrootsOnePerJob) {
+  EXPECT_EQ(master_port(0), 61000u);
+  EXPECT_EQ(master_port(4535), 65535u);
+  EXPECT_EQ(master_port(4536), 61000u);
+  EXPECT_EQ(master_port(10738754), 61000u + 10738754u % 4536u);
+}
 
 TEST(SlurmOptions, NotYetIsAnErrorNeverIgnored) {
   Options o;
@@ -331,7 +426,7 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   std::vector<std::string> args;
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
   EXPECT_EQ(args, (std::vector<std::string>{"run", "-u", "5:6", "--root-emulation=seccomp", "--no-bind-home", "--writable",
-                                            "--network", "none", "--entrypoint", "/bin/sh",
+                                            "--network", "none", "--entrypoint", "/bin/sh", "--",
                                             "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
   StepIds gpu_step{1, 0, "n1", 5, 6};
   gpu_step.gpus = true;
@@ -344,7 +439,7 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 2, "n1", 5, 6}, "/w", &args), "");
   EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "slurm-1.2.n1", "-u", "5:6",
                                             "--root-emulation=seccomp", "--no-bind-home", "--entrypoint",
-                                            "/bin/sh",
+                                            "/bin/sh", "--",
                                             "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
   o.save.clear();
   o.name = "n";
@@ -362,7 +457,7 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   std::vector<std::string> tail(args.begin() + 8, args.end());
   EXPECT_EQ(tail,
             (std::vector<std::string>{"--ipc", "private", "--hostname", "node07", "--entrypoint",
-                                      "/bin/sh", "busybox", "-c", "kill -STOP $$; exit 0"}));
+                                      "/bin/sh", "--", "busybox", "-c", "kill -STOP $$; exit 0"}));
 }
 
 }  // namespace
