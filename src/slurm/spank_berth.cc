@@ -64,6 +64,7 @@ SPANK_PLUGIN(berth, 1)
 #include "slurm/host_agent.h"
 #include "slurm/host_tools.h"
 #include "slurm/options.h"
+#include "slurm/slurm_compat.h"
 
 namespace {
 
@@ -963,7 +964,7 @@ Problem merge_environment(spank_t sp, long pid) {
     if (spank_getenv(sp, "SLURM_STEP_NODELIST", nodes.data(), len) == ESPANK_SUCCESS ||
         spank_getenv(sp, "SLURM_JOB_NODELIST", nodes.data(), len) == ESPANK_SUCCESS) {
       // Slurm's own hostlist parser ("n[1-3],gpu07"), from the slurmstepd that loaded us.
-      hostlist_t hl = slurm_hostlist_create(nodes.data());
+      berth::slurm::Hostlist hl = slurm_hostlist_create(nodes.data());
       if (hl != nullptr) {
         if (char* first = slurm_hostlist_shift(hl); first != nullptr) {
           spank_setenv(sp, "MASTER_ADDR", first, 0);
