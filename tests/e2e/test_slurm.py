@@ -102,6 +102,22 @@ def kill_stepd(step: str) -> None:
         os.kill(int(pid), 9)
 
 
+def task_runs(job: str, argv: list[str]) -> bool:
+    """Whether a task of `job` runs the command `argv` (Slurm execs argv[0] by its path)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                words = f.read().decode(errors="replace").split("\0")[:-1]
+            if not words or [os.path.basename(words[0])] + words[1:] != argv:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"SLURM_JOB_ID={job}\0".encode() in f.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 def step_processes(berth) -> list[str]:
     """The test user's processes that belong to this test: its berth commands (its BERTH_HOME),
     its job's tasks and the plugin's holders (other tests share the user)."""
@@ -495,7 +511,9 @@ def test_a_killed_slurmstepd_leaves_no_holder(sl, pushed_busybox):
         job = ""
         while time.monotonic() < deadline and not job:
             _, out, _ = sl("squeue", "-h", "-n", "stepkill", "-t", "R", "-o", "%i")
-            if out.strip() and any("sleep 300" in line for line in step_processes(sl.berth)):
+            # The job's task itself runs (its container is up), not only srun, whose command
+            # line has the same words: a kill before the start is over is another test's case.
+            if out.strip() and task_runs(out.strip(), ["busybox", "sleep", "300"]):
                 job = out.strip()
             time.sleep(0.2)
         assert job, "the step did not start"
