@@ -379,17 +379,21 @@ def pushed_busybox(registry, busybox_image) -> str:
     return f"{registry.host}/e2e/busybox:1.0"
 
 
-# The one-host Slurm cluster (tests/e2e/slurm.py), shared by every test_slurm*.py module.
-@pytest.fixture(scope="session")
-def spank_plugin(scratch) -> str:
-    path = build_file(os.path.join("src", "spank_berth.so"), "BERTH_SPANK", "spank_berth")
-    # srun loads it as the test user: a copy it can read, as berth_bin makes of berth.
-    bindir = os.path.join(scratch, "bin")
+def plugin_copy(path: str, bindir: str) -> str:
+    """A copy of the plugin at `path` in `bindir`: srun loads it as the test user, who may not
+    reach the build folder (as berth_bin copies berth)."""
     os.makedirs(bindir, mode=0o755, exist_ok=True)
     copy = os.path.join(bindir, "spank_berth.so")
     shutil.copy2(path, copy)
     os.chmod(copy, 0o755)
     return copy
+
+
+# The one-host Slurm cluster (tests/e2e/slurm.py), shared by every test_slurm*.py module.
+@pytest.fixture(scope="session")
+def spank_plugin(scratch) -> str:
+    path = build_file(os.path.join("src", "spank_berth.so"), "BERTH_SPANK", "spank_berth")
+    return plugin_copy(path, os.path.join(scratch, "bin"))
 
 
 # The releases the Slurm tier runs against, each a cluster of its own: Debian 12's Slurm on this
@@ -428,13 +432,7 @@ def debian13(scratch, berth_bin):
 def spank_plugin_24_11(debian13, scratch) -> str:
     """spank_berth.so built inside the Debian 13 root against Slurm 24.11 (the release that
     loads it must be the one it was built against); a copy the test user can read."""
-    built = debian13.build_plugin(REPO_ROOT)
-    bindir = os.path.join(scratch, "bin-24.11")
-    os.makedirs(bindir, mode=0o755, exist_ok=True)
-    copy = os.path.join(bindir, "spank_berth.so")
-    shutil.copy2(built, copy)
-    os.chmod(copy, 0o755)
-    return copy
+    return plugin_copy(debian13.build_plugin(REPO_ROOT), os.path.join(scratch, "bin-24.11"))
 
 
 def slurm_node(request, release: str):
