@@ -1,9 +1,10 @@
 """A Debian 13 root filesystem with Slurm 24.11, for the second one-host cluster of the Slurm
 tier (tests/e2e/slurm.py): built with mmdebstrap from Debian's archive, cached between runs
-as a tar keyed by its package list, unpacked once per test session, and run in a mount
-namespace of its own: the root's own /, with the host's /proc, /dev, /sys, /tmp and /home
-(and the folders `binds` names) bound in, entered by pivot_root; the host's network and
-process IDs (daemons listen on 127.0.0.1, the tests see the root's processes in /proc).
+as a tar keyed by its package list and unpacked once beside it, and run in a mount namespace
+of its own: the unpacked tree under an overlay whose upper layer is the session's (so that
+the cached tree stays as built), with the host's /proc, /dev, /sys, /tmp and /home (and the
+folders `binds` names) bound in, entered by pivot_root; the host's network and process IDs
+(daemons listen on 127.0.0.1, the tests see the root's processes in /proc).
 
 Not a chroot: the kernel refuses a user namespace to a chrooted process, and every container
 Berth starts in a job makes one (FIELD-NOTES "Slurm 24.11 from a Debian 13 root"). Debian
@@ -54,7 +55,7 @@ MMDEBSTRAP_OPTIONS = (
     "--dpkgopt=path-include=/usr/share/doc/*/copyright",
 )
 
-# Made inside the root at its first unpack: the mount points of what is bound in.
+# Made in the unpacked root: the mount points of what is bound in.
 MOUNT_POINTS = ("proc", "dev", "sys", "tmp", "home")
 
 
@@ -103,6 +104,24 @@ def tar_path() -> str:
     return os.path.join(cache_dir(), f"debian13-slurm{RELEASE}-{cache_key()}.tar")
 
 
+def unpacked_root() -> str:
+    """The cached root unpacked (made from root_tar() once, under a lock): the overlay's
+    lower layer, never written."""
+    path = tar_path()[:-len(".tar")]
+    tar = root_tar()
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.isdir(path):
+            partial = path + ".partial"
+            shutil.rmtree(partial, ignore_errors=True)  # a killed unpack's
+            os.makedirs(partial)
+            subprocess.run(["tar", "-C", partial, "-xf", tar], check=True)
+            for d in MOUNT_POINTS:
+                os.makedirs(os.path.join(partial, d), exist_ok=True)
+            os.rename(partial, path)
+    return path
+
+
 def root_tar() -> str:
     """The cached root's tar, built with mmdebstrap first when there is none (one builder at
     a time: a second session waits for the first's)."""
@@ -138,13 +157,14 @@ def root_tar() -> str:
     return path
 
 
-# Run by the host's unshare in the new mount namespace: binds what the root shares with the
-# host, pivots into it, lets go of the host's root, says so, then holds the namespace.
-# /tmp and /home are bound without their submounts (the root folder itself may lie in /tmp).
+# Run by the host's unshare in the new mount namespace: mounts the overlay, binds what the
+# root shares with the host, pivots into it, lets go of the host's root, says so, then holds
+# the namespace. /tmp and /home are bound without their submounts (the session's layers may
+# lie in /tmp).
 HOLDER = r"""
 set -e
-R="$1"; shift
-mount --bind "$R" "$R"
+R="$1"; LOWER="$2"; UPPER="$3"; WORK="$4"; shift 4
+mount -t overlay overlay -o "lowerdir=$LOWER,upperdir=$UPPER,workdir=$WORK" "$R"
 mount -t proc proc "$R/proc"
 mount --rbind /dev "$R/dev"
 mount --rbind /sys "$R/sys"
@@ -164,13 +184,13 @@ exec sleep infinity
 
 
 class Root:
-    """The unpacked root under `folder`/root and the namespace holding it (start(), stop())."""
+    """The root (its session's layer under `folder`) and the namespace holding it (start(),
+    stop()). From the host, its files are reached through the holder (path())."""
 
     release = RELEASE
 
     def __init__(self, folder: str, binds: tuple[str, ...] = ()):
         self.folder = folder
-        self.dir = os.path.join(folder, "root")
         # /tmp and /home, the cache (the plugin's build folder), then the callers' (a folder
         # under one of them is already there).
         os.makedirs(cache_dir(), exist_ok=True)
@@ -182,23 +202,15 @@ class Root:
         self.timings: dict[str, float] = {}
 
     def start(self) -> "Root":
-        tar = root_tar()
         t = time.monotonic()
-        if not os.path.isdir(os.path.join(self.dir, "usr")):
-            os.makedirs(self.dir, exist_ok=True)
-            subprocess.run(["tar", "-C", self.dir, "-xf", tar], check=True)
-            for name in ("passwd", "group"):  # the root's own accounts, kept for the merge
-                shutil.copy2(os.path.join(self.dir, "etc", name),
-                             os.path.join(self.dir, "etc", name + ".root"))
-            shutil.copy2("/etc/hosts", os.path.join(self.dir, "etc", "hosts"))
-        for d in MOUNT_POINTS:
-            os.makedirs(os.path.join(self.dir, d), exist_ok=True)
-        os.chmod(os.path.join(self.dir, "tmp"), 0o1777)
+        self.lower = unpacked_root()
         self.timings["unpack"] = time.monotonic() - t
-        self.sync_users()
+        layers = [os.path.join(self.folder, d) for d in ("root", "upper", "work")]
+        for d in layers:
+            os.makedirs(d, exist_ok=True)
         self.holder = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", HOLDER,
-             "holder", self.dir, *self.binds],
+             "holder", layers[0], self.lower, *layers[1:], *self.binds],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.holder.stdout.readline()
         if line.strip() != "ready":
@@ -206,6 +218,8 @@ class Root:
             err = self.holder.stderr.read()
             self.holder.wait()
             raise RuntimeError(f"entering the Debian 13 root failed: {err.strip() or line}")
+        shutil.copy2("/etc/hosts", self.path("/etc/hosts"))  # the node's names are the host's
+        self.sync_users()
         return self
 
     def stop(self) -> None:
@@ -227,8 +241,8 @@ class Root:
                 "--", *argv]
 
     def path(self, path: str) -> str:
-        """The host's path of `path` inside the root."""
-        return os.path.join(self.dir, path.lstrip("/"))
+        """The host's path of `path` inside the root (through the holder's root)."""
+        return f"/proc/{self.holder.pid}/root/{path.lstrip('/')}"
 
     def uid(self, user: str) -> int:
         return self._account("passwd", user)
@@ -241,7 +255,7 @@ class Root:
         return f"/proc/{self.holder.pid}/mountinfo"
 
     def _account(self, table: str, name: str) -> int:
-        with open(os.path.join(self.dir, "etc", table)) as f:
+        with open(self.path(f"/etc/{table}")) as f:
             for line in f:
                 fields = line.split(":")
                 if fields[0] == name:
@@ -255,13 +269,13 @@ class Root:
         if seen == self._users_seen:
             return
         for name in ("passwd", "group"):
-            with open(os.path.join(self.dir, "etc", name + ".root")) as f:
+            with open(os.path.join(self.lower, "etc", name)) as f:  # the root's own, as built
                 own = f.read().splitlines()
             with open(f"/etc/{name}") as f:
                 host = f.read().splitlines()
             names = {line.split(":", 1)[0] for line in own}
             lines = own + [line for line in host if line and line.split(":", 1)[0] not in names]
-            target = os.path.join(self.dir, "etc", name)
+            target = self.path(f"/etc/{name}")
             with open(target + ".new", "w") as f:
                 f.write("\n".join(lines) + "\n")
             os.chmod(target + ".new", 0o644)
