@@ -32,8 +32,11 @@ packages=(
   # fallback engines (berth run --engine=proot|fakechroot|oci), also peers for the benchmarks
   proot fakechroot libfakechroot runc crun
   # package managers inside (tests/e2e/test_root_emulation.py): a real Debian 12 image built
-  # from Debian's archive; newuidmap/newgidmap for subordinate-ID mappings
-  mmdebstrap uidmap
+  # from Debian's archive; newuidmap/newgidmap for subordinate-ID mappings. mmdebstrap also
+  # builds the Slurm 24.11 tier's Debian 13 root (tests/e2e/debian_root.py; Debian 12's
+  # keyring holds Debian 13's keys), which that tier enters with util-linux's unshare and
+  # nsenter; its slurmdbd keeps its records in a MariaDB server of this machine's (below)
+  mmdebstrap debian-archive-keyring uidmap
   # Slurm: the SPANK plugin is built against libslurm-dev; the Slurm tests (tests/e2e/slurm.py) run
   # munge, slurmctld and two slurmd on 127.0.0.1
   libslurm-dev slurmctld slurmd slurm-client munge

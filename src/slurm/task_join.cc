@@ -19,6 +19,7 @@ extern "C" {
 #include <vector>
 
 #include "runtime/root_emulation.h"
+#include "slurm/slurm_compat.h"
 #include "slurm/spank_plugin.h"
 
 namespace berth::slurm {
@@ -85,7 +86,7 @@ Problem merge_environment(spank_t sp, long pid) {
     if (spank_getenv(sp, "SLURM_STEP_NODELIST", nodes.data(), len) == ESPANK_SUCCESS ||
         spank_getenv(sp, "SLURM_JOB_NODELIST", nodes.data(), len) == ESPANK_SUCCESS) {
       // Slurm's own hostlist parser ("n[1-3],gpu07"), from the slurmstepd that loaded us.
-      hostlist_t hl = slurm_hostlist_create(nodes.data());
+      Hostlist hl = slurm_hostlist_create(nodes.data());
       if (hl != nullptr) {
         if (char* first = slurm_hostlist_shift(hl); first != nullptr) {
           spank_setenv(sp, "MASTER_ADDR", first, 0);

@@ -379,12 +379,9 @@ def pushed_busybox(registry, busybox_image) -> str:
     return f"{registry.host}/e2e/busybox:1.0"
 
 
-# The one-host Slurm cluster (tests/e2e/slurm.py), shared by every test_slurm*.py module.
-@pytest.fixture(scope="session")
-def spank_plugin(scratch) -> str:
-    path = build_file(os.path.join("src", "spank_berth.so"), "BERTH_SPANK", "spank_berth")
-    # srun loads it as the test user: a copy it can read, as berth_bin makes of berth.
-    bindir = os.path.join(scratch, "bin")
+def plugin_copy(path: str, bindir: str) -> str:
+    """A copy of the plugin at `path` in `bindir`: srun loads it as the test user, who may not
+    reach the build folder (as berth_bin copies berth)."""
     os.makedirs(bindir, mode=0o755, exist_ok=True)
     copy = os.path.join(bindir, "spank_berth.so")
     shutil.copy2(path, copy)
@@ -392,16 +389,72 @@ def spank_plugin(scratch) -> str:
     return copy
 
 
+# The one-host Slurm cluster (tests/e2e/slurm.py), shared by every test_slurm*.py module.
 @pytest.fixture(scope="session")
-def cluster(scratch, spank_plugin, berth_bin, identity):
-    import slurm  # the Slurm tier's modules, only where a test asks for the cluster
-    from test_run import userns_works
-    why = slurm.missing_packages()
+def spank_plugin(scratch) -> str:
+    path = build_file(os.path.join("src", "spank_berth.so"), "BERTH_SPANK", "spank_berth")
+    return plugin_copy(path, os.path.join(scratch, "bin"))
+
+
+# The releases the Slurm tier runs against, each a cluster of its own: Debian 12's Slurm on this
+# machine, and Debian 13's inside a root of its own (tests/e2e/debian_root.py). Tests that take
+# `cluster` run once on each (ids slurm22.05, slurm24.11), one cluster at a time.
+SLURM_RELEASES = ("22.05", "24.11")
+
+
+@pytest.fixture(scope="session")
+def debian13(scratch, berth_bin):
+    """The Debian 13 root with Slurm 24.11, unpacked and entered once per session; skips with
+    one line where it cannot be had (no root, no mmdebstrap, Debian 13's archive out of
+    reach). Bound in: the checkout (the plugin is built inside), the folder of the berth the
+    plugin runs (and berth-slurm-client beside it), and the host's MPICH at its path: the
+    site's MPI library that test_slurm_mpi's policy declares, which a site installs on every
+    node."""
+    import debian_root
+    import mpilib
+    why = debian_root.unavailable()
     if why:
         pytest.skip(why)
+    binds = [REPO_ROOT, os.path.dirname(berth_bin)]
+    if os.path.exists(mpilib.HOST_MPICH_LINK):
+        binds.append(mpilib.host_mpich())
+    root = debian_root.Root(os.path.join(scratch, "debian13"), tuple(binds))
+    try:
+        root.start()
+    except Exception:
+        root.stop()
+        raise
+    yield root
+    root.stop()
+
+
+@pytest.fixture(scope="session")
+def spank_plugin_24_11(debian13, scratch) -> str:
+    """spank_berth.so built inside the Debian 13 root against Slurm 24.11 (the release that
+    loads it must be the one it was built against); a copy the test user can read."""
+    return plugin_copy(debian13.build_plugin(REPO_ROOT), os.path.join(scratch, "bin-24.11"))
+
+
+def slurm_node(request, release: str):
+    """(the node Slurm `release` runs on, the plugin built for it), for a cluster fixture."""
+    import slurm
+    if release == "22.05":
+        why = slurm.missing_packages()
+        if why:
+            pytest.skip(why)
+        return slurm.Host(), request.getfixturevalue("spank_plugin")
+    return request.getfixturevalue("debian13"), request.getfixturevalue("spank_plugin_24_11")
+
+
+@pytest.fixture(scope="session", params=SLURM_RELEASES, ids=[f"slurm{r}" for r in SLURM_RELEASES])
+def cluster(request, scratch, berth_bin, identity):
+    import slurm  # the Slurm tier's modules, only where a test asks for the cluster
+    from test_run import userns_works
     if not userns_works(identity):
         pytest.skip("unprivileged user namespaces are not available to the test user here")
-    c = slurm.Cluster(os.path.join(scratch, "slurm"), spank_plugin, berth_bin)
+    node, plugin = slurm_node(request, request.param)
+    name = "slurm" if request.param == "22.05" else f"slurm{request.param}"
+    c = slurm.Cluster(os.path.join(scratch, name), plugin, berth_bin, node=node)
     try:
         c.start()
     except Exception:

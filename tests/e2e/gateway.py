@@ -210,30 +210,11 @@ def gateway_cluster(scratch, berth_bin, identity):
 def slurmrestd(gateway_cluster, scratch):
     """Debian's slurmrestd with rest_auth/jwt on a free loopback port, in front of the test
     cluster (whose slurm.conf has auth/jwt and its key at cluster.jwt_key); as nobody, since
-    slurmrestd refuses to run as root or SlurmUser."""
+    slurmrestd refuses to run as root or SlurmUser (slurm.Cluster.start_rest_jwt)."""
     cluster = gateway_cluster
     if not os.path.exists(cluster.jwt_key):
         pytest.skip("Slurm's auth/jwt plugin is not installed (Debian: slurm-wlm-jwt-plugin)")
-    from servers import free_port
-    port = free_port()
-    log = open(os.path.join(scratch, "slurmrestd.log"), "ab")
-    env = dict(os.environ, SLURM_CONF=cluster.conf, SLURM_JWT="daemon")
-    proc = subprocess.Popen(["/usr/sbin/slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/v0.0.38",
-                             "-u", "nobody", "-g", "nogroup", f"127.0.0.1:{port}"],
-                            env=env, stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            urllib.request.urlopen(url + "/slurm/v0.0.38/ping", timeout=2)
-            break
-        except urllib.error.HTTPError:
-            break  # 401 without a token: it answers
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"slurmrestd did not start: see {scratch}/slurmrestd.log")
-            time.sleep(0.1)
+    proc, url = cluster.start_rest_jwt(os.path.join(scratch, "slurmrestd.log"))
     yield url
     proc.terminate()
     proc.wait(timeout=20)

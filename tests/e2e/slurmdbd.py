@@ -22,21 +22,26 @@ from servers import free_port
 DB_NAME = "berth_acct_db"
 
 
-def missing_packages() -> str:
-    """Why slurmdbd cannot start here ("" when it can)."""
-    for tool in ("slurmdbd", "mariadbd", "mariadb-install-db", "mariadb", "sacctmgr", "sacct"):
+def missing_packages(node) -> str:
+    """Why slurmdbd cannot start here ("" when it can): MariaDB runs on this machine, slurmdbd
+    and its clients on the cluster's node (slurm.Host or debian_root.Root)."""
+    for tool in ("mariadbd", "mariadb-install-db", "mariadb"):
         if shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin") is None:
-            return f"{tool} is not installed (Debian: slurmdbd mariadb-server)"
-    if not os.path.exists("/usr/lib/x86_64-linux-gnu/slurm-wlm/accounting_storage_mysql.so"):
-        return "Slurm's accounting_storage/mysql plugin is not installed (Debian: slurmdbd)"
+            return f"{tool} is not installed (Debian: mariadb-server)"
+    for tool in ("/usr/sbin/slurmdbd", "/usr/bin/sacctmgr", "/usr/bin/sacct",
+                 "/usr/lib/x86_64-linux-gnu/slurm-wlm/accounting_storage_mysql.so"):
+        if not os.path.exists(node.path(tool)):
+            return f"{os.path.basename(tool)} is not installed (Debian: slurmdbd)"
     return ""
 
 
 class Slurmdbd:
-    """mariadbd and slurmdbd for one cluster; `root` is the cluster's root folder."""
+    """mariadbd and slurmdbd for one cluster; `root` is the cluster's root folder, `node` runs
+    slurmdbd (slurm.Host or debian_root.Root: its slurmdbd, on this machine's MariaDB)."""
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, node):
         self.root = root
+        self.node = node
         self.dir = os.path.join(root, "mariadb")  # owned by mysql: its socket, pid and log
         self.procs: list[subprocess.Popen] = []
         self.db_port = 0
@@ -115,8 +120,8 @@ StorageLoc={DB_NAME}
         t = time.monotonic()
         log = open(os.path.join(self.root, "log", "daemons.out"), "ab")
         env = dict(os.environ, SLURM_CONF=os.path.join(etc, "slurm.conf"))
-        self.procs.append(subprocess.Popen(["/usr/sbin/slurmdbd", "-D"], env=env, stdout=log,
-                                           stderr=log))
+        self.procs.append(subprocess.Popen(self.node.command(["/usr/sbin/slurmdbd", "-D"]),
+                                           env=env, stdout=log, stderr=log))
         import socket
         deadline = time.monotonic() + 120
         while True:

@@ -44,11 +44,16 @@ class Slurm:
         env.update(extra or {})
         return env
 
+    def command(self, tool: str, *args) -> list[str]:
+        """`tool ARGS` as the test user, on the cluster's node (its release's own clients)."""
+        return self.cluster.command(self.berth.identity.prefix + [tool, *map(str, args)],
+                                    self.berth.workdir)
+
     def __call__(self, tool: str, *args, env: dict | None = None, timeout: float = 120):
         """Runs `tool ARGS`; returns (rc, stdout, stderr)."""
-        r = subprocess.run(self.berth.identity.prefix + [tool, *map(str, args)],
-                           env=self.env(env), cwd=self.berth.workdir, stdin=subprocess.DEVNULL,
-                           capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(self.command(tool, *args), env=self.env(env), cwd=self.berth.workdir,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=timeout)
         return r.returncode, r.stdout, r.stderr
 
     def srun(self, *args, **kw):
@@ -60,8 +65,7 @@ class Slurm:
         return out
 
     def popen(self, tool: str, *args) -> subprocess.Popen:
-        return subprocess.Popen(self.berth.identity.prefix + [tool, *map(str, args)],
-                                env=self.env(), cwd=self.berth.workdir,
+        return subprocess.Popen(self.command(tool, *args), env=self.env(), cwd=self.berth.workdir,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
 
@@ -266,10 +270,11 @@ def test_scancel_leaves_nothing_behind(sl, pushed_busybox, kind, request):
         time.sleep(0.2)
     assert not left, left
     assert "slurm-" not in ps
-    with open("/proc/self/mountinfo") as f:
+    table = sl.cluster.node.mountinfo()  # the node's mounts (the host's, or its root's)
+    with open(table) as f:
         assert sl.berth.berth_home not in f.read()
-    assert wait_for(lambda: not mounts(runtime) and not fuse_procs(runtime)), (
-        mounts(runtime), fuse_procs(runtime))
+    assert wait_for(lambda: not mounts(runtime, table) and not fuse_procs(runtime)), (
+        mounts(runtime, table), fuse_procs(runtime))
 
 
 def test_two_nodes_each_have_their_container(sl, pushed_busybox):
@@ -295,8 +300,9 @@ def test_squashfs_image(sl, sqsh_image):
     sl.berth.env["BERTH_RUNTIME_DIR"] = runtime
     out = sl.ok("-n2", f"--container-image={sqsh_image}", "cat", "/etc/motd")
     assert out == "motd from the image\n" * 2
-    assert wait_for(lambda: not mounts(runtime) and not fuse_procs(runtime)), (
-        mounts(runtime), fuse_procs(runtime))
+    table = sl.cluster.node.mountinfo()
+    assert wait_for(lambda: not mounts(runtime, table) and not fuse_procs(runtime)), (
+        mounts(runtime, table), fuse_procs(runtime))
 
 
 def test_a_named_container_from_a_squashfs_file_keeps_files_across_a_jobs_steps(sl, sqsh_image):

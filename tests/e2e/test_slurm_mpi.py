@@ -42,6 +42,13 @@ int main(void) {
 """
 
 
+# What the node's PMIx server (Slurm's mpi/pmix with the release's Debian PMIx) leaves in the
+# step's server directory, and the data store it offers its clients: Debian 12's PMIx 4.2
+# keeps its shared-memory store (ds21) in files there; Debian 13's PMIx 5.0 offers shmem2,
+# then hash (which the image's PMIx 4 client takes), and leaves no file there.
+PMIX_SERVER = {"22.05": ("pmix_dstor_", "gds=ds21"), "24.11": ("", "gds=shmem2,hash")}
+
+
 @pytest.fixture(scope="module")
 def mpi_parts(scratch):
     """The image tar (ping-pong, the stand-in MPICH, a PMIx client when libpmix-dev is here)
@@ -138,6 +145,7 @@ def test_pmix_client_in_the_container(mpi_sl, mpi_parts):
     assert "PMIX ERROR" not in err, err
     # The step's server directory is inside, at its path; the modules it chose are MCA
     # parameters for the image's PMIx (enroot's PMI hook's variables).
+    files, gds = PMIX_SERVER[mpi_sl.cluster.node.release]
     rc, out, err = mpi_sl.srun("--mpi=pmix", "--container-image=mpiimg", "sh", "-c",
-                               'ls "$PMIX_SERVER_TMPDIR"; echo "gds=$PMIX_MCA_gds"')
-    assert rc == 0 and "pmix_dstor_" in out and "gds=ds21" in out, (rc, out, err)
+                               'ls "$PMIX_SERVER_TMPDIR" && echo bound; echo "gds=$PMIX_MCA_gds"')
+    assert rc == 0 and "bound" in out and files in out and gds in out, (rc, out, err)

@@ -57,9 +57,10 @@ def fuse_procs(runtime: str) -> list[int]:
     return found
 
 
-def mounts(runtime: str) -> list[str]:
-    """Mount points beneath `runtime` in this (the host's) mount namespace."""
-    with open("/proc/self/mountinfo") as f:
+def mounts(runtime: str, table: str = "/proc/self/mountinfo") -> list[str]:
+    """Mount points beneath `runtime` in this (the host's) mount namespace, or in the one whose
+    mount table is `table` (a Slurm node's: slurm.Host or debian_root.Root's mountinfo())."""
+    with open(table) as f:
         return [line.split()[4] for line in f if line.split()[4].startswith(runtime)]
 
 
