@@ -192,16 +192,7 @@ class LayerReader : public TomlReader {
 }  // namespace
 
 Result<PolicyLayer> parse_policy(std::string_view text, const std::string& path, bool site) {
-  toml::parse_result parsed = toml::parse(text, path);
-  if (!parsed) {
-    const toml::parse_error& e = parsed.error();
-    return make_error("read config", path,
-                      "line " + std::to_string(e.source().begin.line) + ", column " +
-                          std::to_string(e.source().begin.column) + ": " +
-                          std::string(e.description()),
-                      ErrorCode::kInvalidInput);
-  }
-  const toml::table& t = parsed.table();
+  const toml::table t = BERTH_TRY(parse_toml(text, path));
   LayerReader r(path);
   PolicyLayer l;
   l.path = path;
