@@ -8,7 +8,7 @@
 // toml11 throws and formats multi-line, caret-underlined messages meant for a terminal; it
 // speaks TOML 1.0 and keeps every value's source line, which the type errors name. It
 // is used header-only, compiled into the files that read TOML (site/toml_reader.cc, the site
-// policy's site/policy_file.cc, berthd's configuration in gateway/config.cc): no shared
+// policy's site/policy_keys.cc, berthd's configuration in gateway/config.cc): no shared
 // library for every command (and every container start) to load, and its exception setting
 // cannot clash with a prebuilt library's.
 //

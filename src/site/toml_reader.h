@@ -1,7 +1,7 @@
 // One TOML file read as Berth reports it (site/toml.h): parse_toml() turns a syntax error into
 // one line naming the file, the line and the column, and TomlReader's typed reads name the
 // file, the value's line and its key, with a hint where the keys are documented. The site
-// policy's reader (site/policy_file.cc) and berthd's (gateway/config.cc) build on it.
+// policy's reader (site/policy_reader.h) and berthd's (gateway/config.cc) build on it.
 #pragma once
 
 #include <string>
