@@ -37,11 +37,6 @@ std::string link_text(const std::string& path) {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
-std::string base_name(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 bool is_index(std::string_view s) {
   return !s.empty() && s.size() < 6 && s.find_first_not_of("0123456789") == std::string_view::npos;
 }
@@ -69,7 +64,7 @@ Result<RdmaDevices> discover_rdma(const RdmaRoots& roots) {
     std::string dir = path_join(ib, name);
     h.sys_link = link_text(dir);
     h.node_guid = attribute(path_join(dir, "node_guid"));
-    h.driver = base_name(link_text(path_join(dir, "device/driver")));
+    h.driver = basename_of(link_text(path_join(dir, "device/driver")));
     for (const std::string& port : list_dir(path_join(dir, "ports"))) {
       if (!is_index(port)) continue;
       std::string pdir = path_join(dir, "ports/" + port);

@@ -5,6 +5,7 @@
 #include <cctype>
 
 #include "core/json.h"
+#include "core/strings.h"
 
 namespace berth::gateway {
 namespace {
@@ -21,12 +22,6 @@ std::vector<std::string> strings_field(const nlohmann::json& j, const char* key)
   for (const nlohmann::json& v : *it)
     if (v.is_string()) out.push_back(v.get<std::string>());
   return out;
-}
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
 }
 
 /// A node's state as /v1/systems counts it: v0.0.38 gives the base state in lower case
