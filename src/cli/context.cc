@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/engine.h"
+#include "core/clock.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/go_template.h"
@@ -62,12 +63,7 @@ namespace {
 
 nlohmann::json time_or_null(int64_t ns) {
   if (ns <= 0) return nullptr;
-  std::time_t t = static_cast<std::time_t>(ns / 1000000000);
-  std::tm tm;
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return rfc3339(ns / 1000000000);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "runtime/root_emulation.h"
 #include "runtime/subids.h"
 #include "runtime/tool.h"
+#include "site/policy_keys.h"
 
 namespace berth::cli {
 namespace {
@@ -77,72 +78,13 @@ nlohmann::json version_json() {
           {"platform", host_platform().str()}};
 }
 
-/// The policy in force, key by key, with where each value came from (site/config.h).
+/// The policy in force, key by key, with where each value came from (site/policy_keys.h).
 nlohmann::json policy_json(const SiteConfig& c) {
-  auto opt_list = [](const std::optional<std::vector<std::string>>& v) {
-    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);  // null: any
-  };
-  nlohmann::json env = nlohmann::json::array();
-  for (const EnvEdit& e : c.env) {
-    static const char* const kinds[] = {"set", "prepend", "append", "unset"};
-    nlohmann::json one = {{"op", kinds[static_cast<int>(e.kind)]}, {"name", e.name}};
-    if (e.kind != EnvEdit::Kind::kUnset) one["value"] = e.value;
-    env.push_back(one);
-  }
-  auto mpi_json = [](const std::vector<MpiDeclaration>& list) {
-    nlohmann::json out = nlohmann::json::object();
-    for (const MpiDeclaration& p : list)
-      out[p.type] = {{"libraries", p.libraries},
-                     {"dependencies", p.dependencies},
-                     {"mounts", p.mounts},
-                     {"abi", std::string(mpi_abi_rule_name(p.abi))}};
-    return out;
-  };
-  auto engines_json = [](const std::optional<std::vector<EngineChoice>>& v) {
-    if (!v) return nlohmann::json(nullptr);  // null: any
-    nlohmann::json out = nlohmann::json::array();
-    for (const EngineChoice& e : *v) out.push_back(std::string(e.spelled));
-    return out;
-  };
-  std::vector<std::string> mounts = c.site_mounts;
-  mounts.insert(mounts.end(), c.user_mounts.begin(), c.user_mounts.end());
-  nlohmann::json values = {
-      {"allowed_registries", opt_list(c.allowed_registries)},
-      {"insecure_registries", c.insecure_registries},
-      {"registry_mirrors", c.registry_mirrors},
-      {"site_mounts", mounts},
-      {"deny_mount_destinations", c.deny_mount_destinations},
-      {"allow_mount_sources", opt_list(c.allow_mount_sources)},
-      {"mount_home", c.mount_home},
-      {"env", env},
-      {"readonly", c.readonly},
-      {"root_emulation", std::string(root_emulation_name(c.root_emulation))},
-      {"default_engine", std::string(site_default_engine(c).spelled)},
-      {"allowed_engines", engines_json(c.allowed_engines)},
-      {"driver_root", c.driver_root.empty() ? "/" : c.driver_root},
-      {"dev_root", c.dev_root.empty() ? "/dev" : c.dev_root},
-      {"gpus", c.gpus},
-      {"ib", c.ib},
-      {"mpi_default", c.mpi_default},
-      {"mpi", mpi_json(c.mpi)},
-      {"lock", c.locked},
-      {"central_store", c.central_store},
-      {"squash_options", c.squash_options},
-      {"store_format", c.store_format.empty() ? "layers" : c.store_format},
-      {"runtime_dir", c.runtime_dir},
-      {"pull_low_speed_limit", c.pull_low_speed_limit > 0 ? c.pull_low_speed_limit : 1024},
-      {"pull_low_speed_time", c.pull_low_speed_time > 0 ? c.pull_low_speed_time : 60},
-      {"pull_deadline", c.pull_deadline}};
-  nlohmann::json settings = nlohmann::json::object();
-  for (auto& [key, value] : values.items()) {
-    auto it = c.sources.find(key);
-    settings[key] = {{"value", value}, {"source", it == c.sources.end() ? "default" : it->second}};
-  }
   auto file = [](const std::string& p) { return p.empty() ? nlohmann::json(nullptr) : nlohmann::json(p); };
   return {{"site_file", file(c.site_path)},
           {"user_file", file(c.user_path)},
           {"user_config_json", file(c.path)},
-          {"settings", settings},
+          {"settings", policy_settings(c)},
           {"ignored", c.ignored}};
 }
 

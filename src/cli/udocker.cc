@@ -26,6 +26,7 @@
 #include "cli/context.h"
 #include "cli/udocker_line.h"
 #include "core/fs.h"
+#include "core/strings.h"
 
 namespace berth::cli {
 namespace udocker {
@@ -277,9 +278,7 @@ Status choose_store(const std::string& repo, Context& ctx) {
 
 bool invoked_as_udocker(const char* argv0) {
   if (argv0 == nullptr) return false;
-  std::string_view a = argv0;
-  size_t slash = a.rfind('/');
-  return (slash == std::string_view::npos ? a : a.substr(slash + 1)) == "udocker";
+  return basename_of(argv0) == "udocker";
 }
 
 Status make_udocker_link(const std::string& dir) {

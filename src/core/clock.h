@@ -1,7 +1,8 @@
-// Wall-clock times as Berth records them, and as `ps` says them.
+// Wall-clock times as Berth records them (RFC 3339, UTC), and as `ps` says them.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -9,6 +10,13 @@ namespace berth {
 
 /// Now, in UTC, as RFC 3339 to the second: "2026-11-23T04:20:31Z".
 std::string now_rfc3339();
+
+/// A time (Unix seconds) in UTC as RFC 3339 to the second: "2026-11-23T04:20:31Z".
+std::string rfc3339(int64_t unix_s);
+
+/// A time (Unix ms) in UTC as RFC 3339 to the millisecond: "2026-11-26T03:40:23.042Z" (before
+/// 1970 the milliseconds count up from the second below: -1 is "1969-12-31T23:59:59.999Z").
+std::string rfc3339_ms(int64_t unix_ms);
 
 /// A time (Unix ns) in UTC as RFC 3339 with nanoseconds, as Docker's `logs -t` prints it:
 /// "2026-11-23T04:20:31.123456789Z".
@@ -18,6 +26,10 @@ std::string rfc3339_nano(int64_t unix_ns);
 /// without fractions of a second (dropped), or with a "+hh:mm"/"-hh:mm" offset; -1 when `text`
 /// is not one.
 int64_t parse_rfc3339(std::string_view text);
+
+/// Milliseconds since the epoch of an RFC 3339 time, as parse_rfc3339() reads it (digits of the
+/// fraction beyond the third dropped); nullopt when `text` is not one.
+std::optional<int64_t> parse_rfc3339_ms(std::string_view text);
 
 /// A duration as Docker's `ps` says it (go-units HumanDuration): "Less than a second",
 /// "5 seconds", "About a minute", "3 minutes", "About an hour", "5 hours", "3 days", ...

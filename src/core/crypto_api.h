@@ -1,8 +1,9 @@
-// The libcrypto functions Berth uses (SHA-256 and base64), resolved on first use (see
-// core/dynlib.h). Internal to Berth's sources: core/sha256.cc and image/http.cc share it.
+// The libcrypto functions Berth uses (SHA-256 and HMAC-SHA256), resolved on first use (see
+// core/dynlib.h). Internal to core/: core/sha256.h is what the rest of Berth calls.
 #pragma once
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "core/dynlib.h"
 
@@ -17,9 +18,8 @@ struct CryptoApi {
   BERTH_LAZY_FUNCTION(libcrypto(), digest_init, EVP_DigestInit_ex);
   BERTH_LAZY_FUNCTION(libcrypto(), digest_update, EVP_DigestUpdate);
   BERTH_LAZY_FUNCTION(libcrypto(), digest_final, EVP_DigestFinal_ex);
-  // Base64 (image/http.cc).
-  BERTH_LAZY_FUNCTION(libcrypto(), encode_block, EVP_EncodeBlock);
-  BERTH_LAZY_FUNCTION(libcrypto(), decode_block, EVP_DecodeBlock);
+  // HMAC-SHA256 (core/sha256.cc).
+  BERTH_LAZY_FUNCTION(libcrypto(), hmac, HMAC);
 };
 
 /// The functions, loading libcrypto the first time.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/dir.h"
+#include "core/write_fully.h"
 
 namespace berth {
 
@@ -65,14 +66,7 @@ Result<std::string> read_fd(int fd, const std::string& what) {
 }
 
 Status write_all(int fd, std::string_view data, const std::string& what) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return sys_error("write", what);
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
+  if (!write_fully(fd, data.data(), data.size())) return sys_error("write", what);
   return {};
 }
 

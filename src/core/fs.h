@@ -40,7 +40,7 @@ Result<UniqueFd> open_file(const std::string& path, int flags, int mode = 0644);
 Result<std::string> read_file(const std::string& path);
 /// Reads `fd` from where it stands to its end; `what` names it in errors.
 Result<std::string> read_fd(int fd, const std::string& what);
-/// Writes all bytes to fd, retrying on short writes and EINTR.
+/// Writes all bytes to fd, retrying on short writes and EINTR (core/write_fully.h).
 Status write_all(int fd, std::string_view data, const std::string& what);
 /// How much a write must survive.
 enum class Durability {

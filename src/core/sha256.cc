@@ -47,6 +47,20 @@ std::string sha256_digest(std::string_view data) {
   return h.digest();
 }
 
+std::string hmac_sha256(std::string_view key, std::string_view data) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  const CryptoApi& api = crypto_api();
+  // No null pointers, even for no bytes.
+  const char* key_bytes = key.empty() ? "" : key.data();
+  const char* data_bytes = data.empty() ? "" : data.data();
+  if (api.hmac(api.sha256(), key_bytes, static_cast<int>(key.size()),
+               reinterpret_cast<const unsigned char*>(data_bytes), data.size(), mac,
+               &len) == nullptr)
+    return "";
+  return std::string(reinterpret_cast<const char*>(mac), len);
+}
+
 Result<std::string> sha256_file(const std::string& path) {
   UniqueFd fd = BERTH_TRY(open_file(path, O_RDONLY));
   Sha256 h;

@@ -1,5 +1,5 @@
 // Streaming SHA-256 (OpenSSL libcrypto) and the "sha256:<hex>" digest form
-// used by the OCI specs.
+// used by the OCI specs; HMAC-SHA256.
 #pragma once
 
 #include <memory>
@@ -33,6 +33,8 @@ class Sha256 {
 std::string sha256_digest(std::string_view data);
 /// Hashes a whole file and returns "sha256:<hex>".
 Result<std::string> sha256_file(const std::string& path);
+/// HMAC-SHA256 (RFC 2104) of `data` under `key`: the 32 bytes of the MAC, raw.
+std::string hmac_sha256(std::string_view key, std::string_view data);
 /// Checks "algo:hex" form; only sha256 with 64 lowercase hex digits is accepted.
 Status validate_digest(std::string_view digest);
 /// The hex part of "sha256:<hex>" (caller validated it).

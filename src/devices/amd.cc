@@ -22,8 +22,7 @@ AmdDevices discover_amd(const DiscoveryOptions& o) {
   }
   std::sort(a.render_nodes.begin(), a.render_nodes.end(),
             [](const DeviceNode& x, const DeviceNode& y) { return x.path < y.path; });
-  std::string vfile = o.driver_root == "/" ? "/opt/rocm/.info/version"
-                                            : path_join(o.driver_root, "/opt/rocm/.info/version");
+  std::string vfile = under_root(o.driver_root, "/opt/rocm/.info/version");
   if (path_exists(vfile)) {
     auto v = read_file(vfile);
     if (v.ok()) {

@@ -79,7 +79,7 @@ json make_cdi_spec(const NvidiaDriver& d) {
   // The loader cache of the container must learn the library folders; only
   // NVIDIA's hook binaries can do that from a CDI spec, so use one when present.
   for (const char* hook : {"/usr/bin/nvidia-cdi-hook", "/usr/bin/nvidia-ctk"}) {
-    std::string host = d.options.driver_root == "/" ? hook : path_join(d.options.driver_root, hook);
+    std::string host = under_root(d.options.driver_root, hook);
     if (!path_exists(host) || lib_dirs.empty()) continue;
     json args = std::string(hook).ends_with("nvidia-ctk")
                     ? json{"nvidia-ctk", "hook", "update-ldcache"}

@@ -4,15 +4,12 @@
 
 #include <algorithm>
 
+#include "core/strings.h"
+
 namespace berth {
 namespace {
 
 using nlohmann::json;
-
-std::string base(const std::string& p) {
-  size_t s = p.rfind('/');
-  return s == std::string::npos ? p : p.substr(s + 1);
-}
 
 /// Files needing a capability (files with caps 0 go under every capability's "always" list).
 json files_for(const std::vector<DriverFile>& files, CapabilitySet cap, bool lib32) {
@@ -111,11 +108,11 @@ std::string gpu_info_text(const NvidiaDriver& nv, const AmdDevices& amd) {
     for (const auto& c : capability_names()) {
       std::vector<std::string> names;
       for (const auto& l : nv.libraries)
-        if (c.cap == kCapCompat32 ? l.lib32 : ((l.caps & c.cap) && !l.lib32)) names.push_back(base(l.path));
+        if (c.cap == kCapCompat32 ? l.lib32 : ((l.caps & c.cap) && !l.lib32)) names.push_back(basename_of(l.path));
       if (c.cap != kCapCompat32)
         for (const auto* group : {&nv.binaries, &nv.config_files})
           for (const auto& f : *group)
-            if (f.caps & c.cap) names.push_back(base(f.path));
+            if (f.caps & c.cap) names.push_back(basename_of(f.path));
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : " ") + n;
       out += fmt::format("  {:<9} {}\n", c.name, list.empty() ? "-" : list);

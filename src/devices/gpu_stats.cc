@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/clock.h"
 #include "core/strings.h"
 #include "devices/gpu_select.h"
 
@@ -111,14 +112,6 @@ Result<std::optional<std::vector<std::string>>> stats_selection(
     for (const auto& g : gpus)
       if (g.index == i) uuids.push_back(g.uuid);
   return std::optional<std::vector<std::string>>(std::move(uuids));
-}
-
-std::string rfc3339_ms(int64_t unix_ms) {
-  time_t secs = static_cast<time_t>(unix_ms / 1000);
-  tm t{};
-  gmtime_r(&secs, &t);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", t.tm_year + 1900, t.tm_mon + 1,
-                     t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, unix_ms % 1000);
 }
 
 json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o, const GpuStatsHost& host) {

@@ -49,7 +49,4 @@ nlohmann::json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o,
 std::string gpu_stats_text(const NvmlReadings& r, const NvmlOptions& o,
                            const GpuStatsHost& host = {});
 
-/// A wall-clock time (Unix ms) as RFC 3339 in UTC to the millisecond: "2026-11-26T03:40:23.123Z".
-std::string rfc3339_ms(int64_t unix_ms);
-
 }  // namespace berth

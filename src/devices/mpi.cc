@@ -10,6 +10,7 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/root_path.h"
+#include "core/strings.h"
 #include "devices/inject.h"
 #include "devices/ld_cache.h"
 #include "runtime/container_config.h"
@@ -17,14 +18,9 @@
 namespace berth {
 namespace {
 
-std::string base_name(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 /// Binds `lib` into kMpiLibDir with its soname link.
 void beside(const HostLibrary& lib, MpiPlan& plan) {
-  std::string name = base_name(lib.real);
+  std::string name = basename_of(lib.real);
   plan.edits.push_back({DeviceEdit::Kind::kBind, lib.real, path_join(kMpiLibDir, name), true});
   if (!lib.soname.empty() && lib.soname != name)
     plan.edits.push_back({DeviceEdit::Kind::kSymlink, name, path_join(kMpiLibDir, lib.soname)});
@@ -73,8 +69,8 @@ Result<MpiPlan> plan_mpi(const MpiDeclaration& decl, const std::vector<HostLibra
                          const std::vector<HostLibrary>& dependencies,
                          const std::vector<ImageLibrary>& image) {
   std::vector<std::string> host_names, image_names;
-  for (const HostLibrary& h : host) host_names.push_back(base_name(h.real));
-  for (const ImageLibrary& i : image) image_names.push_back(base_name(i.real));
+  for (const HostLibrary& h : host) host_names.push_back(basename_of(h.real));
+  for (const ImageLibrary& i : image) image_names.push_back(basename_of(i.real));
   MpiPlan plan;
   std::vector<MpiPair> pairs =
       BERTH_TRY(match_mpi_libraries(host_names, image_names, decl.abi, &plan.warnings));
@@ -93,7 +89,7 @@ Result<MpiPlan> plan_mpi(const MpiDeclaration& decl, const std::vector<HostLibra
   for (size_t i = 0; i < pairs.size(); ++i) {
     if (pairs[i].verdict == AbiVerdict::kOver) {
       for (const ImageLibrary& il : image)
-        if (base_name(il.real) == pairs[i].image)
+        if (basename_of(il.real) == pairs[i].image)
           plan.edits.push_back({DeviceEdit::Kind::kBind, host[i].real, il.real, true});
     } else {
       beside(host[i], plan);

@@ -67,10 +67,6 @@ const BinaryRule kControlNodes[] = {
     {"/dev/nvidia-modeset", kCapGraphics | kCapDisplay},
 };
 
-std::string under(const std::string& root, std::string_view path) {
-  return root == "/" ? std::string(path) : path_join(root, path);
-}
-
 /// Follows symlinks of `path` (host namespace) inside `root`, re-rooting
 /// absolute link targets, so a link never leads out of the driver root.
 /// Returns the final path in the host namespace, or empty when it does not resolve.
@@ -95,7 +91,7 @@ std::string resolve_in_root(const std::string& root, const std::string& path) {
     done.push_back(part);
     std::string cur;
     for (const auto& d : done) cur += "/" + d;
-    std::string full = under(root, cur);
+    std::string full = under_root(root, cur);
     struct stat st;
     if (lstat(full.c_str(), &st) != 0) return "";
     if (!S_ISLNK(st.st_mode)) continue;
@@ -115,25 +111,11 @@ std::string resolve_in_root(const std::string& root, const std::string& path) {
 
 }  // namespace
 
-bool find_node(const std::string& dev_root, const std::string& path, DeviceNode* node) {
-  std::string host = under(dev_root, path);
-  struct stat st;
-  if (stat(host.c_str(), &st) != 0) return false;
-  node->path = path;
-  node->host_path = host;
-  node->is_char = S_ISCHR(st.st_mode);
-  if (node->is_char) {
-    node->major = major(st.st_rdev);
-    node->minor = minor(st.st_rdev);
-  }
-  return true;
-}
-
 namespace {
 
 std::vector<DeviceNode> nodes_in(const std::string& dev_root, const std::string& dir) {
   std::vector<DeviceNode> out;
-  for (const auto& name : list_dir(under(dev_root, dir))) {
+  for (const auto& name : list_dir(under_root(dev_root, dir))) {
     DeviceNode n;
     if (find_node(dev_root, path_join(dir, name), &n)) out.push_back(std::move(n));
   }
@@ -153,10 +135,10 @@ std::map<std::string, std::string> parse_info(std::string_view text) {
 
 void discover_gpus(const DiscoveryOptions& o, NvidiaDriver* d) {
   const std::string gpus_dir = "/proc/driver/nvidia/gpus";
-  for (const auto& bus : list_dir(under(o.driver_root, gpus_dir))) {
+  for (const auto& bus : list_dir(under_root(o.driver_root, gpus_dir))) {
     NvidiaGpu g;
     g.proc_dir = path_join(gpus_dir, bus);
-    g.proc_host_path = under(o.driver_root, g.proc_dir);
+    g.proc_host_path = under_root(o.driver_root, g.proc_dir);
     auto text = read_file(g.proc_host_path + "/information");
     if (!text.ok()) {
       d->warnings.push_back("cannot read " + g.proc_host_path + "/information: " +
@@ -190,7 +172,7 @@ void discover_gpus(const DiscoveryOptions& o, NvidiaDriver* d) {
 
 std::vector<std::string> library_candidates(const DiscoveryOptions& o, NvidiaDriver* d) {
   std::vector<std::string> out;
-  std::string cache_path = under(o.driver_root, "/etc/ld.so.cache");
+  std::string cache_path = under_root(o.driver_root, "/etc/ld.so.cache");
   if (path_exists(cache_path)) {
     auto data = read_file(cache_path);
     auto entries = data.ok() ? parse_ld_cache(*data, cache_path)
@@ -204,7 +186,7 @@ std::vector<std::string> library_candidates(const DiscoveryOptions& o, NvidiaDri
     }
   }
   for (const char* dir : kLibraryDirs)
-    for (const auto& name : list_dir(under(o.driver_root, dir)))
+    for (const auto& name : list_dir(under_root(o.driver_root, dir)))
       if (name.find(".so") != std::string::npos) out.push_back(std::string(dir) + "/" + name);
   return out;
 }
@@ -219,7 +201,7 @@ Version library_version_of(const DiscoveryOptions& o, const std::vector<std::str
     if (real.empty() || !split_library_name(basename_of(real), &b, &v) || b != base) continue;
     auto ver = parse_version(v);
     if (!ver) continue;
-    auto elf = read_elf_info(under(o.driver_root, real));
+    auto elf = read_elf_info(under_root(o.driver_root, real));
     if (elf.ok() && elf->machine == host_elf_machine()) return *ver;
   }
   return {};
@@ -242,7 +224,7 @@ void discover_libraries(const DiscoveryOptions& o, const std::vector<std::string
     }
     DriverFile f;
     f.path = real;
-    f.host_path = under(o.driver_root, real);
+    f.host_path = under_root(o.driver_root, real);
     f.caps = caps;
     auto elf = read_elf_info(f.host_path);
     if (!elf.ok()) {
@@ -266,7 +248,7 @@ void discover_libraries(const DiscoveryOptions& o, const std::vector<std::string
 
 void discover_files(const DiscoveryOptions& o, NvidiaDriver* d) {
   auto add = [&o](std::vector<DriverFile>& to, const std::string& path, CapabilitySet caps) {
-    std::string host = under(o.driver_root, path);
+    std::string host = under_root(o.driver_root, path);
     struct stat st;
     if (stat(host.c_str(), &st) != 0) return false;
     DriverFile f;
@@ -285,8 +267,8 @@ void discover_files(const DiscoveryOptions& o, NvidiaDriver* d) {
     bool found = false;
     for (const char* dir : kBinaryDirs) {
       std::string path = std::string(dir) + "/" + b.name;
-      if (!path_exists(under(o.driver_root, path))) continue;
-      if (!read_elf_info(under(o.driver_root, path)).ok()) {
+      if (!path_exists(under_root(o.driver_root, path))) continue;
+      if (!read_elf_info(under_root(o.driver_root, path)).ok()) {
         if (script.empty()) script = path;
         continue;
       }
@@ -298,7 +280,7 @@ void discover_files(const DiscoveryOptions& o, NvidiaDriver* d) {
   for (const auto& c : kConfigFiles) add(d->config_files, c.name, c.caps);
   for (const char* fw : {"/lib/firmware/nvidia/", "/usr/lib/firmware/nvidia/"}) {
     std::string dir = fw + d->version.str();
-    for (const auto& name : list_dir(under(o.driver_root, dir))) add(d->firmware, path_join(dir, name), 0);
+    for (const auto& name : list_dir(under_root(o.driver_root, dir))) add(d->firmware, path_join(dir, name), 0);
     if (!d->firmware.empty()) break;
   }
   add(d->ipc, "/run/nvidia-persistenced/socket", kCapUtility | kCapCompute);
@@ -344,7 +326,7 @@ bool split_library_name(std::string_view name, std::string* base, std::string* v
 Result<NvidiaDriver> discover_nvidia(const DiscoveryOptions& o) {
   NvidiaDriver d;
   d.options = o;
-  std::string vfile = under(o.driver_root, "/proc/driver/nvidia/version");
+  std::string vfile = under_root(o.driver_root, "/proc/driver/nvidia/version");
   if (path_exists(vfile)) {
     std::string text = BERTH_TRY(read_file(vfile));
     if (auto v = parse_nvrm_version(text)) d.kernel_version = *v;
@@ -384,7 +366,7 @@ Result<NvidiaDriver> discover_nvidia(const DiscoveryOptions& o) {
   d.imex_nodes = nodes_in(o.effective_dev_root(), "/dev/nvidia-caps-imex-channels");
   discover_libraries(o, candidates, &d);
   discover_files(o, &d);
-  std::string params = under(o.driver_root, "/proc/driver/nvidia/params");
+  std::string params = under_root(o.driver_root, "/proc/driver/nvidia/params");
   if (path_exists(params)) {
     auto text = read_file(params);
     if (text.ok()) d.proc_params = *text;

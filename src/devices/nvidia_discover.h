@@ -12,24 +12,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "devices/device_node.h"
 #include "devices/nvidia_capabilities.h"
 #include "devices/nvidia_driver_config.h"
 #include "devices/version.h"
 
 namespace berth {
-
-/// A device node: `path` as the container (and the host's /dev) names it,
-/// `host_path` where it is under the device root.
-struct DeviceNode {
-  std::string path;        ///< "/dev/nvidia0"
-  std::string host_path;   ///< "<dev root>/dev/nvidia0"
-  bool is_char = false;    ///< a real character device (stand-ins in tests are not)
-  unsigned major = 0, minor = 0;
-};
-
-/// Fills `node` when `path` ("/dev/kfd") exists under `dev_root` ("/" or a test's stand-in);
-/// false when it does not.
-bool find_node(const std::string& dev_root, const std::string& path, DeviceNode* node);
 
 struct NvidiaGpu {
   int index = 0;            ///< position in PCI bus order, as nvidia-smi numbers GPUs

@@ -16,6 +16,7 @@
 
 #include "core/json.h"
 #include "core/strings.h"
+#include "core/write_fully.h"
 
 namespace berth {
 namespace {
@@ -231,17 +232,6 @@ NvmlGpuReading reading_from_json(const json& j) {
   return r;
 }
 
-bool write_all(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    ssize_t n = write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 int64_t unix_ms_now() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -275,7 +265,8 @@ bool wanted(const NvmlOptions& o, const std::string& uuid) {
   // Nothing the library prints may mix with Berth's own output.
   if (int null = open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) dup2(null, STDOUT_FILENO);
   auto send = [fd](const json& j) {
-    if (!write_all(fd, to_text(j) + "\n")) _exit(1);
+    std::string line = to_text(j) + "\n";
+    if (!write_fully(fd, line.data(), line.size())) _exit(1);
   };
   auto fail = [&send](const std::string& what) {
     send({{"error", what}});

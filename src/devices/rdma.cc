@@ -18,10 +18,6 @@ constexpr const char* kIbClass = "/sys/class/infiniband";
 constexpr const char* kVerbsClass = "/sys/class/infiniband_verbs";
 constexpr const char* kMadClass = "/sys/class/infiniband_mad";
 
-std::string under(const std::string& root, const std::string& path) {
-  return root == "/" ? path : path_join(root, path);
-}
-
 /// A sysfs attribute's first line, "" when it cannot be read.
 std::string attribute(const std::string& path) {
   auto text = read_file(path);
@@ -35,11 +31,6 @@ std::string link_text(const std::string& path) {
   char buf[PATH_MAX];
   ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
-
-std::string base_name(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 bool is_index(std::string_view s) {
@@ -62,14 +53,14 @@ Result<RdmaRoots> rdma_roots_from_env(const std::string& dev_root) {
 Result<RdmaDevices> discover_rdma(const RdmaRoots& roots) {
   RdmaDevices out;
   out.roots = roots;
-  std::string ib = under(roots.sysfs_root, kIbClass);
+  std::string ib = under_root(roots.sysfs_root, kIbClass);
   for (const std::string& name : list_dir(ib)) {
     Hca h;
     h.name = name;
     std::string dir = path_join(ib, name);
     h.sys_link = link_text(dir);
     h.node_guid = attribute(path_join(dir, "node_guid"));
-    h.driver = base_name(link_text(path_join(dir, "device/driver")));
+    h.driver = basename_of(link_text(path_join(dir, "device/driver")));
     for (const std::string& port : list_dir(path_join(dir, "ports"))) {
       if (!is_index(port)) continue;
       std::string pdir = path_join(dir, "ports/" + port);
@@ -88,7 +79,7 @@ Result<RdmaDevices> discover_rdma(const RdmaRoots& roots) {
       if (h.name == ibdev) return &h;
     return nullptr;
   };
-  std::string verbs = under(roots.sysfs_root, kVerbsClass);
+  std::string verbs = under_root(roots.sysfs_root, kVerbsClass);
   for (const std::string& entry : list_dir(verbs)) {
     if (!entry.starts_with("uverbs")) continue;
     Hca* h = owner(verbs, entry);
@@ -97,7 +88,7 @@ Result<RdmaDevices> discover_rdma(const RdmaRoots& roots) {
     h->uverbs_link = link_text(path_join(verbs, entry));
     h->has_node = find_node(roots.dev_root, "/dev/infiniband/" + entry, &h->node);
   }
-  std::string mad = under(roots.sysfs_root, kMadClass);
+  std::string mad = under_root(roots.sysfs_root, kMadClass);
   for (const std::string& entry : list_dir(mad))
     if (Hca* h = owner(mad, entry)) h->mad.push_back(entry);
   for (size_t i = 0; i < out.hcas.size(); ++i) out.hcas[i].index = static_cast<int>(i);
@@ -156,7 +147,7 @@ std::vector<DeviceEdit> plan_rdma(const RdmaDevices& devices,
   // edits name container paths; the links' texts are the host's (relative, into /sys/devices).
   auto narrow = [&edits, &devices](const char* cls) {
     edits.push_back({K::kTmpfs, "", cls, true, true, false});
-    std::string abi = under(devices.roots.sysfs_root, std::string(cls) + "/abi_version");
+    std::string abi = under_root(devices.roots.sysfs_root, std::string(cls) + "/abi_version");
     if (path_exists(abi))
       edits.push_back({K::kBind, abi, std::string(cls) + "/abi_version", true, false, false});
   };

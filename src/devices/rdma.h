@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "devices/nvidia_discover.h"
+#include "devices/device_node.h"
 #include "runtime/container_spec.h"
 
 namespace berth {

@@ -2,27 +2,18 @@
 #include "gateway/audit.h"
 
 #include <fcntl.h>
-#include <fmt/core.h>
 
-#include <ctime>
+#include <chrono>
 
+#include "core/clock.h"
 #include "core/json.h"
 
 namespace berth::gateway {
 
-std::string rfc3339_utc(std::chrono::system_clock::time_point t) {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  if (ms % 1000 < 0) --secs;  // before 1970: the milliseconds count up from the second below
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ((ms % 1000) + 1000) % 1000);
-}
-
 std::string audit_line(const AuditEvent& e, std::chrono::system_clock::time_point t) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
   nlohmann::ordered_json line = {
-      {"time", rfc3339_utc(t)},     {"event", e.event}, {"outcome", e.outcome},
+      {"time", rfc3339_ms(ms)},     {"event", e.event}, {"outcome", e.outcome},
       {"issuer", e.issuer},         {"sub", e.subject}, {"user", e.user},
       {"request_id", e.request_id}, {"route", e.route}, {"detail", e.detail}};
   // to_text() escapes every control character, so the line holds no newline of its own.

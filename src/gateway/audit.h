@@ -31,9 +31,6 @@ struct AuditEvent {
   nlohmann::json detail = nlohmann::json::object();
 };
 
-/// `t` in RFC 3339, UTC, with milliseconds: "2026-11-26T03:40:23.042Z".
-std::string rfc3339_utc(std::chrono::system_clock::time_point t);
-
 /// The log line of `e` at `t`, ending in "\n": {"time", "event", "outcome", "issuer", "sub",
 /// "user", "request_id", "route", "detail"} in that order.
 std::string audit_line(const AuditEvent& e, std::chrono::system_clock::time_point t);

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/json.h"
+#include "core/strings.h"
 
 namespace berth::gateway {
 namespace {
@@ -194,11 +195,9 @@ std::variant<Account, AuthFailure> Authenticator::authenticate(const std::string
                                                                int64_t now) {
   // RFC 6750 section 2.1; the scheme name is case-insensitive.
   constexpr std::string_view kScheme = "bearer ";
-  std::string lower = authorization.substr(0, kScheme.size());
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string scheme = lower(std::string_view(authorization).substr(0, kScheme.size()));
   if (authorization.empty()) return AuthFailure{401, "no bearer token"};
-  if (lower != kScheme) return AuthFailure{401, "the Authorization header is not a bearer token"};
+  if (scheme != kScheme) return AuthFailure{401, "the Authorization header is not a bearer token"};
   std::string token = authorization.substr(kScheme.size());
   while (!token.empty() && token.front() == ' ') token.erase(0, 1);
   auto claims = verify(token, now);

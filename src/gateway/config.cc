@@ -1,4 +1,4 @@
-// berthd's configuration file: TOML, read with the site policy's toml++ (site/toml.h).
+// berthd's configuration file: TOML, parsed and reported as the site policy is (site/toml_reader.h).
 #include "gateway/config.h"
 
 #include "site/toml.h"
@@ -390,15 +390,7 @@ bool is_loopback_host(std::string_view host) {
 }
 
 Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::string& path) {
-  toml::parse_result parsed = toml::parse(text, path);
-  if (!parsed) {
-    const toml::parse_error& e = parsed.error();
-    return make_error("read config", path,
-                      "line " + std::to_string(e.source().begin.line) + ": " +
-                          std::string(e.description()),
-                      ErrorCode::kInvalidInput);
-  }
-  const toml::table& root = parsed.table();
+  const toml::table root = BERTH_TRY(parse_toml(text, path));
   Reader r(path);
   GatewayConfig c;
   c.path = path;

@@ -56,7 +56,7 @@ std::shared_ptr<EVP_PKEY> key_from_params(const char* type, Push push) {
 /// The base64url member `name` of a JWK, decoded; "" when absent or not base64url.
 std::string jwk_bytes(const nlohmann::json& jwk, const char* name) {
   auto bytes = base64url_decode(string_field(jwk, name));
-  return bytes.ok() ? *bytes : "";
+  return bytes ? *bytes : "";
 }
 
 std::shared_ptr<EVP_PKEY> rsa_key(const nlohmann::json& jwk) {
@@ -135,49 +135,6 @@ bool has_scope(const nlohmann::json& claims, const std::string& scope) {
 
 }  // namespace
 
-Result<std::string> base64url_decode(std::string_view text) {
-  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
-  std::string out;
-  out.reserve(text.size() * 3 / 4);
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : text) {
-    int v;
-    if (c >= 'A' && c <= 'Z') v = c - 'A';
-    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-    else if (c >= '0' && c <= '9') v = c - '0' + 52;
-    else if (c == '-') v = 62;
-    else if (c == '_') v = 63;
-    else return make_error("parse", "", "not base64url", ErrorCode::kInvalidInput);
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  if (bits >= 6) return make_error("parse", "", "not base64url", ErrorCode::kInvalidInput);
-  return out;
-}
-
-std::string base64url_encode(std::string_view bytes) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (unsigned char c : bytes) {
-    acc = (acc << 8) | c;
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out.push_back(kAlphabet[(acc >> bits) & 0x3f]);
-    }
-  }
-  if (bits > 0) out.push_back(kAlphabet[(acc << (6 - bits)) & 0x3f]);
-  return out;
-}
-
 Result<std::vector<Jwk>> parse_jwks(std::string_view text, const std::string& url) {
   nlohmann::json doc = BERTH_TRY(parse_json(text, "JWKS " + url, 1 << 20));
   auto keys = doc.is_object() ? doc.find("keys") : doc.end();
@@ -213,7 +170,7 @@ Result<Jws> parse_jws(std::string_view token) {
   auto header = base64url_decode(token.substr(0, dot1));
   auto payload = base64url_decode(token.substr(dot1 + 1, dot2 - dot1 - 1));
   auto sig = base64url_decode(token.substr(dot2 + 1));
-  if (!header.ok() || !payload.ok() || !sig.ok())
+  if (!header || !payload || !sig)
     return token_error("not a signed JWT: a part is not base64url");
   jws.header = parse_json_or_discarded(*header, kMaxTokenBytes);
   jws.payload = parse_json_or_discarded(*payload, kMaxTokenBytes);

@@ -17,15 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/base64.h"  // a token's three parts are base64url
 #include "core/error.h"
 
 namespace berth::gateway {
-
-/// Bytes of base64url text (RFC 4648 section 5, padding optional); nullopt-like error when
-/// `text` holds any other character.
-Result<std::string> base64url_decode(std::string_view text);
-/// `bytes` as base64url without padding.
-std::string base64url_encode(std::string_view bytes);
 
 /// A public key from a JWKS.
 struct Jwk {

@@ -3,8 +3,6 @@
 
 #include <fcntl.h>
 #include <fmt/core.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -12,6 +10,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "core/sha256.h"
 
 namespace berth::gateway {
 namespace {
@@ -41,13 +41,10 @@ struct Fd {
 }  // namespace
 
 std::string output_stem(const std::string& secret, const std::string& instance, int64_t id) {
-  std::string input = instance + ":" + std::to_string(id);
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-       reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac, &len);
+  std::string mac = hmac_sha256(secret, instance + ":" + std::to_string(id));
   std::string hex;
-  for (unsigned int i = 0; i < 16 && i < len; ++i) hex += fmt::format("{:02x}", mac[i]);
+  for (size_t i = 0; i < 16 && i < mac.size(); ++i)
+    hex += fmt::format("{:02x}", static_cast<unsigned char>(mac[i]));
   return "berthd-" + std::to_string(id) + "-" + hex;
 }
 

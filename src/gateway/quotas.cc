@@ -1,6 +1,8 @@
 // GPU-hour quotas (gateway/quotas.h).
 #include "gateway/quotas.h"
 
+#include "core/clock.h"
+
 #include <fmt/core.h>
 
 #include <ctime>
@@ -44,11 +46,7 @@ std::optional<QuotaRefusal> check_gpu_quota(const QuotaConfig& config, const std
   no.period = period_name(config);
   no.since = since;
   no.key = "[quotas.groups.\"" + group + "\"] gpu_hours";
-  auto t = static_cast<time_t>(since);
-  struct tm tm {};
-  ::gmtime_r(&t, &tm);
-  char from[32];
-  std::strftime(from, sizeof from, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  std::string from = rfc3339(since);
   no.message = fmt::format("group {} has used {:.4f} of its {:g} GPU-hours in the {} from {}, "
                            "the quota {} = {:g}",
                            group, used, no.budget, no.period, from, no.key, no.budget);

@@ -1,32 +1,15 @@
 #include "gateway/reclaim.h"
 
-#include <ctime>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "core/clock.h"
 #include "core/strings.h"
 
 namespace berth::gateway {
 
 namespace {
-
-/// "2026-11-26T04:39:30.891Z" (RFC 3339, UTC, as `berth gpu stats` writes it) in Unix
-/// milliseconds; 0 for anything else.
-int64_t unix_ms(const std::string& text) {
-  struct tm tm {};
-  const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (end == nullptr) return 0;
-  int64_t ms = 0;
-  if (*end == '.') {
-    int digits = 0;
-    while (*++end >= '0' && *end <= '9')
-      if (digits++ < 3) ms = ms * 10 + (*end - '0');
-    for (; digits < 3; ++digits) ms *= 10;
-  }
-  if (std::string_view(end) != "Z") return 0;
-  return static_cast<int64_t>(timegm(&tm)) * 1000 + ms;
-}
 
 /// The processes of one GPU object of a document on `node`.
 void add_processes(const nlohmann::json& gpu, const std::string& node,
@@ -79,7 +62,8 @@ std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_
     }
     if (!doc.is_object() || !doc.contains("gpus") || !doc["gpus"].is_array()) continue;
     int64_t t = 0;
-    if (auto it = doc.find("time"); it != doc.end() && it->is_string()) t = unix_ms(it->get<std::string>());
+    if (auto it = doc.find("time"); it != doc.end() && it->is_string())
+      t = parse_rfc3339_ms(it->get<std::string>()).value_or(0);
     if (t <= 0) continue;
     GpuSample& s = by_time[t];
     s.time = t;

@@ -1,19 +1,8 @@
 #include "gateway/resources.h"
 
+#include "core/clock.h"
+
 namespace berth::gateway {
-
-namespace {
-
-std::string rfc3339(int64_t t) {
-  time_t tt = static_cast<time_t>(t);
-  struct tm tm {};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-}  // namespace
 
 GlueSite glue_site(const std::string& cluster, const PublishConfig& publish,
                    const std::vector<SlurmNode>& nodes, const std::vector<SlurmPartition>& partitions,

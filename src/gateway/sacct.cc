@@ -12,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "core/clock.h"
 #include "core/scope_guard.h"
 
 extern char** environ;
@@ -19,14 +20,8 @@ extern char** environ;
 namespace berth::gateway {
 namespace {
 
-std::string utc(int64_t t) {
-  auto tt = static_cast<time_t>(t);
-  struct tm tm {};
-  ::gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  return buf;
-}
+/// As sacct's -S and -E take it: RFC 3339 without the zone.
+std::string utc(int64_t t) { return rfc3339(t).substr(0, 19); }
 
 /// The first non-empty line of `text`, at most 300 bytes.
 std::string first_line(const std::string& text) {

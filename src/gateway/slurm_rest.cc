@@ -2,13 +2,12 @@
 #include "gateway/slurm_rest.h"
 
 #include <httplib.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <chrono>
 #include <ctime>
 
 #include "core/json.h"
+#include "core/sha256.h"
 #include "gateway/jwt.h"
 
 namespace berth::gateway {
@@ -22,14 +21,11 @@ constexpr const char* kOpenApiPath = "/openapi/v3";
 
 std::string mint_slurm_token(const std::string& key, const std::string& user, int64_t now,
                              int64_t lifespan_s) {
-  std::string input = base64url_encode(R"({"alg":"HS256","typ":"JWT"})") + "." +
-                      base64url_encode(to_text(nlohmann::ordered_json{
-                          {"iat", now}, {"exp", now + lifespan_s}, {"sun", user}}));
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac, &len);
-  return input + "." + base64url_encode(std::string(reinterpret_cast<char*>(mac), len));
+  std::string input =
+      base64url_encode(R"({"alg":"HS256","typ":"JWT"})") + "." +
+      base64url_encode(to_text(nlohmann::ordered_json{
+          {"iat", now}, {"exp", now + lifespan_s}, {"sun", user}}));
+  return input + "." + base64url_encode(hmac_sha256(key, input));
 }
 
 Result<SlurmRest::Answer> SlurmRest::call(Op op, const std::string& user, const std::string& path,

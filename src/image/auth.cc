@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "core/base64.h"
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/json.h"

@@ -5,7 +5,6 @@
 #include <memory>
 #include <mutex>
 
-#include "core/crypto_api.h"
 #include "core/strings.h"
 #include "image/curl_api.h"
 
@@ -165,40 +164,6 @@ std::string url_escape(std::string_view s) {
       out += hex[ch & 15];
     }
   }
-  return out;
-}
-
-std::string base64_encode(std::string_view data) {
-  std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
-  int n = crypto_api().encode_block(reinterpret_cast<unsigned char*>(out.data()),
-                                    reinterpret_cast<const unsigned char*>(data.data()),
-                                    static_cast<int>(data.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
-std::optional<std::string> base64_decode(std::string_view text) {
-  std::string in;
-  for (char ch : text) {
-    if (!std::isspace(static_cast<unsigned char>(ch))) in += ch;
-  }
-  while (in.size() % 4 != 0) in += '=';  // some writers drop the padding
-  size_t pad = 0;
-  for (size_t i = in.size(); i > 0 && in[i - 1] == '=' && pad < 2; --i) ++pad;
-  for (size_t i = 0; i < in.size() - pad; ++i) {
-    char ch = in[i];
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '+' && ch != '/') {
-      return std::nullopt;
-    }
-  }
-  if (in.empty()) return std::string();
-  std::string out(in.size() / 4 * 3, '\0');
-  int n = crypto_api().decode_block(reinterpret_cast<unsigned char*>(out.data()),
-                                    reinterpret_cast<const unsigned char*>(in.data()),
-                                    static_cast<int>(in.size()));
-  if (n < 0) return std::nullopt;
-  // EVP_DecodeBlock counts the padding as zero bytes; drop them.
-  out.resize(static_cast<size_t>(n) - pad);
   return out;
 }
 

@@ -50,9 +50,5 @@ Result<HttpResponse> http_perform(const HttpRequest& req);
 
 /// URL-escapes a query value.
 std::string url_escape(std::string_view s);
-/// Standard base64 with padding.
-std::string base64_encode(std::string_view data);
-/// Decodes standard base64 (padding optional); nullopt when malformed.
-std::optional<std::string> base64_decode(std::string_view text);
 
 }  // namespace berth

@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/base64.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/sha256.h"

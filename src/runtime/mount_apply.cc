@@ -15,6 +15,7 @@
 
 #include "core/root_path.h"
 #include "core/strings.h"
+#include "core/write_fully.h"
 #include "runtime/child.h"
 
 namespace berth {
@@ -87,19 +88,11 @@ int write_new_file(int root_fd, const MountEntry& e) {
   if (make_path_in_root(root_fd, e.target.c_str(), true) != 0) return -1;
   int fd = open_in_root(root_fd, e.target.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW);
   if (fd < 0) return -1;
-  const char* p = e.data.data();
-  size_t left = e.data.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      errno = err;
-      return -1;
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
+  if (!write_fully(fd, e.data.data(), e.data.size())) {
+    int err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
   }
   return ::close(fd);
 }

@@ -67,12 +67,6 @@ struct PolicyLayer {
   std::optional<long> pull_deadline;
 };
 
-/// The keys a site may name in `lock`: defaults a user's file, command line or environment
-/// may not change.
-inline constexpr std::string_view kLockableKeys[] = {
-    "readonly",       "default_engine", "driver_root",  "dev_root",      "gpus",
-    "ib",             "mount_home",     "squash_options", "store_format", "root_emulation"};
-
 /// The configuration in force: the site's policy with the user's preferences merged in.
 struct SiteConfig {
   std::string path;       ///< the user's config.json when one was read, else ""
@@ -121,7 +115,7 @@ struct SiteConfig {
   /// User settings ignored because they would loosen a site rule, one line each.
   std::vector<std::string> ignored;
 
-  /// Whether the site locks `key` (one of kLockableKeys).
+  /// Whether the site locks `key` (one of lockable_policy_keys(), site/policy_keys.h).
   bool is_locked(std::string_view key) const;
   /// Whether pulls keep images as one squashfs file (store_format = "squashfs").
   bool squash_store() const { return store_format == "squashfs"; }
@@ -141,7 +135,8 @@ Result<SiteConfig> parse_site_config(std::string_view text, const std::string& p
 Result<SiteConfig> read_site_config(const std::string& path);
 
 /// Parses the TOML text of a policy file `path`; `site` says whether it is the site's (only
-/// the site's may `lock`). Errors are one line naming the file, and the key or line.
+/// the site's may `lock`). Errors are one line naming the file, and the key or line. (It, and
+/// merge_policy(), loop over the table of keys, site/policy_keys.cc.)
 Result<PolicyLayer> parse_policy(std::string_view text, const std::string& path, bool site);
 
 /// Refuses a policy file anyone but root could change: `path` (symlinks resolved) must be a

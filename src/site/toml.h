@@ -7,10 +7,10 @@
 // exceptions (TOML_EXCEPTIONS=0), which turns straight into Berth's one-line errors, where
 // toml11 throws and formats multi-line, caret-underlined messages meant for a terminal; it
 // speaks TOML 1.0 and keeps every value's source line, which the type errors name. It
-// is used header-only, compiled into the files that read TOML (site/policy_file.cc, berthd's
-// configuration in gateway/config.cc): no shared library for every command
-// (and every container start) to load, and its exception setting cannot clash with a
-// prebuilt library's.
+// is used header-only, compiled into the files that read TOML (site/toml_reader.cc, the site
+// policy's site/policy_keys.cc, berthd's configuration in gateway/config.cc): no shared
+// library for every command (and every container start) to load, and its exception setting
+// cannot clash with a prebuilt library's.
 //
 // Two of toml++ 3.3's "cannot happen" marks do happen on malformed input (both found by
 // tests/fuzz/fuzz_policy), so this file redefines them; a policy file must give an error, never

@@ -1,6 +1,7 @@
-// Typed reads of one TOML file's values (site/toml.h): each failure is one line naming the
+// One TOML file read as Berth reports it (site/toml.h): parse_toml() turns a syntax error into
+// one line naming the file, the line and the column, and TomlReader's typed reads name the
 // file, the value's line and its key, with a hint where the keys are documented. The site
-// policy's reader (site/policy_file.cc) and berthd's (gateway/config.cc) build on it.
+// policy's reader (site/policy_reader.h) and berthd's (gateway/config.cc) build on it.
 #pragma once
 
 #include <string>
@@ -11,6 +12,10 @@
 #include "site/toml.h"
 
 namespace berth {
+
+/// Parses the TOML text of the file `path` (which names it in errors); a syntax error is one
+/// line: "read config PATH: line L, column C: DESCRIPTION".
+Result<toml::table> parse_toml(std::string_view text, const std::string& path);
 
 class TomlReader {
  public:

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/write_fully.h"
 #include "slurm/host_tools.h"
 
 extern char** environ;
@@ -36,17 +37,6 @@ void forward(int sig) {
   line += "\n";
   (void)!::write(STDERR_FILENO, line.data(), line.size());
   std::exit(status);
-}
-
-bool write_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
 }
 
 }  // namespace
@@ -106,7 +96,7 @@ int main(int argc, char** argv) {
     sent = ::sendmsg(g_sock, &msg, MSG_NOSIGNAL);
   } while (sent < 0 && errno == EINTR);
   if (sent != static_cast<ssize_t>(sizeof length) ||
-      !write_all(g_sock, request.data(), request.size()))
+      !berth::write_fully(g_sock, request.data(), request.size()))
     fail(name, std::string("cannot reach the agent on the host (") + path + ")", errno, 126);
 
   struct sigaction sa = {};

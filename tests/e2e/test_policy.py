@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -15,6 +16,7 @@ import pytest
 
 import imagelib
 import servers
+from conftest import REPO_ROOT
 from test_run import kv, run_image, userns_works  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0,
@@ -397,6 +399,39 @@ def test_info_without_a_policy(berth):
     p = berth.json("info", "--json")["policy"]
     assert p["site_file"] is None
     assert p["settings"]["allowed_registries"] == {"value": None, "source": "default"}
+
+
+def documented_keys() -> set[str]:
+    """The keys docs/site.md's "Keys" section documents: the first cell of each table row
+    (`a`, `b` for two; `[mpi.TYPE]` for mpi) and the [TABLE] headers of its examples ([env])."""
+    with open(os.path.join(REPO_ROOT, "docs", "site.md")) as f:
+        text = f.read()
+    section = text[text.index("\n## Keys\n"):]
+    section = section[:section.index("\n## ", 1)]
+    keys = set(re.findall(r"^\[([a-z_]+)\]$", section, re.M))
+    for line in section.splitlines():
+        if line.startswith("| "):
+            keys.update(re.findall(r"`\[?([a-z_]+)", line.split("|")[1]))
+    return keys
+
+
+def test_info_lists_every_key_the_docs_document_and_only_those(berth, policy):
+    # A key is one row of the policy's table: that row alone lists it in berth info (with its
+    # source), lets a file set it and, where it is lockable, lets `lock` name it.
+    documented = documented_keys()
+    p = berth.json("info", "--json")["policy"]
+    assert set(p["settings"]) == documented
+    assert {v["source"] for v in p["settings"].values()} == {"default"}
+    lockable = ["readonly", "default_engine", "driver_root", "dev_root", "gpus", "ib",
+                "mount_home", "squash_options", "store_format", "root_emulation"]
+    path = policy(f"lock = {json.dumps(lockable)}\n")
+    s = berth.json("info", "--json", env=with_policy(path))["policy"]["settings"]
+    assert s["lock"] == {"value": lockable, "source": path}
+    rc, _, err = berth("info", env=with_policy(policy('lock = ["env"]\n', name="env.conf")),
+                       check=False)
+    assert rc == 1
+    assert first_line(err).endswith(f'"lock" names "env", which cannot be locked '
+                                    f'({", ".join(lockable)})')
 
 
 # --- device defaults ------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "core/fs.h"
+#include "core/base64.h"
 #include "image/http.h"
 #include "test_util.h"
 

@@ -173,7 +173,7 @@ TEST(GatewayConfig, RefusesWhatIsUnsafeOrMalformed) {
       {iss + "[slurm]\nrest_url = \"h:1\"\njwt_key = \"/k\"\n",
        "read config f: line 5: \"rest_url\" is not an http:// or https:// URL"},
       {iss + "[slurm]\nenvironment = { A = 1 }\n", "read config f: line 5: \"A\" is not a string"},
-      {"listen = \n", "read config f: line 1: Error while parsing key-value pair: expected value, saw '\\n'"},
+      {"listen = \n", "read config f: line 1, column 10: Error while parsing key-value pair: expected value, saw '\\n'"},
   };
   for (const Case& t : cases) {
     auto c = parse_gateway_config(t.text, "f");

@@ -212,9 +212,6 @@ max_queued_jobs = 0
 TEST(GatewayAudit, OneJsonObjectPerLine) {
   using std::chrono::milliseconds;
   std::chrono::system_clock::time_point t{milliseconds(1795654969042)};
-  EXPECT_EQ(rfc3339_utc(t), "2026-11-26T01:02:49.042Z");
-  EXPECT_EQ(rfc3339_utc(std::chrono::system_clock::time_point{milliseconds(-1)}),
-            "1969-12-31T23:59:59.999Z");
   AuditEvent e{"job.submit",
                "refused",
                "https://iam.example.org/",

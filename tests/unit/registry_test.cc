@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "core/base64.h"
 #include "core/fs.h"
 #include "core/sha256.h"
 #include "fake_http_server.h"
