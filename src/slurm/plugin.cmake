@@ -32,6 +32,20 @@ if(SLURM_INCLUDE_DIR)
   target_compile_options(berth-slurm-client PRIVATE -fno-sanitize=all)
   target_link_options(berth-slurm-client PRIVATE -static -fno-sanitize=all)
   add_dependencies(spank_berth berth-slurm-client)
+
+  # Installed where Debian's Slurm looks for plugins (slurm-wlm's PluginDir,
+  # lib/<multiarch>/slurm-wlm), relative to the prefix unless an absolute path is given; the
+  # client where berth's helpers go (core/helper_path.h). Here rather than in packaging/, so
+  # that the plugin-only build installs them too.
+  if(CMAKE_LIBRARY_ARCHITECTURE)
+    set(berth_plugin_default "lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm")
+  else()
+    set(berth_plugin_default "${CMAKE_INSTALL_LIBDIR}/slurm")
+  endif()
+  set(BERTH_SLURM_PLUGIN_DIR "${berth_plugin_default}" CACHE STRING
+      "Where spank_berth.so is installed (relative: under the prefix)")
+  install(TARGETS berth-slurm-client RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/berth)
+  install(TARGETS spank_berth LIBRARY DESTINATION ${BERTH_SLURM_PLUGIN_DIR})
 elseif(BERTH_SLURM_PLUGIN_ONLY)
   message(FATAL_ERROR "slurm/spank.h not found (Debian: libslurm-dev): set SLURM_INCLUDE_DIR")
 else()

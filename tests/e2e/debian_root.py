@@ -298,6 +298,17 @@ class Root:
         self.timings["plugin"] = time.monotonic() - t
         return os.path.join(build, "src", "spank_berth.so")
 
+    def install_plugin(self, source: str, destdir: str, prefix: str) -> None:
+        """`cmake --install` of the plugin built against the root's Slurm (build_plugin) under
+        `prefix`, into `destdir` (a host folder under one the root binds): the plugin where
+        Debian's Slurm looks for plugins, and its batch client."""
+        build = os.path.dirname(os.path.dirname(self.build_plugin(source)))
+        step = ["env", f"DESTDIR={destdir}", "cmake", "--install", build, "--prefix", prefix]
+        r = subprocess.run(self.command(step), capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"{' '.join(step)} in the Debian 13 root failed:\n"
+                               f"{r.stdout[-3000:]}{r.stderr[-3000:]}")
+
     def _build(self, source: str, build: str) -> None:
         for step in (["cmake", "-S", source, "-B", build, "-G", "Ninja",
                       "-DBERTH_SLURM_PLUGIN_ONLY=ON", "-DBERTH_WERROR=ON",

@@ -197,8 +197,24 @@ def test_spank_berth_8_names_every_plugstack_argument_and_option():
 
 # --- the Slurm tier, loading the installed plugin ---------------------------------------
 
+@pytest.fixture
+def cluster_destdir(cluster, destdir, scratch) -> str:
+    """The installed tree whose plugin is built for `cluster`'s Slurm release (Slurm loads
+    only a plugin built against its own major.minor): `destdir` on the host's 22.05; on
+    another release, a copy whose plugin (and client) the plugin-only build inside that
+    cluster's root installed over it, as a site puts a plugin for its Slurm beside Berth."""
+    if cluster.node.release == "22.05":
+        return destdir
+    dest = os.path.join(scratch, f"destdir-{cluster.node.release}")
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(destdir, dest + PREFIX, symlinks=True)
+    cluster.node.install_plugin(REPO_ROOT, dest, PREFIX)
+    return dest + PREFIX
+
+
 def test_slurm_loads_the_installed_plugin_which_finds_the_installed_client(
-        sl, cluster, destdir, pushed_busybox):  # noqa: F811
+        sl, cluster, cluster_destdir, pushed_busybox):  # noqa: F811
+    destdir = cluster_destdir
     plugin = os.path.join(destdir, "lib", multiarch(), "slurm-wlm", "spank_berth.so")
     saved = cluster.plugin, cluster.berth
     cluster.plugin, cluster.berth = plugin, os.path.join(destdir, "bin", "berth")
