@@ -983,7 +983,10 @@ def test_a_user_holding_a_names_lock_cannot_keep_the_steps_end_waiting(sl, clust
     try:
         assert wait_for(lambda: os.path.exists(os.path.join(go, "started")), timeout=60)
         # The task has let go of the name's lock; a process of the user's takes it and keeps it.
-        holder = subprocess.Popen(sl.berth.identity.prefix + ["flock", lock, "sleep", "600"])
+        # In a session of its own: flock runs sleep as its child, which killing flock alone
+        # would leave for ten minutes (where another test counts the machine's sleeps).
+        holder = subprocess.Popen(sl.berth.identity.prefix + ["flock", lock, "sleep", "600"],
+                                  start_new_session=True)
         assert wait_for(held)
         sl.berth.write_file("heldgo/now", "")
         _, err = step.communicate(timeout=120)
@@ -1000,7 +1003,7 @@ def test_a_user_holding_a_names_lock_cannot_keep_the_steps_end_waiting(sl, clust
                 "process of the user's): the step's end goes on without it") in log
     finally:
         if holder is not None:
-            holder.kill()
+            os.killpg(holder.pid, signal.SIGKILL)
             holder.wait()
         if step.poll() is None:
             step.kill()
