@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Refuses what must never be committed: core dumps, packages, and binary files over 1 MB.
+# Refuses what must never be committed: core dumps, packages, and binary files over 1 MB; and
+# a unit test outside the folder of its room (tests/unit mirrors src/).
 # Usage: scripts/check-tree.sh
 # Looks at every file git would commit: the tracked ones and the untracked ones .gitignore does
 # not exclude (so a stray file fails here before a blind `git add` takes it). Prints one line
@@ -32,8 +33,18 @@ while IFS= read -r -d '' path; do
   fi
 done < <(git ls-files -z --cached --others --exclude-standard)
 
+# tests/unit mirrors src/: each test file in the folder of the room it tests (tests/CMakeLists.txt).
+while IFS= read -r -d '' path; do
+  rel=${path#tests/unit/}
+  case "$rel" in
+    */*) [ -d "src/${rel%%/*}" ] ||
+           say "$path" "tests/unit/${rel%%/*} names no room of src/ (tests/unit mirrors src/)" ;;
+    *) say "$path" "a unit test outside its room's folder (move it to tests/unit/<room>/)" ;;
+  esac
+done < <(git ls-files -z --cached --others --exclude-standard -- 'tests/unit/*_test.cc')
+
 if [ "$bad" -ne 0 ]; then
   echo "check-tree: the tree holds files that must not be committed (above)" >&2
   exit 1
 fi
-echo "check-tree: no core dumps, packages or large binaries"
+echo "check-tree: no core dumps, packages or large binaries; tests/unit mirrors src/"

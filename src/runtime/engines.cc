@@ -26,7 +26,7 @@ const std::vector<Engine>& engine_table() {
   // Fallbacks in order of preference: runc isolates like userns does (but needs user namespaces
   // as well, so `auto` passes it over), proot emulates everything but is slow on system calls,
   // fakechroot needs a glibc image. The facts are checked against behaviour in
-  // tests/unit/engines_test.cc (EngineTable.*) and tests/e2e/test_engines.py.
+  // tests/unit/runtime/engines_test.cc (EngineTable.*) and tests/e2e/test_engines.py.
   static const std::vector<Engine> table = {
       {.name = "userns",
        .summary = "user + mount namespaces (the default)",

@@ -18,6 +18,7 @@ namespace {
 /// The words of engine choices, as a policy spelled them.
 std::vector<std::string> spelled(const std::vector<EngineChoice>& engines) {
   std::vector<std::string> out;
+  out.reserve(engines.size());
   for (const EngineChoice& e : engines) out.emplace_back(e.spelled);
   return out;
 }
