@@ -5,10 +5,12 @@
 # Run as root, berth runs as the unprivileged user "berthtest", as it would for
 # a researcher on a login node.
 # Usage: scripts/demo.sh
+# Installs only the packages the demo needs and builds only the programs it runs
+# (scripts/setup.sh --demo); scripts/test.sh installs and builds the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh
+bash scripts/setup.sh --demo
 
 work=$(mktemp -d /tmp/berth-demo.XXXXXX)
 chmod 755 "$work"
