@@ -44,9 +44,10 @@ def test_readme_starts_with_the_two_commands_for_a_fresh_machine():
     assert first, "README.md has no code block"
     assert "\n## " not in readme[:first.start()], "the two commands come before any section"
     assert commands(first.group(1)) == ["bash scripts/demo.sh", "bash scripts/test.sh"]
-    # Each says how long it takes.
+    # Each says how long it takes, and the demo's figure says how it was measured.
     for line in first.group(1).splitlines():
         assert re.search(r"\b(minutes?|hours?|an hour)\b", line), line
+    assert re.search(r"measured \d{4}-\d\d-\d\d by `bench/demo`", readme)
 
 
 def test_readme_then_says_how_to_install_and_use():
