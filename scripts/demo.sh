@@ -5,10 +5,12 @@
 # Run as root, berth runs as the unprivileged user "berthtest", as it would for
 # a researcher on a login node.
 # Usage: scripts/demo.sh
+# Installs only the packages the demo needs and builds only the programs it runs
+# (scripts/setup.sh --demo); scripts/test.sh installs and builds the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh
+bash scripts/setup.sh --demo
 
 work=$(mktemp -d /tmp/berth-demo.XXXXXX)
 chmod 755 "$work"
@@ -55,7 +57,7 @@ python3 tests/e2e/imagelib.py push-busybox --registry "$registry" --repo demo/bu
 image="$registry/demo/busybox:1.0"
 
 # --- berth, as an unprivileged user
-berth_bin="$PWD/build/src/berth"
+berth_bin="$PWD/build-demo/src/berth"
 home="$work/home"
 mkdir -p "$home"
 runas=()
@@ -105,7 +107,7 @@ berth gpu info || echo "(no GPU driver on this machine: berth gpu info exits 1, 
 # A fabricated driver tree, as the tests build it: real ELF libraries carrying the driver's
 # sonames and version suffix, /proc/driver/nvidia files and stand-in device nodes.
 fake="$work/fake-driver"
-libs=build/tests/fake_gpu_libs
+libs=build-demo/tests/fake_gpu_libs
 if [ -f "$libs/libcuda.so.550.54.15" ]; then
   say "GPU discovery on a fabricated driver root (BERTH_DRIVER_ROOT=$fake)"
   ver=550.54.15
