@@ -60,7 +60,7 @@ cache_s = 0
 """
     conf_path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
     log = os.path.join(workdir, "berthd.log")
-    proc, url = start_berthd(identity, berthd_bin, conf_path, log)
+    proc, url = start_berthd(identity, berthd_bin, conf_path, log, node=cluster.node)
     g = Berthd(proc, url, log)
     g.db = os.path.join(workdir, "jobs.db")
 
@@ -70,7 +70,7 @@ cache_s = 0
         g.proc.wait(timeout=10)
         if before:
             before()
-        g.proc, g.url = start_berthd(identity, berthd_bin, conf_path, log)
+        g.proc, g.url = start_berthd(identity, berthd_bin, conf_path, log, node=cluster.node)
 
     g.restart = restart
     g.output_dir = output
@@ -147,7 +147,8 @@ def comment(gw, job_id) -> str:
 
 
 def squeue_comments(cluster) -> list[str]:
-    r = subprocess.run(["squeue", "-h", "-o", "%k"], env=dict(os.environ, **cluster.env()),
+    r = subprocess.run(cluster.command(["squeue", "-h", "-o", "%k"]),
+                       env=dict(os.environ, **cluster.env()),
                        capture_output=True, text=True, check=True)
     return r.stdout.split()
 
@@ -290,10 +291,13 @@ def test_systems_show_the_cluster_and_its_state(gw, issuers, identity, cluster, 
     assert status == 200, answer
     (system,) = answer["systems"]
     # berthd chose the version it speaks from what slurmrestd offers, and said so once.
-    assert system["slurm_api"] == "v0.0.38"
+    release = cluster.release
+    assert system["slurm_api"] == release.rest_version
     with open(gw.log) as f:
         chosen = [line for line in f if " offers " in line]
-    assert chosen == [f"berthd: slurmrestd {slurmrestd} offers v0.0.38: speaking v0.0.38\n"]
+    offers = ", ".join(release.rest_versions)
+    assert chosen == [f"berthd: slurmrestd {slurmrestd} offers {offers}: "
+                      f"speaking {release.rest_version}\n"]
     gpus = 4 if cluster.gpus else 0
     assert (system["name"], system["kind"], system["state"]) == ("berthtest", "slurm", "up")
     assert system["nodes"]["total"] == 2 and system["nodes"]["unavailable"] == 0, system
@@ -301,42 +305,45 @@ def test_systems_show_the_cluster_and_its_state(gw, issuers, identity, cluster, 
     assert system["partitions"] == [{"name": "debug", "state": "UP", "default": True,
                                      "nodes": 2, "cpus": 32, "gpus": gpus}]
     env = dict(os.environ, **cluster.env())
-    subprocess.run(["scontrol", "update", "NodeName=n2", "State=DRAIN", "Reason=gateway test"],
-                   env=env, check=True)
+    subprocess.run(cluster.command(["scontrol", "update", "NodeName=n2", "State=DRAIN",
+                                    "Reason=gateway test"]), env=env, check=True)
     try:
         status, _, answer = gw.request("GET", "/v1/systems", tok)
         system = answer["systems"][0]
         assert (system["state"], system["reason"]) == ("degraded", "1 of 2 nodes unavailable")
         assert system["nodes"]["unavailable"] == 1, system
     finally:
-        subprocess.run(["scontrol", "update", "NodeName=n2", "State=RESUME"], env=env,
-                       check=True)
+        subprocess.run(cluster.command(["scontrol", "update", "NodeName=n2", "State=RESUME"]),
+                       env=env, check=True)
     status, _, _ = gw.request("GET", "/v1/systems", None)
     assert status == 401
 
 
 def test_a_configured_version_is_spoken_and_one_not_served_says_so(gw, issuers, identity,
-                                                                    slurmrestd):
+                                                                    cluster, slurmrestd):
     """[slurm] api_version pins the slurmrestd version: berthd speaks it without asking, and
-    one slurmrestd does not serve is named in GET /v1/systems and in a job's failure."""
+    one slurmrestd does not serve (berthd's other version: v0.0.41 on 22.05, v0.0.38 on
+    24.11) is named in GET /v1/systems and in a job's failure."""
+    pinned = "v0.0.41" if "v0.0.41" not in cluster.release.rest_versions else "v0.0.38"
+
     def pin():
         with open(gw.conf_path) as f:
             text = f.read()
         identity.write_file(gw.conf_path,
-                            text.replace("[slurm]\n", '[slurm]\napi_version = "v0.0.41"\n', 1))
+                            text.replace("[slurm]\n", f'[slurm]\napi_version = "{pinned}"\n', 1))
     gw.restart(pin)
     tok = token_a(issuers, identity)
     status, _, answer = gw.request("GET", "/v1/systems", tok)
     assert status == 200, answer
     (system,) = answer["systems"]
-    assert (system["slurm_api"], system["state"]) == ("v0.0.41", "down"), system
-    why = "slurmrestd does not serve v0.0.41 ([slurm] api_version)"
-    assert system["reason"] == f"GET {slurmrestd}/slurm/v0.0.41/ping: {why} (HTTP 404)"
+    assert (system["slurm_api"], system["state"]) == (pinned, "down"), system
+    why = f"slurmrestd does not serve {pinned} ([slurm] api_version)"
+    assert system["reason"] == f"GET {slurmrestd}/slurm/{pinned}/ping: {why} (HTTP 404)"
     status, _, job = gw.request("POST", "/v1/jobs", tok, {"image": "busybox"})
     assert (status, job["state"], job["reason"]) == (201, "SUBMIT_FAILED", why), job
     with open(gw.log) as f:
         log = f.read()
-    assert "berthd: slurmrestd API v0.0.41 ([slurm] api_version)\n" in log
+    assert f"berthd: slurmrestd API {pinned} ([slurm] api_version)\n" in log
     assert " offers " not in log
 
 
@@ -403,11 +410,16 @@ def test_restart_settles_jobs_a_crash_left_accepted(gw, berth, issuers, identity
             {"iat": now, "exp": now + 60, "sun": user})
         token = head + "." + b64url(hmac.new(key, head.encode(), hashlib.sha256).digest())
         script = "#!/bin/sh\nexec sleep 300\n"
+        job = {"name": "left", "comment": slurm_comment,
+               "current_working_directory": berth.workdir}
+        version = cluster.release.rest_version
+        if version == "v0.0.38":  # the submission's shape (docs/gateway.md, slurmrestd versions)
+            submission = {"script": script, "job": dict(job, environment={"PATH": "/usr/bin:/bin"})}
+        else:
+            submission = {"job": dict(job, script=script, environment=["PATH=/usr/bin:/bin"])}
         req = urllib.request.Request(
-            slurmrestd + "/slurm/v0.0.38/job/submit", method="POST",
-            data=json.dumps({"script": script, "job": {
-                "name": "left", "comment": slurm_comment, "current_working_directory":
-                berth.workdir, "environment": {"PATH": "/usr/bin:/bin"}}}).encode(),
+            f"{slurmrestd}/slurm/{version}/job/submit", method="POST",
+            data=json.dumps(submission).encode(),
             headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": token,
                      "Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=30) as r:
@@ -522,7 +534,8 @@ def run_share_jobs(gw, berth, issuers, identity, cluster, scratch, pushed_busybo
         for job_id in jobs:
             j, out = running[job_id], outs[job_id]
             # Slurm's record: the GRES asked for, on one GPU while it runs.
-            r = subprocess.run(["scontrol", "-d", "show", "job", str(j["slurm_job_id"])],
+            r = subprocess.run(cluster.command(["scontrol", "-d", "show", "job",
+                                                str(j["slurm_job_id"])]),
                                env=dict(os.environ, **cluster.env()), capture_output=True,
                                text=True, check=True)
             assert f"TresPerNode=gres:{gres}" in r.stdout, r.stdout
@@ -564,8 +577,8 @@ def test_kill_9_during_200_submissions_loses_and_duplicates_nothing(gw, issuers,
     slurm_env = dict(os.environ, **cluster.env())
     user = subprocess.run(["id", "-un", str(identity.uid)], capture_output=True,
                           text=True).stdout.strip()
-    subprocess.run(["scontrol", "update", "PartitionName=debug", "State=DOWN"], env=slurm_env,
-                   check=True)
+    subprocess.run(cluster.command(["scontrol", "update", "PartitionName=debug", "State=DOWN"]),
+                   env=slurm_env, check=True)
     try:
         tok = token_a(issuers, identity)
         acked: dict[str, str] = {}
@@ -612,14 +625,16 @@ def test_kill_9_during_200_submissions_loses_and_duplicates_nothing(gw, issuers,
             "SELECT idempotency_key, COUNT(*) FROM jobs WHERE idempotency_key LIKE 'crash-%' "
             "GROUP BY idempotency_key").fetchall()
         assert len(rows) == 200 and all(n == 1 for _, n in rows)
-        comments = subprocess.run(["squeue", "-h", "-t", "all", "-u", user, "-o", "%k"],
+        comments = subprocess.run(cluster.command(["squeue", "-h", "-t", "all", "-u", user,
+                                                   "-o", "%k"]),
                                   env=slurm_env, capture_output=True, text=True,
                                   check=True).stdout.split()
         for key, job_id in acked.items():
             assert comments.count(comment(gw, job_id)) == 1, key
     finally:
-        subprocess.run(["scancel", "-u", user], env=slurm_env)
-        subprocess.run(["scontrol", "update", "PartitionName=debug", "State=UP"], env=slurm_env)
+        subprocess.run(cluster.command(["scancel", "-u", user]), env=slurm_env)
+        subprocess.run(cluster.command(["scontrol", "update", "PartitionName=debug", "State=UP"]),
+                       env=slurm_env)
 
 
 def admin_token(issuers, identity):
@@ -770,10 +785,10 @@ def test_accounting_matches_the_jobs_hours(gw, berth, issuers, identity, pushed_
 def sacct_window(cluster, identity, since: int, until: int) -> list[dict]:
     """Every allocation Slurm's accounting has in [since, until), read with sacct's text
     output (not the JSON berthd reads), times in UTC: the hand computation's input."""
-    r = subprocess.run(
+    r = subprocess.run(cluster.command(
         ["sacct", "-X", "-P", "-n", "--allusers", "-S", time.strftime("%Y-%m-%dT%H:%M:%S",
          time.gmtime(since)), "-E", time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(until - 1)),
-         "-o", "JobID,User,Account,Start,End,AllocTRES,State"],
+         "-o", "JobID,User,Account,Start,End,AllocTRES,State"]),
         env=dict(os.environ, TZ="UTC", **cluster.env()), capture_output=True, text=True,
         check=True)
     jobs = []
@@ -991,7 +1006,7 @@ def test_idle_gpus_of_a_two_node_job_are_sampled_on_both_nodes(
             assert j["state"] in ("PENDING", "CONFIGURING", "RUNNING"), (j, out)
             assert time.monotonic() < deadline, (j, out, open(gw.log).read()[-3000:])
             time.sleep(0.5)
-        r = subprocess.run(["scontrol", "show", "job", str(j["slurm_job_id"])],
+        r = subprocess.run(cluster.command(["scontrol", "show", "job", str(j["slurm_job_id"])]),
                            env=dict(os.environ, **cluster.env()), capture_output=True, text=True,
                            check=True)
         # Two nodes (slurmrestd 22.05 gave such a job one until berthd sent "nodes" as text).
