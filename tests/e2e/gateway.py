@@ -110,15 +110,13 @@ class Berthd:
 
 
 def start_berthd(identity, binary: str, config_path: str, log_path: str,
-                 timeout: float = 20.0, node=None) -> tuple[subprocess.Popen, str]:
+                 timeout: float = 20.0) -> tuple[subprocess.Popen, str]:
     """Starts berthd as the test user; (process, base URL) once it says where it listens.
-    With `node` (a cluster's, slurm.Host or debian_root.Root) it runs there, beside that
-    node's Slurm clients (sacct), as a site runs it beside its own release's."""
-    argv = identity.prefix + [binary, "--config", config_path]
-    if node is not None:
-        argv = node.command(argv)
+    On this host for either release's cluster: it reaches Slurm through slurmrestd alone
+    (and sacct, which only 22.05's cluster has here: test_gateway_jobs)."""
     log = open(log_path, "w")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(identity.prefix + [binary, "--config", config_path],
+                            stdout=log, stderr=subprocess.STDOUT)
     log.close()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -177,10 +175,10 @@ def berthd(identity, scratch, berthd_bin, issuers, second_user):
 def start_gateway_cluster(request, scratch, berth_bin, identity, name: str = "slurm-gateway",
                           share: str = "shard"):
     """A loopback Slurm cluster (tests/e2e/slurm.py) of the release `request.param` (one of
-    conftest.SLURM_RELEASES) under scratch/NAME (NAME-RELEASE after 22.05) for the gateway's tests, with its own
-    copy of the plugin built for that release (copying over the file a running slurmd has
-    loaded would change it under it); skips where the cluster cannot run. Stop it with
-    stop()."""
+    conftest.SLURM_RELEASES) under scratch/NAME (NAME-RELEASE after 22.05) for the gateway's
+    tests, with its own copy of the plugin built for that release (copying over the file a
+    running slurmd has loaded would change it under it); skips where the cluster cannot run.
+    Stop it with stop()."""
     from test_run import userns_works
     if not userns_works(identity):
         pytest.skip("unprivileged user namespaces are not available to the test user here")

@@ -71,7 +71,7 @@ gpu_hours = {TINY_BUDGET}
 """
     conf_path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
     log = os.path.join(workdir, "berthd.log")
-    proc, url = start_berthd(identity, berthd_bin, conf_path, log, node=cluster.node)
+    proc, url = start_berthd(identity, berthd_bin, conf_path, log)
     g = Berthd(proc, url, log)
     g.audit = audit
     yield g
