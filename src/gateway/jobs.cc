@@ -119,6 +119,10 @@ Result<JobRequest> parse_job_request(const nlohmann::json& body) {
   return r;
 }
 
+Result<JobRequest> read_stored_request(const std::string& text) {
+  return parse_job_request(parse_json_or_discarded(text));
+}
+
 Status check_share(const JobRequest& r, const ShareConfig& share) {
   if (r.gpu_share > 0 && !share.enabled)
     return bad_field("resources.gpu_share", "asks for a share of a GPU, which this site does not offer");
@@ -195,7 +199,7 @@ SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comm
 }
 
 nlohmann::json job_json(const JobRecord& j) {
-  nlohmann::json request = parse_json_or_discarded(j.request);
+  auto request = read_stored_request(j.request);
   nlohmann::json out = {{"id", std::to_string(j.id)},
                         {"state", j.state},
                         {"reason", j.reason},
@@ -213,15 +217,13 @@ nlohmann::json job_json(const JobRecord& j) {
   if (j.start_time > 0) out["start_time"] = j.start_time;
   if (j.end_time > 0) out["end_time"] = j.end_time;
   out["class"] = "batch";
-  if (request.is_object()) {
-    out["name"] = request.value("name", "berthd-job");
-    out["image"] = request.value("image", "");
-    out["class"] = request.value("class", "batch");
+  if (request.ok()) {
+    out["name"] = request->name;
+    out["image"] = request->image;
+    out["class"] = request->job_class;
     // A GPU share: the fraction asked for, and the GRES it became in Slurm.
-    auto res = request.find("resources");
-    if (res != request.end() && res->is_object() && res->contains("gpu_share") &&
-        (*res)["gpu_share"].is_number()) {
-      out["gpu_share"] = (*res)["gpu_share"];
+    if (request->gpu_share > 0) {
+      out["gpu_share"] = request->gpu_share;
       out["gres"] = j.gres;
     }
   }
@@ -461,23 +463,14 @@ Result<std::vector<UsageRecord>> JobService::usage(const std::string& owner) {
     r.gpus = j.gpus;
     for (const std::string& detail : j.gres_detail)
       if (std::string type = gres_gpu_type(detail); !type.empty()) r.gpu_model = type;
-    auto req = nlohmann::json::parse(j.request, nullptr, false);
-    const auto& res = req.is_object() ? req.value("resources", nlohmann::json::object())
-                                      : nlohmann::json::object();
-    auto num = [&res](const char* key) {
-      auto it = res.find(key);
-      return it != res.end() && it->is_number_integer() ? std::max(1, it->get<int>()) : 1;
-    };
-    r.cpus = num("nodes") * num("tasks") * num("cpus_per_task");
+    auto stored = read_stored_request(j.request);  // an unreadable one: the defaults
+    const JobRequest asked = stored.ok() ? *stored : JobRequest{};
+    r.cpus = asked.nodes * asked.tasks * asked.cpus_per_task;
     // A job that ended before berthd saw it run has no GPUs recorded (Slurm forgets them at
     // the end without slurmdbd): it was allocated the GPUs it asked for (a count per job).
-    if (r.gpus == 0) {
-      auto g = res.find("gpus");
-      if (g != res.end() && g->is_number_integer()) r.gpus = std::max(0, g->get<int>());
-    }
+    if (r.gpus == 0) r.gpus = asked.gpus;
     // A share of one GPU counts as that fraction of a GPU.
-    if (auto s = res.find("gpu_share"); r.gpus == 0 && s != res.end() && s->is_number())
-      r.gpu_share = std::clamp(s->get<double>(), 0.0, 1.0);
+    if (r.gpus == 0) r.gpu_share = asked.gpu_share;
     r.start = j.start_time;
     r.end = j.end_time;
     out.push_back(std::move(r));
@@ -541,7 +534,7 @@ JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
       (void)db_->submitted(job.id, found->id, found->info.state, now);
       continue;
     }
-    auto request = parse_job_request(parse_json_or_discarded(job.request));
+    auto request = read_stored_request(job.request);
     Status admitted = request.ok() ? admissible(*request) : Status(request.error());
     if (!admitted.ok()) {  // a share the site stopped offering since it was accepted
       (void)db_->update(job.id, JobState::kSubmitFailed, admitted.error().detail, std::nullopt, "",

@@ -49,6 +49,12 @@ struct JobRequest {
 /// kInvalidInput) name the field.
 Result<JobRequest> parse_job_request(const nlohmann::json& body);
 
+/// The request of a job as berthd stored it (JobRecord::request: the POST /v1/jobs body,
+/// checked by parse_job_request() before it was recorded), read back: the one reader of a
+/// stored request, for the job's answer (job_json()), its usage (JobService::usage()) and its
+/// submission at reconciliation. An error (kInvalidInput) where the text is not such a body.
+Result<JobRequest> read_stored_request(const std::string& text);
+
 /// Whether the site takes request `r`'s GPU share: an error (kInvalidInput) of one line when
 /// `r` asks for one and [share] is not enabled.
 Status check_share(const JobRequest& r, const ShareConfig& share);

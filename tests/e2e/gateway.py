@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 
 import slurm
-from conftest import build_file
+from conftest import SLURM_RELEASES, build_file, slurm_node
 from oidc import IssuerServer
 
 # The second local account the tests map an identity to (created when the tests run as root).
@@ -111,7 +111,9 @@ class Berthd:
 
 def start_berthd(identity, binary: str, config_path: str, log_path: str,
                  timeout: float = 20.0) -> tuple[subprocess.Popen, str]:
-    """Starts berthd as the test user; (process, base URL) once it says where it listens."""
+    """Starts berthd as the test user; (process, base URL) once it says where it listens.
+    On this host for either release's cluster: it reaches Slurm through slurmrestd alone
+    (and sacct, which only 22.05's cluster has here: test_gateway_jobs)."""
     log = open(log_path, "w")
     proc = subprocess.Popen(identity.prefix + [binary, "--config", config_path],
                             stdout=log, stderr=subprocess.STDOUT)
@@ -170,23 +172,25 @@ def berthd(identity, scratch, berthd_bin, issuers, second_user):
         proc.wait()
 
 
-def start_gateway_cluster(scratch, berth_bin, identity, name: str = "slurm-gateway",
+def start_gateway_cluster(request, scratch, berth_bin, identity, name: str = "slurm-gateway",
                           share: str = "shard"):
-    """A loopback Slurm cluster (tests/e2e/slurm.py) under scratch/NAME for the gateway's tests,
-    with its own copy of the plugin (copying over the file a running slurmd has loaded would
-    change it under it); skips where the cluster cannot run. Stop it with stop()."""
-    why = slurm.missing_packages()
-    if why:
-        pytest.skip(why)
+    """A loopback Slurm cluster (tests/e2e/slurm.py) of the release `request.param` (one of
+    conftest.SLURM_RELEASES) under scratch/NAME (NAME-RELEASE after 22.05) for the gateway's
+    tests, with its own copy of the plugin built for that release (copying over the file a
+    running slurmd has loaded would change it under it); skips where the cluster cannot run.
+    Stop it with stop()."""
     from test_run import userns_works
     if not userns_works(identity):
         pytest.skip("unprivileged user namespaces are not available to the test user here")
-    plugin = build_file(os.path.join("src", "spank_berth.so"), "BERTH_SPANK", "spank_berth")
+    release = request.param
+    node, plugin = slurm_node(request, release)
+    if release != "22.05":
+        name = f"{name}-{release}"
     bindir = identity.make_dir(os.path.join(scratch, name + "-bin"))
     copy = os.path.join(bindir, "spank_berth.so")
     shutil.copy2(plugin, copy)
     os.chmod(copy, 0o755)
-    c = slurm.Cluster(os.path.join(scratch, name), copy, berth_bin, share=share)
+    c = slurm.Cluster(os.path.join(scratch, name), copy, berth_bin, share=share, node=node)
     try:
         c.start()
     except Exception:
@@ -195,13 +199,14 @@ def start_gateway_cluster(scratch, berth_bin, identity, name: str = "slurm-gatew
     return c
 
 
-@pytest.fixture(scope="module")
-def gateway_cluster(scratch, berth_bin, identity):
-    """The loopback Slurm cluster for the gateway's tests: one of their own, for the module,
-    under scratch/slurm-gateway. Not test_slurm's `cluster`: a fixture imported into another
+@pytest.fixture(scope="module", params=SLURM_RELEASES, ids=[f"slurm{r}" for r in SLURM_RELEASES])
+def gateway_cluster(request, scratch, berth_bin, identity):
+    """The loopback Slurm cluster for the gateway's tests, once per release (the same tests
+    on each, ids slurm22.05 and slurm24.11): one of their own, for the module, under
+    scratch/slurm-gateway-RELEASE. Not test_slurm's `cluster`: a fixture imported into another
     module is a second fixture of the same name, which would start a second cluster in the
     same folder. A module may define its own `gateway_cluster` (another folder, gres/mps)."""
-    c = start_gateway_cluster(scratch, berth_bin, identity)
+    c = start_gateway_cluster(request, scratch, berth_bin, identity)
     yield c
     c.stop()
 

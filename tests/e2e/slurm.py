@@ -187,7 +187,13 @@ class Cluster:
         host = socket.gethostname().split(".")[0]
         accounting = "AccountingStorageType=accounting_storage/none\n"
         if self.accounting is not None:
-            accounting = self.accounting.start(os.path.join(r, "etc"), sock, host)
+            accounting = self.accounting.start(os.path.join(r, "etc"), sock, host, jwt)
+            # A folder used again (the gateway's modules, one after the other) keeps the last
+            # cluster's state/clustername, whose cluster ID slurmctld 24.11 checks against the
+            # fresh slurmdbd's and stops on ("CLUSTER ID MISMATCH"); 22.05 checks the name only.
+            clustername = os.path.join(r, "state", "clustername")
+            if os.path.exists(clustername):
+                os.unlink(clustername)
         # Job ids start at a random number: Slurm's mpi/pmix makes /tmp/spmix_appdir_UID_JOB.STEP
         # and fails the step's launch when it exists, left by another cluster's job of that id
         # (every test session's cluster, and every worktree's, would start at 1).

@@ -92,9 +92,11 @@ class Slurmdbd:
             raise RuntimeError(f"mariadb: {r.stderr.strip()}")
         return r.stdout
 
-    def start(self, etc: str, munge_socket: str, host: str) -> str:
+    def start(self, etc: str, munge_socket: str, host: str, auth_alt: str = "") -> str:
         """Starts mariadbd and slurmdbd (its configuration in `etc`, beside slurm.conf, where
-        slurmdbd looks for it); returns slurm.conf's accounting lines."""
+        slurmdbd looks for it, with slurm.conf's `auth_alt` lines: auth/jwt, so that
+        slurmrestd can forward a user's token to it, which 24.11's does for a partition's
+        QOS); returns slurm.conf's accounting lines."""
         self._mariadb()
         self.port = free_port()
         conf = os.path.join(etc, "slurmdbd.conf")
@@ -102,7 +104,7 @@ class Slurmdbd:
             f.write(f"""\
 AuthType=auth/munge
 AuthInfo=socket={munge_socket}
-DbdHost={host}
+{auth_alt}DbdHost={host}
 DbdAddr=127.0.0.1
 DbdPort={self.port}
 SlurmUser=root

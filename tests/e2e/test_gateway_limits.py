@@ -134,8 +134,8 @@ def final(state: str) -> bool:
 
 
 def slurm(cluster, *args) -> str:
-    return subprocess.run(list(args), env=dict(os.environ, **cluster.env()), capture_output=True,
-                          text=True, check=True).stdout
+    return subprocess.run(cluster.command(list(args)), env=dict(os.environ, **cluster.env()),
+                          capture_output=True, text=True, check=True).stdout
 
 
 def test_per_job_limits_are_refused_before_slurm(gw, issuers, identity, gateway_cluster,
@@ -240,9 +240,10 @@ def test_running_and_queued_counts_refuse_until_a_cancel(gw, berth, issuers, ide
         gw.request("DELETE", f"/v1/jobs/{queued[0]['id']}", tok)
         gw.request("DELETE", f"/v1/jobs/{third['id']}", tok)
     finally:
-        subprocess.run(["scancel", "-u", user], env=dict(os.environ, **gateway_cluster.env()))
+        subprocess.run(gateway_cluster.command(["scancel", "-u", user]),
+                       env=dict(os.environ, **gateway_cluster.env()))
         if second_user:
-            subprocess.run(["scancel", "-u", second_user],
+            subprocess.run(gateway_cluster.command(["scancel", "-u", second_user]),
                            env=dict(os.environ, **gateway_cluster.env()))
         slurm(gateway_cluster, "scontrol", "update", "PartitionName=debug", "State=UP")
 

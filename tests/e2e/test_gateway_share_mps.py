@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import SLURM_RELEASES
+
 from gateway import (berthd_bin, issuers, second_user, slurmrestd,  # noqa: F401
                      start_gateway_cluster)
 from test_gateway_jobs import cluster, gw, run_share_jobs  # noqa: F401
 
 
-@pytest.fixture(scope="module")
-def gateway_cluster(scratch, berth_bin, identity):
-    c = start_gateway_cluster(scratch, berth_bin, identity, "slurm-gateway-mps", share="mps")
+@pytest.fixture(scope="module", params=SLURM_RELEASES, ids=[f"slurm{r}" for r in SLURM_RELEASES])
+def gateway_cluster(request, scratch, berth_bin, identity):
+    c = start_gateway_cluster(request, scratch, berth_bin, identity, "slurm-gateway-mps",
+                              share="mps")
     yield c
     c.stop()
 

@@ -1,6 +1,6 @@
-// berthd's jobs (gateway/jobs.h, jobs_db.h, slurm_v0038.h, slurm_rest.h): request checks, the
-// Slurm job a request becomes, slurmrestd v0.0.38's shapes, the minted Slurm token, and the
-// SQLite database's idempotency and listing.
+// berthd's jobs (gateway/jobs.h, jobs_db.h, slurm_v0038.h, slurm_rest.h): request checks and
+// the stored request read back, the Slurm job a request becomes, slurmrestd v0.0.38's shapes,
+// the minted Slurm token, and the SQLite database's idempotency and listing.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <openssl/evp.h>
@@ -269,6 +269,44 @@ TEST(GatewayJobsDb, IdempotencyListingAndReopening) {
 
 namespace berth::gateway {
 namespace {
+
+TEST(GatewayJobs, StoredRequestIsReadBackOnceForTheAnswerAndTheUsage) {
+  // What POST /v1/jobs recorded comes back as the request it was.
+  auto r = read_stored_request(R"({"name": "n", "image": "busybox", "class": "cloud",
+      "resources": {"nodes": 2, "tasks": 3, "cpus_per_task": 4, "gpu_share": 0.25}})");
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->name, "n");
+  EXPECT_EQ(r->job_class, "cloud");
+  EXPECT_EQ(r->nodes * r->tasks * r->cpus_per_task, 24);
+  EXPECT_DOUBLE_EQ(r->gpu_share, 0.25);
+  // Defaults for what the body left out, as at submission.
+  auto plain = read_stored_request(R"({"image": "busybox"})");
+  ASSERT_TRUE(plain.ok()) << plain.error().message();
+  EXPECT_EQ(plain->name, "berthd-job");
+  EXPECT_EQ(plain->job_class, "batch");
+  EXPECT_EQ(plain->gpus, 0);
+  // Text that is no request is an error, not a request of defaults.
+  for (const char* bad : {"", "not json", "[1]", R"({"name": "no image"})"}) {
+    auto no = read_stored_request(bad);
+    ASSERT_FALSE(no.ok()) << bad;
+    EXPECT_EQ(no.error().code, ErrorCode::kInvalidInput) << bad;
+  }
+  // The job's answer shows the stored request's name, image, class and share.
+  JobRecord j;
+  j.id = 4;
+  j.request = R"({"name": "n", "image": "busybox", "resources": {"gpu_share": 0.5}})";
+  j.gres = "shard:2";
+  json out = job_json(j);
+  EXPECT_EQ(out["name"], "n");
+  EXPECT_EQ(out["image"], "busybox");
+  EXPECT_EQ(out["class"], "batch");
+  EXPECT_EQ(out["gpu_share"], 0.5);
+  EXPECT_EQ(out["gres"], "shard:2");
+  j.request = R"({"image": "busybox", "resources": {"gpus": 1}})";
+  out = job_json(j);
+  EXPECT_FALSE(out.contains("gpu_share"));
+  EXPECT_EQ(out["name"], "berthd-job");
+}
 
 TEST(GatewayJobs, JobListAnswer) {
   auto jobs = parse_jobs(v0038(), R"({"errors": [], "jobs": [
