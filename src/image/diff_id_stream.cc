@@ -48,7 +48,7 @@ long DiffIdStream::next_chunk(const void** out) {
   return static_cast<long>(current_.size());
 }
 
-long DiffIdStream::read_cb(struct archive*, void* self, const void** out) {
+long DiffIdStream::read_cb(::archive*, void* self, const void** out) {
   return static_cast<DiffIdStream*>(self)->next_chunk(out);
 }
 

@@ -12,6 +12,8 @@
 
 #include "core/error.h"
 
+struct archive;  // libarchive's
+
 namespace berth {
 
 /// Decompresses (gzip, zstd or none, sniffed by libarchive) and hashes a stream pushed to it
@@ -38,7 +40,7 @@ class DiffIdStream {
  private:
   void run();
   long next_chunk(const void** out);  // libarchive's read callback, in the thread
-  static long read_cb(struct archive*, void* self, const void** out);
+  static long read_cb(::archive*, void* self, const void** out);
 
   std::string what_;
   std::mutex mu_;
