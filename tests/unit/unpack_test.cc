@@ -387,7 +387,9 @@ TEST_F(Unpack, StreamedDiffIdRefusesACorruptStream) {
   auto r = stream_diff_id(bytes, 4096);
   // Either the decompressor notices (crc, bad code) or the hash differs: never the right one.
   EXPECT_TRUE(!r.ok() || *r != want);
-  if (!r.ok()) EXPECT_EQ(r.error().message().rfind("verify layer: ", 0), 0u) << r.error().message();
+  if (!r.ok()) {
+    EXPECT_EQ(r.error().message().rfind("verify layer: ", 0), 0u) << r.error().message();
+  }
 }
 
 TEST_P(UnpackCompression, StreamedDiffIdRefusesATruncatedStream) {
