@@ -11,6 +11,7 @@
 #include "core/clock.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "image/diff_id_stream.h"
 #include "image/gc.h"
 #include "image/image_config.h"
 #include "image/layer_file.h"
@@ -32,15 +33,22 @@ struct PullContext {
   std::atomic<bool> cancelled{false};
 };
 
-/// Checks a layer just downloaded against the image config's diff_id: the sha256 of its
-/// uncompressed tar, as load and import check theirs (containerd checks it on unpack).
+/// The refusal of a layer whose uncompressed tar hashes to `actual`, not the config's diff_id.
+Status compare_diff_id(const Descriptor& desc, const std::string& actual,
+                       const std::string& diff_id) {
+  if (actual == diff_id) return {};
+  return make_error("verify", desc.digest,
+                    "the uncompressed layer hashes to " + actual + ", not the diff_id " +
+                        diff_id + " the image config lists");
+}
+
+/// Checks a layer in the store against the image config's diff_id: the sha256 of its
+/// uncompressed tar, as load and import check theirs (containerd checks it on unpack). Only
+/// for a download resumed from a .partial file, whose first bytes the stream did not see.
 Status check_diff_id(PullContext& ctx, const Descriptor& desc, const std::string& diff_id) {
   LayerFileInfo info = BERTH_TRY(
       inspect_layer_file(ctx.store.blob_path(desc.digest), desc.digest, desc.digest));
-  if (info.diff_id == diff_id) return {};
-  return make_error("verify", desc.digest,
-                    "the uncompressed layer hashes to " + info.diff_id + ", not the diff_id " +
-                        diff_id + " the image config lists");
+  return compare_diff_id(desc, info.diff_id, diff_id);
 }
 
 /// Whether the pull's overall deadline has (all but) passed: no retry then.
@@ -52,7 +60,9 @@ bool past_deadline(const PullContext& ctx) {
 
 /// Downloads one blob into the store (resuming a .partial, retrying
 /// transfer failures) unless it is already there. `item` is its progress line; a layer's
-/// `diff_id`, when given, is checked once the download is complete.
+/// `diff_id`, when given, is hashed while the bytes arrive (decompressed on the fly, in a
+/// thread beside the download's) and checked once the blob is published; a download that
+/// resumes a .partial file is checked by reading the blob once it is complete.
 Status fetch_blob(PullContext& ctx, const Descriptor& desc, int item,
                   const std::string& diff_id = {}) {
   ProgressMeter* pm = ctx.opts.progress;
@@ -66,6 +76,8 @@ Status fetch_blob(PullContext& ctx, const Descriptor& desc, int item,
     if (offset > 0) log::info("resuming {} at byte {}", desc.digest, offset);
     if (pm && offset > 0) pm->advance(item, static_cast<int64_t>(offset));
     bool restarted = false, restart_applied = false;
+    std::optional<DiffIdStream> stream;  // only while it sees every byte from the first
+    if (!diff_id.empty() && offset == 0) stream.emplace(desc.digest);
     Status st = ctx.client.get_blob(
         ctx.repository, desc.digest, offset,
         [&](const char* data, size_t len) -> Status {
@@ -75,14 +87,22 @@ Status fetch_blob(PullContext& ctx, const Descriptor& desc, int item,
             restart_applied = true;
             if (pm) pm->advance(item, -static_cast<int64_t>(offset));
             BERTH_CHECK(writer->restart());
+            if (!diff_id.empty()) stream.emplace(desc.digest);  // every byte comes again
           }
           if (pm) pm->advance(item, static_cast<int64_t>(len));
+          if (stream) stream->feed(data, len);
           return writer->write(data, len);
         },
         &restarted);
     if (st.ok()) {
+      // The blob digest first: a corrupt download is named as one, not by what it broke.
       BERTH_CHECK(writer->commit());
-      if (!diff_id.empty()) BERTH_CHECK(check_diff_id(ctx, desc, diff_id));
+      if (stream) {
+        std::string actual = BERTH_TRY(stream->finish());
+        BERTH_CHECK(compare_diff_id(desc, actual, diff_id));
+      } else if (!diff_id.empty()) {
+        BERTH_CHECK(check_diff_id(ctx, desc, diff_id));
+      }
       if (pm) pm->set_status(item, "Pull complete");
       return {};
     }

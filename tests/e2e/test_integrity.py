@@ -161,6 +161,28 @@ def test_store_blob_changed_after_pull_is_not_unpacked(berth, registry):
     assert berth.json("ps", "--json") == []
 
 
+def test_store_blob_swapped_after_pull_is_not_unpacked(berth, registry):
+    """A layer blob replaced by another valid layer (gzip, whole, its own diff_id right) after
+    the pull: what pull verified is not trusted at create, which hashes the file it reads."""
+    img = imagelib.make_image([Layer([File("etc/data", b"a" * 65536)], "gzip")],
+                              label="swapped-a")
+    other = imagelib.make_image([Layer([File("etc/data", b"b" * 65536)], "gzip")],
+                                label="swapped-b")
+    registry.pusher().push_image("swapped/app", "1", img)
+    ref = f"{registry.host}/swapped/app:1"
+    berth("pull", ref)
+    blob = os.path.join(berth.blob_dir(), hex_of(img.layers[0].digest))
+    os.chmod(blob, 0o644)  # blobs are read-only; the attacker here is the store's owner
+    with open(blob, "wb") as f:
+        f.write(other.layers[0].data)
+    rc, out, err = berth("create", "--name", "c1", ref, check=False)
+    assert (rc, out) == (125, "")
+    assert err == (f"berth: error: create container from {ref}: verify {blob}: the layer file "
+                   f"hashes to {other.layers[0].digest}, not {img.layers[0].digest}\n"
+                   "berth: hint: the file changed after it was stored: pull the image again\n")
+    assert berth.json("ps", "--json") == []
+
+
 def test_pull_checks_diff_ids(berth, fake_registry):
     """A config whose diff_id does not match the uncompressed layer is refused on pull, as on
     load (before: pulled, and the mismatch never noticed)."""
