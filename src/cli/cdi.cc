@@ -19,7 +19,8 @@ Action setup_cdi(CLI::App& app, const GlobalOptions& g) {
   gen->add_option("--kind", *kind, "gpu (nvidia.com/gpu, the default) or rdma (berth.dev/rdma)")
       ->check(CLI::IsMember({"gpu", "rdma"}));
   auto format = std::make_shared<std::string>();
-  gen->add_option("--format", *format, "json or yaml (default: by the output file's extension, else json)")
+  gen->add_option("--format", *format,
+                  "json or yaml (default: by the output file's extension, else json)")
       ->check(CLI::IsMember({"json", "yaml"}));
   return [&g, output, format, kind]() -> Status {
     DiscoveryOptions opts = BERTH_TRY(discovery_options(g));
@@ -28,8 +29,9 @@ Action setup_cdi(CLI::App& app, const GlobalOptions& g) {
       RdmaRoots roots = BERTH_TRY(rdma_roots_from_env(opts.effective_dev_root()));
       RdmaDevices d = BERTH_TRY(discover_rdma(roots));
       if (!d.found())
-        return make_error("cdi generate", "", "no InfiniBand/RDMA device under " +
-                                                  path_join(roots.sysfs_root, "sys/class/infiniband"))
+        return make_error("cdi generate", "",
+                          "no InfiniBand/RDMA device under " +
+                              path_join(roots.sysfs_root, "sys/class/infiniband"))
             .with_hint("set BERTH_SYSFS_ROOT if the host's sysfs is elsewhere");
       doc = make_rdma_cdi_spec(d);
     } else {

@@ -16,11 +16,12 @@
 namespace berth::cli {
 
 /// The option names a command line mentions anywhere in it: every "--name" (up to its "="),
-/// and every "-x" of a "-xyz" cluster, up to a "--" (what follows it is operands). Declaring a CLI11 option costs microseconds (its
-/// std::function and strings, and a check of its names against every option declared before
-/// it), which every container start paid for all of run's options; run declares only those
-/// the line mentions. The parse is the same: an option the line does not name cannot change
-/// it. A superset is harmless (the container's own "-c" declares nothing or one option more);
+/// and every "-x" of a "-xyz" cluster, up to a "--" (what follows it is operands). Declaring a
+/// CLI11 option costs microseconds (its std::function and strings, and a check of its names against
+/// every option declared before it), which every container start paid for all of run's options; run
+/// declares only those the line mentions. The parse is the same: an option the line does not name
+/// cannot change it. A superset is harmless (the container's own "-c" declares nothing or one
+/// option more);
 /// --help, or no command line at all, declares everything.
 class MentionedOptions {
  public:

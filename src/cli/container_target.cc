@@ -102,8 +102,8 @@ Result<ContainerRecord> create_from_image(const GlobalOptions& g, ContainerStore
   } else {
     // Stored before the policy changed, maybe: a registry it no longer allows is refused.
     const SiteConfig& site = BERTH_TRY(g.site);
-    BERTH_CHECK(check_stored_image_allowed(site, *image)
-                    .with_context(std::string(op.word()) + " " + what));
+    BERTH_CHECK(
+        check_stored_image_allowed(site, *image).with_context(std::string(op.word()) + " " + what));
   }
   // Its layers are gone; unpacking the squashfs file instead would keep two copies.
   if (image->squashed()) return squashed_image_error("create", *image);

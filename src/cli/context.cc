@@ -13,7 +13,6 @@
 #include "core/env.h"
 #include "core/fs.h"
 #include "core/go_template.h"
-#include "core/safe_text.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -26,10 +25,14 @@
 namespace berth::cli {
 
 namespace {
-std::string home_of(const GlobalOptions& g) { return g.home.empty() ? berth_home() : g.home; }
+std::string home_of(const GlobalOptions& g) {
+  return g.home.empty() ? berth_home() : g.home;
+}
 }  // namespace
 
-Result<Store> open_store(const GlobalOptions& g) { return Store::open(home_of(g)); }
+Result<Store> open_store(const GlobalOptions& g) {
+  return Store::open(home_of(g));
+}
 
 Result<bool> squash_wanted(const GlobalOptions& g, std::optional<bool> flag, Op op) {
   const SiteConfig& site = BERTH_TRY(g.site);

@@ -87,8 +87,7 @@ Action setup_gc(CLI::App& app, const GlobalOptions& g) {
         if (static_cast<size_t>(l.kind) == k) ++n, bytes += l.bytes;
       if (n == 0) continue;
       std::printf("%s %s: %s\n", o->dry_run ? "Would delete" : "Deleted",
-                  kind_phrase(static_cast<LeftoverKind>(k), n).c_str(),
-                  human_size(bytes).c_str());
+                  kind_phrase(static_cast<LeftoverKind>(k), n).c_str(), human_size(bytes).c_str());
       if (g.verbose)
         for (const Leftover& l : gone)
           if (static_cast<size_t>(l.kind) == k) std::printf("  %s\n", safe_text(l.path).c_str());

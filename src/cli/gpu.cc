@@ -46,8 +46,10 @@ Action setup_gpu_info(CLI::App& app, const GlobalOptions& g) {
     DiscoveryOptions opts = BERTH_TRY(discovery_options(g));
     NvidiaDriver nv = BERTH_TRY(discover_nvidia(opts));
     AmdDevices amd = discover_amd(opts);
-    if (*json) print_json(gpu_info_json(nv, amd));
-    else if (nv.found || amd.found) std::fputs(gpu_info_text(nv, amd).c_str(), stdout);
+    if (*json)
+      print_json(gpu_info_json(nv, amd));
+    else if (nv.found || amd.found)
+      std::fputs(gpu_info_text(nv, amd).c_str(), stdout);
     if (nv.found || amd.found) return {};
     return no_nvidia_driver_error("gpu info", opts.driver_root);
   };
@@ -92,8 +94,10 @@ Action setup_gpu_stats(CLI::App& app, const GlobalOptions& g) {
     nvml.uuids = BERTH_TRY(stats_selection(flag, visible, nv.gpus));
     NvmlReadings r = BERTH_TRY(read_nvml(library, nvml));
     const GpuStatsHost host = stats_host(r);
-    if (o->json) print_json(gpu_stats_json(r, nvml, host));
-    else std::fputs(gpu_stats_text(r, nvml, host).c_str(), stdout);
+    if (o->json)
+      print_json(gpu_stats_json(r, nvml, host));
+    else
+      std::fputs(gpu_stats_text(r, nvml, host).c_str(), stdout);
     return {};
   };
 }
@@ -106,9 +110,7 @@ Action setup_gpu(CLI::App& app, const GlobalOptions& g) {
       *app.add_subcommand("info", "Show the driver, GPUs and what a container would get"), g);
   Action stats = setup_gpu_stats(
       *app.add_subcommand("stats", "Show the GPUs' utilisation, memory and processes (NVML)"), g);
-  return [&app, info, stats]() -> Status {
-    return app.got_subcommand("stats") ? stats() : info();
-  };
+  return [&app, info, stats]() -> Status { return app.got_subcommand("stats") ? stats() : info(); };
 }
 
 }  // namespace berth::cli

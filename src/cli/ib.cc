@@ -21,8 +21,8 @@ nlohmann::json ib_info_json(const RdmaDevices& d) {
   for (const Hca& h : d.hcas) {
     nlohmann::json ports = nlohmann::json::array();
     for (const RdmaPort& p : h.ports)
-      ports.push_back({{"port", p.number}, {"state", p.state}, {"link_layer", p.link_layer},
-                       {"rate", p.rate}});
+      ports.push_back(
+          {{"port", p.number}, {"state", p.state}, {"link_layer", p.link_layer}, {"rate", p.rate}});
     j["hcas"].push_back({{"index", h.index},
                          {"name", h.name},
                          {"driver", h.driver},
@@ -37,9 +37,8 @@ nlohmann::json ib_info_json(const RdmaDevices& d) {
 std::string ib_info_text(const RdmaDevices& d) {
   std::string out;
   for (const Hca& h : d.hcas) {
-    out += std::to_string(h.index) + "  " + h.name + "  " +
-           (h.driver.empty() ? "-" : h.driver) + "  guid " +
-           (h.node_guid.empty() ? "-" : h.node_guid) + "  " +
+    out += std::to_string(h.index) + "  " + h.name + "  " + (h.driver.empty() ? "-" : h.driver) +
+           "  guid " + (h.node_guid.empty() ? "-" : h.node_guid) + "  " +
            (h.has_node ? h.node.path : "(no verbs device node)") + "\n";
     for (const RdmaPort& p : h.ports)
       out += "   port " + std::to_string(p.number) + ": " + p.state + ", " + p.link_layer +
@@ -62,11 +61,14 @@ Action setup_ib(CLI::App& app, const GlobalOptions& g) {
     std::string dev_root = discovery.ok() ? discovery->effective_dev_root() : "/";
     RdmaRoots roots = BERTH_TRY(rdma_roots_from_env(dev_root));
     RdmaDevices d = BERTH_TRY(discover_rdma(roots));
-    if (*json) print_json(ib_info_json(d));
-    else if (d.found()) std::fputs(ib_info_text(d).c_str(), stdout);
+    if (*json)
+      print_json(ib_info_json(d));
+    else if (d.found())
+      std::fputs(ib_info_text(d).c_str(), stdout);
     if (d.found()) return {};
-    return make_error("ib info", "", "no InfiniBand/RDMA device under " +
-                                         path_join(roots.sysfs_root, "sys/class/infiniband"))
+    return make_error("ib info", "",
+                      "no InfiniBand/RDMA device under " +
+                          path_join(roots.sysfs_root, "sys/class/infiniband"))
         .with_hint("set BERTH_SYSFS_ROOT if the host's sysfs is elsewhere");
   };
 }

@@ -134,9 +134,10 @@ Action setup_inspect(CLI::App& app, const GlobalOptions& g) {
     if (auto ls = manifest.find("layers"); ls != manifest.end() && ls->is_array())
       for (const auto& l : *ls) {
         auto size = l.find("size");  // end() when `l` is not an object
-        layers.push_back({{"digest", string_field(l, "digest")},
-                          {"size", size != l.end() && size->is_number_integer() ? size->get<int64_t>() : 0},
-                          {"media_type", string_field(l, "mediaType")}});
+        layers.push_back(
+            {{"digest", string_field(l, "digest")},
+             {"size", size != l.end() && size->is_number_integer() ? size->get<int64_t>() : 0},
+             {"media_type", string_field(l, "mediaType")}});
       }
     nlohmann::json squash = nullptr;
     if (rec.squashed())

@@ -80,7 +80,9 @@ nlohmann::json version_json() {
 
 /// The policy in force, key by key, with where each value came from (site/policy_keys.h).
 nlohmann::json policy_json(const SiteConfig& c) {
-  auto file = [](const std::string& p) { return p.empty() ? nlohmann::json(nullptr) : nlohmann::json(p); };
+  auto file = [](const std::string& p) {
+    return p.empty() ? nlohmann::json(nullptr) : nlohmann::json(p);
+  };
   return {{"site_file", file(c.site_path)},
           {"user_file", file(c.user_path)},
           {"user_config_json", file(c.path)},
@@ -93,7 +95,8 @@ std::string policy_text(const nlohmann::json& v) {
   if (v.is_null()) return "(any)";
   if (v.is_string()) return v.get<std::string>().empty() ? "(none)" : v.get<std::string>();
   if (v.is_array() && v.empty()) return "(none)";
-  if (v.is_array() && std::all_of(v.begin(), v.end(), [](const auto& e) { return e.is_string(); })) {
+  if (v.is_array() &&
+      std::all_of(v.begin(), v.end(), [](const auto& e) { return e.is_string(); })) {
     std::string out;
     for (const auto& e : v) out += (out.empty() ? "" : ", ") + e.get<std::string>();
     return out;
@@ -136,7 +139,7 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
     int64_t usage = disk_usage(store.root());
     Status userns = probe_user_namespaces();
     nlohmann::json engines = nlohmann::json::array();
-    std::vector<std::string> usable;  // what `run --engine` can use here
+    std::vector<std::string> usable;                 // what `run --engine` can use here
     nlohmann::json facts = nlohmann::json::array();  // the engine table's rows
     for (const Engine& e : engine_table()) {
       bool available = e.available(e).ok();
@@ -253,7 +256,9 @@ Action setup_info(CLI::App& app, const GlobalOptions& g) {
     for (const std::string& n : usable) list += (list.empty() ? "" : ", ") + n;
     std::printf("Engines available: %s\n", list.empty() ? "none" : list.c_str());
     const nlohmann::json& p = j["policy"];
-    auto file = [](const nlohmann::json& f) { return f.is_null() ? std::string("none") : f.get<std::string>(); };
+    auto file = [](const nlohmann::json& f) {
+      return f.is_null() ? std::string("none") : f.get<std::string>();
+    };
     std::printf("Policy:\n");
     print_table({{"  Site file:", file(p["site_file"])},
                  {"  User file:", file(p["user_file"])},

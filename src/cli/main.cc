@@ -44,7 +44,8 @@ const std::vector<Command>& command_table() {
       {"export", "Write a container's root filesystem as a tar archive", setup_export},
       {"image", "Manage images: image prune removes those nothing needs", setup_image},
       {"system", "Show the store's disk usage (system df)", setup_system},
-      {"gc", "Remove what killed or refused commands left: unused blobs, staging, half-made containers",
+      {"gc",
+       "Remove what killed or refused commands left: unused blobs, staging, half-made containers",
        setup_gc},
       {"squash", "Write an image or a container as one squashfs file", setup_squash},
       {"protect", "Protect an image or container from rmi and rm", setup_protect},
@@ -79,7 +80,8 @@ bool MentionedOptions::any(std::string_view names) const {
   size_t start = 0;
   while (start <= names.size()) {
     size_t comma = names.find(',', start);
-    std::string_view n = names.substr(start, comma == std::string_view::npos ? comma : comma - start);
+    std::string_view n =
+        names.substr(start, comma == std::string_view::npos ? comma : comma - start);
     if (!n.empty() && n.front() == '!') n.remove_prefix(1);
     for (const std::string& m : names_)
       if (m == n) return true;
@@ -114,7 +116,7 @@ constexpr int kExitUsage = 125;
 /// Each ErrorCode's name, in the enum's order, as scripts read it: the "code" of the JSON error
 /// object --error-format=json prints (docs/slurm.md). Here, beside the one printer of errors.
 constexpr std::string_view kErrorCodeNames[] = {
-    "other",         "not_found", "exists",  "permission", "busy",     "unsupported",
+    "other",         "not_found", "exists",  "permission", "busy",      "unsupported",
     "invalid_input", "integrity", "network", "http",       "cancelled",
 };
 static_assert(std::size(kErrorCodeNames) == static_cast<size_t>(ErrorCode::kCancelled) + 1,
@@ -129,7 +131,8 @@ bool g_json_errors = false;
 /// --error-format=json, one line {"error": {"message", "code", "hint"}} (docs/slurm.md).
 void print_error_line(const std::string& message, const std::string& hint, ErrorCode code) {
   if (g_json_errors) {
-    nlohmann::ordered_json e = {{"message", message}, {"code", kErrorCodeNames[static_cast<size_t>(code)]}};
+    nlohmann::ordered_json e = {{"message", message},
+                                {"code", kErrorCodeNames[static_cast<size_t>(code)]}};
     if (!hint.empty()) e["hint"] = hint;
     std::fprintf(stderr, "%s\n", to_text(nlohmann::ordered_json{{"error", e}}).c_str());
     return;
@@ -217,7 +220,8 @@ int run(int argc, char** argv) {
   // run and exec take their operands as they are: a "--" in their line is not CLI11's (which
   // would end the subcommand), and what follows it is kept for prefix_operands().
   int parsed = argc;
-  if (CLI::App* sub = named ? app.get_subcommand(word) : nullptr; sub && sub->get_prefix_command()) {
+  if (CLI::App* sub = named ? app.get_subcommand(word) : nullptr;
+      sub && sub->get_prefix_command()) {
     for (int i = command_index(argc, argv) + 1; i < argc; ++i) {
       if (std::string_view(argv[i]) != "--") continue;
       g.after_dashes = std::vector<std::string>(argv + i + 1, argv + argc);
@@ -259,9 +263,13 @@ int run_action(GlobalOptions& g, const Action& action) {
   return g_exit_status >= 0 ? g_exit_status : 0;
 }
 
-int berth_main(int argc, char** argv) { return run(argc, argv); }
+int berth_main(int argc, char** argv) {
+  return run(argc, argv);
+}
 
-void set_exit_status(int status) { g_exit_status = status; }
+void set_exit_status(int status) {
+  g_exit_status = status;
+}
 
 }  // namespace berth::cli
 

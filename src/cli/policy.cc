@@ -8,12 +8,12 @@ namespace berth::cli {
 
 Status apply_run_policy(const SiteConfig& site, const GivenOptions& given, RunOptions& opts) {
   if (given.bind_home && opts.bind_home != site.mount_home)
-    BERTH_CHECK(check_not_locked(site, "mount_home",
-                                 opts.bind_home ? "--bind-home" : "--no-bind-home"));
+    BERTH_CHECK(
+        check_not_locked(site, "mount_home", opts.bind_home ? "--bind-home" : "--no-bind-home"));
   if (!given.bind_home) opts.bind_home = site.mount_home;
   if (given.read_only && opts.read_only != site.readonly)
-    BERTH_CHECK(check_not_locked(site, "readonly",
-                                 opts.read_only ? "--read-only" : "--read-only=false"));
+    BERTH_CHECK(
+        check_not_locked(site, "readonly", opts.read_only ? "--read-only" : "--read-only=false"));
   if (!given.read_only) opts.read_only = site.readonly;
   if (opts.gpus && *opts.gpus != site.gpus)
     BERTH_CHECK(check_not_locked(site, "gpus", "--gpus " + *opts.gpus));
@@ -40,7 +40,8 @@ Status apply_mount_policy(const SiteConfig& site, bool home_by_site, ContainerSp
     first.push_back(BERTH_TRY(parse_volume(m).with_context("site_mounts of " + site.site_path)));
   for (const std::string& m : site.user_mounts) {
     Volume v = BERTH_TRY(parse_volume(m).with_context("site_mounts of " + site.user_path));
-    BERTH_CHECK(check_mount_destination(site, v.container).with_context("site_mounts of " + site.user_path));
+    BERTH_CHECK(check_mount_destination(site, v.container)
+                    .with_context("site_mounts of " + site.user_path));
     BERTH_CHECK(check_mount_source(site, v.host).with_context("site_mounts of " + site.user_path));
     first.push_back(std::move(v));
   }

@@ -4,10 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <climits>
-#include <cstdlib>
 #include <algorithm>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -109,7 +109,8 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
     app.add_option("-e,--env", o.env, "Set a variable (KEY=VALUE, or KEY for the host's value)")
         ->allow_extra_args(false);
   if (m.any("--env-file"))
-    app.add_option("--env-file", o.env_files, "Read variables from a file")->allow_extra_args(false);
+    app.add_option("--env-file", o.env_files, "Read variables from a file")
+        ->allow_extra_args(false);
   if (m.any("-v,--volume"))
     app.add_option("-v,--volume", o.volumes, "Bind a host path: HOST:CONTAINER[:ro|:rw]")
         ->allow_extra_args(false);
@@ -127,15 +128,17 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
   app.set_help_flag("--help", "Print this help message and exit");
   if (m.any("-h,--hostname"))
     app.add_option("-h,--hostname", o.hostname, "Host name inside the container");
-  if (m.any("-i,--interactive")) app.add_flag("-i,--interactive", o.interactive, "Keep stdin attached");
+  if (m.any("-i,--interactive"))
+    app.add_flag("-i,--interactive", o.interactive, "Keep stdin attached");
   if (m.any("-t,--tty")) app.add_flag("-t,--tty", o.tty, "The workload uses the caller's terminal");
   if (m.any("--pid-ns"))
     app.add_flag("--pid-ns", o.pid_namespace, "New PID namespace with a minimal init");
   if (m.any("--host-dev"))
     app.add_flag("--host-dev", o.host_dev, "Bind the host's /dev instead of a minimal one");
   if (m.any("--bind-home,!--no-bind-home"))
-    app.add_flag("--bind-home,!--no-bind-home", o.bind_home,
-                 "Bind your home directory at the same path (default: the site policy's mount_home)");
+    app.add_flag(
+        "--bind-home,!--no-bind-home", o.bind_home,
+        "Bind your home directory at the same path (default: the site policy's mount_home)");
   if (m.any("--read-only"))
     app.add_flag("--read-only", o.read_only,
                  "Mount the container's root read-only (default: the site policy's readonly)");
@@ -265,8 +268,8 @@ namespace {
 /// A root filesystem directory rather than an image or container: a path, which no image
 /// reference or container name can be ("/...", "./...", "../...").
 bool is_directory_argument(const std::string& what) {
-  return what.starts_with("/") || what.starts_with("./") || what.starts_with("../") || what == "." ||
-         what == "..";
+  return what.starts_with("/") || what.starts_with("./") || what.starts_with("../") ||
+         what == "." || what == "..";
 }
 
 /// What every kind of run reads besides its request: the caller's side, the device discovery's
@@ -314,7 +317,8 @@ Status run_directory(const RunRequest& req, const std::string& dir, const RunEnv
   char real[PATH_MAX];
   if (::realpath(dir.c_str(), real) == nullptr) return sys_error("run", dir);
   struct stat st;
-  if (::stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) return make_error("run", dir, "not a directory");
+  if (::stat(real, &st) != 0 || !S_ISDIR(st.st_mode))
+    return make_error("run", dir, "not a directory");
   BERTH_CHECK(check_run_engine(env.site, default_engine()));
   ContainerSpec spec = BERTH_TRY(prepare_spec(nlohmann::json::object(), real, req, env));
   // Changes land in the directory itself, which no `berth rm` walks: under auto it keeps one

@@ -19,8 +19,11 @@ struct Usage {
   nlohmann::json items = nlohmann::json::array();
 
   nlohmann::json json() const {
-    return {{"total", total}, {"active", active}, {"size", size},
-            {"reclaimable", reclaimable}, {"items", items}};
+    return {{"total", total},
+            {"active", active},
+            {"size", size},
+            {"reclaimable", reclaimable},
+            {"items", items}};
   }
   std::vector<std::string> row(const char* type) const {
     return {type, std::to_string(total), std::to_string(active), human_size(size),
@@ -37,8 +40,9 @@ Action setup_system(CLI::App& app, const GlobalOptions& g) {
   auto o = std::make_shared<Opts>();
   app.require_subcommand(1);
   CLI::App* df = app.add_subcommand(
-      "df", "Show the space images, containers, unused blobs and staging take, and what "
-            "'berth image prune -a', 'berth rm' and 'berth gc' could reclaim");
+      "df",
+      "Show the space images, containers, unused blobs and staging take, and what "
+      "'berth image prune -a', 'berth rm' and 'berth gc' could reclaim");
   df->add_flag("-v,--verbose", o->verbose, "Show each image, container and leftover");
   df->add_flag("--json", o->json, "Print JSON (sizes in bytes, every item listed)");
   return [o, &g]() -> Status {
@@ -83,16 +87,21 @@ Action setup_system(CLI::App& app, const GlobalOptions& g) {
         size += blob_size[d];
         if (users[d] == 1) unique += blob_size[d];
       }
-      img.items.push_back({{"name", r.name}, {"id", r.config_digest}, {"size", size},
-                           {"shared_size", size - unique}, {"unique_size", unique},
-                           {"containers", n}, {"protected", r.is_protected}});
+      img.items.push_back({{"name", r.name},
+                           {"id", r.config_digest},
+                           {"size", size},
+                           {"shared_size", size - unique},
+                           {"unique_size", unique},
+                           {"containers", n},
+                           {"protected", r.is_protected}});
       auto [repo, tag] = image_repo_and_tag(r.name);
       image_rows.push_back({repo, tag, r.short_id(), human_size(size), human_size(size - unique),
                             human_size(unique), std::to_string(n)});
     }
     img.total = ids.size();
     img.active = active_ids.size();
-    for (const std::string& d : unreferenced_blobs(all_blobs, keep)) img.reclaimable += blob_size[d];
+    for (const std::string& d : unreferenced_blobs(all_blobs, keep))
+      img.reclaimable += blob_size[d];
 
     // Containers: the folder of each; reclaimable: those neither running nor protected.
     Usage con;
@@ -105,8 +114,12 @@ Action setup_system(CLI::App& app, const GlobalOptions& g) {
       con.size += size;
       if (!c.running && !c.is_protected) con.reclaimable += size;
       std::string status = c.running ? "running" : c.last_exit ? "exited" : "created";
-      con.items.push_back({{"id", c.id}, {"names", c.names}, {"image", c.image},
-                           {"size", size}, {"status", status}, {"protected", c.is_protected}});
+      con.items.push_back({{"id", c.id},
+                           {"names", c.names},
+                           {"image", c.image},
+                           {"size", size},
+                           {"status", status},
+                           {"protected", c.is_protected}});
       std::string names;
       for (const std::string& n : c.names) names += (names.empty() ? "" : ",") + n;
       container_rows.push_back({c.short_id(), c.image, human_size(size), status, names});
@@ -118,9 +131,12 @@ Action setup_system(CLI::App& app, const GlobalOptions& g) {
     for (const Leftover& l : BERTH_TRY(unreferenced_blob_files(store))) {
       ++unused.total;
       unused.size += l.bytes;
-      if (busy) ++unused.active; else unused.reclaimable += l.bytes;
-      unused.items.push_back({{"digest", l.digest}, {"path", l.path}, {"size", l.bytes},
-                              {"in_use", busy}});
+      if (busy)
+        ++unused.active;
+      else
+        unused.reclaimable += l.bytes;
+      unused.items.push_back(
+          {{"digest", l.digest}, {"path", l.path}, {"size", l.bytes}, {"in_use", busy}});
     }
     // Staging and other leftovers, looked at (dry run) as gc would.
     Usage staging;
@@ -131,20 +147,30 @@ Action setup_system(CLI::App& app, const GlobalOptions& g) {
     for (const Leftover& l : left) {
       ++staging.total;
       staging.size += l.bytes;
-      if (l.in_use) ++staging.active; else staging.reclaimable += l.bytes;
-      staging.items.push_back({{"kind", leftover_kind_word(l.kind)}, {"path", l.path},
-                               {"size", l.bytes}, {"in_use", l.in_use}});
-      staging_rows.push_back({l.path, std::string(leftover_kind_word(l.kind)),
-                              human_size(l.bytes), l.in_use ? "yes" : "no"});
+      if (l.in_use)
+        ++staging.active;
+      else
+        staging.reclaimable += l.bytes;
+      staging.items.push_back({{"kind", leftover_kind_word(l.kind)},
+                               {"path", l.path},
+                               {"size", l.bytes},
+                               {"in_use", l.in_use}});
+      staging_rows.push_back({l.path, std::string(leftover_kind_word(l.kind)), human_size(l.bytes),
+                              l.in_use ? "yes" : "no"});
     }
 
     if (o->json) {
-      print_json({{"images", img.json()}, {"containers", con.json()},
-                  {"unused_blobs", unused.json()}, {"staging", staging.json()}});
+      print_json({{"images", img.json()},
+                  {"containers", con.json()},
+                  {"unused_blobs", unused.json()},
+                  {"staging", staging.json()}});
       return {};
     }
-    print_table({{"TYPE", "TOTAL", "ACTIVE", "SIZE", "RECLAIMABLE"}, img.row("Images"),
-                 con.row("Containers"), unused.row("Unused blobs"), staging.row("Staging")});
+    print_table({{"TYPE", "TOTAL", "ACTIVE", "SIZE", "RECLAIMABLE"},
+                 img.row("Images"),
+                 con.row("Containers"),
+                 unused.row("Unused blobs"),
+                 staging.row("Staging")});
     if (o->verbose) {
       std::printf("\nImages space usage:\n\n");
       print_table(image_rows);

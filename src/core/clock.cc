@@ -8,7 +8,9 @@ namespace berth {
 namespace {
 
 /// floor(a / b), for b > 0: the second a time before 1970 falls in.
-int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b < 0 ? 1 : 0); }
+int64_t floor_div(int64_t a, int64_t b) {
+  return a / b - (a % b < 0 ? 1 : 0);
+}
 
 /// "2026-11-23T04:20:31": `unix_s` in UTC, to the second, without the zone.
 std::string utc_seconds(int64_t unix_s) {
@@ -31,20 +33,29 @@ std::string with_fraction(int64_t unix, int64_t per_second, int digits) {
 
 }  // namespace
 
-std::string now_rfc3339() { return rfc3339(std::time(nullptr)); }
+std::string now_rfc3339() {
+  return rfc3339(std::time(nullptr));
+}
 
-std::string rfc3339(int64_t unix_s) { return utc_seconds(unix_s) + "Z"; }
+std::string rfc3339(int64_t unix_s) {
+  return utc_seconds(unix_s) + "Z";
+}
 
-std::string rfc3339_ms(int64_t unix_ms) { return with_fraction(unix_ms, 1000, 3); }
+std::string rfc3339_ms(int64_t unix_ms) {
+  return with_fraction(unix_ms, 1000, 3);
+}
 
-std::string rfc3339_nano(int64_t unix_ns) { return with_fraction(unix_ns, 1000000000, 9); }
+std::string rfc3339_nano(int64_t unix_ns) {
+  return with_fraction(unix_ns, 1000000000, 9);
+}
 
 std::optional<int64_t> parse_rfc3339_ms(std::string_view text) {
   std::tm tm{};
   int n = 0;
   std::string s(text);
   if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 || n != 19)
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 ||
+      n != 19)
     return std::nullopt;
   std::string_view rest = text.substr(19);
   // Fractions of a second (image configs carry nanoseconds): milliseconds kept, the rest dropped.

@@ -118,14 +118,14 @@ class Op {
 };
 
 struct Error {
-  Op op;                             ///< the failing operation, e.g. "open", "GET"
-  std::string subject;               ///< the path, URL or name it acted on
-  int sys_errno = 0;                 ///< errno, 0 when not a system call failure
-  int http_status = 0;               ///< HTTP status, 0 when not an HTTP failure
+  Op op;                               ///< the failing operation, e.g. "open", "GET"
+  std::string subject;                 ///< the path, URL or name it acted on
+  int sys_errno = 0;                   ///< errno, 0 when not a system call failure
+  int http_status = 0;                 ///< HTTP status, 0 when not an HTTP failure
   ErrorCode code = ErrorCode::kOther;  ///< what kind of failure, for callers to branch on
-  std::string detail;                ///< what went wrong, in words
-  std::string hint;                  ///< what the user can do about it, may be empty
-  std::vector<std::string> context;  ///< outermost last: "pull alpine:3", ...
+  std::string detail;                  ///< what went wrong, in words
+  std::string hint;                    ///< what the user can do about it, may be empty
+  std::vector<std::string> context;    ///< outermost last: "pull alpine:3", ...
 
   /// One line: "context: op subject: detail (strerror / HTTP n)".
   std::string message() const;
@@ -205,16 +205,16 @@ using Status = Result<void>;
 /// Evaluates a Result expression; on error returns the error from the
 /// enclosing function, else yields the value (GNU statement expression,
 /// supported by GCC and Clang).
-#define BERTH_TRY(expr)                                          \
-  ({                                                             \
-    auto berth_try_r_ = (expr);                                  \
+#define BERTH_TRY(expr)                                             \
+  ({                                                                \
+    auto berth_try_r_ = (expr);                                     \
     if (!berth_try_r_.ok()) return std::move(berth_try_r_).error(); \
-    std::move(berth_try_r_).value();                             \
+    std::move(berth_try_r_).value();                                \
   })
 
 /// Evaluates a Status expression; on error returns it from the enclosing function.
-#define BERTH_CHECK(expr)                                        \
-  do {                                                           \
-    auto berth_check_r_ = (expr);                                \
+#define BERTH_CHECK(expr)                                               \
+  do {                                                                  \
+    auto berth_check_r_ = (expr);                                       \
     if (!berth_check_r_.ok()) return std::move(berth_check_r_).error(); \
   } while (0)

@@ -26,7 +26,9 @@ UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
   return *this;
 }
 
-UniqueFd::~UniqueFd() { reset(); }
+UniqueFd::~UniqueFd() {
+  reset();
+}
 
 int UniqueFd::release() {
   int fd = fd_;
@@ -73,8 +75,8 @@ Status write_all(int fd, std::string_view data, const std::string& what) {
 Status write_file_atomic(const std::string& path, std::string_view data, int mode,
                          Durability durability) {
   static std::atomic<unsigned> counter{0};
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                    std::to_string(counter.fetch_add(1));
+  std::string tmp =
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
   {
     UniqueFd fd = BERTH_TRY(open_file(tmp, O_WRONLY | O_CREAT | O_EXCL, mode));
     Status st = write_all(fd.get(), data, tmp);
@@ -152,15 +154,15 @@ void keep_owner(const TreeCopy& tc, int dfd, const char* name, const struct stat
     (void)::fchownat(dfd, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
 }
 
-Status copy_file_at(const TreeCopy& tc, int sfd, int dfd, const char* name,
-                    const struct stat& st, const std::string& path) {
+Status copy_file_at(const TreeCopy& tc, int sfd, int dfd, const char* name, const struct stat& st,
+                    const std::string& path) {
   UniqueFd in(open_readable_at(sfd, name, st));
   if (!in.valid()) return sys_error("open", path);
   UniqueFd out(::openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!out.valid()) return sys_error("create", path);
   for (off_t left = st.st_size; left > 0;) {
-    ssize_t n = ::copy_file_range(in.get(), nullptr, out.get(), nullptr,
-                                  static_cast<size_t>(left), 0);
+    ssize_t n =
+        ::copy_file_range(in.get(), nullptr, out.get(), nullptr, static_cast<size_t>(left), 0);
     if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL))
       n = ::sendfile(out.get(), in.get(), nullptr, static_cast<size_t>(left));
     if (n < 0) {
@@ -178,8 +180,7 @@ Status copy_file_at(const TreeCopy& tc, int sfd, int dfd, const char* name,
 }
 
 /// Copies directory `sfd` (at `path`) into `dfd` (at `dpath`, a directory this copy made).
-Status copy_dir(TreeCopy& tc, int sfd, int dfd, const std::string& path,
-                const std::string& dpath) {
+Status copy_dir(TreeCopy& tc, int sfd, int dfd, const std::string& path, const std::string& dpath) {
   std::vector<DirEntry> entries;
   if (int err = list_dir_at(sfd, entries)) return sys_error("opendir", path, err);
   for (const DirEntry& e : entries) {
@@ -261,8 +262,8 @@ int64_t dir_size(int dirfd, InodeSet& seen) {
       if (st.st_nlink > 1 && !seen.insert({st.st_dev, st.st_ino}).second) continue;
       total += st.st_size;
     } else if (S_ISDIR(st.st_mode)) {
-      UniqueFd sub(::openat(dirfd, e.name.c_str(),
-                            O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd sub(
+          ::openat(dirfd, e.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (sub.valid()) total += dir_size(sub.get(), seen);
     }
   }

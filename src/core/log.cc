@@ -13,8 +13,12 @@ std::mutex g_mu;
 std::set<std::string, std::less<>> g_warned;
 }  // namespace
 
-void set_level(Level l) { g_level = l; }
-Level level() { return g_level; }
+void set_level(Level l) {
+  g_level = l;
+}
+Level level() {
+  return g_level;
+}
 
 void write(Level l, std::string_view msg) {
   static const char* prefix[] = {"error: ", "warning: ", "", "debug: "};

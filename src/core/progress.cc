@@ -2,16 +2,18 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 
 namespace berth {
 
 ProgressMeter::ProgressMeter(bool enabled) : enabled_(enabled) {}
 
-ProgressMeter::~ProgressMeter() { finish(); }
+ProgressMeter::~ProgressMeter() {
+  finish();
+}
 
 bool ProgressMeter::stderr_is_terminal() {
   const char* term = std::getenv("TERM");

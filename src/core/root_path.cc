@@ -140,8 +140,8 @@ int make_last(int root_fd, const char* path, bool last_is_file, mode_t dir_mode)
   name[n] = '\0';
   int parent = open_in_root(root_fd, dir, O_PATH | O_DIRECTORY);
   if (parent < 0) return 1;
-  int rc = last_is_file ? ::mknodat(parent, name, S_IFREG | 0644, 0)
-                        : ::mkdirat(parent, name, dir_mode);
+  int rc =
+      last_is_file ? ::mknodat(parent, name, S_IFREG | 0644, 0) : ::mkdirat(parent, name, dir_mode);
   ::close(parent);
   return rc == 0 ? 0 : 1;
 }

@@ -38,11 +38,20 @@ std::string safe_text(std::string_view text) {
     }
     if (c < 0x80) {
       switch (c) {
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case 0x1B: out += "\\e"; break;
-        default: out += fmt::format("\\x{:02x}", c);
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        case 0x1B:
+          out += "\\e";
+          break;
+        default:
+          out += fmt::format("\\x{:02x}", c);
       }
       ++i;
       continue;

@@ -27,7 +27,8 @@ AmdDevices discover_amd(const DiscoveryOptions& o) {
     auto v = read_file(vfile);
     if (v.ok()) {
       a.rocm_version = *v;
-      while (!a.rocm_version.empty() && (a.rocm_version.back() == '\n' || a.rocm_version.back() == ' '))
+      while (!a.rocm_version.empty() &&
+             (a.rocm_version.back() == '\n' || a.rocm_version.back() == ' '))
         a.rocm_version.pop_back();
     }
   }

@@ -11,10 +11,10 @@
 namespace berth {
 
 struct AmdDevices {
-  bool found = false;                 ///< /dev/kfd exists under the device root
+  bool found = false;  ///< /dev/kfd exists under the device root
   DeviceNode kfd;
   std::vector<DeviceNode> render_nodes;  ///< /dev/dri/renderD*, sorted
-  std::string rocm_version;           ///< <driver root>/opt/rocm/.info/version, may be empty
+  std::string rocm_version;              ///< <driver root>/opt/rocm/.info/version, may be empty
 };
 
 /// Looks for /dev/kfd and /dev/dri/renderD* under the options' device root.

@@ -67,7 +67,8 @@ json make_cdi_spec(const NvidiaDriver& d) {
     mounts.push_back(mount(l.host_path, l.path, true));
     lib_dirs.insert(dirname_of(l.path));
     std::string soname_path = path_join(dirname_of(l.path), l.soname);
-    if (!l.soname.empty() && soname_path != l.path) mounts.push_back(mount(l.host_path, soname_path, true));
+    if (!l.soname.empty() && soname_path != l.path)
+      mounts.push_back(mount(l.host_path, soname_path, true));
   }
   for (const auto* group : {&d.binaries, &d.firmware, &d.config_files})
     for (const auto& f : *group) mounts.push_back(mount(f.host_path, f.path, true));
@@ -89,11 +90,12 @@ json make_cdi_spec(const NvidiaDriver& d) {
       args.push_back(dir);
     }
     // The runtime runs the hook on this host: its path here, under the driver root.
-    edits["hooks"] = json::array({{{"hookName", "createContainer"}, {"path", host}, {"args", args}}});
+    edits["hooks"] =
+        json::array({{{"hookName", "createContainer"}, {"path", host}, {"args", args}}});
     break;
   }
-  json spec = {{"cdiVersion", "0.3.0"}, {"kind", kCdiKind}, {"devices", devices},
-               {"containerEdits", edits}};
+  json spec = {
+      {"cdiVersion", "0.3.0"}, {"kind", kCdiKind}, {"devices", devices}, {"containerEdits", edits}};
   spec["cdiVersion"] = cdi_required_version(spec);
   return spec;
 }
@@ -135,8 +137,12 @@ void emit_yaml(const json& v, int indent, std::string& out) {
   }
 }
 
-bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-bool is_alnum(char c) { return is_letter(c) || (c >= '0' && c <= '9'); }
+bool is_letter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+bool is_alnum(char c) {
+  return is_letter(c) || (c >= '0' && c <= '9');
+}
 
 /// The reference parser's rules: a vendor or class starts with a letter, ends with a letter or
 /// digit, and has only letters, digits, '_', '-' and '.' between; a device name may also start
@@ -174,8 +180,8 @@ std::optional<Version> parse_cdi_version(std::string v) {
 }
 
 // The released CDI specification versions the reference library knows (specs-go/version.go).
-constexpr Version kKnownVersions[] = {{0, 1, 0}, {0, 2, 0}, {0, 3, 0}, {0, 4, 0}, {0, 5, 0}, {0, 6, 0},
-                                      {0, 7, 0}, {0, 8, 0}, {1, 0, 0}, {1, 1, 0}};
+constexpr Version kKnownVersions[] = {{0, 1, 0}, {0, 2, 0}, {0, 3, 0}, {0, 4, 0}, {0, 5, 0},
+                                      {0, 6, 0}, {0, 7, 0}, {0, 8, 0}, {1, 0, 0}, {1, 1, 0}};
 
 /// Every containerEdits object of the spec: the spec's own and each device's.
 std::vector<const json*> all_edits(const json& doc) {
@@ -226,7 +232,9 @@ std::string cdi_spec_text(const json& doc, bool yaml) {
 
 std::string cdi_required_version(const json& doc) {
   auto edits = all_edits(doc);
-  auto any_edit = [&edits](auto pred) { return std::any_of(edits.begin(), edits.end(), [&](const json* e) { return pred(*e); }); };
+  auto any_edit = [&edits](auto pred) {
+    return std::any_of(edits.begin(), edits.end(), [&](const json* e) { return pred(*e); });
+  };
   auto list = [](const json& e, const char* key) {
     auto it = e.find(key);
     return it != e.end() && it->is_array() ? *it : json::array();
@@ -238,9 +246,11 @@ std::string cdi_required_version(const json& doc) {
     return rdt_new || non_empty(e, "netDevices");
   });
   if (v110) return "1.1.0";
-  if (any_edit([](const json& e) { return non_empty(e, "intelRdt") || non_empty(e, "additionalGids"); }))
+  if (any_edit(
+          [](const json& e) { return non_empty(e, "intelRdt") || non_empty(e, "additionalGids"); }))
     return "0.7.0";
-  const json devices = doc.contains("devices") && doc["devices"].is_array() ? doc["devices"] : json::array();
+  const json devices =
+      doc.contains("devices") && doc["devices"].is_array() ? doc["devices"] : json::array();
   std::string kind = doc.value("kind", "");
   size_t slash = kind.find('/');
   bool dotted_class = slash != std::string::npos && kind.find('.', slash) != std::string::npos;
@@ -265,7 +275,6 @@ std::string cdi_required_version(const json& doc) {
   return v040 ? "0.4.0" : "0.3.0";
 }
 
-
 namespace {
 
 std::string check_env(const json& env, const std::string& what) {
@@ -279,8 +288,8 @@ std::string check_env(const json& env, const std::string& what) {
 
 /// One containerEdits object, checked as the reference validator does.
 std::string check_edits(const json& e, const std::string& where) {
-  static const std::set<std::string> kHookNames = {"prestart",        "createRuntime", "createContainer",
-                                                   "startContainer",  "poststart",     "poststop"};
+  static const std::set<std::string> kHookNames = {
+      "prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"};
   if (auto why = check_env(e.value("env", json::array()), where); !why.empty()) return why;
   for (const auto& n : e.value("deviceNodes", json::array())) {
     std::string path = n.value("path", "");
@@ -297,12 +306,14 @@ std::string check_edits(const json& e, const std::string& where) {
     if (!kHookNames.contains(name)) return fmt::format("{}invalid hook name \"{}\"", where, name);
     if (h.value("path", "").empty())
       return fmt::format("{}hook \"{}\" with an empty path", where, name);
-    if (auto why = check_env(h.value("env", json::array()), fmt::format("{}hook \"{}\": ", where, name)); !why.empty()) return why;
+    if (auto why =
+            check_env(h.value("env", json::array()), fmt::format("{}hook \"{}\": ", where, name));
+        !why.empty())
+      return why;
   }
   for (const auto& m : e.value("mounts", json::array())) {
     if (m.value("hostPath", "").empty()) return where + "mount with an empty hostPath";
-    if (m.value("containerPath", "").empty())
-      return where + "mount with an empty containerPath";
+    if (m.value("containerPath", "").empty()) return where + "mount with an empty containerPath";
   }
   return "";
 }
@@ -311,11 +322,13 @@ std::string spec_problem(const json& doc) {
   try {
     std::string version = doc.at("cdiVersion").get<std::string>();
     auto v = parse_cdi_version(version);
-    if (!v || std::find(std::begin(kKnownVersions), std::end(kKnownVersions), *v) == std::end(kKnownVersions))
+    if (!v || std::find(std::begin(kKnownVersions), std::end(kKnownVersions), *v) ==
+                  std::end(kKnownVersions))
       return "unknown cdiVersion \"" + version + "\"";
     std::string need = cdi_required_version(doc);
     if (*v < *parse_cdi_version(need))
-      return std::string("cdiVersion " + version + " is too old for the fields used; they need " + need);
+      return std::string("cdiVersion " + version + " is too old for the fields used; they need " +
+                         need);
     std::string kind = doc.at("kind").get<std::string>();
     if (!valid_kind(kind))
       return "invalid kind \"" + kind + "\" (vendor.com/class: letters, digits, _ - .)";
@@ -327,9 +340,10 @@ std::string spec_problem(const json& doc) {
       if (!valid_name_part(name, true)) return "invalid device name \"" + name + "\"";
       if (!seen.insert(name).second) return "device \"" + name + "\" defined twice";
       const json edits = d.value("containerEdits", json::object());
-      static const char* kEdits[] = {"env",      "deviceNodes",    "hooks",
-                                     "mounts",   "additionalGids", "intelRdt", "netDevices"};
-      if (std::none_of(std::begin(kEdits), std::end(kEdits), [&edits](const char* k) { return non_empty(edits, k); }))
+      static const char* kEdits[] = {"env",      "deviceNodes", "hooks", "mounts", "additionalGids",
+                                     "intelRdt", "netDevices"};
+      if (std::none_of(std::begin(kEdits), std::end(kEdits),
+                       [&edits](const char* k) { return non_empty(edits, k); }))
         return "device \"" + name + "\" has no containerEdits";
       if (auto why = check_edits(edits, "device \"" + name + "\": "); !why.empty()) return why;
     }
@@ -350,7 +364,9 @@ Status validate_cdi_spec(const json& doc, const std::string& path) {
 
 namespace {
 
-bool has_suffix(const std::string& s, const char* suffix) { return s.ends_with(suffix); }
+bool has_suffix(const std::string& s, const char* suffix) {
+  return s.ends_with(suffix);
+}
 
 /// Whether `path` exists in the container's root (not following links out of it).
 bool exists_in_root(const std::string& rootfs, const std::string& path) {
@@ -365,15 +381,18 @@ std::vector<std::string> flag_values(const std::vector<std::string>& args, const
   std::vector<std::string> out;
   std::string eq = std::string(flag) + "=";
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == flag && i + 1 < args.size()) out.push_back(args[++i]);
-    else if (args[i].starts_with(eq)) out.push_back(args[i].substr(eq.size()));
+    if (args[i] == flag && i + 1 < args.size())
+      out.push_back(args[++i]);
+    else if (args[i].starts_with(eq))
+      out.push_back(args[i].substr(eq.size()));
   }
   return out;
 }
 
 /// One containerEdits object applied to `spec`.
 Status apply_edits(const nlohmann::json& edits, const std::string& where, ContainerSpec& spec,
-                   std::vector<std::string>& ld_dirs, std::vector<std::pair<std::string, std::string>>& files,
+                   std::vector<std::string>& ld_dirs,
+                   std::vector<std::pair<std::string, std::string>>& files,
                    std::vector<std::string>& warnings) {
   if (!edits.is_object()) return {};
   using Kind = DeviceEdit::Kind;
@@ -450,7 +469,8 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
     }
     for (const char* field : {"netDevices", "intelRdt"})
       if (non_empty(edits, field))
-        return make_error("CDI", where, std::string(field) + " cannot be honoured by a rootless run");
+        return make_error("CDI", where,
+                          std::string(field) + " cannot be honoured by a rootless run");
     for (const auto& g : edits.value("additionalGids", nlohmann::json::array())) {
       // A rootless run cannot add groups; the workload keeps the caller's (unmapped, they show
       // as nobody inside but still grant access), so a group the caller has is honoured and any
@@ -463,13 +483,16 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
       if (std::find(mine.begin(), mine.end(), gid) == mine.end())
         return make_error("CDI", where,
                           "additionalGids " + std::to_string(gid) +
-                              " cannot be honoured: the caller is not in that group and a rootless run cannot add it");
+                              " cannot be honoured: the caller is not in that group and a rootless "
+                              "run cannot add it");
     }
     for (const auto& h : edits.value("hooks", nlohmann::json::array())) {
       std::vector<std::string> args = h.value("args", std::vector<std::string>{});
       std::string path = h.value("path", "");
       bool nvidia = has_suffix(path, "/nvidia-ctk") || has_suffix(path, "/nvidia-cdi-hook");
-      auto has = [&args](const char* word) { return std::find(args.begin(), args.end(), word) != args.end(); };
+      auto has = [&args](const char* word) {
+        return std::find(args.begin(), args.end(), word) != args.end();
+      };
       if (nvidia && has("update-ldcache")) {
         for (const auto& dir : flag_values(args, "--folder")) ld_dirs.push_back(dir);
       } else if (nvidia && has("create-symlinks")) {
@@ -482,8 +505,8 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
       } else {
         std::string what = path;
         for (size_t i = 1; i < args.size(); ++i) what += " " + args[i];
-        warnings.push_back(
-            fmt::format("CDI {}: hook \"{}\" skipped (hooks need a privileged runtime)", where, what));
+        warnings.push_back(fmt::format(
+            "CDI {}: hook \"{}\" skipped (hooks need a privileged runtime)", where, what));
       }
     }
   } catch (const nlohmann::json::exception& e) {
@@ -508,8 +531,9 @@ void add_soname_links(const std::vector<std::pair<std::string, std::string>>& fi
     bool taken = std::any_of(spec.device_edits.begin(), spec.device_edits.end(),
                              [&link](const DeviceEdit& e) { return e.target == link; });
     if (link == ctr || taken) continue;
-    spec.device_edits.push_back(
-        {DeviceEdit::Kind::kSymlink, ctr.substr(dir.size() + (dir == "/" ? 0 : 1)), link, true, false, false});
+    spec.device_edits.push_back({DeviceEdit::Kind::kSymlink,
+                                 ctr.substr(dir.size() + (dir == "/" ? 0 : 1)), link, true, false,
+                                 false});
   }
 }
 
@@ -520,21 +544,28 @@ void add_soname_links(const std::vector<std::pair<std::string, std::string>>& fi
 /// libcuda.so.1. Their folders join the loader cache as the hook's would have.
 void add_mounted_library_dirs(const std::vector<std::pair<std::string, std::string>>& files,
                               std::vector<std::string>& ld_dirs) {
-  static const std::set<std::string> kSearched = {
-      "/lib", "/usr/lib", "/lib64", "/usr/lib64", "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
-      "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu"};
+  static const std::set<std::string> kSearched = {"/lib",
+                                                  "/usr/lib",
+                                                  "/lib64",
+                                                  "/usr/lib64",
+                                                  "/lib/x86_64-linux-gnu",
+                                                  "/usr/lib/x86_64-linux-gnu",
+                                                  "/lib/aarch64-linux-gnu",
+                                                  "/usr/lib/aarch64-linux-gnu"};
   for (const auto& [host, ctr] : files) {
     std::string dir = dirname_of(ctr);
     if (kSearched.contains(dir) || std::find(ld_dirs.begin(), ld_dirs.end(), dir) != ld_dirs.end())
       continue;
     auto elf = read_elf_info(host);
-    if (elf.ok() && !elf->soname.empty() && elf->machine == host_elf_machine()) ld_dirs.push_back(dir);
+    if (elf.ok() && !elf->soname.empty() && elf->machine == host_elf_machine())
+      ld_dirs.push_back(dir);
   }
 }
 
 }  // namespace
 
-std::vector<std::string> cdi_spec_dirs(const std::vector<std::string>& env, const std::string& home) {
+std::vector<std::string> cdi_spec_dirs(const std::vector<std::string>& env,
+                                       const std::string& home) {
   if (auto dirs = env_lookup(env, "BERTH_CDI_SPEC_DIRS")) {
     std::vector<std::string> out = split_path(*dirs);
     std::erase(out, "");
@@ -613,12 +644,14 @@ Result<std::vector<std::string>> apply_cdi_device(const std::vector<CdiSpec>& sp
   if (eq == std::string::npos || slash == std::string::npos || slash > eq || slash == 0 ||
       eq + 1 == name.size() || name.find('.') > slash)
     return make_error("--device", name, "not a CDI device name")
-        .with_hint("use vendor.com/class=name, e.g. nvidia.com/gpu=0, or a host device path /dev/...");
+        .with_hint(
+            "use vendor.com/class=name, e.g. nvidia.com/gpu=0, or a host device path /dev/...");
   std::string kind = name.substr(0, eq), device = name.substr(eq + 1);
   if (!valid_kind(kind) || !valid_name_part(device, true))
     return make_error("--device", name, "not a CDI device name")
-        .with_hint("vendor, class and device name take letters, digits, '_', '-' and '.' (':' too in "
-                   "the device name), starting and ending with a letter or digit");
+        .with_hint(
+            "vendor, class and device name take letters, digits, '_', '-' and '.' (':' too in "
+            "the device name), starting and ending with a letter or digit");
   const CdiSpec* found = nullptr;
   const nlohmann::json* found_dev = nullptr;
   const CdiSpec* invalid = nullptr;
@@ -649,13 +682,14 @@ Result<std::vector<std::string>> apply_cdi_device(const std::vector<CdiSpec>& sp
     return make_error("--device", name,
                       kind_known ? "no such device in the CDI specs of " + kind
                                  : "no CDI spec for " + kind + " found")
-        .with_hint("specs are read from /etc/cdi, /var/run/cdi and ~/.config/cdi "
-                   "(or $BERTH_CDI_SPEC_DIRS); `berth cdi generate` writes one for NVIDIA GPUs");
+        .with_hint(
+            "specs are read from /etc/cdi, /var/run/cdi and ~/.config/cdi "
+            "(or $BERTH_CDI_SPEC_DIRS); `berth cdi generate` writes one for NVIDIA GPUs");
   std::vector<std::string> warnings;
   std::vector<std::string> ld_dirs;
   std::vector<std::pair<std::string, std::string>> files;
-  BERTH_CHECK(apply_edits(found->doc.value("containerEdits", nlohmann::json::object()),
-                          found->path, spec, ld_dirs, files, warnings));
+  BERTH_CHECK(apply_edits(found->doc.value("containerEdits", nlohmann::json::object()), found->path,
+                          spec, ld_dirs, files, warnings));
   BERTH_CHECK(apply_edits(found_dev->value("containerEdits", nlohmann::json::object()),
                           found->path + " (" + device + ")", spec, ld_dirs, files, warnings));
   if (ld_dirs.empty()) add_mounted_library_dirs(files, ld_dirs);

@@ -63,7 +63,8 @@ struct CdiSpec {
 
 /// The directories searched, lowest priority first: $BERTH_CDI_SPEC_DIRS (colon-separated)
 /// when set, else /etc/cdi, /var/run/cdi and the user's $XDG_CONFIG_HOME/cdi (~/.config/cdi).
-std::vector<std::string> cdi_spec_dirs(const std::vector<std::string>& env, const std::string& home);
+std::vector<std::string> cdi_spec_dirs(const std::vector<std::string>& env,
+                                       const std::string& home);
 
 /// Every *.json, *.yaml and *.yml spec in `dirs` (missing directories are fine). A file that
 /// does not parse or lacks cdiVersion/kind is skipped, its one-line reason in `warnings`; one

@@ -44,18 +44,20 @@ std::string params_without_modify(const std::string& params) {
 
 Result<GpuPlan> plan_gpus(const NvidiaDriver& driver, const GpuPlanInput& in) {
   const auto& env = in.container_env;
-  GpuRequest req = in.gpus_flag
-                       ? BERTH_TRY(parse_gpus_flag(*in.gpus_flag))
-                       : BERTH_TRY(parse_visible_devices(env_lookup(env, "NVIDIA_VISIBLE_DEVICES")));
+  GpuRequest req =
+      in.gpus_flag ? BERTH_TRY(parse_gpus_flag(*in.gpus_flag))
+                   : BERTH_TRY(parse_visible_devices(env_lookup(env, "NVIDIA_VISIBLE_DEVICES")));
   GpuPlan plan;
   if (req.kind == GpuRequest::Kind::kNothing) return plan;
   if (!driver.found)
     return make_error("inject GPUs", describe(in),
                       "no NVIDIA driver found under " + driver.options.driver_root)
-        .with_hint("run on a node with an NVIDIA GPU, or point BERTH_DRIVER_ROOT at the driver's tree");
+        .with_hint(
+            "run on a node with an NVIDIA GPU, or point BERTH_DRIVER_ROOT at the driver's tree");
   plan.inject = true;
-  plan.caps = req.caps ? *req.caps
-                       : BERTH_TRY(parse_capabilities(env_lookup(env, "NVIDIA_DRIVER_CAPABILITIES")));
+  plan.caps = req.caps
+                  ? *req.caps
+                  : BERTH_TRY(parse_capabilities(env_lookup(env, "NVIDIA_DRIVER_CAPABILITIES")));
   auto allowed = parse_cuda_visible_devices(in.host_cuda_visible_devices, driver.gpus);
   plan.gpus = BERTH_TRY(select_gpus(req, driver.gpus, allowed));
 
@@ -67,8 +69,8 @@ Result<GpuPlan> plan_gpus(const NvidiaDriver& driver, const GpuPlanInput& in) {
   // With the compat libcuda, the CUDA version is the image's own; it is not probed.
   if (!plan.use_compat) facts.cuda = driver.cuda_version;
   BERTH_CHECK(check_requirements(env, facts));
-  if (!facts.cuda.known() && !plan.use_compat && (env_lookup(env, "NVIDIA_REQUIRE_CUDA") ||
-                                                  env_lookup(env, "CUDA_VERSION")))
+  if (!facts.cuda.known() && !plan.use_compat &&
+      (env_lookup(env, "NVIDIA_REQUIRE_CUDA") || env_lookup(env, "CUDA_VERSION")))
     plan.warnings.push_back("the host's CUDA version is unknown (" + driver.cuda_version_note +
                             "): cuda requirements were not checked");
 
@@ -94,7 +96,8 @@ Result<GpuPlan> plan_gpus(const NvidiaDriver& driver, const GpuPlanInput& in) {
   if (plan.use_compat)
     for (const auto& name : in.image_compat_files) {
       std::string base, ver;
-      if (split_library_name(name, &base, &ver) && ver == compat.str() && library_capabilities(base))
+      if (split_library_name(name, &base, &ver) && ver == compat.str() &&
+          library_capabilities(base))
         compat_by_base[base] = name;
     }
   bool any32 = false;
@@ -141,7 +144,8 @@ Result<GpuPlan> plan_gpus(const NvidiaDriver& driver, const GpuPlanInput& in) {
     if (any32) plan.library_dirs.push_back(kGpuLib32Dir);
   }
   if (!driver.proc_params.empty())
-    plan.generated.push_back({"/proc/driver/nvidia/params", params_without_modify(driver.proc_params)});
+    plan.generated.push_back(
+        {"/proc/driver/nvidia/params", params_without_modify(driver.proc_params)});
 
   std::string uuids;
   for (int idx : plan.gpus)

@@ -57,32 +57,32 @@ struct GpuFile {
 };
 
 struct GpuPlan {
-  bool inject = false;           ///< false: the container gets nothing (all lists empty)
-  std::vector<int> gpus;         ///< host GPU indexes, in container order (container index = position)
+  bool inject = false;    ///< false: the container gets nothing (all lists empty)
+  std::vector<int> gpus;  ///< host GPU indexes, in container order (container index = position)
   CapabilitySet caps = 0;
-  bool use_compat = false;       ///< the image's /usr/local/cuda/compat libraries replace the host's
-  std::vector<DeviceNode> devices;   ///< bind host_path -> path (nodes are never created)
-  std::vector<GpuBind> libraries;    ///< read-only, into kGpuLibDir / kGpuLib32Dir
-  std::vector<GpuLink> links;        ///< soname and development links in the library dirs
-  std::vector<GpuBind> binaries;     ///< read-only, into /usr/bin
-  std::vector<GpuBind> files;        ///< firmware, ICDs, persistenced socket, MPS pipe and log dirs
+  bool use_compat = false;  ///< the image's /usr/local/cuda/compat libraries replace the host's
+  std::vector<DeviceNode> devices;  ///< bind host_path -> path (nodes are never created)
+  std::vector<GpuBind> libraries;   ///< read-only, into kGpuLibDir / kGpuLib32Dir
+  std::vector<GpuLink> links;       ///< soname and development links in the library dirs
+  std::vector<GpuBind> binaries;    ///< read-only, into /usr/bin
+  std::vector<GpuBind> files;       ///< firmware, ICDs, persistenced socket, MPS pipe and log dirs
   /// Mount an empty read-only tmpfs here, then bind `proc_gpus` into it, so the
   /// container's /proc lists only its own GPUs.
   std::string proc_mask = "/proc/driver/nvidia/gpus";
   std::vector<GpuBind> proc_gpus;
-  std::vector<GpuFile> generated;    ///< the /proc/driver/nvidia/params override
-  std::vector<std::string> env;      ///< "K=V" to set, overriding the image's values
+  std::vector<GpuFile> generated;  ///< the /proc/driver/nvidia/params override
+  std::vector<std::string> env;    ///< "K=V" to set, overriding the image's values
   /// The directories the container's loader must search (kGpuLibDir, kGpuLib32Dir).
   std::vector<std::string> library_dirs;
-  std::vector<std::string> warnings; ///< one line each, for the runtime to log
+  std::vector<std::string> warnings;  ///< one line each, for the runtime to log
 };
 
 /// What the runtime knows about the container when it plans.
 struct GpuPlanInput {
-  std::optional<std::string> gpus_flag;             ///< `--gpus`, wins over NVIDIA_VISIBLE_DEVICES
-  std::vector<std::string> container_env;           ///< the final container env ("K=V")
+  std::optional<std::string> gpus_flag;    ///< `--gpus`, wins over NVIDIA_VISIBLE_DEVICES
+  std::vector<std::string> container_env;  ///< the final container env ("K=V")
   std::optional<std::string> host_cuda_visible_devices;  ///< the caller's CUDA_VISIBLE_DEVICES
-  std::vector<std::string> image_compat_files;      ///< names in the image's /usr/local/cuda/compat
+  std::vector<std::string> image_compat_files;  ///< names in the image's /usr/local/cuda/compat
 };
 
 /// Computes the plan. A container that asks for nothing gets inject == false;

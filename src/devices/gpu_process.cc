@@ -94,7 +94,8 @@ GpuProcessOwner describe_gpu_process(const std::string& proc_root, unsigned pid)
     o.slurm_job_from = from;
     return true;
   };
-  if (auto cgroup = read_proc(dir + "/cgroup"); cgroup && found(slurm_job_of_cgroup(*cgroup), "cgroup"))
+  if (auto cgroup = read_proc(dir + "/cgroup");
+      cgroup && found(slurm_job_of_cgroup(*cgroup), "cgroup"))
     return o;
   // The ancestors, nearest first, up to init (a bounded walk: pids may be reused under it).
   std::optional<int64_t> at = pid;

@@ -36,8 +36,12 @@ json paths(const std::vector<DriverFile>& files) {
 json gpu_info_json(const NvidiaDriver& nv, const AmdDevices& amd) {
   json gpus = json::array();
   for (const auto& g : nv.gpus)
-    gpus.push_back({{"index", g.index}, {"model", g.model}, {"uuid", g.uuid}, {"bus_id", g.bus_id},
-                    {"minor", g.minor}, {"device_node", g.has_node ? json(g.node.path) : json()}});
+    gpus.push_back({{"index", g.index},
+                    {"model", g.model},
+                    {"uuid", g.uuid},
+                    {"bus_id", g.bus_id},
+                    {"minor", g.minor},
+                    {"device_node", g.has_node ? json(g.node.path) : json()}});
   json caps = json::object();
   for (const auto& c : capability_names()) {
     if (c.cap == kCapCompat32) {
@@ -81,8 +85,9 @@ json gpu_info_json(const NvidiaDriver& nv, const AmdDevices& amd) {
 
 Error no_nvidia_driver_error(Op op, const std::string& driver_root) {
   return make_error(op, "", "no NVIDIA driver found under " + driver_root, ErrorCode::kNotFound)
-      .with_hint("no /proc/driver/nvidia/version, libcuda.so.1 or libnvidia-ml.so.1 there; "
-                 "set BERTH_DRIVER_ROOT if the driver lives in another tree");
+      .with_hint(
+          "no /proc/driver/nvidia/version, libcuda.so.1 or libnvidia-ml.so.1 there; "
+          "set BERTH_DRIVER_ROOT if the driver lives in another tree");
 }
 
 std::string gpu_info_text(const NvidiaDriver& nv, const AmdDevices& amd) {
@@ -97,18 +102,20 @@ std::string gpu_info_text(const NvidiaDriver& nv, const AmdDevices& amd) {
       out += "no GPUs listed in /proc/driver/nvidia/gpus\n";
     } else {
       size_t mw = 5, uw = 4;
-      for (const auto& g : nv.gpus) mw = std::max(mw, g.model.size()), uw = std::max(uw, g.uuid.size());
+      for (const auto& g : nv.gpus)
+        mw = std::max(mw, g.model.size()), uw = std::max(uw, g.uuid.size());
       out += fmt::format("\n{:<5}  {:<{}}  {:<{}}  {:<12}  {}\n", "INDEX", "MODEL", mw, "UUID", uw,
                          "BUS ID", "MINOR");
       for (const auto& g : nv.gpus)
-        out += fmt::format("{:<5}  {:<{}}  {:<{}}  {:<12}  {}{}\n", g.index, g.model, mw, g.uuid, uw,
-                           g.bus_id, g.minor, g.has_node ? "" : " (no device node)");
+        out += fmt::format("{:<5}  {:<{}}  {:<{}}  {:<12}  {}{}\n", g.index, g.model, mw, g.uuid,
+                           uw, g.bus_id, g.minor, g.has_node ? "" : " (no device node)");
     }
     out += "\ninjected per capability:\n";
     for (const auto& c : capability_names()) {
       std::vector<std::string> names;
       for (const auto& l : nv.libraries)
-        if (c.cap == kCapCompat32 ? l.lib32 : ((l.caps & c.cap) && !l.lib32)) names.push_back(basename_of(l.path));
+        if (c.cap == kCapCompat32 ? l.lib32 : ((l.caps & c.cap) && !l.lib32))
+          names.push_back(basename_of(l.path));
       if (c.cap != kCapCompat32)
         for (const auto* group : {&nv.binaries, &nv.config_files})
           for (const auto& f : *group)
@@ -121,14 +128,15 @@ std::string gpu_info_text(const NvidiaDriver& nv, const AmdDevices& amd) {
     for (const auto* group : {&nv.control_nodes, &nv.cap_nodes, &nv.imex_nodes})
       for (const auto& n : *group) nodes += " " + n.path;
     out += fmt::format("  {:<9}{}\n", "devices", nodes.empty() ? " -" : nodes);
-    if (!nv.firmware.empty()) out += fmt::format("  {:<9} {} files\n", "firmware", nv.firmware.size());
+    if (!nv.firmware.empty())
+      out += fmt::format("  {:<9} {} files\n", "firmware", nv.firmware.size());
     for (const auto& w : nv.warnings) out += "warning: " + w + "\n";
   } else {
     out += "no NVIDIA driver found under " + nv.options.driver_root + "\n";
   }
   if (amd.found)
-    out += fmt::format("AMD GPUs: {} with {} render node{}{}\n", amd.kfd.path, amd.render_nodes.size(),
-                       amd.render_nodes.size() == 1 ? "" : "s",
+    out += fmt::format("AMD GPUs: {} with {} render node{}{}\n", amd.kfd.path,
+                       amd.render_nodes.size(), amd.render_nodes.size() == 1 ? "" : "s",
                        amd.rocm_version.empty() ? "" : ", ROCm " + amd.rocm_version);
   return out;
 }

@@ -22,9 +22,12 @@ Result<std::vector<std::string>> split_csv(std::string_view s, const std::string
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
     if (quoted) {
-      if (c == '"' && i + 1 < s.size() && s[i + 1] == '"') out.back() += '"', ++i;
-      else if (c == '"') quoted = false;
-      else out.back() += c;
+      if (c == '"' && i + 1 < s.size() && s[i + 1] == '"')
+        out.back() += '"', ++i;
+      else if (c == '"')
+        quoted = false;
+      else
+        out.back() += c;
     } else if (c == '"') {
       quoted = true;
     } else if (c == ',') {
@@ -80,7 +83,8 @@ Result<GpuRequest> parse_gpus_flag(std::string_view value) {
   std::vector<std::string> fields = BERTH_TRY(split_csv(value, what));
   GpuRequest r;
   bool have_count = false, have_devices = false;
-  std::vector<std::string>* list = nullptr;  // a bare field after device=/capabilities= continues it
+  std::vector<std::string>* list =
+      nullptr;  // a bare field after device=/capabilities= continues it
   std::vector<std::string> caps;
   bool have_caps = false;
   for (std::string f : fields) {
@@ -180,9 +184,9 @@ Result<CapabilitySet> parse_capabilities(std::optional<std::string_view> value) 
     for (const auto& c : capability_names())
       if (name == c.name) set |= c.cap, known = true;
     if (!known)
-      return make_error("parse", "NVIDIA_DRIVER_CAPABILITIES=" + std::string(*value),
-                        "unknown capability '" + name + "' (known: " + capabilities_str(kCapAll) +
-                            ", all)");
+      return make_error(
+          "parse", "NVIDIA_DRIVER_CAPABILITIES=" + std::string(*value),
+          "unknown capability '" + name + "' (known: " + capabilities_str(kCapAll) + ", all)");
   }
   return set == 0 ? kCapDefault : set;
 }
@@ -219,7 +223,8 @@ std::optional<std::vector<int>> parse_cuda_visible_devices(std::optional<std::st
 Result<std::vector<int>> select_gpus(const GpuRequest& req, const std::vector<NvidiaGpu>& gpus,
                                      const std::optional<std::vector<int>>& allowed) {
   std::vector<int> pool;
-  if (allowed) pool = *allowed;
+  if (allowed)
+    pool = *allowed;
   else
     for (const auto& g : gpus) pool.push_back(g.index);
   const std::string where =
@@ -234,8 +239,7 @@ Result<std::vector<int>> select_gpus(const GpuRequest& req, const std::vector<Nv
       return pool;
     case GpuRequest::Kind::kCount:
       if (req.count > static_cast<int>(pool.size()))
-        return make_error("select GPUs", std::to_string(req.count) + " GPUs",
-                          "only " + n + where);
+        return make_error("select GPUs", std::to_string(req.count) + " GPUs", "only " + n + where);
       return std::vector<int>(pool.begin(), pool.begin() + req.count);
     case GpuRequest::Kind::kList:
       break;
@@ -248,13 +252,15 @@ Result<std::vector<int>> select_gpus(const GpuRequest& req, const std::vector<Nv
         return make_error("select GPUs", "GPU " + d, fmt::format("no such GPU: {}{}", n, where));
       pick = pool[i];
     } else if (d.rfind("MIG-", 0) == 0) {
-      return make_error("select GPUs", d, "MIG devices cannot be selected yet; select the whole GPU");
+      return make_error("select GPUs", d,
+                        "MIG devices cannot be selected yet; select the whole GPU");
     } else {
       for (const auto& g : gpus)
         if (lower(g.uuid) == lower(d)) pick = g.index;
       if (pick < 0) return make_error("select GPUs", d, "no GPU with this UUID" + where);
       if (std::find(pool.begin(), pool.end(), pick) == pool.end())
-        return make_error("select GPUs", d, "this GPU is not visible to this job (CUDA_VISIBLE_DEVICES)");
+        return make_error("select GPUs", d,
+                          "this GPU is not visible to this job (CUDA_VISIBLE_DEVICES)");
     }
     if (std::find(out.begin(), out.end(), pick) == out.end()) out.push_back(pick);
   }
@@ -299,7 +305,8 @@ Result<Requirement> parse_requirement(std::string_view expr) {
 bool requirement_met(const Requirement& req, const HostFacts& f) {
   if (req.empty()) return true;
   for (const auto& alt : req)
-    if (std::all_of(alt.begin(), alt.end(), [&f](const Constraint& c) { return constraint_holds(c, f); }))
+    if (std::all_of(alt.begin(), alt.end(),
+                    [&f](const Constraint& c) { return constraint_holds(c, f); }))
       return true;
   return false;
 }
@@ -313,16 +320,19 @@ Status check_requirements(const std::vector<std::string>& env, const HostFacts& 
     size_t eq = kv.find('=');
     if (kv.rfind(prefix, 0) != 0 || eq == std::string::npos) continue;
     std::string key = kv.substr(0, eq);
-    auto it = std::find_if(reqs.begin(), reqs.end(), [&key](const auto& p) { return p.first == key; });
-    if (it == reqs.end()) reqs.emplace_back(key, kv.substr(eq + 1));
-    else it->second = kv.substr(eq + 1);
+    auto it =
+        std::find_if(reqs.begin(), reqs.end(), [&key](const auto& p) { return p.first == key; });
+    if (it == reqs.end())
+      reqs.emplace_back(key, kv.substr(eq + 1));
+    else
+      it->second = kv.substr(eq + 1);
   }
   bool has_cuda_req = std::any_of(reqs.begin(), reqs.end(),
                                   [](const auto& p) { return p.first == "NVIDIA_REQUIRE_CUDA"; });
   if (auto cv = env_lookup(env, "CUDA_VERSION"); cv && !has_cuda_req) {
     if (auto v = parse_version(trim(*cv)); v && v->parts.size() >= 2)
-      reqs.emplace_back("CUDA_VERSION", "cuda>=" + std::to_string(v->parts[0]) + "." +
-                                            std::to_string(v->parts[1]));
+      reqs.emplace_back("CUDA_VERSION",
+                        "cuda>=" + std::to_string(v->parts[0]) + "." + std::to_string(v->parts[1]));
   }
   for (const auto& [key, expr] : reqs) {
     Requirement r = BERTH_TRY(parse_requirement(expr).with_context("check " + key));
@@ -332,14 +342,16 @@ Status check_requirements(const std::vector<std::string>& env, const HostFacts& 
       host += (i ? "/" : ", arch ") + facts.archs[i].str();
     return make_error("check requirement", fmt::format("{}=\"{}\"", key, expr),
                       "not met by this host (" + host + ")")
-        .with_hint("use an image built for CUDA " + facts.cuda.str() +
-                   " or older, update the host driver, or set NVIDIA_DISABLE_REQUIRE=1 to skip the check");
+        .with_hint(
+            "use an image built for CUDA " + facts.cuda.str() +
+            " or older, update the host driver, or set NVIDIA_DISABLE_REQUIRE=1 to skip the check");
   }
   return {};
 }
 
 bool use_cuda_compat(const Version& host_driver, const Version& compat_driver) {
-  return host_driver.known() && compat_driver.known() && compat_driver.major() > host_driver.major();
+  return host_driver.known() && compat_driver.known() &&
+         compat_driver.major() > host_driver.major();
 }
 
 Version compat_libcuda_version(const std::vector<std::string>& names) {

@@ -21,8 +21,8 @@ struct GpuRequest {
     kNothing,    ///< no driver, no devices (NVIDIA_VISIBLE_DEVICES unset, empty or "void")
     kNoDevices,  ///< the driver but no GPU ("none")
     kAll,
-    kCount,      ///< the first `count` GPUs (--gpus N)
-    kList,       ///< `devices`, indexes or UUIDs
+    kCount,  ///< the first `count` GPUs (--gpus N)
+    kList,   ///< `devices`, indexes or UUIDs
   };
   Kind kind = Kind::kNothing;
   int count = 0;
@@ -65,8 +65,8 @@ Result<Requirement> parse_requirement(std::string_view expr);
 struct HostFacts {
   Version driver;
   Version cuda;
-  std::vector<Version> archs;        ///< compute capability per selected GPU, may be empty
-  std::vector<std::string> brands;   ///< brand per selected GPU ("tesla", "geforce"), may be empty
+  std::vector<Version> archs;       ///< compute capability per selected GPU, may be empty
+  std::vector<std::string> brands;  ///< brand per selected GPU ("tesla", "geforce"), may be empty
 };
 /// Evaluates one requirement.
 bool requirement_met(const Requirement& req, const HostFacts& facts);
@@ -84,6 +84,5 @@ Status check_requirements(const std::vector<std::string>& env, const HostFacts& 
 bool use_cuda_compat(const Version& host_driver, const Version& compat_driver);
 /// The compat libcuda version among the file names of /usr/local/cuda/compat; unknown when none.
 Version compat_libcuda_version(const std::vector<std::string>& names);
-
 
 }  // namespace berth

@@ -15,7 +15,9 @@ namespace {
 
 using nlohmann::json;
 
-json str_or_null(const std::string& s) { return s.empty() ? json() : json(s); }
+json str_or_null(const std::string& s) {
+  return s.empty() ? json() : json(s);
+}
 
 template <class T>
 json opt(const std::optional<T>& v) {
@@ -43,7 +45,9 @@ json window_json(const std::optional<WindowStats>& w) {
 }
 
 /// "37", "30.3": a number to 0.1, without a needless ".0".
-std::string num(double v) { return fmt::format("{:g}", std::round(v * 10) / 10); }
+std::string num(double v) {
+  return fmt::format("{:g}", std::round(v * 10) / 10);
+}
 
 struct Window {
   std::optional<WindowStats> util_gpu, util_memory, memory_used, power;
@@ -51,11 +55,12 @@ struct Window {
 
 Window window_for(const NvmlReadings& r, int index) {
   Window w;
-  w.util_gpu = window_of(series(r, index, [](const NvmlGpuReading& g) { return as_double(g.utilization_gpu); }));
-  w.util_memory =
-      window_of(series(r, index, [](const NvmlGpuReading& g) { return as_double(g.utilization_memory); }));
-  w.memory_used =
-      window_of(series(r, index, [](const NvmlGpuReading& g) { return as_double(g.memory_used_mib); }));
+  w.util_gpu = window_of(
+      series(r, index, [](const NvmlGpuReading& g) { return as_double(g.utilization_gpu); }));
+  w.util_memory = window_of(
+      series(r, index, [](const NvmlGpuReading& g) { return as_double(g.utilization_memory); }));
+  w.memory_used = window_of(
+      series(r, index, [](const NvmlGpuReading& g) { return as_double(g.memory_used_mib); }));
   w.power = window_of(series(r, index, [](const NvmlGpuReading& g) { return g.power_w; }));
   return w;
 }
@@ -141,7 +146,8 @@ json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o, const GpuStatsH
           {"name", str_or_null(g.name)},
           {"bus_id", str_or_null(g.bus_id)},
           {"utilization", {{"gpu", opt(g.utilization_gpu)}, {"memory", opt(g.utilization_memory)}}},
-          {"memory", {{"total_mib", opt(g.memory_total_mib)}, {"used_mib", opt(g.memory_used_mib)}}},
+          {"memory",
+           {{"total_mib", opt(g.memory_total_mib)}, {"used_mib", opt(g.memory_used_mib)}}},
           {"temperature_c", opt(g.temperature_c)},
           {"power_w", opt(g.power_w)},
           {"processes", procs},
@@ -171,7 +177,8 @@ std::string gpu_stats_text(const NvmlReadings& r, const NvmlOptions& o, const Gp
   out += "\n";
   if (r.samples.empty() || r.samples.back().gpus.empty()) return out + "no GPUs\n";
   const auto& gpus = r.samples.back().gpus;
-  auto percent = [windowed](const std::optional<unsigned>& now, const std::optional<WindowStats>& w) {
+  auto percent = [windowed](const std::optional<unsigned>& now,
+                            const std::optional<WindowStats>& w) {
     if (windowed && w) return fmt::format("{}% ({}-{})", num(w->mean), num(w->min), num(w->max));
     return now ? fmt::format("{}%", *now) : std::string("-");
   };
@@ -195,7 +202,8 @@ std::string gpu_stats_text(const NvmlReadings& r, const NvmlOptions& o, const Gp
                     g.power_w ? fmt::format("{:.1f}W", *g.power_w) : "-"});
   }
   out += table(rows) + unreadable;
-  std::vector<std::vector<std::string>> procs = {{"GPU", "PID", "USER", "JOB", "COMMAND", "MEMORY (MiB)"}};
+  std::vector<std::vector<std::string>> procs = {
+      {"GPU", "PID", "USER", "JOB", "COMMAND", "MEMORY (MiB)"}};
   std::string unknown;
   for (const auto& g : gpus) {
     if (!g.error.empty()) continue;

@@ -17,8 +17,8 @@ namespace {
 
 using Kind = DeviceEdit::Kind;
 
-DeviceEdit host_bind(const std::string& host, const std::string& target, bool read_only, bool is_dir,
-                bool required = true) {
+DeviceEdit host_bind(const std::string& host, const std::string& target, bool read_only,
+                     bool is_dir, bool required = true) {
   return DeviceEdit{Kind::kBind, host, target, read_only, is_dir, required};
 }
 
@@ -44,16 +44,20 @@ void inject_gpu_plan(const GpuPlan& plan, ContainerSpec& spec) {
   ensure_run_dir(spec);
   auto& out = spec.device_edits;
   // /dev is the container's own tmpfs (or the host's, with --host-dev): nodes leave nothing.
-  for (const DeviceNode& n : plan.devices) out.push_back(host_bind(n.host_path, n.path, false, false));
-  for (const GpuBind& b : plan.libraries) out.push_back(host_bind(b.host, b.container, true, false));
+  for (const DeviceNode& n : plan.devices)
+    out.push_back(host_bind(n.host_path, n.path, false, false));
+  for (const GpuBind& b : plan.libraries)
+    out.push_back(host_bind(b.host, b.container, true, false));
   for (const GpuLink& l : plan.links) out.push_back(DeviceEdit{Kind::kSymlink, l.target, l.path});
   for (const auto* group : {&plan.binaries, &plan.files})
-    for (const GpuBind& b : *group) stage_and_link(b.host, b.container, b.read_only, b.is_dir, spec);
+    for (const GpuBind& b : *group)
+      stage_and_link(b.host, b.container, b.read_only, b.is_dir, spec);
   // /proc/driver/nvidia exists only where the driver is loaded (not on a fabricated host):
   // those edits are optional.
   if (!plan.proc_mask.empty()) {
     out.push_back(DeviceEdit{Kind::kTmpfs, "", plan.proc_mask, true, true, false});
-    for (const GpuBind& b : plan.proc_gpus) out.push_back(host_bind(b.host, b.container, true, true, false));
+    for (const GpuBind& b : plan.proc_gpus)
+      out.push_back(host_bind(b.host, b.container, true, true, false));
   }
   for (const GpuFile& g : plan.generated)
     out.push_back(DeviceEdit{Kind::kFile, g.content, g.container, true, false, false});

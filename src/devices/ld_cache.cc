@@ -8,10 +8,11 @@ namespace {
 // Layouts, as glibc's ldconfig writes them (little-endian on the hosts Berth supports).
 constexpr std::string_view kOldMagic = "ld.so-1.7.0";
 constexpr std::string_view kNewMagic = "glibc-ld.so.cache1.1";
-constexpr size_t kOldHeader = 16;      // magic[11], pad, uint32 nlibs
-constexpr size_t kOldEntry = 12;       // int32 flags, uint32 key, uint32 value
-constexpr size_t kNewHeader = 48;      // magic+version[20], nlibs, len_strings, flags[4], ext, unused[3]
-constexpr size_t kNewEntry = 24;       // flags, key, value, osversion, uint64 hwcap
+constexpr size_t kOldHeader = 16;  // magic[11], pad, uint32 nlibs
+constexpr size_t kOldEntry = 12;   // int32 flags, uint32 key, uint32 value
+constexpr size_t kNewHeader =
+    48;                           // magic+version[20], nlibs, len_strings, flags[4], ext, unused[3]
+constexpr size_t kNewEntry = 24;  // flags, key, value, osversion, uint64 hwcap
 
 uint32_t u32(std::string_view d, size_t off) {
   uint32_t v;
@@ -37,7 +38,8 @@ Result<std::vector<LdCacheEntry>> parse_entries(std::string_view d, size_t first
     size_t at = first + size_t{i} * entry_size;
     LdCacheEntry e;
     e.flags = static_cast<int32_t>(u32(d, at));
-    if (!string_at(strings, u32(d, at + 4), &e.name) || !string_at(strings, u32(d, at + 8), &e.path))
+    if (!string_at(strings, u32(d, at + 4), &e.name) ||
+        !string_at(strings, u32(d, at + 8), &e.path))
       return make_error("parse ld.so.cache", what,
                         "entry " + std::to_string(i) + " points outside the string table");
     out.push_back(std::move(e));

@@ -13,9 +13,9 @@
 namespace berth {
 
 struct LdCacheEntry {
-  std::string name;    ///< the key: a soname such as "libcuda.so.1"
-  std::string path;    ///< the absolute path ldconfig recorded (in the host's namespace)
-  int32_t flags = 0;   ///< FLAG_ELF_LIBC6 (3) | arch bits (0x0300 = x86-64, 0 = i386, ...)
+  std::string name;   ///< the key: a soname such as "libcuda.so.1"
+  std::string path;   ///< the absolute path ldconfig recorded (in the host's namespace)
+  int32_t flags = 0;  ///< FLAG_ELF_LIBC6 (3) | arch bits (0x0300 = x86-64, 0 = i386, ...)
 };
 
 /// Cache flag bits as glibc's ldconfig writes them.

@@ -56,10 +56,11 @@ Status check_glibc(const std::vector<HostLibrary>& host, const std::vector<HostL
   if (have < need)
     return make_error("inject MPI", needer,
                       "needs glibc " + version_string(need) + ", newer than the image's " +
-                          (have.empty() ? std::string("(unknown)") : version_string(have)) +
-                          " (" + libc + ")",
+                          (have.empty() ? std::string("(unknown)") : version_string(have)) + " (" +
+                          libc + ")",
                       ErrorCode::kUnsupported)
-        .with_hint("use an image built on a newer distribution, or a host MPI built for older ones");
+        .with_hint(
+            "use an image built on a newer distribution, or a host MPI built for older ones");
   return {};
 }
 
@@ -80,10 +81,10 @@ Result<MpiPlan> plan_mpi(const MpiDeclaration& decl, const std::vector<HostLibra
     std::string names;
     for (const std::string& h : host_names)
       names += (names.empty() ? "" : ", ") + parse_library_name(h)->linker_name;
-    return make_error("inject MPI", "--mpi=" + decl.type,
-                      "the image has no MPI library to replace (none of " + names +
-                          " in its ld.so.cache)",
-                      ErrorCode::kNotFound)
+    return make_error(
+               "inject MPI", "--mpi=" + decl.type,
+               "the image has no MPI library to replace (none of " + names + " in its ld.so.cache)",
+               ErrorCode::kNotFound)
         .with_hint("run the image without --mpi, or rebuild it with an MPI of the same ABI");
   }
   for (size_t i = 0; i < pairs.size(); ++i) {
@@ -151,8 +152,8 @@ Status add_mpi(const std::vector<MpiDeclaration>& declared, const std::string& d
   if (decl == nullptr)
     return make_error("inject MPI", "--mpi" + (type.empty() ? std::string() : "=" + type),
                       want.empty() ? "the site policy declares no default MPI (mpi_default)"
-                                   : "the site policy declares no MPI " + want + " (declared: " +
-                                         (names.empty() ? "none" : names) + ")",
+                                   : "the site policy declares no MPI " + want +
+                                         " (declared: " + (names.empty() ? "none" : names) + ")",
                       ErrorCode::kNotFound);
   auto host = BERTH_TRY(resolve_host_libraries(decl->libraries));
   auto deps = BERTH_TRY(resolve_host_libraries(decl->dependencies));

@@ -27,11 +27,11 @@ inline constexpr const char* kMpiLibDir = "/usr/lib/berth/mpi";
 /// One host MPI, as the site policy declares it ([mpi.TYPE]): the one form the policy file's
 /// reader fills (site/config.h) and --mpi injects.
 struct MpiDeclaration {
-  std::string type;                        ///< the [mpi.TYPE] name ("mpich")
-  std::vector<std::string> libraries;      ///< host paths of the MPI libraries
-  std::vector<std::string> dependencies;   ///< host paths of libraries they need
-  std::vector<std::string> mounts;         ///< -v syntax: HOST:CTR[:ro|:rw]
-  MpiAbiRule abi = MpiAbiRule::kMajor;     ///< the declaration's abi, major when it gives none
+  std::string type;                       ///< the [mpi.TYPE] name ("mpich")
+  std::vector<std::string> libraries;     ///< host paths of the MPI libraries
+  std::vector<std::string> dependencies;  ///< host paths of libraries they need
+  std::vector<std::string> mounts;        ///< -v syntax: HOST:CTR[:ro|:rw]
+  MpiAbiRule abi = MpiAbiRule::kMajor;    ///< the declaration's abi, major when it gives none
 };
 
 /// A host library, resolved: `path` as declared, `real` its real file, `soname` its DT_SONAME.

@@ -39,9 +39,12 @@ AbiVerdict check_mpi_abi(const LibraryName& host, const LibraryName& image, MpiA
     return AbiVerdict::kIncompatible;
   int hm = host.minor().value_or(0), im = image.minor().value_or(0);
   switch (rule) {
-    case MpiAbiRule::kMajor: return AbiVerdict::kOver;
-    case MpiAbiRule::kStrict: return hm == im ? AbiVerdict::kOver : AbiVerdict::kIncompatible;
-    case MpiAbiRule::kFull: return hm >= im ? AbiVerdict::kOver : AbiVerdict::kBeside;
+    case MpiAbiRule::kMajor:
+      return AbiVerdict::kOver;
+    case MpiAbiRule::kStrict:
+      return hm == im ? AbiVerdict::kOver : AbiVerdict::kIncompatible;
+    case MpiAbiRule::kFull:
+      return hm >= im ? AbiVerdict::kOver : AbiVerdict::kBeside;
   }
   return AbiVerdict::kIncompatible;
 }
@@ -64,8 +67,7 @@ int choose_image_library(const std::vector<std::string>& files, const std::strin
 std::vector<int> highest_glibc_version(std::string_view bytes) {
   std::vector<int> best;
   constexpr std::string_view kTag = "GLIBC_";
-  for (size_t at = bytes.find(kTag); at != std::string_view::npos;
-       at = bytes.find(kTag, at + 1)) {
+  for (size_t at = bytes.find(kTag); at != std::string_view::npos; at = bytes.find(kTag, at + 1)) {
     size_t i = at + kTag.size();
     std::vector<int> v;
     while (i < bytes.size() && bytes[i] >= '0' && bytes[i] <= '9') {
@@ -131,8 +133,9 @@ Result<std::vector<MpiPair>> match_mpi_libraries(const std::vector<std::string>&
                               std::string(mpi_abi_rule_name(rule)) + " rule",
                           ErrorCode::kInvalidInput);
       if (pair.verdict == AbiVerdict::kBeside && warnings != nullptr)
-        warnings->push_back(both + ": only the majors agree; the host's is injected beside the "
-                                   "image's, not over it");
+        warnings->push_back(both +
+                            ": only the majors agree; the host's is injected beside the "
+                            "image's, not over it");
     }
     out.push_back(std::move(pair));
   }

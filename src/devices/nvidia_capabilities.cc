@@ -45,7 +45,7 @@ const LibraryRule kLibraries[] = {
 
 const std::vector<CapabilityName>& capability_names() {
   static const std::vector<CapabilityName> names = {
-      {"utility", kCapUtility}, {"compute", kCapCompute}, {"video", kCapVideo},
+      {"utility", kCapUtility},   {"compute", kCapCompute}, {"video", kCapVideo},
       {"graphics", kCapGraphics}, {"display", kCapDisplay}, {"ngx", kCapNgx},
       {"compat32", kCapCompat32},
   };

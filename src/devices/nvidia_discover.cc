@@ -22,13 +22,23 @@ namespace {
 
 /// Where libraries are looked for besides ld.so.cache (host namespace).
 const char* const kLibraryDirs[] = {
-    "/usr/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu/nvidia/current",
-    "/usr/lib/x86_64-linux-gnu/vdpau", "/lib/x86_64-linux-gnu", "/usr/lib64", "/lib64",
-    "/usr/lib64/vdpau", "/usr/lib", "/lib", "/usr/lib/vdpau",
-    "/usr/lib/i386-linux-gnu", "/usr/lib/i386-linux-gnu/vdpau", "/usr/lib32",
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu/nvidia/current",
+    "/usr/lib/x86_64-linux-gnu/vdpau",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/lib64",
+    "/usr/lib64/vdpau",
+    "/usr/lib",
+    "/lib",
+    "/usr/lib/vdpau",
+    "/usr/lib/i386-linux-gnu",
+    "/usr/lib/i386-linux-gnu/vdpau",
+    "/usr/lib32",
     // Where GKE and NVIDIA's GPU operator put a containerised driver (its users find it through
     // LD_LIBRARY_PATH, not ld.so.cache): lib64 native, lib 32-bit.
-    "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib",
+    "/usr/local/nvidia/lib64",
+    "/usr/local/nvidia/lib",
 };
 
 struct BinaryRule {
@@ -42,8 +52,8 @@ const BinaryRule kBinaries[] = {
     {"nvidia-cuda-mps-control", kCapCompute},
     {"nvidia-cuda-mps-server", kCapCompute},
 };
-const char* const kBinaryDirs[] = {"/usr/bin",      "/usr/sbin", "/bin", "/sbin", "/usr/local/bin",
-                                   "/usr/local/nvidia/bin"};
+const char* const kBinaryDirs[] = {"/usr/bin", "/usr/sbin",      "/bin",
+                                   "/sbin",    "/usr/local/bin", "/usr/local/nvidia/bin"};
 
 /// ICD and loader configuration files, by capability.
 const BinaryRule kConfigFiles[] = {
@@ -141,8 +151,8 @@ void discover_gpus(const DiscoveryOptions& o, NvidiaDriver* d) {
     g.proc_host_path = under_root(o.driver_root, g.proc_dir);
     auto text = read_file(g.proc_host_path + "/information");
     if (!text.ok()) {
-      d->warnings.push_back("cannot read " + g.proc_host_path + "/information: " +
-                            text.error().message());
+      d->warnings.push_back("cannot read " + g.proc_host_path +
+                            "/information: " + text.error().message());
       continue;
     }
     auto kv = parse_info(*text);
@@ -161,7 +171,8 @@ void discover_gpus(const DiscoveryOptions& o, NvidiaDriver* d) {
       d->warnings.push_back(g.proc_host_path + "/information: Device Minor \"" + minor +
                             "\" is not a GPU minor number");
     if (g.minor >= 0)
-      g.has_node = find_node(o.effective_dev_root(), "/dev/nvidia" + std::to_string(g.minor), &g.node);
+      g.has_node =
+          find_node(o.effective_dev_root(), "/dev/nvidia" + std::to_string(g.minor), &g.node);
     d->gpus.push_back(std::move(g));
   }
   // nvidia-smi numbers GPUs in PCI bus order.
@@ -280,7 +291,8 @@ void discover_files(const DiscoveryOptions& o, NvidiaDriver* d) {
   for (const auto& c : kConfigFiles) add(d->config_files, c.name, c.caps);
   for (const char* fw : {"/lib/firmware/nvidia/", "/usr/lib/firmware/nvidia/"}) {
     std::string dir = fw + d->version.str();
-    for (const auto& name : list_dir(under_root(o.driver_root, dir))) add(d->firmware, path_join(dir, name), 0);
+    for (const auto& name : list_dir(under_root(o.driver_root, dir)))
+      add(d->firmware, path_join(dir, name), 0);
     if (!d->firmware.empty()) break;
   }
   add(d->ipc, "/run/nvidia-persistenced/socket", kCapUtility | kCapCompute);
@@ -300,7 +312,8 @@ std::optional<Version> parse_nvrm_version(std::string_view text) {
   std::string_view line = text.substr(at, end == std::string_view::npos ? end : end - at);
   size_t mod = line.find("Module");
   if (mod == std::string_view::npos) return std::nullopt;
-  // The version is the first dotted number after "Kernel Module" (or "Open Kernel Module for x86_64").
+  // The version is the first dotted number after "Kernel Module" (or "Open Kernel Module for
+  // x86_64").
   size_t i = mod;
   while (i < line.size()) {
     size_t b = line.find_first_not_of(" \t", i);
@@ -329,8 +342,10 @@ Result<NvidiaDriver> discover_nvidia(const DiscoveryOptions& o) {
   std::string vfile = under_root(o.driver_root, "/proc/driver/nvidia/version");
   if (path_exists(vfile)) {
     std::string text = BERTH_TRY(read_file(vfile));
-    if (auto v = parse_nvrm_version(text)) d.kernel_version = *v;
-    else d.warnings.push_back("cannot find the NVRM version in " + vfile);
+    if (auto v = parse_nvrm_version(text))
+      d.kernel_version = *v;
+    else
+      d.warnings.push_back("cannot find the NVRM version in " + vfile);
   }
   std::vector<std::string> candidates = library_candidates(o, &d);
   d.library_version = library_version_of(o, candidates, "libcuda.so.1", "libcuda");
@@ -369,8 +384,10 @@ Result<NvidiaDriver> discover_nvidia(const DiscoveryOptions& o) {
   std::string params = under_root(o.driver_root, "/proc/driver/nvidia/params");
   if (path_exists(params)) {
     auto text = read_file(params);
-    if (text.ok()) d.proc_params = *text;
-    else d.warnings.push_back(text.error().message());
+    if (text.ok())
+      d.proc_params = *text;
+    else
+      d.warnings.push_back(text.error().message());
   }
 
   const DriverFile* libcuda = nullptr;
@@ -378,16 +395,19 @@ Result<NvidiaDriver> discover_nvidia(const DiscoveryOptions& o) {
     if (!l.lib32 && basename_of(l.path).rfind("libcuda.so.", 0) == 0) libcuda = &l;
   // Under any driver root: that libcuda is the one containers will load, and the probe runs
   // it in a forked child with a time limit.
-  if (!libcuda) d.cuda_version_note = "no libcuda for driver " + d.version.str();
-  else if (o.cuda_probe == CudaProbe::kNever) d.cuda_version_note = "not probed (BERTH_CUDA_PROBE=never)";
-  else d.cuda_version = probe_cuda_driver_version(libcuda->host_path, &d.cuda_version_note);
+  if (!libcuda)
+    d.cuda_version_note = "no libcuda for driver " + d.version.str();
+  else if (o.cuda_probe == CudaProbe::kNever)
+    d.cuda_version_note = "not probed (BERTH_CUDA_PROBE=never)";
+  else
+    d.cuda_version = probe_cuda_driver_version(libcuda->host_path, &d.cuda_version_note);
   if (!d.cuda_version.known() && d.found) {
     // Not asked or no answer: the driver branch says which CUDA it supports.
     if (Version v = cuda_version_for_driver(d.version); v.known()) {
       d.cuda_version = v;
       d.cuda_version_derived = true;
-      d.cuda_version_note = "derived from driver branch " + std::to_string(d.version.parts[0]) + "; " +
-                            d.cuda_version_note;
+      d.cuda_version_note = "derived from driver branch " + std::to_string(d.version.parts[0]) +
+                            "; " + d.cuda_version_note;
     }
   }
   return d;

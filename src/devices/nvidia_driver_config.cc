@@ -11,8 +11,10 @@ Result<DiscoveryOptions> discovery_options_from_env(DiscoveryOptions configured)
   o.mps_pipe_dir = env_or("CUDA_MPS_PIPE_DIRECTORY", o.mps_pipe_dir);
   o.mps_log_dir = env_or("CUDA_MPS_LOG_DIRECTORY", o.mps_log_dir);
   std::string probe = env_or("BERTH_CUDA_PROBE", "auto");
-  if (probe == "never") o.cuda_probe = CudaProbe::kNever;
-  else if (probe == "always") o.cuda_probe = CudaProbe::kAlways;
+  if (probe == "never")
+    o.cuda_probe = CudaProbe::kNever;
+  else if (probe == "always")
+    o.cuda_probe = CudaProbe::kAlways;
   else if (probe != "auto")
     return make_error("read environment", "BERTH_CUDA_PROBE",
                       "'" + probe + "' is not one of auto, never, always");

@@ -22,7 +22,9 @@ struct DiscoveryOptions {
   std::string mps_pipe_dir = "/tmp/nvidia-mps";     ///< CUDA_MPS_PIPE_DIRECTORY
   std::string mps_log_dir = "/var/log/nvidia-mps";  ///< CUDA_MPS_LOG_DIRECTORY
 
-  const std::string& effective_dev_root() const { return dev_root.empty() ? driver_root : dev_root; }
+  const std::string& effective_dev_root() const {
+    return dev_root.empty() ? driver_root : dev_root;
+  }
 };
 
 /// `configured` (the roots the configuration file gives, site/config.h) overridden by

@@ -51,13 +51,15 @@ Version probe_cuda_driver_version(const std::string& host_path, std::string* not
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (n != sizeof v) {
-    *note = WIFSIGNALED(status) ? "probing libcuda failed: killed by signal " +
-                                      std::to_string(WTERMSIG(status))
-                                : "probing libcuda failed";
+    *note = WIFSIGNALED(status)
+                ? "probing libcuda failed: killed by signal " + std::to_string(WTERMSIG(status))
+                : "probing libcuda failed";
     return {};
   }
-  if (v == -2) *note = "libcuda has no cuDriverGetVersion";
-  else if (v < 0) *note = "libcuda could not be loaded or cuDriverGetVersion failed";
+  if (v == -2)
+    *note = "libcuda has no cuDriverGetVersion";
+  else if (v < 0)
+    *note = "libcuda could not be loaded or cuDriverGetVersion failed";
   return cuda_version_from_int(v);
 }
 

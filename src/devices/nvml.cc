@@ -28,11 +28,11 @@ using nlohmann::json;
 using NvmlDevice = void*;  // nvmlDevice_t, an opaque pointer
 constexpr int kNvmlSuccess = 0;
 constexpr int kNvmlInsufficientSize = 7;
-constexpr unsigned kNvmlTemperatureGpu = 0;             // NVML_TEMPERATURE_GPU
+constexpr unsigned kNvmlTemperatureGpu = 0;                   // NVML_TEMPERATURE_GPU
 constexpr unsigned long long kNvmlValueNotAvailable = ~0ULL;  // NVML_VALUE_NOT_AVAILABLE
-constexpr unsigned kNvmlUuidSize = 80;                  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
-constexpr unsigned kNvmlNameSize = 96;                  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
-constexpr unsigned kNvmlDriverVersionSize = 80;         // NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
+constexpr unsigned kNvmlUuidSize = 80;                        // NVML_DEVICE_UUID_V2_BUFFER_SIZE
+constexpr unsigned kNvmlNameSize = 96;                        // NVML_DEVICE_NAME_V2_BUFFER_SIZE
+constexpr unsigned kNvmlDriverVersionSize = 80;  // NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
 
 struct NvmlUtilization {  // nvmlUtilization_t
   unsigned gpu, memory;
@@ -60,8 +60,9 @@ struct NvmlProcessInfoV1 {  // nvmlProcessInfo_v1_t, of nvmlDeviceGetComputeRunn
   unsigned pid;
   unsigned long long used_gpu_memory;
 };
-static_assert(sizeof(NvmlPciInfo) == 68 && sizeof(NvmlProcessInfo) == 24 && sizeof(NvmlMemoryV2) == 40 &&
-              sizeof(NvmlProcessInfoV1) == 16 && sizeof(NvmlMemory) == 24);
+static_assert(sizeof(NvmlPciInfo) == 68 && sizeof(NvmlProcessInfo) == 24 &&
+              sizeof(NvmlMemoryV2) == 40 && sizeof(NvmlProcessInfoV1) == 16 &&
+              sizeof(NvmlMemory) == 24);
 
 /// NVML's functions, each the newest version the library has; null when it has none.
 struct NvmlApi {
@@ -120,16 +121,20 @@ NvmlApi bind_api(void* lib) {
   return a;
 }
 
-uint64_t mib(unsigned long long bytes) { return bytes >> 20; }
+uint64_t mib(unsigned long long bytes) {
+  return bytes >> 20;
+}
 
 /// A C string NVML wrote into `buf` (terminated within it, or cut at its end).
-std::string text_of(const char* buf, size_t size) { return std::string(buf, strnlen(buf, size)); }
+std::string text_of(const char* buf, size_t size) {
+  return std::string(buf, strnlen(buf, size));
+}
 
 /// The compute processes, with NVML's sizing protocol: a buffer too small gets
 /// NVML_ERROR_INSUFFICIENT_SIZE and the count it needs (processes may start meanwhile: retried).
 template <class Info>
 std::optional<std::vector<NvmlProcess>> list_processes(int (*fn)(NvmlDevice, unsigned*, Info*),
-                                                        NvmlDevice d) {
+                                                       NvmlDevice d) {
   // NVML is told of half the buffer, so that a driver whose nvmlProcessInfo_t is larger than
   // the layout declared here (nvml.h has grown it before) still writes inside it.
   std::vector<Info> buf(16);
@@ -145,7 +150,8 @@ std::optional<std::vector<NvmlProcess>> list_processes(int (*fn)(NvmlDevice, uns
     for (unsigned i = 0; i < n && i < buf.size() / 2; ++i) {
       NvmlProcess p;
       p.pid = buf[i].pid;
-      if (buf[i].used_gpu_memory != kNvmlValueNotAvailable) p.used_memory_mib = mib(buf[i].used_gpu_memory);
+      if (buf[i].used_gpu_memory != kNvmlValueNotAvailable)
+        p.used_memory_mib = mib(buf[i].used_gpu_memory);
       out.push_back(p);
     }
     return out;
@@ -177,8 +183,10 @@ void read_dynamic(const NvmlApi& a, NvmlDevice d, NvmlGpuReading* r) {
   if (unsigned t = 0; a.temperature && a.temperature(d, kNvmlTemperatureGpu, &t) == kNvmlSuccess)
     r->temperature_c = t;
   if (unsigned mw = 0; a.power && a.power(d, &mw) == kNvmlSuccess) r->power_w = mw / 1000.0;
-  if (a.processes) r->processes = list_processes(a.processes, d);
-  else if (a.processes_v1) r->processes = list_processes(a.processes_v1, d);
+  if (a.processes)
+    r->processes = list_processes(a.processes, d);
+  else if (a.processes_v1)
+    r->processes = list_processes(a.processes_v1, d);
 }
 
 template <class T>
@@ -196,14 +204,21 @@ json reading_json(const NvmlGpuReading& r) {
   json procs;
   if (r.processes) {
     procs = json::array();
-    for (const auto& p : *r.processes) procs.push_back({{"pid", p.pid}, {"mib", opt(p.used_memory_mib)}});
+    for (const auto& p : *r.processes)
+      procs.push_back({{"pid", p.pid}, {"mib", opt(p.used_memory_mib)}});
   }
-  return {{"index", r.index},          {"uuid", r.uuid},
-          {"name", r.name},            {"bus_id", r.bus_id},
-          {"ug", opt(r.utilization_gpu)}, {"um", opt(r.utilization_memory)},
-          {"mt", opt(r.memory_total_mib)}, {"mu", opt(r.memory_used_mib)},
-          {"t", opt(r.temperature_c)}, {"p", opt(r.power_w)},
-          {"procs", procs},            {"error", r.error}};
+  return {{"index", r.index},
+          {"uuid", r.uuid},
+          {"name", r.name},
+          {"bus_id", r.bus_id},
+          {"ug", opt(r.utilization_gpu)},
+          {"um", opt(r.utilization_memory)},
+          {"mt", opt(r.memory_total_mib)},
+          {"mu", opt(r.memory_used_mib)},
+          {"t", opt(r.temperature_c)},
+          {"p", opt(r.power_w)},
+          {"procs", procs},
+          {"error", r.error}};
 }
 
 /// Throws nlohmann's exceptions on a malformed line (caught by the parent's reader).
@@ -282,7 +297,8 @@ bool wanted(const NvmlOptions& o, const std::string& uuid) {
     fail("it lacks nvmlInit_v2, nvmlDeviceGetCount_v2 or nvmlDeviceGetHandleByIndex_v2: not NVML");
   if (int rc = a.init(); rc != kNvmlSuccess) fail("nvmlInit_v2: " + a.error(rc));
   char version[kNvmlDriverVersionSize] = {};
-  if (!a.driver_version || a.driver_version(version, sizeof version) != kNvmlSuccess) version[0] = '\0';
+  if (!a.driver_version || a.driver_version(version, sizeof version) != kNvmlSuccess)
+    version[0] = '\0';
   send({{"driver_version", text_of(version, sizeof version)}});
 
   unsigned count = 0;
@@ -299,10 +315,12 @@ bool wanted(const NvmlOptions& o, const std::string& uuid) {
     }
     char buf[kNvmlNameSize] = {};
     static_assert(sizeof buf >= kNvmlUuidSize);
-    if (a.uuid && a.uuid(t.device, buf, kNvmlUuidSize) == kNvmlSuccess) t.fixed.uuid = text_of(buf, sizeof buf);
+    if (a.uuid && a.uuid(t.device, buf, kNvmlUuidSize) == kNvmlSuccess)
+      t.fixed.uuid = text_of(buf, sizeof buf);
     if (!wanted(o, t.fixed.uuid)) continue;
     std::memset(buf, 0, sizeof buf);
-    if (a.name && a.name(t.device, buf, sizeof buf) == kNvmlSuccess) t.fixed.name = text_of(buf, sizeof buf);
+    if (a.name && a.name(t.device, buf, sizeof buf) == kNvmlSuccess)
+      t.fixed.name = text_of(buf, sizeof buf);
     if (NvmlPciInfo pci{}; a.pci && a.pci(t.device, &pci) == kNvmlSuccess)
       t.fixed.bus_id = normalize_bus_id(text_of(pci.bus_id, sizeof pci.bus_id));
     targets.push_back(std::move(t));

@@ -24,15 +24,16 @@ namespace berth {
 /// A compute process on a GPU.
 struct NvmlProcess {
   unsigned pid = 0;  ///< in the PID namespace NVML was asked from (the host's, for berth)
-  std::optional<uint64_t> used_memory_mib;  ///< unknown when NVML cannot say (NVML_VALUE_NOT_AVAILABLE)
+  std::optional<uint64_t>
+      used_memory_mib;  ///< unknown when NVML cannot say (NVML_VALUE_NOT_AVAILABLE)
 };
 
 /// One GPU at one instant. Empty strings and optionals: NVML could not say.
 struct NvmlGpuReading {
-  int index = 0;                ///< NVML's index (PCI bus order, as nvidia-smi numbers GPUs)
-  std::string uuid;             ///< "GPU-..."
-  std::string name;             ///< "NVIDIA H100 80GB HBM3"
-  std::string bus_id;           ///< "0000:07:00.0", as /proc/driver/nvidia and `gpu info` write it
+  int index = 0;       ///< NVML's index (PCI bus order, as nvidia-smi numbers GPUs)
+  std::string uuid;    ///< "GPU-..."
+  std::string name;    ///< "NVIDIA H100 80GB HBM3"
+  std::string bus_id;  ///< "0000:07:00.0", as /proc/driver/nvidia and `gpu info` write it
   std::optional<unsigned> utilization_gpu;     ///< % of time a kernel ran, over NVML's last period
   std::optional<unsigned> utilization_memory;  ///< % of time memory was read or written
   std::optional<uint64_t> memory_total_mib;
@@ -50,7 +51,7 @@ struct NvmlSample {
 };
 
 struct NvmlOptions {
-  int samples = 1;        ///< how many readings, `interval_ms` apart
+  int samples = 1;  ///< how many readings, `interval_ms` apart
   int interval_ms = 1000;
   /// How long NVML may take to start and give the first reading, and each later reading beyond
   /// its interval, before the child is killed and the read fails.
@@ -60,8 +61,8 @@ struct NvmlOptions {
 };
 
 struct NvmlReadings {
-  std::string driver_version;        ///< nvmlSystemGetDriverVersion; empty when unknown
-  std::vector<NvmlSample> samples;   ///< opts.samples of them, oldest first
+  std::string driver_version;       ///< nvmlSystemGetDriverVersion; empty when unknown
+  std::vector<NvmlSample> samples;  ///< opts.samples of them, oldest first
 };
 
 /// Takes opts.samples readings through the libnvidia-ml at `library` (a host path) in a forked

@@ -126,8 +126,8 @@ Result<std::vector<const Hca*>> select_hcas(const RdmaDevices& devices, const Ib
       if ((is_index(id) && std::stoi(id) == h.index) || id == h.name) found = &h;
     if (found == nullptr)
       return make_error("select HCAs", what,
-                        "no HCA " + (id.empty() ? std::string("\"\"") : id) + " (present: " +
-                            (present.empty() ? "none" : present) + ")",
+                        "no HCA " + (id.empty() ? std::string("\"\"") : id) +
+                            " (present: " + (present.empty() ? "none" : present) + ")",
                         ErrorCode::kNotFound);
     if (std::find(out.begin(), out.end(), found) == out.end()) out.push_back(found);
   }

@@ -42,22 +42,22 @@ struct RdmaPort {
 };
 
 struct Hca {
-  int index = 0;               ///< position in name order: what --ib 0,1 counts
-  std::string name;            ///< "mlx5_0"
-  std::string driver;          ///< the kernel driver of its device ("mlx5_core"), "" if none
-  std::string node_guid;       ///< "0c42:a103:0016:054c"
-  std::string sys_link;        ///< the class entry's link text ("../../devices/pci.../mlx5_0")
+  int index = 0;          ///< position in name order: what --ib 0,1 counts
+  std::string name;       ///< "mlx5_0"
+  std::string driver;     ///< the kernel driver of its device ("mlx5_core"), "" if none
+  std::string node_guid;  ///< "0c42:a103:0016:054c"
+  std::string sys_link;   ///< the class entry's link text ("../../devices/pci.../mlx5_0")
   std::vector<RdmaPort> ports;
-  std::string uverbs;          ///< "uverbs0" ("" when the HCA has no verbs device)
-  std::string uverbs_link;     ///< its infiniband_verbs entry's link text
-  bool has_node = false;       ///< /dev/infiniband/<uverbs> exists under the device root
+  std::string uverbs;       ///< "uverbs0" ("" when the HCA has no verbs device)
+  std::string uverbs_link;  ///< its infiniband_verbs entry's link text
+  bool has_node = false;    ///< /dev/infiniband/<uverbs> exists under the device root
   DeviceNode node;
   std::vector<std::string> mad;  ///< its umadN/issmN names (never injected; for ib info)
 };
 
 struct RdmaDevices {
   RdmaRoots roots;
-  std::vector<Hca> hcas;        ///< in name order
+  std::vector<Hca> hcas;  ///< in name order
   bool has_rdma_cm = false;
   DeviceNode rdma_cm;
   bool found() const { return !hcas.empty(); }

@@ -3,9 +3,9 @@
 #include <sys/stat.h>
 
 #include "core/dir.h"
-#include "core/fs.h"
 #include "core/env.h"
 #include "core/env_list.h"
+#include "core/fs.h"
 #include "core/log.h"
 #include "devices/amd.h"
 #include "devices/cdi.h"
@@ -35,8 +35,9 @@ Status add_amd(const AmdDevices& amd, const std::string& gpus_flag, ContainerSpe
   int n = static_cast<int>(amd.render_nodes.size());
   if (req.kind == GpuRequest::Kind::kCount) {
     if (req.count > n)
-      return make_error("inject GPUs", "--gpus " + gpus_flag,
-                        std::to_string(req.count) + " GPUs requested, " + std::to_string(n) + " present");
+      return make_error(
+          "inject GPUs", "--gpus " + gpus_flag,
+          std::to_string(req.count) + " GPUs requested, " + std::to_string(n) + " present");
     for (int i = 0; i < req.count; ++i) visible += (i ? "," : "") + std::to_string(i);
   } else if (req.kind == GpuRequest::Kind::kList) {
     for (const auto& d : req.devices) visible += (visible.empty() ? "" : ",") + d;

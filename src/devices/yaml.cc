@@ -75,8 +75,8 @@ Result<json> parse_yaml(std::string_view text, const std::string& where) {
     yaml_event_t ev;
     if (!yaml_parser_parse(&parser, &ev)) {
       return make_error("parse YAML", where,
-                        std::string(parser.problem ? parser.problem : "syntax error") + " at line " +
-                            std::to_string(parser.problem_mark.line + 1));
+                        std::string(parser.problem ? parser.problem : "syntax error") +
+                            " at line " + std::to_string(parser.problem_mark.line + 1));
     }
     std::unique_ptr<yaml_event_t, void (*)(yaml_event_t*)> ev_guard(&ev, yaml_event_delete);
     switch (ev.type) {
@@ -93,8 +93,8 @@ Result<json> parse_yaml(std::string_view text, const std::string& where) {
         if (stack.size() >= static_cast<size_t>(kJsonMaxDepth))
           return make_error("parse YAML", where,
                             "nested deeper than " + std::to_string(kJsonMaxDepth) + " levels");
-        stack.push_back({ev.type == YAML_SEQUENCE_START_EVENT ? json::array() : json::object(),
-                         std::nullopt});
+        stack.push_back(
+            {ev.type == YAML_SEQUENCE_START_EVENT ? json::array() : json::object(), std::nullopt});
         break;
       case YAML_SEQUENCE_END_EVENT:
       case YAML_MAPPING_END_EVENT: {

@@ -17,9 +17,12 @@ int64_t seconds_in(const UsageRecord& r, int64_t since, int64_t until, int64_t n
 
 const char* group_by_name(GroupBy by) {
   switch (by) {
-    case GroupBy::kUser: return "user";
-    case GroupBy::kGroup: return "group";
-    case GroupBy::kGpuModel: return "gpu_model";
+    case GroupBy::kUser:
+      return "user";
+    case GroupBy::kGroup:
+      return "group";
+    case GroupBy::kGpuModel:
+      return "gpu_model";
   }
   return "user";
 }
@@ -66,7 +69,9 @@ std::vector<UsageRow> aggregate_usage(const std::vector<UsageRecord>& records, i
   for (const UsageRecord& r : records) {
     int64_t s = seconds_in(r, since, until, now);
     if (s == 0) continue;
-    const std::string& key = by == GroupBy::kUser ? r.user : by == GroupBy::kGroup ? r.group : r.gpu_model;
+    const std::string& key = by == GroupBy::kUser    ? r.user
+                             : by == GroupBy::kGroup ? r.group
+                                                     : r.gpu_model;
     double gpus = r.gpus + r.gpu_share;
     if (by == GroupBy::kGpuModel && gpus == 0) continue;  // CPU jobs have no GPU model
     UsageRow& row = rows[key];
@@ -90,7 +95,8 @@ double gpu_hours_of_group(const std::vector<UsageRecord>& records, const std::st
   return h;
 }
 
-nlohmann::json usage_json(const std::vector<UsageRow>& rows, GroupBy by, int64_t since, int64_t until) {
+nlohmann::json usage_json(const std::vector<UsageRow>& rows, GroupBy by, int64_t since,
+                          int64_t until) {
   nlohmann::json list = nlohmann::json::array();
   for (const UsageRow& r : rows)
     list.push_back({{group_by_name(by), r.key},
@@ -112,7 +118,8 @@ Result<std::vector<UsageRecord>> usage_from_sacct_json(const std::string& text,
                                                        const ShareUnits& share) {
   auto doc = nlohmann::json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("jobs") || !doc["jobs"].is_array())
-    return make_error("read accounting", "sacct --json", "not a sacct JSON document (no \"jobs\" list)");
+    return make_error("read accounting", "sacct --json",
+                      "not a sacct JSON document (no \"jobs\" list)");
   std::vector<UsageRecord> out;
   try {
     for (const auto& j : doc["jobs"]) {
@@ -129,16 +136,18 @@ Result<std::vector<UsageRecord>> usage_from_sacct_json(const std::string& text,
       for (const auto& t : tres.value("allocated", nlohmann::json::array())) {
         std::string type = text_or_empty(t, "type"), name = text_or_empty(t, "name");
         int count = static_cast<int>(number_or_zero(t, "count"));
-        if (type == "cpu") r.cpus = count;
-        else if (type == "gres" && name == "gpu") r.gpus = count;
+        if (type == "cpu")
+          r.cpus = count;
+        else if (type == "gres" && name == "gpu")
+          r.gpus = count;
         else if (type == "gres" && name.starts_with("gpu:")) {
           r.gpu_model = name.substr(4);
           typed += count;
         } else if (type == "gres" && !share.gres.empty() && share.units_per_gpu > 0 &&
                    (name == share.gres || name.starts_with(share.gres + ":"))) {
           // Untyped and typed ("shard:a100") entries name the same units: the larger count.
-          r.gpu_share = std::max(r.gpu_share, static_cast<double>(count) /
-                                                  static_cast<double>(share.units_per_gpu));
+          r.gpu_share = std::max(
+              r.gpu_share, static_cast<double>(count) / static_cast<double>(share.units_per_gpu));
           if (name.size() > share.gres.size()) r.gpu_model = name.substr(share.gres.size() + 1);
         }
       }
@@ -146,7 +155,8 @@ Result<std::vector<UsageRecord>> usage_from_sacct_json(const std::string& text,
       out.push_back(std::move(r));
     }
   } catch (const nlohmann::json::exception& e) {
-    return make_error("read accounting", "sacct --json", std::string("unexpected field type: ") + e.what());
+    return make_error("read accounting", "sacct --json",
+                      std::string("unexpected field type: ") + e.what());
   }
   return out;
 }

@@ -2,8 +2,8 @@
 
 #include <cstdint>
 #include <optional>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,12 +16,12 @@ namespace berth::gateway {
 struct UsageRecord {
   std::string job_id;
   std::string user;
-  std::string group;       ///< the Slurm account the job was charged to
-  std::string gpu_model;   ///< the GRES type of its GPUs ("a100"), "" when untyped or none
-  int gpus = 0;            ///< allocated
-  int cpus = 0;            ///< allocated
-  int64_t start = 0;       ///< Unix seconds; 0: never started
-  int64_t end = 0;         ///< Unix seconds; 0: still running
+  std::string group;      ///< the Slurm account the job was charged to
+  std::string gpu_model;  ///< the GRES type of its GPUs ("a100"), "" when untyped or none
+  int gpus = 0;           ///< allocated
+  int cpus = 0;           ///< allocated
+  int64_t start = 0;      ///< Unix seconds; 0: never started
+  int64_t end = 0;        ///< Unix seconds; 0: still running
   /// A share of one GPU (a `gpu_share` job: Slurm's shard or mps GRES), counted as that
   /// fraction of a GPU in GPU-hours; 0 for whole GPUs.
   double gpu_share = 0;
@@ -39,8 +39,9 @@ struct UsageRow {
   int jobs = 0;  ///< jobs that ran for some time inside the window
 };
 
-/// Sums GPU-hours (allocated GPUs, or a job's share of one, x time run) and CPU-hours over [since, until), a running
-/// job counted up to `now`; each job's time is clipped to the window. Rows sorted by key.
+/// Sums GPU-hours (allocated GPUs, or a job's share of one, x time run) and CPU-hours over [since,
+/// until), a running job counted up to `now`; each job's time is clipped to the window. Rows sorted
+/// by key.
 std::vector<UsageRow> aggregate_usage(const std::vector<UsageRecord>& records, int64_t since,
                                       int64_t until, int64_t now, GroupBy by);
 
@@ -50,13 +51,14 @@ double gpu_hours_of_group(const std::vector<UsageRecord>& records, const std::st
 
 /// The rows as JSON ({"group_by", "since", "until", "rows": [...]}) and as CSV (a header line
 /// "<group_by>,gpu_hours,cpu_hours,jobs", hours with 4 decimals).
-nlohmann::json usage_json(const std::vector<UsageRow>& rows, GroupBy by, int64_t since, int64_t until);
+nlohmann::json usage_json(const std::vector<UsageRow>& rows, GroupBy by, int64_t since,
+                          int64_t until);
 std::string usage_csv(const std::vector<UsageRow>& rows, GroupBy by);
 
 /// How a site splits GPUs ([share]): a job's `share_gres` TRES count over `units_per_gpu` is
 /// its share of one GPU. Empty: no sharing, such TRES are not GPUs.
 struct ShareUnits {
-  std::string gres;           ///< "shard" or "mps"
+  std::string gres;  ///< "shard" or "mps"
   int64_t units_per_gpu = 0;
 };
 

@@ -52,8 +52,7 @@ Fetcher http_fetcher() {
     client.set_follow_location(false);
     client.enable_server_certificate_verification(true);
     auto res = client.Get(path);
-    if (!res)
-      return make_error("GET", url, httplib::to_string(res.error()), ErrorCode::kNetwork);
+    if (!res) return make_error("GET", url, httplib::to_string(res.error()), ErrorCode::kNetwork);
     if (res->status != 200) return http_error("GET", url, res->status, "not 200 OK");
     if (res->body.size() > kMaxDocBytes)
       return make_error("GET", url, "the answer is larger than 1 MiB", ErrorCode::kInvalidInput);
@@ -68,14 +67,14 @@ Status KeyCache::refresh(const std::string& issuer, Entry& e, int64_t now) {
   while (!base.empty() && base.back() == '/') base.pop_back();
   std::string discovery_url = base + "/.well-known/openid-configuration";
   std::string text = BERTH_TRY(fetch_(discovery_url));
-  nlohmann::json meta = BERTH_TRY(parse_json(text, "OpenID configuration " + discovery_url,
-                                             kMaxDocBytes));
+  nlohmann::json meta =
+      BERTH_TRY(parse_json(text, "OpenID configuration " + discovery_url, kMaxDocBytes));
   // OpenID Connect Discovery 1.0 section 4.3: the metadata's issuer must be the one asked.
   if (string_field(meta, "issuer") != issuer)
-    return make_error("discover issuer", discovery_url,
-                      "names issuer \"" + string_field(meta, "issuer") + "\", not \"" + issuer +
-                          "\"",
-                      ErrorCode::kIntegrity);
+    return make_error(
+        "discover issuer", discovery_url,
+        "names issuer \"" + string_field(meta, "issuer") + "\", not \"" + issuer + "\"",
+        ErrorCode::kIntegrity);
   std::string jwks_uri = string_field(meta, "jwks_uri");
   if (jwks_uri.empty())
     return make_error("discover issuer", discovery_url, "has no jwks_uri",
@@ -101,15 +100,14 @@ Result<Jwk> KeyCache::key(const std::string& issuer, const std::string& kid, int
   if (found == nullptr && may_fetch) {
     Status s = refresh(issuer, e, now);
     if (!s.ok())
-      return make_error("verify token", "",
-                        "the keys of issuer \"" + issuer + "\" cannot be read: " +
-                            s.error().message(),
-                        ErrorCode::kNetwork);
+      return make_error(
+          "verify token", "",
+          "the keys of issuer \"" + issuer + "\" cannot be read: " + s.error().message(),
+          ErrorCode::kNetwork);
     found = find();
   }
   if (found == nullptr)
-    return make_error("verify token", "",
-                      "issuer \"" + issuer + "\" has no key \"" + kid + "\"",
+    return make_error("verify token", "", "issuer \"" + issuer + "\" has no key \"" + kid + "\"",
                       ErrorCode::kPermission);
   return *found;
 }
@@ -158,11 +156,11 @@ Result<Account> map_identity(const nlohmann::json& claims, const IssuerConfig& i
                           "\" has no local account");
   auto ids = lookup(a.user);
   if (!ids)
-    return identity_error("subject \"" + a.subject + "\" of \"" + a.issuer +
-                          "\" maps to \"" + a.user + "\", which is not a local account");
+    return identity_error("subject \"" + a.subject + "\" of \"" + a.issuer + "\" maps to \"" +
+                          a.user + "\", which is not a local account");
   if (ids->first == 0)
-    return identity_error("subject \"" + a.subject + "\" of \"" + a.issuer +
-                          "\" maps to \"" + a.user + "\", which is root: jobs never run as root");
+    return identity_error("subject \"" + a.subject + "\" of \"" + a.issuer + "\" maps to \"" +
+                          a.user + "\", which is root: jobs never run as root");
   a.uid = ids->first;
   a.gid = ids->second;
   a.groups = token_groups(claims);
@@ -181,13 +179,12 @@ Result<nlohmann::json> Authenticator::verify(const std::string& token, int64_t n
     return make_error("verify token", "", "issuer \"" + iss + "\" is not trusted",
                       ErrorCode::kPermission);
   if (jws.kid.empty())
-    return make_error("verify token", "", "the token names no key (kid)",
-                      ErrorCode::kPermission);
+    return make_error("verify token", "", "the token names no key (kid)", ErrorCode::kPermission);
   Jwk key = BERTH_TRY(keys_.key(issuer->issuer, jws.kid, now));
   BERTH_CHECK(verify_signature(jws, key));
-  BERTH_CHECK(check_claims(jws.payload, {issuer->issuer, issuer->audience,
-                                         issuer->required_scope, config_.leeway_s},
-                           now));
+  BERTH_CHECK(check_claims(
+      jws.payload, {issuer->issuer, issuer->audience, issuer->required_scope, config_.leeway_s},
+      now));
   return std::move(jws.payload);
 }
 
@@ -205,8 +202,7 @@ std::variant<Account, AuthFailure> Authenticator::authenticate(const std::string
   const IssuerConfig* issuer = config_.find_issuer(string_field(*claims, "iss"));
   auto account = map_identity(*claims, *issuer, config_, lookup_);
   if (!account.ok())
-    return AuthFailure{403, account.error().detail, issuer->issuer,
-                       string_field(*claims, "sub")};
+    return AuthFailure{403, account.error().detail, issuer->issuer, string_field(*claims, "sub")};
   return std::move(*account);
 }
 

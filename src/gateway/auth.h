@@ -36,8 +36,8 @@ Fetcher http_fetcher();
 /// The issuers' keys, fetched on demand and cached; safe to use from many threads.
 class KeyCache {
  public:
-  KeyCache(Fetcher fetch, int64_t min_refresh_s) : fetch_(std::move(fetch)),
-                                                   min_refresh_s_(min_refresh_s) {}
+  KeyCache(Fetcher fetch, int64_t min_refresh_s)
+      : fetch_(std::move(fetch)), min_refresh_s_(min_refresh_s) {}
   /// The key `kid` of `issuer` at Unix time `now`, fetching the issuer's JWKS when it is not
   /// cached yet, or when `kid` is unknown and the last fetch is at least min_refresh_s old.
   Result<Jwk> key(const std::string& issuer, const std::string& kid, int64_t now);
@@ -95,11 +95,11 @@ struct AuthFailure {
 class Authenticator {
  public:
   Authenticator(const GatewayConfig& config, Fetcher fetch, UserLookup lookup)
-      : config_(config), keys_(std::move(fetch), config.jwks_min_refresh_s),
+      : config_(config),
+        keys_(std::move(fetch), config.jwks_min_refresh_s),
         lookup_(std::move(lookup)) {}
   /// The account of the request whose Authorization header is `authorization`, at `now`.
-  std::variant<Account, AuthFailure> authenticate(const std::string& authorization,
-                                                  int64_t now);
+  std::variant<Account, AuthFailure> authenticate(const std::string& authorization, int64_t now);
   /// The token's verified claims, or the reason it is not valid (message of a 401).
   Result<nlohmann::json> verify(const std::string& token, int64_t now);
   KeyCache& keys() { return keys_; }

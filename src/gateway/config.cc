@@ -1,4 +1,5 @@
-// berthd's configuration file: TOML, parsed and reported as the site policy is (site/toml_reader.h).
+// berthd's configuration file: TOML, parsed and reported as the site policy is
+// (site/toml_reader.h).
 #include "gateway/config.h"
 
 #include "site/toml.h"
@@ -45,7 +46,8 @@ class Reader : public TomlReader {
     std::vector<const toml::table*> out;
     if (a != nullptr)
       for (const toml::node& item : *a) out.push_back(item.as_table());
-    if (a == nullptr || std::find(out.begin(), out.end(), static_cast<const toml::table*>(nullptr)) != out.end())
+    if (a == nullptr ||
+        std::find(out.begin(), out.end(), static_cast<const toml::table*>(nullptr)) != out.end())
       return bad(node, key, "is not an array of tables ([[" + std::string(key) + "]])");
     return out;
   }
@@ -73,11 +75,16 @@ class Reader : public TomlReader {
     IssuerConfig i;
     for (const auto& [k, v] : t) {
       std::string_view key = k.str();
-      if (key == "issuer") i.issuer = BERTH_TRY(nonempty(v, key));
-      else if (key == "audience") i.audience = BERTH_TRY(nonempty(v, key));
-      else if (key == "required_scope") i.required_scope = BERTH_TRY(string(v, key));
-      else if (key == "username_claim") i.username_claim = BERTH_TRY(string(v, key));
-      else return bad(v, key, "is not a key of [[issuers]]");
+      if (key == "issuer")
+        i.issuer = BERTH_TRY(nonempty(v, key));
+      else if (key == "audience")
+        i.audience = BERTH_TRY(nonempty(v, key));
+      else if (key == "required_scope")
+        i.required_scope = BERTH_TRY(string(v, key));
+      else if (key == "username_claim")
+        i.username_claim = BERTH_TRY(string(v, key));
+      else
+        return bad(v, key, "is not a key of [[issuers]]");
     }
     if (i.issuer.empty()) return missing("[[issuers]]", "issuer");
     if (i.audience.empty()) return missing("[[issuers]] " + i.issuer, "audience");
@@ -89,7 +96,8 @@ class Reader : public TomlReader {
       std::string_view host = rest.substr(0, rest.find_first_of(":/"));
       if (is_loopback_host(host)) return i;
     }
-    return bad(*t.get("issuer"), "issuer", "is not an https:// URL (plain http:// only on loopback): \"" + i.issuer + "\"");
+    return bad(*t.get("issuer"), "issuer",
+               "is not an https:// URL (plain http:// only on loopback): \"" + i.issuer + "\"");
   }
 
   Result<std::map<std::string, std::string>> string_table(const toml::node& node,
@@ -119,16 +127,26 @@ class Reader : public TomlReader {
     if (t == nullptr) return bad(node, "slurm", "is not a table ([slurm])");
     for (const auto& [k, v] : *t) {
       std::string_view key = k.str();
-      if (key == "rest_url") s.rest_url = BERTH_TRY(nonempty(v, key));
-      else if (key == "api_version") s.api_version = BERTH_TRY(api_version(v, key));
-      else if (key == "jwt_key") s.jwt_key = BERTH_TRY(nonempty(v, key));
-      else if (key == "token_lifespan_s") s.token_lifespan_s = BERTH_TRY(seconds(v, key));
-      else if (key == "partition") s.partition = BERTH_TRY(string(v, key));
-      else if (key == "workdir") s.workdir = BERTH_TRY(nonempty(v, key));
-      else if (key == "environment") s.environment = BERTH_TRY(string_table(v, key));
-      else if (key == "cluster") s.cluster = BERTH_TRY(nonempty(v, key));
-      else if (key == "output_dir") s.output_dir = BERTH_TRY(nonempty(v, key));
-      else return bad(v, key, "is not a key of [slurm]");
+      if (key == "rest_url")
+        s.rest_url = BERTH_TRY(nonempty(v, key));
+      else if (key == "api_version")
+        s.api_version = BERTH_TRY(api_version(v, key));
+      else if (key == "jwt_key")
+        s.jwt_key = BERTH_TRY(nonempty(v, key));
+      else if (key == "token_lifespan_s")
+        s.token_lifespan_s = BERTH_TRY(seconds(v, key));
+      else if (key == "partition")
+        s.partition = BERTH_TRY(string(v, key));
+      else if (key == "workdir")
+        s.workdir = BERTH_TRY(nonempty(v, key));
+      else if (key == "environment")
+        s.environment = BERTH_TRY(string_table(v, key));
+      else if (key == "cluster")
+        s.cluster = BERTH_TRY(nonempty(v, key));
+      else if (key == "output_dir")
+        s.output_dir = BERTH_TRY(nonempty(v, key));
+      else
+        return bad(v, key, "is not a key of [slurm]");
     }
     if (s.rest_url.empty()) return missing("[slurm]", "rest_url");
     if (s.jwt_key.empty()) return missing("[slurm]", "jwt_key");
@@ -145,13 +163,18 @@ class Reader : public TomlReader {
     s.reclaim = true;
     for (const auto& [k, v] : *t) {
       std::string_view key = k.str();
-      if (key == "enabled") s.reclaim = BERTH_TRY(boolean(v, key));
-      else if (key == "sample_interval_s") s.reclaim_policy.sample_interval_s = BERTH_TRY(seconds(v, key));
-      else if (key == "idle_for_s") s.reclaim_policy.idle_for_s = BERTH_TRY(seconds(v, key));
-      else if (key == "berth") s.reclaim_berth = BERTH_TRY(nonempty(v, key));
+      if (key == "enabled")
+        s.reclaim = BERTH_TRY(boolean(v, key));
+      else if (key == "sample_interval_s")
+        s.reclaim_policy.sample_interval_s = BERTH_TRY(seconds(v, key));
+      else if (key == "idle_for_s")
+        s.reclaim_policy.idle_for_s = BERTH_TRY(seconds(v, key));
+      else if (key == "berth")
+        s.reclaim_berth = BERTH_TRY(nonempty(v, key));
       else if (key == "idle_below_pct") {
         auto pct = v.value<double>();
-        if (!pct || *pct <= 0 || *pct > 100) return bad(v, key, "is not a percentage above 0, at most 100");
+        if (!pct || *pct <= 0 || *pct > 100)
+          return bad(v, key, "is not a percentage above 0, at most 100");
         s.reclaim_policy.idle_below_pct = *pct;
       } else if (key == "action") {
         std::string a = BERTH_TRY(string(v, key));
@@ -161,7 +184,8 @@ class Reader : public TomlReader {
         return bad(v, key, "is not a key of [reclaim]");
       }
     }
-    if (s.reclaim_policy.sample_interval_s < 1) return bad(*t->get("sample_interval_s"), "sample_interval_s", "is less than 1");
+    if (s.reclaim_policy.sample_interval_s < 1)
+      return bad(*t->get("sample_interval_s"), "sample_interval_s", "is less than 1");
     return {};
   }
 
@@ -172,7 +196,8 @@ class Reader : public TomlReader {
     bool units = false;
     for (const auto& [k, v] : *t) {
       std::string_view key = k.str();
-      if (key == "enabled") s.enabled = BERTH_TRY(boolean(v, key));
+      if (key == "enabled")
+        s.enabled = BERTH_TRY(boolean(v, key));
       else if (key == "gres") {
         s.gres = BERTH_TRY(string(v, key));
         if (s.gres != "shard" && s.gres != "mps") return bad(v, key, "is not \"shard\" or \"mps\"");
@@ -203,11 +228,16 @@ class Reader : public TomlReader {
     if (t == nullptr) return bad(node, "resources", "is not a table ([resources])");
     for (const auto& [k, v] : *t) {
       std::string_view key = k.str();
-      if (key == "public") p.resources_public = BERTH_TRY(boolean(v, key));
-      else if (key == "public_user") p.public_user = BERTH_TRY(nonempty(v, key));
-      else if (key == "cache_s") p.resources_cache_s = BERTH_TRY(seconds(v, key));
-      else if (key == "host") p.host = BERTH_TRY(nonempty(v, key));
-      else return bad(v, key, "is not a key of [resources]");
+      if (key == "public")
+        p.resources_public = BERTH_TRY(boolean(v, key));
+      else if (key == "public_user")
+        p.public_user = BERTH_TRY(nonempty(v, key));
+      else if (key == "cache_s")
+        p.resources_cache_s = BERTH_TRY(seconds(v, key));
+      else if (key == "host")
+        p.host = BERTH_TRY(nonempty(v, key));
+      else
+        return bad(v, key, "is not a key of [resources]");
     }
     if (p.resources_public && p.public_user.empty()) return missing("[resources]", "public_user");
     return {};
@@ -222,14 +252,20 @@ class Reader : public TomlReader {
       GpuModelConfig g;
       for (const auto& [k, v] : *m) {
         std::string_view key = k.str();
-        if (key == "vendor") g.vendor = BERTH_TRY(nonempty(v, key));
-        else if (key == "model") g.model = BERTH_TRY(nonempty(v, key));
-        else if (key == "driver_version") g.driver_version = BERTH_TRY(nonempty(v, key));
-        else if (key == "cuda_version") g.cuda_version = BERTH_TRY(nonempty(v, key));
-        else if (key == "compute_capability") g.compute_capability = BERTH_TRY(strings(v, key));
+        if (key == "vendor")
+          g.vendor = BERTH_TRY(nonempty(v, key));
+        else if (key == "model")
+          g.model = BERTH_TRY(nonempty(v, key));
+        else if (key == "driver_version")
+          g.driver_version = BERTH_TRY(nonempty(v, key));
+        else if (key == "cuda_version")
+          g.cuda_version = BERTH_TRY(nonempty(v, key));
+        else if (key == "compute_capability")
+          g.compute_capability = BERTH_TRY(strings(v, key));
         else if (key == "memory_mb") {
           auto mb = v.value<int64_t>();
-          if (!v.is_integer() || !mb || *mb <= 0) return bad(v, key, "is not a positive whole number");
+          if (!v.is_integer() || !mb || *mb <= 0)
+            return bad(v, key, "is not a positive whole number");
           g.memory_mb = *mb;
         } else {
           return bad(v, key, "is not a key of [gpu_models.TYPE]");
@@ -244,10 +280,14 @@ class Reader : public TomlReader {
     UserMapping u;
     for (const auto& [k, v] : t) {
       std::string_view key = k.str();
-      if (key == "issuer") u.issuer = BERTH_TRY(nonempty(v, key));
-      else if (key == "sub") u.subject = BERTH_TRY(nonempty(v, key));
-      else if (key == "user") u.user = BERTH_TRY(nonempty(v, key));
-      else return bad(v, key, "is not a key of [[users]]");
+      if (key == "issuer")
+        u.issuer = BERTH_TRY(nonempty(v, key));
+      else if (key == "sub")
+        u.subject = BERTH_TRY(nonempty(v, key));
+      else if (key == "user")
+        u.user = BERTH_TRY(nonempty(v, key));
+      else
+        return bad(v, key, "is not a key of [[users]]");
     }
     if (u.issuer.empty()) return missing("[[users]]", "issuer");
     if (u.subject.empty()) return missing("[[users]]", "sub");
@@ -340,19 +380,24 @@ class Reader : public TomlReader {
       if (key == "period") {
         if (auto n = v.value<int64_t>(); v.is_integer()) {
           if (!n || *n < 60 || *n > int64_t{366} * 86400)
-            return bad(v, key, "is not \"month\", \"week\", \"day\" or a number of seconds from 60 to 31622400");
+            return bad(
+                v, key,
+                "is not \"month\", \"week\", \"day\" or a number of seconds from 60 to 31622400");
           q.period = "";
           q.period_s = *n;
           continue;
         }
         std::string p = BERTH_TRY(string(v, key));
         if (p != "month" && p != "week" && p != "day")
-          return bad(v, key, "is not \"month\", \"week\", \"day\" or a number of seconds from 60 to 31622400");
+          return bad(
+              v, key,
+              "is not \"month\", \"week\", \"day\" or a number of seconds from 60 to 31622400");
         q.period = p;
         q.period_s = 0;
       } else if (key == "groups") {
         const toml::table* groups = v.as_table();
-        if (groups == nullptr) return bad(v, key, "is not a table of tables ([quotas.groups.NAME])");
+        if (groups == nullptr)
+          return bad(v, key, "is not a table of tables ([quotas.groups.NAME])");
         for (const auto& [name, entry] : *groups) {
           std::string where = "[quotas.groups.\"" + std::string(name.str()) + "\"]";
           const toml::table* e = entry.as_table();
@@ -374,7 +419,6 @@ class Reader : public TomlReader {
     }
     return {};
   }
-
 };
 
 }  // namespace
@@ -396,25 +440,44 @@ Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::str
   c.path = path;
   for (const auto& [k, v] : root) {
     std::string_view key = k.str();
-    if (key == "listen") BERTH_CHECK(r.listen(v, c));
-    else if (key == "plain_http_anywhere") c.plain_http_anywhere = BERTH_TRY(r.boolean(v, key));
-    else if (key == "tls_cert") c.tls_cert = BERTH_TRY(r.nonempty(v, key));
-    else if (key == "tls_key") c.tls_key = BERTH_TRY(r.nonempty(v, key));
-    else if (key == "leeway_s") c.leeway_s = BERTH_TRY(r.seconds(v, key));
-    else if (key == "jwks_min_refresh_s") c.jwks_min_refresh_s = BERTH_TRY(r.seconds(v, key));
-    else if (key == "admin_groups") c.admin_groups = BERTH_TRY(r.strings(v, key));
-    else if (key == "database") c.database = BERTH_TRY(r.nonempty(v, key));
-    else if (key == "slurm") BERTH_CHECK(r.slurm(v, c.slurm));
-    else if (key == "reconcile_interval_s") c.reconcile_interval_s = BERTH_TRY(r.seconds(v, key));
-    else if (key == "limits") BERTH_CHECK(r.limits(v, c.limits));
-    else if (key == "quotas") BERTH_CHECK(r.quotas(v, c.quotas));
-    else if (key == "accounting") BERTH_CHECK(r.accounting(v, c.accounting));
-    else if (key == "audit_log") c.audit_log = BERTH_TRY(r.nonempty(v, key));
-    else if (key == "metrics_public") c.publish.metrics_public = BERTH_TRY(r.boolean(v, key));
-    else if (key == "resources") BERTH_CHECK(r.resources(v, c.publish));
-    else if (key == "reclaim") BERTH_CHECK(r.reclaim(v, c.slurm));
-    else if (key == "share") BERTH_CHECK(r.share(v, c.slurm.share));
-    else if (key == "gpu_models") BERTH_CHECK(r.gpu_models(v, c.publish));
+    if (key == "listen")
+      BERTH_CHECK(r.listen(v, c));
+    else if (key == "plain_http_anywhere")
+      c.plain_http_anywhere = BERTH_TRY(r.boolean(v, key));
+    else if (key == "tls_cert")
+      c.tls_cert = BERTH_TRY(r.nonempty(v, key));
+    else if (key == "tls_key")
+      c.tls_key = BERTH_TRY(r.nonempty(v, key));
+    else if (key == "leeway_s")
+      c.leeway_s = BERTH_TRY(r.seconds(v, key));
+    else if (key == "jwks_min_refresh_s")
+      c.jwks_min_refresh_s = BERTH_TRY(r.seconds(v, key));
+    else if (key == "admin_groups")
+      c.admin_groups = BERTH_TRY(r.strings(v, key));
+    else if (key == "database")
+      c.database = BERTH_TRY(r.nonempty(v, key));
+    else if (key == "slurm")
+      BERTH_CHECK(r.slurm(v, c.slurm));
+    else if (key == "reconcile_interval_s")
+      c.reconcile_interval_s = BERTH_TRY(r.seconds(v, key));
+    else if (key == "limits")
+      BERTH_CHECK(r.limits(v, c.limits));
+    else if (key == "quotas")
+      BERTH_CHECK(r.quotas(v, c.quotas));
+    else if (key == "accounting")
+      BERTH_CHECK(r.accounting(v, c.accounting));
+    else if (key == "audit_log")
+      c.audit_log = BERTH_TRY(r.nonempty(v, key));
+    else if (key == "metrics_public")
+      c.publish.metrics_public = BERTH_TRY(r.boolean(v, key));
+    else if (key == "resources")
+      BERTH_CHECK(r.resources(v, c.publish));
+    else if (key == "reclaim")
+      BERTH_CHECK(r.reclaim(v, c.slurm));
+    else if (key == "share")
+      BERTH_CHECK(r.share(v, c.slurm.share));
+    else if (key == "gpu_models")
+      BERTH_CHECK(r.gpu_models(v, c.publish));
     else if (key == "issuers") {
       for (const toml::table* t : BERTH_TRY(r.tables(v, key)))
         c.issuers.push_back(BERTH_TRY(r.issuer(*t)));

@@ -48,14 +48,14 @@ struct ShareConfig {
 
 /// The Slurm cluster jobs go to ([slurm]), through its slurmrestd.
 struct SlurmConfig {
-  std::string rest_url;        ///< slurmrestd, "http://HOST:PORT" (rest_auth/jwt)
+  std::string rest_url;  ///< slurmrestd, "http://HOST:PORT" (rest_auth/jwt)
   /// The slurmrestd API version berthd speaks: "auto" (the newest both sides know, from what
   /// slurmrestd offers) or one of gateway/slurm_api.h's ("v0.0.41", "v0.0.38").
   std::string api_version = "auto";
-  std::string jwt_key;         ///< the file of Slurm's auth/jwt key (jwt_key=)
+  std::string jwt_key;            ///< the file of Slurm's auth/jwt key (jwt_key=)
   int64_t token_lifespan_s = 60;  ///< the life of each token berthd mints
-  std::string partition;       ///< "" for Slurm's default
-  std::string workdir = "/tmp";  ///< the batch script's working directory
+  std::string partition;          ///< "" for Slurm's default
+  std::string workdir = "/tmp";   ///< the batch script's working directory
   /// Variables every job's environment starts with (PATH, SLURM_CONF, ...).
   std::map<std::string, std::string> environment;
   /// The cluster's name in GET /v1/systems.
@@ -69,7 +69,7 @@ struct SlurmConfig {
   bool reclaim = false;
   ReclaimPolicy reclaim_policy;
   std::string reclaim_berth = "berth";  ///< the berth program on the compute nodes
-  ShareConfig share;  ///< [share]
+  ShareConfig share;                    ///< [share]
 };
 
 /// What GET /v1/resources knows of one GPU model beyond Slurm's count ([gpu_models.TYPE], TYPE
@@ -93,7 +93,7 @@ struct PublishConfig {
 };
 
 struct GatewayConfig {
-  std::string path;                  ///< the file read, named in errors
+  std::string path;  ///< the file read, named in errors
   std::string listen_host = "127.0.0.1";
   int listen_port = 8080;
   /// Plain HTTP on an address other than loopback; without it berthd refuses to start so.

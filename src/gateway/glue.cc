@@ -12,7 +12,9 @@ using nlohmann::json;
 
 /// A node that takes no work (GLUE's "unavailable instances"): the Slurm adapter has already
 /// folded Slurm's down, drained, failing, ... states into one (slurm_v0038.cc, node_state).
-bool unavailable(const std::string& state) { return state == "unavailable"; }
+bool unavailable(const std::string& state) {
+  return state == "unavailable";
+}
 
 struct NodeClass {
   int cpus;
@@ -28,7 +30,9 @@ struct NodeClass {
   }
 };
 
-NodeClass class_of(const GlueNode& n) { return {n.cpus, n.memory_mb, n.gpu_model, n.gpus}; }
+NodeClass class_of(const GlueNode& n) {
+  return {n.cpus, n.memory_mb, n.gpu_model, n.gpus};
+}
 
 }  // namespace
 
@@ -38,7 +42,9 @@ json glue_document(const GlueSite& site) {
     return std::string("urn:glue2:") + entity + ":" + name + suffix;
   };
   auto entity = [&site](const std::string& entity_id, const std::string& name) {
-    return json{{"ID", entity_id}, {"Name", name}, {"CreationTime", site.creation_time},
+    return json{{"ID", entity_id},
+                {"Name", name},
+                {"CreationTime", site.creation_time},
                 {"Validity", site.validity_s}};
   };
   const std::string service_id = id("ComputingService", site.cluster);
@@ -65,8 +71,10 @@ json glue_document(const GlueSite& site) {
     }
     const bool down = unavailable(n.state);
     e["TotalInstances"] = e["TotalInstances"].get<int>() + 1;
-    if (down) e["UnavailableInstances"] = e["UnavailableInstances"].get<int>() + 1;
-    else if (n.alloc_cpus > 0 || n.gpus_used > 0) e["UsedInstances"] = e["UsedInstances"].get<int>() + 1;
+    if (down)
+      e["UnavailableInstances"] = e["UnavailableInstances"].get<int>() + 1;
+    else if (n.alloc_cpus > 0 || n.gpus_used > 0)
+      e["UsedInstances"] = e["UsedInstances"].get<int>() + 1;
     total_cpus += n.cpus;
     used_cpus += n.alloc_cpus;
     total_gpus += n.gpus;
@@ -116,7 +124,8 @@ json glue_document(const GlueSite& site) {
     int gpus = 0, gpus_used = 0;
     std::set<std::string> env_ids;
     for (const GlueNode& n : site.nodes) {
-      if (std::find(n.partitions.begin(), n.partitions.end(), p.name) == n.partitions.end()) continue;
+      if (std::find(n.partitions.begin(), n.partitions.end(), p.name) == n.partitions.end())
+        continue;
       env_ids.insert(classes[class_of(n)]["ID"].get<std::string>());
       used += n.alloc_cpus;
       gpus_used += n.gpus_used;
@@ -126,8 +135,9 @@ json glue_document(const GlueSite& site) {
     }
     s["UsedSlots"] = used;
     s["FreeSlots"] = std::max(0LL, slots - used);
-    s["Associations"] = {{"ComputingServiceID", service_id},
-                         {"ExecutionEnvironmentID", json(std::vector<std::string>(env_ids.begin(), env_ids.end()))}};
+    s["Associations"] = {
+        {"ComputingServiceID", service_id},
+        {"ExecutionEnvironmentID", json(std::vector<std::string>(env_ids.begin(), env_ids.end()))}};
     shares.push_back(std::move(s));
     if (gpus > 0 || gpus_used > 0) {
       json a = entity(id("ComputingShareAccelerator", p.name + ".gpu"), p.name + " GPUs");
@@ -160,12 +170,14 @@ json glue_document(const GlueSite& site) {
   manager["SlotsUsedByLocalJobs"] = used_cpus;
   json env_ids = json::array();
   for (const auto& e : envs) env_ids.push_back(e["ID"]);
-  manager["Associations"] = {{"ComputingServiceID", service_id}, {"ExecutionEnvironmentID", env_ids}};
+  manager["Associations"] = {{"ComputingServiceID", service_id},
+                             {"ExecutionEnvironmentID", env_ids}};
 
   doc["ComputingService"] = {service};
   doc["ComputingManager"] = {manager};
   if (total_gpus > 0) {
-    json a = entity(id("ComputingManagerAccelerator", site.cluster + ".gpu"), site.cluster + " GPUs");
+    json a =
+        entity(id("ComputingManagerAccelerator", site.cluster + ".gpu"), site.cluster + " GPUs");
     a["Type"] = "GPU";
     a["TotalNumbers"] = total_gpus;
     a["TotalSlots"] = available_gpus;

@@ -11,12 +11,12 @@ namespace berth::gateway {
 /// One Slurm node as the GLUE document needs it (from slurmrestd's /nodes).
 struct GlueNode {
   std::string name;
-  std::string state;          ///< as SlurmNode's: idle, mixed, allocated or unavailable
+  std::string state;  ///< as SlurmNode's: idle, mixed, allocated or unavailable
   int cpus = 0;
   int alloc_cpus = 0;
   long long memory_mb = 0;
-  std::string gpu_model;      ///< the GRES type ("a100" of gpu:a100:4), "" if untyped
-  int gpus = 0;               ///< GRES gpu count on the node
+  std::string gpu_model;  ///< the GRES type ("a100" of gpu:a100:4), "" if untyped
+  int gpus = 0;           ///< GRES gpu count on the node
   int gpus_used = 0;
   std::vector<std::string> partitions;
 };
@@ -29,14 +29,14 @@ struct GluePartition {
   bool up = true;
   int running_jobs = 0;
   int waiting_jobs = 0;
-  int max_gpus_per_job = -1;          ///< from the gateway's limits; -1: none
+  int max_gpus_per_job = -1;  ///< from the gateway's limits; -1: none
 };
 
 /// What is known of one GPU model beyond Slurm's count: Berth's GPU discovery (`berth gpu info
 /// --json` on a node) or the gateway's configuration. Empty fields are left out.
 struct GlueAccelerator {
-  std::string vendor;                        ///< "NVIDIA"
-  std::string model;                         ///< "NVIDIA H100 80GB HBM3"
+  std::string vendor;  ///< "NVIDIA"
+  std::string model;   ///< "NVIDIA H100 80GB HBM3"
   long long memory_mb = 0;
   std::vector<std::string> compute_capability;  ///< ["9.0"]
   std::string driver_version;
@@ -44,10 +44,10 @@ struct GlueAccelerator {
 };
 
 struct GlueSite {
-  std::string cluster;          ///< Slurm's ClusterName
-  std::string host;             ///< the gateway's public name, part of the IDs
+  std::string cluster;  ///< Slurm's ClusterName
+  std::string host;     ///< the gateway's public name, part of the IDs
   std::string slurm_version;
-  std::string creation_time;    ///< RFC 3339
+  std::string creation_time;  ///< RFC 3339
   long long validity_s = 300;
   std::vector<GlueNode> nodes;
   std::vector<GluePartition> partitions;

@@ -21,10 +21,8 @@ namespace berth::gateway {
 namespace {
 
 Error bad_field(const std::string& field, const std::string& what) {
-  return make_error("parse", "job request", "\"" + field + "\" " + what,
-                    ErrorCode::kInvalidInput);
+  return make_error("parse", "job request", "\"" + field + "\" " + what, ErrorCode::kInvalidInput);
 }
-
 
 Result<int64_t> count(const nlohmann::json& j, const std::string& field, int64_t max) {
   if (!j.is_number_integer() || j.get<int64_t>() < 0 || j.get<int64_t>() > max)
@@ -74,11 +72,16 @@ Result<JobRequest> parse_job_request(const nlohmann::json& body) {
                       ErrorCode::kInvalidInput);
   JobRequest r;
   for (const auto& [key, v] : body.items()) {
-    if (key == "name") r.name = BERTH_TRY(text(v, key));
-    else if (key == "image") r.image = BERTH_TRY(text(v, key));
-    else if (key == "command") r.command = BERTH_TRY(texts(v, key));
-    else if (key == "mounts") r.mounts = BERTH_TRY(texts(v, key));
-    else if (key == "workdir") r.workdir = BERTH_TRY(text(v, key));
+    if (key == "name")
+      r.name = BERTH_TRY(text(v, key));
+    else if (key == "image")
+      r.image = BERTH_TRY(text(v, key));
+    else if (key == "command")
+      r.command = BERTH_TRY(texts(v, key));
+    else if (key == "mounts")
+      r.mounts = BERTH_TRY(texts(v, key));
+    else if (key == "workdir")
+      r.workdir = BERTH_TRY(text(v, key));
     else if (key == "class") {
       r.job_class = BERTH_TRY(text(v, key));
       if (r.job_class != "batch" && r.job_class != "cloud")
@@ -94,18 +97,24 @@ Result<JobRequest> parse_job_request(const nlohmann::json& body) {
       if (!v.is_object()) return bad_field(key, "is not an object");
       for (const auto& [rk, rv] : v.items()) {
         std::string f = "resources." + rk;
-        if (rk == "nodes") r.nodes = static_cast<int>(BERTH_TRY(count(rv, f, 10000)));
-        else if (rk == "tasks") r.tasks = static_cast<int>(BERTH_TRY(count(rv, f, 1000000)));
-        else if (rk == "cpus_per_task") r.cpus_per_task = static_cast<int>(BERTH_TRY(count(rv, f, 10000)));
-        else if (rk == "gpus") r.gpus = static_cast<int>(BERTH_TRY(count(rv, f, 10000)));
+        if (rk == "nodes")
+          r.nodes = static_cast<int>(BERTH_TRY(count(rv, f, 10000)));
+        else if (rk == "tasks")
+          r.tasks = static_cast<int>(BERTH_TRY(count(rv, f, 1000000)));
+        else if (rk == "cpus_per_task")
+          r.cpus_per_task = static_cast<int>(BERTH_TRY(count(rv, f, 10000)));
+        else if (rk == "gpus")
+          r.gpus = static_cast<int>(BERTH_TRY(count(rv, f, 10000)));
         else if (rk == "gpu_share") {
           if (!rv.is_number() || !(rv.get<double>() > 0 && rv.get<double>() < 1))
             return bad_field(f, "is not a number above 0 and below 1");
           r.gpu_share = rv.get<double>();
-        }
-        else if (rk == "memory_mb") r.memory_mb = BERTH_TRY(count(rv, f, int64_t{1} << 40));
-        else if (rk == "walltime_s") r.walltime_s = BERTH_TRY(count(rv, f, int64_t{366} * 86400));
-        else return bad_field(f, "is not a field of a job request");
+        } else if (rk == "memory_mb")
+          r.memory_mb = BERTH_TRY(count(rv, f, int64_t{1} << 40));
+        else if (rk == "walltime_s")
+          r.walltime_s = BERTH_TRY(count(rv, f, int64_t{366} * 86400));
+        else
+          return bad_field(f, "is not a field of a job request");
       }
     } else {
       return bad_field(key, "is not a field of a job request");
@@ -125,7 +134,8 @@ Result<JobRequest> read_stored_request(const std::string& text) {
 
 Status check_share(const JobRequest& r, const ShareConfig& share) {
   if (r.gpu_share > 0 && !share.enabled)
-    return bad_field("resources.gpu_share", "asks for a share of a GPU, which this site does not offer");
+    return bad_field("resources.gpu_share",
+                     "asks for a share of a GPU, which this site does not offer");
   return {};
 }
 
@@ -134,7 +144,8 @@ std::string share_gres(double x, const ShareConfig& share) {
   // Shards are whole slots, rounded up so that the job has at least its share; MPS counts are
   // a percentage of the GPU's threads, rounded to the nearest. The epsilon keeps 0.3 * 10
   // (3.0000000000000004 in binary) at 3 shards.
-  auto n = static_cast<int64_t>(share.gres == "mps" ? std::llround(units) : std::ceil(units - 1e-9));
+  auto n =
+      static_cast<int64_t>(share.gres == "mps" ? std::llround(units) : std::ceil(units - 1e-9));
   n = std::clamp<int64_t>(n, 1, std::max<int64_t>(1, share.units_per_gpu));
   return share.gres + ":" + std::to_string(n);
 }
@@ -376,8 +387,7 @@ Status JobService::record(JobRecord& job, SlurmJobInfo info) {
   }
   if (info.state == job.state && info.reason == job.reason && info.nodes == job.nodes &&
       info.exit_code == job.exit_code && info.start_time == job.start_time &&
-      info.end_time == job.end_time && info.gpus == job.gpus &&
-      info.gres_detail == job.gres_detail)
+      info.end_time == job.end_time && info.gpus == job.gpus && info.gres_detail == job.gres_detail)
     return {};
   job.state = info.state;
   job.reason = info.reason;
@@ -436,10 +446,10 @@ Result<std::optional<JobService::Output>> JobService::output(const Account& who,
                       ErrorCode::kNotFound);
   Output out{*job, "", "", false, false};
   std::string stem = config_.output_dir + "/" + output_stem(id);
-  out.stdout_text = BERTH_TRY(read_tail(stem + ".out", owner->first, lines, kMaxTailBytes,
-                                        &out.stdout_truncated));
-  out.stderr_text = BERTH_TRY(read_tail(stem + ".err", owner->first, lines, kMaxTailBytes,
-                                        &out.stderr_truncated));
+  out.stdout_text = BERTH_TRY(
+      read_tail(stem + ".out", owner->first, lines, kMaxTailBytes, &out.stdout_truncated));
+  out.stderr_text = BERTH_TRY(
+      read_tail(stem + ".err", owner->first, lines, kMaxTailBytes, &out.stderr_truncated));
   return std::optional<Output>(std::move(out));
 }
 
@@ -507,7 +517,9 @@ std::string JobService::slurm_account(const std::string& user) const {
   return found ? group_name(found->second) : "";
 }
 
-Result<std::map<JobState, int>> JobService::count_by_state() { return db_->count_by_state(); }
+Result<std::map<JobState, int>> JobService::count_by_state() {
+  return db_->count_by_state();
+}
 
 JobService::Reconciled JobService::reconcile(int64_t now, int64_t min_age_s) {
   // A database write that fails here (the disk is full) is deliberately dropped: the job keeps
@@ -671,14 +683,15 @@ std::optional<GpuSample> JobService::check_idle(const JobRecord& job, int64_t no
     return sample;
   }
   if (v != IdleTracker::Verdict::kFlag) return sample;
-  std::string notice = "berthd: job " + std::to_string(job.id) + ": its " +
-                       std::to_string(sample->gpus) + " GPU(s) have been idle (below " +
-                       fmt::format("{:g}", p.idle_below_pct) + "% use) for " +
-                       std::to_string(p.idle_for_s) + " s or more" +
-                       (p.cancel ? "; the site's policy cancels it shortly\n" : "; it is flagged\n");
+  std::string notice =
+      "berthd: job " + std::to_string(job.id) + ": its " + std::to_string(sample->gpus) +
+      " GPU(s) have been idle (below " + fmt::format("{:g}", p.idle_below_pct) + "% use) for " +
+      std::to_string(p.idle_for_s) + " s or more" +
+      (p.cancel ? "; the site's policy cancels it shortly\n" : "; it is flagged\n");
   // Left beside the output for the job's sampler to copy into its stderr (gateway/reclaim.h);
   // a file already there (planted, or an earlier round's) is left alone.
-  int fd = ::open((stem + ".notice").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  int fd = ::open((stem + ".notice").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  0644);
   if (fd >= 0) {
     (void)!::write(fd, notice.data(), notice.size());
     ::close(fd);

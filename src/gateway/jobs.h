@@ -35,14 +35,14 @@ struct JobRequest {
   std::string image;                 ///< required
   std::vector<std::string> command;  ///< empty: the image's own
   std::map<std::string, std::string> env;
-  std::vector<std::string> mounts;   ///< SRC:DST[:ro], checked by the site policy on the node
-  std::string workdir;               ///< inside the container; "" for the image's
+  std::vector<std::string> mounts;  ///< SRC:DST[:ro], checked by the site policy on the node
+  std::string workdir;              ///< inside the container; "" for the image's
   int nodes = 1, tasks = 1, cpus_per_task = 1, gpus = 0;
   /// A fraction of one GPU on each node, 0 < gpu_share < 1 ("resources.gpu_share"); 0: none.
   /// Not with `gpus`; the site must enable sharing ([share], check_share()).
   double gpu_share = 0;
   int64_t memory_mb = 0, walltime_s = 0;
-  std::string job_class = "batch";   ///< "batch" or "cloud"
+  std::string job_class = "batch";  ///< "batch" or "cloud"
 };
 
 /// Checks a request body: an object of the known fields with the right types; errors (code
@@ -82,14 +82,17 @@ class JobService {
  public:
   JobService(std::unique_ptr<JobsDb> db, SlurmRest slurm, SlurmConfig config,
              LimitsConfig limits = {}, QuotaConfig quotas = {}, AccountingConfig accounting = {})
-      : db_(std::move(db)), slurm_(std::move(slurm)), config_(std::move(config)),
-        limits_(std::move(limits)), quotas_(std::move(quotas)),
+      : db_(std::move(db)),
+        slurm_(std::move(slurm)),
+        config_(std::move(config)),
+        limits_(std::move(limits)),
+        quotas_(std::move(quotas)),
         accounting_(std::move(accounting)) {}
 
   struct Submitted {
     JobRecord job;
-    bool replayed = false;  ///< an earlier request with the same Idempotency-Key
-    std::optional<LimitRefusal> refused;  ///< set: nothing was recorded or sent (a 403)
+    bool replayed = false;                   ///< an earlier request with the same Idempotency-Key
+    std::optional<LimitRefusal> refused;     ///< set: nothing was recorded or sent (a 403)
     std::optional<QuotaRefusal> over_quota;  ///< set: likewise, for a GPU-hour quota (a 403)
   };
   /// Checks the request against `who`'s limits (gateway/limits.h) and, for a GPU job, its
@@ -105,8 +108,7 @@ class JobService {
   Result<std::optional<JobRecord>> get(const Account& who, int64_t id);
   /// `who`'s jobs (all jobs for an admin), newest first; only those in the state named `state`
   /// unless it is "" (none for a word that names no state).
-  Result<std::vector<JobRecord>> list(const Account& who, const std::string& state,
-                                      int64_t since);
+  Result<std::vector<JobRecord>> list(const Account& who, const std::string& state, int64_t since);
   /// Cancels job `id` as its owner; nullopt when `who` may not see it.
   Result<std::optional<JobRecord>> cancel(const Account& who, int64_t id);
 
@@ -148,7 +150,8 @@ class JobService {
   size_t idle_flagged_count() const;
   /// Told of each reclaim action ("flag", "cancel") on a job, with what the job's samples
   /// showed (for /metrics and the audit log). Set before serving.
-  using ReclaimObserver = std::function<void(const char* action, const JobRecord& job, const std::string& detail)>;
+  using ReclaimObserver =
+      std::function<void(const char* action, const JobRecord& job, const std::string& detail)>;
   void set_reclaim_observer(ReclaimObserver o) { reclaim_observer_ = std::move(o); }
   /// Orphan GPU processes seen in the running GPU jobs' samples ([reclaim], gateway/orphans.h).
   std::vector<GpuOrphan> orphans() const;

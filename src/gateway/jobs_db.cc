@@ -40,12 +40,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 /// Columns added after the first schema, with their definitions: added to an older database
 /// when it is opened.
 constexpr std::pair<const char*, const char*> kAddedColumns[] = {
-    {"start_time", "INTEGER NOT NULL DEFAULT 0"},
-    {"end_time", "INTEGER NOT NULL DEFAULT 0"},
-    {"gpus", "INTEGER NOT NULL DEFAULT 0"},
-    {"gres_detail", "TEXT NOT NULL DEFAULT '[]'"},
-    {"time_limit_s", "INTEGER NOT NULL DEFAULT 0"},
-    {"time_limit_from", "TEXT NOT NULL DEFAULT ''"},
+    {"start_time", "INTEGER NOT NULL DEFAULT 0"},   {"end_time", "INTEGER NOT NULL DEFAULT 0"},
+    {"gpus", "INTEGER NOT NULL DEFAULT 0"},         {"gres_detail", "TEXT NOT NULL DEFAULT '[]'"},
+    {"time_limit_s", "INTEGER NOT NULL DEFAULT 0"}, {"time_limit_from", "TEXT NOT NULL DEFAULT ''"},
     {"gres", "TEXT NOT NULL DEFAULT ''"},
 };
 
@@ -67,8 +64,10 @@ class Stmt {
     return *this;
   }
   Stmt& text_or_null(int i, const std::string& v) {
-    if (v.empty()) sqlite3_bind_null(s_, i);
-    else text(i, v);
+    if (v.empty())
+      sqlite3_bind_null(s_, i);
+    else
+      text(i, v);
     return *this;
   }
   Stmt& integer(int i, int64_t v) {
@@ -85,8 +84,9 @@ class Stmt {
 
 std::string column_text(sqlite3_stmt* s, int i) {
   const unsigned char* t = sqlite3_column_text(s, i);
-  return t == nullptr ? "" : std::string(reinterpret_cast<const char*>(t),
-                                         static_cast<size_t>(sqlite3_column_bytes(s, i)));
+  return t == nullptr ? ""
+                      : std::string(reinterpret_cast<const char*>(t),
+                                    static_cast<size_t>(sqlite3_column_bytes(s, i)));
 }
 
 /// The state a row's column names; kUnknown for a word the table lacks (never written by berthd).
@@ -143,9 +143,9 @@ Result<std::unique_ptr<JobsDb>> JobsDb::open(const std::string& path) {
   if (fd < 0) return sys_error("open", path);
   ::close(fd);
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                           nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);
@@ -183,12 +183,15 @@ Result<std::unique_ptr<JobsDb>> JobsDb::open(const std::string& path) {
   return out;
 }
 
-JobsDb::~JobsDb() { sqlite3_close(db_); }
+JobsDb::~JobsDb() {
+  sqlite3_close(db_);
+}
 
 Result<std::optional<JobRecord>> JobsDb::find(const std::string& owner, const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   Stmt q(db_, (std::string("SELECT ") + kColumns +
-               " FROM jobs WHERE owner = ?1 AND idempotency_key = ?2").c_str());
+               " FROM jobs WHERE owner = ?1 AND idempotency_key = ?2")
+                  .c_str());
   if (!q.ok()) return error("cannot read jobs");
   q.text(1, owner).text(2, key);
   int rc = q.step();
@@ -215,7 +218,8 @@ Result<JobRecord> JobsDb::accept(const JobRecord& job, int64_t now, bool* existi
   *existing = false;
   if (!job.idempotency_key.empty()) {
     Stmt find(db_, (std::string("SELECT ") + kColumns +
-                    " FROM jobs WHERE owner = ?1 AND idempotency_key = ?2").c_str());
+                    " FROM jobs WHERE owner = ?1 AND idempotency_key = ?2")
+                       .c_str());
     if (!find.ok()) return error("cannot read jobs");
     find.text(1, job.owner).text(2, job.idempotency_key);
     if (find.step() == SQLITE_ROW) {
@@ -228,9 +232,15 @@ Result<JobRecord> JobsDb::accept(const JobRecord& job, int64_t now, bool* existi
            "created_at, updated_at, time_limit_s, time_limit_from, gres) "
            "VALUES (?1, ?2, ?3, ?4, ?5, 'ACCEPTED', ?6, ?6, ?7, ?8, ?9)");
   if (!ins.ok()) return error("cannot record a job");
-  ins.text(1, job.owner).text(2, job.issuer).text(3, job.subject)
-      .text_or_null(4, job.idempotency_key).text(5, job.request).integer(6, now)
-      .integer(7, job.time_limit_s).text(8, job.time_limit_from).text(9, job.gres);
+  ins.text(1, job.owner)
+      .text(2, job.issuer)
+      .text(3, job.subject)
+      .text_or_null(4, job.idempotency_key)
+      .text(5, job.request)
+      .integer(6, now)
+      .integer(7, job.time_limit_s)
+      .text(8, job.time_limit_from)
+      .text(9, job.gres);
   if (ins.step() != SQLITE_DONE) return error("cannot record a job");
   JobRecord out = job;
   out.id = sqlite3_last_insert_rowid(db_);
@@ -267,9 +277,15 @@ Status JobsDb::record(const JobRecord& job) {
           "UPDATE jobs SET state = ?2, reason = ?3, exit_code = ?4, nodes = ?5, updated_at = ?6, "
           "start_time = ?7, end_time = ?8, gpus = ?9, gres_detail = ?10 WHERE id = ?1");
   if (!up.ok()) return error("cannot update a job");
-  up.integer(1, job.id).text(2, job_state_name(job.state)).text(3, job.reason).text(5, job.nodes)
-      .integer(6, job.updated_at).integer(7, job.start_time).integer(8, job.end_time)
-      .integer(9, job.gpus).text(10, to_text(nlohmann::json(job.gres_detail)));
+  up.integer(1, job.id)
+      .text(2, job_state_name(job.state))
+      .text(3, job.reason)
+      .text(5, job.nodes)
+      .integer(6, job.updated_at)
+      .integer(7, job.start_time)
+      .integer(8, job.end_time)
+      .integer(9, job.gpus)
+      .text(10, to_text(nlohmann::json(job.gres_detail)));
   if (job.exit_code) up.integer(4, *job.exit_code);
   if (up.step() != SQLITE_DONE) return error("cannot update a job");
   return {};
@@ -291,7 +307,8 @@ Result<std::vector<JobRecord>> JobsDb::list(const std::string& owner, std::optio
   std::lock_guard<std::mutex> lock(mu_);
   Stmt q(db_, (std::string("SELECT ") + kColumns +
                " FROM jobs WHERE (?1 = '' OR owner = ?1) AND (?2 = '' OR state = ?2) AND "
-               "created_at >= ?3 ORDER BY id DESC LIMIT ?4").c_str());
+               "created_at >= ?3 ORDER BY id DESC LIMIT ?4")
+                  .c_str());
   if (!q.ok()) return error("cannot read jobs");
   q.text(1, owner)
       .text(2, state ? job_state_name(*state) : std::string_view(""))

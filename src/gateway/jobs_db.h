@@ -38,7 +38,7 @@ struct JobRecord {
   std::string request;          ///< the request body as accepted (JSON text)
   /// ACCEPTED, SUBMIT_FAILED, or Slurm's job state; kept as its name (gateway/job_state.h)
   JobState state = JobState::kAccepted;
-  int64_t slurm_job_id = 0;     ///< 0 until submitted
+  int64_t slurm_job_id = 0;  ///< 0 until submitted
   std::string reason;
   std::optional<int> exit_code;
   std::string nodes;

@@ -78,8 +78,7 @@ std::shared_ptr<EVP_PKEY> p256_key(const nlohmann::json& jwk) {
   if (x.size() != 32 || y.size() != 32) return nullptr;
   std::string point = "\x04" + x + y;  // uncompressed (SEC 1)
   return key_from_params("EC", [&](OSSL_PARAM_BLD* b) {
-    return OSSL_PARAM_BLD_push_utf8_string(b, OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0) ==
-               1 &&
+    return OSSL_PARAM_BLD_push_utf8_string(b, OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0) == 1 &&
            OSSL_PARAM_BLD_push_octet_string(b, OSSL_PKEY_PARAM_PUB_KEY, point.data(),
                                             point.size()) == 1;
   });
@@ -170,8 +169,7 @@ Result<Jws> parse_jws(std::string_view token) {
   auto header = base64url_decode(token.substr(0, dot1));
   auto payload = base64url_decode(token.substr(dot1 + 1, dot2 - dot1 - 1));
   auto sig = base64url_decode(token.substr(dot2 + 1));
-  if (!header || !payload || !sig)
-    return token_error("not a signed JWT: a part is not base64url");
+  if (!header || !payload || !sig) return token_error("not a signed JWT: a part is not base64url");
   jws.header = parse_json_or_discarded(*header, kMaxTokenBytes);
   jws.payload = parse_json_or_discarded(*payload, kMaxTokenBytes);
   if (!jws.header.is_object() || !jws.payload.is_object())
@@ -210,8 +208,8 @@ Status verify_signature(const Jws& jws, const Jwk& key) {
 
 Status check_claims(const nlohmann::json& claims, const ClaimRules& rules, int64_t now) {
   if (string_field(claims, "iss") != rules.issuer)
-    return token_error("issuer \"" + string_field(claims, "iss") + "\" is not \"" +
-                       rules.issuer + "\"");
+    return token_error("issuer \"" + string_field(claims, "iss") + "\" is not \"" + rules.issuer +
+                       "\"");
   bool aud_ok = false;
   auto aud = claims.find("aud");
   if (aud != claims.end() && aud->is_string()) aud_ok = aud->get<std::string>() == rules.audience;

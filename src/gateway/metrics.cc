@@ -24,10 +24,14 @@ std::string render_labels(Labels labels) {
     out += labels[i].first;
     out += "=\"";
     for (char c : labels[i].second) {
-      if (c == '\\') out += "\\\\";
-      else if (c == '"') out += "\\\"";
-      else if (c == '\n') out += "\\n";
-      else out += c;
+      if (c == '\\')
+        out += "\\\\";
+      else if (c == '"')
+        out += "\\\"";
+      else if (c == '\n')
+        out += "\\n";
+      else
+        out += c;
     }
     out += '"';
   }
@@ -35,9 +39,9 @@ std::string render_labels(Labels labels) {
 }
 
 std::string route_label(std::string_view path) {
-  static const char* const kFixed[] = {"/v1/health", "/v1/openapi.json", "/v1/me", "/v1/systems",
-                                       "/v1/jobs", "/v1/resources", "/v1/accounting", "/v1/orphans",
-                                       "/metrics"};
+  static const char* const kFixed[] = {"/v1/health",     "/v1/openapi.json", "/v1/me",
+                                       "/v1/systems",    "/v1/jobs",         "/v1/resources",
+                                       "/v1/accounting", "/v1/orphans",      "/metrics"};
   for (const char* r : kFixed)
     if (path == r) return r;
   constexpr std::string_view kJobs = "/v1/jobs/";
@@ -132,9 +136,12 @@ std::string with_le(const std::string& labels, const std::string& le) {
 
 const char* type_name(Metrics::Type t) {
   switch (t) {
-    case Metrics::Type::kCounter: return "counter";
-    case Metrics::Type::kGauge: return "gauge";
-    case Metrics::Type::kHistogram: return "histogram";
+    case Metrics::Type::kCounter:
+      return "counter";
+    case Metrics::Type::kGauge:
+      return "gauge";
+    case Metrics::Type::kHistogram:
+      return "histogram";
   }
   return "untyped";
 }
@@ -152,7 +159,8 @@ std::string Metrics::render() {
   std::string out;
   for (const auto& [name, f] : families_) {
     std::string help;
-    for (char c : f.help) help += c == '\n' ? std::string("\\n") : c == '\\' ? std::string("\\\\") : std::string(1, c);
+    for (char c : f.help)
+      help += c == '\n' ? std::string("\\n") : c == '\\' ? std::string("\\\\") : std::string(1, c);
     out.append("# HELP ").append(name).append(" ").append(help).append("\n");
     out.append("# TYPE ").append(name).append(" ").append(type_name(f.type)).append("\n");
     for (const auto& [labels, s] : f.series) {
@@ -168,7 +176,12 @@ std::string Metrics::render() {
       }
       out.append(name).append("_bucket").append(with_le(labels, "+Inf"));
       out.append(" ").append(std::to_string(s.count)).append("\n");
-      out.append(name).append("_sum").append(labels).append(" ").append(render_value(s.sum)).append("\n");
+      out.append(name)
+          .append("_sum")
+          .append(labels)
+          .append(" ")
+          .append(render_value(s.sum))
+          .append("\n");
       out.append(name).append("_count").append(labels).append(" ");
       out.append(std::to_string(s.count)).append("\n");
     }

@@ -41,7 +41,7 @@ class Metrics {
 
  private:
   struct Series {
-    double value = 0;                  // counter, gauge
+    double value = 0;                               // counter, gauge
     std::vector<unsigned long long> bucket_counts;  // histogram, not cumulative
     double sum = 0;
     unsigned long long count = 0;

@@ -8,7 +8,9 @@ namespace {
 
 using J = nlohmann::ordered_json;
 
-J ref(const char* schema) { return {{"$ref", std::string("#/components/schemas/") + schema}}; }
+J ref(const char* schema) {
+  return {{"$ref", std::string("#/components/schemas/") + schema}};
+}
 
 J json_response(const char* description, const char* schema) {
   return {{"description", description},
@@ -19,16 +21,15 @@ J json_response(const char* description, const char* schema) {
 
 nlohmann::ordered_json openapi_document(const std::string& version) {
   J errors = {{"401", json_response("no valid bearer token (see WWW-Authenticate)", "Error")},
-              {"403", json_response("a valid token whose identity has no local account",
-                                    "Error")}};
+              {"403", json_response("a valid token whose identity has no local account", "Error")}};
   auto with_errors = [&](J responses) {
     for (const auto& [status, answer] : errors.items())
       if (!responses.contains(status)) responses[status] = answer;
     return responses;
   };
   J me_responses = with_errors({{"200", json_response("the caller's identity and account", "Me")}});
-  J id_param = J::array({{{"name", "id"}, {"in", "path"}, {"required", true},
-                          {"schema", {{"type", "string"}}}}});
+  J id_param = J::array(
+      {{{"name", "id"}, {"in", "path"}, {"required", true}, {"schema", {{"type", "string"}}}}});
   J not_found = J::array({{"404", json_response("no such job, or another user's", "Error")}});
   J integer = {{"type", "integer"}};
   J string = {{"type", "string"}};
@@ -61,10 +62,11 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
         {"/v1/jobs",
          {{"get",
            {{"summary", "The caller's jobs (every job for an administrator), newest first"},
-            {"parameters",
-             J::array({{{"name", "state"}, {"in", "query"}, {"schema", string}},
-                       {{"name", "since"}, {"in", "query"}, {"description", "Unix time"},
-                        {"schema", integer}}})},
+            {"parameters", J::array({{{"name", "state"}, {"in", "query"}, {"schema", string}},
+                                     {{"name", "since"},
+                                      {"in", "query"},
+                                      {"description", "Unix time"},
+                                      {"schema", integer}}})},
             {"responses", with_errors({{"200", json_response("the jobs", "JobList")}})}}},
           {"post",
            {{"summary", "Submit a job; an Idempotency-Key makes retries safe"},
@@ -74,17 +76,17 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
              {{"required", true},
               {"content", {{"application/json", {{"schema", ref("JobRequest")}}}}}}},
             {"responses",
-             with_errors({{"201", json_response("recorded and sent to Slurm", "Job")},
-                          {"200", json_response("a retry: the job the key made before", "Job")},
-                          {"400", json_response("the body is not a valid job request", "Error")},
-                          {"403", json_response("a valid token with no local account, a job "
-                                                "over one of the account's limits (the error "
-                                                "names it: limit, value, requested or current), "
-                                                "or a GPU job over its group's GPU-hour quota "
-                                                "(quota, group, budget_gpu_hours, used_gpu_hours)",
-                                                "Error")},
-                          {"422", json_response("the key was used for another request",
-                                                "Error")}})}}}}},
+             with_errors(
+                 {{"201", json_response("recorded and sent to Slurm", "Job")},
+                  {"200", json_response("a retry: the job the key made before", "Job")},
+                  {"400", json_response("the body is not a valid job request", "Error")},
+                  {"403", json_response("a valid token with no local account, a job "
+                                        "over one of the account's limits (the error "
+                                        "names it: limit, value, requested or current), "
+                                        "or a GPU job over its group's GPU-hour quota "
+                                        "(quota, group, budget_gpu_hours, used_gpu_hours)",
+                                        "Error")},
+                  {"422", json_response("the key was used for another request", "Error")}})}}}}},
         {"/v1/jobs/{id}",
          {{"parameters", id_param},
           {"get",
@@ -98,21 +100,22 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
          {{"parameters", id_param},
           {"get",
            {{"summary", "The last lines of a job's stdout and stderr"},
-            {"parameters",
-             J::array({{{"name", "tail"}, {"in", "query"},
-                        {"description", "lines of each stream, 1 to 10000 (default 100); at "
-                                        "most 1 MiB of each"},
-                        {"schema", integer}}})},
+            {"parameters", J::array({{{"name", "tail"},
+                                      {"in", "query"},
+                                      {"description",
+                                       "lines of each stream, 1 to 10000 (default 100); at "
+                                       "most 1 MiB of each"},
+                                      {"schema", integer}}})},
             {"responses",
              with_errors({{"200", json_response("the output so far", "JobOutput")},
                           {"400", json_response("tail is out of range", "Error")},
                           {"404", json_response("no such job, another user's, or no output "
-                                                "kept by this gateway", "Error")}})}}}}},
+                                                "kept by this gateway",
+                                                "Error")}})}}}}},
         {"/v1/systems",
          {{"get",
            {{"summary", "The clusters this gateway fronts and their state"},
-            {"responses",
-             with_errors({{"200", json_response("the systems", "SystemList")}})}}}}},
+            {"responses", with_errors({{"200", json_response("the systems", "SystemList")}})}}}}},
         {"/v1/resources",
          {{"get",
            {{"summary", "The site as GLUE 2.1 entities (no token where the site allows)"},
@@ -123,13 +126,19 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
          {{"get",
            {{"summary", "GPU-hours, CPU-hours and jobs per user, group or GPU model"},
             {"parameters",
-             J::array({{{"name", "since"}, {"in", "query"}, {"schema", integer},
+             J::array({{{"name", "since"},
+                        {"in", "query"},
+                        {"schema", integer},
                         {"description", "Unix time (default: 30 days ago)"}},
-                       {{"name", "until"}, {"in", "query"}, {"schema", integer},
+                       {{"name", "until"},
+                        {"in", "query"},
+                        {"schema", integer},
                         {"description", "Unix time (default: now)"}},
-                       {{"name", "group_by"}, {"in", "query"},
+                       {{"name", "group_by"},
+                        {"in", "query"},
                         {"schema", {{"type", "string"}, {"enum", {"user", "group", "gpu_model"}}}}},
-                       {{"name", "format"}, {"in", "query"},
+                       {{"name", "format"},
+                        {"in", "query"},
                         {"schema", {{"type", "string"}, {"enum", {"json", "csv"}}}}}})},
             {"responses",
              with_errors({{"200", json_response("the usage (text/csv with format=csv)", "Usage")},
@@ -139,19 +148,21 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
                                                 "Error")}})}}}}},
         {"/v1/orphans",
          {{"get",
-           {{"summary", "GPU processes that belong to no running job, as the running GPU jobs' "
-                        "samples show them ([reclaim]; administrators)"},
-            {"responses",
-             with_errors({{"200", json_response("the orphans", "OrphanList")},
-                          {"403", json_response("not an administrator (or no account)",
-                                                "Error")}})}}}}},
+           {{"summary",
+             "GPU processes that belong to no running job, as the running GPU jobs' "
+             "samples show them ([reclaim]; administrators)"},
+            {"responses", with_errors({{"200", json_response("the orphans", "OrphanList")},
+                                       {"403", json_response("not an administrator (or no account)",
+                                                             "Error")}})}}}}},
         {"/metrics",
          {{"get",
-           {{"summary", "Prometheus metrics (text format 0.0.4; administrators, or anyone "
-                        "where metrics_public)"},
+           {{"summary",
+             "Prometheus metrics (text format 0.0.4; administrators, or anyone "
+             "where metrics_public)"},
             {"responses",
-             with_errors({{"200", {{"description", "the metrics"},
-                                   {"content", {{"text/plain", {{"schema", string}}}}}}}})}}}}}}},
+             with_errors({{"200",
+                           {{"description", "the metrics"},
+                            {"content", {{"text/plain", {{"schema", string}}}}}}}})}}}}}}},
       {"components",
        {{"securitySchemes",
          {{"bearer", {{"type", "http"}, {"scheme", "bearer"}, {"bearerFormat", "JWT"}}}}},
@@ -190,8 +201,12 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
               {"resources",
                {{"type", "object"},
                 {"properties",
-                 {{"nodes", integer}, {"tasks", integer}, {"cpus_per_task", integer},
-                  {"memory_mb", integer}, {"gpus", integer}, {"walltime_s", integer},
+                 {{"nodes", integer},
+                  {"tasks", integer},
+                  {"cpus_per_task", integer},
+                  {"memory_mb", integer},
+                  {"gpus", integer},
+                  {"walltime_s", integer},
                   {"gpu_share",
                    {{"type", "number"},
                     {"exclusiveMinimum", true},
@@ -231,20 +246,28 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
               {"start_time", {{"type", "integer"}, {"nullable", true}}},
               {"end_time", {{"type", "integer"}, {"nullable", true}}},
               {"gpus_allocated", integer},
-              {"gpu_share", {{"type", "number"}, {"description", "the GPU share asked for (only then)"}}},
+              {"gpu_share",
+               {{"type", "number"}, {"description", "the GPU share asked for (only then)"}}},
               {"gres",
                {{"type", "string"},
                 {"description", "the GRES per node a GPU share asked Slurm for, e.g. shard:2"}}},
-              {"idle_gpus", {{"type", "boolean"}, {"description", "flagged by idle-GPU reclaim (GET and DELETE of one job)"}}},
+              {"idle_gpus",
+               {{"type", "boolean"},
+                {"description", "flagged by idle-GPU reclaim (GET and DELETE of one job)"}}},
               {"gres_detail",
                {{"type", "array"},
                 {"items", string},
-                {"description", "Slurm's GRES of each allocated node, e.g. gpu:a100:2(IDX:0-1)"}}}}}}},
+                {"description",
+                 "Slurm's GRES of each allocated node, e.g. gpu:a100:2(IDX:0-1)"}}}}}}},
           {"JobOutput",
            {{"type", "object"},
             {"properties",
-             {{"id", string}, {"state", string}, {"tail", integer}, {"stdout", string},
-              {"stdout_truncated", {{"type", "boolean"}}}, {"stderr", string},
+             {{"id", string},
+              {"state", string},
+              {"tail", integer},
+              {"stdout", string},
+              {"stdout_truncated", {{"type", "boolean"}}},
+              {"stderr", string},
               {"stderr_truncated", {{"type", "boolean"}}}}}}},
           {"System",
            {{"type", "object"},
@@ -260,8 +283,11 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
               {"nodes",
                {{"type", "object"},
                 {"properties",
-                 {{"total", integer}, {"idle", integer}, {"mixed", integer},
-                  {"allocated", integer}, {"unavailable", integer}}}}},
+                 {{"total", integer},
+                  {"idle", integer},
+                  {"mixed", integer},
+                  {"allocated", integer},
+                  {"unavailable", integer}}}}},
               {"cpus",
                {{"type", "object"}, {"properties", {{"total", integer}, {"allocated", integer}}}}},
               {"gpus",
@@ -271,14 +297,18 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
                 {"items",
                  {{"type", "object"},
                   {"properties",
-                   {{"name", string}, {"state", string},
+                   {{"name", string},
+                    {"state", string},
                     {"default", {{"type", "boolean"}, {"nullable", true}}},
-                    {"nodes", integer}, {"cpus", integer}, {"gpus", integer}}}}}}}}}}},
+                    {"nodes", integer},
+                    {"cpus", integer},
+                    {"gpus", integer}}}}}}}}}}},
           {"Glue",
            {{"type", "object"},
-            {"description", "GLUE 2.1 entities by name, each a list of objects with ID, Name, "
-                            "CreationTime, Validity, the entity's attributes and "
-                            "Associations (docs/api.md)"},
+            {"description",
+             "GLUE 2.1 entities by name, each a list of objects with ID, Name, "
+             "CreationTime, Validity, the entity's attributes and "
+             "Associations (docs/api.md)"},
             {"properties",
              {{"ComputingService", {{"type", "array"}, {"items", {{"type", "object"}}}}},
               {"ComputingManager", {{"type", "array"}, {"items", {{"type", "object"}}}}},
@@ -299,8 +329,11 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
                 {"items",
                  {{"type", "object"},
                   {"properties",
-                   {{"user", string}, {"group", string}, {"gpu_model", string},
-                    {"gpu_hours", {{"type", "number"}}}, {"cpu_hours", {{"type", "number"}}},
+                   {{"user", string},
+                    {"group", string},
+                    {"gpu_model", string},
+                    {"gpu_hours", {{"type", "number"}}},
+                    {"cpu_hours", {{"type", "number"}}},
                     {"jobs", integer}}}}}}}}}}},
           {"OrphanList",
            {{"type", "object"},
@@ -320,7 +353,8 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
                     {"command", {{"type", "string"}, {"nullable", true}}},
                     {"slurm_job_id", {{"type", "integer"}, {"nullable", true}}},
                     {"slurm_job_from",
-                     {{"type", "string"}, {"nullable", true},
+                     {{"type", "string"},
+                      {"nullable", true},
                       {"description", "cgroup, slurmstepd or environ"}}},
                     {"reason", string},
                     {"first_seen", integer},
@@ -344,25 +378,31 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
                   {"message", {{"type", "string"}}},
                   {"limit",
                    {{"type", "string"},
-                    {"description", "a 403 over a limit: its name (max_walltime_s, "
-                                    "max_gpus_per_job, max_running_jobs, max_queued_jobs, "
-                                    "cloud_max_walltime_s)"}}},
+                    {"description",
+                     "a 403 over a limit: its name (max_walltime_s, "
+                     "max_gpus_per_job, max_running_jobs, max_queued_jobs, "
+                     "cloud_max_walltime_s)"}}},
                   {"value", {{"type", "integer"}, {"description", "the limit's value"}}},
                   {"requested",
                    {{"type", "integer"},
                     {"description", "what the job asked for (walltime in s, GPUs)"}}},
                   {"current",
-                   {{"type", "integer"},
-                    {"description", "the account's running or queued jobs"}}},
+                   {{"type", "integer"}, {"description", "the account's running or queued jobs"}}},
                   {"quota",
                    {{"type", "string"},
-                    {"description", "a GPU job over its group's GPU-hour quota: the quota's "
-                                    "key ([quotas.groups.\"GROUP\"] gpu_hours)"}}},
+                    {"description",
+                     "a GPU job over its group's GPU-hour quota: the quota's "
+                     "key ([quotas.groups.\"GROUP\"] gpu_hours)"}}},
                   {"group", {{"type", "string"}, {"description", "the group over its quota"}}},
-                  {"budget_gpu_hours", {{"type", "number"}, {"description", "its GPU-hours per period"}}},
-                  {"used_gpu_hours", {{"type", "number"}, {"description", "its GPU-hours used in this period"}}},
-                  {"period", {{"type", "string"}, {"description", "month, week, day or \"N s period\""}}},
-                  {"since", {{"type", "integer"}, {"description", "the period's start, Unix time"}}}}}}}}}}}}}}},
+                  {"budget_gpu_hours",
+                   {{"type", "number"}, {"description", "its GPU-hours per period"}}},
+                  {"used_gpu_hours",
+                   {{"type", "number"}, {"description", "its GPU-hours used in this period"}}},
+                  {"period",
+                   {{"type", "string"}, {"description", "month, week, day or \"N s period\""}}},
+                  {"since",
+                   {{"type", "integer"},
+                    {"description", "the period's start, Unix time"}}}}}}}}}}}}}}},
       {"security", J::array({{{"bearer", J::array()}}})},
   };
   return doc;

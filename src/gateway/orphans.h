@@ -40,9 +40,9 @@ GpuProcessVerdict classify_gpu_process(const SampledProcess& p, int64_t holder,
 /// An orphan as berthd reports it.
 struct GpuOrphan {
   SampledProcess process;
-  int64_t seen_by = 0;             ///< the berthd job whose samples showed it
-  int64_t seen_by_slurm_job = 0;   ///< and that job's Slurm id
-  std::string reason;              ///< "no Slurm job", "Slurm job 42 is not running"
+  int64_t seen_by = 0;                    ///< the berthd job whose samples showed it
+  int64_t seen_by_slurm_job = 0;          ///< and that job's Slurm id
+  std::string reason;                     ///< "no Slurm job", "Slurm job 42 is not running"
   int64_t first_seen = 0, last_seen = 0;  ///< Unix seconds (berthd's clock)
 };
 

@@ -47,9 +47,10 @@ std::optional<QuotaRefusal> check_gpu_quota(const QuotaConfig& config, const std
   no.since = since;
   no.key = "[quotas.groups.\"" + group + "\"] gpu_hours";
   std::string from = rfc3339(since);
-  no.message = fmt::format("group {} has used {:.4f} of its {:g} GPU-hours in the {} from {}, "
-                           "the quota {} = {:g}",
-                           group, used, no.budget, no.period, from, no.key, no.budget);
+  no.message = fmt::format(
+      "group {} has used {:.4f} of its {:g} GPU-hours in the {} from {}, "
+      "the quota {} = {:g}",
+      group, used, no.budget, no.period, from, no.key, no.budget);
   return no;
 }
 

@@ -24,7 +24,8 @@ void add_processes(const nlohmann::json& gpu, const std::string& node,
     if (!p.is_object() || !p.contains("pid") || !p["pid"].is_number_unsigned()) continue;
     SampledProcess s;
     s.node = node;
-    s.gpu_index = gpu.value("index", nlohmann::json()).is_number_integer() ? gpu["index"].get<int>() : 0;
+    s.gpu_index =
+        gpu.value("index", nlohmann::json()).is_number_integer() ? gpu["index"].get<int>() : 0;
     s.gpu_uuid = text(gpu, "uuid");
     s.pid = p["pid"].get<unsigned>();
     if (auto uid = p.find("uid"); uid != p.end() && uid->is_number_unsigned())
@@ -68,15 +69,18 @@ std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_
     GpuSample& s = by_time[t];
     s.time = t;
     bool all_idle = s.gpus == 0 || s.idle;
-    const std::string node = doc.value("node", nlohmann::json()).is_string() ? doc["node"].get<std::string>() : "";
+    const std::string node =
+        doc.value("node", nlohmann::json()).is_string() ? doc["node"].get<std::string>() : "";
     for (const auto& g : doc["gpus"]) {
       ++s.gpus;
       if (g.is_object()) add_processes(g, node, s.processes);
       double util = 100;
       const auto& w = g.value("window", nlohmann::json::object());
-      if (auto m = w.find("utilization_gpu"); m != w.end() && m->is_object() && (*m)["mean"].is_number())
+      if (auto m = w.find("utilization_gpu");
+          m != w.end() && m->is_object() && (*m)["mean"].is_number())
         util = (*m)["mean"].get<double>();
-      else if (auto u = g.find("utilization"); u != g.end() && u->is_object() && (*u)["gpu"].is_number())
+      else if (auto u = g.find("utilization");
+               u != g.end() && u->is_object() && (*u)["gpu"].is_number())
         util = (*u)["gpu"].get<double>();
       if (util >= idle_below_pct) all_idle = false;
     }
@@ -115,8 +119,8 @@ std::string reclaim_watch_script(const std::string& berth, const std::string& sa
                   "sel=\"--gpus device=$SLURM_JOB_GPUS\"; ";
   return "( " + select + "while :; do " + sample + shell_quote(berth) +
          std::string(nodes > 1 ? "" : " gpu stats $sel") + (nodes > 1 ? " gpu stats" : "") +
-         " --json --samples 3 --interval-ms 1000 >>" + shell_quote(samples_file) +
-         " 2>>" + shell_quote(samples_file + ".log") + "; if [ -s " + shell_quote(notice_file) +
+         " --json --samples 3 --interval-ms 1000 >>" + shell_quote(samples_file) + " 2>>" +
+         shell_quote(samples_file + ".log") + "; if [ -s " + shell_quote(notice_file) +
          " ] && [ -z \"$noticed\" ]; then cat " + shell_quote(notice_file) + " >>" +
          shell_quote(err_file) + "; noticed=1; fi; sleep " + std::to_string(p.sample_interval_s) +
          "; done ) &\n";

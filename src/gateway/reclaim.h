@@ -23,11 +23,11 @@ struct ReclaimPolicy {
 /// A compute process on one of a job's GPUs, as the job's sampler saw it (docs/gpu.md's
 /// `processes`).
 struct SampledProcess {
-  std::string node;      ///< the document's "node"; "" when it has none
-  int gpu_index = 0;     ///< NVML's index on that node
+  std::string node;   ///< the document's "node"; "" when it has none
+  int gpu_index = 0;  ///< NVML's index on that node
   std::string gpu_uuid;
   unsigned pid = 0;
-  bool known = false;    ///< the sampler could read its /proc entry (uid or command known)
+  bool known = false;  ///< the sampler could read its /proc entry (uid or command known)
   std::optional<uint32_t> uid;
   std::string user, command;
   std::optional<int64_t> slurm_job_id;
@@ -37,9 +37,9 @@ struct SampledProcess {
 /// What the newest samples of a job say: whether every GPU it holds was idle, when they were
 /// taken, and the processes on those GPUs. nullopt when the text holds no usable sample.
 struct GpuSample {
-  int64_t time = 0;  ///< Unix seconds of the newest document
-  int gpus = 0;      ///< GPUs reported (all nodes together)
-  bool idle = false; ///< every reported GPU's utilisation below the policy's threshold
+  int64_t time = 0;   ///< Unix seconds of the newest document
+  int gpus = 0;       ///< GPUs reported (all nodes together)
+  bool idle = false;  ///< every reported GPU's utilisation below the policy's threshold
   std::vector<SampledProcess> processes;  ///< of the newest documents (all nodes together)
 };
 std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_pct);
@@ -77,7 +77,7 @@ class IdleTracker {
  private:
   std::map<int64_t, int64_t> since_;  ///< job -> time of its first idle sample in a row
   struct Flag {
-    int64_t at = 0;         ///< the sample time it was flagged at
+    int64_t at = 0;  ///< the sample time it was flagged at
     bool cancelled = false;
     bool ended = false;
   };

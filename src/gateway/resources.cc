@@ -5,7 +5,8 @@
 namespace berth::gateway {
 
 GlueSite glue_site(const std::string& cluster, const PublishConfig& publish,
-                   const std::vector<SlurmNode>& nodes, const std::vector<SlurmPartition>& partitions,
+                   const std::vector<SlurmNode>& nodes,
+                   const std::vector<SlurmPartition>& partitions,
                    const std::vector<SlurmJobEntry>& jobs, int max_gpus_per_job) {
   GlueSite site;
   site.cluster = cluster;
@@ -23,13 +24,15 @@ GlueSite glue_site(const std::string& cluster, const PublishConfig& publish,
     g.max_gpus_per_job = max_gpus_per_job;
     for (const SlurmJobEntry& j : jobs) {
       if (j.info.partition != p.name) continue;
-      if (j.info.state == JobState::kRunning) ++g.running_jobs;
-      else if (j.info.state == JobState::kPending) ++g.waiting_jobs;
+      if (j.info.state == JobState::kRunning)
+        ++g.running_jobs;
+      else if (j.info.state == JobState::kPending)
+        ++g.waiting_jobs;
     }
     site.partitions.push_back(std::move(g));
   }
   for (const auto& [type, m] : publish.gpu_models)
-    site.accelerators[type] = {m.vendor, m.model, m.memory_mb, m.compute_capability,
+    site.accelerators[type] = {m.vendor,         m.model,       m.memory_mb, m.compute_capability,
                                m.driver_version, m.cuda_version};
   return site;
 }

@@ -19,7 +19,8 @@ namespace berth::gateway {
 /// The GLUE input for the cluster `cluster` from what slurmrestd answered: nodes by class,
 /// partitions with their running (RUNNING) and waiting (PENDING) jobs.
 GlueSite glue_site(const std::string& cluster, const PublishConfig& publish,
-                   const std::vector<SlurmNode>& nodes, const std::vector<SlurmPartition>& partitions,
+                   const std::vector<SlurmNode>& nodes,
+                   const std::vector<SlurmPartition>& partitions,
                    const std::vector<SlurmJobEntry>& jobs, int max_gpus_per_job);
 
 class ResourcesService {

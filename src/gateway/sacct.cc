@@ -21,7 +21,9 @@ namespace berth::gateway {
 namespace {
 
 /// As sacct's -S and -E take it: RFC 3339 without the zone.
-std::string utc(int64_t t) { return rfc3339(t).substr(0, 19); }
+std::string utc(int64_t t) {
+  return rfc3339(t).substr(0, 19);
+}
 
 /// The first non-empty line of `text`, at most 300 bytes.
 std::string first_line(const std::string& text) {
@@ -39,8 +41,8 @@ std::vector<std::string> sacct_args(const AccountingConfig& config, int64_t sinc
 }
 
 Result<std::string> run_program(const std::vector<std::string>& argv,
-                                const std::map<std::string, std::string>& env,
-                                int64_t timeout_s, size_t max_bytes) {
+                                const std::map<std::string, std::string>& env, int64_t timeout_s,
+                                size_t max_bytes) {
   const std::string& program = argv.at(0);
   std::map<std::string, std::string> vars;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -93,9 +95,10 @@ Result<std::string> run_program(const std::vector<std::string>& argv,
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = -1;
-  int spawned = program.find('/') == std::string::npos
-                    ? ::posix_spawnp(&pid, program.c_str(), &actions, &attr, args.data(), envp.data())
-                    : ::posix_spawn(&pid, program.c_str(), &actions, &attr, args.data(), envp.data());
+  int spawned =
+      program.find('/') == std::string::npos
+          ? ::posix_spawnp(&pid, program.c_str(), &actions, &attr, args.data(), envp.data())
+          : ::posix_spawn(&pid, program.c_str(), &actions, &attr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   ::close(out[1]);
@@ -109,7 +112,8 @@ Result<std::string> run_program(const std::vector<std::string>& argv,
   char buf[65536];
   while (fds[0].fd >= 0 || fds[1].fd >= 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now()).count();
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
     if (left <= 0) {
       timed_out = true;
       break;
@@ -135,8 +139,9 @@ Result<std::string> run_program(const std::vector<std::string>& argv,
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (timed_out)
-    return make_error("read accounting", program,
-                      "no answer within " + std::to_string(timeout_s) + " s ([accounting] timeout_s)");
+    return make_error(
+        "read accounting", program,
+        "no answer within " + std::to_string(timeout_s) + " s ([accounting] timeout_s)");
   if (too_big)
     return make_error("read accounting", program,
                       "the answer is larger than " + std::to_string(max_bytes) + " bytes");
@@ -154,8 +159,8 @@ Result<std::vector<UsageRecord>> sacct_usage(const AccountingConfig& config, int
                                              int64_t until, const ShareUnits& share) {
   std::map<std::string, std::string> env = {{"TZ", "UTC"}};
   if (!config.slurm_conf.empty()) env["SLURM_CONF"] = config.slurm_conf;
-  std::string text = BERTH_TRY(run_program(sacct_args(config, since, until), env,
-                                           config.timeout_s, size_t{1} << 30));
+  std::string text = BERTH_TRY(
+      run_program(sacct_args(config, since, until), env, config.timeout_s, size_t{1} << 30));
   return usage_from_sacct_json(text, share);
 }
 

@@ -36,8 +36,8 @@ std::vector<std::string> sacct_args(const AccountingConfig& config, int64_t sinc
 /// line of what it wrote to stderr (or its exit status). Killed after `timeout_s` seconds; the
 /// output is cut at `max_bytes`, an error too.
 Result<std::string> run_program(const std::vector<std::string>& argv,
-                                const std::map<std::string, std::string>& env,
-                                int64_t timeout_s, size_t max_bytes);
+                                const std::map<std::string, std::string>& env, int64_t timeout_s,
+                                size_t max_bytes);
 
 /// The usage records of the jobs that ran in [since, until), from sacct.
 /// `share`: how the site splits GPUs, for the share jobs' GPU-hours.

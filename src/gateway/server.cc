@@ -29,8 +29,10 @@ thread_local std::string request_auth_failure;  ///< why a token was refused (""
 std::string printable(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
-    if (c >= 0x21 && c < 0x7f && c != '\\') out.push_back(static_cast<char>(c));
-    else out += fmt::format("\\x{:02x}", c);
+    if (c >= 0x21 && c < 0x7f && c != '\\')
+      out.push_back(static_cast<char>(c));
+    else
+      out += fmt::format("\\x{:02x}", c);
   }
   return out;
 }
@@ -64,8 +66,7 @@ std::string next_request_id() {
 /// the caller once known.
 class RequestAudit {
  public:
-  RequestAudit(AuditLog* log, const httplib::Request& req, httplib::Response& res)
-      : log_(log) {
+  RequestAudit(AuditLog* log, const httplib::Request& req, httplib::Response& res) : log_(log) {
     base_.request_id = next_request_id();
     base_.route = req.method + " " + req.path;
     res.set_header("X-Request-Id", base_.request_id);
@@ -106,8 +107,7 @@ std::optional<Account> authorize(Authenticator& auth, const httplib::Request& re
     request_auth_failure = token_failure_reason(fail->status, fail->message);
     send_error(res, fail->status, fail->message);
     audit.caller(fail->issuer, fail->subject, "");
-    audit.record(fail->status == 401 ? "token" : "mapping", "refused",
-                 {{"reason", fail->message}});
+    audit.record(fail->status == 401 ? "token" : "mapping", "refused", {{"reason", fail->message}});
     return std::nullopt;
   }
   const Account& a = std::get<Account>(who);
@@ -120,8 +120,8 @@ std::optional<Account> authorize(Authenticator& auth, const httplib::Request& re
 /// The 403 of a request over a limit: the usual error, plus the limit, its value and what the
 /// request asked for ("requested") or the account already has ("current").
 nlohmann::json limit_error(const LimitRefusal& no) {
-  nlohmann::json e = {{"status", 403}, {"message", no.message}, {"limit", limit_name(no.key)},
-                      {"value", no.value}};
+  nlohmann::json e = {
+      {"status", 403}, {"message", no.message}, {"limit", limit_name(no.key)}, {"value", no.value}};
   e[no.count ? "current" : "requested"] = no.requested;
   return {{"error", e}};
 }
@@ -130,9 +130,14 @@ nlohmann::json limit_error(const LimitRefusal& no) {
 /// budget, what the group used and the period it used it in.
 nlohmann::json quota_error(const QuotaRefusal& no) {
   return {{"error",
-           {{"status", 403}, {"message", no.message}, {"quota", no.key}, {"group", no.group},
-            {"budget_gpu_hours", no.budget}, {"used_gpu_hours", no.used},
-            {"period", no.period}, {"since", no.since}}}};
+           {{"status", 403},
+            {"message", no.message},
+            {"quota", no.key},
+            {"group", no.group},
+            {"budget_gpu_hours", no.budget},
+            {"used_gpu_hours", no.used},
+            {"period", no.period},
+            {"since", no.since}}}};
 }
 
 /// The job id of a path's {id}, or -1.
@@ -179,16 +184,18 @@ void Server::routes() {
   });
   declare_metrics();
   http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                          request_start).count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - request_start)
+            .count();
     std::string route = route_label(req.path);
-    metrics_.add("berthd_http_requests_total",
-                 {{"method", req.method}, {"route", route}, {"status", std::to_string(res.status)}});
+    metrics_.add(
+        "berthd_http_requests_total",
+        {{"method", req.method}, {"route", route}, {"status", std::to_string(res.status)}});
     metrics_.observe("berthd_http_request_duration_seconds", {{"route", route}}, ms / 1000);
     if (!request_auth_failure.empty())
       metrics_.add("berthd_token_failures_total", {{"reason", request_auth_failure}});
-    std::string line = "berthd: access " + printable(req.method) + " " + printable(req.path) +
-                       " " + std::to_string(res.status) + " " + fmt::format("{:.2f}ms", ms) + " " +
+    std::string line = "berthd: access " + printable(req.method) + " " + printable(req.path) + " " +
+                       std::to_string(res.status) + " " + fmt::format("{:.2f}ms", ms) + " " +
                        (request_user.empty() ? "-" : printable(request_user)) + "\n";
     std::fputs(line.c_str(), stderr);
   });
@@ -206,8 +213,13 @@ void Server::routes() {
     if (!who) return;
     const Account& a = *who;
     send_json(res, 200,
-              {{"issuer", a.issuer}, {"subject", a.subject}, {"user", a.user}, {"uid", a.uid},
-               {"gid", a.gid}, {"groups", a.groups}, {"admin", a.admin}});
+              {{"issuer", a.issuer},
+               {"subject", a.subject},
+               {"user", a.user},
+               {"uid", a.uid},
+               {"gid", a.gid},
+               {"groups", a.groups},
+               {"admin", a.admin}});
   });
   if (jobs_ != nullptr) job_routes();
   publish_routes();
@@ -248,7 +260,8 @@ void Server::job_routes() {
     }
     if (done->refused) {
       const LimitRefusal& no = *done->refused;
-      nlohmann::json detail = {{"limit", limit_name(no.key)}, {"value", no.value},
+      nlohmann::json detail = {{"limit", limit_name(no.key)},
+                               {"value", no.value},
                                {no.count ? "current" : "requested", no.requested},
                                {"from", no.from}};
       audit.record("job.submit", "refused", detail);
@@ -258,15 +271,21 @@ void Server::job_routes() {
     if (done->over_quota) {
       const QuotaRefusal& no = *done->over_quota;
       audit.record("job.submit", "refused",
-                   {{"quota", no.key}, {"group", no.group}, {"budget_gpu_hours", no.budget},
-                    {"used_gpu_hours", no.used}, {"period", no.period}, {"since", no.since}});
+                   {{"quota", no.key},
+                    {"group", no.group},
+                    {"budget_gpu_hours", no.budget},
+                    {"used_gpu_hours", no.used},
+                    {"period", no.period},
+                    {"since", no.since}});
       metrics_.add("berthd_quota_refusals_total", {{"group", no.group}});
       return send_json(res, 403, quota_error(no));
     }
     const JobRecord& job = done->job;
     audit.record("job.submit", done->replayed ? "replayed" : "accepted",
-                 {{"id", std::to_string(job.id)}, {"slurm_job_id", job.slurm_job_id},
-                  {"state", job.state}, {"class", request->job_class},
+                 {{"id", std::to_string(job.id)},
+                  {"slurm_job_id", job.slurm_job_id},
+                  {"state", job.state},
+                  {"class", request->job_class},
                   {"walltime_s", job.time_limit_s}});
     if (done->replayed) res.set_header("Idempotent-Replayed", "true");
     send_json(res, done->replayed ? 200 : 201, job_json(job));
@@ -292,7 +311,7 @@ void Server::job_routes() {
       auto who = authorize(auth_, req, res, audit);
       if (!who) return;
       int64_t id = job_id(req.matches[1]);
-      auto job = id < 0 ? Result<std::optional<JobRecord>>(std::optional<JobRecord>())
+      auto job = id < 0   ? Result<std::optional<JobRecord>>(std::optional<JobRecord>())
                  : cancel ? jobs_->cancel(*who, id)
                           : jobs_->get(*who, id);
       std::string name = req.matches[1];
@@ -308,8 +327,10 @@ void Server::job_routes() {
       }
       if (cancel)
         audit.record("job.cancel", "accepted",
-                     {{"id", name}, {"slurm_job_id", (*job)->slurm_job_id},
-                      {"state", (*job)->state}, {"owner", (*job)->owner}});
+                     {{"id", name},
+                      {"slurm_job_id", (*job)->slurm_job_id},
+                      {"state", (*job)->state},
+                      {"owner", (*job)->owner}});
       nlohmann::json out = job_json(**job);
       out["idle_gpus"] = jobs_->idle_flagged((*job)->id);
       send_json(res, cancel ? 202 : 200, out);
@@ -326,15 +347,14 @@ void Server::job_routes() {
     if (req.has_param("tail")) {
       int64_t n = job_id(req.get_param_value("tail"));
       if (n < 1 || n > kMaxTailLines)
-        return send_error(res, 400,
-                          "tail is not a number of lines from 1 to " +
-                              std::to_string(kMaxTailLines));
+        return send_error(
+            res, 400, "tail is not a number of lines from 1 to " + std::to_string(kMaxTailLines));
       lines = static_cast<int>(n);
     }
     int64_t id = job_id(req.matches[1]);
-    auto out = id < 0 ? Result<std::optional<JobService::Output>>(
-                            std::optional<JobService::Output>())
-                      : jobs_->output(*who, id, lines);
+    auto out = id < 0
+                   ? Result<std::optional<JobService::Output>>(std::optional<JobService::Output>())
+                   : jobs_->output(*who, id, lines);
     if (!out.ok()) {
       if (out.error().code == ErrorCode::kNotFound) return send_error(res, 404, out.error().detail);
       return send_error(res, 500, out.error().message());
@@ -342,9 +362,13 @@ void Server::job_routes() {
     if (!*out) return send_error(res, 404, "no job " + std::string(req.matches[1]));
     const JobService::Output& o = **out;
     send_json(res, 200,
-              {{"id", std::to_string(o.job.id)}, {"state", o.job.state}, {"tail", lines},
-               {"stdout", o.stdout_text}, {"stdout_truncated", o.stdout_truncated},
-               {"stderr", o.stderr_text}, {"stderr_truncated", o.stderr_truncated}});
+              {{"id", std::to_string(o.job.id)},
+               {"state", o.job.state},
+               {"tail", lines},
+               {"stdout", o.stdout_text},
+               {"stdout_truncated", o.stdout_truncated},
+               {"stderr", o.stderr_text},
+               {"stderr_truncated", o.stderr_truncated}});
   });
   // Orphan GPU processes ([reclaim], gateway/orphans.h): administrators only, as they name
   // other users' processes.
@@ -367,35 +391,52 @@ void Server::job_routes() {
 
 void Server::declare_metrics() {
   using T = Metrics::Type;
-  const std::vector<double> latency = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
-  metrics_.declare("berthd_http_requests_total", T::kCounter, "HTTP requests answered, by method, route and status.");
-  metrics_.declare("berthd_http_request_duration_seconds", T::kHistogram, "Time to answer a request, by route.", latency);
-  metrics_.declare("berthd_token_failures_total", T::kCounter, "Requests refused for their token (401) or identity (403), by reason.");
-  metrics_.declare("berthd_slurm_requests_total", T::kCounter, "Exchanges with slurmrestd, by method and status (0: no answer).");
-  metrics_.declare("berthd_slurm_request_duration_seconds", T::kHistogram, "Round trips to slurmrestd, by method.", latency);
+  const std::vector<double> latency = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                       0.25,  0.5,    1,     2.5,  5,     10};
+  metrics_.declare("berthd_http_requests_total", T::kCounter,
+                   "HTTP requests answered, by method, route and status.");
+  metrics_.declare("berthd_http_request_duration_seconds", T::kHistogram,
+                   "Time to answer a request, by route.", latency);
+  metrics_.declare("berthd_token_failures_total", T::kCounter,
+                   "Requests refused for their token (401) or identity (403), by reason.");
+  metrics_.declare("berthd_slurm_requests_total", T::kCounter,
+                   "Exchanges with slurmrestd, by method and status (0: no answer).");
+  metrics_.declare("berthd_slurm_request_duration_seconds", T::kHistogram,
+                   "Round trips to slurmrestd, by method.", latency);
   metrics_.declare("berthd_jobs", T::kGauge, "Jobs in berthd's database, by state.");
-  metrics_.declare("berthd_gpus", T::kGauge, "GPUs of the cluster by model and state (total, used, idle), as of the last GET /v1/resources.");
+  metrics_.declare("berthd_gpus", T::kGauge,
+                   "GPUs of the cluster by model and state (total, used, idle), as of the last GET "
+                   "/v1/resources.");
   metrics_.declare("berthd_idle_gpu_jobs", T::kGauge, "Running GPU jobs flagged for idle GPUs.");
-  metrics_.declare("berthd_limit_refusals_total", T::kCounter, "Jobs refused for a limit ([limits]), by the limit's key.");
-  metrics_.declare("berthd_quota_refusals_total", T::kCounter, "GPU jobs refused for their group's GPU-hour quota, by group.");
-  metrics_.declare("berthd_reclaim_actions_total", T::kCounter, "Idle-GPU reclaim actions taken, by action (flag, notify, cancel).");
-  metrics_.declare("berthd_gpu_orphan_processes", T::kGauge, "GPU processes that belong to no running job, by node, as the running GPU jobs' samples show them.");
+  metrics_.declare("berthd_limit_refusals_total", T::kCounter,
+                   "Jobs refused for a limit ([limits]), by the limit's key.");
+  metrics_.declare("berthd_quota_refusals_total", T::kCounter,
+                   "GPU jobs refused for their group's GPU-hour quota, by group.");
+  metrics_.declare("berthd_reclaim_actions_total", T::kCounter,
+                   "Idle-GPU reclaim actions taken, by action (flag, notify, cancel).");
+  metrics_.declare("berthd_gpu_orphan_processes", T::kGauge,
+                   "GPU processes that belong to no running job, by node, as the running GPU jobs' "
+                   "samples show them.");
   if (jobs_ == nullptr) return;
   jobs_->slurm().set_observer([this](std::string_view method, int status, double seconds) {
-    metrics_.add("berthd_slurm_requests_total", {{"method", std::string(method)}, {"status", std::to_string(status)}});
-    metrics_.observe("berthd_slurm_request_duration_seconds", {{"method", std::string(method)}}, seconds);
+    metrics_.add("berthd_slurm_requests_total",
+                 {{"method", std::string(method)}, {"status", std::to_string(status)}});
+    metrics_.observe("berthd_slurm_request_duration_seconds", {{"method", std::string(method)}},
+                     seconds);
   });
-  jobs_->set_reclaim_observer([this](const char* action, const JobRecord& job, const std::string& detail) {
-    metrics_.add("berthd_reclaim_actions_total", {{"action", action}});
-    if (audit_ == nullptr) return;
-    AuditEvent e;
-    e.event = "job.reclaim";
-    e.outcome = action;
-    e.user = job.owner;
-    e.route = "reconcile";
-    e.detail = {{"id", std::to_string(job.id)}, {"slurm_job_id", job.slurm_job_id}, {"notice", detail}};
-    (void)audit_->write(e);  // deliberate: a full disk must not stop the reclaim
-  });
+  jobs_->set_reclaim_observer(
+      [this](const char* action, const JobRecord& job, const std::string& detail) {
+        metrics_.add("berthd_reclaim_actions_total", {{"action", action}});
+        if (audit_ == nullptr) return;
+        AuditEvent e;
+        e.event = "job.reclaim";
+        e.outcome = action;
+        e.user = job.owner;
+        e.route = "reconcile";
+        e.detail = {
+            {"id", std::to_string(job.id)}, {"slurm_job_id", job.slurm_job_id}, {"notice", detail}};
+        (void)audit_->write(e);  // deliberate: a full disk must not stop the reclaim
+      });
   jobs_->set_orphan_observer([this](const GpuOrphan& o) {
     if (audit_ == nullptr) return;
     AuditEvent e;
@@ -428,7 +469,8 @@ void Server::publish_routes() {
       RequestAudit audit(audit_, req, res);
       auto who = authorize(auth_, req, res, audit);
       if (!who) return;
-      if (!who->admin) return send_error(res, 403, "/metrics is for administrators (or set metrics_public)");
+      if (!who->admin)
+        return send_error(res, 403, "/metrics is for administrators (or set metrics_public)");
     }
     res.status = 200;
     res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
@@ -456,13 +498,15 @@ void Server::publish_routes() {
     for (auto [name, value] : {std::pair{"since", &since}, std::pair{"until", &until}})
       if (req.has_param(name)) {
         *value = job_id(req.get_param_value(name));
-        if (*value < 0) return send_error(res, 400, std::string(name) + " is not a Unix time in seconds");
+        if (*value < 0)
+          return send_error(res, 400, std::string(name) + " is not a Unix time in seconds");
       }
     if (since >= until) return send_error(res, 400, "since is not before until");
     auto by = parse_group_by(req.has_param("group_by") ? req.get_param_value("group_by") : "user");
     if (!by) return send_error(res, 400, "group_by is not user, group or gpu_model");
     std::string format = req.has_param("format") ? req.get_param_value("format") : "json";
-    if (format != "json" && format != "csv") return send_error(res, 400, "format is not json or csv");
+    if (format != "json" && format != "csv")
+      return send_error(res, 400, "format is not json or csv");
     auto usage = jobs_->accounting(who->admin ? "" : who->user, since, until);
     if (!usage.ok())
       return send_error(res, usage.error().code == ErrorCode::kBusy ? 503 : 500,
@@ -501,6 +545,8 @@ Status Server::serve() {
   return {};
 }
 
-void Server::stop() { http_->stop(); }
+void Server::stop() {
+  http_->stop();
+}
 
 }  // namespace berth::gateway

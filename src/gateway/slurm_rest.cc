@@ -21,10 +21,9 @@ constexpr const char* kOpenApiPath = "/openapi/v3";
 
 std::string mint_slurm_token(const std::string& key, const std::string& user, int64_t now,
                              int64_t lifespan_s) {
-  std::string input =
-      base64url_encode(R"({"alg":"HS256","typ":"JWT"})") + "." +
-      base64url_encode(to_text(nlohmann::ordered_json{
-          {"iat", now}, {"exp", now + lifespan_s}, {"sun", user}}));
+  std::string input = base64url_encode(R"({"alg":"HS256","typ":"JWT"})") + "." +
+                      base64url_encode(to_text(nlohmann::ordered_json{
+                          {"iat", now}, {"exp", now + lifespan_s}, {"sun", user}}));
   return input + "." + base64url_encode(hmac_sha256(key, input));
 }
 

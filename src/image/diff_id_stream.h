@@ -47,9 +47,9 @@ class DiffIdStream {
   std::condition_variable cv_;
   std::deque<std::string> queue_;
   size_t queued_ = 0;
-  bool closed_ = false;   // no more chunks come
-  bool done_ = false;     // the thread has stopped reading
-  std::string current_;   // the chunk libarchive is reading
+  bool closed_ = false;  // no more chunks come
+  bool done_ = false;    // the thread has stopped reading
+  std::string current_;  // the chunk libarchive is reading
   std::optional<Error> error_;
   std::string digest_;
   std::thread thread_;

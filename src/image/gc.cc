@@ -43,7 +43,9 @@ struct Probe {
   }
 };
 
-bool is_blob_hex(std::string_view name) { return name.size() == 64 && is_lower_hex(name); }
+bool is_blob_hex(std::string_view name) {
+  return name.size() == 64 && is_lower_hex(name);
+}
 
 time_t mtime_of(const std::string& path) {
   struct stat st;
@@ -119,13 +121,20 @@ Status sweep_version_temporaries(const Store& store, bool dry_run, std::vector<L
 
 std::string_view leftover_kind_word(LeftoverKind k) {
   switch (k) {
-    case LeftoverKind::kBlob: return "blob";
-    case LeftoverKind::kDownload: return "download";
-    case LeftoverKind::kStaging: return "staging";
-    case LeftoverKind::kContainer: return "container";
-    case LeftoverKind::kTempFile: return "temporary";
-    case LeftoverKind::kName: return "name";
-    case LeftoverKind::kVerdict: return "verdict";
+    case LeftoverKind::kBlob:
+      return "blob";
+    case LeftoverKind::kDownload:
+      return "download";
+    case LeftoverKind::kStaging:
+      return "staging";
+    case LeftoverKind::kContainer:
+      return "container";
+    case LeftoverKind::kTempFile:
+      return "temporary";
+    case LeftoverKind::kName:
+      return "name";
+    case LeftoverKind::kVerdict:
+      return "verdict";
   }
   return "?";
 }
@@ -213,8 +222,7 @@ Status remove_blobs(const std::vector<Leftover>& blobs, const FileLock& sweep_lo
 void release_replaced(Store& store, const std::vector<ImageRecord>& replaced) {
   auto released = store.release_blobs(replaced);
   if (!released.ok())
-    log::warn("{}; 'berth gc' will remove the replaced image's blobs",
-              released.error().message());
+    log::warn("{}; 'berth gc' will remove the replaced image's blobs", released.error().message());
   else if (*released > 0)
     log::debug("released {} blobs of the replaced image", *released);
 }

@@ -32,7 +32,7 @@ struct HttpRequest {
   std::string url;
   std::vector<std::string> headers;  ///< "Name: value" lines
   std::string post_body;             ///< request body for POST and PUT
-  size_t max_body = 1 << 20;  ///< cap on a buffered body; larger is an error
+  size_t max_body = 1 << 20;         ///< cap on a buffered body; larger is an error
   /// When set, a 2xx body goes here instead of being buffered; `head` holds
   /// the final status and headers (no body), known before the first byte.
   std::function<Status(const HttpResponse& head, const char* data, size_t len)> sink;

@@ -39,9 +39,9 @@ Result<ImageConfig> parse_image_config(std::string_view text, const std::string&
   const json& j = *parsed;
   if (!j.is_object()) return bad("not a JSON object");
   ImageConfig c;
-  for (auto [key, field] : {std::pair{"os", &c.platform.os},
-                            std::pair{"architecture", &c.platform.architecture},
-                            std::pair{"variant", &c.platform.variant}})
+  for (auto [key, field] :
+       {std::pair{"os", &c.platform.os}, std::pair{"architecture", &c.platform.architecture},
+        std::pair{"variant", &c.platform.variant}})
     if (!optional_string(j, key, *field)) return bad(std::string(key) + " is not a string");
   if (auto r = j.find("rootfs"); r != j.end() && r->is_object()) {
     if (auto d = r->find("diff_ids"); d != r->end() && d->is_array())

@@ -73,7 +73,8 @@ ImageRecord from_json(const json& j) {
 /// with anything but a well-formed digest is refused.
 Status check_record(const ImageRecord& r) {
   if (r.name.empty()) return make_error("check image record", "", "empty name");
-  for (const auto& d : image_blobs(r)) BERTH_CHECK(validate_digest(d).with_context("image " + r.name));
+  for (const auto& d : image_blobs(r))
+    BERTH_CHECK(validate_digest(d).with_context("image " + r.name));
   if (r.squashed())  // its layers are only listed, but listed right
     for (const auto& d : r.layers) BERTH_CHECK(validate_digest(d).with_context("image " + r.name));
   return {};

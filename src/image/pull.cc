@@ -38,16 +38,16 @@ Status compare_diff_id(const Descriptor& desc, const std::string& actual,
                        const std::string& diff_id) {
   if (actual == diff_id) return {};
   return make_error("verify", desc.digest,
-                    "the uncompressed layer hashes to " + actual + ", not the diff_id " +
-                        diff_id + " the image config lists");
+                    "the uncompressed layer hashes to " + actual + ", not the diff_id " + diff_id +
+                        " the image config lists");
 }
 
 /// Checks a layer in the store against the image config's diff_id: the sha256 of its
 /// uncompressed tar, as load and import check theirs (containerd checks it on unpack). Only
 /// for a download resumed from a .partial file, whose first bytes the stream did not see.
 Status check_diff_id(PullContext& ctx, const Descriptor& desc, const std::string& diff_id) {
-  LayerFileInfo info = BERTH_TRY(
-      inspect_layer_file(ctx.store.blob_path(desc.digest), desc.digest, desc.digest));
+  LayerFileInfo info =
+      BERTH_TRY(inspect_layer_file(ctx.store.blob_path(desc.digest), desc.digest, desc.digest));
   return compare_diff_id(desc, info.diff_id, diff_id);
 }
 
@@ -214,9 +214,10 @@ Result<PullResult> pull_from(Store& store, const Reference& ref, const std::stri
   PullContext ctx{store, client, ref, repository, opts};
   ctx.deadline = reg.deadline;
   ProgressMeter* pm = opts.progress;
-  int config_item = pm ? pm->add(std::string(digest_hex(manifest.config.digest).substr(0, 12)) +
-                                     " (config)", manifest.config.size)
-                       : -1;
+  int config_item =
+      pm ? pm->add(std::string(digest_hex(manifest.config.digest).substr(0, 12)) + " (config)",
+                   manifest.config.size)
+         : -1;
   std::vector<int> items;
   for (const Descriptor& l : manifest.layers)
     items.push_back(pm ? pm->add(std::string(digest_hex(l.digest).substr(0, 12)), l.size) : -1);
@@ -275,8 +276,8 @@ Result<PullResult> pull_image(Store& store, const Reference& ref, const Credenti
   if (opts.deadline_s > 0)
     reg.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opts.deadline_s);
   for (const PullMirror& m : opts.mirrors) {
-    auto r = pull_from(store, ref, m.registry, m.repository_prefix + ref.repository, creds, opts,
-                       reg);
+    auto r =
+        pull_from(store, ref, m.registry, m.repository_prefix + ref.repository, creds, opts, reg);
     if (r.ok()) {
       log::debug("pulled {} from the mirror {}", ref.str(), m.registry);
       return r;

@@ -29,10 +29,10 @@ struct PullMirror {
 struct PullOptions {
   std::optional<Platform> platform;  ///< requested; the host's when unset
   RegistryOptions registry;
-  int jobs = 4;                      ///< layers downloaded at once
-  int retries = 3;                   ///< attempts per blob on transfer failures (resuming)
-  long deadline_s = 0;               ///< the whole pull's limit in seconds; 0 for none
-  ProgressMeter* progress = nullptr; ///< may be null
+  int jobs = 4;                       ///< layers downloaded at once
+  int retries = 3;                    ///< attempts per blob on transfer failures (resuming)
+  long deadline_s = 0;                ///< the whole pull's limit in seconds; 0 for none
+  ProgressMeter* progress = nullptr;  ///< may be null
   /// Tried in order before the reference's registry; a mirror that fails in any way (lacks
   /// the image, is down, serves something that does not verify) hands over to the next, and
   /// the last to the reference's own registry. The image is recorded under its own name.

@@ -162,8 +162,8 @@ struct RegistryClient::Impl {
   /// http_perform() within the client's deadline, if it has one.
   Result<HttpResponse> send(HttpRequest req) const {
     if (opts.deadline) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*opts.deadline -
-                                                                        Clock::now());
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(*opts.deadline - Clock::now());
       if (left.count() <= 0)
         return make_error(req.method, req.url, "the deadline passed before the transfer ended");
       req.timeout_ms = static_cast<long>(left.count());
@@ -343,8 +343,9 @@ Result<HttpResponse> RegistryClient::Impl::perform(HttpRequest req, const std::s
     if (r.status == 401) {
       std::string away = origin_of(req.url).substr(origin_of(req.url).find("://") + 3);
       return http_error(req.method, req.url, 401,
-                        "redirected to " + away + ", which asks for credentials; the credentials for " +
-                            registry + " are sent only to " + registry);
+                        "redirected to " + away +
+                            ", which asks for credentials; the credentials for " + registry +
+                            " are sent only to " + registry);
     }
   }
   return r;

@@ -8,11 +8,10 @@
 // call from several threads at once (one curl handle per call).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
-#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>

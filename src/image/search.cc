@@ -34,8 +34,9 @@ Result<std::string> next_page(const std::string& link, const std::string& base) 
     std::string origin = target.substr(0, path);
     if (origin != base)
       return make_error("GET", base + "/v2/_catalog",
-                        "the next page's link leads to " + origin + ", not this registry; not "
-                        "following it");
+                        "the next page's link leads to " + origin +
+                            ", not this registry; not "
+                            "following it");
     target = path == std::string::npos ? std::string("/") : target.substr(path);
   }
   return target.starts_with("/v2/_catalog") ? target : std::string();

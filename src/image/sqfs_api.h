@@ -92,5 +92,4 @@ struct SqfsFree {
 };
 using SqfsInodePtr = std::unique_ptr<sqfs_inode_generic_t, SqfsFree>;
 
-
 }  // namespace berth

@@ -86,8 +86,9 @@ Status check_squash_options(const SquashOptions& opts) {
 Result<SquashOptions> parse_squash_options(std::string_view text) {
   auto bad = [&](const std::string& what) {
     return make_error("squash", std::string(text), what, ErrorCode::kInvalidInput)
-        .with_hint("squash options are mksquashfs's: -comp lz4|zstd|gzip, "
-                   "-Xcompression-level N, -processors N");
+        .with_hint(
+            "squash options are mksquashfs's: -comp lz4|zstd|gzip, "
+            "-Xcompression-level N, -processors N");
   };
   std::vector<std::string> words;
   for (size_t i = 0; i < text.size();) {
@@ -110,11 +111,13 @@ Result<SquashOptions> parse_squash_options(std::string_view text) {
   };
   for (size_t i = 0; i < words.size(); i += 2) {
     const std::string& w = words[i];
-    bool* seen = w == "-comp" ? &comp : w == "-Xcompression-level" ? &level
-                                    : w == "-processors"       ? &processors
-                                                               : nullptr;
+    bool* seen = w == "-comp"                 ? &comp
+                 : w == "-Xcompression-level" ? &level
+                 : w == "-processors"         ? &processors
+                                              : nullptr;
     if (seen == nullptr)
-      return bad("\"" + w + "\" is not an option Berth's squash takes (-comp, "
+      return bad("\"" + w +
+                 "\" is not an option Berth's squash takes (-comp, "
                  "-Xcompression-level, -processors)");
     if (*seen) return bad(w + " is given twice");
     *seen = true;
@@ -122,7 +125,8 @@ Result<SquashOptions> parse_squash_options(std::string_view text) {
       if (i + 1 >= words.size()) return bad("-comp needs a compressor (lz4, zstd or gzip)");
       opts.compressor = words[i + 1];
       if (find_compressor(opts.compressor) == nullptr)
-        return bad("-comp " + opts.compressor + ": not a compressor Berth builds with (lz4, "
+        return bad("-comp " + opts.compressor +
+                   ": not a compressor Berth builds with (lz4, "
                    "zstd or gzip)");
     } else if (w == "-Xcompression-level") {
       BERTH_CHECK(number(i, 99, &opts.level));

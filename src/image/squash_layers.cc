@@ -236,8 +236,8 @@ class LayerSquasher {
         continue;
       }
       if (!is_symlink)
-        return refuse(fmt::format("entry \"{}\": a file where this layer puts files below it",
-                                  raw));
+        return refuse(
+            fmt::format("entry \"{}\": a file where this layer puts files below it", raw));
       const char* target = ar().entry_symlink(e);
       if (target == nullptr)
         return refuse(fmt::format("entry \"{}\" is a symlink without a target", raw));
@@ -249,9 +249,10 @@ class LayerSquasher {
         end = to.find('/', end == 0 ? 0 : end + 1);
         MergeTree::Node* on = tree_.find(to.substr(0, end));
         if (on != nullptr && on->inode != nullptr && !on->is_dir())
-          return refuse(fmt::format("entry \"{}\": its target \"{}\" is not a directory in the "
-                                    "merged layers",
-                                    raw, target));
+          return refuse(
+              fmt::format("entry \"{}\": its target \"{}\" is not a directory in the "
+                          "merged layers",
+                          raw, target));
       }
       tree_.move_below(name_, to);
       move_paths(name_, to);
@@ -264,8 +265,8 @@ class LayerSquasher {
   Result<std::string> link_target(std::string_view raw, std::string_view link,
                                   std::string_view target) const {
     auto escapes = [&] {
-      return refuse(fmt::format("entry \"{}\" escapes the root: it goes through a symlink outside",
-                                raw));
+      return refuse(
+          fmt::format("entry \"{}\" escapes the root: it goes through a symlink outside", raw));
     };
     if (target.starts_with('/')) return escapes();
     size_t slash = link.rfind('/');

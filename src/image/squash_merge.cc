@@ -174,8 +174,8 @@ void merge_nodes(MergeTree::Node& into, MergeTree::Node& from) {
       continue;
     }
     MergeTree::Node& there = *it->second;
-    bool dirs = (there.inode == nullptr || there.is_dir()) &&
-                (child->inode == nullptr || child->is_dir());
+    bool dirs =
+        (there.inode == nullptr || there.is_dir()) && (child->inode == nullptr || child->is_dir());
     if (dirs) {
       if (child->entry_layer > there.entry_layer || there.inode == nullptr) {
         if (child->inode != nullptr) there.inode = child->inode;

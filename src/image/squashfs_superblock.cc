@@ -8,8 +8,8 @@ namespace {
 constexpr uint32_t kMagic = 0x73717368;  // "hsqs" on disk: squashfs is little-endian
 
 uint16_t le16(std::string_view b, size_t off) {
-  return static_cast<uint16_t>(static_cast<uint8_t>(b[off]) |
-                               static_cast<uint8_t>(b[off + 1]) << 8);
+  return static_cast<uint16_t>(static_cast<uint8_t>(b[off]) | static_cast<uint8_t>(b[off + 1])
+                                                                  << 8);
 }
 uint32_t le32(std::string_view b, size_t off) {
   return static_cast<uint32_t>(le16(b, off)) | static_cast<uint32_t>(le16(b, off + 2)) << 16;

@@ -73,11 +73,11 @@ Status check_private_dir(const std::string& dir) {
   // Blobs are verified when unpacked, but a store others can write lets them swap names,
   // records and containers' root filesystems: containerd keeps its root 0711 for this reason.
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
-    return make_error("open store", dir,
-                      fmt::format("writable by {} (mode {:04o}): another user could change its "
-                                  "images and containers",
-                                  (st.st_mode & S_IWOTH) ? "others" : "its group",
-                                  st.st_mode & 07777))
+    return make_error(
+               "open store", dir,
+               fmt::format("writable by {} (mode {:04o}): another user could change its "
+                           "images and containers",
+                           (st.st_mode & S_IWOTH) ? "others" : "its group", st.st_mode & 07777))
         .with_hint("make it private: chmod go-w " + dir);
   if (st.st_uid != ::geteuid() && st.st_uid != 0)
     return make_error("open store", dir,

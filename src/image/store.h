@@ -63,7 +63,7 @@ struct ImageRecord {
   /// The registry the image was pulled from (its reference's, also through a mirror; kept by
   /// `tag`), "" for an image imported or loaded, nullopt in records older than the field.
   std::optional<std::string> registry;
-  bool is_protected = false;        ///< `berth protect`: rmi refuses it
+  bool is_protected = false;  ///< `berth protect`: rmi refuses it
   /// The squashfs file holding the merged layers (a blob digest), or "" for an image kept as
   /// layers. A squashed record's `layers` still lists the manifest's layers, but it does not
   /// use their blobs (image_blobs()), and `size` is the squashfs file's.

@@ -20,7 +20,9 @@
 namespace berth {
 namespace {
 
-const ArchiveApi& api() { return archive_api(); }
+const ArchiveApi& api() {
+  return archive_api();
+}
 
 using ArchivePtr = ArchiveReader;
 
@@ -276,9 +278,9 @@ Status LayerApplier::make_hardlink(std::string_view raw, const char* target, int
   if (!tfd.valid()) {
     int err = errno;
     if (err == EXDEV) {
-      return refuse(fmt::format(
-          "entry \"{}\" escapes the root: it links to \"{}\" through a symlink outside", raw,
-          target));
+      return refuse(
+          fmt::format("entry \"{}\" escapes the root: it links to \"{}\" through a symlink outside",
+                      raw, target));
     }
     return entry_err(raw, fmt::format("link to \"{}\"", target), err);
   }

@@ -31,7 +31,7 @@ struct UnpackOptions {
 
 struct UnpackStats {
   uint64_t entries = 0;
-  uint64_t bytes = 0;        ///< regular-file bytes written
+  uint64_t bytes = 0;  ///< regular-file bytes written
   uint64_t skipped_devices = 0;
 };
 
@@ -50,7 +50,7 @@ Result<UnpackStats> apply_layer(const std::string& root, const LayerInput& layer
 
 /// Unpacks layers (bottom first) into `target`, which must not exist or be
 /// empty. On failure the partly built target is removed.
-Result<UnpackStats> unpack_layers(const std::vector<LayerInput>& layers,
-                                  const std::string& target, const UnpackOptions& opts = {});
+Result<UnpackStats> unpack_layers(const std::vector<LayerInput>& layers, const std::string& target,
+                                  const UnpackOptions& opts = {});
 
 }  // namespace berth

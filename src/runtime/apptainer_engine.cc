@@ -9,7 +9,6 @@
 #include "runtime/fallback.h"
 #include "runtime/spawn.h"
 
-
 namespace berth {
 namespace {
 
@@ -19,7 +18,8 @@ constexpr const char* kHint =
 
 Result<std::string> find_apptainer(const Engine& engine) {
   if (auto tool = engine_tool(engine); tool.ok()) return tool;
-  return make_error("engine", "apptainer", "not installed (neither apptainer nor singularity is on PATH)")
+  return make_error("engine", "apptainer",
+                    "not installed (neither apptainer nor singularity is on PATH)")
       .with_hint(kHint);
 }
 
@@ -31,13 +31,14 @@ Status apptainer_probe(const Engine& engine) {
   return {};
 }
 
-Result<std::vector<std::string>> apptainer_argv(const ContainerSpec& spec, const std::string& tool) {
+Result<std::vector<std::string>> apptainer_argv(const ContainerSpec& spec,
+                                                const std::string& tool) {
   if (spec.uid != 0 && spec.uid != ::getuid())
     return make_error("run", "user " + std::to_string(spec.uid),
                       "the apptainer engine runs as the calling user or, with --fakeroot, as root")
         .with_hint("use the userns or proot engine for -u");
-  std::vector<std::string> argv = {tool, "exec", "--userns", "--containall", "--writable",
-                                   "--cleanenv", "--pwd", spec.cwd};
+  std::vector<std::string> argv = {tool,         "exec",       "--userns", "--containall",
+                                   "--writable", "--cleanenv", "--pwd",    spec.cwd};
   if (spec.uid == 0 && ::getuid() != 0) argv.push_back("--fakeroot");
   if (!spec.hostname.empty()) argv.insert(argv.end(), {"--hostname", spec.hostname});
   for (const std::string& e : spec.env) argv.insert(argv.end(), {"--env", e});
@@ -52,7 +53,8 @@ RunOutcome run_apptainer(const EngineRun& run) {
   const ContainerSpec& spec = *run.spec;
   auto tool = find_apptainer(*run.engine);
   if (!tool) return RunOutcome{125, std::move(tool).error()};
-  if (auto st = refuse_unsupported(spec, *run.engine); !st) return RunOutcome{125, std::move(st).error()};
+  if (auto st = refuse_unsupported(spec, *run.engine); !st)
+    return RunOutcome{125, std::move(st).error()};
   auto argv = apptainer_argv(spec, *tool);
   if (!argv) return RunOutcome{125, std::move(argv).error()};
   return spawn_and_wait(spec, *argv, current_environment());

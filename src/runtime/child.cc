@@ -3,10 +3,10 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <linux/capability.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -52,7 +52,9 @@ int write_proc_self(const char* file, const char* text) {
 
 /// fork() without glibc's atfork handlers and malloc locks, which another
 /// thread of the parent may have held at clone time.
-pid_t raw_fork() { return static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0)); }
+pid_t raw_fork() {
+  return static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
+}
 
 /// Resets signal dispositions and the mask the parent left, right before exec.
 void reset_signals() {
@@ -143,7 +145,8 @@ ChildStep start_workload(const ChildContext& ctx, ChildFailure& f) {
   if (::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0)
     return step_failed(f, 125, errno, "drop capability", "CAP_SYS_ADMIN");
   // Descriptors the caller left open must not leak into the container.
-  (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // ENOSYS on old kernels: leak is harmless
+  (void)::syscall(SYS_close_range, 3U, ~0U,
+                  CLOSE_RANGE_CLOEXEC);  // ENOSYS on old kernels: leak is harmless
   keep_across_exec(ctx.spec->kept_fds);  // a launcher's (runtime/launcher.h)
   if (ctx.switch_ids) BERTH_CHILD_CHECK(switch_ids(ctx, f));
   reset_signals();

@@ -46,9 +46,9 @@ struct ChildContext {
   bool switch_ids = false;
   const gid_t* groups = nullptr;
   size_t group_count = 0;
-  std::vector<char*> argv;        ///< null-terminated
-  std::vector<char*> envp;        ///< null-terminated
-  const char* path = nullptr;     ///< PATH for the command lookup
+  std::vector<char*> argv;     ///< null-terminated
+  std::vector<char*> envp;     ///< null-terminated
+  const char* path = nullptr;  ///< PATH for the command lookup
   /// ldconfig's argv (null-terminated; empty: no loader cache update), and the plan that
   /// binds its output over /etc/ld.so.cache once it succeeded.
   std::vector<char*> ldconfig_argv;
@@ -65,12 +65,12 @@ struct ChildContext {
   const char* group_tail = "";
   /// The root emulation's apt drop-in to write in the overlay (kAptDropIn; "" for none).
   const char* apt_drop_in = "";
-  int report_fd = -1;             ///< write end of the report pipe (close-on-exec)
+  int report_fd = -1;  ///< write end of the report pipe (close-on-exec)
   /// The parent's read end of the report pipe, which the child closes at once: the parent's
   /// copy is then the pipe's only reader, so a pipe with none says the parent died.
   int report_read_fd = -1;
-  int devnull_fd = -1;            ///< stdin when !spec->stdin_open
-  int tty_fd = -1;                ///< the caller's terminal to hand over, or -1
+  int devnull_fd = -1;  ///< stdin when !spec->stdin_open
+  int tty_fd = -1;      ///< the caller's terminal to hand over, or -1
 };
 
 /// What a step of the child returns: done, or failed with the ChildFailure it was given

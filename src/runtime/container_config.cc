@@ -143,9 +143,9 @@ Result<std::vector<std::string>> parse_env_file(std::string_view text, const std
     line.remove_prefix(first);
     std::string_view key = env_name(line);
     if (key.empty() || key.find_first_of(" \t") != std::string_view::npos)
-      return make_error("read env file", path,
-                        "line " + std::to_string(n) + ": invalid variable name \"" +
-                            std::string(key) + "\"");
+      return make_error(
+          "read env file", path,
+          "line " + std::to_string(n) + ": invalid variable name \"" + std::string(key) + "\"");
     if (line.find('=') != std::string_view::npos) {
       out.emplace_back(line);
     } else if (auto v = env_lookup(host_env, key)) {

@@ -37,7 +37,7 @@ struct RunOptions {
   bool network_none = false;           ///< --network none: a network namespace with only lo
   bool bind_home = false;              ///< --bind-home
   bool hostenv = false;                ///< --hostenv
-  bool read_only = false;              ///< --read-only (or the site's readonly): the root is mounted read-only
+  bool read_only = false;  ///< --read-only (or the site's readonly): the root is mounted read-only
   /// --root-emulation as typed, or as a container's recorded run options hold it:
   /// resolve_typed_options() (cli/run.h) parses it into root_emulation and clears it.
   std::string root_emulation_word;
@@ -46,16 +46,16 @@ struct RunOptions {
   /// The site policy's [env] edits (core/env_list.h), applied after the image's variables and
   /// --hostenv, before --env-file and -e.
   std::vector<EnvEdit> policy_env;
-  std::optional<std::string> gpus;     ///< --gpus (Docker's syntax)
-  std::vector<std::string> devices;    ///< --device: CDI names (vendor.com/class=name)
-  std::optional<std::string> ib;       ///< --ib all|none|0,1|mlx5_0 (devices/rdma.h)
-  std::string ib_site_default;         ///< the site policy's `ib`: HCAs where the host has some
+  std::optional<std::string> gpus;   ///< --gpus (Docker's syntax)
+  std::vector<std::string> devices;  ///< --device: CDI names (vendor.com/class=name)
+  std::optional<std::string> ib;     ///< --ib all|none|0,1|mlx5_0 (devices/rdma.h)
+  std::string ib_site_default;       ///< the site policy's `ib`: HCAs where the host has some
   /// --mpi[=TYPE]: "" not asked, "*" the site's default type, else the type (devices/mpi.h).
   std::string mpi;
-  int preserve_fds = 0;                ///< --preserve-fds N: keep 3 .. 2+N open (runtime/launcher.h)
-  bool ipc_host = false;               ///< --ipc host: the host's /dev/shm (ranks of one job share it)
-  bool ipc_private = false;            ///< --ipc private: an IPC namespace of its own
-  std::vector<std::string> command;    ///< everything after the image
+  int preserve_fds = 0;      ///< --preserve-fds N: keep 3 .. 2+N open (runtime/launcher.h)
+  bool ipc_host = false;     ///< --ipc host: the host's /dev/shm (ranks of one job share it)
+  bool ipc_private = false;  ///< --ipc private: an IPC namespace of its own
+  std::vector<std::string> command;  ///< everything after the image
 };
 
 /// What the caller's side contributes.
@@ -77,7 +77,6 @@ struct ResolvedUser {
 /// Resolves "name|uid[:group|gid]" against the container's /etc/passwd and /etc/group texts.
 Result<ResolvedUser> resolve_user(std::string_view user, std::string_view passwd,
                                   std::string_view group);
-
 
 /// Parses -v HOST:CTR[:ro|:rw]; both paths must be absolute.
 Result<Volume> parse_volume(std::string_view text);

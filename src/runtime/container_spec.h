@@ -48,7 +48,8 @@ struct DeviceEdit {
   std::string target;
   bool read_only = true;  ///< kBind: remount read-only (kTmpfs: mode 0555 instead of 0755)
   bool is_dir = false;    ///< kBind: the source is a directory (recursive bind)
-  bool required = true;   ///< false: skipped when it cannot be applied (e.g. /proc/driver on a fake host)
+  bool required =
+      true;  ///< false: skipped when it cannot be applied (e.g. /proc/driver on a fake host)
 
   bool operator==(const DeviceEdit&) const = default;
 };
@@ -59,33 +60,34 @@ inline constexpr const char* kBerthRunDir = "/usr/lib/berth";
 
 /// Everything an engine needs to start the workload.
 struct ContainerSpec {
-  std::string rootfs;                  ///< absolute host path of the container's root filesystem
-  std::vector<std::string> argv;       ///< argv[0] is looked up in the container's PATH when it has no '/'
-  std::vector<std::string> env;        ///< "K=V", final (image Env + -e + --env-file + --hostenv)
-  std::string cwd = "/";               ///< absolute, inside the container
-  uid_t uid = 0;                       ///< identity inside the container
+  std::string rootfs;  ///< absolute host path of the container's root filesystem
+  std::vector<std::string>
+      argv;  ///< argv[0] is looked up in the container's PATH when it has no '/'
+  std::vector<std::string> env;  ///< "K=V", final (image Env + -e + --env-file + --hostenv)
+  std::string cwd = "/";         ///< absolute, inside the container
+  uid_t uid = 0;                 ///< identity inside the container
   gid_t gid = 0;
-  std::vector<gid_t> extra_gids;       ///< supplementary groups inside (mapped ones only)
-  std::string user_name;               ///< name for the /etc/passwd entry ("root" for 0)
-  std::string home;                    ///< HOME inside the container
+  std::vector<gid_t> extra_gids;  ///< supplementary groups inside (mapped ones only)
+  std::string user_name;          ///< name for the /etc/passwd entry ("root" for 0)
+  std::string home;               ///< HOME inside the container
   /// The root's /etc/passwd and /etc/group as the caller read them to resolve the user; the
   /// engine's identity step works from these instead of reading them again. Unset: it reads.
   std::optional<std::string> passwd, group;
-  std::string hostname;                ///< empty: keep the host's (no UTS namespace)
-  std::vector<Volume> volumes;         ///< user volumes, in command-line order (incl. --bind-home)
-  std::vector<TmpfsMount> tmpfs;       ///< --tmpfs, in command-line order
-  bool stdin_open = false;             ///< -i: keep stdin attached (otherwise /dev/null)
-  bool tty = false;                    ///< -t: the caller's terminal is passed through
-  bool pid_namespace = false;          ///< --pid: new PID namespace with a minimal init
-  bool host_dev = false;               ///< bind the host's /dev instead of a minimal one
-  bool network_none = false;           ///< --network none: a network namespace with only lo
-  bool ipc_namespace = false;          ///< --ipc private: SysV IPC and POSIX queues of its own
+  std::string hostname;           ///< empty: keep the host's (no UTS namespace)
+  std::vector<Volume> volumes;    ///< user volumes, in command-line order (incl. --bind-home)
+  std::vector<TmpfsMount> tmpfs;  ///< --tmpfs, in command-line order
+  bool stdin_open = false;        ///< -i: keep stdin attached (otherwise /dev/null)
+  bool tty = false;               ///< -t: the caller's terminal is passed through
+  bool pid_namespace = false;     ///< --pid: new PID namespace with a minimal init
+  bool host_dev = false;          ///< bind the host's /dev instead of a minimal one
+  bool network_none = false;      ///< --network none: a network namespace with only lo
+  bool ipc_namespace = false;     ///< --ipc private: SysV IPC and POSIX queues of its own
   /// The userns engine's root emulation (runtime/root_emulation.h): the user's subordinate IDs
   /// mapped (runtime/subids.h) or a seccomp filter that makes set*id, setgroups, chown and
   /// device mknod succeed without effect, so that package managers work. --root-emulation or
   /// the policy's root_emulation; auto picks subids where available, else seccomp.
   RootEmulation root_emulation = RootEmulation::kAuto;
-  bool writable_rootfs = true;         ///< the container's root is writable (it is a private copy)
+  bool writable_rootfs = true;  ///< the container's root is writable (it is a private copy)
   /// Not empty for a squashfs image (site/squashfs_mount.h): `rootfs` is then a read-only
   /// FUSE mount shared with other containers, and the userns engine stacks a kernel overlayfs
   /// over it in the new mount namespace, its upper and work directories on a tmpfs it mounts

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 
 #include "core/clock.h"
@@ -71,8 +71,8 @@ bool lock_is_held(const std::string& path) {
 
 Status validate_container_name(std::string_view name) {
   auto ok_char = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '.' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == '-';
   };
   bool valid = !name.empty() && name.size() <= 128 && ok_char(name[0]) && name[0] != '_' &&
                name[0] != '.' && name[0] != '-' && std::all_of(name.begin(), name.end(), ok_char);
@@ -151,9 +151,12 @@ Result<ContainerRecord> ContainerStore::load(const std::string& id, Detail detai
 namespace {
 
 std::string record_text(const ContainerRecord& c) {
-  nlohmann::json j = {{"id", c.id},           {"image", c.image},
-                      {"image_id", c.image_id}, {"created", c.created},
-                      {"image_config", c.image_config}, {"last_command", c.last_command}};
+  nlohmann::json j = {{"id", c.id},
+                      {"image", c.image},
+                      {"image_id", c.image_id},
+                      {"created", c.created},
+                      {"image_config", c.image_config},
+                      {"last_command", c.last_command}};
   if (c.last_exit) j["last_exit"] = *c.last_exit;
   if (c.run_options.is_object() && !c.run_options.empty()) j["run_options"] = c.run_options;
   if (c.is_protected) j["protected"] = true;
@@ -188,8 +191,8 @@ Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageR
   c.image_id = image.config_digest;
   c.created = now_rfc3339();
   std::string config_text = BERTH_TRY(images.read_blob(image.config_digest));
-  c.image_config = BERTH_TRY(parse_image_config(config_text, images.blob_path(image.config_digest)))
-                       .config;
+  c.image_config =
+      BERTH_TRY(parse_image_config(config_text, images.blob_path(image.config_digest))).config;
   if (!command.empty()) c.image_config["Cmd"] = command;
   // Pinned while it unpacks: no rmi, image prune or gc deletes a blob under it.
   FileLock pin = BERTH_TRY(images.pin());
@@ -248,8 +251,9 @@ Result<ContainerRecord> ContainerStore::find(std::string_view name_or_id, Detail
       if (id.size() == kIdLength && id.rfind(key, 0) == 0) hits.push_back(id);
     if (hits.size() == 1) return load(hits[0], detail);
     if (hits.size() > 1)
-      return make_error("find container", key,
-                        "ambiguous ID prefix: " + std::to_string(hits.size()) + " containers match");
+      return make_error(
+          "find container", key,
+          "ambiguous ID prefix: " + std::to_string(hits.size()) + " containers match");
   }
   return make_error("find container", key, "no such container", ErrorCode::kNotFound);
 }
@@ -314,9 +318,9 @@ Status ContainerStore::check_name_free(Op op, const std::string& name) const {
   if (name.empty()) return {};
   BERTH_CHECK(validate_container_name(name));
   if (auto holder = find(name); holder.ok())
-    return make_error(op, name,
-                      "the container name \"" + name + "\" is already in use by container " +
-                          holder->id)
+    return make_error(
+               op, name,
+               "the container name \"" + name + "\" is already in use by container " + holder->id)
         .with_hint("remove or rename that container, or choose another name");
   return {};
 }
@@ -352,7 +356,8 @@ Result<ContainerRecord> ContainerStore::build(
 }
 
 Status ContainerStore::set_protected(const ContainerRecord& c, bool on) {
-  return update(c, [on](ContainerRecord& now) { now.is_protected = on; }, Durability::kSynced);
+  return update(
+      c, [on](ContainerRecord& now) { now.is_protected = on; }, Durability::kSynced);
 }
 
 Status ContainerStore::remove(const ContainerRecord& c, bool force) {
@@ -394,8 +399,7 @@ Result<std::vector<Leftover>> ContainerStore::sweep(bool dry_run) const {
       auto lock = FileLock::try_acquire(doomed_dir(id) + ".lock");
       if (!lock.ok()) continue;  // best effort: looked at again next time
       bool in_use = !lock->held();
-      if (!lock_file)
-        out.push_back({LeftoverKind::kContainer, path, "", tree_size(path), in_use});
+      if (!lock_file) out.push_back({LeftoverKind::kContainer, path, "", tree_size(path), in_use});
       if (in_use) continue;
       // Its create or rm was killed: finish the removal it had begun (or the create undone).
       if (!dry_run && !lock_file) {
@@ -531,16 +535,18 @@ Status ContainerStore::record_run(const ContainerRecord& c, const std::vector<st
 }
 
 Status ContainerStore::set_run_options(const ContainerRecord& c, const nlohmann::json& options) {
-  return update(c, [&](ContainerRecord& now) { now.run_options = options; },
-                Durability::kProcessSafe);
+  return update(
+      c, [&](ContainerRecord& now) { now.run_options = options; }, Durability::kProcessSafe);
 }
 
 Status ContainerStore::set_engine(const ContainerRecord& c, std::optional<EngineChoice> engine) {
-  return update(c, [&](ContainerRecord& now) { now.engine = engine; }, Durability::kProcessSafe);
+  return update(
+      c, [&](ContainerRecord& now) { now.engine = engine; }, Durability::kProcessSafe);
 }
 
 Status ContainerStore::set_gpus(const ContainerRecord& c, const std::string& gpus) {
-  return update(c, [&](ContainerRecord& now) { now.gpus = gpus; }, Durability::kProcessSafe);
+  return update(
+      c, [&](ContainerRecord& now) { now.gpus = gpus; }, Durability::kProcessSafe);
 }
 
 Status ContainerStore::set_udocker_mode(const ContainerRecord& c,
@@ -556,8 +562,8 @@ Status ContainerStore::set_udocker_mode(const ContainerRecord& c,
 }
 
 Status ContainerStore::set_link_prefix(const ContainerRecord& c, const std::string& prefix) {
-  return update(c, [&](ContainerRecord& now) { now.link_prefix = prefix; },
-                Durability::kProcessSafe);
+  return update(
+      c, [&](ContainerRecord& now) { now.link_prefix = prefix; }, Durability::kProcessSafe);
 }
 
 }  // namespace berth

@@ -37,18 +37,18 @@ namespace berth {
 
 /// One container, as container.json holds it.
 struct ContainerRecord {
-  std::string id;                    ///< 64 hex digits
-  std::vector<std::string> names;    ///< every name that designates it (names/ links), sorted
-  std::string image;                 ///< the image name it was created from
-  std::string image_id;              ///< the image's config digest
-  std::string created;               ///< RFC 3339 UTC
-  nlohmann::json image_config;       ///< the image config's "config" object (Env, Cmd, ...)
+  std::string id;                         ///< 64 hex digits
+  std::vector<std::string> names;         ///< every name that designates it (names/ links), sorted
+  std::string image;                      ///< the image name it was created from
+  std::string image_id;                   ///< the image's config digest
+  std::string created;                    ///< RFC 3339 UTC
+  nlohmann::json image_config;            ///< the image config's "config" object (Env, Cmd, ...)
   std::vector<std::string> last_command;  ///< argv of the last run, empty before the first
   std::optional<int> last_exit;           ///< exit status of the last run that ended
   /// The options of the last run (or of `create`), which `berth start` repeats: what
   /// cli::options_record wrote; null before any.
   nlohmann::json run_options;
-  bool is_protected = false;              ///< `berth protect`: rm refuses it, even with -f
+  bool is_protected = false;  ///< `berth protect`: rm refuses it, even with -f
   /// The default engine (`berth setup --engine`), parsed as the record is read (an unknown
   /// name is an error); nullopt: none recorded, the site's or Berth's default.
   std::optional<EngineChoice> engine;
@@ -61,7 +61,7 @@ struct ContainerRecord {
   /// The host prefix absolute symlinks in the rootfs may carry now: "" as unpacked, the rootfs
   /// path while a fakechroot run owns it, or after one was killed (runtime/link_form.h).
   std::string link_prefix;
-  bool running = false;                   ///< run.lock is held now (computed, not stored)
+  bool running = false;  ///< run.lock is held now (computed, not stored)
 
   /// The first 12 hex digits, as `docker ps` shows.
   std::string short_id() const { return id.substr(0, 12); }

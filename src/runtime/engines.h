@@ -56,9 +56,9 @@ struct Engine {
   bool pid_namespace;          ///< honours --pid-ns
   bool hostname;               ///< honours --hostname (a UTS namespace)
   bool needs_user_namespaces;  ///< cannot run where unprivileged user namespaces are disabled
-  bool host_path_links;  ///< the rootfs's absolute symlinks must name host paths while it runs
-  bool tmpfs;            ///< mounts --tmpfs
-  bool ipc_namespace;    ///< honours --ipc private (an IPC namespace of the container's own)
+  bool host_path_links;    ///< the rootfs's absolute symlinks must name host paths while it runs
+  bool tmpfs;              ///< mounts --tmpfs
+  bool ipc_namespace;      ///< honours --ipc private (an IPC namespace of the container's own)
   bool network_namespace;  ///< honours --network none (a network namespace with only lo)
   bool joinable;           ///< its containers have namespaces of their own, which berth exec joins
   /// Runs a root filesystem directory, or a squashfs image's shared mount, in place: with no

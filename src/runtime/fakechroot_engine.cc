@@ -45,8 +45,9 @@ Result<std::string> find_libfakechroot(const EngineTool& tool, const char* packa
     if (path_exists(env)) return env;
     return make_error("engine", std::string(tool.env_var) + "=" + env, "no such file");
   }
-  for (const std::string& dir : {std::string("/usr/lib/") + kMultiarch + "/fakechroot", std::string("/usr/lib/fakechroot"),
-                          std::string("/usr/lib64/fakechroot")}) {
+  for (const std::string& dir :
+       {std::string("/usr/lib/") + kMultiarch + "/fakechroot", std::string("/usr/lib/fakechroot"),
+        std::string("/usr/lib64/fakechroot")}) {
     std::string lib = path_join(dir, "libfakechroot.so");
     if (path_exists(lib)) return lib;
   }
@@ -60,7 +61,11 @@ namespace {
 std::vector<std::string> library_dirs(const std::string& rootfs) {
   std::vector<std::string> dirs = {std::string("/lib/") + kMultiarch,
                                    std::string("/usr/lib/") + kMultiarch,
-                                   "/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/local/lib"};
+                                   "/lib64",
+                                   "/usr/lib64",
+                                   "/lib",
+                                   "/usr/lib",
+                                   "/usr/local/lib"};
   glob_t g;
   if (::glob((rootfs + "/etc/ld.so.conf.d/*.conf").c_str(), 0, nullptr, &g) == 0) {
     for (size_t i = 0; i < g.gl_pathc; ++i) {
@@ -174,7 +179,8 @@ RunOutcome run_fakechroot(const EngineRun& run) {
                              "the fakechroot engine cannot change the user: the workload runs as "
                              "the calling user")
                       .with_hint("use the proot or userns engine for -u"));
-  if (auto plan = plan_mounts(spec, probe_host(spec)); !plan) return failed(std::move(plan).error());
+  if (auto plan = plan_mounts(spec, probe_host(spec)); !plan)
+    return failed(std::move(plan).error());
   std::string cwd = spec.rootfs + (spec.cwd == "/" ? "" : spec.cwd);
   if (auto st = make_dirs(cwd); !st) return failed(std::move(st).error());
 
@@ -193,7 +199,8 @@ RunOutcome run_fakechroot(const EngineRun& run) {
     std::string line(head + 2, static_cast<size_t>(n) - 2);
     line = line.substr(0, line.find('\n'));
     size_t b = line.find_first_not_of(" \t");
-    if (b == std::string::npos) return RunOutcome{126, make_error("exec", program, "empty #! line")};
+    if (b == std::string::npos)
+      return RunOutcome{126, make_error("exec", program, "empty #! line")};
     line = line.substr(b);
     size_t e = line.find_first_of(" \t");
     std::string interp = line.substr(0, e);
@@ -220,7 +227,8 @@ RunOutcome run_fakechroot(const EngineRun& run) {
     if (interp->find("musl") != std::string::npos || !path_exists(spec.rootfs + *interp))
       return failed(make_error("run", program,
                                "the fakechroot engine needs a glibc image; the program's loader "
-                               "is " + *interp)
+                               "is " +
+                                   *interp)
                         .with_hint("use the proot or userns engine"));
     loader = *interp;
   }

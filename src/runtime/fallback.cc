@@ -55,9 +55,10 @@ Result<std::string> resolve_command(const ContainerSpec& spec, int* exit_code, P
   auto check = [&](const std::string& path) -> int {
     auto bound = std::find_if(binds.begin(), binds.end(),
                               [&path](const HostBind& b) { return b.container == path; });
-    UniqueFd fd(bound != binds.end()           ? ::open(bound->host.c_str(), O_PATH | O_CLOEXEC)
-                : view == PathView::kInRoot ? open_in_root(root.get(), path.c_str(), O_PATH)
-                                            : ::openat(root.get(), path.c_str() + 1, O_PATH | O_CLOEXEC));
+    UniqueFd fd(bound != binds.end() ? ::open(bound->host.c_str(), O_PATH | O_CLOEXEC)
+                : view == PathView::kInRoot
+                    ? open_in_root(root.get(), path.c_str(), O_PATH)
+                    : ::openat(root.get(), path.c_str() + 1, O_PATH | O_CLOEXEC));
     if (!fd.valid()) return errno;
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) return errno;

@@ -25,7 +25,7 @@ std::string spec_path(const ContainerSpec& spec);
 /// How container paths are looked up in the rootfs.
 enum class PathView {
   kInRoot,  ///< as after pivot_root: absolute symlinks stay inside the root (openat2)
-  kHost,    ///< as the host kernel sees rootfs + path (fakechroot's view, whose links are host paths)
+  kHost,  ///< as the host kernel sees rootfs + path (fakechroot's view, whose links are host paths)
 };
 
 /// Resolves the workload's argv[0] inside the rootfs the way execvp would inside the

@@ -50,8 +50,8 @@ std::optional<std::vector<std::string_view>> find_account(std::string_view text,
   return std::nullopt;
 }
 
-std::string passwd_with_user(std::string_view passwd, uid_t uid, gid_t gid,
-                             std::string_view name, std::string_view home) {
+std::string passwd_with_user(std::string_view passwd, uid_t uid, gid_t gid, std::string_view name,
+                             std::string_view home) {
   bool id_found, name_found;
   scan(passwd, 2, uid, name, id_found, name_found);
   if (id_found) return std::string(passwd);

@@ -26,8 +26,8 @@ std::optional<std::vector<std::string_view>> find_account(std::string_view text,
 /// `passwd` with a line for `uid` appended when none has that uid; the name
 /// is `name`, or "user<uid>" when empty or taken by another uid. Unchanged
 /// text when an entry exists.
-std::string passwd_with_user(std::string_view passwd, uid_t uid, gid_t gid,
-                             std::string_view name, std::string_view home);
+std::string passwd_with_user(std::string_view passwd, uid_t uid, gid_t gid, std::string_view name,
+                             std::string_view home);
 
 /// `group` with a line for `gid` appended when none has that gid; the name
 /// is `name`, or "group<gid>" when empty or taken by another gid.

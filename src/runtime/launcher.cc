@@ -54,8 +54,9 @@ Status check_fds_open(const std::vector<int>& fds) {
   for (int fd : fds) {
     if (::fcntl(fd, F_GETFD) < 0)
       return sys_error("run", "descriptor " + std::to_string(fd))
-          .with_hint("a launcher's descriptor (PMI_FD, --preserve-fds) must be open in the "
-                     "process that runs berth");
+          .with_hint(
+              "a launcher's descriptor (PMI_FD, --preserve-fds) must be open in the "
+              "process that runs berth");
   }
   return {};
 }

@@ -44,8 +44,8 @@ int rewrite_one(const char* path, const struct stat*, int type, struct FTW*) {
   char buf[4096];
   ssize_t n = ::readlink(path, buf, sizeof buf);
   if (n < 0 || n == sizeof buf) return 0;  // vanished or absurdly long: left as it is
-  auto next = rewrite_link_target(std::string_view(buf, static_cast<size_t>(n)), g_walk->from,
-                                  g_walk->to);
+  auto next =
+      rewrite_link_target(std::string_view(buf, static_cast<size_t>(n)), g_walk->from, g_walk->to);
   if (!next) return 0;
   std::string tmp = std::string(path) + ".berth-relink";
   (void)::unlink(tmp.c_str());  // a leftover of a killed rewrite

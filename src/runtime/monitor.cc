@@ -153,8 +153,8 @@ void LogReader::feed(std::string_view more, bool whole, const LogSink& sink) {
   while (pending_.size() - at >= sizeof(LogHeader)) {
     LogHeader h;
     std::memcpy(&h, pending_.data() + at, sizeof h);
-    bool sane = (h.stream == 1 || h.stream == 2) && h.zero[0] == 0 && h.zero[1] == 0 &&
-                h.zero[2] == 0;
+    bool sane =
+        (h.stream == 1 || h.stream == 2) && h.zero[0] == 0 && h.zero[1] == 0 && h.zero[2] == 0;
     if (!sane) {  // damaged: the rest is shown as it is rather than lost
       format_ = Format::kRaw;
       pending_.erase(0, at);
@@ -218,7 +218,8 @@ Result<bool> detach_monitor(const ContainerStore& cs, const ContainerRecord& c,
   UniqueFd log = BERTH_TRY(open_file(log_path(cs, c), O_WRONLY | O_CREAT | O_APPEND, 0600));
   struct stat log_st;
   if (::fstat(log.get(), &log_st) == 0 && log_st.st_size == 0 &&
-      ::write(log.get(), kLogMagic.data(), kLogMagic.size()) != static_cast<ssize_t>(kLogMagic.size()))
+      ::write(log.get(), kLogMagic.data(), kLogMagic.size()) !=
+          static_cast<ssize_t>(kLogMagic.size()))
     return sys_error("write", log_path(cs, c));
   UniqueFd null = BERTH_TRY(open_file("/dev/null", O_RDWR));
   int ready[2];

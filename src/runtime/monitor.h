@@ -6,9 +6,10 @@
 // from then on (it holds run.lock, which it inherits already taken, and runs the engine) with
 // stdin on /dev/null (or a pipe nobody writes, for -i), stdout and stderr on pipes to a logger
 // (forked by the first child too, so not the monitor's child), which appends what comes to
-// containers/<id>/log stream by stream, and ends when both pipes close. The monitor records its start and end in containers/<id>/monitor.json; the
-// workload dies with it (the engine's PR_SET_PDEATHSIG), so a monitor killed outright leaves
-// a record with a start and no end, and a free run lock: `ps` says Exited (137).
+// containers/<id>/log stream by stream, and ends when both pipes close. The monitor records its
+// start and end in containers/<id>/monitor.json; the workload dies with it (the engine's
+// PR_SET_PDEATHSIG), so a monitor killed outright leaves a record with a start and no end, and a
+// free run lock: `ps` says Exited (137).
 //
 // The monitor is not made a child subreaper (PR_SET_CHILD_SUBREAPER): the engine waits for its
 // own child only, so orphans of the workload re-parented to the monitor would stay zombies
@@ -35,8 +36,8 @@ namespace berth {
 
 /// When a container's last run started and ended, and how, as far as the files tell.
 struct RunTimes {
-  int64_t started_ns = 0;   ///< the last run's start (Unix ns), 0 before the first
-  int64_t finished_ns = 0;  ///< its end, 0 while it runs or when unknown
+  int64_t started_ns = 0;        ///< the last run's start (Unix ns), 0 before the first
+  int64_t finished_ns = 0;       ///< its end, 0 while it runs or when unknown
   std::optional<int> exit_code;  ///< the last run's status (137: its monitor was killed)
   bool detached = false;         ///< the last run was a detached one
   std::string error;  ///< a detached run that failed in Berth: its error's message, else ""

@@ -47,7 +47,9 @@ int remount_read_only(const char* path) {
 namespace {
 
 /// "/proc/self/fd/N" for an fd, so mount(2) acts on exactly what was resolved.
-void fd_path(char (&buf)[64], int fd) { std::snprintf(buf, sizeof buf, "/proc/self/fd/%d", fd); }
+void fd_path(char (&buf)[64], int fd) {
+  std::snprintf(buf, sizeof buf, "/proc/self/fd/%d", fd);
+}
 
 /// Splits absolute `path` into its parent (in `dir`) and last component (returned).
 const char* split_parent(const char* path, char (&dir)[PATH_MAX]) {
@@ -59,7 +61,10 @@ const char* split_parent(const char* path, char (&dir)[PATH_MAX]) {
     return path;
   }
   const char* name = path + (slash - dir) + 1;
-  if (slash == dir) slash[1] = '\0'; else *slash = '\0';
+  if (slash == dir)
+    slash[1] = '\0';
+  else
+    *slash = '\0';
   return name;
 }
 
@@ -169,7 +174,7 @@ int mount_in_fresh(const FreshDir& dir, const char* name, const MountEntry& e) {
     return rc != 0 && errno == EEXIST ? 0 : rc;
   }
   int rc = e.target_kind == TargetKind::kFile ? ::mknodat(dir.fd, name, S_IFREG | 0644, 0)
-                                             : ::mkdirat(dir.fd, name, 0755);
+                                              : ::mkdirat(dir.fd, name, 0755);
   if (rc != 0 && errno != EEXIST) return -1;
   char path[PATH_MAX];
   std::snprintf(path, sizeof path, "/proc/self/fd/%d/%s", dir.fd, name);
@@ -185,10 +190,9 @@ ChildStep apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildF
   const char* target = e.target.c_str();
   if (e.kind != MountKind::kSymlink && e.kind != MountKind::kWriteFile) fresh.covered(e.target);
   const char* fresh_name = nullptr;
-  const FreshDir* fresh_dir =
-      e.read_only || e.source_in_root || e.kind == MountKind::kWriteFile
-          ? nullptr
-          : fresh.parent_of(e.target, &fresh_name);
+  const FreshDir* fresh_dir = e.read_only || e.source_in_root || e.kind == MountKind::kWriteFile
+                                  ? nullptr
+                                  : fresh.parent_of(e.target, &fresh_name);
   if (fresh_dir != nullptr) {
     if (mount_in_fresh(*fresh_dir, fresh_name, e) == 0) {
       if (is_tmpfs_mount(e)) fresh.add(root_fd, e);

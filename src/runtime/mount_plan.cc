@@ -81,18 +81,27 @@ constexpr DefaultMount kDefaults[] = {
 
 bool applies(When when, const ContainerSpec& spec) {
   switch (when) {
-    case When::kAlways: return true;
-    case When::kPidNs: return spec.pid_namespace;
-    case When::kNoPidNs: return !spec.pid_namespace;
-    case When::kMinimalDev: return !spec.host_dev;
-    case When::kMinimalDevNoTty: return !spec.host_dev && !spec.tty;
-    case When::kMinimalDevTty: return !spec.host_dev && spec.tty;
-    case When::kHostDev: return spec.host_dev;
+    case When::kAlways:
+      return true;
+    case When::kPidNs:
+      return spec.pid_namespace;
+    case When::kNoPidNs:
+      return !spec.pid_namespace;
+    case When::kMinimalDev:
+      return !spec.host_dev;
+    case When::kMinimalDevNoTty:
+      return !spec.host_dev && !spec.tty;
+    case When::kMinimalDevTty:
+      return !spec.host_dev && spec.tty;
+    case When::kHostDev:
+      return spec.host_dev;
   }
   return false;
 }
 
-bool is_bind(MountKind k) { return k == MountKind::kBind || k == MountKind::kRbind; }
+bool is_bind(MountKind k) {
+  return k == MountKind::kBind || k == MountKind::kRbind;
+}
 
 }  // namespace
 
@@ -102,8 +111,7 @@ Result<std::string> normalize_container_path(const std::string& path) {
   std::string out;
   for (std::string_view comp : split(path, '/')) {
     if (comp.empty() || comp == ".") continue;
-    if (comp == "..")
-      return make_error("mount", path, "container path must not contain \"..\"");
+    if (comp == "..") return make_error("mount", path, "container path must not contain \"..\"");
     out += '/';
     out += comp;
   }
@@ -119,7 +127,8 @@ Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan) {
   for (const DeviceEdit& d : spec.device_edits) {
     auto target = normalize_container_path(d.target);
     if (!target) return make_error("device edit", d.target, target.error().detail);
-    if (*target == "/") return make_error("device edit", d.target, "cannot replace the container's root");
+    if (*target == "/")
+      return make_error("device edit", d.target, "cannot replace the container's root");
     if (d.kind == DeviceEdit::Kind::kTmpfs && *target == kBerthRunDir) {
       need_run_dir = true;  // mounted first, below, with the loader configuration in it
       continue;
@@ -200,7 +209,6 @@ Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan) {
   return {};
 }
 
-
 Result<MountPlan> plan_mounts(const ContainerSpec& spec, const HostInfo& host) {
   MountPlan plan;
   for (const DefaultMount& d : kDefaults) {
@@ -247,8 +255,7 @@ Result<MountPlan> plan_mounts(const ContainerSpec& spec, const HostInfo& host) {
       return make_error("mount", where, "host path must be absolute");
     auto target = normalize_container_path(v.container);
     if (!target) return make_error("mount", where, target.error().detail);
-    if (*target == "/")
-      return make_error("mount", where, "cannot mount over the container's root");
+    if (*target == "/") return make_error("mount", where, "cannot mount over the container's root");
     HostPathKind kind = host.kind(v.host);
     if (kind == HostPathKind::kMissing)
       return make_error("mount", where, "bind source path does not exist");

@@ -34,10 +34,10 @@ HostInfo probe_host(const ContainerSpec& spec);
 
 /// What one plan entry does.
 enum class MountKind {
-  kBind,     ///< bind `source` (host path) onto target
-  kRbind,    ///< recursive bind, submounts included
-  kFs,       ///< a new file system instance: `fstype` with `data`
-  kSymlink,  ///< create target as a symlink to `source` (no mount)
+  kBind,       ///< bind `source` (host path) onto target
+  kRbind,      ///< recursive bind, submounts included
+  kFs,         ///< a new file system instance: `fstype` with `data`
+  kSymlink,    ///< create target as a symlink to `source` (no mount)
   kWriteFile,  ///< create target as a new file holding `data` (inside a tmpfs the plan mounted)
 };
 
@@ -47,9 +47,9 @@ enum class TargetKind { kDirectory, kFile };
 /// One step of the plan; applied in order.
 struct MountEntry {
   MountKind kind = MountKind::kBind;
-  std::string source;  ///< host path (binds), fs source name (kFs), link text (kSymlink)
-  std::string target;  ///< absolute path inside the container, normalised
-  std::string fstype;  ///< kFs only: "proc", "tmpfs", "devpts"
+  std::string source;       ///< host path (binds), fs source name (kFs), link text (kSymlink)
+  std::string target;       ///< absolute path inside the container, normalised
+  std::string fstype;       ///< kFs only: "proc", "tmpfs", "devpts"
   unsigned long flags = 0;  ///< MS_NOSUID, MS_NODEV, MS_NOEXEC ... for kFs
   std::string data;         ///< kFs only: mount options ("mode=755")
   TargetKind target_kind = TargetKind::kDirectory;

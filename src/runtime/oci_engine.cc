@@ -10,8 +10,8 @@
 
 #include <sstream>
 
-#include "core/env_list.h"
 #include "core/env.h"
+#include "core/env_list.h"
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -19,7 +19,6 @@
 #include "runtime/fallback.h"
 #include "runtime/library_path.h"
 #include "runtime/spawn.h"
-
 
 namespace berth {
 namespace {
@@ -30,15 +29,16 @@ struct FlagWord {
   const char* word;
 };
 constexpr FlagWord kFlagWords[] = {
-    {MS_RDONLY, "ro"},     {MS_NOSUID, "nosuid"}, {MS_NODEV, "nodev"},
+    {MS_RDONLY, "ro"},     {MS_NOSUID, "nosuid"},           {MS_NODEV, "nodev"},
     {MS_NOEXEC, "noexec"}, {MS_STRICTATIME, "strictatime"},
 };
 
 /// Capabilities of container root, as Docker grants them by default.
 constexpr const char* kCapabilities[] = {
-    "CAP_CHOWN",  "CAP_DAC_OVERRIDE", "CAP_FSETID",     "CAP_FOWNER",    "CAP_MKNOD",
-    "CAP_NET_RAW", "CAP_SETGID",      "CAP_SETUID",     "CAP_SETFCAP",   "CAP_SETPCAP",
-    "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+    "CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FSETID",           "CAP_FOWNER",
+    "CAP_MKNOD",   "CAP_NET_RAW",      "CAP_SETGID",           "CAP_SETUID",
+    "CAP_SETFCAP", "CAP_SETPCAP",      "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
+    "CAP_KILL",    "CAP_AUDIT_WRITE",
 };
 
 nlohmann::json bind_mount(const std::string& source, const std::string& target, bool recursive,
@@ -57,11 +57,10 @@ nlohmann::json bind_mount(const std::string& source, const std::string& target, 
 /// runtime_dir when it names one, else $XDG_RUNTIME_DIR/berth-runc, else in /tmp.
 Result<std::string> state_root(const std::string& runtime_dir) {
   std::string xdg = env_or("XDG_RUNTIME_DIR", "");
-  std::string dir = !runtime_dir.empty()
-                        ? path_join(runtime_dir, "berth-runc-" + std::to_string(::getuid()))
-                    : !xdg.empty() && path_exists(xdg)
-                        ? path_join(xdg, "berth-runc")
-                        : "/tmp/berth-runc-" + std::to_string(::getuid());
+  std::string dir =
+      !runtime_dir.empty() ? path_join(runtime_dir, "berth-runc-" + std::to_string(::getuid()))
+      : !xdg.empty() && path_exists(xdg) ? path_join(xdg, "berth-runc")
+                                         : "/tmp/berth-runc-" + std::to_string(::getuid());
   BERTH_CHECK(make_own_dir(dir, "oci", "runtime state folder"));
   return dir;
 }
@@ -113,14 +112,18 @@ Result<nlohmann::json> oci_config(const ContainerSpec& spec, uid_t host_uid, gid
         std::istringstream data(e.data);
         for (std::string opt; std::getline(data, opt, ',');)
           if (!opt.empty()) options.push_back(opt);
-        mounts.push_back({{"destination", e.target}, {"type", e.fstype}, {"source", e.source},
+        mounts.push_back({{"destination", e.target},
+                          {"type", e.fstype},
+                          {"source", e.source},
                           {"options", options}});
         // With -t the plan binds the host's /dev/pts for a terminal handed over (left out
         // below); runc makes a console of its own, which needs the container's own devpts.
         if (e.target == "/dev" && spec.tty)
-          mounts.push_back({{"destination", "/dev/pts"}, {"type", "devpts"}, {"source", "devpts"},
-                            {"options", {"nosuid", "noexec", "newinstance", "ptmxmode=0666",
-                                         "mode=0620"}}});
+          mounts.push_back(
+              {{"destination", "/dev/pts"},
+               {"type", "devpts"},
+               {"source", "devpts"},
+               {"options", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}}});
         break;
       }
       case MountKind::kBind:
@@ -135,7 +138,8 @@ Result<nlohmann::json> oci_config(const ContainerSpec& spec, uid_t host_uid, gid
         break;  // device edits only (plan_device_edits()); device_binds() covers them here
     }
   }
-  for (const HostBind& b : extra) mounts.push_back(bind_mount(b.host, b.container, true, b.read_only));
+  for (const HostBind& b : extra)
+    mounts.push_back(bind_mount(b.host, b.container, true, b.read_only));
   nlohmann::json namespaces = {{{"type", "user"}}, {{"type", "mount"}}};
   if (spec.pid_namespace) namespaces.push_back({{"type", "pid"}});
   if (!spec.hostname.empty()) namespaces.push_back({{"type", "uts"}});
@@ -183,8 +187,8 @@ RunOutcome run_oci(const EngineRun& run) {
                                   Durability::kProcessSafe);
       !st)
     return failed(std::move(st).error());
-  std::vector<std::string> argv = {*runtime, "--root", *state, "--log", log_path,
-                                   "--log-format", "json", "run", "--bundle", bundle};
+  std::vector<std::string> argv = {*runtime,       "--root", *state, "--log",    log_path,
+                                   "--log-format", "json",   "run",  "--bundle", bundle};
   // A launcher's descriptors (runtime/launcher.h): runc and crun keep 3 .. 2+N, so N reaches
   // the highest kept one (any open between them are passed too).
   if (!spec.kept_fds.empty())
@@ -195,8 +199,7 @@ RunOutcome run_oci(const EngineRun& run) {
   std::vector<std::string> env = current_environment();
   // A killed berth kills runc (its parent death signal), which leaves the container running:
   // the runtime's forced delete ends it.
-  std::vector<std::string> orphan = {*runtime, "--root", *state, "delete", "--force",
-                                     run.run_name};
+  std::vector<std::string> orphan = {*runtime, "--root", *state, "delete", "--force", run.run_name};
   RunOutcome out = spawn_and_wait(spec, argv, env, "", Forward::kChild, orphan,
                                   /*contiguous_fds=*/true);
   if (!out.error) {

@@ -161,8 +161,10 @@ RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::stri
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   if (n == sizeof exec_err) return RunOutcome{125, sys_error("exec", argv.front(), exec_err)};
   RunOutcome out;
-  if (WIFEXITED(status)) out.exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) out.exit_code = 128 + WTERMSIG(status);
+  if (WIFEXITED(status))
+    out.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    out.exit_code = 128 + WTERMSIG(status);
   return out;
 }
 

@@ -87,7 +87,8 @@ Status run_helper(const std::vector<std::string>& argv) {
 void close_all_but(int a, int b) {
   int lo = a < b ? a : b, hi = a < b ? b : a;
   (void)::syscall(SYS_close_range, 3U, static_cast<unsigned>(lo - 1), 0U);  // EINVAL when lo is 3
-  (void)::syscall(SYS_close_range, static_cast<unsigned>(lo + 1), static_cast<unsigned>(hi - 1), 0U);
+  (void)::syscall(SYS_close_range, static_cast<unsigned>(lo + 1), static_cast<unsigned>(hi - 1),
+                  0U);
   (void)::syscall(SYS_close_range, static_cast<unsigned>(hi + 1), ~0U, 0U);
 }
 
@@ -179,12 +180,12 @@ Status start_holder(const std::string& dir, const SubidSetup& setup) {
   uint64_t start = start_time(r.pid);
   if (start == 0) return give_up(sys_error("read", "/proc/" + std::to_string(r.pid) + "/stat"));
   std::string line = std::to_string(r.pid) + " " + std::to_string(start) + "\n";
-  if (Status st = write_file_atomic(path_join(dir, kPidFile), line, 0600,
-                                    Durability::kProcessSafe);
+  if (Status st = write_file_atomic(path_join(dir, kPidFile), line, 0600, Durability::kProcessSafe);
       !st.ok())
     return give_up(std::move(st));
   char byte = 'g';
-  if (::write(go_w.get(), &byte, 1) != 1) return give_up(sys_error("write", "subordinate ID holder"));
+  if (::write(go_w.get(), &byte, 1) != 1)
+    return give_up(sys_error("write", "subordinate ID holder"));
   return {};
 }
 
@@ -242,8 +243,8 @@ std::optional<SubidRange> find_subid_range(std::string_view text, std::string_vi
 }
 
 std::vector<std::string> subid_map_args(pid_t pid, unsigned long outer, const SubidRange& r) {
-  return {std::to_string(pid), "0", std::to_string(outer), "1",
-          "1", std::to_string(r.start), std::to_string(r.count)};
+  return {std::to_string(pid),    "0", std::to_string(outer), "1", "1", std::to_string(r.start),
+          std::to_string(r.count)};
 }
 
 Result<SubidSetup> subid_setup() {
@@ -350,9 +351,8 @@ UniqueFd subid_namespace_if_available() {
     (void)write_file_atomic(failed, ns.error().message() + "\n", 0600,
                             Durability::kProcessSafe)
         .ok();  // best effort: without it the next run tries (and warns) again
-    log::warn_once("subids", ns.error().message() +
-                                 " (runs use the seccomp root emulation until " + failed +
-                                 " is removed; --root-emulation=subids tries again)");
+    log::warn_once("subids", ns.error().message() + " (runs use the seccomp root emulation until " +
+                                 failed + " is removed; --root-emulation=subids tries again)");
     return {};
   }
   return std::move(ns).value();

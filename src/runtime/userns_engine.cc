@@ -33,7 +33,9 @@
 namespace berth {
 namespace {
 
-RunOutcome failed(Error e) { return RunOutcome{125, std::move(e)}; }
+RunOutcome failed(Error e) {
+  return RunOutcome{125, std::move(e)};
+}
 
 /// Whether the plan can be applied to a read-only `root` as it is: every mount target exists
 /// (those inside a tmpfs the plan mounts first are made there), no symlink or file is to be
@@ -57,7 +59,9 @@ bool plan_needs_no_writes(int root_fd, const MountPlan& plan, const std::string&
 }  // namespace
 
 namespace {
-int child_entry(void* ctx) { child_main(*static_cast<const ChildContext*>(ctx)); }
+int child_entry(void* ctx) {
+  child_main(*static_cast<const ChildContext*>(ctx));
+}
 }  // namespace
 
 RunOutcome run_userns(const ContainerSpec& spec) {
@@ -140,14 +144,15 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   if (overlay) {
     for (const std::string* p : {&spec.rootfs, &spec.overlay_scratch})
       if (p->find_first_of(",:\\") != std::string::npos)
-        return failed(make_error("mount", *p, "overlayfs cannot take a path with ',', ':' or '\\'"));
+        return failed(
+            make_error("mount", *p, "overlayfs cannot take a path with ',', ':' or '\\'"));
     upper = path_join(spec.overlay_scratch, "upper");
     work = path_join(spec.overlay_scratch, "work");
     merged = path_join(spec.overlay_scratch, "root");
     // xino=off: the FUSE lower and the tmpfs upper do not share inode number spaces (as
     // enroot mounts it).
-    overlay_data = "lowerdir=" + spec.rootfs + ",upperdir=" + upper + ",workdir=" + work +
-                   ",xino=off";
+    overlay_data =
+        "lowerdir=" + spec.rootfs + ",upperdir=" + upper + ",workdir=" + work + ",xino=off";
     ctx.overlay_scratch = spec.overlay_scratch.c_str();
     ctx.overlay_upper = upper.c_str();
     ctx.overlay_work = work.c_str();

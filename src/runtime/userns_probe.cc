@@ -29,8 +29,9 @@ Status probe_user_namespaces() {
       "ask the administrator to enable unprivileged user namespaces, or use a fallback engine "
       "(--engine=proot)";
   if (read_sysctl("/proc/sys/kernel/unprivileged_userns_clone") == 0)
-    return make_error("probe", "user namespaces",
-                      "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0)")
+    return make_error(
+               "probe", "user namespaces",
+               "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0)")
         .with_hint(kHint);
   if (read_sysctl("/proc/sys/user/max_user_namespaces") == 0)
     return make_error("probe", "user namespaces",
@@ -54,8 +55,7 @@ Status probe_user_namespaces() {
   int status;
   waitpid(pid, &status, 0);
   if (n != sizeof err) return make_error("probe", "user namespaces", "the probe process failed");
-  if (err != 0)
-    return sys_error("unshare", "user namespace", err).with_hint(kHint);
+  if (err != 0) return sys_error("unshare", "user namespace", err).with_hint(kHint);
   return {};
 }
 

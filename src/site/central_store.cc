@@ -48,8 +48,8 @@ std::string central_verdict_dir(const Store& user_store) {
   return path_join(user_store.root(), "central-verified");
 }
 
-Result<std::vector<Leftover>> sweep_central_verdicts(const SiteConfig& site, const Store& user_store,
-                                                     bool dry_run) {
+Result<std::vector<Leftover>> sweep_central_verdicts(const SiteConfig& site,
+                                                     const Store& user_store, bool dry_run) {
   std::vector<Leftover> stale;
   std::string dir = central_verdict_dir(user_store);
   std::vector<std::string> names = list_dir(dir);
@@ -74,7 +74,8 @@ Result<std::vector<Leftover>> sweep_central_verdicts(const SiteConfig& site, con
     l.kind = LeftoverKind::kVerdict;
     l.path = path;
     l.bytes = tree_size(path);
-    if (!dry_run && ::unlink(path.c_str()) != 0 && errno != ENOENT) return sys_error("remove", path);
+    if (!dry_run && ::unlink(path.c_str()) != 0 && errno != ENOENT)
+      return sys_error("remove", path);
     stale.push_back(std::move(l));
   }
   return stale;

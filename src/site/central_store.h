@@ -48,7 +48,7 @@ std::string central_verdict_dir(const Store& user_store);
 /// The verdicts of `user_store` that can no longer be used (`berth gc`): the site names no
 /// central store any more, the file they vouch for is gone from it, or it was rewritten (its
 /// key changed). Removed unless `dry_run`. A verdict removed by mistake costs one hash.
-Result<std::vector<Leftover>> sweep_central_verdicts(const SiteConfig& site, const Store& user_store,
-                                                     bool dry_run);
+Result<std::vector<Leftover>> sweep_central_verdicts(const SiteConfig& site,
+                                                     const Store& user_store, bool dry_run);
 
 }  // namespace berth

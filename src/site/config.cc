@@ -6,9 +6,9 @@
 #include "core/fs.h"
 #include "core/json.h"
 
-#include <algorithm>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cerrno>
 
@@ -29,8 +29,7 @@ Result<std::string> string_value(const nlohmann::json& j, const char* key,
 Result<long> count_value(const nlohmann::json& j, const char* key, const std::string& path) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return 0L;
-  if (!it->is_number_integer() || it->get<long long>() < 0 ||
-      it->get<long long>() > 1'000'000'000)
+  if (!it->is_number_integer() || it->get<long long>() < 0 || it->get<long long>() > 1'000'000'000)
     return make_error("read config", path,
                       std::string("\"") + key + "\" is not a whole number of 0 to 1000000000");
   return static_cast<long>(it->get<long long>());
@@ -38,11 +37,17 @@ Result<long> count_value(const nlohmann::json& j, const char* key, const std::st
 
 }  // namespace
 
-std::string user_config_path() { return path_join(berth_config_dir(), "config.json"); }
+std::string user_config_path() {
+  return path_join(berth_config_dir(), "config.json");
+}
 
-std::string user_policy_path() { return path_join(berth_config_dir(), "berth.conf"); }
+std::string user_policy_path() {
+  return path_join(berth_config_dir(), "berth.conf");
+}
 
-std::string site_policy_path() { return env_or("BERTH_SITE_CONF", kSitePolicyPath); }
+std::string site_policy_path() {
+  return env_or("BERTH_SITE_CONF", kSitePolicyPath);
+}
 
 bool SiteConfig::is_locked(std::string_view key) const {
   return std::find(locked.begin(), locked.end(), key) != locked.end();

@@ -56,8 +56,8 @@ struct PolicyLayer {
   std::optional<std::string> gpus;  ///< the --gpus a run gets when it gives none
   std::optional<std::string> ib;    ///< the HCAs a run gets when it names none (--ib syntax)
   std::optional<std::vector<MpiDeclaration>> mpi;  ///< site only: [mpi.TYPE] tables
-  std::optional<std::string> mpi_default;     ///< the TYPE plain --mpi uses
-  std::optional<std::vector<std::string>> lock;  ///< site only: keys users may not change
+  std::optional<std::string> mpi_default;          ///< the TYPE plain --mpi uses
+  std::optional<std::vector<std::string>> lock;    ///< site only: keys users may not change
   std::optional<std::string> central_store;
   std::optional<std::string> squash_options;
   std::optional<std::string> store_format;  ///< "layers" or "squashfs"
@@ -92,10 +92,10 @@ struct SiteConfig {
   std::optional<std::vector<EngineChoice>> allowed_engines;  ///< nullopt: any
   std::string driver_root;
   std::string dev_root;
-  std::string gpus;  ///< "" for none
-  std::string ib;    ///< "" for none: --ib syntax, injected where the host has HCAs
+  std::string gpus;                 ///< "" for none
+  std::string ib;                   ///< "" for none: --ib syntax, injected where the host has HCAs
   std::vector<MpiDeclaration> mpi;  ///< the site's host MPIs
-  std::string mpi_default;     ///< "" when none: plain --mpi is then an error
+  std::string mpi_default;          ///< "" when none: plain --mpi is then an error
   std::vector<std::string> locked;  ///< the site's `lock`
   std::string central_store;
   /// mksquashfs-style options for the squashfs files Berth writes (image/squash.h

@@ -67,7 +67,9 @@ Status check_stored_image_allowed(const SiteConfig& c, const ImageRecord& image)
   if (!st.ok())
     return std::move(st).error().with_hint("the image was pulled from " + registry +
                                            " before the policy said otherwise; remove it "
-                                           "(berth rmi " + image.name + ") or pull it from a "
+                                           "(berth rmi " +
+                                           image.name +
+                                           ") or pull it from a "
                                            "registry the policy allows");
   return {};
 }

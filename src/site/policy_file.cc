@@ -23,8 +23,9 @@ Status check_trusted_file(const std::string& path, uid_t owner) {
   if (::stat(real, &st) != 0) return sys_error("read config", path);
   auto refuse = [&](const std::string& what) {
     return make_error("read config", path, "refused: " + what, ErrorCode::kPermission)
-        .with_hint("a policy file and every folder above it must be owned by root and not "
-                   "writable by group or others (chown root; chmod go-w)");
+        .with_hint(
+            "a policy file and every folder above it must be owned by root and not "
+            "writable by group or others (chown root; chmod go-w)");
   };
   if (!S_ISREG(st.st_mode)) return refuse("not a regular file");
   if (!owned_right(st)) return refuse("owned by uid " + std::to_string(st.st_uid) + ", not " + who);

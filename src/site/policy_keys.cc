@@ -47,8 +47,12 @@ struct Merging {
   }
 };
 
-std::string_view text_of(const std::string& s) { return s; }
-std::string_view text_of(const EngineChoice& e) { return e.spelled; }
+std::string_view text_of(const std::string& s) {
+  return s;
+}
+std::string_view text_of(const EngineChoice& e) {
+  return e.spelled;
+}
 
 template <class T>
 std::string joined(const std::vector<T>& v) {
@@ -145,8 +149,8 @@ struct Narrow {
     }
     std::remove_cvref_t<decltype(*from)> kept, dropped;
     for (const auto& e : *from) {
-      bool ok = std::any_of(to->begin(), to->end(),
-                            [&](const auto& s) { return covers(kKind, s, e); });
+      bool ok =
+          std::any_of(to->begin(), to->end(), [&](const auto& s) { return covers(kKind, s, e); });
       (ok ? kept : dropped).push_back(e);
     }
     to = kept;
@@ -395,8 +399,8 @@ constexpr PolicyKey kPolicyKeys[] = {
                                                                              {.lockable = true}),
     key<&L::store_format, &C::store_format, read_store_format, Prefer>(
         "store_format", {.lockable = true, .unset = "layers"}),
-    key<&L::root_emulation, &C::root_emulation, read_root_emulation, Prefer,
-        show_root_emulation>("root_emulation", {.lockable = true}),
+    key<&L::root_emulation, &C::root_emulation, read_root_emulation, Prefer, show_root_emulation>(
+        "root_emulation", {.lockable = true}),
     key<&L::central_store, &C::central_store, &R::absolute_path, Prefer>("central_store"),
     key<&L::runtime_dir, &C::runtime_dir, &R::absolute_path, Prefer>("runtime_dir"),
     key<&L::pull_low_speed_limit, &C::pull_low_speed_limit, &R::count, Prefer>(

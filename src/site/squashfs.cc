@@ -28,8 +28,8 @@ Result<SquashfsFile> open_squashfs(const std::string& path) {
     n = ::pread(f.fd.get(), head, sizeof head, 0);
   } while (n < 0 && errno == EINTR);
   if (n < 0) return sys_error("read", path);
-  f.superblock = BERTH_TRY(check_squashfs_superblock(
-      std::string_view(head, static_cast<size_t>(n)), static_cast<uint64_t>(f.st.st_size), path));
+  f.superblock = BERTH_TRY(check_squashfs_superblock(std::string_view(head, static_cast<size_t>(n)),
+                                                     static_cast<uint64_t>(f.st.st_size), path));
   return f;
 }
 

@@ -184,13 +184,14 @@ bool wait_exit(pid_t pid, long ms) {
     ::clock_gettime(CLOCK_MONOTONIC, &now);
     long waited = (now.tv_sec - begun.tv_sec) * 1000 + (now.tv_nsec - begun.tv_nsec) / 1000000;
     struct pollfd p = {ready[0], POLLIN, 0};
-    int n = waited >= kMountTimeoutMs ? 0 : ::poll(&p, 1, static_cast<int>(kMountTimeoutMs - waited));
+    int n =
+        waited >= kMountTimeoutMs ? 0 : ::poll(&p, 1, static_cast<int>(kMountTimeoutMs - waited));
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) {
       ::kill(daemon, SIGTERM);
       if (!wait_exit(daemon, kStopTimeoutMs)) ::kill(daemon, SIGKILL);
-      report("the squashfs daemon did not mount within " +
-             std::to_string(kMountTimeoutMs / 1000) + " s");
+      report("the squashfs daemon did not mount within " + std::to_string(kMountTimeoutMs / 1000) +
+             " s");
       ::_exit(1);
     }
     char byte;

@@ -61,9 +61,9 @@ Result<std::string> runtime_dir(const std::string& site_runtime_dir);
 /// A container's hold on a shared mount: the mount stays while this object lives (or the
 /// process holding it does).
 struct SquashfsMount {
-  std::string root;     ///< the mounted image (read-only, in the host's mount namespace)
-  std::string scratch;  ///< the directory for the container's own tmpfs (overlay upper)
-  FileLock hold;        ///< users.lock, shared
+  std::string root;      ///< the mounted image (read-only, in the host's mount namespace)
+  std::string scratch;   ///< the directory for the container's own tmpfs (overlay upper)
+  FileLock hold;         ///< users.lock, shared
   bool started = false;  ///< this start mounted it (false: it joined an existing mount)
 };
 

@@ -115,8 +115,9 @@ int main(int argc, char** argv) {
     got += static_cast<size_t>(n);
   }
   if (status == berth::slurm::kRefusedStatus)
-    fail(name, "the agent on the host serves only the job's user, not uid " +
-                   std::to_string(::getuid()) + " of this container",
+    fail(name,
+         "the agent on the host serves only the job's user, not uid " + std::to_string(::getuid()) +
+             " of this container",
          0, 126);
   return status;
 }

@@ -480,7 +480,8 @@ namespace {
 bool is_step_name(std::string_view name) {
   size_t dot = name.find('.');
   auto digits = [](std::string_view s) {
-    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return !s.empty() &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
   return dot != std::string_view::npos && digits(name.substr(0, dot)) &&
          (digits(name.substr(dot + 1)) || name.substr(dot + 1) == "batch");
@@ -593,8 +594,8 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   // lines are in the container's log, all the entrypoint printed before them is too (the
   // monitor's logger reads the two streams as they come).
   std::string up = std::string("echo '") + kHolderUpLine + "'";
-  std::string holder = o.entrypoint_log ? up + "; " + up + " >&2; kill -STOP $$; exit 0"
-                                        : "kill -STOP $$; exit 0";
+  std::string holder =
+      o.entrypoint_log ? up + "; " + up + " >&2; kill -STOP $$; exit 0" : "kill -STOP $$; exit 0";
   if (o.entrypoint.value_or(a.execute_entrypoint)) {
     v.insert(v.end(), {"--", image, "/bin/sh", "-c", holder});
   } else {

@@ -36,7 +36,7 @@ enum {
 typedef struct {
   int index;
 } fake_device;
-typedef fake_device *nvmlDevice_t;
+typedef fake_device* nvmlDevice_t;
 
 typedef struct {
   unsigned int gpu, memory;
@@ -89,17 +89,17 @@ static fake_device devices[kMaxGpus];
 static int util_calls[kMaxGpus];
 static int initialised;
 
-static void copy(char *to, size_t size, const char *from) {
+static void copy(char* to, size_t size, const char* from) {
   size_t n = strlen(from);
   if (n >= size) n = size - 1;
   memcpy(to, from, n);
   to[n] = '\0';
 }
 
-static void load(struct state *s) {
+static void load(struct state* s) {
   memset(s, 0, sizeof *s);
-  const char *path = getenv("BERTH_FAKE_NVML_STATE");
-  FILE *f = path ? fopen(path, "r") : NULL;
+  const char* path = getenv("BERTH_FAKE_NVML_STATE");
+  FILE* f = path ? fopen(path, "r") : NULL;
   if (!f) return;
   s->ok = 1;
   char line[512];
@@ -108,10 +108,10 @@ static void load(struct state *s) {
     char key[16] = "", a[96] = "";
     int i = -1, used = 0;
     if (sscanf(line, "%15s%n", key, &used) != 1) continue;
-    const char *rest = line + used;
+    const char* rest = line + used;
     if (strcmp(key, "driver") == 0 && sscanf(rest, "%79s", s->driver) == 1) continue;
     if (strcmp(key, "gpu") == 0 && s->ngpus < kMaxGpus) {
-      struct gpu *g = &s->gpus[s->ngpus];
+      struct gpu* g = &s->gpus[s->ngpus];
       int n = 0;
       if (sscanf(rest, "%79s %31s %n", g->uuid, g->bus, &n) >= 2 && n > 0) {
         copy(g->name, sizeof g->name, rest + n);
@@ -129,7 +129,7 @@ static void load(struct state *s) {
       continue;
     }
     if (sscanf(rest, "%d%n", &i, &used) != 1 || i < 0 || i >= kMaxGpus) continue;
-    struct gpu *g = &s->gpus[i];
+    struct gpu* g = &s->gpus[i];
     rest += used;
     if (strcmp(key, "util") == 0) {
       unsigned u, m;
@@ -149,7 +149,7 @@ static void load(struct state *s) {
     } else if (strcmp(key, "power") == 0) {
       g->has_power = sscanf(rest, "%u", &g->power) == 1;
     } else if (strcmp(key, "proc") == 0 && g->nproc < 16) {
-      struct proc *p = &g->procs[g->nproc];
+      struct proc* p = &g->procs[g->nproc];
       if (sscanf(rest, "%u %95s", &p->pid, a) == 2) {
         p->used = strcmp(a, "-") == 0 ? ~0ULL : strtoull(a, NULL, 10) * 1024 * 1024;
         g->nproc++;
@@ -159,8 +159,9 @@ static void load(struct state *s) {
   fclose(f);
 }
 
-/* What a call of `fn` answers before doing its work: hangs, a configured failure, or -1 to go on. */
-static int enter(const struct state *s, const char *fn) {
+/* What a call of `fn` answers before doing its work: hangs, a configured failure, or -1 to go on.
+ */
+static int enter(const struct state* s, const char* fn) {
   for (int i = 0; i < s->nhang; ++i)
     if (strcmp(s->hang[i], fn) == 0)
       for (;;) pause();
@@ -170,28 +171,36 @@ static int enter(const struct state *s, const char *fn) {
 }
 
 /* The GPU behind a handle, or NULL. */
-static const struct gpu *gpu_of(const struct state *s, nvmlDevice_t d) {
+static const struct gpu* gpu_of(const struct state* s, nvmlDevice_t d) {
   if (!d || d->index < 0 || d->index >= s->ngpus) return NULL;
   return &s->gpus[d->index];
 }
 
-#define ENTER(fn)                     \
-  struct state st;                    \
-  load(&st);                          \
-  int early = enter(&st, fn);         \
-  if (early >= 0) return early;       \
+#define ENTER(fn)               \
+  struct state st;              \
+  load(&st);                    \
+  int early = enter(&st, fn);   \
+  if (early >= 0) return early; \
   if (!initialised) return kUninitialized
 
-const char *nvmlErrorString(int result) {
+const char* nvmlErrorString(int result) {
   switch (result) {
-    case 0: return "Success";
-    case 1: return "Uninitialized";
-    case 2: return "Invalid Argument";
-    case 3: return "Not Supported";
-    case 4: return "Insufficient Permissions";
-    case 7: return "Insufficient Size";
-    case 9: return "Driver Not Loaded";
-    default: return "Unknown Error";
+    case 0:
+      return "Success";
+    case 1:
+      return "Uninitialized";
+    case 2:
+      return "Invalid Argument";
+    case 3:
+      return "Not Supported";
+    case 4:
+      return "Insufficient Permissions";
+    case 7:
+      return "Insufficient Size";
+    case 9:
+      return "Driver Not Loaded";
+    default:
+      return "Unknown Error";
   }
 }
 
@@ -211,7 +220,7 @@ int nvmlShutdown(void) {
   return kSuccess;
 }
 
-int nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+int nvmlSystemGetDriverVersion(char* version, unsigned int length) {
   ENTER("nvmlSystemGetDriverVersion");
   if (!st.driver[0]) return kNotSupported;
   if (strlen(st.driver) >= length) return kInsufficientSize;
@@ -219,13 +228,13 @@ int nvmlSystemGetDriverVersion(char *version, unsigned int length) {
   return kSuccess;
 }
 
-int nvmlDeviceGetCount_v2(unsigned int *count) {
+int nvmlDeviceGetCount_v2(unsigned int* count) {
   ENTER("nvmlDeviceGetCount_v2");
   *count = (unsigned)st.ngpus;
   return kSuccess;
 }
 
-int nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+int nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
   ENTER("nvmlDeviceGetHandleByIndex_v2");
   if (index >= (unsigned)st.ngpus) return kInvalidArgument;
   devices[index].index = (int)index;
@@ -233,27 +242,27 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
   return kSuccess;
 }
 
-int nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
+int nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
   ENTER("nvmlDeviceGetUUID");
-  const struct gpu *g = gpu_of(&st, device);
+  const struct gpu* g = gpu_of(&st, device);
   if (!g) return kInvalidArgument;
   if (strlen(g->uuid) >= length) return kInsufficientSize;
   copy(uuid, length, g->uuid);
   return kSuccess;
 }
 
-int nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
+int nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
   ENTER("nvmlDeviceGetName");
-  const struct gpu *g = gpu_of(&st, device);
+  const struct gpu* g = gpu_of(&st, device);
   if (!g) return kInvalidArgument;
   if (strlen(g->name) >= length) return kInsufficientSize;
   copy(name, length, g->name);
   return kSuccess;
 }
 
-int nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *u) {
+int nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* u) {
   ENTER("nvmlDeviceGetUtilizationRates");
-  const struct gpu *g = gpu_of(&st, device);
+  const struct gpu* g = gpu_of(&st, device);
   if (!g) return kInvalidArgument;
   if (g->nutil == 0) return kNotSupported;
   int n = util_calls[device->index]++;
@@ -263,9 +272,9 @@ int nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *u) {
   return kSuccess;
 }
 
-int nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *m) {
+int nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* m) {
   ENTER("nvmlDeviceGetMemoryInfo");
-  const struct gpu *g = gpu_of(&st, device);
+  const struct gpu* g = gpu_of(&st, device);
   if (!g) return kInvalidArgument;
   if (!g->has_mem) return kNotSupported;
   m->total = g->mem_total * 1024 * 1024;
@@ -275,9 +284,9 @@ int nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *m) {
 }
 
 #ifndef FAKE_NVML_MINIMAL
-int nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *m) {
+int nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* m) {
   ENTER("nvmlDeviceGetMemoryInfo_v2");
-  const struct gpu *g = gpu_of(&st, device);
+  const struct gpu* g = gpu_of(&st, device);
   if (!g) return kInvalidArgument;
   /* nvmlMemory_v2: the struct's size and version 2 in the top byte */
   if (m->version != (unsigned)(sizeof(nvmlMemory_v2_t) | (2u << 24))) return kInvalidArgument;
@@ -291,9 +300,9 @@ int nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *m) {
 #endif
 
 #ifndef FAKE_NVML_MINIMAL
-int nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
+int nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
   ENTER("nvmlDeviceGetPciInfo_v3");
-  const struct gpu *g = gpu_of(&st, device);
+  const struct gpu* g = gpu_of(&st, device);
   if (!g) return kInvalidArgument;
   memset(pci, 0, sizeof *pci);
   copy(pci->busId, sizeof pci->busId, g->bus);
@@ -301,18 +310,18 @@ int nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
   return kSuccess;
 }
 
-int nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor, unsigned int *temp) {
+int nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor, unsigned int* temp) {
   ENTER("nvmlDeviceGetTemperature");
-  const struct gpu *g = gpu_of(&st, device);
+  const struct gpu* g = gpu_of(&st, device);
   if (!g || sensor != 0) return kInvalidArgument;
   if (!g->has_temp) return kNotSupported;
   *temp = g->temp;
   return kSuccess;
 }
 
-int nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *milliwatts) {
+int nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* milliwatts) {
   ENTER("nvmlDeviceGetPowerUsage");
-  const struct gpu *g = gpu_of(&st, device);
+  const struct gpu* g = gpu_of(&st, device);
   if (!g) return kInvalidArgument;
   if (!g->has_power) return kNotSupported;
   *milliwatts = g->power;
@@ -320,10 +329,10 @@ int nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *milliwatts) {
 }
 
 /* NVML's sizing protocol: too small a buffer gets the count needed and INSUFFICIENT_SIZE. */
-int nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *count,
-                                            nvmlProcessInfo_t *infos) {
+int nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                            nvmlProcessInfo_t* infos) {
   ENTER("nvmlDeviceGetComputeRunningProcesses_v3");
-  const struct gpu *g = gpu_of(&st, device);
+  const struct gpu* g = gpu_of(&st, device);
   if (!g || !count) return kInvalidArgument;
   if (*count < (unsigned)g->nproc) {
     *count = (unsigned)g->nproc;

@@ -1,2 +1,4 @@
 /* A stand-in driver library with no CUDA entry points. */
-int berth_fake_gpu_library(void) { return 1; }
+int berth_fake_gpu_library(void) {
+  return 1;
+}

@@ -21,8 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   berth::SiteConfig c = berth::merge_policy(site_layer, user_layers);
   // squash_options are checked when a file is read: what was read must give options.
   if (!berth::effective_squash_options(c, {}).ok()) __builtin_trap();
-  for (const char* registry : {"docker.io", "registry-1.docker.io", "127.0.0.1:5000",
-                               "nvcr.io", "a.b.example.org"}) {
+  for (const char* registry :
+       {"docker.io", "registry-1.docker.io", "127.0.0.1:5000", "nvcr.io", "a.b.example.org"}) {
     (void)berth::check_registry_allowed(c, registry);
     (void)berth::mirrors_for(c, registry);
   }

@@ -87,7 +87,9 @@ static int cmd_write(const char* path, const char* text) {
 
 static volatile sig_atomic_t g_sig;
 
-static void on_signal(int sig) { g_sig = sig; }
+static void on_signal(int sig) {
+  g_sig = sig;
+}
 
 static int cmd_signals(int seconds) {
   int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
@@ -259,7 +261,7 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "zombies")) return cmd_zombies();
   if (!strcmp(cmd, "tty")) {
     int tty = isatty(0);
-    const char* name = tty ? ttyname(0) : NULL;  /* what `tty` prints: found in /dev/pts */
+    const char* name = tty ? ttyname(0) : NULL; /* what `tty` prints: found in /dev/pts */
     printf("tty=%d\nforeground=%d\nttyname=%s\n", tty, tty && tcgetpgrp(0) == getpgrp(),
            name ? name : "");
     return 0;
@@ -288,7 +290,8 @@ int main(int argc, char** argv) {
   if (!strcmp(cmd, "walk")) return cmd_walk(argv[2]);
   if (!strcmp(cmd, "rootops")) return cmd_rootops(argv[2]);
   if (!strcmp(cmd, "remount")) {
-    if (mount(NULL, argv[2], NULL, MS_REMOUNT | MS_BIND, NULL) != 0) return fail("remount", argv[2]);
+    if (mount(NULL, argv[2], NULL, MS_REMOUNT | MS_BIND, NULL) != 0)
+      return fail("remount", argv[2]);
     printf("remounted=%s\n", argv[2]);
     return 0;
   }

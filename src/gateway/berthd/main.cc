@@ -5,18 +5,18 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <ctime>
-#include <mutex>
 #include <cstring>
+#include <ctime>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "gateway/audit.h"
-#include "gateway/auth.h"
 #include "core/build_info.h"
 #include "core/fs.h"
+#include "gateway/audit.h"
+#include "gateway/auth.h"
 #include "gateway/config.h"
 #include "gateway/jobs.h"
 #include "gateway/output.h"

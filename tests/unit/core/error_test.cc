@@ -9,8 +9,8 @@
 
 #include "core/fs.h"
 #include "core/sha256.h"
-#include "test_util.h"
 #include "image/store.h"
+#include "test_util.h"
 
 namespace berth {
 namespace {
@@ -34,7 +34,8 @@ TEST(Error, ContextOutermostFirst) {
   Error e = make_error("GET", "http://r/v2/", "manifest unknown");
   e.http_status = 404;
   e = std::move(e).with_context("fetching manifest").with_context("pull r/a:b");
-  EXPECT_EQ(e.message(), "pull r/a:b: fetching manifest: GET http://r/v2/: manifest unknown (HTTP 404)");
+  EXPECT_EQ(e.message(),
+            "pull r/a:b: fetching manifest: GET http://r/v2/: manifest unknown (HTTP 404)");
 }
 
 TEST(Error, TryPropagates) {

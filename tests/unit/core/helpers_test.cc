@@ -14,8 +14,8 @@
 
 #include "core/dir.h"
 #include "core/elf.h"
-#include "core/fs.h"
 #include "core/env_list.h"
+#include "core/fs.h"
 #include "core/helper_path.h"
 #include "core/json.h"
 #include "core/root_path.h"

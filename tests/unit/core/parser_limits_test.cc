@@ -62,9 +62,9 @@ TEST(ParseJson, HostileDocumentsFailFast) {
   std::string big = "{\"a\":\"" + std::string(50 << 20, 'x') + "\"}";
   auto big_j = parse_json(big, "manifest sha256:ab");
   ASSERT_FALSE(big_j.ok());
-  EXPECT_EQ(big_j.error().message(),
-            "parse manifest sha256:ab: the document is " + std::to_string(big.size()) +
-                " bytes, more than the 16777216 allowed");
+  EXPECT_EQ(big_j.error().message(), "parse manifest sha256:ab: the document is " +
+                                         std::to_string(big.size()) +
+                                         " bytes, more than the 16777216 allowed");
   EXPECT_LT(seconds_since(t), 1.0);
 }
 
@@ -85,7 +85,8 @@ TEST(ParseYaml, DepthAndSizeLimits) {
 
 TEST(ParseYaml, BillionLaughsIsRefusedQuickly) {
   // The classic anchor bomb: nine levels of ten aliases each, 10^9 "lol"s when expanded.
-  std::string bomb = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n";
+  std::string bomb =
+      "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n";
   for (char c = 'b'; c <= 'i'; ++c) {
     std::string prev(1, static_cast<char>(c - 1));
     bomb += std::string(1, c) + ": &" + c + " [";
@@ -110,7 +111,8 @@ TEST(ImageConfig, WrongTypesAreOneLineErrors) {
             "parse config sha256:cf: malformed image config: nested deeper than 256 levels");
   c = parse_image_config("[]", "sha256:cf");
   ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.error().message(), "parse config sha256:cf: malformed image config: not a JSON object");
+  EXPECT_EQ(c.error().message(),
+            "parse config sha256:cf: malformed image config: not a JSON object");
   c = parse_image_config(
       R"({"os":"linux","architecture":"arm64","variant":null,"rootfs":{"diff_ids":["sha256:a"]}})",
       "sha256:cf");
@@ -133,9 +135,9 @@ TEST(CdiLimits, NumericDeviceNameIsNotAMatchNorACrash) {
   for (const char* dev : {"vendor.com/dev=5", "vendor.com/dev=b"}) {
     auto r = apply_cdi_device(*specs, dev, s);
     ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.error().message(), std::string("--device ") + dev + ": its spec is invalid: CDI spec " +
-                                       (d / "cdi/vendor.json") +
-                                       ": malformed: type must be string, but is number");
+    EXPECT_EQ(r.error().message(),
+              std::string("--device ") + dev + ": its spec is invalid: CDI spec " +
+                  (d / "cdi/vendor.json") + ": malformed: type must be string, but is number");
   }
 }
 
@@ -147,8 +149,8 @@ TEST(CdiLimits, DeepJsonSpecIsSkippedWithOneLine) {
   ASSERT_TRUE(specs.ok());
   EXPECT_TRUE(specs->empty());
   ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_EQ(warnings[0], "parse CDI spec " + (d / "cdi/deep.json") +
-                             ": nested deeper than 256 levels; skipped");
+  EXPECT_EQ(warnings[0],
+            "parse CDI spec " + (d / "cdi/deep.json") + ": nested deeper than 256 levels; skipped");
 }
 
 TEST(NvidiaLimits, AbsurdDeviceMinorIsAWarning) {
@@ -164,8 +166,9 @@ TEST(NvidiaLimits, AbsurdDeviceMinorIsAWarning) {
   ASSERT_EQ(r->gpus.size(), 2u);
   EXPECT_EQ(r->gpus[0].minor, -1);
   EXPECT_FALSE(r->gpus[0].has_node);
-  std::string want = h.root + "/proc/driver/nvidia/gpus/0000:07:00.0/information: Device Minor "
-                              "\"99999999999999999999\" is not a GPU minor number";
+  std::string want = h.root +
+                     "/proc/driver/nvidia/gpus/0000:07:00.0/information: Device Minor "
+                     "\"99999999999999999999\" is not a GPU minor number";
   EXPECT_NE(std::find(r->warnings.begin(), r->warnings.end(), want), r->warnings.end());
 }
 

@@ -21,8 +21,8 @@ TEST(SafeText, ControlsAreEscaped) {
 
 TEST(SafeText, InvalidUtf8IsEscapedByteByByte) {
   EXPECT_EQ(safe_text("\xff\xfe"), "\\xff\\xfe");
-  EXPECT_EQ(safe_text("\xc3"), "\\xc3");                  // truncated sequence
-  EXPECT_EQ(safe_text("\xc0\xaf"), "\\xc0\\xaf");          // overlong '/'
+  EXPECT_EQ(safe_text("\xc3"), "\\xc3");                    // truncated sequence
+  EXPECT_EQ(safe_text("\xc0\xaf"), "\\xc0\\xaf");           // overlong '/'
   EXPECT_EQ(safe_text("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a UTF-16 surrogate
 }
 

@@ -24,7 +24,8 @@ GpuPlan sample_plan() {
   p.libraries = {{"/h/lib/libcuda.so.550.54.15", "/usr/lib/berth/nvidia/libcuda.so.550.54.15"}};
   p.links = {{"/usr/lib/berth/nvidia/libcuda.so.1", "libcuda.so.550.54.15"}};
   p.binaries = {{"/h/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi"}};
-  p.proc_gpus = {{"/h/proc/driver/nvidia/gpus/0000:07:00.0", "/proc/driver/nvidia/gpus/0000:07:00.0", true, true}};
+  p.proc_gpus = {{"/h/proc/driver/nvidia/gpus/0000:07:00.0",
+                  "/proc/driver/nvidia/gpus/0000:07:00.0", true, true}};
   p.generated = {{"/proc/driver/nvidia/params", "ModifyDeviceFiles: 0\n"}};
   p.env = {"NVIDIA_VISIBLE_DEVICES=GPU-1"};
   p.library_dirs = {"/usr/lib/berth/nvidia"};
@@ -46,7 +47,8 @@ TEST(InjectGpuPlan, EditsInOrderAndLoaderThroughLdconfig) {
       {K::kBind, "/h/lib/libcuda.so.550.54.15", "/usr/lib/berth/nvidia/libcuda.so.550.54.15"},
       {K::kSymlink, "libcuda.so.550.54.15", "/usr/lib/berth/nvidia/libcuda.so.1"},
       {K::kBind, "/h/usr/bin/nvidia-smi", "/usr/lib/berth/host/usr/bin/nvidia-smi"},
-      {K::kSymlink, "/usr/lib/berth/host/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi", true, false, false},
+      {K::kSymlink, "/usr/lib/berth/host/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi", true, false,
+       false},
       {K::kTmpfs, "", "/proc/driver/nvidia/gpus", true, true, false},
       {K::kBind, "/h/proc/driver/nvidia/gpus/0000:07:00.0", "/proc/driver/nvidia/gpus/0000:07:00.0",
        true, true, false},
@@ -91,8 +93,8 @@ TEST(InjectGpuPlan, MpsDirectoriesAreBoundAndTheirVariablesWinOverTheImage) {
   GpuPlan p = sample_plan();
   p.files = {{"/h/run/mps/pipe", "/run/mps/pipe", false, true},
              {"/h/run/mps/log", "/run/mps/log", false, true}};
-  p.env.insert(p.env.begin(), {"CUDA_MPS_PIPE_DIRECTORY=/run/mps/pipe",
-                               "CUDA_MPS_LOG_DIRECTORY=/run/mps/log"});
+  p.env.insert(p.env.begin(),
+               {"CUDA_MPS_PIPE_DIRECTORY=/run/mps/pipe", "CUDA_MPS_LOG_DIRECTORY=/run/mps/log"});
   ContainerSpec s;
   s.rootfs = root.path;
   s.env = {"PATH=/bin", "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps"};
@@ -116,8 +118,9 @@ TEST(InjectGpuPlan, NothingWhenNotInjecting) {
 }
 
 TEST(Yaml, ScalarsSequencesMappings) {
-  auto j = parse_yaml("---\nkind: a.com/b\nn: 195\nq: \"0\"\nb: true\nz: ~\nlist:\n- x\n- {k: v}\nflow: [1, two]\n",
-                      "t.yaml");
+  auto j = parse_yaml(
+      "---\nkind: a.com/b\nn: 195\nq: \"0\"\nb: true\nz: ~\nlist:\n- x\n- {k: v}\nflow: [1, two]\n",
+      "t.yaml");
   ASSERT_TRUE(j.ok()) << j.error().message();
   EXPECT_EQ(*j, nlohmann::json::parse(R"({"kind":"a.com/b","n":195,"q":"0","b":true,"z":null,
                                           "list":["x",{"k":"v"}],"flow":[1,"two"]})"));
@@ -126,7 +129,8 @@ TEST(Yaml, ScalarsSequencesMappings) {
 TEST(Yaml, ErrorsNameTheFileAndLine) {
   auto j = parse_yaml("a: [1, 2\nb: c\n", "/etc/cdi/x.yaml");
   ASSERT_FALSE(j.ok());
-  EXPECT_TRUE(j.error().message().starts_with("parse YAML /etc/cdi/x.yaml: ")) << j.error().message();
+  EXPECT_TRUE(j.error().message().starts_with("parse YAML /etc/cdi/x.yaml: "))
+      << j.error().message();
   EXPECT_NE(j.error().message().find("line "), std::string::npos);
   j = parse_yaml("a: &x 1\nb: *x\n", "y.yaml");
   ASSERT_FALSE(j.ok());
@@ -146,14 +150,18 @@ TEST(Cdi, LoadApplyAndPrecedence) {
   d.write("host/data", "d");
   d.write("host/node", "");
   d.write("rootfs/etc/existing", "");
-  d.write("low/vendor.yaml", "cdiVersion: 0.6.0\nkind: vendor.com/dev\ndevices:\n- name: a\n"
-                             "  containerEdits:\n    env: [WHICH=low]\n");
+  d.write("low/vendor.yaml",
+          "cdiVersion: 0.6.0\nkind: vendor.com/dev\ndevices:\n- name: a\n"
+          "  containerEdits:\n    env: [WHICH=low]\n");
   d.write("high/vendor.json", R"({"cdiVersion":"0.6.0","kind":"vendor.com/dev",
     "containerEdits":{"env":["COMMON=1"]},
     "devices":[{"name":"a","containerEdits":{"env":["WHICH=high"],
-      "deviceNodes":[{"path":"/dev/vd0","hostPath":")" + d.path + R"(/host/node"}],
-      "mounts":[{"hostPath":")" + d.path + R"(/host/data","containerPath":"/etc/existing","options":["ro"]},
-                {"hostPath":")" + d.path + R"(/host/data","containerPath":"/opt/new"}],
+      "deviceNodes":[{"path":"/dev/vd0","hostPath":")" +
+                                  d.path + R"(/host/node"}],
+      "mounts":[{"hostPath":")" + d.path +
+                                  R"(/host/data","containerPath":"/etc/existing","options":["ro"]},
+                {"hostPath":")" + d.path +
+                                  R"(/host/data","containerPath":"/opt/new"}],
       "hooks":[{"hookName":"createContainer","path":"/usr/bin/nvidia-ctk",
                 "args":["nvidia-ctk","hook","update-ldcache","--folder","/usr/lib64"]},
                {"hookName":"createContainer","path":"/usr/bin/nvidia-ctk",
@@ -173,7 +181,8 @@ TEST(Cdi, LoadApplyAndPrecedence) {
   ASSERT_TRUE(w.ok()) << w.error().message();
   // The later directory wins; with no ldconfig in this root, the update-ldcache folder goes to
   // LD_LIBRARY_PATH.
-  EXPECT_EQ(s.env, (std::vector<std::string>{"COMMON=1", "WHICH=high", "LD_LIBRARY_PATH=/usr/lib64"}));
+  EXPECT_EQ(s.env,
+            (std::vector<std::string>{"COMMON=1", "WHICH=high", "LD_LIBRARY_PATH=/usr/lib64"}));
   using K = DeviceEdit::Kind;
   std::vector<DeviceEdit> want = {
       {K::kTmpfs, "", "/usr/lib/berth", false, true},
@@ -202,10 +211,12 @@ TEST(Cdi, RequiredVersionFollowsTheFieldsUsed) {
     t[nlohmann::json::json_pointer(pointer)] = std::move(value);
     return cdi_required_version(t);
   };
-  EXPECT_EQ(with("/containerEdits/mounts", {{{"hostPath", "/a"}, {"containerPath", "/b"}, {"type", "bind"}}}),
+  EXPECT_EQ(with("/containerEdits/mounts",
+                 {{{"hostPath", "/a"}, {"containerPath", "/b"}, {"type", "bind"}}}),
             "0.4.0");
-  EXPECT_EQ(with("/devices/0/containerEdits/deviceNodes", {{{"path", "/dev/x"}, {"hostPath", "/dev/y"}}}),
-            "0.5.0");
+  EXPECT_EQ(
+      with("/devices/0/containerEdits/deviceNodes", {{{"path", "/dev/x"}, {"hostPath", "/dev/y"}}}),
+      "0.5.0");
   EXPECT_EQ(with("/devices/0/name", "0"), "0.5.0");
   EXPECT_EQ(with("/annotations", {{"k", "v"}}), "0.6.0");
   EXPECT_EQ(with("/devices/0/annotations", {{"k", "v"}}), "0.6.0");
@@ -213,7 +224,8 @@ TEST(Cdi, RequiredVersionFollowsTheFieldsUsed) {
   EXPECT_EQ(with("/containerEdits/additionalGids", {44}), "0.7.0");
   EXPECT_EQ(with("/devices/0/containerEdits/intelRdt", {{"closID", "x"}}), "0.7.0");
   EXPECT_EQ(with("/devices/0/containerEdits/intelRdt", {{"enableMonitoring", true}}), "1.1.0");
-  EXPECT_EQ(with("/containerEdits/netDevices", {{{"hostInterfaceName", "eth0"}, {"name", "e"}}}), "1.1.0");
+  EXPECT_EQ(with("/containerEdits/netDevices", {{{"hostInterfaceName", "eth0"}, {"name", "e"}}}),
+            "1.1.0");
 }
 
 TEST(Cdi, ValidationRules) {
@@ -227,23 +239,33 @@ TEST(Cdi, ValidationRules) {
       {"/cdiVersion", "0.9.0", "unknown cdiVersion \"0.9.0\""},
       {"/cdiVersion", "latest", "unknown cdiVersion \"latest\""},
       {"/devices/0/name", "0", "cdiVersion 0.3.0 is too old for the fields used; they need 0.5.0"},
-      {"/kind", "vendor.com", "invalid kind \"vendor.com\" (vendor.com/class: letters, digits, _ - .)"},
-      {"/kind", "-vendor.com/dev", "invalid kind \"-vendor.com/dev\" (vendor.com/class: letters, digits, _ - .)"},
-      {"/kind", "vendor.com/dev-", "invalid kind \"vendor.com/dev-\" (vendor.com/class: letters, digits, _ - .)"},
+      {"/kind", "vendor.com",
+       "invalid kind \"vendor.com\" (vendor.com/class: letters, digits, _ - .)"},
+      {"/kind", "-vendor.com/dev",
+       "invalid kind \"-vendor.com/dev\" (vendor.com/class: letters, digits, _ - .)"},
+      {"/kind", "vendor.com/dev-",
+       "invalid kind \"vendor.com/dev-\" (vendor.com/class: letters, digits, _ - .)"},
       {"/devices/0/name", "a b", "invalid device name \"a b\""},
       {"/devices/0/name", "a:", "invalid device name \"a:\""},
       {"/devices/0/containerEdits", nlohmann::json::object(), "device \"a\" has no containerEdits"},
-      {"/devices/1", {{"name", "a"}, {"containerEdits", {{"env", {"B=2"}}}}}, "device \"a\" defined twice"},
+      {"/devices/1",
+       {{"name", "a"}, {"containerEdits", {{"env", {"B=2"}}}}},
+       "device \"a\" defined twice"},
       {"/devices", nlohmann::json::array(), "no devices"},
-      {"/devices/0/containerEdits/env/0", "=1", "device \"a\": invalid environment variable \"=1\""},
+      {"/devices/0/containerEdits/env/0", "=1",
+       "device \"a\": invalid environment variable \"=1\""},
       {"/containerEdits/env", {"NOEQUALS"}, "invalid environment variable \"NOEQUALS\""},
-      {"/devices/0/containerEdits/deviceNodes", {{{"path", "/dev/x"}, {"permissions", "rx"}}},
+      {"/devices/0/containerEdits/deviceNodes",
+       {{{"path", "/dev/x"}, {"permissions", "rx"}}},
        "device \"a\": device /dev/x: invalid permissions \"rx\""},
-      {"/devices/0/containerEdits/deviceNodes", {{{"path", "/dev/x"}, {"type", "z"}}},
+      {"/devices/0/containerEdits/deviceNodes",
+       {{{"path", "/dev/x"}, {"type", "z"}}},
        "device \"a\": device /dev/x: invalid type \"z\""},
-      {"/devices/0/containerEdits/hooks", {{{"hookName", "onBoot"}, {"path", "/x"}}},
+      {"/devices/0/containerEdits/hooks",
+       {{{"hookName", "onBoot"}, {"path", "/x"}}},
        "device \"a\": invalid hook name \"onBoot\""},
-      {"/devices/0/containerEdits/mounts", {{{"hostPath", "/x"}}},
+      {"/devices/0/containerEdits/mounts",
+       {{{"hostPath", "/x"}}},
        "device \"a\": mount with an empty containerPath"},
   };
   for (const Case& c : cases) {
@@ -260,8 +282,10 @@ TEST(Cdi, ValidationRules) {
 
 TEST(Cdi, SameDeviceTwiceIsAConflictNamingBothFiles) {
   TempDir d;
-  const char* a = R"({"cdiVersion":"0.3.0","kind":"vendor.com/dev","devices":[{"name":"x","containerEdits":{"env":["W=a"]}}]})";
-  const char* b = R"({"cdiVersion":"0.3.0","kind":"vendor.com/dev","devices":[{"name":"x","containerEdits":{"env":["W=b"]}},
+  const char* a =
+      R"({"cdiVersion":"0.3.0","kind":"vendor.com/dev","devices":[{"name":"x","containerEdits":{"env":["W=a"]}}]})";
+  const char* b =
+      R"({"cdiVersion":"0.3.0","kind":"vendor.com/dev","devices":[{"name":"x","containerEdits":{"env":["W=b"]}},
                       {"name":"y","containerEdits":{"env":["W=y"]}}]})";
   d.write("one/a.json", a);
   d.write("one/b.json", b);
@@ -271,8 +295,8 @@ TEST(Cdi, SameDeviceTwiceIsAConflictNamingBothFiles) {
   ContainerSpec s;
   auto r = apply_cdi_device(*specs, "vendor.com/dev=x", s);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message(), "--device vendor.com/dev=x: conflicting definitions in " + d.path + "/one/a.json and " +
-                                     d.path + "/one/b.json");
+  EXPECT_EQ(r.error().message(), "--device vendor.com/dev=x: conflicting definitions in " + d.path +
+                                     "/one/a.json and " + d.path + "/one/b.json");
   EXPECT_TRUE(apply_cdi_device(*specs, "vendor.com/dev=y", s).ok());
   // In two directories, the later one wins.
   d.write("two/b.json", b);
@@ -290,13 +314,15 @@ TEST(Cdi, SameDeviceTwiceIsAConflictNamingBothFiles) {
   ASSERT_EQ(warnings.size(), 1u);
   r = apply_cdi_device(*specs, "vendor.com/dup=x", s2);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message(), "--device vendor.com/dup=x: its spec is invalid: CDI spec " + d.path +
-                                     "/three/c.json: device \"x\" defined twice");
+  EXPECT_EQ(r.error().message(), "--device vendor.com/dup=x: its spec is invalid: CDI spec " +
+                                     d.path + "/three/c.json: device \"x\" defined twice");
 }
 
 /// One device whose containerEdits are `edits`, loaded from a spec in `d`.
-std::vector<CdiSpec> one_device(TempDir& d, const nlohmann::json& edits, const char* version = "0.7.0") {
-  nlohmann::json doc = {{"cdiVersion", version}, {"kind", "vendor.com/dev"},
+std::vector<CdiSpec> one_device(TempDir& d, const nlohmann::json& edits,
+                                const char* version = "0.7.0") {
+  nlohmann::json doc = {{"cdiVersion", version},
+                        {"kind", "vendor.com/dev"},
                         {"devices", {{{"name", "a"}, {"containerEdits", edits}}}}};
   d.write("cdi/spec.json", doc.dump());
   std::vector<std::string> warnings;
@@ -322,36 +348,46 @@ TEST(Cdi, DeviceNodePermissionsModeAndOwner) {
   auto [err, edits] = apply({{"permissions", "r"}});
   EXPECT_EQ(err, "");
   EXPECT_EQ(edits, (std::vector<DeviceEdit>{{K::kBind, node, "/dev/x", true, false, true}}));
-  std::tie(err, edits) = apply({{"permissions", "rwm"}, {"fileMode", 0640}, {"uid", ::getuid()}, {"gid", ::getgid()}});
+  std::tie(err, edits) =
+      apply({{"permissions", "rwm"}, {"fileMode", 0640}, {"uid", ::getuid()}, {"gid", ::getgid()}});
   EXPECT_EQ(err, "");
   EXPECT_EQ(edits, (std::vector<DeviceEdit>{{K::kBind, node, "/dev/x", false, false, true}}));
   std::tie(err, edits) = apply({{"fileMode", 0666}});
-  EXPECT_EQ(err, "CDI " + d.path + "/cdi/spec.json (a): device node /dev/x: fileMode 0666 cannot be honoured rootless: the host node " +
+  EXPECT_EQ(err, "CDI " + d.path +
+                     "/cdi/spec.json (a): device node /dev/x: fileMode 0666 cannot be honoured "
+                     "rootless: the host node " +
                      node + " has 0640");
   std::tie(err, edits) = apply({{"uid", ::getuid() + 1}});
-  EXPECT_EQ(err, "CDI " + d.path + "/cdi/spec.json (a): device node /dev/x: uid " + std::to_string(::getuid() + 1) +
-                     " cannot be honoured rootless: the host node " + node + " has " + std::to_string(::getuid()));
+  EXPECT_EQ(err, "CDI " + d.path + "/cdi/spec.json (a): device node /dev/x: uid " +
+                     std::to_string(::getuid() + 1) +
+                     " cannot be honoured rootless: the host node " + node + " has " +
+                     std::to_string(::getuid()));
 }
 
 TEST(Cdi, TmpfsMountsGroupsAndWhatCannotBeHonoured) {
   TempDir d;
   using K = DeviceEdit::Kind;
   ContainerSpec s;
-  auto specs = one_device(d, {{"mounts", {{{"hostPath", "tmpfs"}, {"containerPath", "/scratch"}, {"type", "tmpfs"},
-                                           {"options", {"nosuid", "size=1m"}}}}},
+  auto specs = one_device(d, {{"mounts",
+                               {{{"hostPath", "tmpfs"},
+                                 {"containerPath", "/scratch"},
+                                 {"type", "tmpfs"},
+                                 {"options", {"nosuid", "size=1m"}}}}},
                               {"additionalGids", {::getegid()}}});
   auto r = apply_cdi_device(specs, "vendor.com/dev=a", s);
   ASSERT_TRUE(r.ok()) << r.error().message();
   // Not in the image: in the run tmpfs and linked, so no mount point is left behind.
-  EXPECT_EQ(s.device_edits, (std::vector<DeviceEdit>{{K::kTmpfs, "", "/usr/lib/berth", false, true},
-                                                     {K::kTmpfs, "", "/usr/lib/berth/host/scratch", false, true, true},
-                                                     {K::kSymlink, "/usr/lib/berth/host/scratch", "/scratch", true,
-                                                      false, false}}));
+  EXPECT_EQ(s.device_edits,
+            (std::vector<DeviceEdit>{
+                {K::kTmpfs, "", "/usr/lib/berth", false, true},
+                {K::kTmpfs, "", "/usr/lib/berth/host/scratch", false, true, true},
+                {K::kSymlink, "/usr/lib/berth/host/scratch", "/scratch", true, false, false}}));
   d.write("rootfs/scratch/.keep", "");
   ContainerSpec in_image;
   in_image.rootfs = d.path + "/rootfs";
   ASSERT_TRUE(apply_cdi_device(specs, "vendor.com/dev=a", in_image).ok());
-  EXPECT_EQ(in_image.device_edits, (std::vector<DeviceEdit>{{K::kTmpfs, "", "/scratch", false, true, true}}));
+  EXPECT_EQ(in_image.device_edits,
+            (std::vector<DeviceEdit>{{K::kTmpfs, "", "/scratch", false, true, true}}));
   std::vector<std::pair<nlohmann::json, std::string>> refused = {
       {{{"netDevices", {{{"hostInterfaceName", "eth0"}, {"name", "e"}}}}},
        "netDevices cannot be honoured by a rootless run"},
@@ -372,8 +408,8 @@ TEST(Cdi, TmpfsMountsGroupsAndWhatCannotBeHonoured) {
 TEST(Cdi, BadNamesAndMissingDevices) {
   std::vector<CdiSpec> none;
   ContainerSpec s;
-  for (const char* bad : {"gpu0", "nvidia.com/gpu", "nvidia/gpu=0", "nvidia.com/gpu=", "nvidia.com/gpu=a b",
-                          "nvidia.com/-gpu=0"}) {
+  for (const char* bad : {"gpu0", "nvidia.com/gpu", "nvidia/gpu=0",
+                          "nvidia.com/gpu=", "nvidia.com/gpu=a b", "nvidia.com/-gpu=0"}) {
     auto r = apply_cdi_device(none, bad, s);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().message(), std::string("--device ") + bad + ": not a CDI device name");

@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <map>
 
-#include "devices/amd.h"
-#include "devices/cdi.h"
 #include "core/elf.h"
 #include "core/env_list.h"
+#include "devices/amd.h"
+#include "devices/cdi.h"
 #include "devices/gpu_report.h"
 #include "devices/ld_cache.h"
 #include "devices/nvidia_discover.h"
@@ -52,7 +52,10 @@ TEST(ElfInfo, RejectsOtherFiles) {
   EXPECT_EQ(e.error().message(), "read ELF " + p + ": not an ELF file");
   // A truncated ELF: only the identification bytes.
   std::string t = h.root + "/truncated.so";
-  testing::write_text(t, std::string("\x7f" "ELF\x02\x01\x01", 7) + std::string(9, '\0'));
+  testing::write_text(t, std::string("\x7f"
+                                     "ELF\x02\x01\x01",
+                                     7) +
+                             std::string(9, '\0'));
   e = read_elf_info(t);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.error().message(), "read ELF " + t + ": truncated ELF header");
@@ -118,8 +121,8 @@ TEST(LdCache, ReadsWhatLdconfigWrites) {
       cuda = true;
       EXPECT_EQ(e.flags, kLdCacheElfLibc6 | kLdCacheX8664Lib64);
     }
-    encode |= e.name == "libnvidia-encode.so.1" &&
-              e.path == "/opt/nvidia/lib/libnvidia-encode.so.1";
+    encode |=
+        e.name == "libnvidia-encode.so.1" && e.path == "/opt/nvidia/lib/libnvidia-encode.so.1";
   }
   EXPECT_TRUE(cuda);
   EXPECT_TRUE(encode);
@@ -135,7 +138,8 @@ TEST(NvrmVersion, ParsesBothKernelModuleFlavours) {
       {"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  535.104.05  Release Build  "
        "(dvs-builder@U16)  Sat Aug 19 01:13:17 UTC 2023\nGCC version: 12\n",
        "535.104.05"},
-      {"NVRM version: NVIDIA UNIX aarch64 Kernel Module  470.82.01  Wed Oct 27 2021\n", "470.82.01"},
+      {"NVRM version: NVIDIA UNIX aarch64 Kernel Module  470.82.01  Wed Oct 27 2021\n",
+       "470.82.01"},
       {"GCC version: 12\n", nullptr},
       {"NVRM version: something else\n", nullptr},
   };
@@ -193,7 +197,8 @@ TEST(NvidiaDiscovery, FindsTheFabricatedDriver) {
 
   std::vector<std::string> nodes;
   for (const auto& n : d.control_nodes) nodes.push_back(n.path);
-  EXPECT_EQ(nodes, (std::vector<std::string>{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"}));
+  EXPECT_EQ(nodes, (std::vector<std::string>{"/dev/nvidiactl", "/dev/nvidia-uvm",
+                                             "/dev/nvidia-uvm-tools"}));
   ASSERT_EQ(d.cap_nodes.size(), 2u);
   EXPECT_EQ(d.cap_nodes[0].path, "/dev/nvidia-caps/nvidia-cap1");
   EXPECT_TRUE(d.imex_nodes.empty());
@@ -205,7 +210,8 @@ TEST(NvidiaDiscovery, FindsTheFabricatedDriver) {
       "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15",
       "/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.550.54.15",
   };
-  if (testing::have_32bit_fake()) want_libs.push_back("/usr/lib/i386-linux-gnu/libcuda.so.550.54.15");
+  if (testing::have_32bit_fake())
+    want_libs.push_back("/usr/lib/i386-linux-gnu/libcuda.so.550.54.15");
   EXPECT_EQ(paths_of(d.libraries), want_libs);
   for (const auto& l : d.libraries) {
     SCOPED_TRACE(l.path);
@@ -219,15 +225,19 @@ TEST(NvidiaDiscovery, FindsTheFabricatedDriver) {
   EXPECT_EQ(d.libraries[2].caps, unsigned{kCapCompute});
   EXPECT_EQ(d.libraries[3].caps, unsigned{kCapUtility});
 
-  EXPECT_EQ(paths_of(d.binaries), (std::vector<std::string>{"/usr/bin/nvidia-smi", "/usr/bin/nvidia-cuda-mps-control"}));
-  EXPECT_EQ(paths_of(d.firmware), (std::vector<std::string>{"/lib/firmware/nvidia/550.54.15/gsp_ga10x.bin"}));
-  EXPECT_EQ(paths_of(d.config_files),
-            (std::vector<std::string>{"/etc/vulkan/icd.d/nvidia_icd.json", "/etc/OpenCL/vendors/nvidia.icd"}));
+  EXPECT_EQ(paths_of(d.binaries),
+            (std::vector<std::string>{"/usr/bin/nvidia-smi", "/usr/bin/nvidia-cuda-mps-control"}));
+  EXPECT_EQ(paths_of(d.firmware),
+            (std::vector<std::string>{"/lib/firmware/nvidia/550.54.15/gsp_ga10x.bin"}));
+  EXPECT_EQ(paths_of(d.config_files), (std::vector<std::string>{"/etc/vulkan/icd.d/nvidia_icd.json",
+                                                                "/etc/OpenCL/vendors/nvidia.icd"}));
   EXPECT_EQ(paths_of(d.ipc), (std::vector<std::string>{"/run/nvidia-persistenced/socket"}));
   EXPECT_NE(d.proc_params.find("ModifyDeviceFiles: 1"), std::string::npos);
   ASSERT_EQ(d.warnings.size(), 1u);
-  EXPECT_EQ(d.warnings[0], "ignoring " + h.root + "/usr/lib/x86_64-linux-gnu/libnvidia-cfg.so.550.54.15: read ELF " +
-                               h.root + "/usr/lib/x86_64-linux-gnu/libnvidia-cfg.so.550.54.15: not an ELF file");
+  EXPECT_EQ(d.warnings[0],
+            "ignoring " + h.root +
+                "/usr/lib/x86_64-linux-gnu/libnvidia-cfg.so.550.54.15: read ELF " + h.root +
+                "/usr/lib/x86_64-linux-gnu/libnvidia-cfg.so.550.54.15: not an ELF file");
 }
 
 TEST(NvidiaDiscovery, MpsPipeAndLogDirectoriesWhenTheNodeHasThem) {
@@ -270,18 +280,22 @@ TEST(NvidiaDiscovery, DevRootDefaultsToDriverRoot) {
 
 TEST(NvidiaDiscovery, KernelModuleVersionWinsOverLibraries) {
   FakeHost h;
-  testing::write_text(h.root + "/proc/driver/nvidia/version",
-                      "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 2023\n");
+  testing::write_text(
+      h.root + "/proc/driver/nvidia/version",
+      "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 2023\n");
   auto r = discover_nvidia(options(h));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->version.str(), "535.104.05");
   EXPECT_EQ(r->library_version.str(), "550.54.15");
-  EXPECT_EQ(paths_of(r->libraries), (std::vector<std::string>{"/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05"}));
-  EXPECT_EQ(paths_of(r->firmware), (std::vector<std::string>{"/lib/firmware/nvidia/535.104.05/gsp_ga10x.bin"}));
-  EXPECT_NE(std::find(r->warnings.begin(), r->warnings.end(),
-                      "driver libraries 550.54.15 do not match the kernel module 535.104.05; using the "
-                      "libraries of 535.104.05"),
-            r->warnings.end());
+  EXPECT_EQ(paths_of(r->libraries),
+            (std::vector<std::string>{"/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05"}));
+  EXPECT_EQ(paths_of(r->firmware),
+            (std::vector<std::string>{"/lib/firmware/nvidia/535.104.05/gsp_ga10x.bin"}));
+  EXPECT_NE(
+      std::find(r->warnings.begin(), r->warnings.end(),
+                "driver libraries 550.54.15 do not match the kernel module 535.104.05; using the "
+                "libraries of 535.104.05"),
+      r->warnings.end());
 }
 
 TEST(NvidiaDiscovery, LibraryVersionWithoutKernelModule) {
@@ -318,18 +332,21 @@ TEST(CudaProbe, AsksTheFoundLibcudaWhenAllowed) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->cuda_version.str(), "12.4");
   EXPECT_TRUE(r->cuda_version_derived);
-  EXPECT_EQ(r->cuda_version_note, "derived from driver branch 550; not probed (BERTH_CUDA_PROBE=never)");
+  EXPECT_EQ(r->cuda_version_note,
+            "derived from driver branch 550; not probed (BERTH_CUDA_PROBE=never)");
 }
 
 TEST(CudaProbe, FailedProbeFallsBackToTheDriverBranch) {
   FakeHost h;
   std::string libcuda = h.root + "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15";
-  std::filesystem::copy_file(kLibs + "/libcuda-nosym.so", libcuda, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(kLibs + "/libcuda-nosym.so", libcuda,
+                             std::filesystem::copy_options::overwrite_existing);
   auto r = discover_nvidia(options(h));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->cuda_version.str(), "12.4");
   EXPECT_TRUE(r->cuda_version_derived);
-  EXPECT_EQ(r->cuda_version_note, "derived from driver branch 550; libcuda has no cuDriverGetVersion");
+  EXPECT_EQ(r->cuda_version_note,
+            "derived from driver branch 550; libcuda has no cuDriverGetVersion");
   std::string text = gpu_info_text(*r, AmdDevices{});
   EXPECT_EQ(text.substr(0, text.find('\n') + 1),
             "NVIDIA driver 550.54.15, CUDA 12.4 (derived from driver branch 550; libcuda has no "
@@ -337,7 +354,9 @@ TEST(CudaProbe, FailedProbeFallsBackToTheDriverBranch) {
 }
 
 TEST(CudaProbe, DriverBranchTable) {
-  auto cuda = [](const char* driver) { return cuda_version_for_driver(*parse_version(driver)).str(); };
+  auto cuda = [](const char* driver) {
+    return cuda_version_for_driver(*parse_version(driver)).str();
+  };
   EXPECT_EQ(cuda("550.54.15"), "12.4");
   EXPECT_EQ(cuda("535.104.05"), "12.2");
   EXPECT_EQ(cuda("470.256.02"), "11.4");
@@ -381,7 +400,8 @@ TEST(DiscoveryOptions, EnvironmentWinsOverConfig) {
   o = discovery_options_from_env(DiscoveryOptions{});
   unsetenv("BERTH_DEV_ROOT");
   ASSERT_FALSE(o.ok());
-  EXPECT_EQ(o.error().message(), "read config relative: driver and device roots must be absolute paths");
+  EXPECT_EQ(o.error().message(),
+            "read config relative: driver and device roots must be absolute paths");
 }
 
 TEST(DiscoveryOptions, MpsDirectoriesFromTheEnvironment) {
@@ -402,7 +422,8 @@ TEST(DiscoveryOptions, MpsDirectoriesFromTheEnvironment) {
   unsetenv("CUDA_MPS_PIPE_DIRECTORY");
   unsetenv("CUDA_MPS_LOG_DIRECTORY");
   ASSERT_FALSE(o.ok());
-  EXPECT_EQ(o.error().message(), "read environment CUDA_MPS_LOG_DIRECTORY: 'mps-log' is not an absolute path");
+  EXPECT_EQ(o.error().message(),
+            "read environment CUDA_MPS_LOG_DIRECTORY: 'mps-log' is not an absolute path");
 }
 
 TEST(AmdDiscovery, FindsKfdAndRenderNodes) {
@@ -431,22 +452,28 @@ TEST(GpuInfo, JsonAgainstTheFakeRoot) {
   EXPECT_EQ(j["nvidia"]["cuda_version"], "12.4");  // probed under the driver root
   EXPECT_EQ(j["nvidia"]["cuda_version_derived"], false);
   ASSERT_EQ(j["nvidia"]["gpus"].size(), 2u);
-  EXPECT_EQ(j["nvidia"]["gpus"][1],
-            nlohmann::json({{"index", 1}, {"model", "NVIDIA H100 80GB HBM3"}, {"uuid", testing::kUuid1},
-                            {"bus_id", "0000:85:00.0"}, {"minor", 1}, {"device_node", "/dev/nvidia1"}}));
+  EXPECT_EQ(j["nvidia"]["gpus"][1], nlohmann::json({{"index", 1},
+                                                    {"model", "NVIDIA H100 80GB HBM3"},
+                                                    {"uuid", testing::kUuid1},
+                                                    {"bus_id", "0000:85:00.0"},
+                                                    {"minor", 1},
+                                                    {"device_node", "/dev/nvidia1"}}));
   EXPECT_EQ(j["nvidia"]["capabilities"]["utility"]["libraries"],
             nlohmann::json({"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15"}));
-  EXPECT_EQ(j["nvidia"]["capabilities"]["utility"]["binaries"], nlohmann::json({"/usr/bin/nvidia-smi"}));
+  EXPECT_EQ(j["nvidia"]["capabilities"]["utility"]["binaries"],
+            nlohmann::json({"/usr/bin/nvidia-smi"}));
   EXPECT_EQ(j["nvidia"]["capabilities"]["compute"]["config_files"],
             nlohmann::json({"/etc/OpenCL/vendors/nvidia.icd"}));
   EXPECT_EQ(j["amd"]["found"], true);
 
   std::string text = gpu_info_text(*nv, discover_amd(options(h)));
   EXPECT_EQ(text.rfind("NVIDIA driver 550.54.15, CUDA 12.4\n", 0), 0u) << text;
-  EXPECT_NE(text.find("\n0      NVIDIA A100-SXM4-40GB  " + std::string(testing::kUuid0) + "  0000:07:00.0  0\n"),
+  EXPECT_NE(text.find("\n0      NVIDIA A100-SXM4-40GB  " + std::string(testing::kUuid0) +
+                      "  0000:07:00.0  0\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("  utility   libnvidia-ml.so.550.54.15 nvidia-smi\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  utility   libnvidia-ml.so.550.54.15 nvidia-smi\n"), std::string::npos)
+      << text;
 }
 
 TEST(GpuInfo, SaysWhenThereIsNoDriver) {
@@ -470,15 +497,17 @@ TEST(Cdi, SpecStructure) {
   std::vector<std::string> names;
   for (const auto& d : s["devices"]) names.push_back(d["name"]);
   EXPECT_EQ(names, (std::vector<std::string>{"0", testing::kUuid0, "1", testing::kUuid1, "all"}));
-  EXPECT_EQ(s["devices"][1]["containerEdits"]["deviceNodes"],
-            nlohmann::json::array({{{"path", "/dev/nvidia0"}, {"hostPath", h.dev + "/dev/nvidia0"}}}));
+  EXPECT_EQ(
+      s["devices"][1]["containerEdits"]["deviceNodes"],
+      nlohmann::json::array({{{"path", "/dev/nvidia0"}, {"hostPath", h.dev + "/dev/nvidia0"}}}));
   EXPECT_EQ(s["devices"][4]["containerEdits"]["deviceNodes"].size(), 2u);
   const auto& e = s["containerEdits"];
   EXPECT_EQ(e["env"], nlohmann::json({"NVIDIA_VISIBLE_DEVICES=void"}));
   EXPECT_EQ(e["deviceNodes"].size(), 3u);
-  nlohmann::json want_cuda = {{"hostPath", h.root + "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"},
-                              {"containerPath", "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"},
-                              {"options", {"ro", "nosuid", "nodev", "bind"}}};
+  nlohmann::json want_cuda = {
+      {"hostPath", h.root + "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"},
+      {"containerPath", "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"},
+      {"options", {"ro", "nosuid", "nodev", "bind"}}};
   nlohmann::json want_soname = want_cuda;
   want_soname["containerPath"] = "/usr/lib/x86_64-linux-gnu/libcuda.so.1";
   bool cuda = false, soname = false, socket_rw = false, no32 = true;
@@ -498,8 +527,8 @@ TEST(Cdi, SpecStructure) {
   // Where the hook is on this host: under the driver root.
   EXPECT_EQ(e["hooks"][0]["path"], h.root + "/usr/bin/nvidia-cdi-hook");
   EXPECT_EQ(e["hooks"][0]["args"],
-            nlohmann::json({"nvidia-cdi-hook", "update-ldcache", "--folder", "/opt/nvidia/lib", "--folder",
-                            "/usr/lib/x86_64-linux-gnu"}));
+            nlohmann::json({"nvidia-cdi-hook", "update-ldcache", "--folder", "/opt/nvidia/lib",
+                            "--folder", "/usr/lib/x86_64-linux-gnu"}));
   // As YAML, the same document.
   std::string yaml = cdi_spec_text(s, true);
   auto back = parse_yaml(yaml, "generated.yaml");
@@ -512,7 +541,8 @@ TEST(NvidiaDiscovery, ARealProgramWinsOverAWrapperScript) {
   // As on a host whose driver lives in /usr/local/nvidia: /usr/bin/nvidia-smi is a script that
   // sets LD_LIBRARY_PATH and execs the real one, which a container could not reach.
   FakeHost h;
-  testing::copy_lib("libnvidia-ml.so.550.54.15", h.root + "/usr/local/nvidia/bin/nvidia-smi");  // any ELF
+  testing::copy_lib("libnvidia-ml.so.550.54.15",
+                    h.root + "/usr/local/nvidia/bin/nvidia-smi");  // any ELF
   auto nv = discover_nvidia(options(h));
   ASSERT_TRUE(nv.ok());
   std::map<std::string, std::string> found;

@@ -36,9 +36,17 @@ TEST(GpusFlag, Table) {
       {"device=0,2", Kind::kList, 0, {"0", "2"}, {}},
       {"\"device=0,2\"", Kind::kList, 0, {"0", "2"}, {}},
       {"device=GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", Kind::kList, 0, {testing::kUuid1}, {}},
-      {"\"device=GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee\"", Kind::kList, 0, {testing::kUuid1}, {}},
+      {"\"device=GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee\"",
+       Kind::kList,
+       0,
+       {testing::kUuid1},
+       {}},
       {"all,capabilities=utility", Kind::kAll, 0, {}, kCapUtility},
-      {"\"capabilities=compute,utility\",device=1", Kind::kList, 0, {"1"}, kCapCompute | kCapUtility},
+      {"\"capabilities=compute,utility\",device=1",
+       Kind::kList,
+       0,
+       {"1"},
+       kCapCompute | kCapUtility},
       {"all,\"capabilities=gpu\"", Kind::kAll, 0, {}, kCapDefault},
       {"driver=nvidia,count=all", Kind::kAll, 0, {}, {}},
   };
@@ -65,7 +73,8 @@ TEST(GpusFlag, Errors) {
       {"\"device=0", "parse --gpus \"device=0: unterminated quote"},
       {"driver=amd", "parse --gpus driver=amd: only the nvidia driver is supported"},
       {"2,device=1", "parse --gpus 2,device=1: give either a count or devices, not both"},
-      {"capabilities=utility", "parse --gpus capabilities=utility: say which GPUs: all, a count, or device=..."},
+      {"capabilities=utility",
+       "parse --gpus capabilities=utility: say which GPUs: all, a count, or device=..."},
       {"all,capabilities=fast",
        "parse NVIDIA_DRIVER_CAPABILITIES=fast: unknown capability 'fast' (known: "
        "utility,compute,video,graphics,display,ngx,compat32, all)"},
@@ -171,15 +180,27 @@ TEST(SelectGpus, Table) {
       {"device=GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", std::nullopt, {1}, nullptr},
       {"device=1,1", std::nullopt, {1}, nullptr},
       {"3", std::nullopt, {}, "select GPUs 3 GPUs: only 2 GPUs are on this host"},
-      {"2", std::vector<int>{1}, {}, "select GPUs 2 GPUs: only 1 GPU is visible to this job (CUDA_VISIBLE_DEVICES)"},
+      {"2",
+       std::vector<int>{1},
+       {},
+       "select GPUs 2 GPUs: only 1 GPU is visible to this job (CUDA_VISIBLE_DEVICES)"},
       {"device=2", std::nullopt, {}, "select GPUs GPU 2: no such GPU: 2 GPUs are on this host"},
-      {"device=1", std::vector<int>{1}, {},
+      {"device=1",
+       std::vector<int>{1},
+       {},
        "select GPUs GPU 1: no such GPU: 1 GPU is visible to this job (CUDA_VISIBLE_DEVICES)"},
-      {"device=GPU-11111111-2222-3333-4444-555555555555", std::vector<int>{1}, {},
+      {"device=GPU-11111111-2222-3333-4444-555555555555",
+       std::vector<int>{1},
+       {},
        "select GPUs GPU-11111111-2222-3333-4444-555555555555: this GPU is not visible to this job "
        "(CUDA_VISIBLE_DEVICES)"},
-      {"device=GPU-0000", std::nullopt, {}, "select GPUs GPU-0000: no GPU with this UUID on this host"},
-      {"device=MIG-1234", std::nullopt, {},
+      {"device=GPU-0000",
+       std::nullopt,
+       {},
+       "select GPUs GPU-0000: no GPU with this UUID on this host"},
+      {"device=MIG-1234",
+       std::nullopt,
+       {},
        "select GPUs MIG-1234: MIG devices cannot be selected yet; select the whole GPU"},
   };
   for (const auto& c : cases) {
@@ -224,9 +245,12 @@ TEST(Requirement, GrammarTable) {
       {"driver>=418,driver<419", facts("418.87.01", "10.1"), true},
       {"driver>=418,driver<419", facts("535.104.05", "12.2"), false},
       // Space is OR, comma is AND (the nvidia/cuda images' form).
-      {"cuda>=12.4 brand=tesla,driver>=535,driver<536", facts("535.104.05", "12.2", {}, {"tesla"}), true},
-      {"cuda>=12.4 brand=tesla,driver>=535,driver<536", facts("535.104.05", "12.2", {}, {"geforce"}), false},
-      {"cuda>=12.4 brand=tesla,driver>=470,driver<471", facts("535.104.05", "12.2", {}, {"Tesla"}), false},
+      {"cuda>=12.4 brand=tesla,driver>=535,driver<536", facts("535.104.05", "12.2", {}, {"tesla"}),
+       true},
+      {"cuda>=12.4 brand=tesla,driver>=535,driver<536",
+       facts("535.104.05", "12.2", {}, {"geforce"}), false},
+      {"cuda>=12.4 brand=tesla,driver>=470,driver<471", facts("535.104.05", "12.2", {}, {"Tesla"}),
+       false},
       {"arch>=8.0", facts("550.54.15", "12.4", {"8.0", "9.0"}), true},
       {"arch>=8.0", facts("550.54.15", "12.4", {"7.0", "9.0"}), false},  // every selected GPU
       {"arch=9.0 arch=8.0", facts("550.54.15", "12.4", {"8.0"}), true},
@@ -272,21 +296,27 @@ TEST(Requirement, CheckEnvironment) {
       {{}, nullptr},
       {{"NVIDIA_REQUIRE_CUDA=cuda>=12.0"}, nullptr},
       {{"NVIDIA_REQUIRE_CUDA=cuda>=12.4"},
-       "check requirement NVIDIA_REQUIRE_CUDA=\"cuda>=12.4\": not met by this host (driver 535.104.05, CUDA 12.2)"},
+       "check requirement NVIDIA_REQUIRE_CUDA=\"cuda>=12.4\": not met by this host (driver "
+       "535.104.05, CUDA 12.2)"},
       {{"NVIDIA_REQUIRE_CUDA=cuda>=12.4", "NVIDIA_DISABLE_REQUIRE=1"}, nullptr},
       {{"NVIDIA_REQUIRE_CUDA=cuda>=12.4", "NVIDIA_DISABLE_REQUIRE=true"}, nullptr},
       {{"NVIDIA_REQUIRE_CUDA=cuda>=12.4", "NVIDIA_DISABLE_REQUIRE=false"},
-       "check requirement NVIDIA_REQUIRE_CUDA=\"cuda>=12.4\": not met by this host (driver 535.104.05, CUDA 12.2)"},
+       "check requirement NVIDIA_REQUIRE_CUDA=\"cuda>=12.4\": not met by this host (driver "
+       "535.104.05, CUDA 12.2)"},
       // An image with only CUDA_VERSION requires that CUDA major.minor.
       {{"CUDA_VERSION=12.4.1"},
-       "check requirement CUDA_VERSION=\"cuda>=12.4\": not met by this host (driver 535.104.05, CUDA 12.2)"},
+       "check requirement CUDA_VERSION=\"cuda>=12.4\": not met by this host (driver 535.104.05, "
+       "CUDA 12.2)"},
       {{"CUDA_VERSION=12.1.0"}, nullptr},
       // NVIDIA_REQUIRE_CUDA, when present, replaces the CUDA_VERSION rule.
-      {{"CUDA_VERSION=12.4.1", "NVIDIA_REQUIRE_CUDA=cuda>=12.4 brand=tesla,driver>=535,driver<536"}, nullptr},
+      {{"CUDA_VERSION=12.4.1", "NVIDIA_REQUIRE_CUDA=cuda>=12.4 brand=tesla,driver>=535,driver<536"},
+       nullptr},
       {{"NVIDIA_REQUIRE_DRIVER=driver>=550"},
-       "check requirement NVIDIA_REQUIRE_DRIVER=\"driver>=550\": not met by this host (driver 535.104.05, CUDA 12.2)"},
+       "check requirement NVIDIA_REQUIRE_DRIVER=\"driver>=550\": not met by this host (driver "
+       "535.104.05, CUDA 12.2)"},
       {{"NVIDIA_REQUIRE_CUDA=cuda>=12.0", "NVIDIA_REQUIRE_FOO=gpu=1"},
-       "check NVIDIA_REQUIRE_FOO: parse requirement gpu=1: unknown key 'gpu' (known: cuda, driver, arch, brand)"},
+       "check NVIDIA_REQUIRE_FOO: parse requirement gpu=1: unknown key 'gpu' (known: cuda, driver, "
+       "arch, brand)"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.env.empty() ? "(empty)" : c.env[0]);
@@ -351,7 +381,8 @@ std::vector<std::string> containers(const std::vector<GpuBind>& binds) {
 }
 
 TEST_F(GpuPlanTest, NothingRequestedNothingInjected) {
-  for (const auto& env : {std::vector<std::string>{}, std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES=void"}}) {
+  for (const auto& env :
+       {std::vector<std::string>{}, std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES=void"}}) {
     auto p = plan_gpus(driver, {std::nullopt, env, std::nullopt, {}});
     ASSERT_TRUE(p.ok());
     EXPECT_FALSE(p->inject);
@@ -367,14 +398,17 @@ TEST_F(GpuPlanTest, AllWithDefaultCapabilities) {
   EXPECT_EQ(p->gpus, (std::vector<int>{0, 1}));
   EXPECT_EQ(p->caps, kCapUtility | kCapCompute);
   std::vector<std::string> nodes;
-  for (const auto& n : p->devices) nodes.push_back(n.path + "<-" + n.host_path.substr(host.dev.size()));
-  EXPECT_EQ(nodes, (std::vector<std::string>{"/dev/nvidiactl<-/dev/nvidiactl", "/dev/nvidia-uvm<-/dev/nvidia-uvm",
-                                             "/dev/nvidia-uvm-tools<-/dev/nvidia-uvm-tools",
-                                             "/dev/nvidia0<-/dev/nvidia0", "/dev/nvidia1<-/dev/nvidia1"}));
-  EXPECT_EQ(containers(p->libraries),
-            (std::vector<std::string>{"/usr/lib/berth/nvidia/libcuda.so.550.54.15",
-                                      "/usr/lib/berth/nvidia/libnvidia-ml.so.550.54.15",
-                                      "/usr/lib/berth/nvidia/libnvidia-ptxjitcompiler.so.550.54.15"}));
+  for (const auto& n : p->devices)
+    nodes.push_back(n.path + "<-" + n.host_path.substr(host.dev.size()));
+  EXPECT_EQ(nodes, (std::vector<std::string>{
+                       "/dev/nvidiactl<-/dev/nvidiactl", "/dev/nvidia-uvm<-/dev/nvidia-uvm",
+                       "/dev/nvidia-uvm-tools<-/dev/nvidia-uvm-tools", "/dev/nvidia0<-/dev/nvidia0",
+                       "/dev/nvidia1<-/dev/nvidia1"}));
+  EXPECT_EQ(
+      containers(p->libraries),
+      (std::vector<std::string>{"/usr/lib/berth/nvidia/libcuda.so.550.54.15",
+                                "/usr/lib/berth/nvidia/libnvidia-ml.so.550.54.15",
+                                "/usr/lib/berth/nvidia/libnvidia-ptxjitcompiler.so.550.54.15"}));
   for (const auto& l : p->libraries) EXPECT_TRUE(l.read_only);
   EXPECT_EQ(p->libraries[0].host, host.root + "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15");
   std::vector<std::string> links;
@@ -384,23 +418,27 @@ TEST_F(GpuPlanTest, AllWithDefaultCapabilities) {
                        "/usr/lib/berth/nvidia/libcuda.so->libcuda.so.1",
                        "/usr/lib/berth/nvidia/libnvidia-ml.so.1->libnvidia-ml.so.550.54.15",
                        "/usr/lib/berth/nvidia/libnvidia-ml.so->libnvidia-ml.so.1",
-                       "/usr/lib/berth/nvidia/libnvidia-ptxjitcompiler.so.1->libnvidia-ptxjitcompiler.so.550.54.15",
+                       "/usr/lib/berth/nvidia/"
+                       "libnvidia-ptxjitcompiler.so.1->libnvidia-ptxjitcompiler.so.550.54.15",
                    }));
   EXPECT_EQ(containers(p->binaries),
             (std::vector<std::string>{"/usr/bin/nvidia-smi", "/usr/bin/nvidia-cuda-mps-control"}));
   EXPECT_EQ(containers(p->files),
             (std::vector<std::string>{"/lib/firmware/nvidia/550.54.15/gsp_ga10x.bin",
-                                      "/etc/OpenCL/vendors/nvidia.icd", "/run/nvidia-persistenced/socket"}));
+                                      "/etc/OpenCL/vendors/nvidia.icd",
+                                      "/run/nvidia-persistenced/socket"}));
   EXPECT_FALSE(p->files[2].read_only);
-  EXPECT_EQ(containers(p->proc_gpus), (std::vector<std::string>{"/proc/driver/nvidia/gpus/0000:07:00.0",
-                                                                "/proc/driver/nvidia/gpus/0000:85:00.0"}));
+  EXPECT_EQ(containers(p->proc_gpus),
+            (std::vector<std::string>{"/proc/driver/nvidia/gpus/0000:07:00.0",
+                                      "/proc/driver/nvidia/gpus/0000:85:00.0"}));
   ASSERT_EQ(p->generated.size(), 1u);
   EXPECT_EQ(p->generated[0].container, "/proc/driver/nvidia/params");
   EXPECT_EQ(p->generated[0].content, "ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 0\n");
   EXPECT_EQ(p->library_dirs, std::vector<std::string>{"/usr/lib/berth/nvidia"});
-  EXPECT_EQ(p->env, (std::vector<std::string>{
-                        "NVIDIA_VISIBLE_DEVICES=" + std::string(testing::kUuid0) + "," + testing::kUuid1,
-                        "NVIDIA_DRIVER_CAPABILITIES=utility,compute"}));
+  EXPECT_EQ(p->env,
+            (std::vector<std::string>{
+                "NVIDIA_VISIBLE_DEVICES=" + std::string(testing::kUuid0) + "," + testing::kUuid1,
+                "NVIDIA_DRIVER_CAPABILITIES=utility,compute"}));
   // The CUDA version is known under a driver root too (probed in a forked child), so the
   // requirements are checked and nothing is warned.
   EXPECT_EQ(driver.cuda_version.str(), "12.4");
@@ -413,10 +451,11 @@ TEST_F(GpuPlanTest, SlurmJobGpusAreRenumbered) {
   ASSERT_TRUE(p.ok()) << p.error().message();
   EXPECT_EQ(p->gpus, (std::vector<int>{1}));
   EXPECT_EQ(p->devices.back().path, "/dev/nvidia1");
-  EXPECT_EQ(containers(p->proc_gpus), (std::vector<std::string>{"/proc/driver/nvidia/gpus/0000:85:00.0"}));
-  EXPECT_EQ(p->env, (std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES=" + std::string(testing::kUuid1),
-                                              "NVIDIA_DRIVER_CAPABILITIES=utility,compute",
-                                              "CUDA_VISIBLE_DEVICES=0"}));
+  EXPECT_EQ(containers(p->proc_gpus),
+            (std::vector<std::string>{"/proc/driver/nvidia/gpus/0000:85:00.0"}));
+  EXPECT_EQ(p->env, (std::vector<std::string>{
+                        "NVIDIA_VISIBLE_DEVICES=" + std::string(testing::kUuid1),
+                        "NVIDIA_DRIVER_CAPABILITIES=utility,compute", "CUDA_VISIBLE_DEVICES=0"}));
 }
 
 TEST_F(GpuPlanTest, MpsDirectoriesAreBoundWritableAndNamedInside) {
@@ -439,11 +478,11 @@ TEST_F(GpuPlanTest, MpsDirectoriesAreBoundWritableAndNamedInside) {
   }
   EXPECT_EQ(p->files[3].container, "/run/mps/pipe");
   EXPECT_EQ(p->files[4].container, "/run/mps/log");
-  EXPECT_EQ(p->env, (std::vector<std::string>{"CUDA_MPS_PIPE_DIRECTORY=/run/mps/pipe",
-                                              "CUDA_MPS_LOG_DIRECTORY=/run/mps/log",
-                                              "NVIDIA_VISIBLE_DEVICES=" + std::string(testing::kUuid0),
-                                              "NVIDIA_DRIVER_CAPABILITIES=utility,compute",
-                                              "CUDA_VISIBLE_DEVICES=0"}));
+  EXPECT_EQ(p->env,
+            (std::vector<std::string>{
+                "CUDA_MPS_PIPE_DIRECTORY=/run/mps/pipe", "CUDA_MPS_LOG_DIRECTORY=/run/mps/log",
+                "NVIDIA_VISIBLE_DEVICES=" + std::string(testing::kUuid0),
+                "NVIDIA_DRIVER_CAPABILITIES=utility,compute", "CUDA_VISIBLE_DEVICES=0"}));
   // Without compute, no MPS.
   p = plan_gpus(*d, {"all,\"capabilities=utility\"", {}, std::nullopt, {}});
   ASSERT_TRUE(p.ok()) << p.error().message();
@@ -452,20 +491,24 @@ TEST_F(GpuPlanTest, MpsDirectoriesAreBoundWritableAndNamedInside) {
 }
 
 TEST_F(GpuPlanTest, NoneGivesTheDriverButNoGpu) {
-  auto p = plan_gpus(driver, {std::nullopt, {"NVIDIA_VISIBLE_DEVICES=none", "NVIDIA_DRIVER_CAPABILITIES=utility"},
-                              std::nullopt, {}});
+  auto p = plan_gpus(driver, {std::nullopt,
+                              {"NVIDIA_VISIBLE_DEVICES=none", "NVIDIA_DRIVER_CAPABILITIES=utility"},
+                              std::nullopt,
+                              {}});
   ASSERT_TRUE(p.ok());
   EXPECT_TRUE(p->inject);
   EXPECT_TRUE(p->gpus.empty());
   ASSERT_EQ(p->devices.size(), 1u);
   EXPECT_EQ(p->devices[0].path, "/dev/nvidiactl");
   EXPECT_TRUE(p->proc_gpus.empty());
-  EXPECT_EQ(containers(p->libraries), (std::vector<std::string>{"/usr/lib/berth/nvidia/libnvidia-ml.so.550.54.15"}));
+  EXPECT_EQ(containers(p->libraries),
+            (std::vector<std::string>{"/usr/lib/berth/nvidia/libnvidia-ml.so.550.54.15"}));
   EXPECT_EQ(p->env[0], "NVIDIA_VISIBLE_DEVICES=none");
 }
 
 TEST_F(GpuPlanTest, GraphicsVideoAndCompat32) {
-  auto p = plan_gpus(driver, {"all,\"capabilities=graphics,video,compat32\"", {}, std::nullopt, {}});
+  auto p =
+      plan_gpus(driver, {"all,\"capabilities=graphics,video,compat32\"", {}, std::nullopt, {}});
   ASSERT_TRUE(p.ok()) << p.error().message();
   std::vector<std::string> want = {"/usr/lib/berth/nvidia/libnvidia-encode.so.550.54.15",
                                    "/usr/lib/berth/nvidia/libGLX_nvidia.so.550.54.15"};
@@ -473,10 +516,12 @@ TEST_F(GpuPlanTest, GraphicsVideoAndCompat32) {
   EXPECT_EQ(containers(p->libraries), want);
   bool glx_indirect = false;
   for (const auto& l : p->links)
-    glx_indirect |= l.path == "/usr/lib/berth/nvidia/libGLX_indirect.so.0" && l.target == "libGLX_nvidia.so.0";
+    glx_indirect |=
+        l.path == "/usr/lib/berth/nvidia/libGLX_indirect.so.0" && l.target == "libGLX_nvidia.so.0";
   EXPECT_TRUE(glx_indirect);
-  EXPECT_EQ(containers(p->files), (std::vector<std::string>{"/lib/firmware/nvidia/550.54.15/gsp_ga10x.bin",
-                                                            "/etc/vulkan/icd.d/nvidia_icd.json"}));
+  EXPECT_EQ(containers(p->files),
+            (std::vector<std::string>{"/lib/firmware/nvidia/550.54.15/gsp_ga10x.bin",
+                                      "/etc/vulkan/icd.d/nvidia_icd.json"}));
   p = plan_gpus(driver, {"all,\"capabilities=compute,compat32\"", {}, std::nullopt, {}});
   ASSERT_TRUE(p.ok());
   if (testing::have_32bit_fake()) {
@@ -489,18 +534,22 @@ TEST_F(GpuPlanTest, GraphicsVideoAndCompat32) {
 TEST_F(GpuPlanTest, ForwardCompatReplacesHostLibcuda) {
   driver.version = *parse_version("535.104.05");  // pretend an older host branch
   for (auto& l : driver.libraries) l.path.replace(l.path.find("550.54.15"), 9, "535.104.05");
-  auto p = plan_gpus(driver, {"device=0", {}, std::nullopt,
-                              {"libcuda.so", "libcuda.so.1", "libcuda.so.550.54.15",
-                               "libnvidia-ptxjitcompiler.so.1", "libnvidia-ptxjitcompiler.so.550.54.15"}});
+  auto p = plan_gpus(driver,
+                     {"device=0",
+                      {},
+                      std::nullopt,
+                      {"libcuda.so", "libcuda.so.1", "libcuda.so.550.54.15",
+                       "libnvidia-ptxjitcompiler.so.1", "libnvidia-ptxjitcompiler.so.550.54.15"}});
   ASSERT_TRUE(p.ok()) << p.error().message();
   EXPECT_TRUE(p->use_compat);
   EXPECT_EQ(containers(p->libraries),
             (std::vector<std::string>{"/usr/lib/berth/nvidia/libnvidia-ml.so.535.104.05"}));
   std::vector<std::string> links;
   for (const auto& l : p->links) links.push_back(l.path + "->" + l.target);
-  EXPECT_NE(std::find(links.begin(), links.end(),
-                      "/usr/lib/berth/nvidia/libcuda.so.1->/usr/local/cuda/compat/libcuda.so.550.54.15"),
-            links.end());
+  EXPECT_NE(
+      std::find(links.begin(), links.end(),
+                "/usr/lib/berth/nvidia/libcuda.so.1->/usr/local/cuda/compat/libcuda.so.550.54.15"),
+      links.end());
   EXPECT_NE(std::find(links.begin(), links.end(),
                       "/usr/lib/berth/nvidia/libnvidia-ptxjitcompiler.so.1->"
                       "/usr/local/cuda/compat/libnvidia-ptxjitcompiler.so.550.54.15"),
@@ -514,11 +563,16 @@ TEST_F(GpuPlanTest, Errors) {
     const char* msg;
   } cases[] = {
       {{"all", {"NVIDIA_REQUIRE_CUDA=cuda>=12.4"}, std::nullopt, {}},
-       "check requirement NVIDIA_REQUIRE_CUDA=\"cuda>=12.4\": not met by this host (driver 550.54.15, CUDA 12.2)"},
-      {{std::nullopt, {"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,fast"}, std::nullopt, {}},
+       "check requirement NVIDIA_REQUIRE_CUDA=\"cuda>=12.4\": not met by this host (driver "
+       "550.54.15, CUDA 12.2)"},
+      {{std::nullopt,
+        {"NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,fast"},
+        std::nullopt,
+        {}},
        "parse NVIDIA_DRIVER_CAPABILITIES=compute,fast: unknown capability 'fast' (known: "
        "utility,compute,video,graphics,display,ngx,compat32, all)"},
-      {{"device=5", {}, std::nullopt, {}}, "select GPUs GPU 5: no such GPU: 2 GPUs are on this host"},
+      {{"device=5", {}, std::nullopt, {}},
+       "select GPUs GPU 5: no such GPU: 2 GPUs are on this host"},
   };
   for (const auto& c : cases) {
     auto p = plan_gpus(driver, c.in);
@@ -534,7 +588,8 @@ TEST_F(GpuPlanTest, Errors) {
   p = plan_gpus(driver, {"all", {}, std::nullopt, {}});
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().message(), "inject GPUs /dev/nvidia1: the device node of GPU 1 (" +
-                                     std::string(testing::kUuid1) + ") is missing under " + host.dev);
+                                     std::string(testing::kUuid1) + ") is missing under " +
+                                     host.dev);
 }
 
 }  // namespace

@@ -183,8 +183,7 @@ TEST_F(Nvml, AGpuWithoutAHandleIsReportedWithItsError) {
   auto r = read_nvml(kNvml, fast());
   ASSERT_TRUE(r.ok()) << r.error().message();
   ASSERT_EQ(r->samples[0].gpus.size(), 2u);
-  EXPECT_EQ(r->samples[0].gpus[1].error,
-            "nvmlDeviceGetHandleByIndex_v2: Insufficient Permissions");
+  EXPECT_EQ(r->samples[0].gpus[1].error, "nvmlDeviceGetHandleByIndex_v2: Insufficient Permissions");
   EXPECT_EQ(gpu_stats_json(*r, fast())["gpus"][1]["error"],
             "nvmlDeviceGetHandleByIndex_v2: Insufficient Permissions");
   state(std::string(kTwoGpus) + "fail nvmlDeviceGetCount_v2 3\n");
@@ -215,7 +214,8 @@ TEST_F(Nvml, ALibraryThatIsNotNvmlIsRefused) {
                 "nvmlDeviceGetHandleByIndex_v2: not NVML");
   r = read_nvml(dir_.path + "/none.so", fast());
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message().rfind("read NVML " + dir_.path + "/none.so: cannot load it: ", 0), 0u)
+  EXPECT_EQ(r.error().message().rfind("read NVML " + dir_.path + "/none.so: cannot load it: ", 0),
+            0u)
       << r.error().message();
 }
 
@@ -366,16 +366,17 @@ TEST(GpuStatsReport, TextIsATablePerGpuThenTheProcesses) {
   host.owners[4242].command = "python3";
   host.owners[4242].slurm_job_id = 42;
   host.owners[4243].uid = 1001;  // an account without a name
-  EXPECT_EQ(gpu_stats_text(r, o, host),
-            "NVIDIA driver 550.54.15, 2026-11-26T03:40:24.123Z, 2 samples 1000 ms apart: "
-            "utilisation as mean (min-max)\n"
-            "GPU  NAME                   BUS ID        UTIL         MEM UTIL  MEMORY (MiB)  TEMP  POWER\n"
-            "0    NVIDIA A100-SXM4-40GB  0000:07:00.0  30% (10-50)  5% (5-5)  1024 / 40960  45C   61.2W\n"
-            "GPU 1 cannot be read: nvmlDeviceGetHandleByIndex_v2: Insufficient Permissions\n"
-            "\n"
-            "GPU  PID   USER   JOB  COMMAND  MEMORY (MiB)\n"
-            "0    4242  alice  42   python3  1000\n"
-            "0    4243  1001   -    -        -\n");
+  EXPECT_EQ(
+      gpu_stats_text(r, o, host),
+      "NVIDIA driver 550.54.15, 2026-11-26T03:40:24.123Z, 2 samples 1000 ms apart: "
+      "utilisation as mean (min-max)\n"
+      "GPU  NAME                   BUS ID        UTIL         MEM UTIL  MEMORY (MiB)  TEMP  POWER\n"
+      "0    NVIDIA A100-SXM4-40GB  0000:07:00.0  30% (10-50)  5% (5-5)  1024 / 40960  45C   61.2W\n"
+      "GPU 1 cannot be read: nvmlDeviceGetHandleByIndex_v2: Insufficient Permissions\n"
+      "\n"
+      "GPU  PID   USER   JOB  COMMAND  MEMORY (MiB)\n"
+      "0    4242  alice  42   python3  1000\n"
+      "0    4243  1001   -    -        -\n");
   r.samples.erase(r.samples.begin());
   r.samples[0].gpus.pop_back();
   r.samples[0].gpus[0].processes.reset();
@@ -396,7 +397,8 @@ namespace {
 
 TEST(GpuProcessOwner, SlurmJobFromCgroupStepdTitleAndEnviron) {
   EXPECT_EQ(slurm_job_of_cgroup("12:pids:/\n4:memory:/slurm/uid_1000/job_42/step_0/task_0\n"), 42);
-  EXPECT_EQ(slurm_job_of_cgroup("0::/system.slice/slurmstepd.scope/job_7/step_batch/user/task_0\n"), 7);
+  EXPECT_EQ(slurm_job_of_cgroup("0::/system.slice/slurmstepd.scope/job_7/step_batch/user/task_0\n"),
+            7);
   EXPECT_FALSE(slurm_job_of_cgroup("0::/user.slice/user-1000.slice/session-3.scope\n").has_value());
   EXPECT_FALSE(slurm_job_of_cgroup("0::/x/job_abc/job_\n").has_value());
   EXPECT_FALSE(slurm_job_of_cgroup("").has_value());
@@ -418,7 +420,8 @@ void fake_proc(const TempDir& root, unsigned pid, unsigned ppid, const std::stri
                const std::string& cmdline, const std::string& cgroup = "",
                const std::string& environ = "") {
   const std::string d = std::to_string(pid) + "/";
-  root.write(d + "stat", std::to_string(pid) + " (" + comm + ") S " + std::to_string(ppid) + " 1 1 0\n");
+  root.write(d + "stat",
+             std::to_string(pid) + " (" + comm + ") S " + std::to_string(ppid) + " 1 1 0\n");
   root.write(d + "status", "Name:\t" + comm + "\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n");
   root.write(d + "comm", comm + "\n");
   root.write(d + "cmdline", cmdline);

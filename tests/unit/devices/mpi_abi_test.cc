@@ -78,9 +78,9 @@ TEST(MpiAbi, ChoiceAmongCandidates) {
 
 TEST(MpiAbi, MatchNamesBothFilesWhenIncompatible) {
   std::vector<std::string> warnings;
-  auto ok = match_mpi_libraries({"libmpi.so.12.1.0", "libmpifort.so.12.1.0"},
-                                {"libmpi.so.12.2.0", "libmpi.so.12.0.0"}, MpiAbiRule::kFull,
-                                &warnings);
+  auto ok =
+      match_mpi_libraries({"libmpi.so.12.1.0", "libmpifort.so.12.1.0"},
+                          {"libmpi.so.12.2.0", "libmpi.so.12.0.0"}, MpiAbiRule::kFull, &warnings);
   ASSERT_TRUE(ok.ok()) << ok.error().message();
   ASSERT_EQ(ok->size(), 2U);
   EXPECT_EQ((*ok)[0].image, "libmpi.so.12.2.0");
@@ -90,8 +90,8 @@ TEST(MpiAbi, MatchNamesBothFilesWhenIncompatible) {
   EXPECT_EQ(warnings[0],
             "host libmpi.so.12.1.0 (12.1.0) and image libmpi.so.12.2.0 (12.2.0): only the "
             "majors agree; the host's is injected beside the image's, not over it");
-  auto bad = match_mpi_libraries({"libmpi.so.40.1.0"}, {"libmpi.so.12.1.0"}, MpiAbiRule::kMajor,
-                                 nullptr);
+  auto bad =
+      match_mpi_libraries({"libmpi.so.40.1.0"}, {"libmpi.so.12.1.0"}, MpiAbiRule::kMajor, nullptr);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().message(),
             "inject MPI libmpi.so: host libmpi.so.40.1.0 (40.1.0) and image libmpi.so.12.1.0 "

@@ -29,8 +29,8 @@ TEST(MpiPlan, OverBesideAndDependencies) {
   std::vector<DeviceEdit> want = {
       {K::kBind, "/opt/mpi/lib/libmpich.so.12.1.0", "/usr/lib/x86_64-linux-gnu/libmpich.so.12.0.4",
        true},
-      {K::kBind, "/opt/mpi/lib/libmpichfort.so.12.1.0",
-       "/usr/lib/berth/mpi/libmpichfort.so.12.1.0", true},
+      {K::kBind, "/opt/mpi/lib/libmpichfort.so.12.1.0", "/usr/lib/berth/mpi/libmpichfort.so.12.1.0",
+       true},
       {K::kSymlink, "libmpichfort.so.12.1.0", "/usr/lib/berth/mpi/libmpichfort.so.12"},
       {K::kBind, "/usr/lib64/libfabric.so.1.18.0", "/usr/lib/berth/mpi/libfabric.so.1.18.0", true},
       {K::kSymlink, "libfabric.so.1.18.0", "/usr/lib/berth/mpi/libfabric.so.1"},

@@ -102,8 +102,13 @@ TEST(RdmaSelect, Table) {
     std::string text;
     std::vector<std::string> want;
   } cases[] = {
-      {"all", {"mlx5_0", "rxe0"}}, {"none", {}},          {"void", {}}, {"", {}},
-      {"1", {"rxe0"}},             {"rxe0,0", {"rxe0", "mlx5_0"}}, {"0,mlx5_0", {"mlx5_0"}},
+      {"all", {"mlx5_0", "rxe0"}},
+      {"none", {}},
+      {"void", {}},
+      {"", {}},
+      {"1", {"rxe0"}},
+      {"rxe0,0", {"rxe0", "mlx5_0"}},
+      {"0,mlx5_0", {"mlx5_0"}},
   };
   for (const Case& c : cases) {
     auto got = select_hcas(d, parse_ib_request(c.text), "--ib " + c.text);

@@ -10,11 +10,11 @@ constexpr int64_t kH = 3600;
 std::vector<UsageRecord> scripted() {
   // Window [10h, 20h); now = 18h.
   return {
-      {"1", "alice", "physics", "a100", 2, 8, 9 * kH, 12 * kH},   // 2 h inside: 4 GPU-h, 16 CPU-h
-      {"2", "alice", "physics", "", 0, 4, 11 * kH, 13 * kH},      // CPU only: 8 CPU-h
-      {"3", "bob", "bio", "h100", 1, 2, 15 * kH, 0},              // running: 3 h to now
-      {"4", "bob", "bio", "h100", 4, 4, 21 * kH, 22 * kH},        // after the window
-      {"5", "carol", "physics", "a100", 1, 1, 0, 0},              // never started
+      {"1", "alice", "physics", "a100", 2, 8, 9 * kH, 12 * kH},  // 2 h inside: 4 GPU-h, 16 CPU-h
+      {"2", "alice", "physics", "", 0, 4, 11 * kH, 13 * kH},     // CPU only: 8 CPU-h
+      {"3", "bob", "bio", "h100", 1, 2, 15 * kH, 0},             // running: 3 h to now
+      {"4", "bob", "bio", "h100", 4, 4, 21 * kH, 22 * kH},       // after the window
+      {"5", "carol", "physics", "a100", 1, 1, 0, 0},             // never started
   };
 }
 
@@ -82,7 +82,9 @@ TEST(GatewayAccounting, JsonAndCsv) {
   auto rows = aggregate_usage(scripted(), 10 * kH, 20 * kH, 18 * kH, GroupBy::kUser);
   auto j = usage_json(rows, GroupBy::kUser, 10 * kH, 20 * kH);
   EXPECT_EQ(j["group_by"], "user");
-  EXPECT_EQ(j["rows"][0], nlohmann::json({{"user", "alice"}, {"gpu_hours", 4.0}, {"cpu_hours", 24.0}, {"jobs", 2}}));
+  EXPECT_EQ(
+      j["rows"][0],
+      nlohmann::json({{"user", "alice"}, {"gpu_hours", 4.0}, {"cpu_hours", 24.0}, {"jobs", 2}}));
   EXPECT_EQ(usage_csv(rows, GroupBy::kUser),
             "user,gpu_hours,cpu_hours,jobs\nalice,4.0000,24.0000,2\nbob,3.0000,6.0000,1\n");
   EXPECT_EQ(usage_csv({{"a,\"b\"", 1.0 / 3, 0, 1}}, GroupBy::kGroup),

@@ -41,8 +41,7 @@ struct TestKey {
   std::string kid, alg;
 
   static TestKey rsa(std::string kid) {
-    return {std::shared_ptr<EVP_PKEY>(EVP_RSA_gen(2048), &EVP_PKEY_free), std::move(kid),
-            "RS256"};
+    return {std::shared_ptr<EVP_PKEY>(EVP_RSA_gen(2048), &EVP_PKEY_free), std::move(kid), "RS256"};
   }
   static TestKey p256(std::string kid) {
     return {std::shared_ptr<EVP_PKEY>(EVP_EC_gen("P-256"), &EVP_PKEY_free), std::move(kid),
@@ -51,15 +50,21 @@ struct TestKey {
 
   json jwk() const {
     if (alg == "RS256")
-      return {{"kty", "RSA"}, {"kid", kid}, {"use", "sig"}, {"alg", "RS256"},
+      return {{"kty", "RSA"},
+              {"kid", kid},
+              {"use", "sig"},
+              {"alg", "RS256"},
               {"n", base64url_encode(bn_bytes(key.get(), OSSL_PKEY_PARAM_RSA_N))},
               {"e", base64url_encode(bn_bytes(key.get(), OSSL_PKEY_PARAM_RSA_E))}};
     unsigned char pub[65];
     size_t len = 0;
     EVP_PKEY_get_octet_string_param(key.get(), OSSL_PKEY_PARAM_PUB_KEY, pub, sizeof pub, &len);
     std::string p(reinterpret_cast<char*>(pub), len);
-    return {{"kty", "EC"}, {"kid", kid}, {"crv", "P-256"},
-            {"x", base64url_encode(p.substr(1, 32))}, {"y", base64url_encode(p.substr(33, 32))}};
+    return {{"kty", "EC"},
+            {"kid", kid},
+            {"crv", "P-256"},
+            {"x", base64url_encode(p.substr(1, 32))},
+            {"y", base64url_encode(p.substr(33, 32))}};
   }
 
   /// The public key as PEM: what a key-confusion attacker uses as an HMAC secret.
@@ -95,7 +100,9 @@ struct TestKey {
   }
 };
 
-std::string b64json(const json& j) { return base64url_encode(j.dump()); }
+std::string b64json(const json& j) {
+  return base64url_encode(j.dump());
+}
 
 /// A token of `claims` with header `header`, signed by `key`.
 std::string token(const TestKey& key, const json& claims, json header = nullptr) {
@@ -114,8 +121,8 @@ std::string hs256(const std::string& secret, const json& header, const json& cla
 }
 
 json claims_a(const json& extra = json::object()) {
-  json c = {{"iss", kIssA}, {"sub", "s-alice"}, {"aud", "berth"}, {"exp", kNow + 600},
-            {"iat", kNow - 10}, {"preferred_username", "alice"}};
+  json c = {{"iss", kIssA},      {"sub", "s-alice"}, {"aud", "berth"},
+            {"exp", kNow + 600}, {"iat", kNow - 10}, {"preferred_username", "alice"}};
   c.update(extra);
   return c;
 }
@@ -124,8 +131,7 @@ json claims_a(const json& extra = json::object()) {
 class GatewayAuth : public ::testing::Test {
  protected:
   void SetUp() override {
-    config.issuers = {{kIssA, "berth", "", "preferred_username"},
-                      {kIssB, "berth-egi", "", ""}};
+    config.issuers = {{kIssA, "berth", "", "preferred_username"}, {kIssB, "berth-egi", "", ""}};
     config.users = {{kIssB, "egi-123@egi.eu", "bob"}};
     config.admin_groups = {"/hpc/admins"};
     config.jwks_min_refresh_s = 30;
@@ -195,8 +201,7 @@ TEST_F(GatewayAuth, TokenTable) {
        "the token is not valid yet (nbf)"},
       {"untrusted issuer", token(a_rsa, claims_a({{"iss", "https://evil.example.org/"}})),
        "issuer \"https://evil.example.org/\" is not trusted"},
-      {"issuer differing in a slash",
-       token(a_rsa, claims_a({{"iss", "https://iam.example.org"}})),
+      {"issuer differing in a slash", token(a_rsa, claims_a({{"iss", "https://iam.example.org"}})),
        "issuer \"https://iam.example.org\" is not trusted"},
       {"wrong audience", token(a_rsa, claims_a({{"aud", "other"}})),
        "the token's audience does not name \"berth\""},
@@ -211,12 +216,14 @@ TEST_F(GatewayAuth, TokenTable) {
       {"key of another issuer, this issuer's kid",
        token(b_rsa, claims_a(), {{"alg", "RS256"}, {"kid", "a-rsa-1"}}),
        "the signature does not verify with key \"a-rsa-1\""},
-      {"RS256 header on the EC key", token(a_rsa, claims_a(), {{"alg", "RS256"}, {"kid", "a-ec-1"}}),
+      {"RS256 header on the EC key",
+       token(a_rsa, claims_a(), {{"alg", "RS256"}, {"kid", "a-ec-1"}}),
        "key \"a-ec-1\" is for ES256, not RS256"},
       {"no subject", token(a_rsa, claims_a({{"sub", ""}})), "the token has no subject (sub)"},
       {"two parts", "abc.def", "not a signed JWT (three base64url parts joined by dots)"},
       {"not base64url", "a+b.c.d", "not a signed JWT: a part is not base64url"},
-      {"crit header", token(a_rsa, claims_a(), {{"alg", "RS256"}, {"kid", "a-rsa-1"}, {"crit", {"exp"}}}),
+      {"crit header",
+       token(a_rsa, claims_a(), {{"alg", "RS256"}, {"kid", "a-rsa-1"}, {"crit", {"exp"}}}),
        "the token names critical header extensions, which berthd does not know"},
   };
   for (const Case& c : cases) {
@@ -276,7 +283,8 @@ TEST_F(GatewayAuth, AnIssuerThatIsDownIsNotAskedOnEveryRequest) {
 TEST_F(GatewayAuth, DiscoveryNamingAnotherIssuerIsRefused) {
   Fetcher lying = [](const std::string& url) -> Result<std::string> {
     if (url.ends_with("openid-configuration"))
-      return json{{"issuer", "https://evil.example.org/"}, {"jwks_uri", "https://evil/jwks"}}.dump();
+      return json{{"issuer", "https://evil.example.org/"}, {"jwks_uri", "https://evil/jwks"}}
+          .dump();
     return http_error("GET", url, 404, "not found");
   };
   Authenticator auth(config, lying, users());
@@ -307,17 +315,19 @@ TEST_F(GatewayAuth, Mapping) {
       {"basic auth", "Basic YWxpY2U6eA==", 401, "the Authorization header is not a bearer token"},
       {"invalid token", "Bearer x.y.z", 401, "not a signed JWT: a part is not base64url"},
       {"no local account", "Bearer " + token(a_rsa, claims_a({{"preferred_username", "mallory"}})),
-       403, "subject \"s-alice\" of \"https://iam.example.org/\" maps to \"mallory\", which is "
-            "not a local account"},
+       403,
+       "subject \"s-alice\" of \"https://iam.example.org/\" maps to \"mallory\", which is "
+       "not a local account"},
       {"root", "Bearer " + token(a_rsa, claims_a({{"preferred_username", "root"}})), 403,
        "subject \"s-alice\" of \"https://iam.example.org/\" maps to \"root\", which is root: jobs "
        "never run as root"},
-      {"not in the table", "Bearer " + token(b_rsa, b("egi-999@egi.eu")),
-       403, "subject \"egi-999@egi.eu\" of \"https://checkin.example.eu/auth/realms/egi\" has no "
-            "local account"},
+      {"not in the table", "Bearer " + token(b_rsa, b("egi-999@egi.eu")), 403,
+       "subject \"egi-999@egi.eu\" of \"https://checkin.example.eu/auth/realms/egi\" has no "
+       "local account"},
       {"no username claim", "Bearer " + token(a_rsa, claims_a({{"preferred_username", nullptr}})),
-       403, "subject \"s-alice\" of \"https://iam.example.org/\" has no local account: not in "
-            "[[users]] and the token has no \"preferred_username\" claim"},
+       403,
+       "subject \"s-alice\" of \"https://iam.example.org/\" has no local account: not in "
+       "[[users]] and the token has no \"preferred_username\" claim"},
   };
   for (const Case& c : cases) {
     auto r = auth.authenticate(c.authorization, kNow);
@@ -334,7 +344,8 @@ TEST_F(GatewayAuth, Mapping) {
 }
 
 TEST(GatewayGroups, FromEveryGroupClaimAndAdminFromAGroup) {
-  json claims = {{"sub", "s"}, {"preferred_username", "alice"},
+  json claims = {{"sub", "s"},
+                 {"preferred_username", "alice"},
                  {"groups", {"/hpc", "/hpc/admins"}},
                  {"wlcg.groups", {"/hpc", "/wlcg/prod"}},
                  {"eduperson_entitlement", "urn:mace:egi.eu:group:gpu:role=member#aai.egi.eu"}};

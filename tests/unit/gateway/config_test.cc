@@ -102,7 +102,8 @@ gres = "shard"
 units_per_gpu = 8
 pipe_dir = "/run/nvidia-mps"
 log_dir = "/var/log/mps"
-)", "f");
+)",
+                           "f");
   ASSERT_TRUE(c.ok()) << c.error().message();
   EXPECT_TRUE(c->slurm.share.enabled);
   EXPECT_EQ(c->slurm.share.gres, "shard");
@@ -166,14 +167,17 @@ TEST(GatewayConfig, RefusesWhatIsUnsafeOrMalformed) {
        "read config f: line 1: \"colour\" is not a key of berthd's configuration"},
       {"leeway_s = -1\n" + iss,
        "read config f: line 1: \"leeway_s\" is not a whole number of seconds from 0 to 86400"},
-      {"issuers = 3\n", "read config f: line 1: \"issuers\" is not an array of tables ([[issuers]])"},
+      {"issuers = 3\n",
+       "read config f: line 1: \"issuers\" is not an array of tables ([[issuers]])"},
       {"database = \"/j.db\"\n" + iss,
        "read config f: database and [slurm] go together: the job endpoints need both"},
       {iss + "[slurm]\nrest_url = \"http://h:1\"\n", "read config f: [slurm] has no \"jwt_key\""},
       {iss + "[slurm]\nrest_url = \"h:1\"\njwt_key = \"/k\"\n",
        "read config f: line 5: \"rest_url\" is not an http:// or https:// URL"},
       {iss + "[slurm]\nenvironment = { A = 1 }\n", "read config f: line 5: \"A\" is not a string"},
-      {"listen = \n", "read config f: line 1, column 10: Error while parsing key-value pair: expected value, saw '\\n'"},
+      {"listen = \n",
+       "read config f: line 1, column 10: Error while parsing key-value pair: expected value, saw "
+       "'\\n'"},
   };
   for (const Case& t : cases) {
     auto c = parse_gateway_config(t.text, "f");
@@ -181,8 +185,9 @@ TEST(GatewayConfig, RefusesWhatIsUnsafeOrMalformed) {
     EXPECT_EQ(c.error().message(), t.message) << t.text;
   }
   // Plain HTTP elsewhere than loopback when the configuration says so.
-  EXPECT_TRUE(parse_gateway_config("listen = \"0.0.0.0:80\"\nplain_http_anywhere = true\n" + iss,
-                                   "f").ok());
+  EXPECT_TRUE(
+      parse_gateway_config("listen = \"0.0.0.0:80\"\nplain_http_anywhere = true\n" + iss, "f")
+          .ok());
   EXPECT_TRUE(parse_gateway_config("listen = \"[::1]:80\"\n" + iss, "f").ok());
 }
 

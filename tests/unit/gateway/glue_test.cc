@@ -15,7 +15,8 @@ GlueSite two_classes() {
   s.nodes = {{"g1", "mixed", 64, 16, 256000, "a100", 4, 2, {"gpu", "all"}},
              {"g2", "unavailable", 64, 0, 256000, "a100", 4, 0, {"gpu", "all"}},
              {"c1", "idle", 32, 0, 128000, "", 0, 0, {"cpu", "all"}}};
-  s.partitions = {{"gpu", 86400, 3600, true, 1, 2, 2}, {"cpu", -1, -1, false, 0, 0, -1},
+  s.partitions = {{"gpu", 86400, 3600, true, 1, 2, 2},
+                  {"cpu", -1, -1, false, 0, 0, -1},
                   {"all", 3600, -1, true, 1, 2, -1}};
   s.accelerators["a100"] = {"NVIDIA", "NVIDIA A100-SXM4-40GB", 40960, {"8.0"}, "550.54.15", "12.4"};
   return s;
@@ -85,7 +86,8 @@ TEST(Glue, SharesCountSlotsOverTheirAvailableNodes) {
   const auto& cpu = by_name(d["ComputingShare"], "cpu");
   EXPECT_EQ(cpu["ServingState"], "closed");
   EXPECT_FALSE(cpu.contains("MaxWallTime"));
-  EXPECT_EQ(by_name(d["ComputingShare"], "all")["Associations"]["ExecutionEnvironmentID"].size(), 2u);
+  EXPECT_EQ(by_name(d["ComputingShare"], "all")["Associations"]["ExecutionEnvironmentID"].size(),
+            2u);
   // GPU shares: the CPU-only partition has none.
   ASSERT_EQ(d["ComputingShareAccelerator"].size(), 2u);
   const auto& sa = by_name(d["ComputingShareAccelerator"], "gpu GPUs");

@@ -2,9 +2,9 @@
 // the stored request read back, the Slurm job a request becomes, slurmrestd v0.0.38's shapes,
 // the minted Slurm token, and the SQLite database's idempotency and listing.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <mutex>
@@ -42,8 +42,10 @@ TEST(GatewayJobs, RequestFieldsAndErrors) {
       {"[]", "parse job request: the body is not a JSON object"},
       {R"({"command": ["x"]})", "parse job request: \"image\" is required"},
       {R"({"image": 1})", "parse job request: \"image\" is not a string"},
-      {R"({"image": "x", "command": "true"})", "parse job request: \"command\" is not a list of strings"},
-      {R"({"image": "x", "env": {"A=B": "1"}})", "parse job request: \"env\" names a variable \"A=B\""},
+      {R"({"image": "x", "command": "true"})",
+       "parse job request: \"command\" is not a list of strings"},
+      {R"({"image": "x", "env": {"A=B": "1"}})",
+       "parse job request: \"env\" names a variable \"A=B\""},
       {R"({"image": "x", "resources": {"gpus": 1.5}})",
        "parse job request: \"resources.gpus\" is not a whole number from 0 to 10000"},
       {R"({"image": "x", "resources": {"tasks": 0}})",
@@ -73,8 +75,9 @@ TEST(GatewayJobs, SlurmJobRunsTheContainerOnTheSrunLine) {
             "--container-mounts='/a:/a,/b:/b:ro' -- 'sh' '-c' 'echo '\\''hi'\\'''\n");
   EXPECT_EQ(s.comment, "berthd:0123456789abcdef:42");
   EXPECT_EQ(s.time_limit_min, 2);
-  EXPECT_EQ(s.environment, (std::map<std::string, std::string>{
-                               {"A", "1"}, {"BERTHD_JOB_ID", "42"}, {"PATH", "/x"}, {"SITE", "x"}}));
+  EXPECT_EQ(s.environment,
+            (std::map<std::string, std::string>{
+                {"A", "1"}, {"BERTHD_JOB_ID", "42"}, {"PATH", "/x"}, {"SITE", "x"}}));
   json body = submit_body_v0038(s);
   EXPECT_EQ(body["job"]["gpus"], "1");
   EXPECT_EQ(body["job"]["nodes"], "1");  // slurmrestd 22.05 ignores the [min, max] array
@@ -133,9 +136,9 @@ TEST(GatewayJobs, GpuShareBecomesShardOrMpsGres) {
     const ShareConfig& share;
     const char* gres;
   } cases[] = {
-      {0.25, shard, "shard:2"}, {0.3, shard, "shard:3"},  {0.01, shard, "shard:1"},
-      {0.99, shard, "shard:8"}, {0.5, shard, "shard:4"},  {0.25, mps, "mps:25"},
-      {0.333, mps, "mps:33"},   {0.001, mps, "mps:1"},    {0.999, mps, "mps:100"},
+      {0.25, shard, "shard:2"}, {0.3, shard, "shard:3"}, {0.01, shard, "shard:1"},
+      {0.99, shard, "shard:8"}, {0.5, shard, "shard:4"}, {0.25, mps, "mps:25"},
+      {0.333, mps, "mps:33"},   {0.001, mps, "mps:1"},   {0.999, mps, "mps:100"},
   };
   for (const auto& c : cases) EXPECT_EQ(share_gres(c.x, c.share), c.gres) << c.x;
   ShareConfig ten = shard;
@@ -153,10 +156,10 @@ TEST(GatewayJobs, GpuShareBecomesShardOrMpsGres) {
   EXPECT_EQ(s.gres, "shard:2");
   EXPECT_EQ(s.gpus, 0);
   // The site's MPS directories, whatever the request said.
-  EXPECT_EQ(s.environment, (std::map<std::string, std::string>{
-                               {"BERTHD_JOB_ID", "7"},
-                               {"CUDA_MPS_LOG_DIRECTORY", "/run/mps/log"},
-                               {"CUDA_MPS_PIPE_DIRECTORY", "/run/mps/pipe"}}));
+  EXPECT_EQ(s.environment,
+            (std::map<std::string, std::string>{{"BERTHD_JOB_ID", "7"},
+                                                {"CUDA_MPS_LOG_DIRECTORY", "/run/mps/log"},
+                                                {"CUDA_MPS_PIPE_DIRECTORY", "/run/mps/pipe"}}));
   json body = submit_body_v0038(s);
   EXPECT_EQ(body["job"]["gres"], "shard:2");
   EXPECT_FALSE(body["job"].contains("gpus"));
@@ -342,8 +345,7 @@ struct FakeSlurmrestd {
     else if (r.target == "/slurm/v0.0.38/job/submit") {
       submitted.push_back(json::parse(r.body));
       res.body = R"({"errors": [], "job_id": )" + std::to_string(next++) + "}";
-    }
-    else
+    } else
       res.body = R"({"errors": [], "jobs": [{"job_id": 1, "job_state": "COMPLETED",
                     "exit_code": 0, "nodes": "n2"}]})";
     return res;
@@ -377,10 +379,11 @@ TEST(GatewayJobs, ReconcileFindsOrSubmitsAcceptedJobsOnce) {
   EXPECT_EQ(job_state_name((*raw->get(3))->state), "ACCEPTED");
   {
     std::lock_guard<std::mutex> lock(slurm.mu);
-    EXPECT_EQ(std::count(slurm.calls.begin(), slurm.calls.end(),
-                         "POST /slurm/v0.0.38/job/submit alice"), 1);
-    EXPECT_EQ(std::count(slurm.calls.begin(), slurm.calls.end(),
-                         "GET /slurm/v0.0.38/job/500 alice"), 1);
+    EXPECT_EQ(
+        std::count(slurm.calls.begin(), slurm.calls.end(), "POST /slurm/v0.0.38/job/submit alice"),
+        1);
+    EXPECT_EQ(
+        std::count(slurm.calls.begin(), slurm.calls.end(), "GET /slurm/v0.0.38/job/500 alice"), 1);
   }
   // A second round submits nothing again; the in-flight job's turn comes when it is old.
   r = jobs.reconcile(1200, 120);
@@ -413,8 +416,10 @@ TEST(GatewayJobs, ShareJobIsRecordedWithItsGresAndRefusedOnceTheSiteStopsSharing
     std::lock_guard<std::mutex> lock(slurm.mu);
     ASSERT_EQ(slurm.submitted.size(), 1u);
     EXPECT_EQ(slurm.submitted[0]["job"]["gres"], "mps:25");
-    EXPECT_EQ(slurm.submitted[0]["job"]["environment"]["CUDA_MPS_PIPE_DIRECTORY"], "/tmp/nvidia-mps");
-    EXPECT_EQ(slurm.submitted[0]["job"]["environment"]["CUDA_MPS_LOG_DIRECTORY"], "/var/log/nvidia-mps");
+    EXPECT_EQ(slurm.submitted[0]["job"]["environment"]["CUDA_MPS_PIPE_DIRECTORY"],
+              "/tmp/nvidia-mps");
+    EXPECT_EQ(slurm.submitted[0]["job"]["environment"]["CUDA_MPS_LOG_DIRECTORY"],
+              "/var/log/nvidia-mps");
   }
   json shown = job_json(**raw->get(done->job.id));
   EXPECT_EQ(shown["gpu_share"], 0.25);

@@ -444,7 +444,8 @@ TEST(GatewayQuotas, ServiceRefusesAGpuJobOverItsGroupsQuotaBeforeSlurm) {
   EXPECT_EQ(second->over_quota->group, group);
   EXPECT_NEAR(second->over_quota->used, 1.0 / 60, 1e-9);
   EXPECT_EQ(second->over_quota->key, "[quotas.groups.\"" + group + "\"] gpu_hours");
-  EXPECT_NE(second->over_quota->message.find("group " + group + " has used 0.0167 of its 0.01 "
+  EXPECT_NE(second->over_quota->message.find("group " + group +
+                                             " has used 0.0167 of its 0.01 "
                                              "GPU-hours in the month from "),
             std::string::npos)
       << second->over_quota->message;

@@ -36,7 +36,9 @@ TEST(GatewayMetrics, CountersGaugesAndHistogramsRender) {
   m.observe("berthd_latency_seconds", {{"route", "/v1/jobs"}}, 0.05);
   m.observe("berthd_latency_seconds", {{"route", "/v1/jobs"}}, 3);
   int scrapes = 0;
-  m.on_scrape([&scrapes](Metrics& self) { self.set("berthd_jobs", {{"state", "PENDING"}}, ++scrapes); });
+  m.on_scrape([&scrapes](Metrics& self) {
+    self.set("berthd_jobs", {{"state", "PENDING"}}, ++scrapes);
+  });
   EXPECT_EQ(m.render(),
             "# HELP berthd_jobs Jobs by state.\n"
             "# TYPE berthd_jobs gauge\n"

@@ -98,7 +98,8 @@ gpu_hours = 0.5
        "read config f: line 5: \"gpu_hours\" is not a number of GPU-hours from 0 to 1e9"},
       {"[quotas.groups.g]\ncpu_hours = 1\n",
        "read config f: line 5: \"cpu_hours\" is not a key of [quotas.groups.\"g\"]"},
-      {"[quotas.groups.g]\n", "read config f: line 4: \"g\" [quotas.groups.\"g\"] has no gpu_hours"},
+      {"[quotas.groups.g]\n",
+       "read config f: line 4: \"g\" [quotas.groups.\"g\"] has no gpu_hours"},
   };
   for (const Case& t : cases) {
     auto bad = parse_gateway_config(iss + t.text, "f");

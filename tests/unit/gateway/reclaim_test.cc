@@ -26,21 +26,22 @@ std::string doc(int64_t time, std::initializer_list<double> means, int ms = 123)
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
   char frac[8];
   std::snprintf(frac, sizeof frac, ".%03dZ", ms);
-  return "{\n  \"driver_version\": \"550.54.15\",\n  \"time\": \"" + std::string(when) +
-         frac + "\",\n  \"gpus\": [\n" + gpus + "\n  ]\n}\n";
+  return "{\n  \"driver_version\": \"550.54.15\",\n  \"time\": \"" + std::string(when) + frac +
+         "\",\n  \"gpus\": [\n" + gpus + "\n  ]\n}\n";
 }
 
 TEST(GatewayReclaim, TheNewestPeriodAcrossNodesDecides) {
   // Two nodes per period, writing within a fraction of a second; the newest period has one
   // busy GPU: not idle.
-  std::string text = doc(100, {0, 0}, 100) + doc(100, {1}, 400) + doc(160, {0, 0}, 800) +
-                     doc(161, {50}, 100);
+  std::string text =
+      doc(100, {0, 0}, 100) + doc(100, {1}, 400) + doc(160, {0, 0}, 800) + doc(161, {50}, 100);
   auto s = newest_sample(text, 5);
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->time, 161);
   EXPECT_EQ(s->gpus, 3);
   EXPECT_FALSE(s->idle);
-  s = newest_sample(doc(100, {0, 0}) + doc(100, {1}, 200) + doc(160, {2, 0}) + doc(160, {4.9}, 300), 5);
+  s = newest_sample(doc(100, {0, 0}) + doc(100, {1}, 200) + doc(160, {2, 0}) + doc(160, {4.9}, 300),
+                    5);
   ASSERT_TRUE(s.has_value());
   EXPECT_TRUE(s->idle);
   // One node sampling every second: its previous document is not part of the newest period.
@@ -59,7 +60,8 @@ TEST(GatewayReclaim, TheNewestPeriodAcrossNodesDecides) {
   EXPECT_EQ(s->time, 160);
   EXPECT_TRUE(s->idle);
   EXPECT_FALSE(newest_sample("", 5).has_value());
-  EXPECT_FALSE(newest_sample("berth: error: gpu stats: no NVIDIA driver found under /\n", 5).has_value());
+  EXPECT_FALSE(
+      newest_sample("berth: error: gpu stats: no NVIDIA driver found under /\n", 5).has_value());
   // No GPU reported is not "idle".
   EXPECT_FALSE(newest_sample(R"({"time": "1970-01-01T00:00:05Z", "gpus": []})", 5)->idle);
 }
@@ -94,15 +96,21 @@ TEST(GatewayReclaim, AJobIsFlaggedOnceAfterItsIdleTime) {
 TEST(GatewayReclaim, TheSamplerAndTheNoticeInTheJobsScript) {
   ReclaimPolicy p;
   p.sample_interval_s = 30;
-  std::string s = reclaim_watch_script("/usr/bin/berth", "/o/j.gpu", "/o/j.notice", "/o/j.err", p, 2);
-  EXPECT_NE(s.find("srun --overlap --mem=0 --ntasks-per-node=1 --quiet '/usr/bin/berth' gpu stats --json"),
-            std::string::npos) << s;
+  std::string s =
+      reclaim_watch_script("/usr/bin/berth", "/o/j.gpu", "/o/j.notice", "/o/j.err", p, 2);
+  EXPECT_NE(
+      s.find(
+          "srun --overlap --mem=0 --ntasks-per-node=1 --quiet '/usr/bin/berth' gpu stats --json"),
+      std::string::npos)
+      << s;
   EXPECT_NE(s.find(">>'/o/j.gpu' 2>>'/o/j.gpu.log'"), std::string::npos) << s;
   EXPECT_NE(s.find("cat '/o/j.notice' >>'/o/j.err'"), std::string::npos) << s;
   EXPECT_NE(s.find("sleep 30"), std::string::npos) << s;
   // On one node the batch step samples itself: no step to start.
-  std::string one = reclaim_watch_script("/usr/bin/berth", "/o/j.gpu", "/o/j.notice", "/o/j.err", p, 1);
-  EXPECT_NE(one.find("while :; do '/usr/bin/berth' gpu stats $sel --json"), std::string::npos) << one;
+  std::string one =
+      reclaim_watch_script("/usr/bin/berth", "/o/j.gpu", "/o/j.notice", "/o/j.err", p, 1);
+  EXPECT_NE(one.find("while :; do '/usr/bin/berth' gpu stats $sel --json"), std::string::npos)
+      << one;
   EXPECT_NE(one.find("sel=\"--gpus device=$SLURM_JOB_GPUS\""), std::string::npos) << one;
   EXPECT_TRUE(s.ends_with(") &\n")) << s;
 }
@@ -114,12 +122,14 @@ TEST(GatewayReclaim, TheNewestSamplesListTheProcessesOnTheJobsGpus) {
   auto node_doc = [](const char* node, const char* when, const char* procs) {
     return std::string("{\"node\": ") + node + ", \"time\": \"" + when +
            "\", \"gpus\": [{\"index\": 1, \"uuid\": \"GPU-b\", \"utilization\": {\"gpu\": 50},"
-           " \"processes\": " + procs + "}]}\n";
+           " \"processes\": " +
+           procs + "}]}\n";
   };
   std::string text =
       node_doc("\"n1\"", "2026-11-26T04:00:00.100Z", R"([{"pid": 9, "used_memory_mib": 1}])") +
-      node_doc("\"n1\"", "2026-11-26T04:01:00.100Z",
-               R"([{"pid": 10, "used_memory_mib": 1, "uid": 1000, "user": "alice", "command": "python3",
+      node_doc(
+          "\"n1\"", "2026-11-26T04:01:00.100Z",
+          R"([{"pid": 10, "used_memory_mib": 1, "uid": 1000, "user": "alice", "command": "python3",
                     "slurm_job_id": 42, "slurm_job_from": "slurmstepd"},
                    {"pid": 11, "used_memory_mib": null, "uid": null, "user": null, "command": null,
                     "slurm_job_id": null, "slurm_job_from": null}])") +
@@ -163,9 +173,9 @@ TEST(GatewayOrphans, AProcessOfNoRunningJobIsAnOrphan) {
   int asked = 0;
   auto running = [&asked](int64_t job) -> std::optional<bool> {
     ++asked;
-    if (job == 5) return true;    // another job, running
-    if (job == 6) return false;   // ended
-    return std::nullopt;          // Slurm could not be asked
+    if (job == 5) return true;   // another job, running
+    if (job == 6) return false;  // ended
+    return std::nullopt;         // Slurm could not be asked
   };
   using V = GpuProcessVerdict;
   EXPECT_EQ(classify_gpu_process(seen(1, 42), 42, running), V::kHolders);
@@ -241,7 +251,8 @@ TEST(GatewayOrphans, JsonOfAnOrphan) {
   o.process.slurm_job_from.clear();
   nlohmann::json j = orphan_json(o);
   EXPECT_TRUE(j["uid"].is_null() && j["user"].is_null() && j["slurm_job_id"].is_null() &&
-              j["slurm_job_from"].is_null()) << j;
+              j["slurm_job_from"].is_null())
+      << j;
 }
 
 }  // namespace

@@ -2,8 +2,8 @@
 // process (output, errors, timeout, environment), the [accounting] keys, and the job service
 // reading usage from sacct, falling back to its database with "auto", and charging jobs to the
 // caller's primary group.
-#include <gtest/gtest.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,15 +36,19 @@ TEST(GatewaySacct, RunsAProgramWithATimeout) {
   auto out = run_program({"echo", "a", "b c"}, {}, 5, 1 << 20);
   ASSERT_TRUE(out.ok()) << out.error().message();
   EXPECT_EQ(*out, "a b c\n");
-  auto env = run_program({"/usr/bin/env"}, {{"TZ", "UTC"}, {"SLURM_CONF", "/x/slurm.conf"}}, 5, 1 << 20);
+  auto env =
+      run_program({"/usr/bin/env"}, {{"TZ", "UTC"}, {"SLURM_CONF", "/x/slurm.conf"}}, 5, 1 << 20);
   ASSERT_TRUE(env.ok());
   EXPECT_NE(env->find("\nTZ=UTC\n"), std::string::npos);
   EXPECT_NE(env->find("SLURM_CONF=/x/slurm.conf\n"), std::string::npos);
-  auto failed = run_program({"/bin/sh", "-c", "echo '' >&2; echo 'sacct: error: Slurm accounting "
-                             "storage is disabled' >&2; exit 1"}, {}, 5, 1 << 20);
+  auto failed = run_program({"/bin/sh", "-c",
+                             "echo '' >&2; echo 'sacct: error: Slurm accounting "
+                             "storage is disabled' >&2; exit 1"},
+                            {}, 5, 1 << 20);
   ASSERT_FALSE(failed.ok());
-  EXPECT_EQ(failed.error().message(), "read accounting /bin/sh: sacct: error: Slurm accounting "
-                                      "storage is disabled (exit status 1)");
+  EXPECT_EQ(failed.error().message(),
+            "read accounting /bin/sh: sacct: error: Slurm accounting "
+            "storage is disabled (exit status 1)");
   auto silent = run_program({"/bin/false"}, {}, 5, 1 << 20);
   EXPECT_EQ(silent.error().message(), "read accounting /bin/false: exit status 1");
   auto start = std::chrono::steady_clock::now();
@@ -88,7 +92,8 @@ slurm_account = "default"
            {"[accounting]\ntimeout_s = 0\n", "read config f: line 5: \"timeout_s\" is less than 1"},
            {"[accounting]\nslurm_account = \"bio\"\n",
             "read config f: line 5: \"slurm_account\" is not \"primary_group\" or \"default\""},
-           {"[accounting]\nsince = 1\n", "read config f: line 5: \"since\" is not a key of [accounting]"}}) {
+           {"[accounting]\nsince = 1\n",
+            "read config f: line 5: \"since\" is not a key of [accounting]"}}) {
     auto bad = parse_gateway_config(iss + text, "f");
     ASSERT_FALSE(bad.ok()) << text;
     EXPECT_EQ(bad.error().message(), message) << text;
@@ -122,17 +127,24 @@ TEST(GatewaySacct, ServiceReadsSacctFallsBackAndChargesThePrimaryGroup) {
   const int64_t now = std::time(nullptr);
   std::string doc =
       json({{"jobs",
-             {{{"job_id", 1}, {"user", user}, {"account", group},
+             {{{"job_id", 1},
+               {"user", user},
+               {"account", group},
                {"time", {{"start", now - 3600}, {"end", now - 1800}}},
-               {"tres", {{"allocated", {{{"type", "cpu"}, {"count", 4}},
-                                        {{"type", "gres"}, {"name", "gpu"}, {"count", 2}}}}}}},
-              {{"job_id", 2}, {"user", "someone-else"}, {"account", group},
+               {"tres",
+                {{"allocated",
+                  {{{"type", "cpu"}, {"count", 4}},
+                   {{"type", "gres"}, {"name", "gpu"}, {"count", 2}}}}}}},
+              {{"job_id", 2},
+               {"user", "someone-else"},
+               {"account", group},
                {"time", {{"start", now - 600}, {"end", 0}}},
                {"tres", {{"allocated", {{{"type", "gres"}, {"name", "gpu"}, {"count", 1}}}}}}}}}})
           .dump();
   std::string script = dir.path + "/sacct";
-  ASSERT_TRUE(write_file_atomic(script, "#!/bin/sh\necho \"$@\" > " + dir.path + "/args\ncat <<'EOF'\n" +
-                                            doc + "\nEOF\n").ok());
+  ASSERT_TRUE(write_file_atomic(script, "#!/bin/sh\necho \"$@\" > " + dir.path +
+                                            "/args\ncat <<'EOF'\n" + doc + "\nEOF\n")
+                  .ok());
   ::chmod(script.c_str(), 0755);
   AcceptingSlurmrestd slurm;
   auto db = JobsDb::open(dir.path + "/jobs.db");
@@ -164,8 +176,10 @@ TEST(GatewaySacct, ServiceReadsSacctFallsBackAndChargesThePrimaryGroup) {
   ASSERT_EQ(slurm.submitted.size(), 1u);
   EXPECT_EQ(slurm.submitted[0]["job"]["account"], group);
   // sacct failing: "sacct" is an error (a 503), "auto" the database's record.
-  ASSERT_TRUE(write_file_atomic(script, "#!/bin/sh\necho 'sacct: error: Problem talking to the "
-                                        "database: Connection refused' >&2\nexit 1\n").ok());
+  ASSERT_TRUE(write_file_atomic(script,
+                                "#!/bin/sh\necho 'sacct: error: Problem talking to the "
+                                "database: Connection refused' >&2\nexit 1\n")
+                  .ok());
   ::chmod(script.c_str(), 0755);
   auto failed = jobs.accounting("", now - 7200, now);
   ASSERT_FALSE(failed.ok());

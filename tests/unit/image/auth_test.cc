@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "core/fs.h"
 #include "core/base64.h"
+#include "core/fs.h"
 #include "image/http.h"
 #include "test_util.h"
 

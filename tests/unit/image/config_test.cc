@@ -40,8 +40,7 @@ TEST(ImageConfig, MalformedConfigsAreErrorsNotExceptions) {
     const char* text;
     const char* detail;
   };
-  for (const Case& t : {Case{"[]", "not a JSON object"},
-                        Case{R"({"os":1})", "os is not a string"},
+  for (const Case& t : {Case{"[]", "not a JSON object"}, Case{R"({"os":1})", "os is not a string"},
                         Case{R"({"architecture":["amd64"]})", "architecture is not a string"},
                         Case{R"({"config":"x"})", "config is not a JSON object"}}) {
     SCOPED_TRACE(t.text);

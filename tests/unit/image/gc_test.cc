@@ -1,8 +1,8 @@
 // What gc takes for garbage, and that it takes nothing whose owner still runs.
 #include "image/gc.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,7 +18,9 @@
 namespace berth {
 namespace {
 
-std::string d(const std::string& s) { return sha256_digest(s); }
+std::string d(const std::string& s) {
+  return sha256_digest(s);
+}
 
 ImageRecord record(const std::string& name, const std::string& config,
                    const std::vector<std::string>& layers, const std::string& index = "") {
@@ -34,9 +36,9 @@ ImageRecord record(const std::string& name, const std::string& config,
 TEST(UnreferencedBlobs, EveryKindOfReferenceKeepsABlob) {
   ImageRecord a = record("r.io/a:1", "cfg-a", {"base", "only-a", "base"}, "index-a");
   ImageRecord b = record("r.io/b:1", "cfg-b", {"base"});
-  std::vector<std::string> stored = {d("stray-2"), a.manifest_digest, a.index_digest,
-                                     a.config_digest, d("base"), d("only-a"), b.manifest_digest,
-                                     b.config_digest, d("stray-1"), d("stray-1")};
+  std::vector<std::string> stored = {
+      d("stray-2"), a.manifest_digest, a.index_digest,  a.config_digest, d("base"),
+      d("only-a"),  b.manifest_digest, b.config_digest, d("stray-1"),    d("stray-1")};
   std::vector<std::string> want = {d("stray-1"), d("stray-2")};
   std::sort(want.begin(), want.end());
   EXPECT_EQ(unreferenced_blobs(stored, {a, b}), want);
@@ -225,8 +227,9 @@ TEST_F(GcTest, ContainerLeftoversGoOnlyWhenTheirOwnerIsGone) {
   write_text(tmp_ / ("containers/" + real + "/container.json"),
              R"({"id":")" + real + R"(","image":"x","image_id":"y"})");
   write_text(tmp_ / ("containers/" + real + "/container.json.tmp.4242.0"), "{");
-  ASSERT_EQ(::symlink(("../containers/" + std::string(64, 'f')).c_str(),
-                      (tmp_ / "names/gone").c_str()), 0);
+  ASSERT_EQ(
+      ::symlink(("../containers/" + std::string(64, 'f')).c_str(), (tmp_ / "names/gone").c_str()),
+      0);
   ASSERT_EQ(::symlink(("../containers/" + real).c_str(), (tmp_ / "names/here").c_str()), 0);
 
   auto dry = cs->sweep(true);

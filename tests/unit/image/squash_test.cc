@@ -126,10 +126,13 @@ TEST(SquashOptionsText, MksquashfsSyntax) {
            Case{"-comp xz", "-comp xz: not a compressor Berth builds with (lz4, zstd or gzip)"},
            Case{"-comp zstd -comp lz4", "-comp is given twice"},
            Case{"-Xcompression-level", "-Xcompression-level needs a number"},
-           Case{"-comp zstd -Xcompression-level x", "-Xcompression-level x: not a whole number of 1 to 99"},
+           Case{"-comp zstd -Xcompression-level x",
+                "-Xcompression-level x: not a whole number of 1 to 99"},
            Case{"-processors 0", "-processors 0: not a whole number of 1 to 1024"},
            Case{"-comp lz4 -Xcompression-level 3", "lz4: this compressor has no levels"},
-           Case{"-noappend", "\"-noappend\" is not an option Berth's squash takes (-comp, -Xcompression-level, -processors)"},
+           Case{"-noappend",
+                "\"-noappend\" is not an option Berth's squash takes (-comp, -Xcompression-level, "
+                "-processors)"},
        }) {
     SCOPED_TRACE(t.text);
     auto r = parse_squash_options(t.text);
@@ -217,9 +220,9 @@ TEST_F(Squash, InspectAndRunSayTheSameOfATruncatedFile) {
   EXPECT_EQ(info.error().message(), sb.error().message());
   auto full = check_squashfs_superblock(whole, whole.size(), out);
   ASSERT_TRUE(full.ok());
-  EXPECT_EQ(info.error().message(),
-            "read squashfs " + p + ": truncated squashfs image: it says " +
-                std::to_string(full->bytes_used) + " bytes, the file has 200");
+  EXPECT_EQ(info.error().message(), "read squashfs " + p + ": truncated squashfs image: it says " +
+                                        std::to_string(full->bytes_used) +
+                                        " bytes, the file has 200");
 }
 
 }  // namespace
@@ -295,11 +298,12 @@ TEST_F(SquashLikeUnpack, AnOlderLayersSymlinkTakesANewerLayersFilesWhereItLeads)
 }
 
 TEST_F(SquashLikeUnpack, AnEntryBelowASymlinkOfItsOwnLayerGoesWhereItLeads) {
-  auto [unpacked, squashed] = both({{sym("lib", "usr/lib"), d("usr"), d("usr/lib"),
-                                     f("lib/x", "x"), sym("etc", "./usr/../usr"), f("etc/e", "e")}});
+  auto [unpacked, squashed] = both({{sym("lib", "usr/lib"), d("usr"), d("usr/lib"), f("lib/x", "x"),
+                                     sym("etc", "./usr/../usr"), f("etc/e", "e")}});
   if (squashed.empty()) GTEST_SKIP() << "unsquashfs (squashfs-tools) is not installed";
   EXPECT_EQ(squashed, unpacked);
-  EXPECT_EQ(unpacked, "etc -> ./usr/../usr\nlib -> usr/lib\nusr/\nusr/e = e\nusr/lib/\nusr/lib/x = x\n");
+  EXPECT_EQ(unpacked,
+            "etc -> ./usr/../usr\nlib -> usr/lib\nusr/\nusr/e = e\nusr/lib/\nusr/lib/x = x\n");
 }
 
 TEST_F(SquashLikeUnpack, AHardLinkKeepsTheFileANewerLayerReplaced) {
@@ -316,8 +320,9 @@ TEST_F(SquashLikeUnpack, ASymlinkOutOfTheRootIsRefusedByBoth) {
   std::vector<LayerInput> in{LayerInput(p, *sha256_file(p))};
   auto s = squash_layers(in, "{}", {}, tmp_ / "x.sqsh");
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.error().message(),
-            "squash " + p + ": entry \"lib/x\" escapes the root: it goes through a symlink outside");
+  EXPECT_EQ(
+      s.error().message(),
+      "squash " + p + ": entry \"lib/x\" escapes the root: it goes through a symlink outside");
   EXPECT_FALSE(unpack_layers(in, tmp_ / "u").ok());
 }
 

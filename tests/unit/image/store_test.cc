@@ -104,7 +104,8 @@ TEST_F(StoreTest, PutBlobRefusesWrongBytes) {
   std::string d = sha256_digest("hello");
   auto st = store().put_blob(d, "hellO");
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.error().message(), "verify " + d + ": digest mismatch: got " + sha256_digest("hellO"));
+  EXPECT_EQ(st.error().message(),
+            "verify " + d + ": digest mismatch: got " + sha256_digest("hellO"));
   EXPECT_FALSE(store().has_blob(d));
   EXPECT_FALSE(store().put_blob("sha256:abc", "x").ok());
 }
@@ -192,7 +193,8 @@ TEST_F(StoreTest, TamperedBytesAreNeverPublished) {
   ASSERT_TRUE((*w)->write("evil", 4).ok());
   auto st = (*w)->commit();
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.error().message(), "verify " + d + ": digest mismatch: got " + sha256_digest("evil"));
+  EXPECT_EQ(st.error().message(),
+            "verify " + d + ": digest mismatch: got " + sha256_digest("evil"));
   EXPECT_FALSE(store().has_blob(d));
   EXPECT_FALSE(path_exists(tmp_path(d, ".partial")));
   EXPECT_FALSE((*w)->commit().ok());  // the writer is closed
@@ -503,7 +505,8 @@ TEST_F(StoreTest, LayerInputsCountDiffIdsAgainstLayers) {
   ImageRecord a = image("r.io/a:1", R"({"rootfs":{"type":"layers","diff_ids":[]}})", {"layer one"});
   auto in = store().layer_inputs(a, "create");
   ASSERT_FALSE(in.ok());
-  EXPECT_EQ(in.error().message(), "create r.io/a:1: the image config lists 0 diff_ids for 1 layers");
+  EXPECT_EQ(in.error().message(),
+            "create r.io/a:1: the image config lists 0 diff_ids for 1 layers");
 }
 
 TEST_F(StoreTest, LayerInputsReportAConfigThatDoesNotParse) {
@@ -524,8 +527,8 @@ TEST_F(StoreTest, ASquashedImageUsesItsFileNotItsLayers) {
   ImageRecord plain = image("a:1", "config a", {"shared layer", "own layer"});
   ImageRecord sq = image("b:1", "config b", {"shared layer", "b layer"});
   sq.squash = blob("squashfs of b");
-  EXPECT_EQ(image_blobs(sq), (std::vector<std::string>{sq.manifest_digest, sq.config_digest,
-                                                       sq.squash}));
+  EXPECT_EQ(image_blobs(sq),
+            (std::vector<std::string>{sq.manifest_digest, sq.config_digest, sq.squash}));
   ASSERT_TRUE(store().add_image(plain).ok());
   ASSERT_TRUE(store().add_image(sq).ok());
   // The record keeps the squash digest and its listed layers.

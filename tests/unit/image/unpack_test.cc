@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <utility>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/fs.h"
@@ -255,20 +255,22 @@ TEST_F(Unpack, RefusesNamesThatEscape) {
 TEST_F(Unpack, RefusesPathsThroughSymlinksLeavingTheRoot) {
   for (const char* target : {"/", "../../..", "../sentinel", "/etc"}) {
     std::string l = layer("l.tar", {symlink("link", target), file("link/evil", "bad")});
-    EXPECT_EQ(refused(l),
-              "unpack " + l + ": entry \"link/evil\" escapes the root: it goes through a symlink outside")
+    EXPECT_EQ(
+        refused(l),
+        "unpack " + l + ": entry \"link/evil\" escapes the root: it goes through a symlink outside")
         << target;
     ASSERT_TRUE(remove_tree(at("link")).ok());
   }
   std::string deep =
       layer("deep.tar", {dir("a"), symlink("a/up", "../.."), file("a/up/sentinel/x", "bad")});
-  EXPECT_EQ(
-      refused(deep),
-      "unpack " + deep + ": entry \"a/up/sentinel/x\" escapes the root: it goes through a symlink outside");
+  EXPECT_EQ(refused(deep),
+            "unpack " + deep +
+                ": entry \"a/up/sentinel/x\" escapes the root: it goes through a symlink outside");
   std::string wh = layer("wh.tar", {symlink("s", "../sentinel"), file("s/.wh.keepme", "")});
   ASSERT_TRUE(write_file_atomic(sentinel_ + "/keepme", "k").ok());
   EXPECT_EQ(refused(wh),
-            "unpack " + wh + ": entry \"s/.wh.keepme\" escapes the root: it goes through a symlink outside");
+            "unpack " + wh +
+                ": entry \"s/.wh.keepme\" escapes the root: it goes through a symlink outside");
   EXPECT_EQ(slurp(sentinel_ + "/keepme"), "k");
   ASSERT_TRUE(remove_tree(sentinel_ + "/keepme").ok());
   EXPECT_TRUE(sentinel_empty());
@@ -281,7 +283,8 @@ TEST_F(Unpack, RefusedLayerRemovesTarget) {
   auto r = unpack_layers({good, bad}, target);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message(),
-            "unpack " + bad + ": entry \"link/evil\" escapes the root: it goes through a symlink outside");
+            "unpack " + bad +
+                ": entry \"link/evil\" escapes the root: it goes through a symlink outside");
   EXPECT_FALSE(path_exists(target));
   EXPECT_TRUE(sentinel_empty());
 }
@@ -327,7 +330,8 @@ TEST_F(Unpack, TruncatedAndGarbageLayersFail) {
 }
 
 TEST_P(UnpackCompression, ChecksDigestAndDiffIdWhileUnpacking) {
-  std::string l = layer("l.layer", {file("a", "a"), file("b", std::string(300000, 'b'))}, GetParam());
+  std::string l =
+      layer("l.layer", {file("a", "a"), file("b", std::string(300000, 'b'))}, GetParam());
   std::string digest = *sha256_file(l);
   std::string diff_id = inspect_layer_file(l, digest, l)->diff_id;
   std::string wrong = sha256_digest("something else");
@@ -338,8 +342,8 @@ TEST_P(UnpackCompression, ChecksDigestAndDiffIdWhileUnpacking) {
 
   r = unpack_layers({LayerInput(l, wrong, diff_id)}, target);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message(), "verify " + l + ": the layer file hashes to " + digest +
-                                     ", not " + wrong);
+  EXPECT_EQ(r.error().message(),
+            "verify " + l + ": the layer file hashes to " + digest + ", not " + wrong);
   EXPECT_EQ(r.error().hint, "the file changed after it was stored: pull the image again");
   EXPECT_FALSE(path_exists(target));
 
@@ -422,8 +426,8 @@ TEST_F(Unpack, EveryByteOfTheFileIsChecked) {
   std::string target = tmp_ + "/rootfs";
   auto r = unpack_layers({LayerInput(l, digest, digest)}, target);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message(), "verify " + l + ": the layer file hashes to " +
-                                     *sha256_file(l) + ", not " + digest);
+  EXPECT_EQ(r.error().message(),
+            "verify " + l + ": the layer file hashes to " + *sha256_file(l) + ", not " + digest);
   EXPECT_FALSE(path_exists(target));
 }
 

@@ -141,7 +141,9 @@ TEST(BuildSpec, EntrypointAndCmdFollowDocker) {
       {"args replace Cmd", {{"Cmd", {"/bin/sh"}}}, opts({"ls", "-l"}), {"ls", "-l"}},
       {"Entrypoint + Cmd", {{"Entrypoint", {"/ep"}}, {"Cmd", {"x"}}}, opts({}), {"/ep", "x"}},
       {"Entrypoint + args", {{"Entrypoint", {"/ep"}}, {"Cmd", {"x"}}}, opts({"y"}), {"/ep", "y"}},
-      {"--entrypoint drops Cmd", {{"Entrypoint", {"/ep"}}, {"Cmd", {"x"}}}, opts({}, "/other"),
+      {"--entrypoint drops Cmd",
+       {{"Entrypoint", {"/ep"}}, {"Cmd", {"x"}}},
+       opts({}, "/other"),
        {"/other"}},
       {"--entrypoint + args", {{"Cmd", {"x"}}}, opts({"a"}, "/other"), {"/other", "a"}},
       {"--entrypoint ''", {{"Entrypoint", {"/ep"}}}, opts({"ls"}, ""), {"ls"}},
@@ -174,7 +176,8 @@ TEST(BuildSpec, EnvironmentMergesInDockerOrder) {
   EXPECT_EQ(env_value(s, "HOME"), "/home/me");  // --hostenv brought it
 
   ContainerSpec plain = build({{"Cmd", {"sh"}}}, RunOptions{}, h);
-  EXPECT_EQ(env_value(plain, "PATH"), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  EXPECT_EQ(env_value(plain, "PATH"),
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
   EXPECT_EQ(env_value(plain, "HOME"), "/root");
   EXPECT_EQ(env_value(plain, "A"), "<unset>");  // no host variables without --hostenv
 }
@@ -203,7 +206,8 @@ TEST(BuildSpec, UserWorkdirHostnameAndFlags) {
   o.workdir = "relative";
   auto bad = build_spec(config, "/r", o, {}, kPasswd, kGroup);
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message(), "workdir relative: the working directory must be an absolute path");
+  EXPECT_EQ(bad.error().message(),
+            "workdir relative: the working directory must be an absolute path");
 }
 
 TEST(BuildSpec, VolumesAndBindHome) {

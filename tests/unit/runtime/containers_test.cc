@@ -99,8 +99,10 @@ TEST_F(ContainersTest, NamesAreUniqueAndValidated) {
   auto c = *cs_->create(*store_, image_, "web");
   auto clash = cs_->create(*store_, image_, "web");
   ASSERT_FALSE(clash.ok());
-  EXPECT_EQ(clash.error().message(), "create web: the container name \"web\" is already in use by "
-                                     "container " + c.id);
+  EXPECT_EQ(clash.error().message(),
+            "create web: the container name \"web\" is already in use by "
+            "container " +
+                c.id);
   EXPECT_EQ(cs_->list()->size(), 1u);  // the clash left nothing behind
   for (const char* bad : {"-x", "a/b", "sp ace", ".hidden"}) {
     SCOPED_TRACE(bad);
@@ -194,7 +196,8 @@ TEST_F(ContainersTest, RunLockHoldsThePidAtAFixedWidth) {
     char want[16];
     std::snprintf(want, sizeof want, "%010d\n", static_cast<int>(getpid()));
     EXPECT_EQ(*read_file(path), want);
-    EXPECT_EQ(std::atol(read_file(path)->c_str()), static_cast<long>(getpid()));  // as stop() reads it
+    EXPECT_EQ(std::atol(read_file(path)->c_str()),
+              static_cast<long>(getpid()));  // as stop() reads it
   }
   auto again = cs_->lock_for_run(c);  // over the last run's pid: same length, no truncation
   ASSERT_TRUE(again.ok());
@@ -231,8 +234,9 @@ TEST_F(ContainersTest, RenameReplacesNamesAndRefusesATakenOne) {
 TEST_F(ContainersTest, CloneCopiesRootfsUnderANewId) {
   auto c = *cs_->create(*store_, image_, "web");
   ASSERT_TRUE(write_file_atomic(cs_->rootfs(c) + "/etc/changed", "local edit\n").ok());
-  ASSERT_EQ(::link((cs_->rootfs(c) + "/etc/changed").c_str(),
-                   (cs_->rootfs(c) + "/etc/linked").c_str()), 0);
+  ASSERT_EQ(
+      ::link((cs_->rootfs(c) + "/etc/changed").c_str(), (cs_->rootfs(c) + "/etc/linked").c_str()),
+      0);
   ASSERT_EQ(::symlink("motd", (cs_->rootfs(c) + "/etc/motd.link").c_str()), 0);
   ASSERT_TRUE(write_file_atomic(cs_->rootfs(c) + "/etc/shadow", "secret\n", 0).ok());
   auto copy = cs_->clone(c, "copy");

@@ -35,7 +35,8 @@ const Engine& row(std::string_view name) {
 
 HostInfo full_host() {
   HostInfo h;
-  for (const char* d : {"/proc", "/dev", "/sys", "/srv/data"}) h.paths[d] = HostPathKind::kDirectory;
+  for (const char* d : {"/proc", "/dev", "/sys", "/srv/data"})
+    h.paths[d] = HostPathKind::kDirectory;
   for (const char* f : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
                         "/dev/tty", "/etc/resolv.conf", "/etc/hosts"})
     h.paths[f] = HostPathKind::kFile;
@@ -62,11 +63,29 @@ TEST(ProotArgv, RootBindsWorkdirAndCommand) {
   ContainerSpec s = base();
   std::vector<std::string> argv =
       proot_argv(s, "/usr/bin/proot", plan_of(s), "/bin/probe", {{"/h/lib", "/usr/lib/x", true}});
-  std::vector<std::string> want = {
-      "/usr/bin/proot", "--verbose=-1", "-0",     "-r", "/r",         "-w", "/work",
-      "-b",             "/proc",        "-b",     "/dev", "-b",       "/sys",
-      "-b",             "/etc/resolv.conf", "-b", "/etc/hosts", "-b", "/srv/data:/data",
-      "-b",             "/h/lib:/usr/lib/x", "/bin/probe", "id"};
+  std::vector<std::string> want = {"/usr/bin/proot",
+                                   "--verbose=-1",
+                                   "-0",
+                                   "-r",
+                                   "/r",
+                                   "-w",
+                                   "/work",
+                                   "-b",
+                                   "/proc",
+                                   "-b",
+                                   "/dev",
+                                   "-b",
+                                   "/sys",
+                                   "-b",
+                                   "/etc/resolv.conf",
+                                   "-b",
+                                   "/etc/hosts",
+                                   "-b",
+                                   "/srv/data:/data",
+                                   "-b",
+                                   "/h/lib:/usr/lib/x",
+                                   "/bin/probe",
+                                   "id"};
   EXPECT_EQ(argv, want);
 }
 
@@ -103,11 +122,13 @@ TEST(OciConfig, RootlessMappingsMountsAndProcess) {
   std::vector<std::string> dests;
   for (const auto& m : j["mounts"]) dests.push_back(m["destination"]);
   // runc makes the minimal /dev's nodes and links itself.
-  std::vector<std::string> want = {"/proc", "/dev", "/dev/pts", "/dev/shm", "/sys", "/tmp",
-                                   "/etc/resolv.conf", "/etc/hosts", "/data", "/ro"};
+  std::vector<std::string> want = {"/proc", "/dev", "/dev/pts",         "/dev/shm",
+                                   "/sys",  "/tmp", "/etc/resolv.conf", "/etc/hosts",
+                                   "/data", "/ro"};
   EXPECT_EQ(dests, want);
   EXPECT_EQ(j["mounts"][9]["options"], nlohmann::json({"rbind", "ro"}));
-  EXPECT_EQ(j["mounts"][4]["options"], nlohmann::json({"rbind", "nosuid", "nodev", "noexec", "ro"}));
+  EXPECT_EQ(j["mounts"][4]["options"],
+            nlohmann::json({"rbind", "nosuid", "nodev", "noexec", "ro"}));
   EXPECT_EQ(j["mounts"][1]["options"],
             nlohmann::json({"nosuid", "strictatime", "mode=755", "size=65536k"}));
 }
@@ -168,7 +189,8 @@ TEST(DeviceBinds, TmpfsFilesAndLinksBecomeAScratchFolder) {
   s.device_edits = {
       {DeviceEdit::Kind::kTmpfs, "", "/usr/lib/berth", true, true, true},
       {DeviceEdit::Kind::kFile, "conf\n", "/usr/lib/berth/ld.so.conf", true, false, true},
-      {DeviceEdit::Kind::kSymlink, "libcuda.so.1", "/usr/lib/berth/gpu/libcuda.so", true, false, true},
+      {DeviceEdit::Kind::kSymlink, "libcuda.so.1", "/usr/lib/berth/gpu/libcuda.so", true, false,
+       true},
       {DeviceEdit::Kind::kBind, t.path, "/usr/lib/berth/gpu/dir", true, true, true},
       {DeviceEdit::Kind::kBind, "/no/such", "/proc/driver/nvidia", true, true, false},
       {DeviceEdit::Kind::kFile, "x=1\n", "/etc/extra.conf", true, false, true},
@@ -203,8 +225,8 @@ TEST(DeviceBinds, BerthsRunDirectoryIsAScratchFolderWhenUsed) {
 TEST(DeviceBinds, ALinkToAStagedBindBecomesABind) {
   ContainerSpec s = base();
   s.device_edits = {
-      {DeviceEdit::Kind::kBind, "/bin/sh", "/usr/lib/berth/host/usr/bin/nvidia-smi", true,
-       false, true},
+      {DeviceEdit::Kind::kBind, "/bin/sh", "/usr/lib/berth/host/usr/bin/nvidia-smi", true, false,
+       true},
       {DeviceEdit::Kind::kSymlink, "/usr/lib/berth/host/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi",
        true, false, false},
       {DeviceEdit::Kind::kSymlink, "/elsewhere", "/usr/bin/other", true, false, false},
@@ -219,8 +241,9 @@ TEST(DeviceBinds, ALinkToAStagedBindBecomesABind) {
 
 TEST(DeviceBinds, OciLeavesOutOptionalEditsInsideProc) {
   ContainerSpec s = base();
-  s.device_edits = {{DeviceEdit::Kind::kTmpfs, "", "/proc/driver/nvidia/gpus", true, true, false},
-                    {DeviceEdit::Kind::kBind, "/", "/proc/driver/nvidia/gpus/0", true, true, false}};
+  s.device_edits = {
+      {DeviceEdit::Kind::kTmpfs, "", "/proc/driver/nvidia/gpus", true, true, false},
+      {DeviceEdit::Kind::kBind, "/", "/proc/driver/nvidia/gpus/0", true, true, false}};
   auto oci = device_binds(s, "/s", row("oci"), false);
   ASSERT_TRUE(oci);
   EXPECT_TRUE(oci->empty());
@@ -447,11 +470,11 @@ TEST(Apptainer, ExecOnTheRootfsFolder) {
   s.volumes.push_back({"/srv/data", "/ro", true});
   auto argv = apptainer_argv(s, "apptainer");
   ASSERT_TRUE(argv) << argv.error().message();
-  std::vector<std::string> want = {"apptainer", "exec", "--userns", "--containall", "--writable",
-                                   "--cleanenv", "--pwd", "/work"};
+  std::vector<std::string> want = {"apptainer",  "exec",       "--userns", "--containall",
+                                   "--writable", "--cleanenv", "--pwd",    "/work"};
   if (::getuid() != 0) want.push_back("--fakeroot");
-  for (const char* w : {"--env", "PATH=/bin", "--env", "A=1", "--bind", "/srv/data:/data",
-                        "--bind", "/srv/data:/ro:ro", "/r", "probe", "id"})
+  for (const char* w : {"--env", "PATH=/bin", "--env", "A=1", "--bind", "/srv/data:/data", "--bind",
+                        "/srv/data:/ro:ro", "/r", "probe", "id"})
     want.push_back(w);
   EXPECT_EQ(*argv, want);
 }

@@ -1,15 +1,15 @@
 #include "runtime/identity.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <future>
 #include <fstream>
+#include <future>
 #include <sstream>
 
 #include "core/fs.h"
@@ -47,7 +47,8 @@ TEST(Identity, PasswdWithUser) {
       {"# c\n\nroot:x:0:0::/root:/bin/sh", 5, 5, "u", "/u",
        "# c\n\nroot:x:0:0::/root:/bin/sh\nu:x:5:5:u:/u:/bin/sh\n"},
       // a uid that only prefixes another does not count
-      {"a:x:10000:1::/:/bin/sh\n", 1000, 1, "b", "/", "a:x:10000:1::/:/bin/sh\nb:x:1000:1:b:/:/bin/sh\n"},
+      {"a:x:10000:1::/:/bin/sh\n", 1000, 1, "b", "/",
+       "a:x:10000:1::/:/bin/sh\nb:x:1000:1:b:/:/bin/sh\n"},
   };
   for (const PasswdCase& c : cases)
     EXPECT_EQ(passwd_with_user(c.before, c.uid, c.gid, c.name, c.home), c.after) << c.name;
@@ -103,7 +104,8 @@ TEST_F(IdentityFiles, WorksFromTheCallersCopyOfTheFiles) {
   s.passwd.reset();  // unset: the files are read, and the user appended
   s.group.reset();
   ASSERT_TRUE(ensure(s));
-  EXPECT_EQ(slurp(root_ + "/etc/passwd"), "root:x:0:0:root:/root:/bin/sh\nu:x:1234:1234:u:/:/bin/sh\n");
+  EXPECT_EQ(slurp(root_ + "/etc/passwd"),
+            "root:x:0:0:root:/root:/bin/sh\nu:x:1234:1234:u:/:/bin/sh\n");
 }
 
 TEST_F(IdentityFiles, AbsoluteSymlinkStaysInsideRoot) {

@@ -11,12 +11,11 @@ namespace berth {
 namespace {
 
 TEST(LauncherEnv, CarriesOnlyLauncherVariables) {
-  std::vector<std::string> caller = {"PATH=/bin",  "PMI_FD=7",        "PMI_RANK=1",
-                                     "PMIX_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "PMIBAD=1",
-                                     "SLURM_JOB_ID=3", "PMI_SIZE"};
-  EXPECT_EQ(launcher_env(caller),
-            (std::vector<std::string>{"PMI_FD=7", "PMI_RANK=1", "PMIX_RANK=1",
-                                      "OMPI_COMM_WORLD_SIZE=2"}));
+  std::vector<std::string> caller = {
+      "PATH=/bin", "PMI_FD=7",       "PMI_RANK=1", "PMIX_RANK=1", "OMPI_COMM_WORLD_SIZE=2",
+      "PMIBAD=1",  "SLURM_JOB_ID=3", "PMI_SIZE"};
+  EXPECT_EQ(launcher_env(caller), (std::vector<std::string>{"PMI_FD=7", "PMI_RANK=1", "PMIX_RANK=1",
+                                                            "OMPI_COMM_WORLD_SIZE=2"}));
 }
 
 TEST(KeptFds, CountAndPmiFd) {

@@ -23,11 +23,11 @@ HostInfo full_host() {
 std::vector<std::string> summary(const MountPlan& p) {
   std::vector<std::string> out;
   for (const MountEntry& e : p.entries) {
-    std::string k = e.kind == MountKind::kBind    ? "bind"
-                    : e.kind == MountKind::kRbind ? "rbind"
-                    : e.kind == MountKind::kFs    ? e.fstype
+    std::string k = e.kind == MountKind::kBind        ? "bind"
+                    : e.kind == MountKind::kRbind     ? "rbind"
+                    : e.kind == MountKind::kFs        ? e.fstype
                     : e.kind == MountKind::kWriteFile ? "file"
-                                                  : "link";
+                                                      : "link";
     out.push_back(k + " " + e.target + (e.read_only ? " ro" : "") + (e.required ? "" : " opt"));
   }
   return out;
@@ -44,24 +44,12 @@ TEST(MountPlan, DefaultMountsInOrder) {
   auto p = plan_mounts(base(), full_host());
   ASSERT_TRUE(p) << p.error().message();
   std::vector<std::string> want = {
-      "rbind /proc",
-      "tmpfs /dev",
-      "bind /dev/null",
-      "bind /dev/zero opt",
-      "bind /dev/full opt",
-      "bind /dev/random opt",
-      "bind /dev/urandom opt",
-      "bind /dev/tty opt",
-      "devpts /dev/pts opt",
-      "link /dev/ptmx opt",
-      "tmpfs /dev/shm opt",
-      "link /dev/fd opt",
-      "link /dev/stdin opt",
-      "link /dev/stdout opt",
-      "link /dev/stderr opt",
-      "rbind /sys ro opt",
-      "tmpfs /tmp",
-      "bind /etc/resolv.conf opt",
+      "rbind /proc",           "tmpfs /dev",           "bind /dev/null",
+      "bind /dev/zero opt",    "bind /dev/full opt",   "bind /dev/random opt",
+      "bind /dev/urandom opt", "bind /dev/tty opt",    "devpts /dev/pts opt",
+      "link /dev/ptmx opt",    "tmpfs /dev/shm opt",   "link /dev/fd opt",
+      "link /dev/stdin opt",   "link /dev/stdout opt", "link /dev/stderr opt",
+      "rbind /sys ro opt",     "tmpfs /tmp",           "bind /etc/resolv.conf opt",
       "bind /etc/hosts opt",
   };
   EXPECT_EQ(summary(*p), want);
@@ -93,8 +81,12 @@ TEST(MountPlan, HostDevReplacesMinimalDev) {
   s.host_dev = true;
   auto p = plan_mounts(s, full_host());
   ASSERT_TRUE(p);
-  std::vector<std::string> want = {"rbind /proc", "rbind /dev", "rbind /sys ro opt", "tmpfs /tmp",
-                                   "bind /etc/resolv.conf opt", "bind /etc/hosts opt"};
+  std::vector<std::string> want = {"rbind /proc",
+                                   "rbind /dev",
+                                   "rbind /sys ro opt",
+                                   "tmpfs /tmp",
+                                   "bind /etc/resolv.conf opt",
+                                   "bind /etc/hosts opt"};
   EXPECT_EQ(summary(*p), want);
 }
 
@@ -178,7 +170,8 @@ TEST(MountPlan, BadVolumesAreRefused) {
        "mount volume /data:/../etc: container path must not contain \"..\""},
       {{"/data", "/a/../../etc", false},
        "mount volume /data:/a/../../etc: container path must not contain \"..\""},
-      {{"/data", "relative", false}, "mount volume /data:relative: container path must be absolute"},
+      {{"/data", "relative", false},
+       "mount volume /data:relative: container path must be absolute"},
       {{"/data", "/", false}, "mount volume /data:/: cannot mount over the container's root"},
       {{"/data", "//./", false}, "mount volume /data://./: cannot mount over the container's root"},
       {{"data", "/x", false}, "mount volume data:/x: host path must be absolute"},
@@ -263,7 +256,8 @@ TEST(MountPlan, BadDeviceEditsAreRefused) {
   MountPlan p;
   auto st = plan_device_edits(s, p);
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.error().message(), "device edit /usr/../etc/passwd: container path must not contain \"..\"");
+  EXPECT_EQ(st.error().message(),
+            "device edit /usr/../etc/passwd: container path must not contain \"..\"");
   s.device_edits = {{DeviceEdit::Kind::kBind, "relative/lib.so", "/lib.so"}};
   st = plan_device_edits(s, p);
   ASSERT_FALSE(st.ok());

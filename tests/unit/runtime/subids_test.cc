@@ -64,8 +64,7 @@ TEST(SubidRanges, FindsTheUsersFirstRangeByNameOrNumber) {
 
 TEST(SubidRanges, SkipsGarbledLinesAndEmptyRanges) {
   EXPECT_EQ(find_subid_range("alice:100000:0\nalice:5:6\n", "alice", 1), (SubidRange{5, 6}));
-  EXPECT_EQ(find_subid_range("alice:x:65536\nalice:1:2:3\nalice:-1:5\n", "alice", 1),
-            std::nullopt);
+  EXPECT_EQ(find_subid_range("alice:x:65536\nalice:1:2:3\nalice:-1:5\n", "alice", 1), std::nullopt);
   EXPECT_EQ(find_subid_range("#alice:1:2\n", "alice", 1), std::nullopt);
 }
 
@@ -117,8 +116,8 @@ TEST(SubidSetup, SaysWhatIsMissing) {
     ScopedEnv tool("BERTH_NEWUIDMAP", tmp / "missing");
     auto s = subid_setup();
     ASSERT_FALSE(s.ok());
-    EXPECT_EQ(s.error().message(), "engine BERTH_NEWUIDMAP=" + (tmp / "missing") +
-                                       ": not an executable file");
+    EXPECT_EQ(s.error().message(),
+              "engine BERTH_NEWUIDMAP=" + (tmp / "missing") + ": not an executable file");
   }
   std::string empty = tmp.write("subuid", "# nobody has ranges here\nsomeone-else:1:2\n");
   ScopedEnv uid_tool("BERTH_NEWUIDMAP", "/bin/true");

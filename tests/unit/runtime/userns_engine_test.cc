@@ -3,16 +3,16 @@
 // one); as root they are skipped.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pty.h>
 #include <sched.h>
 #include <signal.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,8 +22,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "core/fs.h"
@@ -382,8 +382,8 @@ TEST_F(UsernsEngine, KilledWorkloadIs128PlusSignal) {
   std::string out;
   char c;
   while (out.find("ready\n") == std::string::npos && ::read(o, &c, 1) == 1) out += c;
-  std::string children = slurp("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) +
-                               "/children");
+  std::string children =
+      slurp("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
   pid_t workload = std::atoi(children.c_str());
   ASSERT_GT(workload, 0);
   ::kill(workload, SIGKILL);
@@ -462,8 +462,9 @@ TEST_F(UsernsEngine, StartupIsFast) {
   auto t0 = std::chrono::steady_clock::now();
   constexpr int kRuns = 50;
   for (int i = 0; i < kRuns; ++i) ASSERT_EQ(run_userns(s).exit_code, 0);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                  .count() / kRuns;
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+      kRuns;
   t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < kRuns; ++i) {
     pid_t pid = ::fork();
@@ -473,8 +474,9 @@ TEST_F(UsernsEngine, StartupIsFast) {
     }
     ::waitpid(pid, nullptr, 0);
   }
-  double bare = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                    .count() / kRuns;
+  double bare =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+      kRuns;
   std::printf("run_userns(probe true): %.2f ms per run; fork+exec bare: %.2f ms\n", ms, bare);
 }
 
@@ -561,7 +563,8 @@ class UsernsEngineSubids : public UsernsEngine {
   void SetUp() override {
     UsernsEngine::SetUp();
     if (IsSkipped()) return;
-    if (auto s = subid_setup(); !s.ok()) GTEST_SKIP() << "no subordinate IDs: " << s.error().message();
+    if (auto s = subid_setup(); !s.ok())
+      GTEST_SKIP() << "no subordinate IDs: " << s.error().message();
     if (const char* v = ::getenv("BERTH_RUNTIME_DIR")) old_dir_ = v;
     ::setenv("BERTH_RUNTIME_DIR", run_dir_.path.c_str(), 1);
     dir_set_ = true;

@@ -118,43 +118,79 @@ TEST(SitePolicy, BadValuesAreNamedByFileLineAndKey) {
     const char* detail;
   };
   for (const Case& t : {
-           Case{"allowed_registries = \"docker.io\"", "line 1: \"allowed_registries\" is not a list of strings"},
-           Case{"\n\ninsecure_registries = [1]", "line 3: \"insecure_registries\" is not a list of strings"},
-           Case{"registry_mirrors = [\"x\"]", "line 1: \"registry_mirrors\" is not a table of registry = [mirrors]"},
-           Case{"[registry_mirrors]\n\"docker.io\" = 5", "line 2: \"registry_mirrors.docker.io\" is not a list of strings"},
-           Case{"site_mounts = [\"/a\"]", "line 1: \"site_mounts\" holds \"/a\", not SOURCE:DESTINATION[:ro|:rw] with absolute paths"},
-           Case{"site_mounts = [\"/a:/b:rx\"]", "line 1: \"site_mounts\" holds \"/a:/b:rx\", not SOURCE:DESTINATION[:ro|:rw] with absolute paths"},
-           Case{"deny_mount_destinations = [\"etc\"]", "line 1: \"deny_mount_destinations\" holds a path that is not absolute: \"etc\""},
-           Case{"allow_mount_sources = \"/home\"", "line 1: \"allow_mount_sources\" is not a list of strings"},
+           Case{"allowed_registries = \"docker.io\"",
+                "line 1: \"allowed_registries\" is not a list of strings"},
+           Case{"\n\ninsecure_registries = [1]",
+                "line 3: \"insecure_registries\" is not a list of strings"},
+           Case{"registry_mirrors = [\"x\"]",
+                "line 1: \"registry_mirrors\" is not a table of registry = [mirrors]"},
+           Case{"[registry_mirrors]\n\"docker.io\" = 5",
+                "line 2: \"registry_mirrors.docker.io\" is not a list of strings"},
+           Case{"site_mounts = [\"/a\"]",
+                "line 1: \"site_mounts\" holds \"/a\", not SOURCE:DESTINATION[:ro|:rw] with "
+                "absolute paths"},
+           Case{"site_mounts = [\"/a:/b:rx\"]",
+                "line 1: \"site_mounts\" holds \"/a:/b:rx\", not SOURCE:DESTINATION[:ro|:rw] with "
+                "absolute paths"},
+           Case{"deny_mount_destinations = [\"etc\"]",
+                "line 1: \"deny_mount_destinations\" holds a path that is not absolute: \"etc\""},
+           Case{"allow_mount_sources = \"/home\"",
+                "line 1: \"allow_mount_sources\" is not a list of strings"},
            Case{"mount_home = \"yes\"", "line 1: \"mount_home\" is not true or false"},
            Case{"readonly = 1", "line 1: \"readonly\" is not true or false"},
            Case{"default_engine = [\"userns\"]", "line 1: \"default_engine\" is not a string"},
-           Case{"allowed_engines = \"userns\"", "line 1: \"allowed_engines\" is not a list of strings"},
-           Case{"default_engine = \"docker\"", "line 1: \"default_engine\" names \"docker\", which is not an engine (userns, oci, proot, fakechroot, apptainer, auto)"},
-           Case{"allowed_engines = [\"userns\", \"runc\"]", "line 1: \"allowed_engines\" names \"runc\", which is not an engine (userns, oci, proot, fakechroot, apptainer, auto)"},
-           Case{"allowed_engines = [\"auto\"]", "line 1: \"allowed_engines\" names \"auto\", a choice among engines rather than one to allow"},
-           Case{"[mpi.mpich]\nlibraries = [\"/l/libmpi.so.12\"]\nabi = \"loose\"", "line 3: \"mpi.mpich.abi\" is not \"major\" or \"full\" or \"strict\": \"loose\""},
-           Case{"driver_root = \"opt\"", "line 1: \"driver_root\" is not an absolute path: \"opt\""},
+           Case{"allowed_engines = \"userns\"",
+                "line 1: \"allowed_engines\" is not a list of strings"},
+           Case{"default_engine = \"docker\"",
+                "line 1: \"default_engine\" names \"docker\", which is not an engine (userns, oci, "
+                "proot, fakechroot, apptainer, auto)"},
+           Case{"allowed_engines = [\"userns\", \"runc\"]",
+                "line 1: \"allowed_engines\" names \"runc\", which is not an engine (userns, oci, "
+                "proot, fakechroot, apptainer, auto)"},
+           Case{"allowed_engines = [\"auto\"]",
+                "line 1: \"allowed_engines\" names \"auto\", a choice among engines rather than "
+                "one to allow"},
+           Case{"[mpi.mpich]\nlibraries = [\"/l/libmpi.so.12\"]\nabi = \"loose\"",
+                "line 3: \"mpi.mpich.abi\" is not \"major\" or \"full\" or \"strict\": \"loose\""},
+           Case{"driver_root = \"opt\"",
+                "line 1: \"driver_root\" is not an absolute path: \"opt\""},
            Case{"dev_root = 3", "line 1: \"dev_root\" is not a string"},
            Case{"gpus = 2", "line 1: \"gpus\" is not a string"},
-           Case{"central_store = \"shared\"", "line 1: \"central_store\" is not an absolute path: \"shared\""},
+           Case{"central_store = \"shared\"",
+                "line 1: \"central_store\" is not an absolute path: \"shared\""},
            Case{"squash_options = [\"-comp\"]", "line 1: \"squash_options\" is not a string"},
-           Case{"store_format = \"squash\"", "line 1: \"store_format\" is not \"layers\" or \"squashfs\": \"squash\""},
+           Case{"store_format = \"squash\"",
+                "line 1: \"store_format\" is not \"layers\" or \"squashfs\": \"squash\""},
            Case{"store_format = 1", "line 1: \"store_format\" is not a string"},
-           Case{"root_emulation = \"fake\"", "line 1: \"root_emulation\" is not \"auto\" or \"subids\" or \"seccomp\" or \"none\": \"fake\""},
+           Case{"root_emulation = \"fake\"",
+                "line 1: \"root_emulation\" is not \"auto\" or \"subids\" or \"seccomp\" or "
+                "\"none\": \"fake\""},
            Case{"runtime_dir = true", "line 1: \"runtime_dir\" is not a string"},
-           Case{"pull_deadline = -1", "line 1: \"pull_deadline\" is not a whole number of 0 to 1000000000"},
-           Case{"pull_low_speed_limit = 1.5", "line 1: \"pull_low_speed_limit\" is not a whole number of 0 to 1000000000"},
-           Case{"pull_low_speed_time = \"30\"", "line 1: \"pull_low_speed_time\" is not a whole number of 0 to 1000000000"},
+           Case{"pull_deadline = -1",
+                "line 1: \"pull_deadline\" is not a whole number of 0 to 1000000000"},
+           Case{"pull_low_speed_limit = 1.5",
+                "line 1: \"pull_low_speed_limit\" is not a whole number of 0 to 1000000000"},
+           Case{"pull_low_speed_time = \"30\"",
+                "line 1: \"pull_low_speed_time\" is not a whole number of 0 to 1000000000"},
            Case{"env = \"A=1\"", "line 1: \"env\" is not a table with set, prepend, append, unset"},
            Case{"[env]\nset = [\"A=1\"]", "line 2: \"env.set\" is not a table of NAME = \"value\""},
            Case{"[env]\nset = { A = 1 }", "line 2: \"env.set.A\" is not a string"},
            Case{"[env]\nunset = \"A\"", "line 2: \"env.unset\" is not a list of strings"},
-           Case{"[env]\nexport = { A = \"1\" }", "line 2: \"env.export\" is not a key of [env] (set, prepend, append, unset)"},
-           Case{"squash_options = \"-comp lzo -noD\"", "line 1: \"squash_options\" holds \"-comp lzo -noD\": -comp lzo: not a compressor Berth builds with (lz4, zstd or gzip)"},
-           Case{"squash_options = \"-comp zstd -noD\"", "line 1: \"squash_options\" holds \"-comp zstd -noD\": \"-noD\" is not an option Berth's squash takes (-comp, -Xcompression-level, -processors)"},
-           Case{"squash_options = \"-comp gzip -Xcompression-level 12\"", "line 1: \"squash_options\" holds \"-comp gzip -Xcompression-level 12\": gzip: level 12 is out of range 1-9"},
-           Case{"lock = [\"allowed_registries\"]", "line 1: \"lock\" names \"allowed_registries\", which cannot be locked (readonly, default_engine, driver_root, dev_root, gpus, ib, mount_home, squash_options, store_format, root_emulation)"},
+           Case{"[env]\nexport = { A = \"1\" }",
+                "line 2: \"env.export\" is not a key of [env] (set, prepend, append, unset)"},
+           Case{"squash_options = \"-comp lzo -noD\"",
+                "line 1: \"squash_options\" holds \"-comp lzo -noD\": -comp lzo: not a compressor "
+                "Berth builds with (lz4, zstd or gzip)"},
+           Case{"squash_options = \"-comp zstd -noD\"",
+                "line 1: \"squash_options\" holds \"-comp zstd -noD\": \"-noD\" is not an option "
+                "Berth's squash takes (-comp, -Xcompression-level, -processors)"},
+           Case{"squash_options = \"-comp gzip -Xcompression-level 12\"",
+                "line 1: \"squash_options\" holds \"-comp gzip -Xcompression-level 12\": gzip: "
+                "level 12 is out of range 1-9"},
+           Case{"lock = [\"allowed_registries\"]",
+                "line 1: \"lock\" names \"allowed_registries\", which cannot be locked (readonly, "
+                "default_engine, driver_root, dev_root, gpus, ib, mount_home, squash_options, "
+                "store_format, root_emulation)"},
            Case{"alowed_registries = []", "line 1: \"alowed_registries\" is not a key Berth knows"},
        }) {
     SCOPED_TRACE(t.text);
@@ -194,8 +230,8 @@ TEST(SitePolicy, SquashOptionsComeFromThePolicyUnderTheCommandLine) {
 }
 
 TEST(SitePolicy, LockedSquashOptionsRefuseAnotherChoice) {
-  auto site = parse_policy("squash_options = \"-comp zstd\"\nlock = [\"squash_options\"]", kSite,
-                           true);
+  auto site =
+      parse_policy("squash_options = \"-comp zstd\"\nlock = [\"squash_options\"]", kSite, true);
   ASSERT_TRUE(site.ok()) << site.error().message();
   auto user = parse_policy("squash_options = \"-comp gzip\"", kUser, false);
   ASSERT_TRUE(user.ok());
@@ -203,9 +239,9 @@ TEST(SitePolicy, LockedSquashOptionsRefuseAnotherChoice) {
   EXPECT_EQ(c.squash_options, "-comp zstd");
   ASSERT_EQ(c.ignored.size(), 1u);
   EXPECT_EQ(c.ignored[0], std::string(kUser) + ": squash_options: locked by " + kSite);
-  EXPECT_EQ(effective_squash_options(c, {"lz4", std::nullopt}).error().message(),
-            std::string("squash --compressor lz4: the site policy ") + kSite +
-                " locks squash_options");
+  EXPECT_EQ(
+      effective_squash_options(c, {"lz4", std::nullopt}).error().message(),
+      std::string("squash --compressor lz4: the site policy ") + kSite + " locks squash_options");
   EXPECT_EQ(effective_squash_options(c, {std::nullopt, 5}).error().message(),
             std::string("squash --level 5: the site policy ") + kSite + " locks squash_options");
   // Repeating the site's choice is no change.
@@ -249,7 +285,8 @@ TEST(SitePolicy, MalformedTableHeadersAreParseErrors) {
     SCOPED_TRACE(text);
     auto l = parse_policy(text, kSite, true);
     ASSERT_FALSE(l.ok());
-    EXPECT_TRUE(l.error().message().starts_with(std::string("read config ") + kSite + ": line 1, column "))
+    EXPECT_TRUE(
+        l.error().message().starts_with(std::string("read config ") + kSite + ": line 1, column "))
         << l.error().message();
   }
 }
@@ -283,10 +320,12 @@ PolicyLayer layer(const char* text, const char* path, bool site) {
 TEST(SitePolicy, TheUserNarrowsAllowListsButCannotWidenThem) {
   PolicyLayer site = layer(R"(allowed_registries = ["docker.io", "127.0.0.1:5000"]
 allowed_engines = ["userns", "proot"]
-allow_mount_sources = ["/scratch", "/home"])", kSite, true);
+allow_mount_sources = ["/scratch", "/home"])",
+                           kSite, true);
   PolicyLayer user = layer(R"(allowed_registries = ["127.0.0.1:5000", "evil.io"]
 allowed_engines = ["proot", "oci"]
-allow_mount_sources = ["/scratch/u", "/tmp"])", kUser, false);
+allow_mount_sources = ["/scratch/u", "/tmp"])",
+                           kUser, false);
   SiteConfig c = merge_policy(site, {user});
   using V = std::vector<std::string>;
   EXPECT_EQ(*c.allowed_registries, V{"127.0.0.1:5000"});
@@ -300,9 +339,9 @@ allow_mount_sources = ["/scratch/u", "/tmp"])", kUser, false);
                    " allows"}));
   auto refused = check_registry_allowed(c, "evil.io");
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().message(),
-            std::string("registry evil.io: registry not allowed by ") + kSite + " + " + kUser +
-                " (allowed_registries: 127.0.0.1:5000)");
+  EXPECT_EQ(refused.error().message(), std::string("registry evil.io: registry not allowed by ") +
+                                           kSite + " + " + kUser +
+                                           " (allowed_registries: 127.0.0.1:5000)");
   // Without a site list, the user's own list is theirs.
   SiteConfig alone = merge_policy(std::nullopt, {user});
   EXPECT_EQ(*alone.allowed_registries, (V{"127.0.0.1:5000", "evil.io"}));
@@ -315,9 +354,8 @@ TEST(SitePolicy, AnEmptySiteListAllowsNothing) {
   EXPECT_TRUE(c.allowed_registries->empty());
   auto refused = check_registry_allowed(c, "docker.io");
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.error().message(),
-            std::string("registry docker.io: registry not allowed by ") + kSite + " + " + kUser +
-                " (allowed_registries: none)");
+  EXPECT_EQ(refused.error().message(), std::string("registry docker.io: registry not allowed by ") +
+                                           kSite + " + " + kUser + " (allowed_registries: none)");
 }
 
 TEST(SitePolicy, TheUserAddsToDeniedDestinationsMountsAndEnvButRemovesNothing) {
@@ -325,12 +363,14 @@ TEST(SitePolicy, TheUserAddsToDeniedDestinationsMountsAndEnvButRemovesNothing) {
 site_mounts = ["/scratch:/scratch"]
 insecure_registries = ["a.lan"]
 [env]
-set = { A = "site" })", kSite, true);
+set = { A = "site" })",
+                           kSite, true);
   PolicyLayer user = layer(R"(deny_mount_destinations = []
 site_mounts = ["/data:/data:ro"]
 insecure_registries = ["b.lan"]
 [env]
-unset = ["A"])", kUser, false);
+unset = ["A"])",
+                           kUser, false);
   SiteConfig c = merge_policy(site, {user});
   using V = std::vector<std::string>;
   EXPECT_EQ(c.deny_mount_destinations, V{"/etc"});
@@ -360,21 +400,23 @@ TEST(SitePolicy, LockedValuesStayTheSites) {
 driver_root = "/site/driver"
 default_engine = "userns"
 allowed_engines = ["userns", "proot"]
-lock = ["readonly", "driver_root"])", kSite, true);
+lock = ["readonly", "driver_root"])",
+                           kSite, true);
   PolicyLayer user = layer(R"(readonly = false
 driver_root = "/mine"
 dev_root = "/mydev"
-default_engine = "proot")", kUser, false);
+default_engine = "proot")",
+                           kUser, false);
   SiteConfig c = merge_policy(site, {user});
   EXPECT_TRUE(c.readonly);
   EXPECT_EQ(c.driver_root, "/site/driver");
-  EXPECT_EQ(c.dev_root, "/mydev");        // not locked: the user's preference
+  EXPECT_EQ(c.dev_root, "/mydev");                // not locked: the user's preference
   EXPECT_EQ(c.default_engine->spelled, "proot");  // allowed, not locked
   EXPECT_EQ(c.sources["readonly"], kSite);
   EXPECT_EQ(c.sources["dev_root"], kUser);
-  EXPECT_EQ(c.ignored, (std::vector<std::string>{
-                           std::string(kUser) + ": readonly: locked by " + kSite,
-                           std::string(kUser) + ": driver_root: locked by " + kSite}));
+  EXPECT_EQ(c.ignored,
+            (std::vector<std::string>{std::string(kUser) + ": readonly: locked by " + kSite,
+                                      std::string(kUser) + ": driver_root: locked by " + kSite}));
   // An engine outside allowed_engines is no default.
   SiteConfig d = merge_policy(site, {layer("default_engine = \"oci\"", kUser, false)});
   EXPECT_EQ(d.default_engine, default_engine());
@@ -407,7 +449,8 @@ libraries = ["/opt/mpich/lib/libmpi.so.12"]
 abi = "strict"
 [mpi.openmpi]
 libraries = ["/opt/ompi/lib/libmpi.so.40"]
-mounts = ["/opt/ompi:/opt/ompi:ro"])", kSite, true);
+mounts = ["/opt/ompi:/opt/ompi:ro"])",
+                        kSite, true);
   SiteConfig c = merge_policy(l, {});
   ASSERT_EQ(c.mpi.size(), 2u);
   EXPECT_EQ(c.mpi[0].type, "mpich");
@@ -420,10 +463,12 @@ mounts = ["/opt/ompi:/opt/ompi:ro"])", kSite, true);
 TEST(SitePolicy, MirrorsTheSiteSetsAreTheSitesAndUserMirrorsMustBeAllowed) {
   PolicyLayer site = layer(R"(allowed_registries = ["docker.io", "mirror.lan", "ghcr.io"]
 [registry_mirrors]
-"docker.io" = ["http://mirror.lan:5000/hub/"])", kSite, true);
+"docker.io" = ["http://mirror.lan:5000/hub/"])",
+                           kSite, true);
   PolicyLayer user = layer(R"([registry_mirrors]
 "docker.io" = ["mine.io"]
-"ghcr.io" = ["evil.io", "mirror.lan:6000"])", kUser, false);
+"ghcr.io" = ["evil.io", "mirror.lan:6000"])",
+                           kUser, false);
   SiteConfig c = merge_policy(site, {user});
   std::vector<Mirror> hub = mirrors_for(c, "index.docker.io");
   ASSERT_EQ(hub.size(), 1u);
@@ -436,11 +481,13 @@ TEST(SitePolicy, MirrorsTheSiteSetsAreTheSitesAndUserMirrorsMustBeAllowed) {
   EXPECT_EQ(ghcr[0].prefix, "");
   EXPECT_FALSE(ghcr[0].plain_http);
   EXPECT_TRUE(mirrors_for(c, "quay.io").empty());
-  EXPECT_EQ(c.ignored, (std::vector<std::string>{
-                           std::string(kUser) + ": registry_mirrors: docker.io: " + kSite +
-                               " sets its mirrors",
-                           std::string(kUser) + ": registry_mirrors: evil.io: not in the "
-                                                "allowed_registries of " + kSite}));
+  EXPECT_EQ(c.ignored, (std::vector<std::string>{std::string(kUser) +
+                                                     ": registry_mirrors: docker.io: " + kSite +
+                                                     " sets its mirrors",
+                                                 std::string(kUser) +
+                                                     ": registry_mirrors: evil.io: not in the "
+                                                     "allowed_registries of " +
+                                                     kSite}));
 }
 
 TEST(SitePolicy, RegistryMatching) {
@@ -458,11 +505,10 @@ TEST(SitePolicy, RegistryMatching) {
 }
 
 TEST(SitePolicy, DeniedDestinationsCoverWhatIsAtUnderAndAbove) {
-  SiteConfig c = merge_policy(layer("deny_mount_destinations = [\"/etc\", \"/opt/site/\"]",
-                                    kSite, true),
-                              {});
-  for (const char* bad : {"/etc", "/etc/", "/etc/passwd", "//etc", "/tmp/../etc/x", "/", "/opt",
-                          "/opt/site/bin"}) {
+  SiteConfig c =
+      merge_policy(layer("deny_mount_destinations = [\"/etc\", \"/opt/site/\"]", kSite, true), {});
+  for (const char* bad :
+       {"/etc", "/etc/", "/etc/passwd", "//etc", "/tmp/../etc/x", "/", "/opt", "/opt/site/bin"}) {
     SCOPED_TRACE(bad);
     auto st = check_mount_destination(c, bad);
     ASSERT_FALSE(st.ok());
@@ -506,11 +552,10 @@ TEST(SitePolicy, AllowedSourcesAreCheckedAfterSymlinks) {
 TEST(SitePolicy, EnvEditsSetPrependAppendUnset) {
   std::vector<std::string> env = {"PATH=/usr/bin", "SECRET=x", "EMPTY="};
   using K = EnvEdit::Kind;
-  for (const EnvEdit& e : {EnvEdit{K::kPrepend, "PATH", "/site/bin"},
-                           EnvEdit{K::kAppend, "PATH", "/late/bin"},
-                           EnvEdit{K::kAppend, "LD_LIBRARY_PATH", "/site/lib"},
-                           EnvEdit{K::kPrepend, "EMPTY", "v"}, EnvEdit{K::kUnset, "SECRET", ""},
-                           EnvEdit{K::kSet, "SITE", "a=b"}})
+  for (const EnvEdit& e :
+       {EnvEdit{K::kPrepend, "PATH", "/site/bin"}, EnvEdit{K::kAppend, "PATH", "/late/bin"},
+        EnvEdit{K::kAppend, "LD_LIBRARY_PATH", "/site/lib"}, EnvEdit{K::kPrepend, "EMPTY", "v"},
+        EnvEdit{K::kUnset, "SECRET", ""}, EnvEdit{K::kSet, "SITE", "a=b"}})
     apply_env_edit(env, e);
   EXPECT_EQ(env, (std::vector<std::string>{"PATH=/site/bin:/usr/bin:/late/bin", "EMPTY=v",
                                            "LD_LIBRARY_PATH=/site/lib", "SITE=a=b"}));
@@ -576,7 +621,8 @@ TEST_F(TrustedFile, OnlyRootOwnsAPolicyWhenNoOtherOwnerIsGiven) {
     ASSERT_EQ(::chown(file_.c_str(), 65534, 65534), 0);
     st = check_trusted_file(file_);
     ASSERT_FALSE(st.ok());
-    EXPECT_EQ(st.error().message(), "read config " + file_ + ": refused: owned by uid 65534, not root");
+    EXPECT_EQ(st.error().message(),
+              "read config " + file_ + ": refused: owned by uid 65534, not root");
     return;
   }
   ASSERT_FALSE(st.ok());
@@ -591,8 +637,9 @@ TEST_F(TrustedFile, LoadConfigReadsTheSitePolicyAndTheUsersFiles) {
   ASSERT_TRUE(write_file_atomic(user_dir + "/config.json",
                                 R"({"insecure-registries": ["old.lan"], "dev_root": "/json-dev"})")
                   .ok());
-  ASSERT_TRUE(write_file_atomic(user_dir + "/berth.conf",
-                                "readonly = false\ndev_root = \"/toml-dev\"\n").ok());
+  ASSERT_TRUE(
+      write_file_atomic(user_dir + "/berth.conf", "readonly = false\ndev_root = \"/toml-dev\"\n")
+          .ok());
   ::setenv("BERTH_SITE_CONF", file_.c_str(), 1);
   ::setenv("BERTH_CONFIG_DIR", user_dir.c_str(), 1);
   auto c = load_config();
@@ -606,7 +653,7 @@ TEST_F(TrustedFile, LoadConfigReadsTheSitePolicyAndTheUsersFiles) {
     EXPECT_EQ(c->site_path, file_);
     EXPECT_EQ(c->user_path, user_dir + "/berth.conf");
     EXPECT_EQ(c->path, user_dir + "/config.json");
-    EXPECT_FALSE(c->readonly);  // not locked: the user's preference
+    EXPECT_FALSE(c->readonly);            // not locked: the user's preference
     EXPECT_EQ(c->dev_root, "/toml-dev");  // berth.conf over config.json
     EXPECT_EQ(c->insecure_registries, std::vector<std::string>{"old.lan"});
     EXPECT_EQ(c->sources["insecure_registries"], user_dir + "/config.json");

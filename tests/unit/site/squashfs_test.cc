@@ -35,16 +35,16 @@ void put64(std::string& b, size_t off, uint64_t v) {
 std::string superblock() {
   std::string b(kSquashfsSuperblockSize, '\0');
   std::memcpy(b.data(), "hsqs", 4);
-  put32(b, 4, 18);          // inodes
-  put32(b, 12, 131072);     // block size
-  put16(b, 20, 5);          // lz4
-  put16(b, 22, 17);         // block log
-  put16(b, 28, 4);          // version 4.0
-  put64(b, 32, 0x20);       // root inode
-  put64(b, 40, 4000);       // bytes used
-  put64(b, 48, 3900);       // id table
-  put64(b, 64, 1000);       // inode table
-  put64(b, 72, 2000);       // directory table
+  put32(b, 4, 18);       // inodes
+  put32(b, 12, 131072);  // block size
+  put16(b, 20, 5);       // lz4
+  put16(b, 22, 17);      // block log
+  put16(b, 28, 4);       // version 4.0
+  put64(b, 32, 0x20);    // root inode
+  put64(b, 40, 4000);    // bytes used
+  put64(b, 48, 3900);    // id table
+  put64(b, 64, 1000);    // inode table
+  put64(b, 72, 2000);    // directory table
   return b;
 }
 
@@ -63,8 +63,11 @@ TEST(SquashfsSuperblock, AcceptsAWellFormedImagePaddedOrNot) {
 }
 
 TEST(SquashfsSuperblock, RefusesWhatIsNotSquashfs) {
-  EXPECT_EQ(message("", 0), "read squashfs img.sqsh: not a squashfs image (no squashfs magic number)");
-  EXPECT_EQ(message("\x7f" "ELF and more", 4000),
+  EXPECT_EQ(message("", 0),
+            "read squashfs img.sqsh: not a squashfs image (no squashfs magic number)");
+  EXPECT_EQ(message("\x7f"
+                    "ELF and more",
+                    4000),
             "read squashfs img.sqsh: not a squashfs image (no squashfs magic number)");
   std::string big_endian = superblock();
   std::memcpy(big_endian.data(), "sqsh", 4);
@@ -95,17 +98,21 @@ TEST(SquashfsSuperblock, RefusesCorruptFields) {
             "read squashfs img.sqsh: corrupt squashfs image: block size 3000 (log 17)");
   b = superblock();
   put16(b, 20, 9);
-  EXPECT_EQ(message(b, 4000), "read squashfs img.sqsh: corrupt squashfs image: unknown compressor 9");
+  EXPECT_EQ(message(b, 4000),
+            "read squashfs img.sqsh: corrupt squashfs image: unknown compressor 9");
   b = superblock();
   put64(b, 72, 500);  // directory table before the inode table
-  EXPECT_EQ(message(b, 4000), "read squashfs img.sqsh: corrupt squashfs image: tables outside the image");
+  EXPECT_EQ(message(b, 4000),
+            "read squashfs img.sqsh: corrupt squashfs image: tables outside the image");
   b = superblock();
   put64(b, 48, 5000);  // id table past the image's end, even in a longer file
-  EXPECT_EQ(message(b, 8000), "read squashfs img.sqsh: corrupt squashfs image: tables outside the image");
+  EXPECT_EQ(message(b, 8000),
+            "read squashfs img.sqsh: corrupt squashfs image: tables outside the image");
   b = superblock();
   put16(b, 28, 3);
   auto r = check_squashfs_superblock(b, 4000, "img.sqsh");
-  EXPECT_EQ(r.error().message(), "read squashfs img.sqsh: squashfs version 3.0: only 4.0 can be mounted");
+  EXPECT_EQ(r.error().message(),
+            "read squashfs img.sqsh: squashfs version 3.0: only 4.0 can be mounted");
   EXPECT_EQ(r.error().code, ErrorCode::kUnsupported);
 }
 

@@ -257,25 +257,11 @@ TEST(SlurmOptions, RunArguments) {
   StepIds ids{12, 3, "n1", 1000, 100};
   std::vector<std::string> args;
   EXPECT_EQ(run_arguments(o, a, ids, "/home/u", &args), "");
-  EXPECT_EQ(args, (std::vector<std::string>{"run",
-                                            "-d",
-                                            "--name",
-                                            "slurm-12.3.n1",
-                                            "-u",
-                                            "1000:100",
-                                            "--root-emulation=seccomp",
-                                            "--no-bind-home",
-                                            "-v",
-                                            "/data:/in:ro",
-                                            "-v",
-                                            "/home/u/rel:/home/u/rel",
-                                            "--env=A",
-                                            "--entrypoint",
-                                            "/bin/sh",
-                                            "--",
-                                            "reg:5000/e2e/busybox:1.0",
-                                            "-c",
-                                            "kill -STOP $$; exit 0"}));
+  EXPECT_EQ(args, (std::vector<std::string>{
+                      "run", "-d", "--name", "slurm-12.3.n1", "-u", "1000:100",
+                      "--root-emulation=seccomp", "--no-bind-home", "-v", "/data:/in:ro", "-v",
+                      "/home/u/rel:/home/u/rel", "--env=A", "--entrypoint", "/bin/sh", "--",
+                      "reg:5000/e2e/busybox:1.0", "-c", "kill -STOP $$; exit 0"}));
   o.remap_root = true;
   o.entrypoint = true;
   o.mounts.clear();
@@ -285,8 +271,9 @@ TEST(SlurmOptions, RunArguments) {
   a.job_scope = true;
   EXPECT_EQ(run_arguments(o, a, ids, "/home/u", &args), "");
   EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "12_keep.n1", "-u", "0:0",
-                                            "--root-emulation=seccomp", "--no-bind-home", "--", "reg:5000/e2e/busybox:1.0", "/bin/sh",
-                                            "-c", "kill -STOP $$; exit 0"}));
+                                            "--root-emulation=seccomp", "--no-bind-home", "--",
+                                            "reg:5000/e2e/busybox:1.0", "/bin/sh", "-c",
+                                            "kill -STOP $$; exit 0"}));
   EXPECT_EQ(container_name(Options{}, PluginArgs{}, StepIds{7, kBatchStep, "n2", 0, 0}),
             "slurm-7.batch.n2");
   // Node-unique also when named (nodes sharing a home share a store); a node name's odd
@@ -425,9 +412,10 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   o.writable = true;
   std::vector<std::string> args;
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
-  EXPECT_EQ(args, (std::vector<std::string>{"run", "-u", "5:6", "--root-emulation=seccomp", "--no-bind-home", "--writable",
-                                            "--network", "none", "--entrypoint", "/bin/sh", "--",
-                                            "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
+  EXPECT_EQ(args, (std::vector<std::string>{"run", "-u", "5:6", "--root-emulation=seccomp",
+                                            "--no-bind-home", "--writable", "--network", "none",
+                                            "--entrypoint", "/bin/sh", "--", "/w/./img.sqsh", "-c",
+                                            "kill -STOP $$; exit 0"}));
   StepIds gpu_step{1, 0, "n1", 5, 6};
   gpu_step.gpus = true;
   EXPECT_EQ(run_arguments(o, PluginArgs{}, gpu_step, "/w", &args), "");
@@ -438,9 +426,9 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   o.unshare.clear();
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 2, "n1", 5, 6}, "/w", &args), "");
   EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "slurm-1.2.n1", "-u", "5:6",
-                                            "--root-emulation=seccomp", "--no-bind-home", "--entrypoint",
-                                            "/bin/sh", "--",
-                                            "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
+                                            "--root-emulation=seccomp", "--no-bind-home",
+                                            "--entrypoint", "/bin/sh", "--", "/w/./img.sqsh", "-c",
+                                            "kill -STOP $$; exit 0"}));
   o.save.clear();
   o.name = "n";
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 2, "n1", 5, 6}, "/w", &args), "");
