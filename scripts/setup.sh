@@ -47,8 +47,9 @@ packages=(
   python3-jwcrypto slurmrestd slurm-wlm-jwt-plugin
   # fuzzing (scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes
   clang-14 libclang-rt-14-dev
-  # static analysis (scripts/test.sh tidy): clang-tidy-14 and run-clang-tidy-14
-  clang-tidy-14
+  # static analysis (scripts/test.sh tidy): clang-tidy-14 and run-clang-tidy-14; the format
+  # stage's clang-format-14 (scripts/check-format.sh)
+  clang-tidy-14 clang-format-14
   # end-to-end tier: a real registry and real image tools
   docker-registry umoci skopeo apache2-utils openssl python3 python3-pytest
   busybox-static zstd gzip tar util-linux procps curl ca-certificates

@@ -2,6 +2,7 @@
 # The one test command: install dependencies and build (scripts/setup.sh), then run the test
 # tiers as named, timed stages, so that a failure says where:
 #   tree   scripts/check-tree.sh: no core dumps, packages or large binaries in the tree
+#   format scripts/check-format.sh: every C and C++ file as clang-format-14 writes it
 #   build  scripts/setup.sh: Debian packages, then the build in build/
 #   unit   the unit tier (ctest), and again as the unprivileged user berthtest when root
 #   asan   the unit tier built with AddressSanitizer and UBSan (build-asan/)
@@ -51,9 +52,10 @@ trap report EXIT
 
 stage tree bash scripts/check-tree.sh
 stage build bash scripts/setup.sh
-if [ "$status" -ne 0 ]; then
+if [[ "${summary[-1]}" == *FAILED* ]]; then
   exit 1  # nothing to test without a build
 fi
+stage format bash scripts/check-format.sh
 
 # pytest comes from Debian's python3-pytest: use Debian's interpreter even when
 # another python3 comes first in PATH.
