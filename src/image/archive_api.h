@@ -12,6 +12,7 @@
 
 #include "core/dynlib.h"
 #include "core/error.h"
+#include "core/sha256.h"
 
 namespace berth {
 
@@ -107,6 +108,21 @@ Status read_data_blocks(archive* a, Each&& each, Failed&& failed) {
     if (r < ARCHIVE_WARN) return failed();
     BERTH_CHECK(each(static_cast<const char*>(buf), size, static_cast<int64_t>(offset)));
   }
+}
+
+/// The digest ("sha256:<hex>") of the one entry a raw reader `a` holds (ArchiveFormat::kRaw:
+/// a decompressed layer, so its diff ID); `failed()` gives the Error where libarchive fails.
+template <typename Failed>
+Result<std::string> read_raw_digest(archive* a, Failed&& failed) {
+  archive_entry* e = nullptr;
+  if (archive_api().read_next_header(a, &e) != ARCHIVE_OK) return failed();
+  Sha256 hash;
+  auto add = [&hash](const char* data, size_t size, int64_t) -> Status {
+    hash.update(data, size);
+    return {};
+  };
+  BERTH_CHECK(read_data_blocks(a, add, failed));
+  return hash.digest();
 }
 
 }  // namespace berth

@@ -2,7 +2,6 @@
 
 #include <utility>
 
-#include "core/sha256.h"
 #include "image/archive_api.h"
 
 namespace berth {
@@ -59,15 +58,7 @@ void DiffIdStream::run() {
     auto fail = [&] {
       return make_error("verify", what_, archive_message(ar.get(), "corrupt compressed data"));
     };
-    archive_entry* e = nullptr;
-    if (archive_api().read_next_header(ar.get(), &e) != ARCHIVE_OK) return fail();
-    Sha256 hash;
-    auto add = [&hash](const char* data, size_t size, int64_t) -> Status {
-      hash.update(data, size);
-      return {};
-    };
-    BERTH_CHECK(read_data_blocks(ar.get(), add, fail));
-    digest_ = hash.digest();
+    digest_ = BERTH_TRY(read_raw_digest(ar.get(), fail));
     return {};
   }();
   std::lock_guard<std::mutex> lock(mu_);

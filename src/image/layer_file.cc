@@ -54,15 +54,7 @@ Result<LayerFileInfo> inspect_layer_file(const std::string& path, const std::str
   ArchiveReader ar =
       BERTH_TRY(open_archive_reader(fd.get(), ArchiveFormat::kRaw, "decompress", what));
   auto fail = [&]() { return make_error("decompress", what, archive_message(ar.get())); };
-  archive_entry* e = nullptr;
-  if (archive_api().read_next_header(ar.get(), &e) != ARCHIVE_OK) return fail();
-  Sha256 hash;
-  auto add = [&hash](const char* data, size_t size, int64_t) -> Status {
-    hash.update(data, size);
-    return {};
-  };
-  BERTH_CHECK(read_data_blocks(ar.get(), add, fail));
-  info.diff_id = hash.digest();
+  info.diff_id = BERTH_TRY(read_raw_digest(ar.get(), fail));
   return info;
 }
 
