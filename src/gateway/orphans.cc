@@ -73,4 +73,60 @@ std::map<std::string, int> OrphanTracker::count_by_node() const {
   return out;
 }
 
+std::vector<GpuOrphan> OrphanWatch::list() const {
+  std::lock_guard lock(mu_);
+  return orphans_.list();
+}
+
+std::map<std::string, int> OrphanWatch::count_by_node() const {
+  std::lock_guard lock(mu_);
+  return orphans_.count_by_node();
+}
+
+void OrphanWatch::check(const std::vector<std::pair<JobRecord, GpuSample>>& sampled,
+                        const std::set<int64_t>& inspected,
+                        const std::set<int64_t>& running_gpu_jobs,
+                        const std::map<int64_t, JobState>& unfinished, int64_t now) {
+  // A process attributed to a job berthd does not know (submitted to Slurm directly) is asked
+  // of Slurm: one listing per owner and round, made only when needed; unreachable, nothing is
+  // decided about such processes this round.
+  std::map<std::string, std::optional<std::map<int64_t, JobState>>> listed;
+  std::vector<GpuOrphan> seen;
+  for (const auto& [job, sample] : sampled) {
+    auto running = [&, &owner = job.owner](int64_t slurm_id) -> std::optional<bool> {
+      if (auto it = unfinished.find(slurm_id); it != unfinished.end())
+        return !job_state_queued(it->second);
+      auto [l, fresh] = listed.try_emplace(owner);
+      if (fresh)
+        if (auto jobs = slurm_.jobs(owner); jobs.ok()) {
+          l->second.emplace();
+          for (const SlurmJobEntry& e : *jobs) (*l->second)[e.id] = e.info.state;
+        }
+      if (!l->second) return std::nullopt;
+      auto it = l->second->find(slurm_id);
+      return it != l->second->end() && !job_state_final(it->second) &&
+             !job_state_queued(it->second);
+    };
+    for (const SampledProcess& p : sample.processes) {
+      if (classify_gpu_process(p, job.slurm_job_id, running) != GpuProcessVerdict::kOrphan)
+        continue;
+      GpuOrphan o;
+      o.process = p;
+      if (o.process.node.empty()) o.process.node = job.nodes;  // a document without "node"
+      o.seen_by = job.id;
+      o.seen_by_slurm_job = job.slurm_job_id;
+      o.reason = p.slurm_job_id ? "Slurm job " + std::to_string(*p.slurm_job_id) + " is not running"
+                                : std::string("no Slurm job");
+      seen.push_back(std::move(o));
+    }
+  }
+  std::vector<GpuOrphan> fresh;
+  {
+    std::lock_guard lock(mu_);
+    fresh = orphans_.update(std::move(seen), inspected, running_gpu_jobs, now);
+  }
+  if (observer_)
+    for (const GpuOrphan& o : fresh) observer_(o);
+}
+
 }  // namespace berth::gateway

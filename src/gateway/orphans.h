@@ -12,10 +12,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -70,6 +72,36 @@ class OrphanTracker {
   using Key = std::tuple<std::string, std::string, unsigned>;  ///< node, GPU uuid, pid
   std::map<Key, GpuOrphan> orphans_;
   std::set<std::string> nodes_;
+};
+
+/// Orphan GPU processes found at work: each reconciliation judges the processes in the running
+/// GPU jobs' samples (check()) and keeps those that belong to no running job. Shared by the
+/// server's threads (GET /v1/orphans, /metrics).
+class OrphanWatch {
+ public:
+  explicit OrphanWatch(SlurmRest& slurm) : slurm_(slurm) {}
+
+  /// Told of each orphan GPU process when it is first seen (for the audit log). Set before
+  /// serving.
+  using Observer = std::function<void(const GpuOrphan& orphan)>;
+  void set_observer(Observer o) { observer_ = std::move(o); }
+  /// One reconciliation's look: the processes in the samples of `sampled` (the running GPU
+  /// jobs in `inspected`, among all those in `running_gpu_jobs`), judged against `unfinished`
+  /// (the state of each of berthd's unfinished jobs, by Slurm id) and, for other jobs, Slurm
+  /// (one listing per owner, made only when needed; unreachable: nothing decided this round).
+  void check(const std::vector<std::pair<JobRecord, GpuSample>>& sampled,
+             const std::set<int64_t>& inspected, const std::set<int64_t>& running_gpu_jobs,
+             const std::map<int64_t, JobState>& unfinished, int64_t now);
+  /// Every current orphan, by node, GPU and pid.
+  std::vector<GpuOrphan> list() const;
+  /// How many orphans each node has (OrphanTracker::count_by_node()).
+  std::map<std::string, int> count_by_node() const;
+
+ private:
+  SlurmRest& slurm_;
+  mutable std::mutex mu_;
+  OrphanTracker orphans_;
+  Observer observer_;
 };
 
 }  // namespace berth::gateway

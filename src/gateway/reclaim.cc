@@ -1,11 +1,17 @@
 #include "gateway/reclaim.h"
 
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <unistd.h>
+
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
 #include "core/strings.h"
+#include "gateway/auth.h"
+#include "gateway/output.h"
 
 namespace berth::gateway {
 
@@ -143,6 +149,60 @@ IdleTracker::Verdict IdleTracker::observe(int64_t job, const GpuSample& s, const
     return Verdict::kCancel;
   }
   return Verdict::kIdle;
+}
+
+void IdleReclaim::forget(int64_t id) {
+  std::lock_guard lock(mu_);
+  idle_.forget(id);
+}
+
+bool IdleReclaim::flagged(int64_t id) const {
+  std::lock_guard lock(mu_);
+  return idle_.flagged(id);
+}
+
+size_t IdleReclaim::flagged_count() const {
+  std::lock_guard lock(mu_);
+  return idle_.flagged_count();
+}
+
+std::optional<GpuSample> IdleReclaim::check(const JobRecord& job, int64_t now) {
+  auto owner = system_user_lookup()(job.owner);
+  if (!owner) return std::nullopt;
+  std::string stem = output_dir_ + "/" + output_stem(db_.secret(), db_.instance(), job.id);
+  bool truncated = false;
+  auto text = read_tail(stem + ".gpu", owner->first, 4000, size_t{1} << 20, &truncated);
+  if (!text.ok()) return std::nullopt;
+  auto sample = newest_sample(*text, policy_.idle_below_pct);
+  if (!sample) return std::nullopt;
+  IdleTracker::Verdict v;
+  {
+    std::lock_guard lock(mu_);
+    v = idle_.observe(job.id, *sample, policy_);
+  }
+  const ReclaimPolicy& p = policy_;
+  if (v == IdleTracker::Verdict::kCancel) {
+    if (slurm_.cancel(job.owner, job.slurm_job_id).ok() && observer_)
+      observer_("cancel", job, "idle GPUs: cancelled by the site's policy");
+    return sample;
+  }
+  if (v != IdleTracker::Verdict::kFlag) return sample;
+  std::string notice =
+      "berthd: job " + std::to_string(job.id) + ": its " + std::to_string(sample->gpus) +
+      " GPU(s) have been idle (below " + fmt::format("{:g}", p.idle_below_pct) + "% use) for " +
+      std::to_string(p.idle_for_s) + " s or more" +
+      (p.cancel ? "; the site's policy cancels it shortly\n" : "; it is flagged\n");
+  // Left beside the output for the job's sampler to copy into its stderr (gateway/reclaim.h);
+  // a file already there (planted, or an earlier round's) is left alone.
+  int fd = ::open((stem + ".notice").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  0644);
+  if (fd >= 0) {
+    (void)!::write(fd, notice.data(), notice.size());
+    ::close(fd);
+  }
+  if (observer_) observer_("flag", job, notice);
+  (void)db_.update(job.id, job.state, "idle GPUs: flagged", job.exit_code, job.nodes, now);
+  return sample;
 }
 
 }  // namespace berth::gateway

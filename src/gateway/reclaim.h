@@ -5,11 +5,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "gateway/jobs_db.h"
+#include "gateway/slurm_rest.h"
 
 namespace berth::gateway {
 
@@ -82,6 +87,41 @@ class IdleTracker {
     bool ended = false;
   };
   std::map<int64_t, Flag> flagged_;
+};
+
+/// The reclaim policy at work on berthd's running GPU jobs: each reconciliation reads a job's
+/// newest samples (check()), flags a job idle for the policy's time (a notice beside its output
+/// for its sampler to pass on, and the job's reason) and, where the policy says so, cancels it.
+/// Shared by the server's threads (flagged() answers GET /v1/jobs/{id}).
+class IdleReclaim {
+ public:
+  /// `output_dir`: [slurm] output_dir, where the jobs' samples are.
+  IdleReclaim(JobsDb& db, SlurmRest& slurm, std::string output_dir, ReclaimPolicy policy)
+      : db_(db), slurm_(slurm), output_dir_(std::move(output_dir)), policy_(policy) {}
+
+  /// Told of each reclaim action ("flag", "cancel") on a job, with what the job's samples
+  /// showed (for /metrics and the audit log). Set before serving.
+  using Observer =
+      std::function<void(const char* action, const JobRecord& job, const std::string& detail)>;
+  void set_observer(Observer o) { observer_ = std::move(o); }
+  /// Running GPU job `job`'s newest samples, judged by the policy (and acted on); nullopt when
+  /// there are none (yet).
+  std::optional<GpuSample> check(const JobRecord& job, int64_t now);
+  /// Job `id` is no longer running: its idle clock stops.
+  void forget(int64_t id);
+  /// Whether job `id`'s GPUs were found idle for the policy's time.
+  bool flagged(int64_t id) const;
+  /// Flagged jobs still running.
+  size_t flagged_count() const;
+
+ private:
+  JobsDb& db_;
+  SlurmRest& slurm_;
+  std::string output_dir_;
+  ReclaimPolicy policy_;
+  mutable std::mutex mu_;
+  IdleTracker idle_;
+  Observer observer_;
 };
 
 }  // namespace berth::gateway

@@ -62,6 +62,8 @@ std::string next_request_id() {
   return fmt::format("{:x}-{:x}", start, ++counter);
 }
 
+}  // namespace
+
 /// One request's part in the audit log: its id (sent back as X-Request-Id) and route, and
 /// the caller once known.
 class RequestAudit {
@@ -93,6 +95,8 @@ class RequestAudit {
   AuditLog* log_;
   AuditEvent base_;
 };
+
+namespace {
 
 /// The caller's account, or nullptr after answering 401 or 403; audited either way.
 std::optional<Account> authorize(Authenticator& auth, const httplib::Request& req,
@@ -182,6 +186,8 @@ void Server::routes() {
     request_auth_failure.clear();
     return httplib::Server::HandlerResponse::Unhandled;
   });
+  if (jobs_ != nullptr)
+    resources_ = std::make_unique<ResourcesService>(config_.slurm.cluster, config_.publish);
   declare_metrics();
   http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     double ms =
@@ -200,29 +206,33 @@ void Server::routes() {
     std::fputs(line.c_str(), stderr);
   });
 
-  http_->Get("/v1/health", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, {{"status", "ok"}, {"version", version_}});
-  });
-  http_->Get("/v1/openapi.json", [this](const httplib::Request&, httplib::Response& res) {
-    res.status = 200;
-    res.set_content(to_text(openapi_document(version_)) + "\n", "application/json");
-  });
-  http_->Get("/v1/me", [this](const httplib::Request& req, httplib::Response& res) {
-    RequestAudit audit(audit_, req, res);
-    auto who = authorize(auth_, req, res, audit);
-    if (!who) return;
-    const Account& a = *who;
-    send_json(res, 200,
-              {{"issuer", a.issuer},
-               {"subject", a.subject},
-               {"user", a.user},
-               {"uid", a.uid},
-               {"gid", a.gid},
-               {"groups", a.groups},
-               {"admin", a.admin}});
-  });
-  if (jobs_ != nullptr) job_routes();
-  publish_routes();
+  for (const Route& r : route_table()) {
+    if (r.jobs && jobs_ == nullptr) continue;
+    auto serve = [this, &r](const httplib::Request& req, httplib::Response& res) {
+      Call call{nullptr, nullptr, &r.errors};
+      bool open =
+          r.access == Access::kAnyone || (r.open_if != nullptr && config_.publish.*r.open_if);
+      if (open) return (this->*r.handler)(req, res, call);
+      RequestAudit audit(audit_, req, res);
+      auto who = authorize(auth_, req, res, audit);
+      if (!who) return;
+      if (r.access == Access::kAdmin && !who->admin) return send_error(res, 403, r.refusal);
+      call.who = &*who;
+      call.audit = &audit;
+      (this->*r.handler)(req, res, call);
+    };
+    switch (r.method) {
+      case HttpMethod::kGet:
+        http_->Get(r.pattern, serve);
+        break;
+      case HttpMethod::kPost:
+        http_->Post(r.pattern, serve);
+        break;
+      case HttpMethod::kDelete:
+        http_->Delete(r.pattern, serve);
+        break;
+    }
+  }
   http_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty())
       send_error(res, res.status, res.status == 404 ? "no such resource" : "request failed");
@@ -233,160 +243,241 @@ void Server::routes() {
       });
 }
 
-void Server::job_routes() {
-  http_->Post("/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
-    RequestAudit audit(audit_, req, res);
-    auto who = authorize(auth_, req, res, audit);
-    if (!who) return;
-    auto invalid = [&](const std::string& message) {
-      audit.record("job.submit", "invalid", {{"reason", message}});
-      send_error(res, 400, message);
-    };
-    nlohmann::json body = parse_json_or_discarded(req.body, size_t{1} << 20);
-    auto request = parse_job_request(body);
-    if (!request.ok()) return invalid(request.error().detail);
-    if (auto taken = jobs_->admissible(*request); !taken.ok()) return invalid(taken.error().detail);
-    std::string key = req.get_header_value("Idempotency-Key");
-    if (key.size() > 255) return invalid("Idempotency-Key is longer than 255 bytes");
-    auto done = jobs_->submit(*who, key, req.body, *request);
-    if (!done.ok()) {
-      bool conflict = done.error().code == ErrorCode::kExists;
-      // Slurm's accounting could not be read for the quota check ([accounting] source sacct).
-      bool unavailable = done.error().code == ErrorCode::kBusy;
-      audit.record("job.submit", conflict ? "conflict" : "error",
-                   {{"reason", conflict ? done.error().detail : done.error().message()}});
-      if (conflict) return send_error(res, 422, done.error().detail);
-      return send_error(res, unavailable ? 503 : 500, done.error().message());
-    }
-    if (done->refused) {
-      const LimitRefusal& no = *done->refused;
-      nlohmann::json detail = {{"limit", limit_name(no.key)},
-                               {"value", no.value},
-                               {no.count ? "current" : "requested", no.requested},
-                               {"from", no.from}};
-      audit.record("job.submit", "refused", detail);
-      metrics_.add("berthd_limit_refusals_total", {{"limit", limit_name(no.key)}});
-      return send_json(res, 403, limit_error(no));
-    }
-    if (done->over_quota) {
-      const QuotaRefusal& no = *done->over_quota;
-      audit.record("job.submit", "refused",
-                   {{"quota", no.key},
-                    {"group", no.group},
-                    {"budget_gpu_hours", no.budget},
-                    {"used_gpu_hours", no.used},
-                    {"period", no.period},
-                    {"since", no.since}});
-      metrics_.add("berthd_quota_refusals_total", {{"group", no.group}});
-      return send_json(res, 403, quota_error(no));
-    }
-    const JobRecord& job = done->job;
-    audit.record("job.submit", done->replayed ? "replayed" : "accepted",
-                 {{"id", std::to_string(job.id)},
-                  {"slurm_job_id", job.slurm_job_id},
-                  {"state", job.state},
-                  {"class", request->job_class},
-                  {"walltime_s", job.time_limit_s}});
-    if (done->replayed) res.set_header("Idempotent-Replayed", "true");
-    send_json(res, done->replayed ? 200 : 201, job_json(job));
-  });
-  http_->Get("/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
-    RequestAudit audit(audit_, req, res);
-    auto who = authorize(auth_, req, res, audit);
-    if (!who) return;
-    int64_t since = 0;
-    if (req.has_param("since")) {
-      since = job_id(req.get_param_value("since"));
-      if (since < 0) return send_error(res, 400, "since is not a Unix time in seconds");
-    }
-    auto jobs = jobs_->list(*who, req.get_param_value("state"), since);
-    if (!jobs.ok()) return send_error(res, 500, jobs.error().message());
-    nlohmann::json list = nlohmann::json::array();
-    for (const JobRecord& j : *jobs) list.push_back(job_json(j));
-    send_json(res, 200, {{"jobs", list}});
-  });
-  auto one = [this](bool cancel) {
-    return [this, cancel](const httplib::Request& req, httplib::Response& res) {
-      RequestAudit audit(audit_, req, res);
-      auto who = authorize(auth_, req, res, audit);
-      if (!who) return;
-      int64_t id = job_id(req.matches[1]);
-      auto job = id < 0   ? Result<std::optional<JobRecord>>(std::optional<JobRecord>())
-                 : cancel ? jobs_->cancel(*who, id)
-                          : jobs_->get(*who, id);
-      std::string name = req.matches[1];
-      if (!job.ok()) {
-        if (cancel)
-          audit.record("job.cancel", "error", {{"id", name}, {"reason", job.error().message()}});
-        return send_error(res, 502, job.error().message());
-      }
-      // Another user's job is as absent as a job that never was.
-      if (!*job) {
-        if (cancel) audit.record("job.cancel", "not_found", {{"id", name}});
-        return send_error(res, 404, "no job " + name);
-      }
-      if (cancel)
-        audit.record("job.cancel", "accepted",
-                     {{"id", name},
-                      {"slurm_job_id", (*job)->slurm_job_id},
-                      {"state", (*job)->state},
-                      {"owner", (*job)->owner}});
-      nlohmann::json out = job_json(**job);
-      out["idle_gpus"] = jobs_->idle_flagged((*job)->id);
-      send_json(res, cancel ? 202 : 200, out);
-    };
+const std::vector<Server::Route>& Server::route_table() {
+  using M = HttpMethod;
+  using A = Access;
+  using E = ErrorCode;
+  // Columns: method, path, access, the [publish] setting that opens it, the refusal of a
+  // non-administrator, whether it needs the job service, handler, error statuses that differ
+  // from http_status() (codes listed, then `otherwise`).
+  static const std::vector<Route> table = {
+      {M::kGet, "/v1/health", A::kAnyone, nullptr, nullptr, false, &Server::health},
+      {M::kGet, "/v1/openapi.json", A::kAnyone, nullptr, nullptr, false, &Server::openapi},
+      {M::kGet, "/v1/me", A::kToken, nullptr, nullptr, false, &Server::me},
+      // A conflicting Idempotency-Key is 422; sacct unreadable for the quota check is 503.
+      {M::kPost,
+       "/v1/jobs",
+       A::kToken,
+       nullptr,
+       nullptr,
+       true,
+       &Server::submit,
+       {{{E::kExists, 422}, {E::kBusy, 503}}, 500}},
+      {M::kGet, "/v1/jobs", A::kToken, nullptr, nullptr, true, &Server::list, {{}, 500}},
+      // Slurm's refresh or cancel failing: the gateway's upstream failed.
+      {M::kGet,
+       R"(/v1/jobs/([^/]+))",
+       A::kToken,
+       nullptr,
+       nullptr,
+       true,
+       &Server::get_job,
+       {{}, 502}},
+      {M::kDelete,
+       R"(/v1/jobs/([^/]+))",
+       A::kToken,
+       nullptr,
+       nullptr,
+       true,
+       &Server::cancel_job,
+       {{}, 502}},
+      // No output_dir configured: 404.
+      {M::kGet,
+       R"(/v1/jobs/([^/]+)/output)",
+       A::kToken,
+       nullptr,
+       nullptr,
+       true,
+       &Server::output,
+       {{{E::kNotFound, 404}}, 500}},
+      // Orphan GPU processes name other users' processes.
+      {M::kGet, "/v1/orphans", A::kAdmin, nullptr, "/v1/orphans is for administrators", true,
+       &Server::orphans},
+      {M::kGet, "/v1/systems", A::kToken, nullptr, nullptr, true, &Server::systems},
+      {M::kGet, "/metrics", A::kAdmin, &PublishConfig::metrics_public,
+       "/metrics is for administrators (or set metrics_public)", false, &Server::metrics},
+      {M::kGet,
+       "/v1/resources",
+       A::kToken,
+       &PublishConfig::resources_public,
+       nullptr,
+       true,
+       &Server::resources,
+       {{}, 502}},
+      // sacct failing ([accounting] source sacct): 503.
+      {M::kGet,
+       "/v1/accounting",
+       A::kToken,
+       nullptr,
+       nullptr,
+       true,
+       &Server::accounting,
+       {{{E::kBusy, 503}}, 500}},
   };
-  http_->Get(R"(/v1/jobs/([^/]+))", one(false));
-  http_->Delete(R"(/v1/jobs/([^/]+))", one(true));
-  http_->Get(R"(/v1/jobs/([^/]+)/output)", [this](const httplib::Request& req,
-                                                  httplib::Response& res) {
-    RequestAudit audit(audit_, req, res);
-    auto who = authorize(auth_, req, res, audit);
-    if (!who) return;
-    int lines = kDefaultTailLines;
-    if (req.has_param("tail")) {
-      int64_t n = job_id(req.get_param_value("tail"));
-      if (n < 1 || n > kMaxTailLines)
-        return send_error(
-            res, 400, "tail is not a number of lines from 1 to " + std::to_string(kMaxTailLines));
-      lines = static_cast<int>(n);
-    }
-    int64_t id = job_id(req.matches[1]);
-    auto out = id < 0
-                   ? Result<std::optional<JobService::Output>>(std::optional<JobService::Output>())
-                   : jobs_->output(*who, id, lines);
-    if (!out.ok()) {
-      if (out.error().code == ErrorCode::kNotFound) return send_error(res, 404, out.error().detail);
-      return send_error(res, 500, out.error().message());
-    }
-    if (!*out) return send_error(res, 404, "no job " + std::string(req.matches[1]));
-    const JobService::Output& o = **out;
-    send_json(res, 200,
-              {{"id", std::to_string(o.job.id)},
-               {"state", o.job.state},
-               {"tail", lines},
-               {"stdout", o.stdout_text},
-               {"stdout_truncated", o.stdout_truncated},
-               {"stderr", o.stderr_text},
-               {"stderr_truncated", o.stderr_truncated}});
-  });
-  // Orphan GPU processes ([reclaim], gateway/orphans.h): administrators only, as they name
-  // other users' processes.
-  http_->Get("/v1/orphans", [this](const httplib::Request& req, httplib::Response& res) {
-    RequestAudit audit(audit_, req, res);
-    auto who = authorize(auth_, req, res, audit);
-    if (!who) return;
-    if (!who->admin) return send_error(res, 403, "/v1/orphans is for administrators");
-    nlohmann::json list = nlohmann::json::array();
-    for (const GpuOrphan& o : jobs_->orphans()) list.push_back(orphan_json(o));
-    send_json(res, 200, {{"watching", config_.slurm.reclaim}, {"orphans", list}});
-  });
-  http_->Get("/v1/systems", [this](const httplib::Request& req, httplib::Response& res) {
-    RequestAudit audit(audit_, req, res);
-    auto who = authorize(auth_, req, res, audit);
-    if (!who) return;
-    send_json(res, 200, {{"systems", nlohmann::json::array({jobs_->system(*who)})}});
-  });
+  return table;
+}
+
+void Server::fail(httplib::Response& res, const Call& call, const Error& e) {
+  int status = http_status(e.code, *call.errors);
+  send_error(res, status, error_text(e, status));
+}
+
+void Server::health(const httplib::Request&, httplib::Response& res, const Call&) {
+  send_json(res, 200, {{"status", "ok"}, {"version", version_}});
+}
+
+void Server::openapi(const httplib::Request&, httplib::Response& res, const Call&) {
+  res.status = 200;
+  res.set_content(to_text(openapi_document(version_)) + "\n", "application/json");
+}
+
+void Server::me(const httplib::Request&, httplib::Response& res, const Call& call) {
+  const Account& a = *call.who;
+  send_json(res, 200,
+            {{"issuer", a.issuer},
+             {"subject", a.subject},
+             {"user", a.user},
+             {"uid", a.uid},
+             {"gid", a.gid},
+             {"groups", a.groups},
+             {"admin", a.admin}});
+}
+
+void Server::submit(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  RequestAudit& audit = *call.audit;
+  auto invalid = [&](const std::string& message) {
+    audit.record("job.submit", "invalid", {{"reason", message}});
+    send_error(res, 400, message);
+  };
+  nlohmann::json body = parse_json_or_discarded(req.body, size_t{1} << 20);
+  auto request = parse_job_request(body);
+  if (!request.ok()) return invalid(request.error().detail);
+  if (auto taken = jobs_->admissible(*request); !taken.ok()) return invalid(taken.error().detail);
+  std::string key = req.get_header_value("Idempotency-Key");
+  if (key.size() > 255) return invalid("Idempotency-Key is longer than 255 bytes");
+  auto done = jobs_->submit(*call.who, key, req.body, *request);
+  if (!done.ok()) {
+    bool conflict = done.error().code == ErrorCode::kExists;
+    audit.record("job.submit", conflict ? "conflict" : "error",
+                 {{"reason", conflict ? done.error().detail : done.error().message()}});
+    return fail(res, call, done.error());
+  }
+  if (done->refused) {
+    const LimitRefusal& no = *done->refused;
+    nlohmann::json detail = {{"limit", limit_name(no.key)},
+                             {"value", no.value},
+                             {no.count ? "current" : "requested", no.requested},
+                             {"from", no.from}};
+    audit.record("job.submit", "refused", detail);
+    metrics_.add("berthd_limit_refusals_total", {{"limit", limit_name(no.key)}});
+    return send_json(res, 403, limit_error(no));
+  }
+  if (done->over_quota) {
+    const QuotaRefusal& no = *done->over_quota;
+    audit.record("job.submit", "refused",
+                 {{"quota", no.key},
+                  {"group", no.group},
+                  {"budget_gpu_hours", no.budget},
+                  {"used_gpu_hours", no.used},
+                  {"period", no.period},
+                  {"since", no.since}});
+    metrics_.add("berthd_quota_refusals_total", {{"group", no.group}});
+    return send_json(res, 403, quota_error(no));
+  }
+  const JobRecord& job = done->job;
+  audit.record("job.submit", done->replayed ? "replayed" : "accepted",
+               {{"id", std::to_string(job.id)},
+                {"slurm_job_id", job.slurm_job_id},
+                {"state", job.state},
+                {"class", request->job_class},
+                {"walltime_s", job.time_limit_s}});
+  if (done->replayed) res.set_header("Idempotent-Replayed", "true");
+  send_json(res, done->replayed ? 200 : 201, job_json(job));
+}
+
+void Server::list(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  int64_t since = 0;
+  if (req.has_param("since")) {
+    since = job_id(req.get_param_value("since"));
+    if (since < 0) return send_error(res, 400, "since is not a Unix time in seconds");
+  }
+  auto jobs = jobs_->list(*call.who, req.get_param_value("state"), since);
+  if (!jobs.ok()) return fail(res, call, jobs.error());
+  nlohmann::json list = nlohmann::json::array();
+  for (const JobRecord& j : *jobs) list.push_back(job_json(j));
+  send_json(res, 200, {{"jobs", list}});
+}
+
+void Server::get_job(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  one_job(req, res, call, false);
+}
+
+void Server::cancel_job(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  one_job(req, res, call, true);
+}
+
+void Server::one_job(const httplib::Request& req, httplib::Response& res, const Call& call,
+                     bool cancel) {
+  RequestAudit& audit = *call.audit;
+  int64_t id = job_id(req.matches[1]);
+  auto job = id < 0   ? Result<std::optional<JobRecord>>(std::optional<JobRecord>())
+             : cancel ? jobs_->cancel(*call.who, id)
+                      : jobs_->get(*call.who, id);
+  std::string name = req.matches[1];
+  if (!job.ok()) {
+    if (cancel)
+      audit.record("job.cancel", "error", {{"id", name}, {"reason", job.error().message()}});
+    return fail(res, call, job.error());
+  }
+  // Another user's job is as absent as a job that never was.
+  if (!*job) {
+    if (cancel) audit.record("job.cancel", "not_found", {{"id", name}});
+    return send_error(res, 404, "no job " + name);
+  }
+  if (cancel)
+    audit.record("job.cancel", "accepted",
+                 {{"id", name},
+                  {"slurm_job_id", (*job)->slurm_job_id},
+                  {"state", (*job)->state},
+                  {"owner", (*job)->owner}});
+  nlohmann::json out = job_json(**job);
+  out["idle_gpus"] = jobs_->idle_flagged((*job)->id);
+  send_json(res, cancel ? 202 : 200, out);
+}
+
+void Server::output(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  int lines = kDefaultTailLines;
+  if (req.has_param("tail")) {
+    int64_t n = job_id(req.get_param_value("tail"));
+    if (n < 1 || n > kMaxTailLines)
+      return send_error(res, 400,
+                        "tail is not a number of lines from 1 to " + std::to_string(kMaxTailLines));
+    lines = static_cast<int>(n);
+  }
+  int64_t id = job_id(req.matches[1]);
+  auto out = id < 0 ? Result<std::optional<JobService::Output>>(std::optional<JobService::Output>())
+                    : jobs_->output(*call.who, id, lines);
+  if (!out.ok()) return fail(res, call, out.error());
+  if (!*out) return send_error(res, 404, "no job " + std::string(req.matches[1]));
+  const JobService::Output& o = **out;
+  send_json(res, 200,
+            {{"id", std::to_string(o.job.id)},
+             {"state", o.job.state},
+             {"tail", lines},
+             {"stdout", o.stdout_text},
+             {"stdout_truncated", o.stdout_truncated},
+             {"stderr", o.stderr_text},
+             {"stderr_truncated", o.stderr_truncated}});
+}
+
+void Server::orphans(const httplib::Request&, httplib::Response& res, const Call&) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const GpuOrphan& o : jobs_->orphans()) list.push_back(orphan_json(o));
+  send_json(res, 200, {{"watching", config_.slurm.reclaim}, {"orphans", list}});
+}
+
+void Server::systems(const httplib::Request&, httplib::Response& res, const Call& call) {
+  send_json(res, 200, {{"systems", nlohmann::json::array({jobs_->system(*call.who)})}});
 }
 
 void Server::declare_metrics() {
@@ -462,64 +553,44 @@ void Server::declare_metrics() {
   });
 }
 
-void Server::publish_routes() {
-  // /metrics: Prometheus' text format; administrators only unless the site opens it.
-  http_->Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!config_.publish.metrics_public) {
-      RequestAudit audit(audit_, req, res);
-      auto who = authorize(auth_, req, res, audit);
-      if (!who) return;
-      if (!who->admin)
-        return send_error(res, 403, "/metrics is for administrators (or set metrics_public)");
+// Prometheus' text format; administrators only unless the site opens it (metrics_public).
+void Server::metrics(const httplib::Request&, httplib::Response& res, const Call&) {
+  res.status = 200;
+  res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void Server::resources(const httplib::Request&, httplib::Response& res, const Call& call) {
+  std::string user = call.who != nullptr ? call.who->user : config_.publish.public_user;
+  auto doc = resources_->document(jobs_->slurm(), user, std::time(nullptr));
+  if (!doc.ok()) return fail(res, call, doc.error());
+  send_json(res, 200, *doc);
+}
+
+// Usage: the caller's own, everyone's for administrators; JSON, or CSV with format=csv.
+void Server::accounting(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  const Account& who = *call.who;
+  int64_t now = std::time(nullptr), until = now, since = now - int64_t{30} * 86400;
+  for (auto [name, value] : {std::pair{"since", &since}, std::pair{"until", &until}})
+    if (req.has_param(name)) {
+      *value = job_id(req.get_param_value(name));
+      if (*value < 0)
+        return send_error(res, 400, std::string(name) + " is not a Unix time in seconds");
     }
+  if (since >= until) return send_error(res, 400, "since is not before until");
+  auto by = parse_group_by(req.has_param("group_by") ? req.get_param_value("group_by") : "user");
+  if (!by) return send_error(res, 400, "group_by is not user, group or gpu_model");
+  std::string format = req.has_param("format") ? req.get_param_value("format") : "json";
+  if (format != "json" && format != "csv") return send_error(res, 400, "format is not json or csv");
+  auto usage = jobs_->accounting(who.admin ? "" : who.user, since, until);
+  if (!usage.ok()) return fail(res, call, usage.error());
+  auto rows = aggregate_usage(usage->records, since, until, now, *by);
+  if (format == "csv") {
     res.status = 200;
-    res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  if (jobs_ == nullptr) return;
-  resources_ = std::make_unique<ResourcesService>(config_.slurm.cluster, config_.publish);
-  http_->Get("/v1/resources", [this](const httplib::Request& req, httplib::Response& res) {
-    std::string user = config_.publish.public_user;
-    if (!config_.publish.resources_public) {
-      RequestAudit audit(audit_, req, res);
-      auto who = authorize(auth_, req, res, audit);
-      if (!who) return;
-      user = who->user;
-    }
-    auto doc = resources_->document(jobs_->slurm(), user, std::time(nullptr));
-    if (!doc.ok()) return send_error(res, 502, doc.error().message());
-    send_json(res, 200, *doc);
-  });
-  // Usage: the caller's own, everyone's for administrators; JSON, or CSV with format=csv.
-  http_->Get("/v1/accounting", [this](const httplib::Request& req, httplib::Response& res) {
-    RequestAudit audit(audit_, req, res);
-    auto who = authorize(auth_, req, res, audit);
-    if (!who) return;
-    int64_t now = std::time(nullptr), until = now, since = now - int64_t{30} * 86400;
-    for (auto [name, value] : {std::pair{"since", &since}, std::pair{"until", &until}})
-      if (req.has_param(name)) {
-        *value = job_id(req.get_param_value(name));
-        if (*value < 0)
-          return send_error(res, 400, std::string(name) + " is not a Unix time in seconds");
-      }
-    if (since >= until) return send_error(res, 400, "since is not before until");
-    auto by = parse_group_by(req.has_param("group_by") ? req.get_param_value("group_by") : "user");
-    if (!by) return send_error(res, 400, "group_by is not user, group or gpu_model");
-    std::string format = req.has_param("format") ? req.get_param_value("format") : "json";
-    if (format != "json" && format != "csv")
-      return send_error(res, 400, "format is not json or csv");
-    auto usage = jobs_->accounting(who->admin ? "" : who->user, since, until);
-    if (!usage.ok())
-      return send_error(res, usage.error().code == ErrorCode::kBusy ? 503 : 500,
-                        usage.error().message());
-    auto rows = aggregate_usage(usage->records, since, until, now, *by);
-    if (format == "csv") {
-      res.status = 200;
-      return res.set_content(usage_csv(rows, *by), "text/csv; charset=utf-8");
-    }
-    nlohmann::json body = usage_json(rows, *by, since, until);
-    body["source"] = usage->source;
-    send_json(res, 200, body);
-  });
+    return res.set_content(usage_csv(rows, *by), "text/csv; charset=utf-8");
+  }
+  nlohmann::json body = usage_json(rows, *by, since, until);
+  body["source"] = usage->source;
+  send_json(res, 200, body);
 }
 
 Result<int> Server::bind() {

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,10 +21,13 @@
 #include "gateway/jobs.h"
 #include "gateway/metrics.h"
 #include "gateway/resources.h"
+#include "gateway/routes.h"
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace berth::gateway {
 
@@ -40,9 +44,37 @@ inline constexpr int kListenBacklog = 1024;
 /// The OpenAPI 3 document of the API, served at /v1/openapi.json (docs/api.md summarises it).
 nlohmann::ordered_json openapi_document(const std::string& version);
 
+class RequestAudit;
+
 /// The gateway: routes bound to a configuration and an authenticator.
 class Server {
  public:
+  /// One request as a route's handler sees it: the caller's account and the request's audit
+  /// (both null on a route open to anyone), and the route's error statuses.
+  struct Call {
+    const Account* who = nullptr;
+    RequestAudit* audit = nullptr;
+    const ErrorStatuses* errors = nullptr;
+  };
+  using Handler = void (Server::*)(const httplib::Request&, httplib::Response&, const Call&);
+  /// One route: its row in route_table().
+  struct Route {
+    HttpMethod method;
+    const char* pattern;  ///< the path, a regular expression whose groups are req.matches
+    Access access;
+    /// With kToken or kAdmin: the [publish] setting that opens the route to anyone when true
+    /// (no token is read then); nullptr: none.
+    bool PublishConfig::*open_if = nullptr;
+    const char* refusal = nullptr;  ///< with kAdmin: the 403's message to others
+    bool jobs = false;              ///< served only with the job service (else 404, as no route)
+    Handler handler = nullptr;
+    /// Where the route's answer to an error differs from http_status() (gateway/routes.h).
+    ErrorStatuses errors = {};
+  };
+  /// The routes, in the order they are registered: the one place that says what each route
+  /// needs and how it answers errors.
+  static const std::vector<Route>& route_table();
+
   /// `jobs` may be null: the job endpoints then answer 404. `audit` may be null: no audit log.
   Server(const GatewayConfig& config, Authenticator& auth, JobService* jobs, std::string version,
          AuditLog* audit = nullptr);
@@ -59,9 +91,25 @@ class Server {
 
  private:
   void routes();
-  void job_routes();
-  void publish_routes();
   void declare_metrics();
+  /// Answers error `e` with the status the route gives its code.
+  static void fail(httplib::Response& res, const Call& call, const Error& e);
+
+  // The handlers of route_table(), one per route.
+  void health(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void openapi(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void me(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void submit(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void list(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void get_job(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void cancel_job(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void one_job(const httplib::Request& req, httplib::Response& res, const Call& call, bool cancel);
+  void output(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void orphans(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void systems(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void metrics(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void resources(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void accounting(const httplib::Request& req, httplib::Response& res, const Call& call);
 
   const GatewayConfig& config_;
   Authenticator& auth_;

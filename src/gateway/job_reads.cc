@@ -1,0 +1,33 @@
+// The job endpoints' reads (gateway/job_reads.h).
+#include "gateway/job_reads.h"
+
+namespace berth::gateway {
+
+Result<std::optional<JobRecord>> JobReads::get(const Account& who, int64_t id) {
+  std::optional<JobRecord> job = BERTH_TRY(db_.get(id));
+  if (!job || (job->owner != who.user && !who.admin)) return std::optional<JobRecord>();
+  // Slurm unreachable: the database's last word is still the answer.
+  (void)sync_.refresh(who.user, *job);  // deliberate: a failed refresh leaves the recorded state
+  return job;
+}
+
+Result<std::vector<JobRecord>> JobReads::list(const Account& who, const std::string& state,
+                                              int64_t since) {
+  std::optional<JobState> only = parse_job_state(state);
+  if (!state.empty() && !only) return std::vector<JobRecord>{};  // no job is in no state
+  return db_.list(who.admin ? "" : who.user, only, since, 1000);
+}
+
+Result<std::optional<JobRecord>> JobReads::cancel(const Account& who, int64_t id) {
+  std::optional<JobRecord> job = BERTH_TRY(db_.get(id));
+  if (!job || (job->owner != who.user && !who.admin)) return std::optional<JobRecord>();
+  if (job->slurm_job_id != 0 && !job_state_final(job->state)) {
+    // As the caller, never as anyone else: Slurm decides whether an admin may cancel it.
+    BERTH_CHECK(slurm_.cancel(who.user, job->slurm_job_id));
+    // deliberate: the cancel was accepted; the state follows later
+    (void)sync_.refresh(who.user, *job);
+  }
+  return job;
+}
+
+}  // namespace berth::gateway
