@@ -17,6 +17,7 @@ namespace berth {
 namespace {
 
 constexpr std::string_view kDockerHub = "docker.io";
+constexpr std::string_view kDockerTransport = "docker://";
 constexpr std::string_view kDockerHubLegacy = "index.docker.io";
 constexpr std::string_view kDockerHubApi = "registry-1.docker.io";
 constexpr std::string_view kOfficialPrefix = "library/";
@@ -144,12 +145,30 @@ Status check_repository(std::string_view input, std::string_view repo) {
 }  // namespace
 
 Result<Reference> parse_reference(std::string_view input) {
-  if (input.empty()) return bad(input, "reference is empty");
-  if (input.size() == 64 && is_lower_hex(input))
+  // Transports users bring from Apptainer, skopeo and enroot: "docker://" names a registry
+  // image as here; enroot writes the registry before a '#' (docker://[REGISTRY#]IMAGE), where
+  // the registry needs no '.' or ':' to be one.
+  std::string_view text = input;
+  if (text.starts_with(kDockerTransport)) text.remove_prefix(kDockerTransport.size());
+  if (text.empty()) return bad(input, "reference is empty");
+  if (text.size() == 64 && is_lower_hex(text))
     return bad(input, "a 64-character hex string cannot be a repository name");
+  std::string_view hash_registry;
+  if (size_t hash = text.find('#'); hash != std::string_view::npos) {
+    hash_registry = text.substr(0, hash);
+    text = text.substr(hash + 1);
+    if (hash_registry.find('@') != std::string_view::npos)
+      return bad(input,
+                 "a user before the registry (enroot's USER@REGISTRY#IMAGE) is taken by the "
+                 "Slurm plugin only: log in with `berth login -u USER REGISTRY` instead");
+    if (!valid_registry(hash_registry))
+      return bad(input, "invalid registry \"" + std::string(hash_registry) + "\" before '#'");
+    if (text.find('#') != std::string_view::npos)
+      return bad(input, "more than one '#': enroot's form is REGISTRY#IMAGE[:TAG]");
+  }
 
   Reference ref;
-  std::string_view name = input;
+  std::string_view name = text;
   if (size_t at = name.find('@'); at != std::string_view::npos) {
     std::string_view digest = name.substr(at + 1);
     Status ok = validate_digest(digest);
@@ -177,8 +196,10 @@ Result<Reference> parse_reference(std::string_view input) {
   if (name.empty()) return bad(input, "repository name is empty");
   std::string_view repo = name;
   ref.registry = kDockerHub;
-  if (size_t slash = name.find('/');
-      slash != std::string_view::npos && names_registry(name.substr(0, slash))) {
+  if (!hash_registry.empty()) {
+    ref.registry = hash_registry == kDockerHubLegacy ? kDockerHub : hash_registry;
+  } else if (size_t slash = name.find('/');
+             slash != std::string_view::npos && names_registry(name.substr(0, slash))) {
     std::string_view registry = name.substr(0, slash);
     if (!valid_registry(registry))
       return bad(input, "invalid registry \"" + std::string(registry) + "\"");

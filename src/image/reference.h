@@ -4,6 +4,8 @@
 // a registry when it contains '.' or ':' or is "localhost"; the default
 // registry is docker.io, where one-component names get the "library/"
 // namespace; the tag defaults to "latest" when there is no digest.
+// Also taken, as users of Apptainer, skopeo and enroot write them: a "docker://" prefix, and
+// enroot's REGISTRY#IMAGE (the part before '#' is the registry, with or without a '.').
 #pragma once
 
 #include <string>

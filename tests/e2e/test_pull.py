@@ -119,6 +119,19 @@ def test_pull_by_digest(berth, registry, pushed_busybox, busybox_image):
     assert rec["digest"] == busybox_image.manifest.digest
 
 
+@pytest.mark.parametrize("form", ["docker://{host}/e2e/busybox:1.0",
+                                  "docker://{host}#e2e/busybox:1.0", "{host}#e2e/busybox:1.0"])
+def test_pull_and_run_take_apptainer_and_enroot_forms(berth, registry, pushed_busybox, form):
+    """docker://IMAGE (Apptainer, skopeo) and enroot's docker://REGISTRY#IMAGE name the image
+    HOST/IMAGE, for pull as for run."""
+    typed = form.format(host=registry.host)
+    berth("pull", "-q", typed)
+    [rec] = berth.json("images", "--json")
+    assert rec["name"] == pushed_busybox
+    _, out, _ = berth("run", "--rm", typed, "echo", "ran")
+    assert out == "ran\n"
+
+
 def test_images_table_and_ids(berth, pushed_busybox, busybox_image):
     berth("pull", pushed_busybox)
     short_id = busybox_image.config.digest.split(":")[1][:12]

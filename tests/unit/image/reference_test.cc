@@ -39,6 +39,14 @@ TEST(Reference, ParsesGoodInputs) {
       {"foo:5000", "docker.io", "library/foo", "5000", ""},  // no '/': the ':' starts a tag
       {"localhost", "docker.io", "library/localhost", "latest", ""},
       {"busybox:_x", "docker.io", "library/busybox", "_x", ""},
+      // Apptainer's and skopeo's transport, and enroot's REGISTRY#IMAGE.
+      {"docker://alpine:3", "docker.io", "library/alpine", "3", ""},
+      {"docker://ghcr.io/org/app", "ghcr.io", "org/app", "latest", ""},
+      {"docker://127.0.0.1:5000#app:1", "127.0.0.1:5000", "app", "1", ""},
+      {"docker://registry#team/app", "registry", "team/app", "latest", ""},
+      {"nvcr.io#nvidia/pytorch:24.01-py3", "nvcr.io", "nvidia/pytorch", "24.01-py3", ""},
+      {"index.docker.io#alpine", "docker.io", "library/alpine", "latest", ""},
+      {"localhost:5000#app@" + kDigest, "localhost:5000", "app", "", kDigest},
       {"busybox:" + std::string(128, 'a'), "docker.io", "library/busybox", std::string(128, 'a'),
        ""},
   };
@@ -110,6 +118,17 @@ TEST(Reference, RejectsBadInputsWithClearMessages) {
       {"[::g]/a", "parse reference [::g]/a: invalid registry \"[::g]\""},
       {"[::1]x/a", "parse reference [::1]x/a: invalid registry \"[::1]x\""},
       {kHex, "parse reference " + kHex + ": a 64-character hex string cannot be a repository name"},
+      {"docker://", "parse reference docker://: reference is empty"},
+      {"ex_x#app", "parse reference ex_x#app: invalid registry \"ex_x\" before '#'"},
+      {"#app", "parse reference #app: invalid registry \"\" before '#'"},
+      {"a.io#b#c",
+       "parse reference a.io#b#c: more than one '#': enroot's form is "
+       "REGISTRY#IMAGE[:TAG]"},
+      {"docker://u@a.io#b",
+       "parse reference docker://u@a.io#b: a user before the registry (enroot's "
+       "USER@REGISTRY#IMAGE) is taken by the Slurm plugin only: log in with `berth login -u "
+       "USER REGISTRY` instead"},
+      {"a.io#", "parse reference a.io#: repository name is empty"},
   };
   for (const Bad& c : cases) {
     SCOPED_TRACE(c.input);
