@@ -286,6 +286,8 @@ Status make_udocker_link(const std::string& dir) {
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n < 0) return sys_error("readlink", "/proc/self/exe");
   self[n] = '\0';
+  // udocker's own setup makes the folder it is told to put the link in; so does this.
+  BERTH_CHECK(make_dirs(dir).with_context("setup --udocker-link"));
   std::string link = path_join(dir, "udocker");
   char current[PATH_MAX];
   ssize_t m = ::readlink(link.c_str(), current, sizeof current - 1);

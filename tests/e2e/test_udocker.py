@@ -395,6 +395,14 @@ def test_udocker_link_is_kept_and_refuses_a_foreign_file(berth):
     assert err == f"berth: error: setup {other}/udocker: exists and is not a link\n"
 
 
+def test_udocker_link_makes_a_missing_folder(berth):
+    bindir = os.path.join(berth.make_dir("new"), "deeper", "bin")
+    _, out, _ = berth("setup", "--udocker-link", bindir)
+    link = os.path.join(bindir, "udocker")
+    assert out == f"{link} -> {os.readlink(link)}\n"
+    assert os.path.samefile(link, berth.binary)
+
+
 def test_setup_gpus_marks_the_container(berth, ud_image):
     berth("pull", ud_image)
     _, out, _ = berth("create", "--name", "g", ud_image)
