@@ -21,6 +21,7 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/root_path.h"
+#include "core/runtime_dir.h"
 #include "core/scope_guard.h"
 #include "core/vocabulary.h"
 #include "devices/mpi.h"
@@ -359,7 +360,7 @@ Status run_squashfs(const RunRequest& req, SquashfsFile image, const std::string
     BERTH_CHECK(check_not_locked(site, "readonly", "--writable"));
   }
   BERTH_CHECK(check_run_engine(site, default_engine()));
-  std::string base = BERTH_TRY(runtime_dir(site.runtime_dir));
+  std::string base = BERTH_TRY(make_runtime_dir("mount squashfs", site.runtime_dir));
   base = path_join(base, "squashfs");
   BERTH_CHECK(make_dirs(base, 0700));
   SquashfsMount mount = BERTH_TRY(acquire_squashfs_mount(image, base));

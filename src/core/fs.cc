@@ -112,7 +112,10 @@ Status make_own_dir(const std::string& dir, Op op, std::string_view what) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return sys_error("mkdir", dir);
   struct stat st;
   if (::lstat(dir.c_str(), &st) != 0) return sys_error("stat", dir);
-  if (!S_ISDIR(st.st_mode) || st.st_uid != ::getuid())
+  if (!S_ISDIR(st.st_mode))
+    return make_error(op, dir, fmt::format("the {} is a file or a symlink, not a folder", what),
+                      ErrorCode::kPermission);
+  if (st.st_uid != ::getuid())
     return make_error(op, dir, fmt::format("the {} belongs to another user", what),
                       ErrorCode::kPermission);
   return {};

@@ -21,6 +21,7 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "core/proc_stat.h"
+#include "core/runtime_dir.h"
 #include "core/strings.h"
 #include "runtime/tool.h"
 
@@ -284,17 +285,11 @@ Result<SubidSetup> subid_setup() {
 }
 
 std::string subid_state_path() {
-  std::string dir = env_or("BERTH_RUNTIME_DIR", "");
-  if (!dir.empty()) return dir;
-  std::string xdg = env_or("XDG_RUNTIME_DIR", "");
-  if (!xdg.empty() && xdg.front() == '/' && path_exists(xdg)) return path_join(xdg, "berth");
-  return "/tmp/berth-" + std::to_string(::getuid());
+  return runtime_dir_path();
 }
 
 Result<std::string> subid_state_dir() {
-  std::string dir = subid_state_path();
-  BERTH_CHECK(make_own_dir(dir, "map subordinate IDs", "runtime folder"));
-  return dir;
+  return make_runtime_dir("map subordinate IDs");
 }
 
 UniqueFd live_subid_namespace(const std::string& dir) {

@@ -64,8 +64,8 @@ Result<SubidSetup> subid_setup();
 /// Where subid_state_dir() is, without making or checking it.
 std::string subid_state_path();
 
-/// The folder of the holder's pid file and lock: $BERTH_RUNTIME_DIR, else
-/// $XDG_RUNTIME_DIR/berth, else /tmp/berth-UID (made a 0700 folder of the user's).
+/// The folder of the holder's pid file and lock: the user's runtime folder without the site's
+/// runtime_dir (core/runtime_dir.h), made a 0700 folder of the user's.
 Result<std::string> subid_state_dir();
 
 /// The user namespace of this user's live holder in `dir`, or an invalid fd when none lives

@@ -347,20 +347,6 @@ Result<SquashfsTools> find_squashfs_tools() {
           "(cmake --install)");
 }
 
-Result<std::string> runtime_dir(const std::string& site_runtime_dir) {
-  std::string dir = env_or("BERTH_RUNTIME_DIR", "");
-  if (dir.empty() && !site_runtime_dir.empty())
-    dir = path_join(site_runtime_dir, "berth-" + std::to_string(::getuid()));
-  if (dir.empty()) {
-    std::string xdg = env_or("XDG_RUNTIME_DIR", "");
-    dir = !xdg.empty() && xdg.front() == '/' && path_exists(xdg)
-              ? path_join(xdg, "berth")
-              : "/tmp/berth-" + std::to_string(::getuid());
-  }
-  BERTH_CHECK(make_own_dir(dir, "mount squashfs", "runtime folder"));
-  return dir;
-}
-
 Result<SquashfsMount> acquire_squashfs_mount(const SquashfsFile& image, const std::string& base) {
   std::string keydir = path_join(base, squashfs_key(image.st));
   SquashfsMount m;

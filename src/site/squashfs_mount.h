@@ -6,7 +6,8 @@
 // lifetime to the container for free, but gives no sharing: a FUSE mount made inside a user
 // namespace is visible only to that namespace's processes.
 //
-// Layout, under the runtime directory (runtime_dir() below), per image file version:
+// Layout, under the runtime directory (core/runtime_dir.h's make_runtime_dir()), per image file
+// version:
 //   squashfs/<key>/create.lock  held exclusively while a start checks for a mount and makes one
 //   squashfs/<key>/users.lock   each container holds it shared for its whole life
 //   squashfs/<key>/mnt          the FUSE mount, in the host's mount namespace, read-only
@@ -52,12 +53,6 @@ struct SquashfsTools {
 /// names it explicitly) and fusermount3 on PATH; one line saying what is missing.
 Result<SquashfsTools> find_squashfs_tools();
 
-/// Berth's per-user runtime directory: $BERTH_RUNTIME_DIR, else berth-UID in the site
-/// policy's runtime_dir (`site_runtime_dir`, a folder shared by all users such as
-/// /dev/shm/berth) when it names one, else $XDG_RUNTIME_DIR/berth, else /tmp/berth-UID;
-/// created 0700 and refused when another user owns it.
-Result<std::string> runtime_dir(const std::string& site_runtime_dir);
-
 /// A container's hold on a shared mount: the mount stays while this object lives (or the
 /// process holding it does).
 struct SquashfsMount {
@@ -67,7 +62,7 @@ struct SquashfsMount {
   bool started = false;  ///< this start mounted it (false: it joined an existing mount)
 };
 
-/// Joins the mount of `image` under `base` (runtime_dir()/squashfs), mounting it first when
+/// Joins the mount of `image` under `base` (make_runtime_dir()/squashfs), mounting it first when
 /// there is none; the tools (find_squashfs_tools()) are looked for only then, not on every
 /// start that joins. On failure nothing is left mounted; the error is one line (the daemon's
 /// own complaint included).

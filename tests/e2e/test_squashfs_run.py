@@ -453,6 +453,36 @@ def test_the_policys_runtime_dir_holds_the_mounts(berth, images, scratch, identi
             mounts(shared), fuse_procs(shared))
 
 
+def test_a_runtime_folder_another_user_took_first_is_passed_over(berth, images, scratch,
+                                                                identity, policy):
+    """On a shared machine another user can make berth-UID in the shared folder first (here
+    root's, in the policy's runtime_dir; /tmp/berth-UID without one): the run says whose it is
+    and uses a private folder under the user's cache, never the squatter's."""
+    if os.geteuid() != 0:
+        pytest.skip("policy files must be owned by root: run the tests as root")
+    shared = tempfile.mkdtemp(prefix="shm-", dir=scratch)
+    os.chmod(shared, 0o1777)
+    taken = os.path.join(shared, f"berth-{identity.uid}")
+    os.mkdir(taken, 0o777)  # root's, and writable by all: a trap, not a home
+    path = policy(f'runtime_dir = "{shared}"\n')
+    berth.env.pop("BERTH_RUNTIME_DIR", None)
+    private = os.path.join(berth.home, ".cache", "berth", f"run-{os.uname().nodename}")
+    try:
+        rc, out, err = berth("run", images["plain"], "/bin/echo", "hi",
+                             env={"BERTH_SITE_CONF": path}, check=False)
+        assert (rc, out) == (0, "hi\n"), err
+        assert err == (f"berth: warning: {taken} is a folder of user root (uid 0), not yours: "
+                       f"using {private} instead (set BERTH_RUNTIME_DIR or XDG_RUNTIME_DIR to "
+                       "choose another)\n")
+        assert os.listdir(taken) == []
+        st = os.stat(private)
+        assert st.st_uid == identity.uid and stat_mode(st) == 0o700
+        assert os.listdir(os.path.join(private, "squashfs"))
+    finally:
+        assert wait_for(lambda: not mounts(private) and not fuse_procs(private)), (
+            mounts(private), fuse_procs(private))
+
+
 def stat_mode(st: os.stat_result) -> int:
     return st.st_mode & 0o7777
 

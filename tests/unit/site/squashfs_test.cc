@@ -172,26 +172,6 @@ TEST_F(SquashfsImageConfig, RefusesAnotherSchemaVersionOrBadJson) {
   EXPECT_EQ(read(&found).error().message().substr(0, 35), "parse img.sqsh:/.berth/image.json: ");
 }
 
-TEST(SquashfsRuntimeDir, ThePolicysFolderHoldsAFolderPerUser) {
-  TempDir tmp("runtime");
-  std::string saved = ::getenv("BERTH_RUNTIME_DIR") ? ::getenv("BERTH_RUNTIME_DIR") : "";
-  ::unsetenv("BERTH_RUNTIME_DIR");
-  auto dir = runtime_dir(tmp.path);
-  ASSERT_TRUE(dir.ok()) << dir.error().message();
-  std::string want = tmp / ("berth-" + std::to_string(::getuid()));
-  EXPECT_EQ(*dir, want);
-  struct stat st;
-  ASSERT_EQ(::stat(want.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 0700u);
-  // $BERTH_RUNTIME_DIR still names the folder itself.
-  ::setenv("BERTH_RUNTIME_DIR", (tmp / "own").c_str(), 1);
-  EXPECT_EQ(*runtime_dir(tmp.path), tmp / "own");
-  if (saved.empty())
-    ::unsetenv("BERTH_RUNTIME_DIR");
-  else
-    ::setenv("BERTH_RUNTIME_DIR", saved.c_str(), 1);
-}
-
 TEST(IdentityAdditions, AreWhatEnsureIdentityWouldAppend) {
   TempDir dir("identity");
   dir.write("etc/passwd", "root:x:0:0:root:/root:/bin/sh");
