@@ -182,6 +182,24 @@ bool is_command(const std::string& word) {
   return false;
 }
 
+/// The first word of the command line CLI11 left over that is an option ("--tail", "-n"),
+/// in the order typed; "" when none is.
+std::string unknown_option(const CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> left = app.remaining(true);
+  for (int i = command_index(argc, argv) + 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--") break;
+    if (a.size() < 2 || a[0] != '-') continue;
+    std::string_view name = a.substr(0, a.find('='));
+    for (const std::string& l : left) {
+      if (l == a || l == name) return std::string(name);
+      // A cluster of short flags, -qa: CLI11 leaves the one it does not know, -a.
+      if (a[1] != '-' && l.size() == 2 && l[0] == '-' && name.find(l[1], 1) != name.npos) return l;
+    }
+  }
+  return "";
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"berth: run container images rootless on HPC systems, with their GPUs", "berth"};
   app.require_subcommand(1);
@@ -239,9 +257,28 @@ int run(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // CLI11 reports an unknown command as "A subcommand is required"; name it, as Docker does.
-    print_error_line(!word.empty() && !is_command(word) ? "'" + word + "' is not a berth command"
-                                                        : std::string(e.what()),
-                     "see 'berth --help'", ErrorCode::kInvalidInput);
+    if (!word.empty() && !is_command(word)) {
+      print_error_line("'" + word + "' is not a berth command", "see 'berth --help'",
+                       ErrorCode::kInvalidInput);
+      return kExitUsage;
+    }
+    // And an unknown option as "arguments were not expected: CONTAINER --tail", operands
+    // first: name the option, as run's own parser and Docker do.
+    if (std::string flag = unknown_option(app, parsed, argv); !flag.empty()) {
+      print_error_line(word + " " + flag + ": unknown flag", "see 'berth " + word + " --help'",
+                       ErrorCode::kInvalidInput);
+      return kExitUsage;
+    }
+    if (const auto* extras = dynamic_cast<const CLI::ExtrasError*>(&e);
+        extras != nullptr && !word.empty()) {
+      std::vector<std::string> left = app.remaining(true);
+      if (!left.empty()) {
+        print_error_line(word + " " + left.front() + ": unexpected argument",
+                         "see 'berth " + word + " --help'", ErrorCode::kInvalidInput);
+        return kExitUsage;
+      }
+    }
+    print_error_line(e.what(), "see 'berth --help'", ErrorCode::kInvalidInput);
     return kExitUsage;
   }
   return run_action(g, action);
