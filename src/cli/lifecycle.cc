@@ -5,9 +5,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -75,10 +77,45 @@ Result<int64_t> parse_since(const std::string& text) {
 /// `since_ns`, only the records read from then on.
 class LogPrinter {
  public:
-  LogPrinter(bool timestamps, int64_t since_ns) : timestamps_(timestamps), since_ns_(since_ns) {}
+  /// `tail`: print only the last this many lines of what is read before flush_tail(); -1 all.
+  LogPrinter(bool timestamps, int64_t since_ns, int64_t tail = -1)
+      : timestamps_(timestamps), since_ns_(since_ns), tail_(tail) {}
 
   void operator()(int stream, int64_t time_ns, std::string_view data) {
     if (since_ns_ > 0 && time_ns < since_ns_) return;
+    if (tail_ >= 0) return keep(stream, time_ns, data);
+    print(stream, time_ns, data);
+  }
+
+  /// Prints the lines --tail kept; what comes after is printed as it comes (logs -f).
+  void flush_tail() {
+    tail_ = -1;
+    for (const Piece& p : kept_) print(p.stream, p.time_ns, p.text);
+    kept_.clear();
+    std::fflush(stdout);
+    std::fflush(stderr);
+  }
+
+ private:
+  struct Piece {
+    int stream;
+    int64_t time_ns;
+    std::string text;  ///< one line, or the start of one (no '\n' at its end)
+  };
+
+  /// Keeps the last tail_ lines, a line being what a write held up to its '\n' (the two
+  /// streams' lines interleave as they were written, as in Docker's log).
+  void keep(int stream, int64_t time_ns, std::string_view data) {
+    while (!data.empty()) {
+      size_t nl = data.find('\n');
+      size_t n = nl == std::string_view::npos ? data.size() : nl + 1;
+      kept_.push_back({stream, time_ns, std::string(data.substr(0, n))});
+      data.remove_prefix(n);
+    }
+    while (static_cast<int64_t>(kept_.size()) > tail_) kept_.pop_front();
+  }
+
+  void print(int stream, int64_t time_ns, std::string_view data) {
     FILE* out = stream == 2 ? stderr : stdout;
     bool& at_line_start = line_start_[stream == 2 ? 1 : 0];
     while (!data.empty()) {
@@ -91,11 +128,23 @@ class LogPrinter {
     }
   }
 
- private:
   bool timestamps_;
   int64_t since_ns_;
+  int64_t tail_;
+  std::deque<Piece> kept_;
   bool line_start_[2] = {true, true};
 };
+
+/// docker logs --tail: "all" or a number of lines.
+Result<int64_t> parse_tail(const std::string& text) {
+  if (text == "all") return int64_t{-1};
+  int64_t n = -1;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 0)
+    return make_error("logs", "--tail " + text, "expected a number of lines or all",
+                      ErrorCode::kInvalidInput);
+  return n;
+}
 
 /// Prints what `fd` holds from `*offset` on; `whole`: nothing more will come.
 void print_log(int fd, off_t* offset, bool whole, LogReader& reader, LogPrinter& printer) {
@@ -121,9 +170,17 @@ Action setup_logs(CLI::App& app, const GlobalOptions& g) {
     bool follow = false;
     bool timestamps = false;
     std::string since;
+    std::string tail = "all";
   };
   auto o = std::make_shared<Opts>();
   app.add_flag("-f,--follow", o->follow, "Keep printing until the container stops");
+  app.add_option("-n,--tail", o->tail,
+                 "Only the last N lines of the log so far (default all), as docker logs --tail")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            return parse_tail(v).ok() ? "" : "expected a number of lines or all, not " + v;
+          },
+          "N|all"));
   app.add_flag("-t,--timestamps", o->timestamps, "Show when each line was written");
   app.add_option("--since", o->since,
                  "Only what was written from this time on: a Unix time (seconds, with a "
@@ -140,12 +197,14 @@ Action setup_logs(CLI::App& app, const GlobalOptions& g) {
     LogReader reader;
     int64_t since_ns = 0;
     if (!o->since.empty()) since_ns = BERTH_TRY(parse_since(o->since));
-    LogPrinter printer(o->timestamps, since_ns);
+    int64_t tail = BERTH_TRY(parse_tail(o->tail));  // checked by the parser already
+    LogPrinter printer(o->timestamps, since_ns, tail);
     for (;;) {
       bool running = runner_pid(cs, c) != 0;
       bool was_running = o->follow && running;
       if (!fd.ok()) fd = open_file(path, O_RDONLY);
       if (fd.ok()) print_log(fd->get(), &offset, !running, reader, printer);
+      printer.flush_tail();     // the tail of what was there; later lines print as they come
       if (!was_running) break;  // read once more after it stopped: nothing is lost
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }

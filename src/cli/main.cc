@@ -278,7 +278,9 @@ int run(int argc, char** argv) {
         return kExitUsage;
       }
     }
-    print_error_line(e.what(), "see 'berth --help'", ErrorCode::kInvalidInput);
+    print_error_line(e.what(),
+                     word.empty() ? "see 'berth --help'" : "see 'berth " + word + " --help'",
+                     ErrorCode::kInvalidInput);
     return kExitUsage;
   }
   return run_action(g, action);

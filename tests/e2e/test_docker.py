@@ -215,6 +215,23 @@ def test_logs_keep_order_within_each_stream_and_timestamps(berth, img):
     assert berth("logs", "both")[1].count("o1\n") == 2
 
 
+def test_logs_tail_shows_the_last_lines(berth, img):
+    # Lines count across both streams; the log keeps order within each stream (above), so the
+    # stderr line is written well before the rest.
+    detach(berth, "--name", "long", img, "/bin/sh", "-c",
+           "echo e1 >&2; sleep 1; for i in 1 2 3 4 5 6; do echo o$i; done; printf partial")
+    berth("wait", "long")
+    assert berth("logs", "--tail", "3", "long")[1:] == ("o5\no6\npartial", "")
+    assert berth("logs", "-n", "1", "long")[1:] == ("partial", "")
+    assert berth("logs", "--tail", "0", "long")[1:] == ("", "")
+    assert berth("logs", "--tail", "8", "long")[1:] == ("o1\no2\no3\no4\no5\no6\npartial",
+                                                        "e1\n")
+    assert berth("logs", "--tail", "all", "long")[1:] == berth("logs", "long")[1:]
+    rc, _, err = berth("logs", "--tail", "-2", "long", check=False)
+    assert (rc, err) == (125, "berth: error: --tail: expected a number of lines or all, not -2\n"
+                              "berth: hint: see 'berth logs --help'\n")
+
+
 def test_logs_follow_returns_when_the_container_stops(berth, img):
     detach(berth, "--name", "chatty", img, "/bin/sh", "-c",
            "echo one; while [ ! -e /go ]; do sleep 1; done; echo two")

@@ -103,7 +103,8 @@ def test_malformed_manifest(berth, malformed, name):
 def test_usage_errors(berth, args, message):
     rc, out, err = berth(*args, check=False)
     assert (rc, out) == (125, "")
-    assert err == f"berth: error: {message}\nberth: hint: see 'berth --help'\n"
+    command = f"{args[0]} " if args else ""
+    assert err == f"berth: error: {message}\nberth: hint: see 'berth {command}--help'\n"
 
 
 @pytest.mark.parametrize("args, message", [
