@@ -1,4 +1,6 @@
-// berth ps: the containers, as a table, IDs only, JSON or a template; running ones unless -a.
+// berth ps: the containers, newest first, as a table, IDs only, JSON or a template; running
+// ones unless -a, -n, -l or a status filter says otherwise.
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -36,26 +38,94 @@ std::string ps_created(const ContainerRecord& c, int64_t now_s) {
   return t < 0 ? c.created : human_duration(now_s - t) + " ago";
 }
 
+/// Docker's state word for a container: running, exited or created.
+std::string ps_state(const ContainerRecord& c, const RunTimes& t) {
+  return c.running ? "running" : t.exit_code ? "exited" : "created";
+}
+
+/// `ps --filter KEY=VALUE`, as Docker reads them: filters of one key match when any of them
+/// does, filters of different keys must all match.
+struct PsFilters {
+  std::vector<std::string> names, ids, states;
+
+  /// Adds one KEY=VALUE; returns what is wrong with it, "" when nothing is.
+  std::string add(const std::string& spec) {
+    size_t eq = spec.find('=');
+    std::string key = spec.substr(0, eq), value = eq == spec.npos ? "" : spec.substr(eq + 1);
+    if (eq == spec.npos || value.empty())
+      return "expected KEY=VALUE (name, id or status), not '" + spec + "'";
+    if (key == "name") {
+      names.push_back(value);
+    } else if (key == "id") {
+      ids.push_back(value);
+    } else if (key == "status") {
+      if (value != "created" && value != "running" && value != "exited")
+        return "status '" + value +
+               "': a status is created, running or exited (a rootless container is never "
+               "paused, restarting or dead)";
+      states.push_back(value);
+    } else {
+      return "unknown filter '" + key + "': Berth filters on name, id and status";
+    }
+    return "";
+  }
+
+  bool match(const ContainerRecord& c, const std::string& state) const {
+    auto any = [](const std::vector<std::string>& wanted, auto&& pred) {
+      return wanted.empty() || std::any_of(wanted.begin(), wanted.end(), pred);
+    };
+    return any(names,
+               [&](const std::string& n) {
+                 return std::any_of(c.names.begin(), c.names.end(), [&](const std::string& name) {
+                   return name.find(n) != std::string::npos;
+                 });
+               }) &&
+           any(ids, [&](const std::string& i) { return c.id.starts_with(i); }) &&
+           any(states, [&](const std::string& s) { return s == state; });
+  }
+};
+
 }  // namespace
 
 Action setup_ps(CLI::App& app, const GlobalOptions& g) {
   struct Opts {
-    bool json = false, quiet = false, all = false;
+    bool json = false, quiet = false, all = false, latest = false;
+    int last = -1;
     std::string format;
+    std::vector<std::string> filters;
   };
   auto o = std::make_shared<Opts>();
   app.add_flag("-a,--all", o->all, "Show every container (default: the running ones)");
+  app.add_option("-f,--filter", o->filters,
+                 "Only containers that match KEY=VALUE: name (part of a name), id (a prefix), "
+                 "status (created, running, exited); repeatable, as docker ps --filter")
+      ->check(CLI::Validator([](std::string& v) { return PsFilters().add(v); }, "KEY=VALUE"));
+  app.add_option("-n,--last", o->last, "Show the N containers created last, in any state")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("-l,--latest", o->latest, "Show the container created last, in any state");
   app.add_flag("--json", o->json, "Print every container as one JSON array (whatever -a says)");
   app.add_flag("-q,--quiet", o->quiet, "Print container IDs only");
   app.add_option("--format", o->format,
                  "A Go template per container ({{.ID}} {{.Status}} ...; see docs/docker.md), or "
                  "'json' for one JSON object a line");
   return [o, &g]() -> Status {
+    PsFilters filters;
+    for (const std::string& f : o->filters) filters.add(f);  // checked by the parser
     ContainerStore cs = BERTH_TRY(open_containers(g));
     std::vector<ContainerRecord> all = BERTH_TRY(cs.list());
+    // Newest first, as Docker lists them; -n/-l keep the newest, whatever their state, and
+    // so does a status filter (docker ps -f status=exited needs no -a).
+    std::stable_sort(all.begin(), all.end(),
+                     [](const ContainerRecord& a, const ContainerRecord& b) {
+                       return parse_rfc3339(a.created) > parse_rfc3339(b.created);
+                     });
+    if (o->latest) o->last = 1;
+    if (o->last >= 0 && all.size() > static_cast<size_t>(o->last)) all.resize(o->last);
+    bool every = o->all || o->last >= 0 || !filters.states.empty();
     if (o->json) {
       nlohmann::json arr = nlohmann::json::array();
-      for (const auto& c : all) arr.push_back(container_json(cs, c));
+      for (const auto& c : all)
+        if (filters.match(c, ps_state(c, run_times(cs, c)))) arr.push_back(container_json(cs, c));
       print_json(arr);
       return {};
     }
@@ -63,12 +133,13 @@ Action setup_ps(CLI::App& app, const GlobalOptions& g) {
     std::vector<std::vector<std::string>> rows = {
         {"CONTAINER ID", "IMAGE", "COMMAND", "CREATED", "STATUS", "NAMES"}};
     for (const auto& c : all) {
-      if (!o->all && !c.running) continue;
+      if (!every && !c.running) continue;
+      RunTimes t = run_times(cs, c);
+      if (!filters.match(c, ps_state(c, t))) continue;
       if (o->quiet) {
         std::printf("%s\n", c.short_id().c_str());
         continue;
       }
-      RunTimes t = run_times(cs, c);
       std::string names;
       for (const auto& n : c.names) names += (names.empty() ? "" : ",") + n;
       if (!o->format.empty()) {

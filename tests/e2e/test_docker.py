@@ -80,6 +80,46 @@ def test_ps_shows_up_while_running_and_stop_ends_it(berth, img):
     assert out == ""
 
 
+def test_ps_filters_and_the_last_created(berth, img):
+    # Creation times are to the second: a second apart, so that "last" is well defined.
+    ids = {}
+    for name in ("alpha-1", "beta-1", "alpha-2"):
+        ids[name] = berth("create", "--name", name, img, "/bin/true")[1].strip()
+        time.sleep(1.1)
+    detach(berth, "--name", "runner", img, "/bin/sh", "-c", "echo ready; sleep 600")
+    wait_for(lambda: "ready" in logs(berth, "runner"), "the workload to start")
+    try:
+        def names(*flags):
+            _, out, _ = berth("ps", "--format", "{{.Names}}", *flags)
+            return out.split()
+
+        assert names() == ["runner"]
+        assert names("-a") == ["runner", "alpha-2", "beta-1", "alpha-1"]  # newest first
+        assert names("-n", "2") == ["runner", "alpha-2"]
+        assert names("-l") == ["runner"]
+        assert names("-a", "--filter", "name=alpha") == ["alpha-2", "alpha-1"]
+        assert names("-f", "status=created") == ["alpha-2", "beta-1", "alpha-1"]  # no -a needed
+        assert names("-a", "-f", "status=running") == ["runner"]
+        # One key twice: either; two keys: both.
+        assert names("-a", "-f", "name=beta", "-f", "name=runner") == ["runner", "beta-1"]
+        assert names("-a", "-f", "name=alpha", "-f", "status=running") == []
+        assert names("-a", "-f", f"id={ids['beta-1'][:6]}") == ["beta-1"]
+        _, out, _ = berth("ps", "-q", "-a", "-f", "name=alpha-1")
+        assert out == ids["alpha-1"][:12] + "\n"
+        assert [c["name"] for c in berth.json("ps", "--json", "-f", "name=beta")] == ["beta-1"]
+        for bad, why in (("colour=red", "unknown filter 'colour': Berth filters on name, id and "
+                                        "status"),
+                         ("status=paused", "status 'paused': a status is created, running or "
+                                           "exited (a rootless container is never paused, "
+                                           "restarting or dead)"),
+                         ("name", "expected KEY=VALUE (name, id or status), not 'name'")):
+            rc, _, err = berth("ps", "-f", bad, check=False)
+            assert (rc, err) == (125, f"berth: error: --filter: {why}\n"
+                                      "berth: hint: see 'berth ps --help'\n")
+    finally:
+        berth("rm", "-f", "runner")
+
+
 def test_stop_kills_a_workload_that_ignores_sigterm(berth, img):
     detach(berth, "--name", "stubborn", img, "/bin/sh", "-c",
            "trap '' TERM; echo ready; while true; do sleep 1; done")
