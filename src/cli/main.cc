@@ -302,7 +302,71 @@ int run_action(GlobalOptions& g, const Action& action) {
   return g_exit_status >= 0 ? g_exit_status : 0;
 }
 
+namespace {
+
+/// Docker's management commands as aliases of Berth's own: `image ls` is `images`, `container
+/// rm` is `rm`, `image inspect` is `inspect --type=image` (docker image --help, docker
+/// container --help). Each row: group, word, then what replaces the two.
+struct Alias {
+  const char* group;
+  const char* word;
+  std::vector<const char*> as;
+};
+
+const std::vector<Alias>& docker_aliases() {
+  static const std::vector<Alias> table = {
+      {"image", "ls", {"images"}},
+      {"image", "list", {"images"}},
+      {"image", "rm", {"rmi"}},
+      {"image", "remove", {"rmi"}},
+      {"image", "inspect", {"inspect", "--type=image"}},
+      {"image", "pull", {"pull"}},
+      {"image", "tag", {"tag"}},
+      {"image", "save", {"save"}},
+      {"image", "load", {"load"}},
+      {"image", "import", {"import"}},
+      {"container", "ls", {"ps"}},
+      {"container", "list", {"ps"}},
+      {"container", "ps", {"ps"}},
+      {"container", "rm", {"rm"}},
+      {"container", "remove", {"rm"}},
+      {"container", "inspect", {"inspect", "--type=container"}},
+      {"container", "create", {"create"}},
+      {"container", "run", {"run"}},
+      {"container", "start", {"start"}},
+      {"container", "stop", {"stop"}},
+      {"container", "kill", {"kill"}},
+      {"container", "wait", {"wait"}},
+      {"container", "logs", {"logs"}},
+      {"container", "exec", {"exec"}},
+      {"container", "export", {"export"}},
+      {"container", "rename", {"rename"}},
+  };
+  return table;
+}
+
+}  // namespace
+
 int berth_main(int argc, char** argv) {
+  int i = command_index(argc, argv);
+  if (i + 1 < argc) {
+    for (const Alias& a : docker_aliases()) {
+      if (std::string_view(argv[i]) != a.group || std::string_view(argv[i + 1]) != a.word) continue;
+      std::vector<char*> line(argv, argv + i);
+      for (const char* w : a.as) line.push_back(const_cast<char*>(w));  // NOLINT: argv's type
+      line.insert(line.end(), argv + i + 2, argv + argc);
+      line.push_back(nullptr);
+      return run(static_cast<int>(line.size()) - 1, line.data());
+    }
+  }
+  if (i < argc && std::string_view(argv[i]) == "container" && !is_command("container")) {
+    print_error_line(i + 1 < argc ? "container " + std::string(argv[i + 1]) +
+                                        ": not a container command Berth has"
+                                  : "container: a command is required (ls, rm, run, ...)",
+                     "see 'berth --help': Docker's container commands are Berth's own words",
+                     ErrorCode::kInvalidInput);
+    return kExitUsage;
+  }
   return run(argc, argv);
 }
 

@@ -120,6 +120,24 @@ def test_ps_filters_and_the_last_created(berth, img):
         berth("rm", "-f", "runner")
 
 
+def test_docker_management_commands_are_aliases(berth, img):
+    """docker image ls / container ls / container rm ... as Berth's own commands."""
+    assert berth("image", "ls")[1] == berth("images")[1]
+    assert berth("image", "ls", "-q")[1] == berth("images", "-q")[1]
+    berth("container", "create", "--name", "made", img, "/bin/true")
+    assert berth("container", "ls", "-a")[1] == berth("ps", "-a")[1]
+    assert "made" in berth("container", "list", "-a", "--format", "{{.Names}}")[1]
+    assert berth.json("container", "inspect", "made") == berth.json("inspect", "made")
+    _, out, _ = berth("container", "rm", "made")
+    assert out == "made\n"
+    assert berth("ps", "-a", "-q")[1] == ""
+    assert berth.json("image", "inspect", img) == berth.json("inspect", "--type=image", img)
+    rc, _, err = berth("container", "prune", check=False)
+    assert (rc, err) == (125, "berth: error: container prune: not a container command Berth "
+                              "has\nberth: hint: see 'berth --help': Docker's container "
+                              "commands are Berth's own words\n")
+
+
 def test_stop_kills_a_workload_that_ignores_sigterm(berth, img):
     detach(berth, "--name", "stubborn", img, "/bin/sh", "-c",
            "trap '' TERM; echo ready; while true; do sleep 1; done")
