@@ -509,6 +509,25 @@ std::string mpi_argument(const Options& o, const PluginArgs& a, const StepIds& i
   return type.empty() || type == "*" ? "--mpi" : "--mpi=" + type;
 }
 
+std::string gpu_argument(const StepIds& ids) {
+  std::string want = "all";
+  if (ids.visible_devices) {
+    want = *ids.visible_devices;
+    want.erase(0, want.find_first_not_of(" \t"));
+    want.erase(want.find_last_not_of(" \t") + 1);
+  }
+  // Without GPUs from Slurm (or with the job's own "void"), none: the image's
+  // NVIDIA_VISIBLE_DEVICES=all would otherwise inject every GPU of the node. An -e rather than
+  // --gpus, so that a site policy's gpus (locked or not) still decides over the image.
+  if (!ids.gpus || want.empty() || want == "void") return "--env=NVIDIA_VISIBLE_DEVICES=void";
+  // The step's GPUs, and only those: berth's --gpus takes the job's CUDA_VISIBLE_DEVICES as
+  // the pool (indexes count within it) and renumbers the chosen ones from 0 inside, with the
+  // site policy applied. The job's own NVIDIA_VISIBLE_DEVICES narrows within that pool; the
+  // image's never widens it.
+  if (want == "all" || want == "none") return "--gpus=" + want;
+  return "--gpus=device=" + want;
+}
+
 Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
                       const std::string& cwd, std::vector<std::string>* out) {
   std::string image;
@@ -572,9 +591,7 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   // Berth's directory images are writable already; --writable is for squashfs files.
   if (o.writable == false) v.push_back("--read-only");
   if (o.writable == true && in_place) v.push_back("--writable");
-  // The step's GPUs, and only those: berth's --gpus all takes the job's CUDA_VISIBLE_DEVICES
-  // as the pool and renumbers it from 0 inside, with the site policy applied.
-  if (ids.gpus) v.insert(v.end(), {"--gpus", "all"});
+  v.push_back(gpu_argument(ids));
   // The host's MPI (devices/mpi.h), checked against the image's by the site's ABI rule.
   if (std::string mpi = mpi_argument(o, a, ids); !mpi.empty()) v.push_back(mpi);
   for (const std::string& ns : o.unshare) {

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import imagelib
-from test_gpu import UUID0, fake_host_env
+from test_gpu import UUID0, UUID1, fake_host_env
 from test_squashfs_run import fuse_procs, make_tree, mksquashfs, mounts, wait_for
 
 
@@ -377,6 +377,37 @@ def test_the_steps_gpus_and_only_those_are_injected(sl, pushed_busybox, cluster,
     # Without GPUs from Slurm, none are injected.
     out = sl.ok(f"--container-image={pushed_busybox}", *show, env=env)
     assert "nvidia0" not in out.split()
+
+
+def test_a_step_gets_its_gres_narrowed_by_the_jobs_own_visible_devices(sl, registry, cluster,
+                                                                        scratch):
+    # A CUDA image says NVIDIA_VISIBLE_DEVICES=all: that never widens what Slurm gave the
+    # step, and the job's own NVIDIA_VISIBLE_DEVICES picks within the step's GPUs.
+    if not cluster.gpus:
+        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the fake driver libraries")
+    img = imagelib.make_image([imagelib.busybox_layer()], config={"Env": [
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "NVIDIA_VISIBLE_DEVICES=all"]})
+    registry.pusher().push_image("e2e/cuda-like", "1", img)
+    image = f"--container-image={registry.host}/e2e/cuda-like:1"
+    env = fake_host_env(os.path.join(scratch, "slurm-gpu-host"))
+    show = ["sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES; ls /dev"]
+    # No GRES: no GPU, whatever the image says.
+    first, devices = sl.ok(image, *show, env=env).split("\n", 1)
+    assert first == "void"
+    assert "nvidia0" not in devices.split() and "nvidia1" not in devices.split()
+    # Two GPUs from Slurm, the job's NVIDIA_VISIBLE_DEVICES=1: the second of them only.
+    first, devices = sl.ok("--gres=gpu:2", image, *show,
+                           env={**env, "NVIDIA_VISIBLE_DEVICES": "1"}).split("\n", 1)
+    assert first == UUID1
+    assert "nvidia1" in devices.split() and "nvidia0" not in devices.split()
+    # One GPU from Slurm: the job cannot name one outside it.
+    rc, _, err = sl.srun("--gres=gpu:1", image, "true",
+                         env={**env, "NVIDIA_VISIBLE_DEVICES": "1"})
+    assert rc != 0
+    assert "berth: error:" in err, err
 
 
 def test_job_scope_names_are_removed_at_the_job_end(sl, cluster, pushed_busybox):

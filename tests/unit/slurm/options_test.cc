@@ -257,11 +257,26 @@ TEST(SlurmOptions, RunArguments) {
   StepIds ids{12, 3, "n1", 1000, 100};
   std::vector<std::string> args;
   EXPECT_EQ(run_arguments(o, a, ids, "/home/u", &args), "");
-  EXPECT_EQ(args, (std::vector<std::string>{
-                      "run", "-d", "--name", "slurm-12.3.n1", "-u", "1000:100",
-                      "--root-emulation=seccomp", "--no-bind-home", "-v", "/data:/in:ro", "-v",
-                      "/home/u/rel:/home/u/rel", "--env=A", "--entrypoint", "/bin/sh", "--",
-                      "reg:5000/e2e/busybox:1.0", "-c", "kill -STOP $$; exit 0"}));
+  EXPECT_EQ(args, (std::vector<std::string>{"run",
+                                            "-d",
+                                            "--name",
+                                            "slurm-12.3.n1",
+                                            "-u",
+                                            "1000:100",
+                                            "--root-emulation=seccomp",
+                                            "--no-bind-home",
+                                            "-v",
+                                            "/data:/in:ro",
+                                            "-v",
+                                            "/home/u/rel:/home/u/rel",
+                                            "--env=A",
+                                            "--env=NVIDIA_VISIBLE_DEVICES=void",
+                                            "--entrypoint",
+                                            "/bin/sh",
+                                            "--",
+                                            "reg:5000/e2e/busybox:1.0",
+                                            "-c",
+                                            "kill -STOP $$; exit 0"}));
   o.remap_root = true;
   o.entrypoint = true;
   o.mounts.clear();
@@ -270,10 +285,10 @@ TEST(SlurmOptions, RunArguments) {
   o.name = "keep";
   a.job_scope = true;
   EXPECT_EQ(run_arguments(o, a, ids, "/home/u", &args), "");
-  EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "12_keep.n1", "-u", "0:0",
-                                            "--root-emulation=seccomp", "--no-bind-home", "--",
-                                            "reg:5000/e2e/busybox:1.0", "/bin/sh", "-c",
-                                            "kill -STOP $$; exit 0"}));
+  EXPECT_EQ(args, (std::vector<std::string>{
+                      "run", "-d", "--name", "12_keep.n1", "-u", "0:0", "--root-emulation=seccomp",
+                      "--no-bind-home", "--env=NVIDIA_VISIBLE_DEVICES=void", "--",
+                      "reg:5000/e2e/busybox:1.0", "/bin/sh", "-c", "kill -STOP $$; exit 0"}));
   EXPECT_EQ(container_name(Options{}, PluginArgs{}, StepIds{7, kBatchStep, "n2", 0, 0}),
             "slurm-7.batch.n2");
   // Node-unique also when named (nodes sharing a home share a store); a node name's odd
@@ -412,23 +427,25 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   o.writable = true;
   std::vector<std::string> args;
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
-  EXPECT_EQ(args, (std::vector<std::string>{"run", "-u", "5:6", "--root-emulation=seccomp",
-                                            "--no-bind-home", "--writable", "--network", "none",
-                                            "--entrypoint", "/bin/sh", "--", "/w/./img.sqsh", "-c",
-                                            "kill -STOP $$; exit 0"}));
+  EXPECT_EQ(args,
+            (std::vector<std::string>{
+                "run", "-u", "5:6", "--root-emulation=seccomp", "--no-bind-home", "--writable",
+                "--env=NVIDIA_VISIBLE_DEVICES=void", "--network", "none", "--entrypoint", "/bin/sh",
+                "--", "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
   StepIds gpu_step{1, 0, "n1", 5, 6};
   gpu_step.gpus = true;
   EXPECT_EQ(run_arguments(o, PluginArgs{}, gpu_step, "/w", &args), "");
-  EXPECT_EQ(std::count(args.begin(), args.end(), "--gpus"), 1);
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--gpus=all"), 1);
   // Saved or named: a container extracted from the file (berth run -d --name), which is
   // writable anyway (no --writable: that is for runs on the shared mount).
   o.save = "out.sqsh";
   o.unshare.clear();
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 2, "n1", 5, 6}, "/w", &args), "");
-  EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "slurm-1.2.n1", "-u", "5:6",
-                                            "--root-emulation=seccomp", "--no-bind-home",
-                                            "--entrypoint", "/bin/sh", "--", "/w/./img.sqsh", "-c",
-                                            "kill -STOP $$; exit 0"}));
+  EXPECT_EQ(args,
+            (std::vector<std::string>{
+                "run", "-d", "--name", "slurm-1.2.n1", "-u", "5:6", "--root-emulation=seccomp",
+                "--no-bind-home", "--env=NVIDIA_VISIBLE_DEVICES=void", "--entrypoint", "/bin/sh",
+                "--", "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
   o.save.clear();
   o.name = "n";
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 2, "n1", 5, 6}, "/w", &args), "");
@@ -442,10 +459,35 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   StepIds host{1, 0, "n1", 5, 6};
   host.hostname = "node07";
   EXPECT_EQ(run_arguments(u, PluginArgs{}, host, "/w", &args), "");
-  std::vector<std::string> tail(args.begin() + 8, args.end());
+  std::vector<std::string> tail(args.begin() + 9, args.end());
   EXPECT_EQ(tail,
             (std::vector<std::string>{"--ipc", "private", "--hostname", "node07", "--entrypoint",
                                       "/bin/sh", "--", "busybox", "-c", "kill -STOP $$; exit 0"}));
+}
+
+TEST(SlurmOptions, TheStepsGresAndNothingElse) {
+  StepIds ids{1, 0, "n1", 5, 6};
+  // No GRES: no GPU, whatever the image's NVIDIA_VISIBLE_DEVICES or the job's say.
+  EXPECT_EQ(gpu_argument(ids), "--env=NVIDIA_VISIBLE_DEVICES=void");
+  ids.visible_devices = "0";
+  EXPECT_EQ(gpu_argument(ids), "--env=NVIDIA_VISIBLE_DEVICES=void");
+  // GRES: all of the step's GPUs (berth's pool is CUDA_VISIBLE_DEVICES), or the job's own
+  // NVIDIA_VISIBLE_DEVICES within them.
+  ids.gpus = true;
+  ids.visible_devices.reset();
+  EXPECT_EQ(gpu_argument(ids), "--gpus=all");
+  ids.visible_devices = "0";
+  EXPECT_EQ(gpu_argument(ids), "--gpus=device=0");
+  ids.visible_devices = " 1,GPU-abc ";
+  EXPECT_EQ(gpu_argument(ids), "--gpus=device=1,GPU-abc");
+  ids.visible_devices = "all";
+  EXPECT_EQ(gpu_argument(ids), "--gpus=all");
+  ids.visible_devices = "none";
+  EXPECT_EQ(gpu_argument(ids), "--gpus=none");
+  ids.visible_devices = "void";
+  EXPECT_EQ(gpu_argument(ids), "--env=NVIDIA_VISIBLE_DEVICES=void");
+  ids.visible_devices = "";
+  EXPECT_EQ(gpu_argument(ids), "--env=NVIDIA_VISIBLE_DEVICES=void");
 }
 
 }  // namespace
