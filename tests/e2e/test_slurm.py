@@ -410,6 +410,15 @@ def test_a_step_gets_its_gres_narrowed_by_the_jobs_own_visible_devices(sl, regis
     assert "berth: error:" in err, err
 
 
+def test_remapped_root_keeps_cap_sys_admin_in_its_namespace(sl, pushed_busybox):
+    # enroot's remapped root may mount and, in a UTS namespace of its own, set the host name.
+    out = sl.ok("--container-remap-root", "--container-unshare=uts",
+                f"--container-image={pushed_busybox}", "sh", "-c",
+                "hostname berth-test && hostname && mkdir -p /tmp/m && "
+                "mount -t tmpfs none /tmp/m && touch /tmp/m/f && echo mounted")
+    assert out == "berth-test\nmounted\n"
+
+
 def test_job_scope_names_are_removed_at_the_job_end(sl, cluster, pushed_busybox):
     cluster.write_plugstack("container_scope=job")
     try:
