@@ -881,12 +881,58 @@ def test_tmpfs_mounts_and_umount(sl, pushed_busybox):
     assert mount.startswith("tmpfs /scratch tmpfs rw,nosuid,nodev,noexec")
     assert "size=1024k" in mount
     assert rest == "x\nbound\n"
-    # umount: refused in srun, before anything is submitted.
+    # umount: of a mount the step does not make: refused.
     rc, _, err = sl.srun(f"--container-image={pushed_busybox}", "--container-mounts=umount:/tmp",
                          "true")
     assert rc != 0
-    assert ("--container-mounts: 'umount:/tmp': umount is not supported (Berth mounts no site "
-            "fstab to take a mount from)") in err
+    assert ("--container-mounts: 'umount:/tmp': the step makes no mount at /tmp to take away "
+            "(its only one would be the home, with --container-mount-home; Berth mounts no site "
+            "fstab)") in err
+    # umount: of the home the step binds takes it away.
+    sl.berth.write_file("home/note", "in the home\n")
+    note = os.path.join(sl.berth.home, "note")
+    out = sl.ok(f"--container-image={pushed_busybox}", "--container-mount-home",
+                f"--container-mounts=umount:{sl.berth.home}", "sh", "-c",
+                f"cat {note} 2>/dev/null || echo absent")
+    assert out == "absent\n"
+
+
+def test_pyxis_mount_flags_have_their_meaning(sl, pushed_busybox):
+    # enroot's flags that pyxis passes through: nosuid, nodev, noexec and unbindable on the
+    # bind, x-create=dir making the target, tmpfs's huge=.
+    data = sl.berth.make_dir("flagdata")
+    sl.berth.write_file("flagdata/f", "bound\n")
+    out = sl.ok(f"--container-image={pushed_busybox}",
+                f"--container-mounts={data}:/in:ro+nosuid+nodev+noexec+unbindable,"
+                f"{data}:/made/here:x-create=dir,tmpfs:/t:huge=within_size", "sh", "-c",
+                "grep ' /in ' /proc/self/mountinfo; cat /made/here/f; "
+                "grep ' /t ' /proc/mounts")
+    info, made, tmpfs = out.splitlines()
+    fields = info.split(" - ")[0].split()
+    assert fields[5].split(",")[:4] == ["ro", "nosuid", "nodev", "noexec"], info
+    assert "unbindable" in fields[6:], info
+    assert made == "bound"
+    assert "huge=within_size" in tmpfs, tmpfs
+
+
+def test_an_rslave_mount_follows_the_hosts(sl, pushed_busybox, scratch):
+    # rslave: the bind stays a slave of a shared host mount, so that what the host mounts
+    # beneath it later shows inside (a private bind would not be anyone's slave).
+    if os.geteuid() != 0:
+        pytest.skip("making a shared mount on the host needs root")
+    src = sl.berth.make_dir("rslavedata")
+    subprocess.run(["mount", "--bind", src, src], check=True)
+    try:
+        subprocess.run(["mount", "--make-shared", src], check=True)
+        out = sl.ok(f"--container-image={pushed_busybox}",
+                    f"--container-mounts={src}:/in:rslave,{src}:/private", "sh", "-c",
+                    "grep -e ' /in ' -e ' /private ' /proc/self/mountinfo")
+        by_target = {line.split()[4]: line.split(" - ")[0].split()[6:] for line in
+                     out.splitlines()}
+        assert any(f.startswith("master:") for f in by_target["/in"]), out
+        assert by_target["/private"] == [], out
+    finally:
+        subprocess.run(["umount", "-l", src], check=False)
 
 
 def test_tasks_have_the_containers_root_emulation(sl, pushed_busybox):

@@ -59,18 +59,18 @@ TEST(SlurmOptions, MountsAreCheckedAndDeduplicated) {
   EXPECT_EQ(o.mounts, (std::vector<std::string>{"/data:/data:ro+rbind", "/scratch"}));
   EXPECT_EQ(apply(&o, "container-mounts", "/a:rel"),
             "--container-mounts: '/a:rel': the destination must be an absolute path");
-  EXPECT_EQ(apply(&o, "container-mounts", "/a:/b:x-create=dir"),
-            "--container-mounts: mount flag 'x-create=dir' is not supported yet (ro, rw, rbind, "
-            "bind, private, rprivate)");
+  EXPECT_EQ(apply(&o, "container-mounts", "/a:/b:x-create=sometimes"),
+            "--container-mounts: mount flag 'x-create=sometimes' is not supported (ro, rw, rbind, "
+            "bind, [r]private, [r]slave, [r]unbindable, nosuid, nodev, noexec, "
+            "x-create=dir|file|auto)");
   EXPECT_EQ(apply(&o, "container-mounts", "/a,,/b"), "--container-mounts: empty item");
-  EXPECT_EQ(apply(&o, "container-mounts", "umount:/t"),
-            "--container-mounts: 'umount:/t': umount is not supported (Berth mounts no site "
-            "fstab to take a mount from)");
+  EXPECT_EQ(apply(&o, "container-mounts", "umount:t"),
+            "--container-mounts: 'umount:t': expected umount:DST, DST an absolute path");
   EXPECT_EQ(apply(&o, "container-mounts", "tmpfs"),
             "--container-mounts: 'tmpfs': expected tmpfs:DST[:FLAGS]");
   EXPECT_EQ(apply(&o, "container-mounts", "tmpfs:/t:size=1m+uid=0"),
             "--container-mounts: 'tmpfs:/t:size=1m+uid=0': tmpfs flag 'uid=0' is not supported "
-            "(ro, rw, [no]suid, [no]dev, [no]exec, size=, mode=, nr_inodes=)");
+            "(ro, rw, [no]suid, [no]dev, [no]exec, size=, mode=, nr_inodes=, huge=)");
   // pyxis's tmpfs:DST[:FLAGS] is berth run's --tmpfs DST[:OPTIONS].
   Options t;
   t.image = "busybox";
@@ -488,6 +488,49 @@ TEST(SlurmOptions, TheStepsGresAndNothingElse) {
   EXPECT_EQ(gpu_argument(ids), "--env=NVIDIA_VISIBLE_DEVICES=void");
   ids.visible_devices = "";
   EXPECT_EQ(gpu_argument(ids), "--env=NVIDIA_VISIBLE_DEVICES=void");
+}
+
+TEST(SlurmOptions, PyxisMountFlagsHaveTheirMeaning) {
+  // enroot's flags that pyxis passes through: berth run -v's options ('+' becomes ',').
+  Options o;
+  o.image = "busybox";
+  EXPECT_EQ(apply(&o, "container-mounts",
+                  "/d:/in:ro+nosuid+nodev+noexec+rslave,/e:/e:x-create=dir+unbindable,"
+                  "/f:/new/f:x-create=file+rbind,tmpfs:/t:huge=within_size+x-create=dir"),
+            "");
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
+  std::vector<std::string> mounts(args.begin() + 8, args.begin() + 16);
+  EXPECT_EQ(mounts, (std::vector<std::string>{"-v", "/d:/in:ro,nosuid,nodev,noexec,rslave", "-v",
+                                              "/e:/e:rw,unbindable", "-v", "/f:/new/f", "--tmpfs",
+                                              "/t:huge=within_size"}));
+}
+
+TEST(SlurmOptions, UmountTakesAwayTheHomeTheStepBinds) {
+  StepIds ids{1, 0, "n1", 5, 6};
+  ids.home = "/home/u";
+  Options o;
+  o.image = "busybox";
+  o.mount_home = true;
+  EXPECT_EQ(apply(&o, "container-mounts", "umount:/home/u/"), "");
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args), "");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--bind-home"), 0);
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--no-bind-home"), 1);
+  // Remapped root's home is at /root.
+  o.remap_root = true;
+  o.mounts = {"umount:/root"};
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args), "");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "/home/u:/root"), 0);
+  o.mounts = {"umount:/home/u"};
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args),
+            "--container-mounts: 'umount:/home/u': the step makes no mount at /home/u to take "
+            "away (its only one is the home, at /root; Berth mounts no site fstab)");
+  o.mount_home = false;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args),
+            "--container-mounts: 'umount:/home/u': the step makes no mount at /home/u to take "
+            "away (its only one would be the home, with --container-mount-home; Berth mounts no "
+            "site fstab)");
 }
 
 }  // namespace
