@@ -123,13 +123,18 @@ std::string reclaim_watch_script(const std::string& berth, const std::string& sa
       nodes > 1 ? ""
                 : "sel=; [ -z \"$CUDA_VISIBLE_DEVICES\" ] && [ -n \"$SLURM_JOB_GPUS\" ] && "
                   "sel=\"--gpus device=$SLURM_JOB_GPUS\"; ";
-  return "( " + select + "while :; do " + sample + shell_quote(berth) +
+  // The loop ends with the job: it runs while the script's process ($$, srun once the script
+  // execs it) is alive, checked each second, because under proctrack/linuxproc a background
+  // loop orphaned by srun's end escapes the step's cleanup and would sample for ever.
+  std::string alive = "kill -0 $$ 2>/dev/null";
+  return "( " + select + "while " + alive + "; do " + sample + shell_quote(berth) +
          std::string(nodes > 1 ? "" : " gpu stats $sel") + (nodes > 1 ? " gpu stats" : "") +
          " --json --samples 3 --interval-ms 1000 >>" + shell_quote(samples_file) + " 2>>" +
          shell_quote(samples_file + ".log") + "; if [ -s " + shell_quote(notice_file) +
          " ] && [ -z \"$noticed\" ]; then cat " + shell_quote(notice_file) + " >>" +
-         shell_quote(err_file) + "; noticed=1; fi; sleep " + std::to_string(p.sample_interval_s) +
-         "; done ) &\n";
+         shell_quote(err_file) + "; noticed=1; fi; n=0; while [ $n -lt " +
+         std::to_string(p.sample_interval_s) + " ] && " + alive +
+         "; do sleep 1; n=$((n+1)); done; done ) &\n";
 }
 
 IdleTracker::Verdict IdleTracker::observe(int64_t job, const GpuSample& s, const ReclaimPolicy& p) {

@@ -281,7 +281,10 @@ ChildStep set_up_and_exec(const ChildContext& ctx, ChildFailure& f) {
   if (spec.network_none) (void)loopback_up();
   // Mounts: nothing propagates back to the host; the root becomes a mount
   // point of its own so that pivot_root accepts it.
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+  // With an rslave volume, slaves instead: the host's mount events still reach it (the plan
+  // makes its other binds private).
+  if (::mount(nullptr, "/", nullptr, MS_REC | (ctx.plan->slave_root ? MS_SLAVE : MS_PRIVATE),
+              nullptr) != 0)
     return step_failed(f, 125, errno, "make mounts private", "/");
   const char* rootfs = spec.rootfs.c_str();
   if (ctx.overlay_root != nullptr) {

@@ -107,6 +107,8 @@ ChildStep apply_mount_plan(const MountPlan& plan, int root_fd, ChildFailure& f);
 /// Remounts the mount at `path` read-only, keeping its locked flags
 /// (nosuid, nodev, noexec, atime) without which the remount fails with EPERM.
 int remount_read_only(const char* path);
+/// A bind remount of `path` adding `add` (MS_RDONLY, MS_NOSUID, ...) to the flags it has.
+int remount_with(const char* path, unsigned long add);
 
 /// Execs ctx's argv (PATH lookup when argv[0] has no '/'); returns only on
 /// failure, with `f` filled (127 not found, 126 cannot execute).

@@ -69,7 +69,7 @@ Result<Volume> parse_volume(std::string_view text) {
   auto parts = split(text, ':');
   auto bad = [&](std::string why) {
     return make_error("volume", std::string(text), std::move(why))
-        .with_hint("use -v HOST:CONTAINER[:ro|:rw] with absolute paths");
+        .with_hint("use -v HOST:CONTAINER[:ro|:rw][,nosuid,...] with absolute paths");
   };
   if (parts.size() < 2 || parts.size() > 3) return bad("expected HOST:CONTAINER[:ro|:rw]");
   Volume v;
@@ -79,10 +79,33 @@ Result<Volume> parse_volume(std::string_view text) {
   if (v.container.empty() || v.container[0] != '/')
     return bad("the container path must be absolute");
   if (parts.size() == 3) {
-    if (parts[2] == "ro") {
-      v.read_only = true;
-    } else if (parts[2] != "rw") {
-      return bad("unknown mode \"" + std::string(parts[2]) + "\" (ro or rw)");
+    // Docker's comma-separated options: ro|rw and a propagation, plus the mount flags.
+    struct Option {
+      std::string_view word;
+      unsigned long flag, propagation;
+    };
+    static constexpr Option kOptions[] = {
+        {"ro", 0, 0},
+        {"rw", 0, 0},
+        {"nosuid", MS_NOSUID, 0},
+        {"nodev", MS_NODEV, 0},
+        {"noexec", MS_NOEXEC, 0},
+        {"private", 0, 0},
+        {"rprivate", 0, 0},
+        {"slave", 0, MS_SLAVE},
+        {"rslave", 0, MS_SLAVE | MS_REC},
+        {"unbindable", 0, MS_UNBINDABLE},
+        {"runbindable", 0, MS_UNBINDABLE | MS_REC},
+    };
+    for (std::string_view opt : split(parts[2], ',')) {
+      const Option* o = std::find_if(std::begin(kOptions), std::end(kOptions),
+                                     [&](const Option& k) { return k.word == opt; });
+      if (o == std::end(kOptions))
+        return bad("unknown option \"" + std::string(opt) +
+                   "\" (ro, rw, nosuid, nodev, noexec, [r]private, [r]slave, [r]unbindable)");
+      if (opt == "ro" || opt == "rw") v.read_only = opt == "ro";
+      v.flags |= o->flag;
+      if (o->propagation != 0 || opt.ends_with("private")) v.propagation = o->propagation;
     }
   }
   return v;
@@ -120,7 +143,7 @@ Result<TmpfsMount> parse_tmpfs(std::string_view text) {
       }
       std::string_view key = opt.substr(0, opt.find('='));
       if (opt.find('=') == std::string_view::npos || opt.size() == key.size() + 1 ||
-          (key != "size" && key != "mode" && key != "nr_inodes"))
+          (key != "size" && key != "mode" && key != "nr_inodes" && key != "huge"))
         return bad("unknown option \"" + std::string(opt) + "\"");
       mode = mode || key == "mode";
       data.emplace_back(opt);

@@ -22,6 +22,8 @@ struct Volume {
   std::string host;       ///< absolute host path (file or directory)
   std::string container;  ///< absolute path inside the container
   bool read_only = false;
+  unsigned long flags = 0;        ///< MS_NOSUID, MS_NODEV, MS_NOEXEC, set on the bind
+  unsigned long propagation = 0;  ///< 0 (private), MS_SLAVE or MS_UNBINDABLE, | MS_REC: r-forms
 };
 
 /// An empty tmpfs in the container (`--tmpfs DST[:OPTIONS]`), mounted before the volumes so

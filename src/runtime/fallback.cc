@@ -22,6 +22,11 @@ Status refuse_unsupported(const ContainerSpec& spec, const Engine& engine) {
     return make_error("run", "--gpus/--device", "the " + name + " engine cannot inject devices")
         .with_hint("--gpus needs the " + engines_with(&Engine::devices) + " engine");
   for (const Volume& v : spec.volumes)
+    if ((v.flags != 0 || v.propagation != 0) && !engine.tmpfs)
+      return make_error("mount", "volume " + v.host + ":" + v.container,
+                        "the " + name + " engine cannot set mount flags or propagation")
+          .with_hint("use the " + engines_with(&Engine::tmpfs) + " engine, or drop them");
+  for (const Volume& v : spec.volumes)
     if (v.read_only && !engine.read_only_volumes)
       return make_error("mount", "volume " + v.host + ":" + v.container + ":ro",
                         "the " + name + " engine cannot make a volume read-only")

@@ -31,10 +31,15 @@ ChildStep step_failed(ChildFailure& f, int exit_code, int err, Op op, const char
 }
 
 int remount_read_only(const char* path) {
+  return remount_with(path, MS_RDONLY);
+}
+
+int remount_with(const char* path, unsigned long add) {
   struct statvfs sv;
   if (::statvfs(path, &sv) != 0) return -1;
   // Flags locked by the user namespace must be repeated or the remount fails.
-  unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY;
+  unsigned long flags = MS_BIND | MS_REMOUNT | add;
+  if (sv.f_flag & ST_RDONLY) flags |= MS_RDONLY;
   if (sv.f_flag & ST_NOSUID) flags |= MS_NOSUID;
   if (sv.f_flag & ST_NODEV) flags |= MS_NODEV;
   if (sv.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
@@ -190,7 +195,11 @@ ChildStep apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildF
   const char* target = e.target.c_str();
   if (e.kind != MountKind::kSymlink && e.kind != MountKind::kWriteFile) fresh.covered(e.target);
   const char* fresh_name = nullptr;
-  const FreshDir* fresh_dir = e.read_only || e.source_in_root || e.kind == MountKind::kWriteFile
+  bool bind = e.kind == MountKind::kBind || e.kind == MountKind::kRbind;
+  // Flags and propagation set after a bind (-v ...:nosuid,rslave), on the bound mount.
+  unsigned long bind_flags = bind ? e.flags & (MS_NOSUID | MS_NODEV | MS_NOEXEC) : 0;
+  bool after = e.read_only || bind_flags != 0 || (bind && e.propagation != 0);
+  const FreshDir* fresh_dir = after || e.source_in_root || e.kind == MountKind::kWriteFile
                                   ? nullptr
                                   : fresh.parent_of(e.target, &fresh_name);
   if (fresh_dir != nullptr) {
@@ -246,21 +255,33 @@ ChildStep apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildF
   ::close(fd);
   if (rc != 0) return mount_failed(f, err, e);
   if (is_tmpfs_mount(e) && !e.read_only) fresh.add(root_fd, e);
-  if (!e.read_only) return ChildStep::done();
+  if (!after) return ChildStep::done();
   // Reopen: the fd from before the mount names the directory under it.
   fd = open_in_root(root_fd, target, O_PATH);
   if (fd < 0) return step_failed(f, 125, errno, "open mount", target);
   fd_path(path, fd);
+  if (bind && e.propagation != 0 && ::mount(nullptr, path, nullptr, e.propagation, nullptr) != 0) {
+    err = errno;
+    ::close(fd);
+    return step_failed(f, 125, err, "mount", target, "cannot set the mount's propagation");
+  }
+  if (!e.read_only && bind_flags == 0) {
+    ::close(fd);
+    return ChildStep::done();
+  }
   // mount_setattr (Linux 5.12) makes the mount read-only in one call, with its submounts for
   // an rbind; without it, a remount does the top, which needs the locked flags read first.
   struct mount_attr attr;
   std::memset(&attr, 0, sizeof attr);
-  attr.attr_set = MOUNT_ATTR_RDONLY;
+  attr.attr_set = (e.read_only ? MOUNT_ATTR_RDONLY : 0) |
+                  (bind_flags & MS_NOSUID ? MOUNT_ATTR_NOSUID : 0) |
+                  (bind_flags & MS_NODEV ? MOUNT_ATTR_NODEV : 0) |
+                  (bind_flags & MS_NOEXEC ? MOUNT_ATTR_NOEXEC : 0);
   unsigned int at = AT_EMPTY_PATH | (e.kind == MountKind::kRbind ? AT_RECURSIVE : 0);
   rc = static_cast<int>(::syscall(SYS_mount_setattr, fd, "", at, &attr, sizeof attr));
   err = errno;
   if (rc != 0 && err == ENOSYS) {
-    rc = remount_read_only(path);
+    rc = remount_with(path, (e.read_only ? MS_RDONLY : 0) | bind_flags);
     err = errno;
   }
   if (rc != 0) {
@@ -268,7 +289,8 @@ ChildStep apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildF
     (void)::umount2(path, MNT_DETACH);  // best effort: the failure is reported below
   }
   ::close(fd);
-  if (rc != 0) return step_failed(f, 125, err, "remount read-only", target);
+  if (rc != 0 && e.read_only) return step_failed(f, 125, err, "remount read-only", target);
+  if (rc != 0) return step_failed(f, 125, err, "mount", target, "cannot set the mount's flags");
   return ChildStep::done();
 }
 

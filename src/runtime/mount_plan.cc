@@ -265,8 +265,16 @@ Result<MountPlan> plan_mounts(const ContainerSpec& spec, const HostInfo& host) {
     e.target = *target;
     e.target_kind = kind == HostPathKind::kDirectory ? kDir : kFile;
     e.read_only = v.read_only;
+    e.flags = v.flags;
+    e.propagation = v.propagation;
     e.required = true;
     plan.entries.push_back(std::move(e));
+    if (v.propagation & MS_SLAVE) plan.slave_root = true;
+  }
+  if (plan.slave_root) {
+    for (MountEntry& e : plan.entries)
+      if ((e.kind == MountKind::kBind || e.kind == MountKind::kRbind) && e.propagation == 0)
+        e.propagation = MS_PRIVATE | MS_REC;
   }
   return plan;
 }

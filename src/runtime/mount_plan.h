@@ -50,8 +50,11 @@ struct MountEntry {
   std::string source;       ///< host path (binds), fs source name (kFs), link text (kSymlink)
   std::string target;       ///< absolute path inside the container, normalised
   std::string fstype;       ///< kFs only: "proc", "tmpfs", "devpts"
-  unsigned long flags = 0;  ///< MS_NOSUID, MS_NODEV, MS_NOEXEC ... for kFs
-  std::string data;         ///< kFs only: mount options ("mode=755")
+  unsigned long flags = 0;  ///< MS_NOSUID, MS_NODEV, MS_NOEXEC ... (binds: set after the bind)
+  /// Binds: the propagation set after the bind (MS_SLAVE, MS_UNBINDABLE, MS_PRIVATE, with
+  /// MS_REC for a whole tree); 0 keeps what the bind got.
+  unsigned long propagation = 0;
+  std::string data;  ///< kFs only: mount options ("mode=755")
   TargetKind target_kind = TargetKind::kDirectory;
   bool read_only = false;  ///< remounted read-only after the bind (locked flags kept)
   bool required = true;    ///< a failure aborts the run; otherwise the entry is skipped
@@ -69,6 +72,10 @@ inline bool is_tmpfs_mount(const MountEntry& e) {
 
 struct MountPlan {
   std::vector<MountEntry> entries;
+  /// A volume asked for slave propagation (-v ...:rslave): the container's mounts start as
+  /// slaves of the host's rather than private (still nothing propagates to the host), and
+  /// every other bind is made private after it is bound.
+  bool slave_root = false;
 };
 
 /// Normalises an absolute container path ("/a//b/./c/" -> "/a/b/c"); fails

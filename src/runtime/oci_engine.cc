@@ -42,8 +42,15 @@ constexpr const char* kCapabilities[] = {
 };
 
 nlohmann::json bind_mount(const std::string& source, const std::string& target, bool recursive,
-                          bool read_only) {
+                          bool read_only, unsigned long flags = 0, unsigned long propagation = 0) {
   nlohmann::json options = {recursive ? "rbind" : "bind"};
+  // -v ...:nosuid,rslave: OCI's own option words.
+  if (flags & MS_NOSUID) options.push_back("nosuid");
+  if (flags & MS_NODEV) options.push_back("nodev");
+  if (flags & MS_NOEXEC) options.push_back("noexec");
+  bool rec = propagation & MS_REC;
+  if (propagation & MS_SLAVE) options.push_back(rec ? "rslave" : "slave");
+  if (propagation & MS_UNBINDABLE) options.push_back(rec ? "runbindable" : "unbindable");
   if (read_only) {
     // The remount read-only keeps the locked flags of a host mount only when they are named.
     for (const char* w : {"nosuid", "nodev", "noexec"})
@@ -130,7 +137,8 @@ Result<nlohmann::json> oci_config(const ContainerSpec& spec, uid_t host_uid, gid
       case MountKind::kRbind:
         // runc binds the minimal /dev's nodes itself (a user namespace cannot mknod).
         if (!spec.host_dev && e.target.starts_with("/dev/")) continue;
-        mounts.push_back(bind_mount(e.source, e.target, e.kind == MountKind::kRbind, e.read_only));
+        mounts.push_back(bind_mount(e.source, e.target, e.kind == MountKind::kRbind, e.read_only,
+                                    e.flags, e.propagation));
         break;
       case MountKind::kSymlink:
         break;  // runc makes /dev/fd, /dev/stdin, ... and /dev/ptmx

@@ -56,19 +56,29 @@ Problem set_flag(std::optional<bool>* field, bool value, const char* option) {
   return {};
 }
 
-/// The mount flags `berth run -v` expresses: ro/rw; binds are always recursive binds, and
-/// propagation stays private, which is what pyxis's default flags (rbind) give.
+/// The mount flags of a bind as `berth run -v` takes them (its comma-separated options):
+/// ro/rw, nosuid, nodev, noexec, [r]slave, [r]unbindable. Binds are always recursive binds,
+/// and private unless asked (pyxis's default flags, rbind, give that); enroot's x-create=dir
+/// and x-create=file are what berth does anyway (a missing target is made, as the source's
+/// kind).
 Problem mount_flags(const std::string& flags, std::string* mode) {
+  std::string rw, rest;
   for (const std::string& f : split(flags, '+')) {
     if (f == "ro" || f == "rw") {
-      *mode = f;
-    } else if (f == "rbind" || f == "bind" || f == "private" || f == "rprivate") {
+      rw = f;
+    } else if (f == "nosuid" || f == "nodev" || f == "noexec" || f == "slave" || f == "rslave" ||
+               f == "unbindable" || f == "runbindable") {
+      rest.append(",").append(f);
+    } else if (f == "rbind" || f == "bind" || f == "private" || f == "rprivate" ||
+               f == "x-create=dir" || f == "x-create=file" || f == "x-create=auto") {
       // what Berth does anyway
     } else {
       return "--container-mounts: mount flag '" + f +
-             "' is not supported yet (ro, rw, rbind, bind, private, rprivate)";
+             "' is not supported (ro, rw, rbind, bind, [r]private, [r]slave, [r]unbindable, "
+             "nosuid, nodev, noexec, x-create=dir|file|auto)";
     }
   }
+  *mode = rest.empty() ? rw : (rw.empty() ? "rw" : rw) + rest;
   return {};
 }
 
@@ -79,12 +89,14 @@ Problem tmpfs_flags(const std::string& item, const std::string& flags, std::stri
     std::string key = f.substr(0, f.find('='));
     bool word = f == "ro" || f == "rw" || f == "nosuid" || f == "suid" || f == "nodev" ||
                 f == "dev" || f == "noexec" || f == "exec";
-    bool value =
-        f.size() > key.size() + 1 && (key == "size" || key == "mode" || key == "nr_inodes");
+    bool value = f.size() > key.size() + 1 &&
+                 (key == "size" || key == "mode" || key == "nr_inodes" || key == "huge");
+    if (f == "x-create=dir") continue;  // a tmpfs's target is made anyway
     if (!word && !value) {
       std::string p = "--container-mounts: '" + item + "': tmpfs flag '";
       p.append(f).append(
-          "' is not supported (ro, rw, [no]suid, [no]dev, [no]exec, size=, mode=, nr_inodes=)");
+          "' is not supported (ro, rw, [no]suid, [no]dev, [no]exec, size=, mode=, nr_inodes=, "
+          "huge=)");
       return p;
     }
     out->append(out->empty() ? "" : ",").append(f);
@@ -96,9 +108,9 @@ Problem check_mount(const std::string& item) {
   if (item.empty()) return "--container-mounts: empty item";
   std::vector<std::string> parts = split(item, ':');
   if (parts.size() > 3) return "--container-mounts: '" + item + "': expected SRC[:DST[:FLAGS]]";
-  if (parts[0] == "umount")
-    return "--container-mounts: '" + item +
-           "': umount is not supported (Berth mounts no site fstab to take a mount from)";
+  if (parts[0] == "umount" && (parts.size() != 2 || !parts[1].starts_with("/")))
+    return "--container-mounts: '" + item + "': expected umount:DST, DST an absolute path";
+  if (parts[0] == "umount") return {};
   if (parts[0] == "tmpfs" && parts.size() < 2)
     return "--container-mounts: '" + item + "': expected tmpfs:DST[:FLAGS]";
   if (parts.size() > 1 && !parts[1].starts_with("/"))
@@ -509,6 +521,25 @@ std::string mpi_argument(const Options& o, const PluginArgs& a, const StepIds& i
   return type.empty() || type == "*" ? "--mpi" : "--mpi=" + type;
 }
 
+std::string gpu_argument(const StepIds& ids) {
+  std::string want = "all";
+  if (ids.visible_devices) {
+    want = *ids.visible_devices;
+    want.erase(0, want.find_first_not_of(" \t"));
+    want.erase(want.find_last_not_of(" \t") + 1);
+  }
+  // Without GPUs from Slurm (or with the job's own "void"), none: the image's
+  // NVIDIA_VISIBLE_DEVICES=all would otherwise inject every GPU of the node. An -e rather than
+  // --gpus, so that a site policy's gpus (locked or not) still decides over the image.
+  if (!ids.gpus || want.empty() || want == "void") return "--env=NVIDIA_VISIBLE_DEVICES=void";
+  // The step's GPUs, and only those: berth's --gpus takes the job's CUDA_VISIBLE_DEVICES as
+  // the pool (indexes count within it) and renumbers the chosen ones from 0 inside, with the
+  // site policy applied. The job's own NVIDIA_VISIBLE_DEVICES narrows within that pool; the
+  // image's never widens it.
+  if (want == "all" || want == "none") return "--gpus=" + want;
+  return "--gpus=device=" + want;
+}
+
 Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
                       const std::string& cwd, std::vector<std::string>* out) {
   std::string image;
@@ -533,6 +564,24 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   // enroot's default is no home; Berth's would be the site policy's: pyxis's wins here. With
   // --container-remap-root enroot binds the home at the remapped user's, /root.
   bool home = o.mount_home.value_or(false);
+  // umount:DST takes away a mount the step would make: the only one there is the home (enroot
+  // uses it for its fstab's, which Berth has none of).
+  std::string home_at = o.remap_root.value_or(false) ? "/root" : ids.home;
+  for (const std::string& m : o.mounts) {
+    if (!m.starts_with("umount:")) continue;
+    std::string dst = m.substr(7);
+    while (dst.size() > 1 && dst.ends_with("/")) dst.pop_back();
+    bool bound = home && ids.home.starts_with("/");
+    if (bound && dst == home_at) {
+      home = false;
+      continue;
+    }
+    return "--container-mounts: '" + m + "': the step makes no mount at " + dst +
+           " to take away (" +
+           (bound ? "its only one is the home, at " + home_at
+                  : std::string("its only one would be the home, with --container-mount-home")) +
+           "; Berth mounts no site fstab)";
+  }
   if (home && o.remap_root.value_or(false) && ids.home.starts_with("/")) {
     v.insert(v.end(), {"--no-bind-home", "-v", ids.home + ":/root"});
   } else {
@@ -545,6 +594,7 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   for (const std::string& m : o.mounts) {
     std::vector<std::string> parts = split(m, ':');
     std::string src = parts[0], mode;
+    if (src == "umount") continue;  // above
     if (src == "tmpfs") {
       // pyxis's tmpfs:DST[:FLAGS]: an empty tmpfs (berth run --tmpfs, before the binds).
       std::string tmpfs = parts[1];
@@ -572,9 +622,7 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
   // Berth's directory images are writable already; --writable is for squashfs files.
   if (o.writable == false) v.push_back("--read-only");
   if (o.writable == true && in_place) v.push_back("--writable");
-  // The step's GPUs, and only those: berth's --gpus all takes the job's CUDA_VISIBLE_DEVICES
-  // as the pool and renumbers it from 0 inside, with the site policy applied.
-  if (ids.gpus) v.insert(v.end(), {"--gpus", "all"});
+  v.push_back(gpu_argument(ids));
   // The host's MPI (devices/mpi.h), checked against the image's by the site's ABI rule.
   if (std::string mpi = mpi_argument(o, a, ids); !mpi.empty()) v.push_back(mpi);
   for (const std::string& ns : o.unshare) {

@@ -93,7 +93,9 @@ struct StepIds {
   unsigned step = 0;  ///< kBatchStep for the batch script
   std::string node;   ///< SLURMD_NODENAME
   unsigned uid = 0, gid = 0;
-  bool gpus = false;      ///< Slurm gave the step GPUs (SLURM_STEP_GPUS or SLURM_JOB_GPUS is set)
+  bool gpus = false;  ///< Slurm gave the step GPUs (SLURM_STEP_GPUS or SLURM_JOB_GPUS is set)
+  /// The job's own NVIDIA_VISIBLE_DEVICES, if set: narrows the step's GPUs (within its GRES).
+  std::optional<std::string> visible_devices;
   bool mpi_step = false;  ///< launched with an MPI plugin (SLURM_MPI_TYPE set, not "none")
   std::string hostname;   ///< the node's host name (--container-unshare=uts keeps it)
   std::string home;       ///< the job's HOME: the home --container-mount-home binds
@@ -125,6 +127,12 @@ inline bool needs_container(const Options& o) {
 /// The line the holder prints on stdout and on stderr before it stops itself, when the step
 /// asked for --container-entrypoint-log: the end of the entrypoint's output in the log.
 inline constexpr const char* kHolderUpLine = "berth: the holder is up";
+
+/// The GPU argument of `berth run` for this step: `--gpus=...`, the step's GRES (the job's
+/// CUDA_VISIBLE_DEVICES) narrowed by the job's own NVIDIA_VISIBLE_DEVICES (an index counts
+/// within the GRES, as CUDA in the job numbers them); without GRES, no GPU whatever the image
+/// says (`--env=NVIDIA_VISIBLE_DEVICES=void`).
+std::string gpu_argument(const StepIds& ids);
 
 /// The `berth run` arguments (after the binary) that make the step's container: a holder
 /// process (/bin/sh stopping itself) that the tasks join and the plugin ends at step end.

@@ -64,6 +64,10 @@ Problem step_ids(spank_t sp, StepIds* ids) {
   char gpus[256];
   ids->gpus = spank_getenv(sp, "SLURM_STEP_GPUS", gpus, sizeof gpus) == ESPANK_SUCCESS ||
               spank_getenv(sp, "SLURM_JOB_GPUS", gpus, sizeof gpus) == ESPANK_SUCCESS;
+  std::vector<char> visible(4096);
+  if (spank_getenv(sp, "NVIDIA_VISIBLE_DEVICES", visible.data(),
+                   static_cast<int>(visible.size())) == ESPANK_SUCCESS)
+    ids->visible_devices = visible.data();
   char mpi[64];
   ids->mpi_step = spank_getenv(sp, "SLURM_MPI_TYPE", mpi, sizeof mpi) == ESPANK_SUCCESS &&
                   std::strcmp(mpi, "none") != 0;

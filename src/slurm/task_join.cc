@@ -177,9 +177,13 @@ Problem join(spank_t sp, long pid) {
     return "root emulation: seccomp: " + errno_text(errno);
   char buf[4096];
   if (::getcwd(buf, sizeof buf) != nullptr) spank_setenv(sp, "PWD", buf, 1);
-  // As the workload of `berth run`: with --container-remap-root the task is uid 0 in the
-  // container's namespace, and without CAP_SYS_ADMIN it cannot undo the mount plan.
-  if (::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0)
+  // With --container-remap-root the task is uid 0 in the container's user namespace and keeps
+  // every capability that namespace gives, CAP_SYS_ADMIN included, as enroot's remapped root
+  // does: `mount` and, with --container-unshare=uts, `hostname` work. It grants nothing over
+  // the host: the namespace maps only the user's own uid and gid, and what it may then undo
+  // (a read-only bind) are mounts of its own. Without remap-root the task is the user, with no
+  // capability after exec; the bounding set loses CAP_SYS_ADMIN as under `berth run`.
+  if (!o.remap_root.value_or(false) && ::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0)
     return "drop capability: CAP_SYS_ADMIN: " + errno_text(errno);
   return {};
 }

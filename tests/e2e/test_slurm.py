@@ -12,7 +12,7 @@ import time
 import pytest
 
 import imagelib
-from test_gpu import UUID0, fake_host_env
+from test_gpu import UUID0, UUID1, fake_host_env
 from test_squashfs_run import fuse_procs, make_tree, mksquashfs, mounts, wait_for
 
 
@@ -377,6 +377,46 @@ def test_the_steps_gpus_and_only_those_are_injected(sl, pushed_busybox, cluster,
     # Without GPUs from Slurm, none are injected.
     out = sl.ok(f"--container-image={pushed_busybox}", *show, env=env)
     assert "nvidia0" not in out.split()
+
+
+def test_a_step_gets_its_gres_narrowed_by_the_jobs_own_visible_devices(sl, registry, cluster,
+                                                                        scratch):
+    # A CUDA image says NVIDIA_VISIBLE_DEVICES=all: that never widens what Slurm gave the
+    # step, and the job's own NVIDIA_VISIBLE_DEVICES picks within the step's GPUs.
+    if not cluster.gpus:
+        pytest.skip("no /dev/tty0 and /dev/tty1 to stand in for GPUs")
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler to build the fake driver libraries")
+    img = imagelib.make_image([imagelib.busybox_layer()], config={"Env": [
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "NVIDIA_VISIBLE_DEVICES=all"]})
+    registry.pusher().push_image("e2e/cuda-like", "1", img)
+    image = f"--container-image={registry.host}/e2e/cuda-like:1"
+    env = fake_host_env(os.path.join(scratch, "slurm-gpu-host"))
+    show = ["sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES; ls /dev"]
+    # No GRES: no GPU, whatever the image says.
+    first, devices = sl.ok(image, *show, env=env).split("\n", 1)
+    assert first == "void"
+    assert "nvidia0" not in devices.split() and "nvidia1" not in devices.split()
+    # Two GPUs from Slurm, the job's NVIDIA_VISIBLE_DEVICES=1: the second of them only.
+    first, devices = sl.ok("--gres=gpu:2", image, *show,
+                           env={**env, "NVIDIA_VISIBLE_DEVICES": "1"}).split("\n", 1)
+    assert first == UUID1
+    assert "nvidia1" in devices.split() and "nvidia0" not in devices.split()
+    # One GPU from Slurm: the job cannot name one outside it.
+    rc, _, err = sl.srun("--gres=gpu:1", image, "true",
+                         env={**env, "NVIDIA_VISIBLE_DEVICES": "1"})
+    assert rc != 0
+    assert "berth: error:" in err, err
+
+
+def test_remapped_root_keeps_cap_sys_admin_in_its_namespace(sl, pushed_busybox):
+    # enroot's remapped root may mount and, in a UTS namespace of its own, set the host name.
+    out = sl.ok("--container-remap-root", "--container-unshare=uts",
+                f"--container-image={pushed_busybox}", "sh", "-c",
+                "hostname berth-test && hostname && mkdir -p /tmp/m && "
+                "mount -t tmpfs none /tmp/m && touch /tmp/m/f && echo mounted")
+    assert out == "berth-test\nmounted\n"
 
 
 def test_job_scope_names_are_removed_at_the_job_end(sl, cluster, pushed_busybox):
@@ -841,12 +881,58 @@ def test_tmpfs_mounts_and_umount(sl, pushed_busybox):
     assert mount.startswith("tmpfs /scratch tmpfs rw,nosuid,nodev,noexec")
     assert "size=1024k" in mount
     assert rest == "x\nbound\n"
-    # umount: refused in srun, before anything is submitted.
+    # umount: of a mount the step does not make: refused.
     rc, _, err = sl.srun(f"--container-image={pushed_busybox}", "--container-mounts=umount:/tmp",
                          "true")
     assert rc != 0
-    assert ("--container-mounts: 'umount:/tmp': umount is not supported (Berth mounts no site "
-            "fstab to take a mount from)") in err
+    assert ("--container-mounts: 'umount:/tmp': the step makes no mount at /tmp to take away "
+            "(its only one would be the home, with --container-mount-home; Berth mounts no site "
+            "fstab)") in err
+    # umount: of the home the step binds takes it away.
+    sl.berth.write_file("home/note", "in the home\n")
+    note = os.path.join(sl.berth.home, "note")
+    out = sl.ok(f"--container-image={pushed_busybox}", "--container-mount-home",
+                f"--container-mounts=umount:{sl.berth.home}", "sh", "-c",
+                f"cat {note} 2>/dev/null || echo absent")
+    assert out == "absent\n"
+
+
+def test_pyxis_mount_flags_have_their_meaning(sl, pushed_busybox):
+    # enroot's flags that pyxis passes through: nosuid, nodev, noexec and unbindable on the
+    # bind, x-create=dir making the target, tmpfs's huge=.
+    data = sl.berth.make_dir("flagdata")
+    sl.berth.write_file("flagdata/f", "bound\n")
+    out = sl.ok(f"--container-image={pushed_busybox}",
+                f"--container-mounts={data}:/in:ro+nosuid+nodev+noexec+unbindable,"
+                f"{data}:/made/here:x-create=dir,tmpfs:/t:huge=within_size", "sh", "-c",
+                "grep ' /in ' /proc/self/mountinfo; cat /made/here/f; "
+                "grep ' /t ' /proc/mounts")
+    info, made, tmpfs = out.splitlines()
+    fields = info.split(" - ")[0].split()
+    assert fields[5].split(",")[:4] == ["ro", "nosuid", "nodev", "noexec"], info
+    assert "unbindable" in fields[6:], info
+    assert made == "bound"
+    assert "huge=within_size" in tmpfs, tmpfs
+
+
+def test_an_rslave_mount_follows_the_hosts(sl, pushed_busybox, scratch):
+    # rslave: the bind stays a slave of a shared host mount, so that what the host mounts
+    # beneath it later shows inside (a private bind would not be anyone's slave).
+    if os.geteuid() != 0:
+        pytest.skip("making a shared mount on the host needs root")
+    src = sl.berth.make_dir("rslavedata")
+    subprocess.run(["mount", "--bind", src, src], check=True)
+    try:
+        subprocess.run(["mount", "--make-shared", src], check=True)
+        out = sl.ok(f"--container-image={pushed_busybox}",
+                    f"--container-mounts={src}:/in:rslave,{src}:/private", "sh", "-c",
+                    "grep -e ' /in ' -e ' /private ' /proc/self/mountinfo")
+        by_target = {line.split()[4]: line.split(" - ")[0].split()[6:] for line in
+                     out.splitlines()}
+        assert any(f.startswith("master:") for f in by_target["/in"]), out
+        assert by_target["/private"] == [], out
+    finally:
+        subprocess.run(["umount", "-l", src], check=False)
 
 
 def test_tasks_have_the_containers_root_emulation(sl, pushed_busybox):

@@ -105,11 +105,14 @@ TEST(GatewayReclaim, TheSamplerAndTheNoticeInTheJobsScript) {
       << s;
   EXPECT_NE(s.find(">>'/o/j.gpu' 2>>'/o/j.gpu.log'"), std::string::npos) << s;
   EXPECT_NE(s.find("cat '/o/j.notice' >>'/o/j.err'"), std::string::npos) << s;
-  EXPECT_NE(s.find("sleep 30"), std::string::npos) << s;
+  // It waits a period a second at a time, while the script's process (srun) lives.
+  EXPECT_NE(s.find("while [ $n -lt 30 ] && kill -0 $$ 2>/dev/null; do sleep 1;"), std::string::npos)
+      << s;
   // On one node the batch step samples itself: no step to start.
   std::string one =
       reclaim_watch_script("/usr/bin/berth", "/o/j.gpu", "/o/j.notice", "/o/j.err", p, 1);
-  EXPECT_NE(one.find("while :; do '/usr/bin/berth' gpu stats $sel --json"), std::string::npos)
+  EXPECT_NE(one.find("while kill -0 $$ 2>/dev/null; do '/usr/bin/berth' gpu stats $sel --json"),
+            std::string::npos)
       << one;
   EXPECT_NE(one.find("sel=\"--gpus device=$SLURM_JOB_GPUS\""), std::string::npos) << one;
   EXPECT_TRUE(s.ends_with(") &\n")) << s;

@@ -87,9 +87,20 @@ TEST(ParseVolume, Cases) {
   EXPECT_EQ(parse_volume("/h:c").error().message(),
             "volume /h:c: the container path must be absolute");
   EXPECT_EQ(parse_volume("/h:/c:rx").error().message(),
-            "volume /h:/c:rx: unknown mode \"rx\" (ro or rw)");
+            "volume /h:/c:rx: unknown option \"rx\" (ro, rw, nosuid, nodev, noexec, [r]private, "
+            "[r]slave, [r]unbindable)");
   EXPECT_EQ(parse_volume("/h").error().message(), "volume /h: expected HOST:CONTAINER[:ro|:rw]");
-  EXPECT_EQ(parse_volume("/h").error().hint, "use -v HOST:CONTAINER[:ro|:rw] with absolute paths");
+  EXPECT_EQ(parse_volume("/h").error().hint,
+            "use -v HOST:CONTAINER[:ro|:rw][,nosuid,...] with absolute paths");
+  // Docker's comma-separated options, and the mount flags (pyxis's nosuid, nodev, noexec).
+  v = parse_volume("/h:/c:ro,nosuid,nodev,noexec,rslave");
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->read_only);
+  EXPECT_EQ(v->flags, static_cast<unsigned long>(MS_NOSUID | MS_NODEV | MS_NOEXEC));
+  EXPECT_EQ(v->propagation, static_cast<unsigned long>(MS_SLAVE | MS_REC));
+  EXPECT_EQ(parse_volume("/h:/c:unbindable")->propagation,
+            static_cast<unsigned long>(MS_UNBINDABLE));
+  EXPECT_EQ(parse_volume("/h:/c:rslave,rprivate")->propagation, 0u);
 }
 
 TEST(ParseTmpfs, Cases) {
@@ -103,6 +114,7 @@ TEST(ParseTmpfs, Cases) {
   EXPECT_EQ(t->flags, static_cast<unsigned long>(MS_NOSUID | MS_RDONLY | MS_NOEXEC));
   EXPECT_EQ(t->data, "mode=1777,size=1m");
   EXPECT_EQ(parse_tmpfs("/s:mode=700,nr_inodes=10")->data, "mode=700,nr_inodes=10");
+  EXPECT_EQ(parse_tmpfs("/s:huge=within_size")->data, "mode=1777,huge=within_size");
   EXPECT_EQ(parse_tmpfs("s").error().message(),
             "volume tmpfs s: the container path must be absolute");
   EXPECT_EQ(parse_tmpfs("/s:uid=0").error().message(),

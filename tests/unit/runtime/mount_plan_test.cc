@@ -134,6 +134,30 @@ TEST(MountPlan, VolumesComeLastInCommandLineOrder) {
   EXPECT_EQ(b.target_kind, TargetKind::kFile);
 }
 
+TEST(MountPlan, AVolumesFlagsAndPropagationReachItsEntry) {
+  HostInfo h = full_host();
+  h.paths["/data"] = HostPathKind::kDirectory;
+  h.paths["/shared"] = HostPathKind::kDirectory;
+  ContainerSpec s = base();
+  s.volumes = {{"/data", "/data", false, MS_NOSUID | MS_NOEXEC, MS_UNBINDABLE}};
+  auto p = plan_mounts(s, h);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->entries.back().flags, static_cast<unsigned long>(MS_NOSUID | MS_NOEXEC));
+  EXPECT_EQ(p->entries.back().propagation, static_cast<unsigned long>(MS_UNBINDABLE));
+  EXPECT_FALSE(p->slave_root);
+  // rslave: the mounts start as the host's slaves, and every other bind is made private.
+  s.volumes.push_back({"/shared", "/shared", false, 0, MS_SLAVE | MS_REC});
+  p = plan_mounts(s, h);
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(p->slave_root);
+  EXPECT_EQ(p->entries.back().propagation, static_cast<unsigned long>(MS_SLAVE | MS_REC));
+  EXPECT_EQ(p->entries[p->entries.size() - 2].propagation,
+            static_cast<unsigned long>(MS_UNBINDABLE));
+  for (const MountEntry& e : p->entries)
+    if (e.kind == MountKind::kRbind || e.kind == MountKind::kBind)
+      EXPECT_NE(e.propagation, 0u) << e.target;
+}
+
 TEST(MountPlan, TmpfsMountsComeBeforeTheVolumes) {
   HostInfo h = full_host();
   h.paths["/data"] = HostPathKind::kDirectory;

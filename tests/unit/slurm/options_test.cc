@@ -59,18 +59,18 @@ TEST(SlurmOptions, MountsAreCheckedAndDeduplicated) {
   EXPECT_EQ(o.mounts, (std::vector<std::string>{"/data:/data:ro+rbind", "/scratch"}));
   EXPECT_EQ(apply(&o, "container-mounts", "/a:rel"),
             "--container-mounts: '/a:rel': the destination must be an absolute path");
-  EXPECT_EQ(apply(&o, "container-mounts", "/a:/b:x-create=dir"),
-            "--container-mounts: mount flag 'x-create=dir' is not supported yet (ro, rw, rbind, "
-            "bind, private, rprivate)");
+  EXPECT_EQ(apply(&o, "container-mounts", "/a:/b:x-create=sometimes"),
+            "--container-mounts: mount flag 'x-create=sometimes' is not supported (ro, rw, rbind, "
+            "bind, [r]private, [r]slave, [r]unbindable, nosuid, nodev, noexec, "
+            "x-create=dir|file|auto)");
   EXPECT_EQ(apply(&o, "container-mounts", "/a,,/b"), "--container-mounts: empty item");
-  EXPECT_EQ(apply(&o, "container-mounts", "umount:/t"),
-            "--container-mounts: 'umount:/t': umount is not supported (Berth mounts no site "
-            "fstab to take a mount from)");
+  EXPECT_EQ(apply(&o, "container-mounts", "umount:t"),
+            "--container-mounts: 'umount:t': expected umount:DST, DST an absolute path");
   EXPECT_EQ(apply(&o, "container-mounts", "tmpfs"),
             "--container-mounts: 'tmpfs': expected tmpfs:DST[:FLAGS]");
   EXPECT_EQ(apply(&o, "container-mounts", "tmpfs:/t:size=1m+uid=0"),
             "--container-mounts: 'tmpfs:/t:size=1m+uid=0': tmpfs flag 'uid=0' is not supported "
-            "(ro, rw, [no]suid, [no]dev, [no]exec, size=, mode=, nr_inodes=)");
+            "(ro, rw, [no]suid, [no]dev, [no]exec, size=, mode=, nr_inodes=, huge=)");
   // pyxis's tmpfs:DST[:FLAGS] is berth run's --tmpfs DST[:OPTIONS].
   Options t;
   t.image = "busybox";
@@ -257,11 +257,26 @@ TEST(SlurmOptions, RunArguments) {
   StepIds ids{12, 3, "n1", 1000, 100};
   std::vector<std::string> args;
   EXPECT_EQ(run_arguments(o, a, ids, "/home/u", &args), "");
-  EXPECT_EQ(args, (std::vector<std::string>{
-                      "run", "-d", "--name", "slurm-12.3.n1", "-u", "1000:100",
-                      "--root-emulation=seccomp", "--no-bind-home", "-v", "/data:/in:ro", "-v",
-                      "/home/u/rel:/home/u/rel", "--env=A", "--entrypoint", "/bin/sh", "--",
-                      "reg:5000/e2e/busybox:1.0", "-c", "kill -STOP $$; exit 0"}));
+  EXPECT_EQ(args, (std::vector<std::string>{"run",
+                                            "-d",
+                                            "--name",
+                                            "slurm-12.3.n1",
+                                            "-u",
+                                            "1000:100",
+                                            "--root-emulation=seccomp",
+                                            "--no-bind-home",
+                                            "-v",
+                                            "/data:/in:ro",
+                                            "-v",
+                                            "/home/u/rel:/home/u/rel",
+                                            "--env=A",
+                                            "--env=NVIDIA_VISIBLE_DEVICES=void",
+                                            "--entrypoint",
+                                            "/bin/sh",
+                                            "--",
+                                            "reg:5000/e2e/busybox:1.0",
+                                            "-c",
+                                            "kill -STOP $$; exit 0"}));
   o.remap_root = true;
   o.entrypoint = true;
   o.mounts.clear();
@@ -270,10 +285,10 @@ TEST(SlurmOptions, RunArguments) {
   o.name = "keep";
   a.job_scope = true;
   EXPECT_EQ(run_arguments(o, a, ids, "/home/u", &args), "");
-  EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "12_keep.n1", "-u", "0:0",
-                                            "--root-emulation=seccomp", "--no-bind-home", "--",
-                                            "reg:5000/e2e/busybox:1.0", "/bin/sh", "-c",
-                                            "kill -STOP $$; exit 0"}));
+  EXPECT_EQ(args, (std::vector<std::string>{
+                      "run", "-d", "--name", "12_keep.n1", "-u", "0:0", "--root-emulation=seccomp",
+                      "--no-bind-home", "--env=NVIDIA_VISIBLE_DEVICES=void", "--",
+                      "reg:5000/e2e/busybox:1.0", "/bin/sh", "-c", "kill -STOP $$; exit 0"}));
   EXPECT_EQ(container_name(Options{}, PluginArgs{}, StepIds{7, kBatchStep, "n2", 0, 0}),
             "slurm-7.batch.n2");
   // Node-unique also when named (nodes sharing a home share a store); a node name's odd
@@ -412,23 +427,25 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   o.writable = true;
   std::vector<std::string> args;
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
-  EXPECT_EQ(args, (std::vector<std::string>{"run", "-u", "5:6", "--root-emulation=seccomp",
-                                            "--no-bind-home", "--writable", "--network", "none",
-                                            "--entrypoint", "/bin/sh", "--", "/w/./img.sqsh", "-c",
-                                            "kill -STOP $$; exit 0"}));
+  EXPECT_EQ(args,
+            (std::vector<std::string>{
+                "run", "-u", "5:6", "--root-emulation=seccomp", "--no-bind-home", "--writable",
+                "--env=NVIDIA_VISIBLE_DEVICES=void", "--network", "none", "--entrypoint", "/bin/sh",
+                "--", "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
   StepIds gpu_step{1, 0, "n1", 5, 6};
   gpu_step.gpus = true;
   EXPECT_EQ(run_arguments(o, PluginArgs{}, gpu_step, "/w", &args), "");
-  EXPECT_EQ(std::count(args.begin(), args.end(), "--gpus"), 1);
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--gpus=all"), 1);
   // Saved or named: a container extracted from the file (berth run -d --name), which is
   // writable anyway (no --writable: that is for runs on the shared mount).
   o.save = "out.sqsh";
   o.unshare.clear();
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 2, "n1", 5, 6}, "/w", &args), "");
-  EXPECT_EQ(args, (std::vector<std::string>{"run", "-d", "--name", "slurm-1.2.n1", "-u", "5:6",
-                                            "--root-emulation=seccomp", "--no-bind-home",
-                                            "--entrypoint", "/bin/sh", "--", "/w/./img.sqsh", "-c",
-                                            "kill -STOP $$; exit 0"}));
+  EXPECT_EQ(args,
+            (std::vector<std::string>{
+                "run", "-d", "--name", "slurm-1.2.n1", "-u", "5:6", "--root-emulation=seccomp",
+                "--no-bind-home", "--env=NVIDIA_VISIBLE_DEVICES=void", "--entrypoint", "/bin/sh",
+                "--", "/w/./img.sqsh", "-c", "kill -STOP $$; exit 0"}));
   o.save.clear();
   o.name = "n";
   EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 2, "n1", 5, 6}, "/w", &args), "");
@@ -442,10 +459,78 @@ TEST(SlurmOptions, RunArgumentsForSquashfsAndUnshare) {
   StepIds host{1, 0, "n1", 5, 6};
   host.hostname = "node07";
   EXPECT_EQ(run_arguments(u, PluginArgs{}, host, "/w", &args), "");
-  std::vector<std::string> tail(args.begin() + 8, args.end());
+  std::vector<std::string> tail(args.begin() + 9, args.end());
   EXPECT_EQ(tail,
             (std::vector<std::string>{"--ipc", "private", "--hostname", "node07", "--entrypoint",
                                       "/bin/sh", "--", "busybox", "-c", "kill -STOP $$; exit 0"}));
+}
+
+TEST(SlurmOptions, TheStepsGresAndNothingElse) {
+  StepIds ids{1, 0, "n1", 5, 6};
+  // No GRES: no GPU, whatever the image's NVIDIA_VISIBLE_DEVICES or the job's say.
+  EXPECT_EQ(gpu_argument(ids), "--env=NVIDIA_VISIBLE_DEVICES=void");
+  ids.visible_devices = "0";
+  EXPECT_EQ(gpu_argument(ids), "--env=NVIDIA_VISIBLE_DEVICES=void");
+  // GRES: all of the step's GPUs (berth's pool is CUDA_VISIBLE_DEVICES), or the job's own
+  // NVIDIA_VISIBLE_DEVICES within them.
+  ids.gpus = true;
+  ids.visible_devices.reset();
+  EXPECT_EQ(gpu_argument(ids), "--gpus=all");
+  ids.visible_devices = "0";
+  EXPECT_EQ(gpu_argument(ids), "--gpus=device=0");
+  ids.visible_devices = " 1,GPU-abc ";
+  EXPECT_EQ(gpu_argument(ids), "--gpus=device=1,GPU-abc");
+  ids.visible_devices = "all";
+  EXPECT_EQ(gpu_argument(ids), "--gpus=all");
+  ids.visible_devices = "none";
+  EXPECT_EQ(gpu_argument(ids), "--gpus=none");
+  ids.visible_devices = "void";
+  EXPECT_EQ(gpu_argument(ids), "--env=NVIDIA_VISIBLE_DEVICES=void");
+  ids.visible_devices = "";
+  EXPECT_EQ(gpu_argument(ids), "--env=NVIDIA_VISIBLE_DEVICES=void");
+}
+
+TEST(SlurmOptions, PyxisMountFlagsHaveTheirMeaning) {
+  // enroot's flags that pyxis passes through: berth run -v's options ('+' becomes ',').
+  Options o;
+  o.image = "busybox";
+  EXPECT_EQ(apply(&o, "container-mounts",
+                  "/d:/in:ro+nosuid+nodev+noexec+rslave,/e:/e:x-create=dir+unbindable,"
+                  "/f:/new/f:x-create=file+rbind,tmpfs:/t:huge=within_size+x-create=dir"),
+            "");
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, StepIds{1, 0, "n1", 5, 6}, "/w", &args), "");
+  std::vector<std::string> mounts(args.begin() + 8, args.begin() + 16);
+  EXPECT_EQ(mounts, (std::vector<std::string>{"-v", "/d:/in:ro,nosuid,nodev,noexec,rslave", "-v",
+                                              "/e:/e:rw,unbindable", "-v", "/f:/new/f", "--tmpfs",
+                                              "/t:huge=within_size"}));
+}
+
+TEST(SlurmOptions, UmountTakesAwayTheHomeTheStepBinds) {
+  StepIds ids{1, 0, "n1", 5, 6};
+  ids.home = "/home/u";
+  Options o;
+  o.image = "busybox";
+  o.mount_home = true;
+  EXPECT_EQ(apply(&o, "container-mounts", "umount:/home/u/"), "");
+  std::vector<std::string> args;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args), "");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--bind-home"), 0);
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--no-bind-home"), 1);
+  // Remapped root's home is at /root.
+  o.remap_root = true;
+  o.mounts = {"umount:/root"};
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args), "");
+  EXPECT_EQ(std::count(args.begin(), args.end(), "/home/u:/root"), 0);
+  o.mounts = {"umount:/home/u"};
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args),
+            "--container-mounts: 'umount:/home/u': the step makes no mount at /home/u to take "
+            "away (its only one is the home, at /root; Berth mounts no site fstab)");
+  o.mount_home = false;
+  EXPECT_EQ(run_arguments(o, PluginArgs{}, ids, "/w", &args),
+            "--container-mounts: 'umount:/home/u': the step makes no mount at /home/u to take "
+            "away (its only one would be the home, with --container-mount-home; Berth mounts no "
+            "site fstab)");
 }
 
 }  // namespace
