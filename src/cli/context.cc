@@ -82,7 +82,7 @@ nlohmann::json container_json(const ContainerStore& cs, const ContainerRecord& c
                       {"status", c.running     ? "running"
                                  : t.exit_code ? "exited"
                                                : "created"},
-                      {"command", c.last_command},
+                      {"command", container_command(c)},
                       {"rootfs", cs.rootfs(c)},
                       {"engine", std::string(engine_for(c, std::nullopt, nullptr).spelled)},
                       {"config", c.image_config},
@@ -104,6 +104,52 @@ Status print_template(const std::string& tmpl, const nlohmann::json& data) {
   return {};
 }
 
+std::vector<std::string> container_command(const ContainerRecord& c) {
+  if (!c.last_command.empty()) return c.last_command;
+  // Before the first run's end (and all through a --rm run) the record holds only what
+  // create wrote: the image's Entrypoint and the Cmd, which create replaced by the command.
+  std::vector<std::string> argv;
+  if (!c.image_config.is_object()) return argv;
+  for (const char* key : {"Entrypoint", "Cmd"}) {
+    auto it = c.image_config.find(key);
+    if (it == c.image_config.end() || !it->is_array()) continue;
+    for (const auto& a : *it)
+      if (a.is_string()) argv.push_back(a.get<std::string>());
+  }
+  return argv;
+}
+
+nlohmann::json docker_config_view(const nlohmann::json& config) {
+  // Docker's container config type (what `docker inspect` shows as .Config), each field's zero
+  // value: a template that asks for a field the image left out prints "", [] or map[].
+  static const nlohmann::json zero = {
+      {"Hostname", ""},
+      {"Domainname", ""},
+      {"User", ""},
+      {"AttachStdin", false},
+      {"AttachStdout", false},
+      {"AttachStderr", false},
+      {"Tty", false},
+      {"OpenStdin", false},
+      {"StdinOnce", false},
+      {"Env", nlohmann::json::array()},
+      {"Cmd", nlohmann::json::array()},
+      {"Image", ""},
+      {"Volumes", nlohmann::json::object()},
+      {"WorkingDir", ""},
+      {"Entrypoint", nlohmann::json::array()},
+      {"OnBuild", nlohmann::json::array()},
+      {"Labels", nlohmann::json::object()},
+      {"ExposedPorts", nlohmann::json::object()},
+      {"StopSignal", ""},
+  };
+  nlohmann::json view = zero;
+  if (config.is_object())
+    for (const auto& [k, v] : config.items())
+      if (!v.is_null()) view[k] = v;
+  return view;
+}
+
 nlohmann::json container_template_view(const ContainerStore& cs, const ContainerRecord& c) {
   nlohmann::json j = container_json(cs, c);
   // Docker's names for the same facts (docker inspect's), for --format templates.
@@ -111,11 +157,11 @@ nlohmann::json container_template_view(const ContainerStore& cs, const Container
   j["Name"] = c.names.empty() ? "" : "/" + c.names.front();
   j["Created"] = c.created;
   j["Image"] = c.image_id;
-  j["Path"] = c.last_command.empty() ? "" : c.last_command.front();
-  j["Args"] = c.last_command.empty() ? nlohmann::json::array()
-                                     : nlohmann::json(std::vector<std::string>(
-                                           c.last_command.begin() + 1, c.last_command.end()));
-  nlohmann::json config = c.image_config.is_object() ? c.image_config : nlohmann::json::object();
+  std::vector<std::string> argv = container_command(c);
+  j["Path"] = argv.empty() ? "" : argv.front();
+  j["Args"] = argv.empty() ? nlohmann::json::array()
+                           : nlohmann::json(std::vector<std::string>(argv.begin() + 1, argv.end()));
+  nlohmann::json config = docker_config_view(c.image_config);
   config["Image"] = c.image;
   j["Config"] = config;
   j["State"] = {{"Status", j["status"]},

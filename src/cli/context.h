@@ -52,6 +52,12 @@ Result<std::optional<FoundImage>> find_image_anywhere(const GlobalOptions& g, co
 Result<ContainerStore> open_containers(const GlobalOptions& g);
 /// A container as `ps --json` and `inspect` show it.
 nlohmann::json container_json(const ContainerStore& cs, const ContainerRecord& c);
+/// The container's command: its last run's argv, else (before a run has ended) the Entrypoint
+/// and Cmd its creation recorded.
+std::vector<std::string> container_command(const ContainerRecord& c);
+/// An image config's `config` as Docker's inspect shows it: every field of Docker's type, the
+/// ones the image left out at their zero values ("", [], map[]).
+nlohmann::json docker_config_view(const nlohmann::json& config);
 /// container_json() with Docker's field names added (Id, Name, State, Config, ...): what
 /// `inspect --format` and `ps --format` templates see.
 nlohmann::json container_template_view(const ContainerStore& cs, const ContainerRecord& c);

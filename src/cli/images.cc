@@ -179,9 +179,9 @@ Action setup_inspect(CLI::App& app, const GlobalOptions& g) {
     j["Os"] = rec.platform.os;
     j["Variant"] = rec.platform.variant;
     j["Size"] = rec.size;
-    j["Config"] = config.is_object() && config.contains("config") && config["config"].is_object()
-                      ? config["config"]
-                      : nlohmann::json::object();
+    j["Config"] = docker_config_view(config.is_object() && config.contains("config")
+                                         ? config["config"]
+                                         : nlohmann::json::object());
     return print_template(*format, j);
   };
 }

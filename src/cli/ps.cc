@@ -28,9 +28,11 @@ std::string ps_status(const ContainerRecord& c, const RunTimes& t, int64_t now_s
 
 std::string ps_command(const ContainerRecord& c) {
   std::string cmd;
-  for (const std::string& a : c.last_command) cmd += (cmd.empty() ? "" : " ") + a;
+  for (const std::string& a : container_command(c)) cmd += (cmd.empty() ? "" : " ") + a;
   if (cmd.size() > 30) cmd = cmd.substr(0, 27) + "...";
-  return "\"" + cmd + "\"";
+  // Quoted as Docker's ps quotes it (Go's strconv.Quote: '"', '\\' and control characters
+  // escaped); a multibyte character cut by the truncation becomes U+FFFD.
+  return nlohmann::json(cmd).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string ps_created(const ContainerRecord& c, int64_t now_s) {

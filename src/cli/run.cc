@@ -542,6 +542,13 @@ Status do_run(const GlobalOptions& g, RunRequest req, bool* monitor) {
     }
     if (monitor != nullptr) *monitor = true;
   }
+  // A run of another command than the one the record shows (the last run's, or the
+  // Entrypoint and Cmd create recorded): recorded now, so that ps and inspect show it while it
+  // runs. Not for --rm: the record goes with the run.
+  if (!req.remove && spec.argv != container_command(c)) {
+    if (auto st = cs.record_run(c, spec.argv, c.last_exit, nlohmann::json()); !st.ok())
+      log::warn("{}", st.error().message());
+  }
   auto ran = run_with_engine(cs, c, spec, req.engine, &site);
   if (!ran.ok()) {
     if (detach) record_monitor_end(cs, c, kExitBerthFailed, ran.error().message());

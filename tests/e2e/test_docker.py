@@ -138,6 +138,33 @@ def test_docker_management_commands_are_aliases(berth, img):
                               "commands are Berth's own words\n")
 
 
+def test_ps_and_inspect_show_the_command_while_it_runs(berth, img):
+    detach(berth, "--name", "busy", img, "/bin/sh", "-c", 'echo "ready"; sleep 600')
+    wait_for(lambda: "ready" in logs(berth, "busy"), "the workload to start")
+    try:
+        _, out, _ = berth("ps", "--format", "{{.Command}}")
+        assert out == '"/bin/sh -c echo \\"ready\\"; sl..."\n'  # Go's strconv.Quote
+        _, out, _ = berth("inspect", "-f", "{{.Path}} {{json .Args}}", "busy")
+        assert out == '/bin/sh ["-c","echo \\"ready\\"; sleep 600"]\n'
+    finally:
+        berth("rm", "-f", "busy")
+
+
+def test_inspect_templates_see_docker_zero_values_for_what_the_image_omits(berth):
+    """An image config without Labels, User, Entrypoint, WorkingDir (busybox's as
+    `berth import` makes it): Docker prints their zero values, so do templates here."""
+    tar = os.path.join(berth.make_dir("tar"), "root.tar")
+    with open(tar, "wb") as f:
+        f.write(imagelib.tar_bytes(imagelib.busybox_layer().entries))
+    berth("import", tar, "local/bare:1")
+    fields = "{{.Config.Labels}}|{{.Config.User}}|{{.Config.Entrypoint}}|{{.Config.WorkingDir}}"
+    _, out, _ = berth("inspect", "-f", fields, "local/bare:1")
+    assert out == "map[]||[]|\n"
+    berth("create", "--name", "bare", "local/bare:1", "/bin/true")
+    _, out, _ = berth("inspect", "-f", fields + "|{{.Config.Cmd}}", "bare")
+    assert out == "map[]||[]||[/bin/true]\n"
+
+
 def test_stop_kills_a_workload_that_ignores_sigterm(berth, img):
     detach(berth, "--name", "stubborn", img, "/bin/sh", "-c",
            "trap '' TERM; echo ready; while true; do sleep 1; done")
