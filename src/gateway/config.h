@@ -70,6 +70,9 @@ struct SlurmConfig {
   ReclaimPolicy reclaim_policy;
   std::string reclaim_berth = "berth";  ///< the berth program on the compute nodes
   ShareConfig share;                    ///< [share]
+  /// The types of [gpu_models] (PublishConfig::gpu_models), which a job's
+  /// resources.gpu_model may name.
+  std::vector<std::string> gpu_models;
 };
 
 /// What GET /v1/resources knows of one GPU model beyond Slurm's count ([gpu_models.TYPE], TYPE

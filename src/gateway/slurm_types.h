@@ -32,6 +32,7 @@ struct SlurmJobSpec {
   int cpus_per_task = 1;
   int64_t memory_mb = 0;       ///< per node; 0: Slurm's default
   int gpus = 0;                ///< per job
+  std::string gpu_type;        ///< the GRES type of those GPUs ("a100"); "" for any
   std::string gres;            ///< per node, "shard:2"; "" for none
   int64_t time_limit_min = 0;  ///< 0: the partition's default
 };
