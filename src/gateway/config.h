@@ -92,6 +92,9 @@ struct PublishConfig {
   int64_t resources_cache_s = 15;  ///< how long one answer from Slurm is served again
   std::string host = "localhost";  ///< this gateway's public name, in the GLUE IDs
   std::map<std::string, GpuModelConfig> gpu_models;
+  /// The GPUs one job may ask for as GLUE's MaxSlotsPerJob: [limits] max_gpus_per_job (the
+  /// default every account has); -1 when it is not set.
+  int max_gpus_per_job = -1;
   bool metrics_public = false;  ///< GET /metrics without a token (else administrators only)
 };
 

@@ -107,6 +107,11 @@ model = "Tesla T4"
   ASSERT_TRUE(c.ok()) << c.error().message();
   EXPECT_EQ(c->slurm.gpu_models, (std::vector<std::string>{"a100", "t4"}));
   EXPECT_EQ(c->publish.gpu_models.at("a100").memory_mb, 40960);
+  EXPECT_EQ(c->publish.max_gpus_per_job, -1);  // no [limits]: none published
+  // GLUE's MaxSlotsPerJob is everyone's max_gpus_per_job.
+  c = parse_gateway_config(iss + "[limits]\nmax_gpus_per_job = 4\n", "f");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->publish.max_gpus_per_job, 4);
 }
 
 TEST(GatewayConfig, ShareKeysDefaultsAndErrors) {
