@@ -477,6 +477,7 @@ def test_gpu_job_gets_its_gpu(gw, berth, issuers, identity, cluster, scratch, pu
     done = wait_final(gw, tok, job["id"])
     # Slurm forgets the GPUs of an ended job; berthd keeps what it saw.
     assert (done["state"], done["gpus_allocated"]) == ("CANCELLED", 1), done
+    assert done["gres_detail"] == running["gres_detail"], (done, running)
 
 
 def test_gpu_share_job_gets_a_shard_and_the_mps_directories(gw, berth, issuers, identity,
