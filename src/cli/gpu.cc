@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "cli/context.h"
+#include "core/strings.h"
 #include "devices/amd.h"
 #include "devices/gpu_process.h"
 #include "devices/gpu_report.h"
@@ -39,12 +40,30 @@ GpuStatsHost stats_host(const NvmlReadings& r) {
   return host;
 }
 
+/// Each GPU's compute capability as NVML measures it, where the driver has NVML and it answers
+/// within a few seconds; discovery alone cannot read it.
+void measure_compute_capability(NvidiaDriver& nv) {
+  const std::string library = nvml_library(nv);
+  if (library.empty() || nv.gpus.empty()) return;
+  NvmlOptions o;
+  o.timeout_s = 10;
+  auto r = read_nvml(library, o);
+  // deliberate: without an answer from NVML the column stays unknown; the rest of `gpu info`
+  // (what a container would get) does not depend on it
+  if (!r.ok() || r->samples.empty()) return;
+  for (NvidiaGpu& gpu : nv.gpus)
+    for (const NvmlGpuReading& m : r->samples.back().gpus)
+      if (!gpu.uuid.empty() && lower(m.uuid) == lower(gpu.uuid))
+        gpu.compute_capability = m.compute_capability;
+}
+
 Action setup_gpu_info(CLI::App& app, const GlobalOptions& g) {
   auto json = std::make_shared<bool>(false);
   app.add_flag("--json", *json, "Print JSON for scripts");
   return [&g, json]() -> Status {
     DiscoveryOptions opts = BERTH_TRY(discovery_options(g));
     NvidiaDriver nv = BERTH_TRY(discover_nvidia(opts));
+    measure_compute_capability(nv);
     AmdDevices amd = discover_amd(opts);
     if (*json)
       print_json(gpu_info_json(nv, amd));

@@ -36,12 +36,14 @@ json paths(const std::vector<DriverFile>& files) {
 json gpu_info_json(const NvidiaDriver& nv, const AmdDevices& amd) {
   json gpus = json::array();
   for (const auto& g : nv.gpus)
-    gpus.push_back({{"index", g.index},
-                    {"model", g.model},
-                    {"uuid", g.uuid},
-                    {"bus_id", g.bus_id},
-                    {"minor", g.minor},
-                    {"device_node", g.has_node ? json(g.node.path) : json()}});
+    gpus.push_back(
+        {{"index", g.index},
+         {"model", g.model},
+         {"uuid", g.uuid},
+         {"bus_id", g.bus_id},
+         {"compute_capability", g.compute_capability.empty() ? json() : json(g.compute_capability)},
+         {"minor", g.minor},
+         {"device_node", g.has_node ? json(g.node.path) : json()}});
   json caps = json::object();
   for (const auto& c : capability_names()) {
     if (c.cap == kCapCompat32) {
@@ -102,13 +104,19 @@ std::string gpu_info_text(const NvidiaDriver& nv, const AmdDevices& amd) {
       out += "no GPUs listed in /proc/driver/nvidia/gpus\n";
     } else {
       size_t mw = 5, uw = 4;
-      for (const auto& g : nv.gpus)
+      bool cc = false;  // a column only where NVML measured one
+      for (const auto& g : nv.gpus) {
         mw = std::max(mw, g.model.size()), uw = std::max(uw, g.uuid.size());
-      out += fmt::format("\n{:<5}  {:<{}}  {:<{}}  {:<12}  {}\n", "INDEX", "MODEL", mw, "UUID", uw,
-                         "BUS ID", "MINOR");
+        cc = cc || !g.compute_capability.empty();
+      }
+      out += fmt::format("\n{:<5}  {:<{}}  {:<{}}  {:<12}  {}{}\n", "INDEX", "MODEL", mw, "UUID",
+                         uw, "BUS ID", cc ? fmt::format("{:<4}  ", "CC") : "", "MINOR");
       for (const auto& g : nv.gpus)
-        out += fmt::format("{:<5}  {:<{}}  {:<{}}  {:<12}  {}{}\n", g.index, g.model, mw, g.uuid,
-                           uw, g.bus_id, g.minor, g.has_node ? "" : " (no device node)");
+        out += fmt::format(
+            "{:<5}  {:<{}}  {:<{}}  {:<12}  {}{}{}\n", g.index, g.model, mw, g.uuid, uw, g.bus_id,
+            cc ? fmt::format("{:<4}  ", g.compute_capability.empty() ? "-" : g.compute_capability)
+               : "",
+            g.minor, g.has_node ? "" : " (no device node)");
     }
     out += "\ninjected per capability:\n";
     for (const auto& c : capability_names()) {

@@ -145,6 +145,7 @@ json gpu_stats_json(const NvmlReadings& r, const NvmlOptions& o, const GpuStatsH
           {"uuid", str_or_null(g.uuid)},
           {"name", str_or_null(g.name)},
           {"bus_id", str_or_null(g.bus_id)},
+          {"compute_capability", str_or_null(g.compute_capability)},
           {"utilization", {{"gpu", opt(g.utilization_gpu)}, {"memory", opt(g.utilization_memory)}}},
           {"memory",
            {{"total_mib", opt(g.memory_total_mib)}, {"used_mib", opt(g.memory_used_mib)}}},

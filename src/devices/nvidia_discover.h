@@ -29,6 +29,8 @@ struct NvidiaGpu {
   std::string proc_host_path;  ///< the same under the driver root
   bool has_node = false;       ///< /dev/nvidia<minor> exists under the device root
   DeviceNode node;
+  /// The CUDA compute capability ("9.0") as NVML measures it (`gpu info`); "" unknown.
+  std::string compute_capability;
 };
 
 /// A driver file: a library, binary, firmware blob, ICD file or IPC endpoint.

@@ -80,6 +80,7 @@ struct NvmlApi {
   int (*memory_v2)(NvmlDevice, NvmlMemoryV2*) = nullptr;
   int (*temperature)(NvmlDevice, unsigned, unsigned*) = nullptr;
   int (*power)(NvmlDevice, unsigned*) = nullptr;
+  int (*compute_capability)(NvmlDevice, int*, int*) = nullptr;
   int (*processes)(NvmlDevice, unsigned*, NvmlProcessInfo*) = nullptr;
   int (*processes_v1)(NvmlDevice, unsigned*, NvmlProcessInfoV1*) = nullptr;
 
@@ -115,6 +116,7 @@ NvmlApi bind_api(void* lib) {
   bind(lib, a.memory_v2, {"nvmlDeviceGetMemoryInfo_v2"});
   bind(lib, a.temperature, {"nvmlDeviceGetTemperature"});
   bind(lib, a.power, {"nvmlDeviceGetPowerUsage"});
+  bind(lib, a.compute_capability, {"nvmlDeviceGetCudaComputeCapability"});
   bind(lib, a.processes,
        {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
   if (!a.processes) bind(lib, a.processes_v1, {"nvmlDeviceGetComputeRunningProcesses"});
@@ -211,6 +213,7 @@ json reading_json(const NvmlGpuReading& r) {
           {"uuid", r.uuid},
           {"name", r.name},
           {"bus_id", r.bus_id},
+          {"cc", r.compute_capability},
           {"ug", opt(r.utilization_gpu)},
           {"um", opt(r.utilization_memory)},
           {"mt", opt(r.memory_total_mib)},
@@ -229,6 +232,7 @@ NvmlGpuReading reading_from_json(const json& j) {
   r.name = j.at("name").get<std::string>();
   r.bus_id = j.at("bus_id").get<std::string>();
   r.error = j.at("error").get<std::string>();
+  r.compute_capability = j.value("cc", "");
   get_opt(j, "ug", &r.utilization_gpu);
   get_opt(j, "um", &r.utilization_memory);
   get_opt(j, "mt", &r.memory_total_mib);
@@ -323,6 +327,9 @@ bool wanted(const NvmlOptions& o, const std::string& uuid) {
       t.fixed.name = text_of(buf, sizeof buf);
     if (NvmlPciInfo pci{}; a.pci && a.pci(t.device, &pci) == kNvmlSuccess)
       t.fixed.bus_id = normalize_bus_id(text_of(pci.bus_id, sizeof pci.bus_id));
+    if (int major = 0, minor = 0;
+        a.compute_capability && a.compute_capability(t.device, &major, &minor) == kNvmlSuccess)
+      t.fixed.compute_capability = std::to_string(major) + "." + std::to_string(minor);
     targets.push_back(std::move(t));
   }
 

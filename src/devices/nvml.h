@@ -34,6 +34,8 @@ struct NvmlGpuReading {
   std::string uuid;    ///< "GPU-..."
   std::string name;    ///< "NVIDIA H100 80GB HBM3"
   std::string bus_id;  ///< "0000:07:00.0", as /proc/driver/nvidia and `gpu info` write it
+  /// CUDA compute capability "MAJOR.MINOR" ("9.0"), nvmlDeviceGetCudaComputeCapability's
+  std::string compute_capability;
   std::optional<unsigned> utilization_gpu;     ///< % of time a kernel ran, over NVML's last period
   std::optional<unsigned> utilization_memory;  ///< % of time memory was read or written
   std::optional<uint64_t> memory_total_mib;

@@ -43,8 +43,12 @@ class Admission {
         limits_(std::move(limits)),
         quotas_(std::move(quotas)) {}
 
-  /// Whether the site takes `r` (check_share() with [share]).
-  Status admissible(const JobRequest& r) const { return check_share(r, config_.share); }
+  /// Whether the site takes `r`: check_share() with [share], check_gpu_model() with
+  /// [gpu_models].
+  Status admissible(const JobRequest& r) const {
+    BERTH_CHECK(check_share(r, config_.share));
+    return check_gpu_model(r, config_.gpu_models);
+  }
   /// Checks the request against `who`'s limits and, for a GPU job, its group's GPU-hour quota
   /// (the group is `who`'s primary group, the usage read as GET /v1/accounting reads it),
   /// records it (before anything reaches Slurm), then submits it as `who` with the walltime

@@ -70,6 +70,9 @@ struct SlurmConfig {
   ReclaimPolicy reclaim_policy;
   std::string reclaim_berth = "berth";  ///< the berth program on the compute nodes
   ShareConfig share;                    ///< [share]
+  /// The types of [gpu_models] (PublishConfig::gpu_models), which a job's
+  /// resources.gpu_model may name.
+  std::vector<std::string> gpu_models;
 };
 
 /// What GET /v1/resources knows of one GPU model beyond Slurm's count ([gpu_models.TYPE], TYPE
@@ -89,6 +92,9 @@ struct PublishConfig {
   int64_t resources_cache_s = 15;  ///< how long one answer from Slurm is served again
   std::string host = "localhost";  ///< this gateway's public name, in the GLUE IDs
   std::map<std::string, GpuModelConfig> gpu_models;
+  /// The GPUs one job may ask for as GLUE's MaxSlotsPerJob: [limits] max_gpus_per_job (the
+  /// default every account has); -1 when it is not set.
+  int max_gpus_per_job = -1;
   bool metrics_public = false;  ///< GET /metrics without a token (else administrators only)
 };
 

@@ -80,6 +80,13 @@ Result<JobRequest> parse_job_request(const nlohmann::json& body) {
           if (!rv.is_number() || !(rv.get<double>() > 0 && rv.get<double>() < 1))
             return bad_field(f, "is not a number above 0 and below 1");
           r.gpu_share = rv.get<double>();
+        } else if (rk == "gpu_model") {
+          r.gpu_model = BERTH_TRY(text(rv, f));
+          // A GRES type as gres.conf spells one; the site's [gpu_models] decides which exist.
+          if (r.gpu_model.empty() ||
+              r.gpu_model.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789_.-") != std::string::npos)
+            return bad_field(f, "is not a GPU model name (letters, digits, '_', '.', '-')");
         } else if (rk == "memory_mb")
           r.memory_mb = BERTH_TRY(count(rv, f, int64_t{1} << 40));
         else if (rk == "walltime_s")
@@ -96,6 +103,9 @@ Result<JobRequest> parse_job_request(const nlohmann::json& body) {
     return bad_field("resources", "asks for no nodes, tasks or CPUs");
   if (r.gpus > 0 && r.gpu_share > 0)
     return bad_field("resources", "asks for both gpus and gpu_share (a share is of one GPU)");
+  if (!r.gpu_model.empty() && r.gpus == 0)
+    return bad_field("resources.gpu_model",
+                     "names a GPU model but resources.gpus asks for no GPUs: give both");
   return r;
 }
 
@@ -108,6 +118,16 @@ Status check_share(const JobRequest& r, const ShareConfig& share) {
     return bad_field("resources.gpu_share",
                      "asks for a share of a GPU, which this site does not offer");
   return {};
+}
+
+Status check_gpu_model(const JobRequest& r, const std::vector<std::string>& known) {
+  if (r.gpu_model.empty() || std::find(known.begin(), known.end(), r.gpu_model) != known.end())
+    return {};
+  std::string names;
+  for (const std::string& k : known) names += (names.empty() ? "" : ", ") + k;
+  return bad_field("resources.gpu_model",
+                   "is \"" + r.gpu_model + "\", not a GPU model of this site (" +
+                       (names.empty() ? "it names none in [gpu_models]" : "known: " + names) + ")");
 }
 
 std::string share_gres(double x, const ShareConfig& share) {
@@ -133,6 +153,7 @@ SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comm
   s.cpus_per_task = r.cpus_per_task;
   s.memory_mb = r.memory_mb;
   s.gpus = r.gpus;
+  s.gpu_type = r.gpu_model;
   if (r.gpu_share > 0 && slurm.share.enabled) s.gres = share_gres(r.gpu_share, slurm.share);
   s.time_limit_min = (r.walltime_s + 59) / 60;
   // The site's variables, then the request's. The container goes on the script's srun line,
@@ -203,6 +224,7 @@ nlohmann::json job_json(const JobRecord& j) {
     out["name"] = request->name;
     out["image"] = request->image;
     out["class"] = request->job_class;
+    if (!request->gpu_model.empty()) out["gpu_model"] = request->gpu_model;
     // A GPU share: the fraction asked for, and the GRES it became in Slurm.
     if (request->gpu_share > 0) {
       out["gpu_share"] = request->gpu_share;

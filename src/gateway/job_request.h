@@ -30,6 +30,9 @@ struct JobRequest {
   /// A fraction of one GPU on each node, 0 < gpu_share < 1 ("resources.gpu_share"); 0: none.
   /// Not with `gpus`; the site must enable sharing ([share], check_share()).
   double gpu_share = 0;
+  /// The GPU model `gpus` must be of ("resources.gpu_model"): a GRES type of the site's
+  /// (gpu:TYPE:N in gres.conf), which [gpu_models] must list (check_gpu_model()); "" for any.
+  std::string gpu_model;
   int64_t memory_mb = 0, walltime_s = 0;
   std::string job_class = "batch";  ///< "batch" or "cloud"
 };
@@ -47,6 +50,10 @@ Result<JobRequest> read_stored_request(const std::string& text);
 /// Whether the site takes request `r`'s GPU share: an error (kInvalidInput) of one line when
 /// `r` asks for one and [share] is not enabled.
 Status check_share(const JobRequest& r, const ShareConfig& share);
+
+/// Whether the site has request `r`'s GPU model: an error (kInvalidInput) of one line naming
+/// the models of [gpu_models] (`known`) when `r` names another.
+Status check_gpu_model(const JobRequest& r, const std::vector<std::string>& known);
 
 /// The GRES, per node, that GPU share `x` (0 < x < 1) asks Slurm for: "shard:N" with
 /// N = ceil(x * units_per_gpu), or "mps:N" with N = round(x * units_per_gpu), N at least 1 and

@@ -54,8 +54,9 @@ Status JobSync::refresh(const std::string& user, JobRecord& job) {
 
 Status JobSync::record(JobRecord& job, SlurmJobInfo info) {
   // Slurm forgets a job's GPUs (gres_detail) when it ends: what was seen while it ran stays.
-  if (info.gpus == 0 && info.gres_detail.empty()) {
-    info.gpus = job.gpus;
+  // A job first seen ended has its count from what it asked for (job_fields()) and no detail.
+  if (info.gres_detail.empty()) {
+    if (info.gpus == 0) info.gpus = job.gpus;
     info.gres_detail = job.gres_detail;
   }
   if (info.state == job.state && info.reason == job.reason && info.nodes == job.nodes &&

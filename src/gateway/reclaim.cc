@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <fmt/core.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <sstream>
@@ -10,6 +12,7 @@
 
 #include "core/clock.h"
 #include "core/strings.h"
+#include "core/write_fully.h"
 #include "gateway/auth.h"
 #include "gateway/output.h"
 
@@ -107,6 +110,35 @@ std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_
   return merged;
 }
 
+Status write_notice(const std::string& path, const std::string& text, uid_t reader) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return sys_error("create", path);
+  // The kernel's ACL xattr form (linux/posix_acl_xattr.h): version 2, then {u16 tag, u16 perm,
+  // u32 id} entries, little-endian: u::rw, u:READER:r, g::-, m::r, o::-.
+  const struct {
+    uint16_t tag, perm;
+    uint32_t id;
+  } entries[] = {{0x01, 6, ~0U},
+                 {0x02, 4, static_cast<uint32_t>(reader)},
+                 {0x04, 0, ~0U},
+                 {0x10, 4, ~0U},
+                 {0x20, 0, ~0U}};
+  std::string acl;
+  auto put = [&acl](uint32_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) acl.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  put(2, 4);
+  for (const auto& e : entries) put(e.tag, 2), put(e.perm, 2), put(e.id, 4);
+  Status done;
+  if (::fsetxattr(fd, "system.posix_acl_access", acl.data(), acl.size(), 0) != 0) {
+    // No ACLs here (nor, then, a default ACL taking the file from its owner): plain modes.
+    if (errno != EOPNOTSUPP || ::fchmod(fd, 0644) != 0) done = sys_error("chmod", path);
+  }
+  if (done.ok() && !write_fully(fd, text.data(), text.size())) done = sys_error("write", path);
+  ::close(fd);
+  return done;
+}
+
 std::string reclaim_watch_script(const std::string& berth, const std::string& samples_file,
                                  const std::string& notice_file, const std::string& err_file,
                                  const ReclaimPolicy& p, int nodes) {
@@ -198,13 +230,8 @@ std::optional<GpuSample> IdleReclaim::check(const JobRecord& job, int64_t now) {
       std::to_string(p.idle_for_s) + " s or more" +
       (p.cancel ? "; the site's policy cancels it shortly\n" : "; it is flagged\n");
   // Left beside the output for the job's sampler to copy into its stderr (gateway/reclaim.h);
-  // a file already there (planted, or an earlier round's) is left alone.
-  int fd = ::open((stem + ".notice").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                  0644);
-  if (fd >= 0) {
-    (void)!::write(fd, notice.data(), notice.size());
-    ::close(fd);
-  }
+  // deliberate: a notice that cannot be left (one already there) does not stop the flag
+  (void)write_notice(stem + ".notice", notice, owner->first);
   if (observer_) observer_("flag", job, notice);
   (void)db_.update(job.id, job.state, "idle GPUs: flagged", job.exit_code, job.nodes, now);
   return sample;

@@ -57,6 +57,13 @@ std::string reclaim_watch_script(const std::string& berth, const std::string& sa
                                  const std::string& notice_file, const std::string& err_file,
                                  const ReclaimPolicy& p, int nodes);
 
+/// Creates berthd's idle-GPU notice `text` at `path` (beside a job's output, in [slurm]
+/// output_dir), readable by the job's owner `reader`, who is not berthd's account: the folder's
+/// default ACL gives files made there to berthd alone, so the file gets an access ACL of its
+/// own (owner rw, `reader` r, nobody else), or mode 0644 where the file system has no ACLs. A
+/// file already at `path` (planted, or an earlier round's) is left alone: an error (kExists).
+Status write_notice(const std::string& path, const std::string& text, uid_t reader);
+
 /// Per-job idle clocks: fed each job's newest sample, says when a job has been idle for the
 /// policy's time. Jobs are forgotten when they leave (forget()).
 class IdleTracker {

@@ -46,7 +46,7 @@ Result<nlohmann::json> ResourcesService::document(SlurmRest& slurm, const std::s
   auto nodes = BERTH_TRY(slurm.nodes(user));
   auto partitions = BERTH_TRY(slurm.partitions(user));
   auto jobs = BERTH_TRY(slurm.jobs(user));
-  GlueSite site = glue_site(cluster_, publish_, nodes, partitions, jobs, -1);
+  GlueSite site = glue_site(cluster_, publish_, nodes, partitions, jobs, publish_.max_gpus_per_job);
   site.creation_time = rfc3339(now);
   nlohmann::json doc = glue_document(site);
   std::map<std::string, std::pair<int, int>> gpus;

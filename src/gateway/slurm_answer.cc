@@ -51,6 +51,15 @@ SlurmJobInfo job_fields(const nlohmann::json& job) {
   info.gres_detail = strings_field(job, "gres_detail");
   for (const std::string& g : info.gres_detail) info.gpus += gres_gpus(g);
   if (info.gres_detail.empty()) info.gpus = tres_gpus(string_field(job, "tres_alloc_str"));
+  // An ended job has no gres_detail any more, and tres_alloc_str counts GPUs only where
+  // AccountingStorageTRES tracks gres/gpu: a job Slurm gave nodes got the GPUs it asked for
+  // (tres_per_job, tres_per_node on each node), which its record keeps.
+  if (info.gpus == 0 && info.gres_detail.empty() && !info.nodes.empty()) {
+    int64_t nodes = int_field(job, "node_count");  // a number in v0.0.38, {"number": N} later
+    if (nodes == 0) nodes = int_field(object_field(job, "node_count"), "number");
+    info.gpus = tres_per_gpus(string_field(job, "tres_per_job")) +
+                tres_per_gpus(string_field(job, "tres_per_node")) * static_cast<int>(nodes);
+  }
   return info;
 }
 

@@ -66,6 +66,17 @@ int tres_gpus(std::string_view tres) {
   return gpus;
 }
 
+int tres_per_gpus(std::string_view tres) {
+  int gpus = 0;
+  for (size_t pos = 0; pos < tres.size();) {
+    size_t end = std::min(tres.find(',', pos), tres.size());
+    std::string_view item = tres.substr(pos, end - pos);
+    pos = end + 1;
+    if (item.starts_with("gres:") || item.starts_with("gres/")) gpus += gres_gpus(item.substr(5));
+  }
+  return gpus;
+}
+
 std::string node_availability(std::string_view base, std::span<const std::string> flags) {
   for (const std::string& flag : flags) {
     std::string f = lower(flag);

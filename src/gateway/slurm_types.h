@@ -32,6 +32,7 @@ struct SlurmJobSpec {
   int cpus_per_task = 1;
   int64_t memory_mb = 0;       ///< per node; 0: Slurm's default
   int gpus = 0;                ///< per job
+  std::string gpu_type;        ///< the GRES type of those GPUs ("a100"); "" for any
   std::string gres;            ///< per node, "shard:2"; "" for none
   int64_t time_limit_min = 0;  ///< 0: the partition's default
 };
@@ -85,6 +86,9 @@ struct SlurmJobEntry {
 int gres_gpus(std::string_view gres);
 /// The type of the first typed gpu GRES ("gpu:a100:4(S:0)" → "a100"), "" when untyped.
 std::string gres_gpu_type(std::string_view gres);
+/// The GPUs of a job's TRES request (tres_per_job, tres_per_node): "gres:gpu:2" (22.05),
+/// "gres/gpu:a100:2" (24.11), other entries ("gres/shard:2", "cpu:4") not counted.
+int tres_per_gpus(std::string_view tres);
 /// The GPU count of a TRES string's "gres/gpu=N" ("cpu=2,gres/gpu=4,node=1" -> 4), 0 if none.
 int tres_gpus(std::string_view tres);
 

@@ -23,7 +23,9 @@ nlohmann::json submit_body_v0038(const SlurmJobSpec& s) {
   if (!s.standard_output.empty()) job["standard_output"] = s.standard_output;
   if (!s.standard_error.empty()) job["standard_error"] = s.standard_error;
   if (s.memory_mb > 0) job["memory_per_node"] = s.memory_mb;
-  if (s.gpus > 0) job["gpus"] = std::to_string(s.gpus);  // a string in v0.0.38
+  // A string in v0.0.38, sbatch's --gpus=[TYPE:]N.
+  if (s.gpus > 0)
+    job["gpus"] = (s.gpu_type.empty() ? "" : s.gpu_type + ":") + std::to_string(s.gpus);
   // --gres: Slurm keeps it as the job's TresPerNode ("gres:shard:2"); v0.0.38 has no
   // tres_per_node key to submit.
   if (!s.gres.empty()) job["gres"] = s.gres;

@@ -58,8 +58,10 @@ nlohmann::json submit_body_v0041(const SlurmJobSpec& s) {
   if (!s.standard_output.empty()) job["standard_output"] = s.standard_output;
   if (!s.standard_error.empty()) job["standard_error"] = s.standard_error;
   if (s.memory_mb > 0) job["memory_per_node"] = set_number(s.memory_mb);
-  // sbatch --gpus=N and --gres=shard:2, as Slurm keeps them.
-  if (s.gpus > 0) job["tres_per_job"] = "gres/gpu:" + std::to_string(s.gpus);
+  // sbatch --gpus=[TYPE:]N and --gres=shard:2, as Slurm keeps them.
+  if (s.gpus > 0)
+    job["tres_per_job"] =
+        "gres/gpu:" + (s.gpu_type.empty() ? "" : s.gpu_type + ":") + std::to_string(s.gpus);
   if (!s.gres.empty()) job["tres_per_node"] = gres_tres(s.gres);
   if (s.time_limit_min > 0) job["time_limit"] = set_number(s.time_limit_min);
   return {{"job", job}};

@@ -57,6 +57,9 @@ output_dir = "{output}"
 
 [resources]
 cache_s = 0
+
+[gpu_models.fake]
+vendor = "NVIDIA"
 """
     conf_path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
     log = os.path.join(workdir, "berthd.log")
@@ -376,6 +379,9 @@ def test_bad_requests(gw, issuers, identity):
         # This berthd has no [share]: a GPU share is refused before anything is recorded.
         ({"image": "x", "resources": {"gpu_share": 0.25}},
          '"resources.gpu_share" asks for a share of a GPU, which this site does not offer'),
+        # A GPU model the site's [gpu_models] does not list.
+        ({"image": "x", "resources": {"gpus": 1, "gpu_model": "a100"}},
+         '"resources.gpu_model" is "a100", not a GPU model of this site (known: fake)'),
     ]:
         status, _, err = gw.request("POST", "/v1/jobs", tok, body)
         assert status == 400 and err["error"]["message"] == message, body
@@ -441,13 +447,14 @@ def test_restart_settles_jobs_a_crash_left_accepted(gw, berth, issuers, identity
 
 
 def test_gpu_job_gets_its_gpu(gw, berth, issuers, identity, cluster, scratch, pushed_busybox):
-    """A job asking for one GPU gets one of the node's (fake, GRES) GPUs from Slurm, and the
-    plugin injects that one, renumbered from 0, from a fabricated driver host."""
+    """A job asking for one GPU of the model "fake" (the GRES type, one of [gpu_models]) gets
+    one of the node's (fake, GRES) GPUs from Slurm, and the plugin injects that one, renumbered
+    from 0, from a fabricated driver host."""
     from test_gpu import UUID0
     env = gpu_host(cluster, scratch)
     tok = token_a(issuers, identity)
     status, _, job = gw.request("POST", "/v1/jobs", tok, {
-        "image": pushed_busybox, "env": env, "resources": {"gpus": 1},
+        "image": pushed_busybox, "env": env, "resources": {"gpus": 1, "gpu_model": "fake"},
         "command": ["sh", "-c", "echo gpus=$CUDA_VISIBLE_DEVICES $NVIDIA_VISIBLE_DEVICES; "
                                 "exec busybox sleep 300"]})
     assert status == 201, job
@@ -464,12 +471,13 @@ def test_gpu_job_gets_its_gpu(gw, berth, issuers, identity, cluster, scratch, pu
         assert time.monotonic() < deadline, (running, out)
         time.sleep(0.2)
     assert out["stdout"] == f"gpus=0 {UUID0}\n", out
-    assert running["gpus_allocated"] == 1, running
+    assert running["gpus_allocated"] == 1 and running["gpu_model"] == "fake", running
     assert re.fullmatch(r"gpu:fake:1\(IDX:[01]\)", running["gres_detail"][0]), running
     assert gw.request("DELETE", f"/v1/jobs/{job['id']}", tok)[0] == 202
     done = wait_final(gw, tok, job["id"])
     # Slurm forgets the GPUs of an ended job; berthd keeps what it saw.
     assert (done["state"], done["gpus_allocated"]) == ("CANCELLED", 1), done
+    assert done["gres_detail"] == running["gres_detail"], (done, running)
 
 
 def test_gpu_share_job_gets_a_shard_and_the_mps_directories(gw, berth, issuers, identity,

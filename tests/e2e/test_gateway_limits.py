@@ -362,3 +362,15 @@ def test_openapi_document_describes_the_limits(gw):
     assert {"limit", "value", "requested", "current"} <= set(error)
     job = doc["components"]["schemas"]["Job"]["properties"]
     assert {"class", "walltime_s"} <= set(job)
+
+
+def test_resources_publish_the_gpu_limit_as_max_slots_per_job(gw, issuers, identity,
+                                                              gateway_cluster):
+    """GET /v1/resources: a share's GPUs say how many one job may have ([limits]
+    max_gpus_per_job, everyone's), as GLUE 2.1's MaxSlotsPerJob."""
+    if not gateway_cluster.gpus:
+        pytest.skip("the cluster has no GPUs (GRES), so no share lists any")
+    status, _, doc = gw.request("GET", "/v1/resources", token_a(issuers, identity))
+    assert status == 200, doc
+    accs = doc["ComputingShareAccelerator"]
+    assert accs and all(a["MaxSlotsPerJob"] == 1 for a in accs), accs

@@ -68,6 +68,28 @@ def test_json_reports_what_nvml_says(berth, nvml):
     assert h["window"]["utilization_gpu"] == {"min": 0, "mean": 0, "max": 0}
 
 
+def test_compute_capability_is_measured_by_nvml_for_stats_and_info(berth, nvml):
+    """nvmlDeviceGetCudaComputeCapability's answer, in `gpu stats` and `gpu info` (JSON and
+    the text's CC column); a GPU NVML cannot say it of shows none."""
+    write, env = nvml
+    write(TWO_GPUS + "cc 0 8 0\n")
+    doc = berth.json("gpu", "stats", "--json", env=env)
+    assert [g["compute_capability"] for g in doc["gpus"]] == ["8.0", None], doc["gpus"]
+    info = berth.json("gpu", "info", "--json", env=env)
+    by_uuid = {g["uuid"]: g["compute_capability"] for g in info["nvidia"]["gpus"]}
+    assert by_uuid[UUID0] == "8.0" and by_uuid[UUID1] is None, info["nvidia"]["gpus"]
+    _, out, _ = berth("gpu", "info", env=env)
+    header = next(line for line in out.splitlines() if line.startswith("INDEX"))
+    assert "CC" in header.split(), out
+    row = next(line for line in out.splitlines() if UUID0 in line)
+    assert " 8.0 " in row, out
+    # Without NVML's answer `gpu info` still works, without the column.
+    write("")
+    _, out, _ = berth("gpu", "info", env=env)
+    header = next(line for line in out.splitlines() if line.startswith("INDEX"))
+    assert "CC" not in header.split(), out
+
+
 def test_a_changed_state_changes_the_output(berth, nvml):
     write, env = nvml
     write(TWO_GPUS + "util 0 5 1\n")

@@ -10,13 +10,15 @@
  *   reserved INDEX MiB                    the driver's reservation: v1's used counts it too
  *   temp INDEX CELSIUS
  *   power INDEX MILLIWATTS
+ *   cc INDEX MAJOR MINOR                  nvmlDeviceGetCudaComputeCapability ("9 0": 9.0)
  *   proc INDEX PID USED-MiB|-             a compute process ("-": NVML_VALUE_NOT_AVAILABLE)
  *   fail FUNCTION CODE                    FUNCTION returns CODE
  *   hang FUNCTION                         FUNCTION never returns
  *
  * Without the variable (or with a file that cannot be read) nvmlInit_v2 answers
  * NVML_ERROR_DRIVER_NOT_LOADED. Built with -DFAKE_NVML_MINIMAL, the library lacks the optional
- * entry points (PCI info, temperature, power, processes), as an old or partial driver would. */
+ * entry points (PCI info, temperature, power, processes, compute capability), as an old or partial
+ * driver would. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +69,8 @@ struct gpu {
   char uuid[80], bus[32], name[96];
   int nutil;
   unsigned util[kMaxSamples][2];
-  int has_mem, has_temp, has_power;
+  int has_mem, has_temp, has_power, has_cc;
+  int cc_major, cc_minor;
   unsigned long long mem_total, mem_used, mem_reserved; /* MiB */
   unsigned temp, power;
   int nproc;
@@ -146,6 +149,8 @@ static void load(struct state* s) {
       g->has_mem = sscanf(rest, "%llu %llu", &g->mem_total, &g->mem_used) == 2;
     } else if (strcmp(key, "temp") == 0) {
       g->has_temp = sscanf(rest, "%u", &g->temp) == 1;
+    } else if (strcmp(key, "cc") == 0) {
+      g->has_cc = sscanf(rest, "%d %d", &g->cc_major, &g->cc_minor) == 2;
     } else if (strcmp(key, "power") == 0) {
       g->has_power = sscanf(rest, "%u", &g->power) == 1;
     } else if (strcmp(key, "proc") == 0 && g->nproc < 16) {
@@ -316,6 +321,16 @@ int nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor, unsigned int* temp
   if (!g || sensor != 0) return kInvalidArgument;
   if (!g->has_temp) return kNotSupported;
   *temp = g->temp;
+  return kSuccess;
+}
+
+int nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) {
+  ENTER("nvmlDeviceGetCudaComputeCapability");
+  const struct gpu* g = gpu_of(&st, device);
+  if (!g || !major || !minor) return kInvalidArgument;
+  if (!g->has_cc) return kNotSupported;
+  *major = g->cc_major;
+  *minor = g->cc_minor;
   return kSuccess;
 }
 

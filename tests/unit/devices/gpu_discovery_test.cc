@@ -456,6 +456,7 @@ TEST(GpuInfo, JsonAgainstTheFakeRoot) {
                                                     {"model", "NVIDIA H100 80GB HBM3"},
                                                     {"uuid", testing::kUuid1},
                                                     {"bus_id", "0000:85:00.0"},
+                                                    {"compute_capability", nullptr},  // no NVML
                                                     {"minor", 1},
                                                     {"device_node", "/dev/nvidia1"}}));
   EXPECT_EQ(j["nvidia"]["capabilities"]["utility"]["libraries"],

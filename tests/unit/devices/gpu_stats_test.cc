@@ -298,6 +298,7 @@ NvmlReadings sample_readings() {
     a.uuid = kUuid0;
     a.name = "NVIDIA A100-SXM4-40GB";
     a.bus_id = "0000:07:00.0";
+    a.compute_capability = "8.0";
     a.utilization_gpu = u;
     a.utilization_memory = 5;
     a.memory_total_mib = 40960;
@@ -333,7 +334,7 @@ TEST(GpuStatsReport, JsonKeepsItsDocumentedShape) {
     "interval_ms": 1000,
     "gpus": [
       {"index": 0, "uuid": "GPU-11111111-2222-3333-4444-555555555555",
-       "name": "NVIDIA A100-SXM4-40GB", "bus_id": "0000:07:00.0",
+       "name": "NVIDIA A100-SXM4-40GB", "bus_id": "0000:07:00.0", "compute_capability": "8.0",
        "utilization": {"gpu": 50, "memory": 5},
        "memory": {"total_mib": 40960, "used_mib": 1024},
        "temperature_c": 45, "power_w": 61.25,
@@ -346,7 +347,7 @@ TEST(GpuStatsReport, JsonKeepsItsDocumentedShape) {
                   "memory_used_mib": {"min": 1024.0, "mean": 1024.0, "max": 1024.0},
                   "power_w": {"min": 61.25, "mean": 61.25, "max": 61.25}},
        "error": null},
-      {"index": 1, "uuid": null, "name": null, "bus_id": null,
+      {"index": 1, "uuid": null, "name": null, "bus_id": null, "compute_capability": null,
        "utilization": {"gpu": null, "memory": null},
        "memory": {"total_mib": null, "used_mib": null},
        "temperature_c": null, "power_w": null, "processes": null,

@@ -92,6 +92,28 @@ TEST(GatewayConfig, DefaultsListenOnLoopback) {
   EXPECT_FALSE(c->tls());
 }
 
+TEST(GatewayConfig, GpuModelsAreTheModelsAJobMayAskFor) {
+  const std::string iss = "[[issuers]]\nissuer = \"https://a/\"\naudience = \"b\"\n";
+  auto c = parse_gateway_config(iss, "f");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->slurm.gpu_models.empty());
+  c = parse_gateway_config(iss + R"([gpu_models.a100]
+vendor = "NVIDIA"
+memory_mb = 40960
+[gpu_models.t4]
+model = "Tesla T4"
+)",
+                           "f");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->slurm.gpu_models, (std::vector<std::string>{"a100", "t4"}));
+  EXPECT_EQ(c->publish.gpu_models.at("a100").memory_mb, 40960);
+  EXPECT_EQ(c->publish.max_gpus_per_job, -1);  // no [limits]: none published
+  // GLUE's MaxSlotsPerJob is everyone's max_gpus_per_job.
+  c = parse_gateway_config(iss + "[limits]\nmax_gpus_per_job = 4\n", "f");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->publish.max_gpus_per_job, 4);
+}
+
 TEST(GatewayConfig, ShareKeysDefaultsAndErrors) {
   const std::string iss = "[[issuers]]\nissuer = \"https://a/\"\naudience = \"b\"\n";
   auto c = parse_gateway_config(iss, "f");

@@ -16,6 +16,7 @@
 #include "gateway/slurm_api.h"
 #include "gateway/slurm_rest.h"
 #include "gateway/slurm_v0038.h"
+#include "gateway/slurm_v0041.h"
 #include "test_util.h"
 
 namespace berth::gateway {
@@ -122,6 +123,55 @@ TEST(GatewayJobs, GpuShareRequestAndItsRefusals) {
   on.enabled = true;
   on.units_per_gpu = 8;
   EXPECT_TRUE(check_share(*r, on).ok());
+}
+
+TEST(GatewayJobs, GpuModelBecomesTheGresTypeOfTheJobsGpus) {
+  auto r = parse_job_request(
+      json::parse(R"({"image": "x", "resources": {"gpus": 2, "gpu_model": "a100"}})"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->gpu_model, "a100");
+  SlurmJobSpec s = slurm_spec(*r, 1, "c", SlurmConfig{});
+  EXPECT_EQ(s.gpu_type, "a100");
+  EXPECT_EQ(submit_body_v0038(s)["job"]["gpus"], "a100:2");  // sbatch --gpus=a100:2
+  EXPECT_EQ(submit_body_v0041(s)["job"]["tres_per_job"], "gres/gpu:a100:2");
+  EXPECT_EQ(submit_body_v0041(slurm_spec(
+                *parse_job_request(json::parse(R"({"image": "x", "resources": {"gpus": 2}})")), 1,
+                "c", SlurmConfig{}))["job"]["tres_per_job"],
+            "gres/gpu:2");
+  JobRecord j;
+  j.request = R"({"image": "x", "resources": {"gpus": 2, "gpu_model": "a100"}})";
+  EXPECT_EQ(job_json(j)["gpu_model"], "a100");
+
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"image": "x", "resources": {"gpu_model": "a100"}})",
+       "parse job request: \"resources.gpu_model\" names a GPU model but resources.gpus asks "
+       "for no GPUs: give both"},
+      {R"({"image": "x", "resources": {"gpus": 1, "gpu_model": "a100:2"}})",
+       "parse job request: \"resources.gpu_model\" is not a GPU model name (letters, digits, "
+       "'_', '.', '-')"},
+      {R"({"image": "x", "resources": {"gpus": 1, "gpu_model": ""}})",
+       "parse job request: \"resources.gpu_model\" is not a GPU model name (letters, digits, "
+       "'_', '.', '-')"},
+      {R"({"image": "x", "resources": {"gpus": 1, "gpu_model": 100}})",
+       "parse job request: \"resources.gpu_model\" is not a string"},
+  };
+  for (const auto& [text, message] : bad) {
+    auto e = parse_job_request(json::parse(text));
+    ASSERT_FALSE(e.ok()) << text;
+    EXPECT_EQ(e.error().message(), message) << text;
+  }
+  // The site's [gpu_models] say which models exist.
+  EXPECT_TRUE(check_gpu_model(*r, {"a100", "t4"}).ok());
+  auto no = check_gpu_model(*r, {"h100", "t4"});
+  ASSERT_FALSE(no.ok());
+  EXPECT_EQ(no.error().detail,
+            "\"resources.gpu_model\" is \"a100\", not a GPU model of this site (known: h100, t4)");
+  no = check_gpu_model(*r, {});
+  ASSERT_FALSE(no.ok());
+  EXPECT_EQ(no.error().detail,
+            "\"resources.gpu_model\" is \"a100\", not a GPU model of this site (it names none in "
+            "[gpu_models])");
+  EXPECT_TRUE(check_gpu_model(*parse_job_request(json::parse(R"({"image": "x"})")), {}).ok());
 }
 
 TEST(GatewayJobs, GpuShareBecomesShardOrMpsGres) {

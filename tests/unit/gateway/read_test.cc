@@ -57,6 +57,11 @@ TEST(GatewayRead, GresGpus) {
   EXPECT_EQ(gres_gpus(""), 0);
   EXPECT_EQ(gres_gpus("gpus:4,mps:100"), 0);
   EXPECT_EQ(gres_gpus("gpu:a100"), 0);
+  EXPECT_EQ(tres_per_gpus("gres:gpu:2"), 2);
+  EXPECT_EQ(tres_per_gpus("gres/gpu:a100:2"), 2);
+  EXPECT_EQ(tres_per_gpus("cpu:4,gres/gpu:1"), 1);
+  EXPECT_EQ(tres_per_gpus("gres/shard:2"), 0);
+  EXPECT_EQ(tres_per_gpus(""), 0);
 }
 
 TEST(GatewayRead, JobTimesAndGpus) {

@@ -1,13 +1,88 @@
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
 
+#include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
+#include "core/fs.h"
 #include "gateway/orphans.h"
 #include "gateway/reclaim.h"
+#include "test_util.h"
 
 namespace berth::gateway {
 namespace {
+
+/// The kernel's binary ACL form of `entries` ({tag, perm, id}).
+std::string acl_xattr(std::initializer_list<std::array<uint32_t, 3>> entries) {
+  std::string out;
+  auto put = [&out](uint32_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  put(2, 4);
+  for (const auto& e : entries) put(e[0], 2), put(e[1], 2), put(e[2], 4);
+  return out;
+}
+
+/// Whether the file at `path` lets `uid` (not its owner, in none of its groups) read it: its
+/// access ACL's entry for `uid` under the mask, else its mode's "other" bits.
+bool readable_by(const std::string& path, uid_t uid) {
+  char buf[256];
+  ssize_t n = ::getxattr(path.c_str(), "system.posix_acl_access", buf, sizeof buf);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  if (n < 4) return (st.st_mode & S_IROTH) != 0;
+  std::string_view x(buf, static_cast<size_t>(n));
+  auto le = [&x](size_t at, size_t bytes) {
+    uint32_t v = 0;
+    for (size_t i = 0; i < bytes; ++i)
+      v |= static_cast<uint32_t>(static_cast<unsigned char>(x[at + i])) << (8 * i);
+    return v;
+  };
+  bool named = false, named_read = false, mask_read = true;
+  for (size_t at = 4; at + 8 <= x.size(); at += 8) {
+    uint32_t tag = le(at, 2), perm = le(at + 2, 2), id = le(at + 4, 4);
+    if (tag == 0x02 && id == uid) named = true, named_read = (perm & 4) != 0;
+    if (tag == 0x10) mask_read = (perm & 4) != 0;
+  }
+  if (named) return named_read && mask_read;
+  return (st.st_mode & S_IROTH) != 0;
+}
+
+TEST(GatewayReclaim, NoticeIsReadableByTheJobsOwnerUnderTheOutputFoldersAcl) {
+  // The folder as docs/gateway.md makes it: files made there are berthd's (this process's)
+  // alone, "u::rw,u:BERTHD:r,g::-,m::r,o::-". The job runs as another account.
+  TempDir dir("notice");
+  const uid_t berthd = ::getuid(), owner = berthd == 65534 ? 65533 : 65534;
+  std::string acl = acl_xattr(
+      {{0x01, 6, ~0U}, {0x02, 4, berthd}, {0x04, 0, ~0U}, {0x10, 4, ~0U}, {0x20, 0, ~0U}});
+  if (::setxattr(dir.path.c_str(), "system.posix_acl_default", acl.data(), acl.size(), 0) != 0)
+    GTEST_SKIP() << "no POSIX ACLs on " << dir.path << ": " << std::strerror(errno);
+  // What a plain create (mode 0644) gets there: nothing for the job's owner.
+  std::string plain = dir.path + "/plain";
+  int fd = ::open(plain.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  EXPECT_FALSE(readable_by(plain, owner));
+
+  std::string notice = dir.path + "/berthd-1-x.notice";
+  ASSERT_TRUE(write_notice(notice, "berthd: job 1: idle\n", owner).ok());
+  EXPECT_TRUE(readable_by(notice, owner));
+  EXPECT_FALSE(readable_by(notice, owner + 1));  // and no one else
+  struct stat st {};
+  ASSERT_EQ(::stat(notice.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);  // u::rw, mask r (group bits), o::-
+  EXPECT_EQ(*read_file(notice), "berthd: job 1: idle\n");
+  // A file already there is left as it is.
+  auto again = write_notice(notice, "other\n", owner);
+  EXPECT_FALSE(again.ok());
+  EXPECT_EQ(*read_file(notice), "berthd: job 1: idle\n");
+}
 
 /// A `berth gpu stats --json` document (docs/gpu.md), pretty-printed as the command writes it.
 std::string doc(int64_t time, std::initializer_list<double> means, int ms = 123) {

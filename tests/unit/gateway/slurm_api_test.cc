@@ -169,7 +169,17 @@ TEST_P(SlurmGolden, JobsReadTheSameOnEitherRelease) {
     EXPECT_GT(j.start_time, 0) << e.file;
     EXPECT_GE(j.end_time, j.start_time) << e.file;
     EXPECT_TRUE(j.gres_detail.empty()) << e.file;
+    // Slurm's view of the GPUs is gone once a job ends (no gres_detail; tres_alloc_str has
+    // no gres/gpu where AccountingStorageTRES does not track it): the one-GPU job that was
+    // cancelled still shows the GPU it asked for and was given, read from its tres_per_job.
+    EXPECT_EQ(j.gpus, std::string(e.file) == "job_cancelled" ? 1 : 0) << e.file;
   }
+  // A pending job asking for GPUs has none yet.
+  json pending = json::parse(body("job_cancelled"));
+  pending["jobs"][0]["nodes"] = "";
+  auto p = parse_job(api(), pending.dump(), "u");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->gpus, 0);
 }
 
 TEST_P(SlurmGolden, SubmissionListingAndErrors) {
