@@ -250,7 +250,8 @@ TEST(GatewayRead, OutputGoesToTheOutputDir) {
   r.gpus = 1;
   std::string gpu_script = slurm_spec(r, 7, "c", cfg, "berthd-7-ab").script;
   EXPECT_TRUE(gpu_script.starts_with("#!/bin/sh\n( sel=;")) << gpu_script;
-  EXPECT_NE(gpu_script.find("while :; do 'berth' gpu stats $sel --json"), std::string::npos)
+  EXPECT_NE(gpu_script.find("while kill -0 $$ 2>/dev/null; do 'berth' gpu stats $sel --json"),
+            std::string::npos)
       << gpu_script;
   EXPECT_NE(gpu_script.find(">>'/spool/out/berthd-7-ab.gpu'"), std::string::npos) << gpu_script;
   r.gpus = 0;

@@ -153,9 +153,11 @@ TEST(MountPlan, AVolumesFlagsAndPropagationReachItsEntry) {
   EXPECT_EQ(p->entries.back().propagation, static_cast<unsigned long>(MS_SLAVE | MS_REC));
   EXPECT_EQ(p->entries[p->entries.size() - 2].propagation,
             static_cast<unsigned long>(MS_UNBINDABLE));
-  for (const MountEntry& e : p->entries)
-    if (e.kind == MountKind::kRbind || e.kind == MountKind::kBind)
+  for (const MountEntry& e : p->entries) {
+    if (e.kind == MountKind::kRbind || e.kind == MountKind::kBind) {
       EXPECT_NE(e.propagation, 0u) << e.target;
+    }
+  }
 }
 
 TEST(MountPlan, TmpfsMountsComeBeforeTheVolumes) {
