@@ -69,7 +69,7 @@ struct ChildContext {
   /// The parent's read end of the report pipe, which the child closes at once: the parent's
   /// copy is then the pipe's only reader, so a pipe with none says the parent died.
   int report_read_fd = -1;
-  int devnull_fd = -1;  ///< stdin when !spec->stdin_open
+  int devnull_fd = -1;  ///< stdin when !spec->stdin_open: /dev/null, or the terminal with -t
   int tty_fd = -1;      ///< the caller's terminal to hand over, or -1
 };
 

@@ -175,7 +175,8 @@ RunOutcome exec_in_container(const ExecSpec& spec) {
       }
       take_terminal(tty_fd);  // the process that execs: with a PID namespace, the inner one
       ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-      if (!spec.stdin_open && ::dup2(devnull->get(), STDIN_FILENO) < 0)
+      // -t without -i: stdin is the terminal (as run -t gives it), else /dev/null.
+      if (!spec.stdin_open && ::dup2(tty_fd >= 0 ? tty_fd : devnull->get(), STDIN_FILENO) < 0)
         return step_failed(f, 125, errno, "dup2", "/dev/null");
       // As the workload: without CAP_SYS_ADMIN a root command cannot undo the mount plan.
       if (::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0)

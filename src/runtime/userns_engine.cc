@@ -180,7 +180,11 @@ RunOutcome run_userns(const ContainerSpec& spec) {
   }
 
   UniqueFd devnull;
-  if (!spec.stdin_open) {
+  if (!spec.stdin_open && ctx.tty_fd >= 0) {
+    // -t without -i: stdin is the terminal, as Docker's -t gives the workload its tty on all
+    // three (`tty` prints its name); without -t, /dev/null.
+    ctx.devnull_fd = ctx.tty_fd;
+  } else if (!spec.stdin_open) {
     devnull.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!devnull.valid()) return failed(sys_error("open", "/dev/null"));
     ctx.devnull_fd = devnull.get();

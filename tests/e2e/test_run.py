@@ -621,6 +621,19 @@ def test_tty_gives_a_working_terminal(berth, img):
     assert lines["ttyname"].startswith("/dev/pts/"), out
 
 
+def test_tty_without_interactive_still_gives_the_terminal(berth, img):
+    """docker run -t IMG tty prints the terminal's name: -t alone gives the workload the
+    terminal on stdin too (before: stdin was /dev/null without -i, "not a tty")."""
+    rc, out = on_terminal(berth, ["run", "--rm", "-t", img, "/probe", "tty"])
+    assert rc == 0, out
+    lines = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    assert (lines["tty"], lines["foreground"]) == ("1", "1"), out
+    assert lines["ttyname"].startswith("/dev/pts/"), out
+    # Without -t, stdin stays /dev/null.
+    rc, out = on_terminal(berth, ["run", "--rm", img, "/probe", "tty"])
+    assert "tty=0" in out, out
+
+
 def test_tty_without_a_terminal_is_refused(berth, img):
     rc, out, err = berth("run", "--rm", "-it", img, "/probe", "tty", check=False)
     assert (rc, out) == (1, "")  # as docker run exits for it
