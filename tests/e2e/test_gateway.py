@@ -12,8 +12,8 @@ import urllib.request
 
 import pytest
 
-from gateway import (ADMIN_GROUP, AUDIENCE_A, AUDIENCE_B, berthd, berthd_bin,  # noqa: F401
-                     gateway_config, issuers, second_user, start_berthd)
+from gateway import (ADMIN_GROUP, AUDIENCE_A, AUDIENCE_B, Berthd, berthd,  # noqa: F401
+                     berthd_bin, gateway_config, issuers, second_user, start_berthd)
 from jwcrypto import jwk
 from oidc import b64json
 
@@ -80,12 +80,14 @@ def test_me_as_two_users(berthd, issuers, identity, second_user):
     assert me["admin"] is False and me["groups"] == []
     if second_user is None:
         pytest.skip("a second local account needs root to create")
-    entitlement = "urn:mace:egi.eu:group:gpu.example.eu:role=member#aai.egi.eu"
-    token = b.sign(b.claims("egi-0042@egi.eu", AUDIENCE_B, eduperson_entitlement=[entitlement]))
+    # AARC entitlements are the group they name (its role dropped), nested groups a path.
+    entitlements = ["urn:mace:egi.eu:group:gpu.example.eu:role=member#aai.egi.eu",
+                    "urn:geant:example.org:group:gpu-vo:sub:role=manager#aai.example.org"]
+    token = b.sign(b.claims("egi-0042@egi.eu", AUDIENCE_B, eduperson_entitlement=entitlements))
     status, _, me = berthd.request("GET", "/v1/me", token)
     assert status == 200, me
     assert me["user"] == second_user and me["uid"] != identity.uid
-    assert me["groups"] == [entitlement] and me["admin"] is False
+    assert me["groups"] == ["/gpu.example.eu", "/gpu-vo/sub"] and me["admin"] is False
 
 
 def _attacks(a, b):
@@ -204,3 +206,70 @@ def test_tls(identity, scratch, berthd_bin, issuers):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_system_accounts_and_control_characters_are_refused(berthd, issuers, identity):
+    a = issuers.issuers["a"]
+    prefix = f'subject "s-x" of "{a.url}" maps to '
+    for user in ("daemon", "nobody"):
+        uid = int(os.popen(f"id -u {user}").read().strip())
+        status, _, body = berthd.request(
+            "GET", "/v1/me", a.sign(a.claims("s-x", AUDIENCE_A, preferred_username=user)))
+        assert status == 403, body
+        assert body["error"]["message"] == (
+            prefix + f'"{user}", whose uid {uid} is outside [accounts] uid_min to uid_max '
+            "(1000-60000): system accounts never run jobs")
+    # A NUL ended the name getpwnam saw: the token ran as the account before it.
+    user = os.popen(f"id -un {identity.uid}").read().strip()
+    status, _, body = berthd.request(
+        "GET", "/v1/me", a.sign(a.claims("s-x", AUDIENCE_A, preferred_username=user + "\0x")))
+    assert status == 403, body
+    assert body["error"]["message"] == (
+        prefix + f'"{user}\\x00x", which has control characters: not an account name')
+
+
+def _start(identity, scratch, berthd_bin, name: str, text: str) -> Berthd:
+    workdir = identity.make_dir(os.path.join(scratch, name))
+    conf = identity.write_file(os.path.join(workdir, "berthd.conf"), text)
+    log = os.path.join(workdir, "berthd.log")
+    proc, url = start_berthd(identity, berthd_bin, conf, log)
+    return Berthd(proc, url, log)
+
+
+def _stop(gw: Berthd):
+    gw.proc.terminate()
+    try:
+        gw.proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        gw.proc.kill()
+        gw.proc.wait()
+
+
+def test_own_account_and_slurm_user_are_refused(identity, scratch, berthd_bin, issuers,
+                                                 second_user, monkeypatch):
+    a, b = issuers.issuers["a"], issuers.issuers["b"]
+    # SlurmUser from the slurm.conf berthd's environment names (here the second account).
+    slurm_conf = identity.write_file(os.path.join(scratch, "berthd-slurmuser.conf"),
+                                     f"ClusterName=x\nSlurmUser={second_user or 'root'}\n")
+    monkeypatch.setenv("SLURM_CONF", slurm_conf)
+    gw = _start(identity, scratch, berthd_bin, "berthd-accounts",
+                gateway_config(issuers, second_user, own_account=False))
+    try:
+        user = os.popen(f"id -un {identity.uid}").read().strip()
+        status, _, body = gw.request(
+            "GET", "/v1/me", a.sign(a.claims("s-alice", AUDIENCE_A, preferred_username=user)))
+        assert status == 403, body
+        assert body["error"]["message"] == (
+            f'subject "s-alice" of "{a.url}" maps to "{user}", which is berthd\'s own account: '
+            "jobs never run as the gateway")
+        if second_user is None:
+            pytest.skip("a second local account (as SlurmUser) needs root to create")
+        status, _, body = gw.request("GET", "/v1/me",
+                                     b.sign(b.claims("egi-0042@egi.eu", AUDIENCE_B)))
+        assert status == 403, body
+        assert body["error"]["message"] == (
+            f'subject "egi-0042@egi.eu" of "{b.url}" maps to "{second_user}", which is Slurm\'s '
+            f'SlurmUser ("{second_user}" in slurm.conf): jobs never run as Slurm\'s administrator')
+    finally:
+        _stop(gw)
+
