@@ -4,10 +4,15 @@ identities mapped to two local accounts, and the daemon running as an unprivileg
 
 from __future__ import annotations
 
+import http.client
 import os
+import re
+import socket
 import ssl
 import subprocess
+import threading
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -273,3 +278,126 @@ def test_own_account_and_slurm_user_are_refused(identity, scratch, berthd_bin, i
     finally:
         _stop(gw)
 
+
+def _alice(issuers, identity, admin: bool = False) -> str:
+    a = issuers.issuers["a"]
+    user = os.popen(f"id -un {identity.uid}").read().strip()
+    return a.sign(a.claims("s-alice", AUDIENCE_A, preferred_username=user,
+                           groups=[ADMIN_GROUP] if admin else None))
+
+
+def _read_all(s: socket.socket) -> bytes:
+    data = b""
+    try:
+        while chunk := s.recv(4096):
+            data += chunk
+    except OSError:  # reset: the server closed with the client's bytes unread
+        pass
+    return data
+
+
+def test_slow_clients_leave_workers_for_others(identity, scratch, berthd_bin, issuers):
+    """300 connections sending their headers a line a second (more than berthd's 128 workers)
+    do not keep an authenticated request from another address from being answered; those
+    over max_per_address (32) are answered 503 and closed at once."""
+    gw = _start(identity, scratch, berthd_bin, "berthd-slow", gateway_config(issuers, None))
+    u = urllib.parse.urlsplit(gw.url)
+    slow = []
+    stop = threading.Event()
+
+    def trickle():
+        while not stop.wait(1):
+            for s in slow:
+                try:
+                    s.send(b"X-Slow: 1\r\n")
+                except OSError:
+                    pass
+    t = threading.Thread(target=trickle)
+    try:
+        for _ in range(300):
+            s = socket.create_connection((u.hostname, u.port), timeout=60)
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: berthd\r\n")
+            slow.append(s)
+        t.start()
+        # Another client (loopback has all of 127/8), with a token, while they are open.
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60,
+                                          source_address=("127.0.0.2", 0))
+        conn.request("GET", "/v1/me", headers={"Authorization": "Bearer " + _alice(issuers,
+                                                                                    identity)})
+        r = conn.getresponse()
+        assert r.status == 200, r.read()
+        conn.close()
+        stop.set()
+        t.join()
+        # Once the trickle stops, every slow connection ends; those over the cap had a 503.
+        answers = [_read_all(s) for s in slow]
+        refused = [a for a in answers if a.startswith(b"HTTP/1.1 503 ")]
+        assert len(refused) == 300 - 32, [a[:40] for a in answers if a not in refused][:5]
+        assert b"too many connections from 127.0.0.1 ([connections] max_per_address)" in refused[0]
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60,
+                                          source_address=("127.0.0.2", 0))
+        conn.request("GET", "/metrics",
+                     headers={"Authorization": "Bearer " + _alice(issuers, identity, True)})
+        metrics = conn.getresponse().read().decode()
+        assert 'berthd_connections_refused_total{reason="per_address"} 268' in metrics
+    finally:
+        stop.set()
+        if t.is_alive():
+            t.join()
+        for s in slow:
+            s.close()
+        _stop(gw)
+
+
+def test_a_request_past_its_deadline_is_answered_408(identity, scratch, berthd_bin, issuers):
+    """A client that keeps sending header lines, never ending them, is cut at request_timeout_s
+    (without the deadline it held its worker for as long as it kept sending)."""
+    gw = _start(identity, scratch, berthd_bin, "berthd-deadline",
+                gateway_config(issuers, None, "[connections]\nrequest_timeout_s = 2\n"))
+    u = urllib.parse.urlsplit(gw.url)
+    try:
+        with socket.create_connection((u.hostname, u.port), timeout=60) as s:
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: berthd\r\n")
+            answer = b""
+            for _ in range(60):  # at most a minute of header lines
+                try:
+                    s.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    break
+                s.settimeout(1)
+                try:
+                    answer += s.recv(4096)
+                except socket.timeout:
+                    continue
+                except OSError:
+                    break
+                if answer:
+                    break
+        assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
+        assert b"request_timeout_s" in answer
+    finally:
+        _stop(gw)
+    with open(gw.log) as f:
+        assert re.search(r"^berthd: access GET /v1/health 408 [0-9.]+ms -$", f.read(), re.M)
+
+
+def test_a_request_refused_before_routing_is_nobody_s(berthd, issuers, identity):
+    """A request cpp-httplib refuses before routing (its URI too long: 414) on the worker that
+    served an authenticated one is logged as no one's, not as the previous request's user."""
+    u = urllib.parse.urlsplit(berthd.url)
+    user = os.popen(f"id -un {identity.uid}").read().strip()
+    with socket.create_connection((u.hostname, u.port), timeout=60) as s:
+        s.sendall(b"GET /v1/me HTTP/1.1\r\nHost: berthd\r\nAuthorization: Bearer " +
+                  _alice(issuers, identity).encode() + b"\r\n\r\n")
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            answer += s.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 200 "), answer
+        # The same connection, so the same worker thread.
+        s.sendall(b"GET /" + b"x" * 9000 + b" HTTP/1.1\r\nHost: berthd\r\n\r\n")
+        assert _read_all(s).startswith(b"HTTP/1.1 414 ")
+    with open(berthd.log) as f:
+        lines = [line for line in f if line.startswith("berthd: access ") and " 414 " in line]
+    assert lines, "no access line for the 414"
+    assert lines[-1].rstrip().endswith(" -"), lines[-1]
+    assert not lines[-1].rstrip().endswith(" " + user)
