@@ -349,6 +349,47 @@ def test_slow_clients_leave_workers_for_others(identity, scratch, berthd_bin, is
         _stop(gw)
 
 
+def test_connections_over_the_queue_are_refused(identity, scratch, berthd_bin, issuers):
+    """With every worker held and max_queued waiting, a new connection is answered 503 at once
+    rather than waiting its turn without bound."""
+    gw = _start(identity, scratch, berthd_bin, "berthd-queue",
+                gateway_config(issuers, None,
+                               "[connections]\nmax_per_address = 1000\nmax_queued = 1\n"))
+    u = urllib.parse.urlsplit(gw.url)
+    slow = []
+    stop = threading.Event()
+
+    def trickle():
+        while not stop.wait(1):
+            for s in slow:
+                try:
+                    s.send(b"X-Slow: 1\r\n")
+                except OSError:
+                    pass
+    t = threading.Thread(target=trickle)
+    try:
+        for _ in range(128 + 1 + 20):  # the workers, the queue, and 20 more
+            s = socket.create_connection((u.hostname, u.port), timeout=60)
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: berthd\r\n")
+            slow.append(s)
+        t.start()
+        stop.set()
+        t.join()
+        answers = [_read_all(s) for s in slow]
+        refused = [a for a in answers if a.startswith(b"HTTP/1.1 503 ")]
+        # At least the 20 (more when workers had not taken their connections yet).
+        assert len(refused) >= 20, [a[:40] for a in answers][-25:]
+        assert all(b"berthd is busy: try again later ([connections] max_queued)" in a
+                   for a in refused)
+    finally:
+        stop.set()
+        if t.is_alive():
+            t.join()
+        for s in slow:
+            s.close()
+        _stop(gw)
+
+
 def test_a_request_past_its_deadline_is_answered_408(identity, scratch, berthd_bin, issuers):
     """A client that keeps sending header lines, never ending them, is cut at request_timeout_s
     (without the deadline it held its worker for as long as it kept sending)."""
