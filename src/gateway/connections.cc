@@ -2,7 +2,10 @@
 #include "gateway/connections.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 namespace berth::gateway {
 namespace {
@@ -48,15 +52,18 @@ bool wait_for(socket_t sock, short events, int64_t ms) {
   }
 }
 
-/// A short answer written without waiting (the connection is closed right after).
-void answer_now(socket_t sock, int status, const char* reason, const std::string& message) {
+/// A short answer of berthd's JSON error form, for a connection closed right after.
+std::string answer_text(int status, const char* reason, const std::string& message) {
   std::string body =
       "{\"error\":{\"status\":" + std::to_string(status) + ",\"message\":\"" + message + "\"}}\n";
-  std::string text =
-      "HTTP/1.1 " + std::to_string(status) + " " + reason +
-      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-      "\r\nConnection: close\r\n\r\n" + body;
-  // Best effort: a client that cannot take these few bytes at once gets the close alone.
+  return "HTTP/1.1 " + std::to_string(status) + " " + reason +
+         "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\nConnection: close\r\n\r\n" + body;
+}
+
+/// Writes `text` without waiting: a client that cannot take these few bytes at once gets the
+/// close alone (best effort).
+void answer_now(socket_t sock, const std::string& text) {
   (void)::send(sock, text.data(), text.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
@@ -66,12 +73,17 @@ void answer_now(socket_t sock, int status, const char* reason, const std::string
 /// write fails, so that the library gives up on the connection.
 class DeadlineStream : public httplib::Stream {
  public:
-  DeadlineStream(socket_t sock, int64_t read_timeout_ms, int64_t write_timeout_ms)
-      : sock_(sock), read_timeout_ms_(read_timeout_ms), write_timeout_ms_(write_timeout_ms) {}
+  /// `ssl`: the connection's TLS session (its socket non-blocking), or nullptr.
+  DeadlineStream(socket_t sock, SSL* ssl, int64_t read_timeout_ms, int64_t write_timeout_ms)
+      : sock_(sock),
+        ssl_(ssl),
+        read_timeout_ms_(read_timeout_ms),
+        write_timeout_ms_(write_timeout_ms) {}
 
   void set_deadline(Clock::time_point deadline) { deadline_ = deadline; }
   bool expired() const { return expired_; }
-  bool buffered() const { return begin_ < end_; }
+  /// Whether bytes already read (here or in the TLS session) wait to be taken.
+  bool buffered() const { return begin_ < end_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0); }
 
   bool is_readable() const override { return buffered() || wait_readable(); }
   bool is_writable() const override {
@@ -79,10 +91,8 @@ class DeadlineStream : public httplib::Stream {
   }
   ssize_t read(char* ptr, size_t size) override {
     if (expired_) return -1;
-    if (!buffered()) {
-      if (!wait_readable()) return -1;
-      ssize_t n = ::recv(sock_, buf_, sizeof(buf_), 0);
-      while (n < 0 && errno == EINTR) n = ::recv(sock_, buf_, sizeof(buf_), 0);
+    if (begin_ == end_) {
+      ssize_t n = receive();
       if (n <= 0) return n;
       begin_ = 0;
       end_ = static_cast<size_t>(n);
@@ -93,10 +103,7 @@ class DeadlineStream : public httplib::Stream {
     return static_cast<ssize_t>(n);
   }
   ssize_t write(const char* ptr, size_t size) override {
-    if (!is_writable()) return -1;
-    ssize_t n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR) n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
-    return n;
+    return expired_ ? -1 : send_all(ptr, size);
   }
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
     std::tie(ip, port) = address_of(sock_, true);
@@ -118,13 +125,66 @@ class DeadlineStream : public httplib::Stream {
     if (Clock::now() >= deadline_) {
       expired_ = true;
       timed_out = true;
-      answer_now(sock_, 408, "Request Timeout",
-                 "the request did not arrive within [connections] request_timeout_s");
+      std::string text =
+          answer_text(408, "Request Timeout",
+                      "the request did not arrive within [connections] request_timeout_s");
+      if (ssl_ == nullptr)
+        answer_now(sock_, text);
+      else
+        (void)const_cast<DeadlineStream*>(this)->send_all(text.data(), text.size());
     }
     return false;
   }
 
+  /// Reads what has arrived into buf_ (waiting as wait_readable does): its size, 0 at the end
+  /// of the stream, -1 on error or timeout.
+  ssize_t receive() {
+    for (;;) {
+      if (ssl_ == nullptr || SSL_pending(ssl_) == 0)
+        if (!wait_readable()) return -1;
+      if (ssl_ == nullptr) {
+        ssize_t n = ::recv(sock_, buf_, sizeof(buf_), 0);
+        if (n < 0 && errno == EINTR) continue;
+        return n;
+      }
+      int n = SSL_read(ssl_, buf_, sizeof(buf_));
+      if (n > 0) return n;
+      int err = SSL_get_error(ssl_, n);
+      if (err == SSL_ERROR_ZERO_RETURN) return 0;
+      // A record not complete yet, or a renegotiation's write: wait and try again.
+      if (err == SSL_ERROR_WANT_READ) continue;
+      if (err == SSL_ERROR_WANT_WRITE && wait_for(sock_, POLLOUT, write_timeout_ms_)) continue;
+      return -1;
+    }
+  }
+
+  /// Writes all of `size` bytes, each wait for the socket at most the write timeout.
+  ssize_t send_all(const char* ptr, size_t size) {
+    size_t done = 0;
+    while (done < size) {
+      if (!wait_for(sock_, POLLOUT, write_timeout_ms_)) return -1;
+      if (ssl_ == nullptr) {
+        ssize_t n = ::send(sock_, ptr + done, size - done, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        done += static_cast<size_t>(n);
+        continue;
+      }
+      int n = SSL_write(ssl_, ptr + done, static_cast<int>(size - done));
+      if (n > 0) {
+        done += static_cast<size_t>(n);
+        continue;
+      }
+      int err = SSL_get_error(ssl_, n);
+      if (err == SSL_ERROR_WANT_WRITE) continue;
+      if (err == SSL_ERROR_WANT_READ && wait_for(sock_, POLLIN, write_timeout_ms_)) continue;
+      return -1;
+    }
+    return static_cast<ssize_t>(size);
+  }
+
   socket_t sock_;
+  SSL* ssl_;
   int64_t read_timeout_ms_, write_timeout_ms_;
   Clock::time_point deadline_ = Clock::time_point::max();
   mutable bool expired_ = false;
@@ -151,14 +211,28 @@ class GuardedServer::Queue : public httplib::TaskQueue {
   GuardedServer& server_;
 };
 
-GuardedServer::GuardedServer(const ConnectionsConfig& limits, int workers)
+GuardedServer::GuardedServer(const ConnectionsConfig& limits, int workers, const std::string& cert,
+                             const std::string& key)
     : limits_(limits), workers_(workers) {
   new_task_queue = [this] { return new Queue(*this); };
   set_keep_alive_timeout(limits_.idle_timeout_s);
+  if (cert.empty()) return;
+  // As cpp-httplib's SSLServer: TLS 1.2 at least, no compression or renegotiation.
+  tls_ = SSL_CTX_new(TLS_server_method());
+  valid_ = tls_ != nullptr && SSL_CTX_set_min_proto_version(tls_, TLS1_2_VERSION) == 1 &&
+           SSL_CTX_use_certificate_chain_file(tls_, cert.c_str()) == 1 &&
+           SSL_CTX_use_PrivateKey_file(tls_, key.c_str(), SSL_FILETYPE_PEM) == 1 &&
+           SSL_CTX_check_private_key(tls_) == 1;
+  if (tls_ != nullptr) SSL_CTX_set_options(tls_, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
 }
 
 GuardedServer::~GuardedServer() {
   stop_workers();
+  if (tls_ != nullptr) SSL_CTX_free(tls_);
+}
+
+bool GuardedServer::is_valid() const {
+  return valid_;
 }
 
 int GuardedServer::open_from(const std::string& address) const {
@@ -215,7 +289,8 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
 }
 
 void GuardedServer::refuse(socket_t sock, const char* reason, const std::string& message) {
-  answer_now(sock, 503, "Service Unavailable", message);
+  // With TLS there is no session yet to answer in: the close alone.
+  if (tls_ == nullptr) answer_now(sock, answer_text(503, "Service Unavailable", message));
   // The answer, then a FIN; what the client has sent is read away first, since closing over
   // unread bytes resets the connection and may lose the answer.
   ::shutdown(sock, SHUT_WR);
@@ -253,7 +328,35 @@ void GuardedServer::serve(socket_t sock) {
   const int64_t read_ms = read_timeout_sec_ * 1000 + read_timeout_usec_ / 1000;
   const int64_t write_ms = write_timeout_sec_ * 1000 + write_timeout_usec_ / 1000;
   const int64_t idle_ms = limits_.idle_timeout_s * 1000;
-  DeadlineStream strm(sock, read_ms, write_ms);
+  // TLS: the handshake, non-blocking, within one request's deadline.
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl(nullptr, &SSL_free);
+  if (tls_ != nullptr) {
+    ssl.reset(SSL_new(tls_));
+    if (!ssl || ::fcntl(sock, F_SETFL, ::fcntl(sock, F_GETFL) | O_NONBLOCK) != 0 ||
+        SSL_set_fd(ssl.get(), sock) != 1)
+      return;
+    auto deadline = Clock::now() + std::chrono::seconds(limits_.request_timeout_s);
+    for (;;) {
+      int r = SSL_accept(ssl.get());
+      if (r == 1) break;
+      int err = SSL_get_error(ssl.get(), r);
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      int64_t ms = std::min<int64_t>(read_ms, left.count());
+      if (ms <= 0 || (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) ||
+          !wait_for(sock, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, ms)) {
+        ERR_clear_error();
+        return;
+      }
+    }
+  }
+  DeadlineStream strm(sock, ssl.get(), read_ms, write_ms);
+  struct Goodbye {  // a TLS close_notify, best effort, whichever way serving ends
+    SSL* ssl;
+    ~Goodbye() {
+      if (ssl != nullptr) (void)SSL_shutdown(ssl);
+      ERR_clear_error();
+    }
+  } goodbye{ssl.get()};
   for (size_t left = keep_alive_max_count_; left > 0; --left) {
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -8,8 +8,8 @@
 // its client address has fewer than max_per_address open and fewer than max_queued wait for a
 // worker, else it is answered 503 and closed at once; on the worker, each request's headers and
 // body must arrive within request_timeout_s of its first byte (else 408 and the connection is
-// closed), and an idle connection is closed after idle_timeout_s. Plain HTTP only: with TLS,
-// cpp-httplib's SSLServer serves connections itself (docs/gateway.md).
+// closed), and an idle connection is closed after idle_timeout_s. With a certificate it speaks
+// TLS itself (OpenSSL, as cpp-httplib's SSLServer does), the handshake within the deadline too.
 #pragma once
 
 #include <httplib.h>
@@ -35,9 +35,13 @@ bool request_timed_out();
 /// A cpp-httplib server whose connections are admitted, queued and served as above.
 class GuardedServer : public httplib::Server {
  public:
-  /// `workers` threads serve connections while listen_after_bind() runs.
-  GuardedServer(const ConnectionsConfig& limits, int workers);
+  /// `workers` threads serve connections while listen_after_bind() runs; with `cert` and
+  /// `key` (PEM files), over TLS.
+  GuardedServer(const ConnectionsConfig& limits, int workers, const std::string& cert = "",
+                const std::string& key = "");
   ~GuardedServer() override;
+  /// False when the certificate and key given cannot be loaded.
+  bool is_valid() const override;
 
   /// Called on the worker thread before each request is read: resets per-request state.
   std::function<void()> on_request;
@@ -72,6 +76,8 @@ class GuardedServer : public httplib::Server {
   std::set<socket_t> serving_;       ///< shut down by stop_workers()
   bool stopping_ = false;
   std::vector<std::thread> threads_;
+  SSL_CTX* tls_ = nullptr;  ///< with a certificate
+  bool valid_ = true;
 };
 
 }  // namespace berth::gateway

@@ -21,11 +21,10 @@ namespace berth::gateway {
 namespace {
 
 // The access log's per-request facts, kept on the worker thread that serves the request
-// (cpp-httplib runs the pre-routing handler, the handler and the logger on one thread).
-// The logger resets them: a request refused before routing (headers too large, timed out)
-// reaches the logger without the pre-routing handler and must not inherit the previous one's.
-// With plain HTTP the start is the request's first byte (GuardedServer::on_request); with TLS,
-// cpp-httplib's own loop leaves only the pre-routing handler to take it.
+// (the connection's request loop, the handler and the logger run on one thread).
+// GuardedServer::on_request sets them at a request's first byte and the logger resets them: a
+// request refused before routing (headers too large, timed out) reaches the logger without the
+// pre-routing handler and must not inherit the previous one's user and start.
 thread_local std::optional<std::chrono::steady_clock::time_point> request_start;
 thread_local std::string request_user;
 thread_local std::string request_auth_failure;  ///< why a token was refused ("" if it was not)
@@ -161,22 +160,17 @@ int64_t job_id(const std::string& text) {
 Server::Server(const GatewayConfig& config, Authenticator& auth, JobService* jobs,
                std::string version, AuditLog* audit)
     : config_(config), auth_(auth), jobs_(jobs), version_(std::move(version)), audit_(audit) {
-  if (config_.tls()) {
-    http_ = std::make_unique<httplib::SSLServer>(config_.tls_cert.c_str(), config_.tls_key.c_str());
-    http_->new_task_queue = [] { return new httplib::ThreadPool(kWorkerThreads); };
-    http_->set_keep_alive_timeout(config_.connections.idle_timeout_s);
-  } else {
-    auto guarded = std::make_unique<GuardedServer>(config_.connections, kWorkerThreads);
-    guarded->on_request = [] {
-      request_start = std::chrono::steady_clock::now();
-      request_user.clear();
-      request_auth_failure.clear();
-    };
-    guarded->on_refused = [this](const char* reason) {
-      metrics_.add("berthd_connections_refused_total", {{"reason", reason}});
-    };
-    http_ = std::move(guarded);
-  }
+  auto guarded = std::make_unique<GuardedServer>(config_.connections, kWorkerThreads,
+                                                 config_.tls_cert, config_.tls_key);
+  guarded->on_request = [] {
+    request_start = std::chrono::steady_clock::now();
+    request_user.clear();
+    request_auth_failure.clear();
+  };
+  guarded->on_refused = [this](const char* reason) {
+    metrics_.add("berthd_connections_refused_total", {{"reason", reason}});
+  };
+  http_ = std::move(guarded);
   routes();
 }
 
@@ -194,19 +188,15 @@ void Server::routes() {
     httplib::default_socket_options(sock);
     listen_fd_ = sock;
   });
-  // The access log: one line per request on stderr, written with one call so that lines of
-  // concurrent requests do not interleave.
-  http_->set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
-    if (!request_start) request_start = std::chrono::steady_clock::now();
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
   if (jobs_ != nullptr)
     resources_ = std::make_unique<ResourcesService>(config_.slurm.cluster, config_.publish);
   declare_metrics();
+  // The access log: one line per request on stderr, written with one call so that lines of
+  // concurrent requests do not interleave.
   http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     // A request past request_timeout_s was answered 408 by the connection (gateway/connections.h)
     // while cpp-httplib, whose read failed, counts it as its 400.
-    int status = !config_.tls() && request_timed_out() ? 408 : res.status;
+    int status = request_timed_out() ? 408 : res.status;
     std::string route = route_label(req.path);
     metrics_.add("berthd_http_requests_total",
                  {{"method", req.method}, {"route", route}, {"status", std::to_string(status)}});

@@ -198,7 +198,8 @@ def test_tls(identity, scratch, berthd_bin, issuers):
     os.chmod(key, 0o600)
     conf = identity.write_file(
         os.path.join(workdir, "berthd.conf"),
-        gateway_config(issuers, None, f'tls_cert = "{cert}"\ntls_key = "{key}"\n'))
+        gateway_config(issuers, None, f'tls_cert = "{cert}"\ntls_key = "{key}"\n'
+                       "[connections]\nrequest_timeout_s = 2\n"))
     proc, url = start_berthd(identity, berthd_bin, conf, os.path.join(workdir, "berthd.log"))
     try:
         assert url.startswith("https://127.0.0.1:")
@@ -208,6 +209,29 @@ def test_tls(identity, scratch, berthd_bin, issuers):
         # The same port does not speak plain HTTP.
         with pytest.raises(OSError):
             urllib.request.urlopen(url.replace("https", "http") + "/v1/health", timeout=10)
+        # A handshake sent a byte a second is cut at request_timeout_s (2 s here): before, each
+        # byte restarted a 5 s read timeout and the connection held its worker for ever.
+        hello = ssl.MemoryBIO()
+        tls = ctx.wrap_bio(ssl.MemoryBIO(), hello, server_hostname="127.0.0.1")
+        with pytest.raises(ssl.SSLWantReadError):
+            tls.do_handshake()
+        client_hello = hello.read()
+        u = urllib.parse.urlsplit(url)
+        with socket.create_connection((u.hostname, u.port), timeout=60) as s:
+            closed = False
+            for byte in client_hello[:60]:  # at most a minute
+                try:
+                    s.sendall(bytes([byte]))
+                    s.settimeout(1)
+                    if s.recv(1) == b"":
+                        closed = True
+                        break
+                except socket.timeout:
+                    continue
+                except OSError:
+                    closed = True
+                    break
+            assert closed, "berthd still waits for the handshake"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
