@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "core/fs.h"
 #include "core/json.h"
 #include "core/strings.h"
 
@@ -24,9 +25,12 @@ Error identity_error(std::string detail) {
 void add_groups(const nlohmann::json& claims, const char* name, std::vector<std::string>& out) {
   auto it = claims.find(name);
   if (it == claims.end()) return;
+  bool entitlements = std::string_view(name) == "eduperson_entitlement";
   auto add = [&](const nlohmann::json& g) {
     if (!g.is_string()) return;
     std::string s = g.get<std::string>();
+    if (entitlements)
+      if (auto group = aarc_group(s)) s = *group;
     if (!s.empty() && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
   };
   if (it->is_array())
@@ -35,7 +39,77 @@ void add_groups(const nlohmann::json& claims, const char* name, std::vector<std:
     add(*it);
 }
 
+/// `s` with bytes outside printable ASCII written as \xHH, for a message.
+std::string escaped(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+bool has_control(const std::string& s) {
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f;
+  });
+}
+
 }  // namespace
+
+std::optional<std::string> aarc_group(const std::string& urn) {
+  // urn:NID:DELEGATED-NAMESPACE[:SUBNAMESPACE...]:group:GROUP[:SUBGROUP...][:role=ROLE]#AUTH
+  if (!lower(std::string_view(urn).substr(0, 4)).starts_with("urn:")) return std::nullopt;
+  std::string_view body = urn;
+  body = body.substr(0, body.find('#'));
+  std::vector<std::string_view> parts;
+  for (size_t at = 0;;) {
+    size_t colon = body.find(':', at);
+    parts.push_back(body.substr(at, colon == std::string_view::npos ? colon : colon - at));
+    if (colon == std::string_view::npos) break;
+    at = colon + 1;
+  }
+  // The first "group" after urn:NID:DELEGATED (a namespace itself may not be called so).
+  size_t g = 3;
+  while (g < parts.size() && parts[g] != "group") ++g;
+  if (g + 1 >= parts.size()) return std::nullopt;
+  std::string path;
+  for (size_t i = g + 1; i < parts.size(); ++i) {
+    if (parts[i].starts_with("role=")) {
+      if (i + 1 != parts.size()) return std::nullopt;  // the role is the last part
+      break;
+    }
+    if (parts[i].empty()) return std::nullopt;
+    path += "/" + std::string(parts[i]);
+  }
+  if (path.empty()) return std::nullopt;
+  return path;
+}
+
+Result<std::string> read_slurm_user(const std::string& path) {
+  std::string text = BERTH_TRY(read_file(path));
+  std::string user = "root";  // Slurm's default
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(at, end - at);
+    at = end + 1;
+    line = line.substr(0, line.find('#'));
+    size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = lower(trim(line.substr(0, eq)));  // Slurm's keys ignore case
+    if (key == "slurmuser") user = trim(line.substr(eq + 1));
+  }
+  return user;
+}
 
 Fetcher http_fetcher() {
   return [](const std::string& url) -> Result<std::string> {
@@ -138,7 +212,8 @@ std::vector<std::string> token_groups(const nlohmann::json& claims) {
 }
 
 Result<Account> map_identity(const nlohmann::json& claims, const IssuerConfig& issuer,
-                             const GatewayConfig& config, const UserLookup& lookup) {
+                             const GatewayConfig& config, const UserLookup& lookup,
+                             const ServiceAccounts& services) {
   Account a;
   a.issuer = issuer.issuer;
   a.subject = string_field(claims, "sub");
@@ -154,13 +229,25 @@ Result<Account> map_identity(const nlohmann::json& claims, const IssuerConfig& i
   if (a.user.empty())
     return identity_error("subject \"" + a.subject + "\" of \"" + a.issuer +
                           "\" has no local account");
+  std::string maps = "subject \"" + escaped(a.subject) + "\" of \"" + a.issuer + "\" maps to \"" +
+                     escaped(a.user) + "\"";
+  // A NUL would end the name getpwnam sees: "alice\0x" would run as alice.
+  if (has_control(a.user))
+    return identity_error(maps + ", which has control characters: not an account name");
   auto ids = lookup(a.user);
-  if (!ids)
-    return identity_error("subject \"" + a.subject + "\" of \"" + a.issuer + "\" maps to \"" +
-                          a.user + "\", which is not a local account");
-  if (ids->first == 0)
-    return identity_error("subject \"" + a.subject + "\" of \"" + a.issuer + "\" maps to \"" +
-                          a.user + "\", which is root: jobs never run as root");
+  if (!ids) return identity_error(maps + ", which is not a local account");
+  uid_t uid = ids->first;
+  if (uid == 0) return identity_error(maps + ", which is root: jobs never run as root");
+  if (uid == services.own_uid && !config.accounts.allow_own_account)
+    return identity_error(maps + ", which is berthd's own account: jobs never run as the gateway");
+  if (a.user == services.slurm_user || (services.slurm_uid && uid == *services.slurm_uid))
+    return identity_error(maps + ", which is Slurm's SlurmUser (\"" + services.slurm_user +
+                          "\" in slurm.conf): jobs never run as Slurm's administrator");
+  if (uid < config.accounts.uid_min || uid > config.accounts.uid_max)
+    return identity_error(
+        maps + ", whose uid " + std::to_string(uid) +
+        " is outside [accounts] uid_min to uid_max (" + std::to_string(config.accounts.uid_min) +
+        "-" + std::to_string(config.accounts.uid_max) + "): system accounts never run jobs");
   a.uid = ids->first;
   a.gid = ids->second;
   a.groups = token_groups(claims);
@@ -200,7 +287,7 @@ std::variant<Account, AuthFailure> Authenticator::authenticate(const std::string
   auto claims = verify(token, now);
   if (!claims.ok()) return AuthFailure{401, claims.error().detail};
   const IssuerConfig* issuer = config_.find_issuer(string_field(*claims, "iss"));
-  auto account = map_identity(*claims, *issuer, config_, lookup_);
+  auto account = map_identity(*claims, *issuer, config_, lookup_, services_);
   if (!account.ok())
     return AuthFailure{403, account.error().detail, issuer->issuer, string_field(*claims, "sub")};
   return std::move(*account);

@@ -75,14 +75,39 @@ using UserLookup = std::function<std::optional<std::pair<uid_t, gid_t>>(const st
 UserLookup system_user_lookup();
 
 /// The groups a token's claims name: `groups`, `wlcg.groups` and `eduperson_entitlement`
-/// (each a string or a list of strings), in that order, without repeats.
+/// (each a string or a list of strings), in that order, without repeats. An AARC entitlement
+/// (AARC-G002: `urn:NID:DELEGATED:group:GROUP[:SUBGROUP...][:role=ROLE]#AUTHORITY`) counts as
+/// the group it names, written as a path ("/GROUP/SUBGROUP"), its role and authority dropped,
+/// as EGI Check-in and WLCG read them; other entitlements are kept as given.
 std::vector<std::string> token_groups(const nlohmann::json& claims);
 
+/// The group path of AARC entitlement `urn` ("/gpu-vo" for
+/// "urn:geant:example.org:group:gpu-vo:role=member#aai.example.org"), or nullopt when `urn`
+/// is not one.
+std::optional<std::string> aarc_group(const std::string& urn);
+
+/// The accounts no token may map to besides root and those outside [accounts]' uid range:
+/// facts of the running system, not of the configuration.
+struct ServiceAccounts {
+  /// berthd's own uid (it can read Slurm's JWT key); -1 for none (unit tests).
+  uid_t own_uid = static_cast<uid_t>(-1);
+  /// Slurm's SlurmUser (slurm.conf), a Slurm administrator, and its uid when it is local.
+  std::string slurm_user = "root";
+  std::optional<uid_t> slurm_uid;
+};
+
+/// Slurm's SlurmUser as slurm.conf `path` names it ("root" when it does not, Slurm's
+/// default); an error when the file cannot be read.
+Result<std::string> read_slurm_user(const std::string& path);
+
 /// Maps verified `claims` of `issuer` to a local account: the [[users]] row for (iss, sub)
-/// first, else the issuer's username_claim. The account must exist locally and must not be
-/// root. Errors (code kPermission) say why the identity has no account.
+/// first, else the issuer's username_claim. The account's name must be free of control
+/// characters, and it must exist locally, not be root, berthd's own account or SlurmUser
+/// (`services`), and have a uid in [accounts]' range. Errors (code kPermission) say why the
+/// identity has no account.
 Result<Account> map_identity(const nlohmann::json& claims, const IssuerConfig& issuer,
-                             const GatewayConfig& config, const UserLookup& lookup);
+                             const GatewayConfig& config, const UserLookup& lookup,
+                             const ServiceAccounts& services = {});
 
 /// Why a request was refused: 401 (no valid token) or 403 (a valid token with no account).
 struct AuthFailure {
@@ -94,10 +119,12 @@ struct AuthFailure {
 /// Validates bearer tokens and maps them; one per gateway, shared by the server's threads.
 class Authenticator {
  public:
-  Authenticator(const GatewayConfig& config, Fetcher fetch, UserLookup lookup)
+  Authenticator(const GatewayConfig& config, Fetcher fetch, UserLookup lookup,
+                ServiceAccounts services = {})
       : config_(config),
         keys_(std::move(fetch), config.jwks_min_refresh_s),
-        lookup_(std::move(lookup)) {}
+        lookup_(std::move(lookup)),
+        services_(std::move(services)) {}
   /// The account of the request whose Authorization header is `authorization`, at `now`.
   std::variant<Account, AuthFailure> authenticate(const std::string& authorization, int64_t now);
   /// The token's verified claims, or the reason it is not valid (message of a 401).
@@ -108,6 +135,7 @@ class Authenticator {
   const GatewayConfig& config_;
   KeyCache keys_;
   UserLookup lookup_;
+  ServiceAccounts services_;
 };
 
 }  // namespace berth::gateway

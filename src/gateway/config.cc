@@ -243,6 +243,55 @@ class Reader : public TomlReader {
     return {};
   }
 
+  // --- h-authz: [accounts] and [connections] ---
+  Result<int64_t> whole(const toml::node& node, std::string_view key, int64_t lo,
+                        int64_t hi) const {
+    auto v = node.value<int64_t>();
+    if (!node.is_integer() || !v || *v < lo || *v > hi)
+      return bad(node, key,
+                 "is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+    return *v;
+  }
+
+  Status accounts(const toml::node& node, AccountsConfig& a) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, "accounts", "is not a table ([accounts])");
+    for (const auto& [k, v] : *t) {
+      std::string_view key = k.str();
+      if (key == "uid_min")
+        a.uid_min = BERTH_TRY(whole(v, key, 1, UINT32_MAX - 1));
+      else if (key == "uid_max")
+        a.uid_max = BERTH_TRY(whole(v, key, 1, UINT32_MAX - 1));
+      else if (key == "allow_own_account")
+        a.allow_own_account = BERTH_TRY(boolean(v, key));
+      else
+        return bad(v, key, "is not a key of [accounts]");
+    }
+    if (a.uid_min > a.uid_max)
+      return bad(node, "accounts", "has uid_min above uid_max: no account could run jobs");
+    return {};
+  }
+
+  Status connections(const toml::node& node, ConnectionsConfig& c) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, "connections", "is not a table ([connections])");
+    for (const auto& [k, v] : *t) {
+      std::string_view key = k.str();
+      if (key == "request_timeout_s")
+        c.request_timeout_s = BERTH_TRY(whole(v, key, 1, 3600));
+      else if (key == "idle_timeout_s")
+        c.idle_timeout_s = BERTH_TRY(whole(v, key, 1, 3600));
+      else if (key == "max_per_address")
+        c.max_per_address = BERTH_TRY(whole(v, key, 1, 100000));
+      else if (key == "max_queued")
+        c.max_queued = BERTH_TRY(whole(v, key, 1, 100000));
+      else
+        return bad(v, key, "is not a key of [connections]");
+    }
+    return {};
+  }
+  // --- end h-authz ---
+
   Status gpu_models(const toml::node& node, PublishConfig& p) const {
     const toml::table* t = node.as_table();
     if (t == nullptr) return bad(node, "gpu_models", "is not a table ([gpu_models.TYPE])");
@@ -478,6 +527,10 @@ Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::str
       BERTH_CHECK(r.share(v, c.slurm.share));
     else if (key == "gpu_models")
       BERTH_CHECK(r.gpu_models(v, c.publish));
+    else if (key == "accounts")  // h-authz
+      BERTH_CHECK(r.accounts(v, c.accounts));
+    else if (key == "connections")  // h-authz
+      BERTH_CHECK(r.connections(v, c.connections));
     else if (key == "issuers") {
       for (const toml::table* t : BERTH_TRY(r.tables(v, key)))
         c.issuers.push_back(BERTH_TRY(r.issuer(*t)));

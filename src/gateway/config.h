@@ -98,6 +98,31 @@ struct PublishConfig {
   bool metrics_public = false;  ///< GET /metrics without a token (else administrators only)
 };
 
+// --- h-authz: [accounts] and [connections] ---
+/// Which local accounts a token may map to ([accounts]).
+struct AccountsConfig {
+  /// The uids jobs may run as (login.defs' UID_MIN and UID_MAX): system accounts below,
+  /// nobody (65534) above.
+  int64_t uid_min = 1000;
+  int64_t uid_max = 60000;
+  /// Lets tokens map to berthd's own account. Only for a test rig where berthd and the jobs
+  /// share one account; never on a site (a job could read Slurm's JWT key).
+  bool allow_own_account = false;
+};
+
+/// What one client may hold of berthd's connections ([connections]).
+struct ConnectionsConfig {
+  /// The time a request's headers and body have to arrive, from its first byte.
+  int64_t request_timeout_s = 30;
+  /// How long an idle keep-alive connection (or a new one) waits for a request's first byte.
+  int64_t idle_timeout_s = 5;
+  /// Connections open at once from one client address; more are closed at once.
+  int64_t max_per_address = 32;
+  /// Connections accepted but waiting for a worker thread; more are answered 503.
+  int64_t max_queued = 256;
+};
+// --- end h-authz ---
+
 struct GatewayConfig {
   std::string path;  ///< the file read, named in errors
   std::string listen_host = "127.0.0.1";
@@ -126,6 +151,8 @@ struct GatewayConfig {
   /// The audit log's file (gateway/audit.h); "" for none.
   std::string audit_log;
   PublishConfig publish;
+  AccountsConfig accounts;        ///< [accounts] (h-authz)
+  ConnectionsConfig connections;  ///< [connections] (h-authz)
 
   /// Whether the job endpoints are on (database and [slurm] both configured).
   bool jobs() const { return !database.empty() && !slurm.rest_url.empty(); }

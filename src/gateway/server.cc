@@ -14,14 +14,18 @@
 #include <fmt/core.h>
 
 #include "core/json.h"
+#include "gateway/connections.h"
 #include "gateway/output.h"
 
 namespace berth::gateway {
 namespace {
 
 // The access log's per-request facts, kept on the worker thread that serves the request
-// (cpp-httplib runs the pre-routing handler, the handler and the logger on one thread).
-thread_local std::chrono::steady_clock::time_point request_start;
+// (the connection's request loop, the handler and the logger run on one thread).
+// GuardedServer::on_request sets them at a request's first byte and the logger resets them: a
+// request refused before routing (headers too large, timed out) reaches the logger without the
+// pre-routing handler and must not inherit the previous one's user and start.
+thread_local std::optional<std::chrono::steady_clock::time_point> request_start;
 thread_local std::string request_user;
 thread_local std::string request_auth_failure;  ///< why a token was refused ("" if it was not)
 
@@ -156,17 +160,23 @@ int64_t job_id(const std::string& text) {
 Server::Server(const GatewayConfig& config, Authenticator& auth, JobService* jobs,
                std::string version, AuditLog* audit)
     : config_(config), auth_(auth), jobs_(jobs), version_(std::move(version)), audit_(audit) {
-  if (config_.tls())
-    http_ = std::make_unique<httplib::SSLServer>(config_.tls_cert.c_str(), config_.tls_key.c_str());
-  else
-    http_ = std::make_unique<httplib::Server>();
+  auto guarded = std::make_unique<GuardedServer>(config_.connections, kWorkerThreads,
+                                                 config_.tls_cert, config_.tls_key);
+  guarded->on_request = [] {
+    request_start = std::chrono::steady_clock::now();
+    request_user.clear();
+    request_auth_failure.clear();
+  };
+  guarded->on_refused = [this](const char* reason) {
+    metrics_.add("berthd_connections_refused_total", {{"reason", reason}});
+  };
+  http_ = std::move(guarded);
   routes();
 }
 
 Server::~Server() = default;
 
 void Server::routes() {
-  http_->new_task_queue = [] { return new httplib::ThreadPool(kWorkerThreads); };
   http_->set_payload_max_length(size_t{1} << 20);
   // cpp-httplib writes an answer's headers and body with two calls: without TCP_NODELAY the
   // body waits for the client's delayed ACK (40 ms on Linux).
@@ -178,32 +188,35 @@ void Server::routes() {
     httplib::default_socket_options(sock);
     listen_fd_ = sock;
   });
-  // The access log: one line per request on stderr, written with one call so that lines of
-  // concurrent requests do not interleave.
-  http_->set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
-    request_start = std::chrono::steady_clock::now();
-    request_user.clear();
-    request_auth_failure.clear();
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
   if (jobs_ != nullptr)
     resources_ = std::make_unique<ResourcesService>(config_.slurm.cluster, config_.publish);
   declare_metrics();
+  // The access log: one line per request on stderr, written with one call so that lines of
+  // concurrent requests do not interleave.
   http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - request_start)
-            .count();
+    // A request past request_timeout_s was answered 408 by the connection (gateway/connections.h)
+    // while cpp-httplib, whose read failed, counts it as its 400.
+    int status = request_timed_out() ? 408 : res.status;
     std::string route = route_label(req.path);
-    metrics_.add(
-        "berthd_http_requests_total",
-        {{"method", req.method}, {"route", route}, {"status", std::to_string(res.status)}});
-    metrics_.observe("berthd_http_request_duration_seconds", {{"route", route}}, ms / 1000);
+    metrics_.add("berthd_http_requests_total",
+                 {{"method", req.method}, {"route", route}, {"status", std::to_string(status)}});
+    std::string took = "-";
+    if (request_start) {
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                            *request_start)
+                      .count();
+      metrics_.observe("berthd_http_request_duration_seconds", {{"route", route}}, ms / 1000);
+      took = fmt::format("{:.2f}ms", ms);
+    }
     if (!request_auth_failure.empty())
       metrics_.add("berthd_token_failures_total", {{"reason", request_auth_failure}});
     std::string line = "berthd: access " + printable(req.method) + " " + printable(req.path) + " " +
-                       std::to_string(res.status) + " " + fmt::format("{:.2f}ms", ms) + " " +
+                       std::to_string(status) + " " + took + " " +
                        (request_user.empty() ? "-" : printable(request_user)) + "\n";
     std::fputs(line.c_str(), stderr);
+    request_start.reset();
+    request_user.clear();
+    request_auth_failure.clear();
   });
 
   for (const Route& r : route_table()) {
@@ -488,6 +501,9 @@ void Server::declare_metrics() {
                    "HTTP requests answered, by method, route and status.");
   metrics_.declare("berthd_http_request_duration_seconds", T::kHistogram,
                    "Time to answer a request, by route.", latency);
+  metrics_.declare("berthd_connections_refused_total", T::kCounter,
+                   "Connections closed at once, by reason: per_address (max_per_address) or "
+                   "queue_full (max_queued).");
   metrics_.declare("berthd_token_failures_total", T::kCounter,
                    "Requests refused for their token (401) or identity (403), by reason.");
   metrics_.declare("berthd_slurm_requests_total", T::kCounter,

@@ -4,8 +4,9 @@
 // server: it is packaged in Debian 12 with OpenSSL built in (TLS is a constructor argument),
 // synchronous, and small enough to read; a job gateway's load (hundreds of requests a second,
 // each a token check and a database read) needs no asynchronous I/O. Threading: cpp-httplib
-// accepts on one thread and hands each connection to a fixed pool (kWorkerThreads); handlers
-// share the Authenticator (its key cache has its own lock) and nothing else mutable.
+// accepts on one thread and hands each connection to berthd's fixed pool (kWorkerThreads,
+// gateway/connections.h: per-address and queue limits, request deadlines, TLS); handlers share
+// the Authenticator (its key cache has its own lock) and nothing else mutable.
 #pragma once
 
 #include <memory>

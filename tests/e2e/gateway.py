@@ -132,12 +132,18 @@ def start_berthd(identity, binary: str, config_path: str, log_path: str,
     raise RuntimeError(f"berthd did not start within {timeout:.0f} s")
 
 
-def gateway_config(issuers: IssuerServer, second_user: str | None, extra: str = "") -> str:
+def gateway_config(issuers: IssuerServer, second_user: str | None, extra: str = "",
+                   own_account: bool = True) -> str:
+    """berthd's configuration for the tests. `own_account`: tokens may map to berthd's own
+    account ([accounts] allow_own_account), since the tests run berthd and the jobs as one
+    test user; a site never does."""
     a, b = issuers.issuers["a"], issuers.issuers["b"]
+    accounts = "[accounts]\nallow_own_account = true\n" if own_account else ""
     text = f"""listen = "127.0.0.1:0"
 admin_groups = ["{ADMIN_GROUP}"]
 jwks_min_refresh_s = 30
 {extra}
+{accounts}
 [[issuers]]
 issuer = "{a.url}"
 audience = "{AUDIENCE_A}"

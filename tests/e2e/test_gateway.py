@@ -4,16 +4,21 @@ identities mapped to two local accounts, and the daemon running as an unprivileg
 
 from __future__ import annotations
 
+import http.client
 import os
+import re
+import socket
 import ssl
 import subprocess
+import threading
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
 
-from gateway import (ADMIN_GROUP, AUDIENCE_A, AUDIENCE_B, berthd, berthd_bin,  # noqa: F401
-                     gateway_config, issuers, second_user, start_berthd)
+from gateway import (ADMIN_GROUP, AUDIENCE_A, AUDIENCE_B, Berthd, berthd,  # noqa: F401
+                     berthd_bin, gateway_config, issuers, second_user, start_berthd)
 from jwcrypto import jwk
 from oidc import b64json
 
@@ -80,12 +85,14 @@ def test_me_as_two_users(berthd, issuers, identity, second_user):
     assert me["admin"] is False and me["groups"] == []
     if second_user is None:
         pytest.skip("a second local account needs root to create")
-    entitlement = "urn:mace:egi.eu:group:gpu.example.eu:role=member#aai.egi.eu"
-    token = b.sign(b.claims("egi-0042@egi.eu", AUDIENCE_B, eduperson_entitlement=[entitlement]))
+    # AARC entitlements are the group they name (its role dropped), nested groups a path.
+    entitlements = ["urn:mace:egi.eu:group:gpu.example.eu:role=member#aai.egi.eu",
+                    "urn:geant:example.org:group:gpu-vo:sub:role=manager#aai.example.org"]
+    token = b.sign(b.claims("egi-0042@egi.eu", AUDIENCE_B, eduperson_entitlement=entitlements))
     status, _, me = berthd.request("GET", "/v1/me", token)
     assert status == 200, me
     assert me["user"] == second_user and me["uid"] != identity.uid
-    assert me["groups"] == [entitlement] and me["admin"] is False
+    assert me["groups"] == ["/gpu.example.eu", "/gpu-vo/sub"] and me["admin"] is False
 
 
 def _attacks(a, b):
@@ -191,7 +198,8 @@ def test_tls(identity, scratch, berthd_bin, issuers):
     os.chmod(key, 0o600)
     conf = identity.write_file(
         os.path.join(workdir, "berthd.conf"),
-        gateway_config(issuers, None, f'tls_cert = "{cert}"\ntls_key = "{key}"\n'))
+        gateway_config(issuers, None, f'tls_cert = "{cert}"\ntls_key = "{key}"\n'
+                       "[connections]\nrequest_timeout_s = 2\n"))
     proc, url = start_berthd(identity, berthd_bin, conf, os.path.join(workdir, "berthd.log"))
     try:
         assert url.startswith("https://127.0.0.1:")
@@ -201,6 +209,260 @@ def test_tls(identity, scratch, berthd_bin, issuers):
         # The same port does not speak plain HTTP.
         with pytest.raises(OSError):
             urllib.request.urlopen(url.replace("https", "http") + "/v1/health", timeout=10)
+        # A handshake sent a byte a second is cut at request_timeout_s (2 s here): before, each
+        # byte restarted a 5 s read timeout and the connection held its worker for ever.
+        hello = ssl.MemoryBIO()
+        tls = ctx.wrap_bio(ssl.MemoryBIO(), hello, server_hostname="127.0.0.1")
+        with pytest.raises(ssl.SSLWantReadError):
+            tls.do_handshake()
+        client_hello = hello.read()
+        u = urllib.parse.urlsplit(url)
+        with socket.create_connection((u.hostname, u.port), timeout=60) as s:
+            closed = False
+            for byte in client_hello[:60]:  # at most a minute
+                try:
+                    s.sendall(bytes([byte]))
+                    s.settimeout(1)
+                    if s.recv(1) == b"":
+                        closed = True
+                        break
+                except socket.timeout:
+                    continue
+                except OSError:
+                    closed = True
+                    break
+            assert closed, "berthd still waits for the handshake"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_system_accounts_and_control_characters_are_refused(berthd, issuers, identity):
+    a = issuers.issuers["a"]
+    prefix = f'subject "s-x" of "{a.url}" maps to '
+    for user in ("daemon", "nobody"):
+        uid = int(os.popen(f"id -u {user}").read().strip())
+        status, _, body = berthd.request(
+            "GET", "/v1/me", a.sign(a.claims("s-x", AUDIENCE_A, preferred_username=user)))
+        assert status == 403, body
+        assert body["error"]["message"] == (
+            prefix + f'"{user}", whose uid {uid} is outside [accounts] uid_min to uid_max '
+            "(1000-60000): system accounts never run jobs")
+    # A NUL ended the name getpwnam saw: the token ran as the account before it.
+    user = os.popen(f"id -un {identity.uid}").read().strip()
+    status, _, body = berthd.request(
+        "GET", "/v1/me", a.sign(a.claims("s-x", AUDIENCE_A, preferred_username=user + "\0x")))
+    assert status == 403, body
+    assert body["error"]["message"] == (
+        prefix + f'"{user}\\x00x", which has control characters: not an account name')
+
+
+def _start(identity, scratch, berthd_bin, name: str, text: str) -> Berthd:
+    workdir = identity.make_dir(os.path.join(scratch, name))
+    conf = identity.write_file(os.path.join(workdir, "berthd.conf"), text)
+    log = os.path.join(workdir, "berthd.log")
+    proc, url = start_berthd(identity, berthd_bin, conf, log)
+    return Berthd(proc, url, log)
+
+
+def _stop(gw: Berthd):
+    gw.proc.terminate()
+    try:
+        gw.proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        gw.proc.kill()
+        gw.proc.wait()
+
+
+def test_own_account_and_slurm_user_are_refused(identity, scratch, berthd_bin, issuers,
+                                                 second_user, monkeypatch):
+    a, b = issuers.issuers["a"], issuers.issuers["b"]
+    # SlurmUser from the slurm.conf berthd's environment names (here the second account).
+    slurm_conf = identity.write_file(os.path.join(scratch, "berthd-slurmuser.conf"),
+                                     f"ClusterName=x\nSlurmUser={second_user or 'root'}\n")
+    monkeypatch.setenv("SLURM_CONF", slurm_conf)
+    gw = _start(identity, scratch, berthd_bin, "berthd-accounts",
+                gateway_config(issuers, second_user, own_account=False))
+    try:
+        user = os.popen(f"id -un {identity.uid}").read().strip()
+        status, _, body = gw.request(
+            "GET", "/v1/me", a.sign(a.claims("s-alice", AUDIENCE_A, preferred_username=user)))
+        assert status == 403, body
+        assert body["error"]["message"] == (
+            f'subject "s-alice" of "{a.url}" maps to "{user}", which is berthd\'s own account: '
+            "jobs never run as the gateway")
+        if second_user is None:
+            pytest.skip("a second local account (as SlurmUser) needs root to create")
+        status, _, body = gw.request("GET", "/v1/me",
+                                     b.sign(b.claims("egi-0042@egi.eu", AUDIENCE_B)))
+        assert status == 403, body
+        assert body["error"]["message"] == (
+            f'subject "egi-0042@egi.eu" of "{b.url}" maps to "{second_user}", which is Slurm\'s '
+            f'SlurmUser ("{second_user}" in slurm.conf): jobs never run as Slurm\'s administrator')
+    finally:
+        _stop(gw)
+
+
+def _alice(issuers, identity, admin: bool = False) -> str:
+    a = issuers.issuers["a"]
+    user = os.popen(f"id -un {identity.uid}").read().strip()
+    return a.sign(a.claims("s-alice", AUDIENCE_A, preferred_username=user,
+                           groups=[ADMIN_GROUP] if admin else None))
+
+
+def _read_all(s: socket.socket) -> bytes:
+    data = b""
+    try:
+        while chunk := s.recv(4096):
+            data += chunk
+    except OSError:  # reset: the server closed with the client's bytes unread
+        pass
+    return data
+
+
+def test_slow_clients_leave_workers_for_others(identity, scratch, berthd_bin, issuers):
+    """300 connections sending their headers a line a second (more than berthd's 128 workers)
+    do not keep an authenticated request from another address from being answered; those
+    over max_per_address (32) are answered 503 and closed at once."""
+    gw = _start(identity, scratch, berthd_bin, "berthd-slow", gateway_config(issuers, None))
+    u = urllib.parse.urlsplit(gw.url)
+    slow = []
+    stop = threading.Event()
+
+    def trickle():
+        while not stop.wait(1):
+            for s in slow:
+                try:
+                    s.send(b"X-Slow: 1\r\n")
+                except OSError:
+                    pass
+    t = threading.Thread(target=trickle)
+    try:
+        for _ in range(300):
+            s = socket.create_connection((u.hostname, u.port), timeout=60)
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: berthd\r\n")
+            slow.append(s)
+        t.start()
+        # Another client (loopback has all of 127/8), with a token, while they are open.
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60,
+                                          source_address=("127.0.0.2", 0))
+        conn.request("GET", "/v1/me", headers={"Authorization": "Bearer " + _alice(issuers,
+                                                                                    identity)})
+        r = conn.getresponse()
+        assert r.status == 200, r.read()
+        conn.close()
+        stop.set()
+        t.join()
+        # Once the trickle stops, every slow connection ends; those over the cap had a 503.
+        answers = [_read_all(s) for s in slow]
+        refused = [a for a in answers if a.startswith(b"HTTP/1.1 503 ")]
+        assert len(refused) == 300 - 32, [a[:40] for a in answers if a not in refused][:5]
+        assert b"too many connections from 127.0.0.1 ([connections] max_per_address)" in refused[0]
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60,
+                                          source_address=("127.0.0.2", 0))
+        conn.request("GET", "/metrics",
+                     headers={"Authorization": "Bearer " + _alice(issuers, identity, True)})
+        metrics = conn.getresponse().read().decode()
+        assert 'berthd_connections_refused_total{reason="per_address"} 268' in metrics
+    finally:
+        stop.set()
+        if t.is_alive():
+            t.join()
+        for s in slow:
+            s.close()
+        _stop(gw)
+
+
+def test_connections_over_the_queue_are_refused(identity, scratch, berthd_bin, issuers):
+    """With every worker held and max_queued waiting, a new connection is answered 503 at once
+    rather than waiting its turn without bound."""
+    gw = _start(identity, scratch, berthd_bin, "berthd-queue",
+                gateway_config(issuers, None,
+                               "[connections]\nmax_per_address = 1000\nmax_queued = 1\n"))
+    u = urllib.parse.urlsplit(gw.url)
+    slow = []
+    stop = threading.Event()
+
+    def trickle():
+        while not stop.wait(1):
+            for s in slow:
+                try:
+                    s.send(b"X-Slow: 1\r\n")
+                except OSError:
+                    pass
+    t = threading.Thread(target=trickle)
+    try:
+        for _ in range(128 + 1 + 20):  # the workers, the queue, and 20 more
+            s = socket.create_connection((u.hostname, u.port), timeout=60)
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: berthd\r\n")
+            slow.append(s)
+        t.start()
+        stop.set()
+        t.join()
+        answers = [_read_all(s) for s in slow]
+        refused = [a for a in answers if a.startswith(b"HTTP/1.1 503 ")]
+        # At least the 20 (more when workers had not taken their connections yet).
+        assert len(refused) >= 20, [a[:40] for a in answers][-25:]
+        assert all(b"berthd is busy: try again later ([connections] max_queued)" in a
+                   for a in refused)
+    finally:
+        stop.set()
+        if t.is_alive():
+            t.join()
+        for s in slow:
+            s.close()
+        _stop(gw)
+
+
+def test_a_request_past_its_deadline_is_answered_408(identity, scratch, berthd_bin, issuers):
+    """A client that keeps sending header lines, never ending them, is cut at request_timeout_s
+    (without the deadline it held its worker for as long as it kept sending)."""
+    gw = _start(identity, scratch, berthd_bin, "berthd-deadline",
+                gateway_config(issuers, None, "[connections]\nrequest_timeout_s = 2\n"))
+    u = urllib.parse.urlsplit(gw.url)
+    try:
+        with socket.create_connection((u.hostname, u.port), timeout=60) as s:
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: berthd\r\n")
+            answer = b""
+            for _ in range(60):  # at most a minute of header lines
+                try:
+                    s.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    break
+                s.settimeout(1)
+                try:
+                    answer += s.recv(4096)
+                except socket.timeout:
+                    continue
+                except OSError:
+                    break
+                if answer:
+                    break
+        assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
+        assert b"request_timeout_s" in answer
+    finally:
+        _stop(gw)
+    with open(gw.log) as f:
+        assert re.search(r"^berthd: access GET /v1/health 408 [0-9.]+ms -$", f.read(), re.M)
+
+
+def test_a_request_refused_before_routing_is_nobody_s(berthd, issuers, identity):
+    """A request cpp-httplib refuses before routing (its URI too long: 414) on the worker that
+    served an authenticated one is logged as no one's, not as the previous request's user."""
+    u = urllib.parse.urlsplit(berthd.url)
+    user = os.popen(f"id -un {identity.uid}").read().strip()
+    with socket.create_connection((u.hostname, u.port), timeout=60) as s:
+        s.sendall(b"GET /v1/me HTTP/1.1\r\nHost: berthd\r\nAuthorization: Bearer " +
+                  _alice(issuers, identity).encode() + b"\r\n\r\n")
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            answer += s.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 200 "), answer
+        # The same connection, so the same worker thread.
+        s.sendall(b"GET /" + b"x" * 9000 + b" HTTP/1.1\r\nHost: berthd\r\n\r\n")
+        assert _read_all(s).startswith(b"HTTP/1.1 414 ")
+    with open(berthd.log) as f:
+        lines = [line for line in f if line.startswith("berthd: access ") and " 414 " in line]
+    assert lines, "no access line for the 414"
+    assert lines[-1].rstrip().endswith(" -"), lines[-1]
+    assert not lines[-1].rstrip().endswith(" " + user)

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -77,8 +78,21 @@ int main(int argc, char** argv) {
   // A client that goes away mid-answer must not kill the server.
   signal(SIGPIPE, SIG_IGN);
 
-  berth::gateway::Authenticator auth(*config, berth::gateway::http_fetcher(),
-                                     berth::gateway::system_user_lookup());
+  // The accounts no token maps to besides root and the uids outside [accounts]: berthd's own
+  // and Slurm's SlurmUser, from the slurm.conf Slurm's own commands would read.
+  berth::gateway::ServiceAccounts services;
+  services.own_uid = geteuid();
+  std::string slurm_conf = "/etc/slurm/slurm.conf";
+  if (const char* env = std::getenv("SLURM_CONF"); env != nullptr && *env != '\0') slurm_conf = env;
+  if (auto it = config->slurm.environment.find("SLURM_CONF"); it != config->slurm.environment.end())
+    slurm_conf = it->second;
+  if (auto user = berth::gateway::read_slurm_user(slurm_conf); user.ok())
+    services.slurm_user = *user;
+  else
+    std::fprintf(stderr, "berthd: SlurmUser taken as root: %s\n", user.error().message().c_str());
+  auto lookup = berth::gateway::system_user_lookup();
+  if (auto ids = lookup(services.slurm_user)) services.slurm_uid = ids->first;
+  berth::gateway::Authenticator auth(*config, berth::gateway::http_fetcher(), lookup, services);
   std::unique_ptr<berth::gateway::JobService> jobs;
   if (config->jobs()) {
     auto db = berth::gateway::JobsDb::open(config->database);

@@ -16,6 +16,7 @@
 #include "gateway/auth.h"
 #include "gateway/config.h"
 #include "gateway/jwt.h"
+#include "test_util.h"
 
 namespace berth::gateway {
 namespace {
@@ -350,20 +351,101 @@ TEST(GatewayGroups, FromEveryGroupClaimAndAdminFromAGroup) {
                  {"wlcg.groups", {"/hpc", "/wlcg/prod"}},
                  {"eduperson_entitlement", "urn:mace:egi.eu:group:gpu:role=member#aai.egi.eu"}};
   EXPECT_EQ(token_groups(claims),
-            (std::vector<std::string>{"/hpc", "/hpc/admins", "/wlcg/prod",
-                                      "urn:mace:egi.eu:group:gpu:role=member#aai.egi.eu"}));
+            (std::vector<std::string>{"/hpc", "/hpc/admins", "/wlcg/prod", "/gpu"}));
   GatewayConfig config;
   IssuerConfig iss{kIssA, "berth", "", "preferred_username"};
   UserLookup lookup = [](const std::string&) { return std::make_pair(uid_t{1001}, gid_t{100}); };
   auto a = map_identity(claims, iss, config, lookup);
   ASSERT_TRUE(a.ok());
   EXPECT_FALSE(a->admin);
-  config.admin_groups = {"urn:mace:egi.eu:group:gpu:role=member#aai.egi.eu"};
+  config.admin_groups = {"/gpu"};
   a = map_identity(claims, iss, config, lookup);
   ASSERT_TRUE(a.ok());
   EXPECT_TRUE(a->admin);
   EXPECT_EQ(a->uid, 1001u);
   EXPECT_EQ(a->gid, 100u);
+}
+
+TEST(GatewayGroups, AarcEntitlementsAreTheGroupTheyName) {
+  struct Case {
+    const char* urn;
+    std::optional<std::string> group;
+  };
+  const Case cases[] = {
+      {"urn:geant:example.org:group:gpu-vo:role=member#aai.example.org", "/gpu-vo"},
+      {"urn:geant:example.org:group:gpu-vo#aai.example.org", "/gpu-vo"},
+      {"urn:geant:example.org:group:parent:child:role=manager#aai.example.org", "/parent/child"},
+      {"urn:mace:egi.eu:group:vo.example.org:sub:role=member#aai.egi.eu", "/vo.example.org/sub"},
+      {"URN:geant:example.org:group:gpu-vo", "/gpu-vo"},
+      {"urn:mace:dir:entitlement:common-lib-terms", std::nullopt},
+      {"urn:geant:example.org:group:#aai.example.org", std::nullopt},
+      {"urn:geant:example.org:group:a:role=member:b#x", std::nullopt},
+      {"/plain/group", std::nullopt},
+  };
+  for (const Case& c : cases) EXPECT_EQ(aarc_group(c.urn), c.group) << c.urn;
+  json claims = {{"eduperson_entitlement",
+                  {"urn:geant:example.org:group:gpu-vo:role=member#aai.example.org",
+                   "urn:geant:example.org:group:gpu-vo:role=manager#aai.example.org",
+                   "urn:mace:dir:entitlement:common-lib-terms"}},
+                 {"groups", {"urn:geant:example.org:group:other#x"}}};
+  // Only eduperson_entitlement holds entitlements; the other claims' groups are names.
+  EXPECT_EQ(token_groups(claims),
+            (std::vector<std::string>{"urn:geant:example.org:group:other#x", "/gpu-vo",
+                                      "urn:mace:dir:entitlement:common-lib-terms"}));
+}
+
+TEST(GatewayAccounts, SystemAndServiceAccountsAreRefused) {
+  GatewayConfig config;
+  IssuerConfig iss{kIssA, "berth", "", "preferred_username"};
+  UserLookup lookup = [](const std::string& name) -> std::optional<std::pair<uid_t, gid_t>> {
+    if (name == "alice") return std::make_pair(uid_t{1001}, gid_t{1001});
+    if (name == "berthd") return std::make_pair(uid_t{1500}, gid_t{1500});
+    if (name == "slurm") return std::make_pair(uid_t{64030}, gid_t{64030});
+    if (name == "slurmadm") return std::make_pair(uid_t{2000}, gid_t{2000});
+    if (name == "daemon") return std::make_pair(uid_t{1}, gid_t{1});
+    if (name == "nobody") return std::make_pair(uid_t{65534}, gid_t{65534});
+    return std::nullopt;
+  };
+  ServiceAccounts services;
+  services.own_uid = 1500;
+  services.slurm_user = "slurmadm";
+  services.slurm_uid = 2000;
+  auto refusal = [&](const std::string& user) -> std::string {
+    json claims = {{"sub", "s"}, {"preferred_username", user}};
+    auto a = map_identity(claims, iss, config, lookup, services);
+    return a.ok() ? "" : a.error().detail;
+  };
+  const std::string s = "subject \"s\" of \"" + std::string(kIssA) + "\" maps to ";
+  EXPECT_EQ(refusal("alice"), "");
+  EXPECT_EQ(refusal("berthd"),
+            s + "\"berthd\", which is berthd's own account: jobs never run as the gateway");
+  EXPECT_EQ(refusal("slurmadm"), s + "\"slurmadm\", which is Slurm's SlurmUser (\"slurmadm\" in "
+                                     "slurm.conf): jobs never run as Slurm's administrator");
+  EXPECT_EQ(refusal("slurm"), s + "\"slurm\", whose uid 64030 is outside [accounts] uid_min to "
+                                  "uid_max (1000-60000): system accounts never run jobs");
+  EXPECT_EQ(refusal("daemon"), s + "\"daemon\", whose uid 1 is outside [accounts] uid_min to "
+                                   "uid_max (1000-60000): system accounts never run jobs");
+  EXPECT_EQ(refusal("nobody"), s + "\"nobody\", whose uid 65534 is outside [accounts] uid_min "
+                                   "to uid_max (1000-60000): system accounts never run jobs");
+  EXPECT_EQ(refusal(std::string("alice\0evil", 10)),
+            s + "\"alice\\x00evil\", which has control characters: not an account name");
+  EXPECT_EQ(refusal("alice\n"),
+            s + "\"alice\\x0a\", which has control characters: not an account name");
+  config.accounts.allow_own_account = true;
+  EXPECT_EQ(refusal("berthd"), "");
+  config.accounts.uid_min = 1;
+  config.accounts.uid_max = 65534;
+  EXPECT_EQ(refusal("nobody"), "");
+}
+
+TEST(GatewayAccounts, SlurmUserFromSlurmConf) {
+  TempDir dir("gw-slurmconf");
+  std::string conf = dir / "slurm.conf";
+  write_text(conf, "ClusterName=c\n# SlurmUser=wrong\nslurmuser = slurmadm # x\n");
+  EXPECT_EQ(*read_slurm_user(conf), "slurmadm");
+  write_text(conf, "ClusterName=c\n");
+  EXPECT_EQ(*read_slurm_user(conf), "root");
+  EXPECT_FALSE(read_slurm_user(dir / "none").ok());
 }
 
 TEST(GatewayJwt, JwksKeepsOnlyUsableKeys) {

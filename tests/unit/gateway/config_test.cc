@@ -159,6 +159,54 @@ log_dir = "/var/log/mps"
   }
 }
 
+TEST(GatewayConfig, AccountsAndConnectionsKeys) {
+  const std::string iss = "[[issuers]]\nissuer = \"https://a/\"\naudience = \"b\"\n";
+  auto c = parse_gateway_config(iss, "f");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->accounts.uid_min, 1000);
+  EXPECT_EQ(c->accounts.uid_max, 60000);
+  EXPECT_FALSE(c->accounts.allow_own_account);
+  EXPECT_EQ(c->connections.request_timeout_s, 30);
+  EXPECT_EQ(c->connections.idle_timeout_s, 5);
+  EXPECT_EQ(c->connections.max_per_address, 32);
+  EXPECT_EQ(c->connections.max_queued, 256);
+  c = parse_gateway_config(iss + R"([accounts]
+uid_min = 500
+uid_max = 70000
+allow_own_account = true
+
+[connections]
+request_timeout_s = 10
+idle_timeout_s = 2
+max_per_address = 4
+max_queued = 8
+)",
+                           "f");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->accounts.uid_min, 500);
+  EXPECT_EQ(c->accounts.uid_max, 70000);
+  EXPECT_TRUE(c->accounts.allow_own_account);
+  EXPECT_EQ(c->connections.request_timeout_s, 10);
+  EXPECT_EQ(c->connections.idle_timeout_s, 2);
+  EXPECT_EQ(c->connections.max_per_address, 4);
+  EXPECT_EQ(c->connections.max_queued, 8);
+  const std::pair<std::string, const char*> bad[] = {
+      {"[accounts]\nuid_min = 0\n",
+       "read config f: line 5: \"uid_min\" is not a whole number from 1 to 4294967294"},
+      {"[accounts]\nuid_min = 2000\nuid_max = 1000\n",
+       "read config f: line 4: \"accounts\" has uid_min above uid_max: no account could run jobs"},
+      {"[connections]\nrequest_timeout_s = 0\n",
+       "read config f: line 5: \"request_timeout_s\" is not a whole number from 1 to 3600"},
+      {"[connections]\nmax_clients = 1\n",
+       "read config f: line 5: \"max_clients\" is not a key of [connections]"},
+  };
+  for (const auto& [text, message] : bad) {
+    auto e = parse_gateway_config(iss + text, "f");
+    ASSERT_FALSE(e.ok()) << text;
+    EXPECT_EQ(e.error().message(), message) << text;
+  }
+}
+
 TEST(GatewayConfig, RefusesWhatIsUnsafeOrMalformed) {
   const std::string iss = "[[issuers]]\nissuer = \"https://a/\"\naudience = \"b\"\n";
   struct Case {
