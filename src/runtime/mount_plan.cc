@@ -25,6 +25,7 @@ enum class When {
   kMinimalDevNoTty,  ///< ... without -t
   kMinimalDevTty,    ///< ... with -t
   kHostDev,
+  kNetNs,  ///< --network none: a network namespace of the container's own
 };
 
 /// One row of the default-mount table.
@@ -73,6 +74,11 @@ constexpr DefaultMount kDefaults[] = {
   {"/dev/stdout",       MountKind::kSymlink, "/proc/self/fd/1", "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
   {"/dev/stderr",       MountKind::kSymlink, "/proc/self/fd/2", "",       0,                          "",                                         kFile, false, false, When::kMinimalDev},
   {"/sys",              MountKind::kRbind,   "/sys",            "",       0,                          "",                                         kDir,  true,  false, When::kAlways},
+  // In a network namespace of its own, a sysfs of that namespace over the host's, so that
+  // /sys/class/net lists what `ip link` does (only lo); the host's cgroup tree again inside it.
+  // Best effort: where the kernel refuses the mount, the host's /sys stays.
+  {"/sys",              MountKind::kFs,      "sysfs",           "sysfs",  kNoSuidDevExec | MS_RDONLY, "",                                        kDir,  true,  false, When::kNetNs},
+  {"/sys/fs/cgroup",    MountKind::kRbind,   "/sys/fs/cgroup",  "",       0,                          "",                                         kDir,  true,  false, When::kNetNs},
   {"/tmp",              MountKind::kFs,      "tmpfs",           "tmpfs",  MS_NOSUID | MS_NODEV,       "mode=1777",                                kDir,  false, true,  When::kAlways},
   {"/etc/resolv.conf",  MountKind::kBind,    "/etc/resolv.conf","",       0,                          "",                                         kFile, false, false, When::kAlways},
   {"/etc/hosts",        MountKind::kBind,    "/etc/hosts",      "",       0,                          "",                                         kFile, false, false, When::kAlways},
@@ -95,6 +101,8 @@ bool applies(When when, const ContainerSpec& spec) {
       return !spec.host_dev && spec.tty;
     case When::kHostDev:
       return spec.host_dev;
+    case When::kNetNs:
+      return spec.network_none;
   }
   return false;
 }

@@ -483,6 +483,23 @@ def test_network_none_has_only_loopback_and_it_is_up(berth, img):
     assert len(out.splitlines()) >= 3  # the host's interfaces
 
 
+def test_network_none_has_a_sysfs_of_its_namespace(berth, img):
+    """/sys/class/net lists what the namespace has, as `ip link` does (before: the host's
+    interfaces); the rest of /sys, the cgroup tree included, is still there, read-only."""
+    def sys_net(*flags):
+        _, out, _ = berth("run", "--rm", *flags, img, "/bin/ls", "/sys/class/net")
+        return set(out.split())
+
+    assert sys_net("--network", "none") == {"lo"}
+    assert sys_net() == set(os.listdir("/sys/class/net"))
+    _, out, _ = berth("run", "--rm", "--network", "none", img, "/bin/sh", "-c",
+                      "ls /sys/fs/cgroup | wc -l; ls /sys/devices | wc -l; "
+                      "touch /sys/x 2>/dev/null && echo writable || echo read-only")
+    cgroups, devices, writable = out.split()
+    assert int(cgroups) == len(os.listdir("/sys/fs/cgroup")) and int(devices) > 0, out
+    assert writable == "read-only"
+
+
 def test_network_none_is_refused_for_an_engine_without_namespaces(berth, img):
     rc, _, err = berth("run", "--rm", "--engine=proot", "--network", "none", img, "/probe", "true",
                        check=False)
