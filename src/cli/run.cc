@@ -103,6 +103,36 @@ Status check_network(const std::string& network) {
 
 }  // namespace
 
+namespace {
+
+/// --security-opt no-new-privileges's value: true unless ":false" / "=false".
+bool nnp_value(const std::string& v) {
+  return !(v.ends_with(":false") || v.ends_with("=false"));
+}
+
+/// Why a --security-opt value cannot be honoured rootless; "" when it can.
+std::string security_opt_refusal(const std::string& v) {
+  std::string key = v.substr(0, v.find_first_of(":="));
+  if (key == "no-new-privileges") {
+    std::string value = v.size() > key.size() ? v.substr(key.size() + 1) : "true";
+    if (value == "true" || value == "false") return "";
+    return "no-new-privileges takes true or false, not '" + value + "'";
+  }
+  if (key == "seccomp")
+    return "seccomp=: a rootless container runs under your own session's seccomp filter, "
+           "which it cannot lift; Berth adds its own only for root emulation (--root-emulation)";
+  if (key == "apparmor" || key == "label")
+    return key +
+           "=: AppArmor and SELinux profiles are chosen by the host for your user, not by "
+           "a rootless container";
+  if (key == "systempaths")
+    return "systempaths=: /proc and /sys are the host's views, which a rootless container "
+           "cannot unmask";
+  return "'" + v + "' is not a security option Berth knows (it honours no-new-privileges)";
+}
+
+}  // namespace
+
 /// Declares the options of `run` that the command line mentions (see MentionedOptions).
 void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const MentionedOptions& m) {
   if (m.any("--name")) app.add_option("--name", name, "Name the container");
@@ -174,6 +204,15 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
            "host: the host's /dev/shm, shared by the ranks of a job; private: an IPC namespace of "
            "its own too (default: a private /dev/shm, the host's IPC namespace)")
         ->check(CLI::IsMember({"host", "private"}));
+  if (m.any("--security-opt"))
+    app.add_option_function<std::string>(
+           "--security-opt",
+           [&o](const std::string& v) {
+             if (security_opt_refusal(v).empty()) o.no_new_privileges = nnp_value(v);
+           },
+           "no-new-privileges[:true|false] (what a rootless container can honour; profiles "
+           "for seccomp, AppArmor and SELinux are refused, with the reason)")
+        ->check(CLI::Validator([](std::string& v) { return security_opt_refusal(v); }, "OPTION"));
   // Everything from the image on is positional: IMAGE [COMMAND [ARG...]].
   app.prefix_command();
 }
@@ -212,6 +251,7 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
   if (o.root_emulation) j["root_emulation"] = std::string(root_emulation_name(*o.root_emulation));
   put("ipc_host", true, o.ipc_host);
   put("ipc_private", true, o.ipc_private);
+  put("no_new_privileges", true, o.no_new_privileges);
   put("ib", o.ib.value_or(""), o.ib.has_value());
   put("mpi", o.mpi, !o.mpi.empty());  // not --preserve-fds: descriptors belong to one run
   return j;
@@ -259,6 +299,7 @@ RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
   o.root_emulation_word = text("root_emulation");  // parsed by resolve_typed_options()
   o.ipc_host = flag("ipc_host");
   o.ipc_private = flag("ipc_private");
+  o.no_new_privileges = flag("no_new_privileges");
   if (j.contains("ib")) o.ib = text("ib");
   o.mpi = text("mpi");
   return o;

@@ -149,6 +149,9 @@ ChildStep start_workload(const ChildContext& ctx, ChildFailure& f) {
                   CLOSE_RANGE_CLOEXEC);  // ENOSYS on old kernels: leak is harmless
   keep_across_exec(ctx.spec->kept_fds);  // a launcher's (runtime/launcher.h)
   if (ctx.switch_ids) BERTH_CHILD_CHECK(switch_ids(ctx, f));
+  // --security-opt no-new-privileges: no setuid bit or file capability raises the workload.
+  if (ctx.spec->no_new_privileges && ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    return step_failed(f, 125, errno, "drop capability", "no_new_privs");
   reset_signals();
   return exec_workload(ctx, f);
 }

@@ -261,6 +261,7 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   spec.host_dev = opts.host_dev;
   spec.network_none = opts.network_none;
   spec.ipc_namespace = opts.ipc_private;
+  spec.no_new_privileges = opts.no_new_privileges;
   spec.writable_rootfs = !opts.read_only;
   if (opts.root_emulation) spec.root_emulation = *opts.root_emulation;
   spec.kept_fds = BERTH_TRY(kept_fds(opts.preserve_fds, spec.env));

@@ -52,9 +52,10 @@ struct RunOptions {
   std::string ib_site_default;       ///< the site policy's `ib`: HCAs where the host has some
   /// --mpi[=TYPE]: "" not asked, "*" the site's default type, else the type (devices/mpi.h).
   std::string mpi;
-  int preserve_fds = 0;      ///< --preserve-fds N: keep 3 .. 2+N open (runtime/launcher.h)
-  bool ipc_host = false;     ///< --ipc host: the host's /dev/shm (ranks of one job share it)
-  bool ipc_private = false;  ///< --ipc private: an IPC namespace of its own
+  int preserve_fds = 0;            ///< --preserve-fds N: keep 3 .. 2+N open (runtime/launcher.h)
+  bool ipc_host = false;           ///< --ipc host: the host's /dev/shm (ranks of one job share it)
+  bool ipc_private = false;        ///< --ipc private: an IPC namespace of its own
+  bool no_new_privileges = false;  ///< --security-opt no-new-privileges
   std::vector<std::string> command;  ///< everything after the image
 };
 

@@ -75,15 +75,16 @@ struct ContainerSpec {
   /// The root's /etc/passwd and /etc/group as the caller read them to resolve the user; the
   /// engine's identity step works from these instead of reading them again. Unset: it reads.
   std::optional<std::string> passwd, group;
-  std::string hostname;           ///< empty: keep the host's (no UTS namespace)
-  std::vector<Volume> volumes;    ///< user volumes, in command-line order (incl. --bind-home)
-  std::vector<TmpfsMount> tmpfs;  ///< --tmpfs, in command-line order
-  bool stdin_open = false;        ///< -i: keep stdin attached (otherwise /dev/null)
-  bool tty = false;               ///< -t: the caller's terminal is passed through
-  bool pid_namespace = false;     ///< --pid: new PID namespace with a minimal init
-  bool host_dev = false;          ///< bind the host's /dev instead of a minimal one
-  bool network_none = false;      ///< --network none: a network namespace with only lo
-  bool ipc_namespace = false;     ///< --ipc private: SysV IPC and POSIX queues of its own
+  std::string hostname;            ///< empty: keep the host's (no UTS namespace)
+  std::vector<Volume> volumes;     ///< user volumes, in command-line order (incl. --bind-home)
+  std::vector<TmpfsMount> tmpfs;   ///< --tmpfs, in command-line order
+  bool stdin_open = false;         ///< -i: keep stdin attached (otherwise /dev/null)
+  bool tty = false;                ///< -t: the caller's terminal is passed through
+  bool pid_namespace = false;      ///< --pid: new PID namespace with a minimal init
+  bool host_dev = false;           ///< bind the host's /dev instead of a minimal one
+  bool network_none = false;       ///< --network none: a network namespace with only lo
+  bool ipc_namespace = false;      ///< --ipc private: SysV IPC and POSIX queues of its own
+  bool no_new_privileges = false;  ///< --security-opt no-new-privileges: PR_SET_NO_NEW_PRIVS
   /// The userns engine's root emulation (runtime/root_emulation.h): the user's subordinate IDs
   /// mapped (runtime/subids.h) or a seccomp filter that makes set*id, setgroups, chown and
   /// device mknod succeed without effect, so that package managers work. --root-emulation or

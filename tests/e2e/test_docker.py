@@ -500,6 +500,35 @@ def test_network_none_has_a_sysfs_of_its_namespace(berth, img):
     assert writable == "read-only"
 
 
+def test_security_opt_no_new_privileges_and_what_is_refused(berth, img):
+    def nnp(*flags):
+        _, out, _ = berth("run", "--rm", *flags, img, "/bin/cat", "/proc/self/status")
+        return [line.split()[1] for line in out.splitlines() if line.startswith("NoNewPrivs:")]
+
+    assert nnp() == ["0"]
+    assert nnp("--security-opt", "no-new-privileges") == ["1"]
+    assert nnp("--security-opt", "no-new-privileges:true") == ["1"]
+    assert nnp("--security-opt=no-new-privileges=false") == ["0"]
+    # Kept for start, as the other run options.
+    berth("create", "--name", "nnp", "--security-opt", "no-new-privileges", img, "/bin/sh", "-c",
+          "grep NoNewPrivs /proc/self/status")
+    berth("start", "nnp")
+    berth("wait", "nnp")
+    assert "NoNewPrivs:\t1" in logs(berth, "nnp")
+    for value, why in (
+            ("seccomp=unconfined", "seccomp=: a rootless container runs under your own "
+             "session's seccomp filter, which it cannot lift; Berth adds its own only for root "
+             "emulation (--root-emulation)"),
+            ("apparmor=unconfined", "apparmor=: AppArmor and SELinux profiles are chosen by "
+             "the host for your user, not by a rootless container"),
+            ("label=disable", "label=: AppArmor and SELinux profiles are chosen by the host "
+             "for your user, not by a rootless container"),
+            ("no-new-privileges:maybe", "no-new-privileges takes true or false, not 'maybe'")):
+        rc, _, err = berth("run", "--rm", "--security-opt", value, img, "/bin/true", check=False)
+        assert (rc, err) == (125, f"berth: error: --security-opt: {why}\n"
+                                  "berth: hint: see 'berth run --help'\n")
+
+
 def test_network_none_is_refused_for_an_engine_without_namespaces(berth, img):
     rc, _, err = berth("run", "--rm", "--engine=proot", "--network", "none", img, "/probe", "true",
                        check=False)
