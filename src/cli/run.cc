@@ -204,6 +204,9 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
            "host: the host's /dev/shm, shared by the ranks of a job; private: an IPC namespace of "
            "its own too (default: a private /dev/shm, the host's IPC namespace)")
         ->check(CLI::IsMember({"host", "private"}));
+  if (m.any("--shm-size"))
+    app.add_option("--shm-size", o.shm_size,
+                   "Size of the private /dev/shm (default 64m): 512m, 2g, or bytes");
   if (m.any("--security-opt"))
     app.add_option_function<std::string>(
            "--security-opt",
@@ -252,6 +255,7 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
   put("ipc_host", true, o.ipc_host);
   put("ipc_private", true, o.ipc_private);
   put("no_new_privileges", true, o.no_new_privileges);
+  put("shm_size", o.shm_size, !o.shm_size.empty());
   put("ib", o.ib.value_or(""), o.ib.has_value());
   put("mpi", o.mpi, !o.mpi.empty());  // not --preserve-fds: descriptors belong to one run
   return j;
@@ -300,6 +304,7 @@ RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
   o.ipc_host = flag("ipc_host");
   o.ipc_private = flag("ipc_private");
   o.no_new_privileges = flag("no_new_privileges");
+  o.shm_size = text("shm_size");
   if (j.contains("ib")) o.ib = text("ib");
   o.mpi = text("mpi");
   return o;

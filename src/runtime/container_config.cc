@@ -111,6 +111,25 @@ Result<Volume> parse_volume(std::string_view text) {
   return v;
 }
 
+namespace {
+
+/// --shm-size as a tmpfs size= value.
+Result<std::string> tmpfs_size(const std::string& text) {
+  // Docker's units (go-units RAMInBytes): a number, then b, k, m, g (or kb, mb, gb), any case.
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  std::string unit = lower(text.substr(digits));
+  if (unit.size() == 2 && unit[1] == 'b') unit.pop_back();
+  if (digits == 0 || digits > 15 ||
+      text.substr(0, digits).find_first_not_of('0') == std::string::npos ||
+      !(unit.empty() || unit == "b" || unit == "k" || unit == "m" || unit == "g"))
+    return make_error("volume", "--shm-size " + text,
+                      "expected a size such as 64m, 1g or a number of bytes");
+  return text.substr(0, digits) + (unit == "b" ? "" : unit);
+}
+
+}  // namespace
+
 Result<TmpfsMount> parse_tmpfs(std::string_view text) {
   auto bad = [&](std::string why) {
     return make_error("volume", "tmpfs " + std::string(text), std::move(why))
@@ -237,6 +256,14 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   // --ipc host: ranks of one job on one node meet in the host's /dev/shm (MPICH, Open MPI's
   // shared-memory transports); Docker's name for it. Bound over the minimal /dev's tmpfs.
   if (opts.ipc_host) spec.volumes.push_back(Volume{"/dev/shm", "/dev/shm", false});
+  // --shm-size: the private /dev/shm's size (Docker's default is 64 MiB, as Berth's).
+  if (!opts.shm_size.empty()) {
+    if (opts.ipc_host)
+      return make_error("volume", "--shm-size " + opts.shm_size,
+                        "--ipc host binds the host's /dev/shm, whose size is the host's");
+    std::string size = BERTH_TRY(tmpfs_size(opts.shm_size));
+    spec.tmpfs.push_back(BERTH_TRY(parse_tmpfs("/dev/shm:size=" + size + ",mode=1777,noexec")));
+  }
   if (opts.bind_home) {
     if (host.home.empty() || host.home[0] != '/')
       return make_error("bind home", "$HOME", "HOME is not set to an absolute path");

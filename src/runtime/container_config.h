@@ -56,6 +56,7 @@ struct RunOptions {
   bool ipc_host = false;           ///< --ipc host: the host's /dev/shm (ranks of one job share it)
   bool ipc_private = false;        ///< --ipc private: an IPC namespace of its own
   bool no_new_privileges = false;  ///< --security-opt no-new-privileges
+  std::string shm_size;            ///< --shm-size, as typed (64m, 1g, 1073741824)
   std::vector<std::string> command;  ///< everything after the image
 };
 

@@ -529,6 +529,26 @@ def test_security_opt_no_new_privileges_and_what_is_refused(berth, img):
                                   "berth: hint: see 'berth run --help'\n")
 
 
+def test_shm_size_sizes_the_private_dev_shm(berth, img):
+    def shm(*flags):
+        _, out, _ = berth("run", "--rm", *flags, img, "/bin/sh", "-c",
+                          "grep ' /dev/shm ' /proc/mounts")
+        return out
+
+    assert "size=65536k" in shm()  # Docker's default, 64 MiB
+    assert "size=131072k" in shm("--shm-size", "128m")
+    assert "size=1048576k" in shm("--shm-size=1GB")
+    assert "noexec" in shm("--shm-size", "128m")
+    for bad in ("lots", "0", "12x"):
+        rc, _, err = berth("run", "--rm", "--shm-size", bad, img, "/bin/true", check=False)
+        assert rc == 125 and err.splitlines()[0] == (
+            f"berth: error: volume --shm-size {bad}: expected a size such as 64m, 1g or a "
+            "number of bytes"), err
+    rc, _, err = berth("run", "--rm", "--ipc", "host", "--shm-size", "1g", img, "/bin/true",
+                       check=False)
+    assert rc == 125 and "the host's /dev/shm, whose size is the host's" in err
+
+
 def test_network_none_is_refused_for_an_engine_without_namespaces(berth, img):
     rc, _, err = berth("run", "--rm", "--engine=proot", "--network", "none", img, "/probe", "true",
                        check=False)
