@@ -920,6 +920,10 @@ def test_an_rslave_mount_follows_the_hosts(sl, pushed_busybox, scratch):
     # beneath it later shows inside (a private bind would not be anyone's slave).
     if os.geteuid() != 0:
         pytest.skip("making a shared mount on the host needs root")
+    if sl.cluster.node.release != "22.05":
+        # The Debian 13 root's node (debian_root.py) runs in a mount namespace of its own,
+        # made before this test's shared mount, whose events it does not receive.
+        pytest.skip("the host's shared mount does not reach the 24.11 root's mount namespace")
     src = sl.berth.make_dir("rslavedata")
     subprocess.run(["mount", "--bind", src, src], check=True)
     try:
