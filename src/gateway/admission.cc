@@ -22,6 +22,8 @@ Result<Submitted> Admission::submit(const Account& who, const std::string& key,
     std::optional<JobRecord> earlier = BERTH_TRY(db_.find(who.user, key));
     if (earlier) return replay(*earlier);
   }
+  // The job's VO, fixed now: accounting and the GPU-hour quota count the job against it.
+  const std::string vo = BERTH_TRY(job_vo(who, asked.group, quotas_, limits_));
   const Limits limits = resolve_limits(limits_, who.user, who.groups);
   JobRequest request = asked;
   WalltimeDecision walltime;
@@ -36,7 +38,8 @@ Result<Submitted> Admission::submit(const Account& who, const std::string& key,
     // cannot be read refuses the job with an error rather than letting it past its quota).
     int64_t now = std::time(nullptr);
     Usage used = BERTH_TRY(usage_.accounting("", period_start(quotas_, now), now + 1));
-    if (auto no = check_gpu_quota(quotas_, group_name(who.gid), asks_gpus, used.records, now))
+    if (auto no =
+            check_gpu_quota(quotas_, usage_.quota_group(who, vo), asks_gpus, used.records, now))
       return Submitted{{}, false, std::nullopt, std::move(no)};
   }
   const bool counted = limits[static_cast<size_t>(LimitKey::kMaxRunningJobs)] ||
@@ -59,6 +62,7 @@ Result<Submitted> Admission::submit(const Account& who, const std::string& key,
   rec.time_limit_from = walltime.from;
   if (request.gpu_share > 0 && config_.share.enabled)
     rec.gres = share_gres(request.gpu_share, config_.share);
+  rec.vo = vo;
   bool existing = false;
   int64_t now = std::time(nullptr);
   JobRecord job;

@@ -50,7 +50,9 @@ class Admission {
     return check_gpu_model(r, config_.gpu_models);
   }
   /// Checks the request against `who`'s limits and, for a GPU job, its group's GPU-hour quota
-  /// (the group is `who`'s primary group, the usage read as GET /v1/accounting reads it),
+  /// (the group is the job's VO, job_vo(), or with [accounting] group_by "unix" `who`'s
+  /// primary group; the usage read as GET /v1/accounting reads it; a "group" that is not
+  /// one of `who`'s token groups: an error, kPermission),
   /// records it (before anything reaches Slurm), then submits it as `who` with the walltime
   /// the limits gave it. A request whose key `who` already used gets the earlier job back,
   /// unsent and unchecked (it counts among the jobs it would otherwise be refused for); with

@@ -415,6 +415,11 @@ class Reader : public TomlReader {
         a.slurm_account = BERTH_TRY(string(v, key));
         if (a.slurm_account != "primary_group" && a.slurm_account != "default")
           return bad(v, key, "is not \"primary_group\" or \"default\"");
+      } else if (key == "group_by") {
+        // What usage and quotas group jobs by (h-vo): a token group or the Unix group.
+        a.group_by = BERTH_TRY(string(v, key));
+        if (a.group_by != "token" && a.group_by != "unix")
+          return bad(v, key, "is not \"token\" or \"unix\"");
       } else {
         return bad(v, key, "is not a key of [accounting]");
       }

@@ -53,7 +53,10 @@ Result<JobRequest> parse_job_request(const nlohmann::json& body) {
       r.mounts = BERTH_TRY(texts(v, key));
     else if (key == "workdir")
       r.workdir = BERTH_TRY(text(v, key));
-    else if (key == "class") {
+    else if (key == "group") {
+      r.group = BERTH_TRY(text(v, key));
+      if (r.group.empty()) return bad_field(key, "is empty: name one of your token groups");
+    } else if (key == "class") {
       r.job_class = BERTH_TRY(text(v, key));
       if (r.job_class != "batch" && r.job_class != "cloud")
         return bad_field(key, "is not \"batch\" or \"cloud\"");
@@ -232,6 +235,7 @@ nlohmann::json job_json(const JobRecord& j) {
     }
   }
   out["walltime_s"] = j.time_limit_s;
+  if (!j.vo.empty()) out["group"] = j.vo;
   // Slurm's own reason for a job it ended at its time limit is "TimeLimit"; the answer says
   // which limit that was.
   if (j.state == JobState::kTimeout && j.time_limit_s > 0) {

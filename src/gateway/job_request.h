@@ -35,6 +35,9 @@ struct JobRequest {
   std::string gpu_model;
   int64_t memory_mb = 0, walltime_s = 0;
   std::string job_class = "batch";  ///< "batch" or "cloud"
+  /// The caller's token group (VO) the job is accounted to ("group"); "" for berthd's choice
+  /// (job_vo() in gateway/job_usage.h).
+  std::string group;
 };
 
 /// Checks a request body: an object of the known fields with the right types; errors (code

@@ -1,6 +1,12 @@
 // The jobs' usage, for GET /v1/accounting and the GPU-hour quota check: from Slurm's
 // accounting (sacct, gateway/sacct.h) or berthd's own database, as [accounting] source says;
-// and the Slurm account a user's jobs are charged to.
+// the Slurm account a user's jobs are charged to; and the VO (token group) a job is accounted to.
+//
+// A job's VO is fixed when it is accepted (JobRecord::vo, job_vo()). With [accounting]
+// group_by = "token" (the default) usage and GPU-hour quotas group jobs by it; with "unix", by
+// the owner's Unix primary group as before. Slurm's accounting (sacct) knows only the Slurm
+// account: with "token", a record of a job berthd submitted (same Slurm job id and user) takes
+// that job's VO from the database, other jobs keep their Slurm account as their group.
 #pragma once
 
 #include <sys/types.h>
@@ -12,6 +18,7 @@
 
 #include "core/error.h"
 #include "gateway/accounting.h"
+#include "gateway/auth.h"
 #include "gateway/config.h"
 #include "gateway/jobs_db.h"
 
@@ -20,6 +27,13 @@ namespace berth::gateway {
 /// The name of group `gid`, or "" when it has none. Reentrant: the server's threads may ask at
 /// once.
 std::string group_name(gid_t gid);
+
+/// The VO a job of `who` is accounted to: `asked` (the request's "group") when it is one of
+/// `who`'s token groups, an error (kPermission) naming them when it is not; else the first
+/// of `who`'s token groups with a [quotas.groups] or [limits.groups] entry; else the first
+/// token group; else `who`'s Unix primary group.
+Result<std::string> job_vo(const Account& who, const std::string& asked, const QuotaConfig& quotas,
+                           const LimitsConfig& limits);
 
 /// Usage records and where they come from ("database" or "sacct").
 struct Usage {
@@ -35,7 +49,8 @@ class JobUsage {
       : db_(db), accounting_(std::move(accounting)), share_(std::move(share)) {}
 
   /// The jobs of `owner` ("" for all) as usage records (GET /v1/accounting without sacct): the
-  /// group is the owner's primary group, the CPUs nodes x tasks x cpus_per_task of the request,
+  /// group is the job's VO (group_by "token"; a job without one, and group_by "unix": the
+  /// owner's primary group), the CPUs nodes x tasks x cpus_per_task of the request,
   /// the GPU model the type in Slurm's GRES detail.
   Result<std::vector<UsageRecord>> records(const std::string& owner) const;
   /// The usage of `owner` ("" for all) in [since, until), from the accounting source
@@ -45,6 +60,9 @@ class JobUsage {
   /// The Slurm account `user`'s jobs are charged to: its primary group with [accounting]
   /// slurm_account = "primary_group", else "" (Slurm's default account).
   std::string slurm_account(const std::string& user) const;
+  /// The group a job of `who` with VO `vo` counts against for quotas, as records() and
+  /// accounting() group it: `vo` with group_by "token", `who`'s primary group with "unix".
+  std::string quota_group(const Account& who, const std::string& vo) const;
 
  private:
   JobsDb& db_;

@@ -43,13 +43,13 @@ constexpr std::pair<const char*, const char*> kAddedColumns[] = {
     {"start_time", "INTEGER NOT NULL DEFAULT 0"},   {"end_time", "INTEGER NOT NULL DEFAULT 0"},
     {"gpus", "INTEGER NOT NULL DEFAULT 0"},         {"gres_detail", "TEXT NOT NULL DEFAULT '[]'"},
     {"time_limit_s", "INTEGER NOT NULL DEFAULT 0"}, {"time_limit_from", "TEXT NOT NULL DEFAULT ''"},
-    {"gres", "TEXT NOT NULL DEFAULT ''"},
+    {"gres", "TEXT NOT NULL DEFAULT ''"},           {"vo", "TEXT NOT NULL DEFAULT ''"},
 };
 
 constexpr const char* kColumns =
     "id, owner, issuer, subject, coalesce(idempotency_key, ''), request, state, slurm_job_id, "
     "reason, exit_code, nodes, created_at, updated_at, start_time, end_time, gpus, gres_detail, "
-    "time_limit_s, time_limit_from, gres";
+    "time_limit_s, time_limit_from, gres, vo";
 
 /// A prepared statement, finalized at the end of its scope.
 class Stmt {
@@ -119,6 +119,7 @@ JobRecord read_row(sqlite3_stmt* s) {
   j.time_limit_s = sqlite3_column_int64(s, 17);
   j.time_limit_from = column_text(s, 18);
   j.gres = column_text(s, 19);
+  j.vo = column_text(s, 20);
   return j;
 }
 
@@ -229,8 +230,8 @@ Result<JobRecord> JobsDb::accept(const JobRecord& job, int64_t now, bool* existi
   }
   Stmt ins(db_,
            "INSERT INTO jobs (owner, issuer, subject, idempotency_key, request, state, "
-           "created_at, updated_at, time_limit_s, time_limit_from, gres) "
-           "VALUES (?1, ?2, ?3, ?4, ?5, 'ACCEPTED', ?6, ?6, ?7, ?8, ?9)");
+           "created_at, updated_at, time_limit_s, time_limit_from, gres, vo) "
+           "VALUES (?1, ?2, ?3, ?4, ?5, 'ACCEPTED', ?6, ?6, ?7, ?8, ?9, ?10)");
   if (!ins.ok()) return error("cannot record a job");
   ins.text(1, job.owner)
       .text(2, job.issuer)
@@ -240,7 +241,8 @@ Result<JobRecord> JobsDb::accept(const JobRecord& job, int64_t now, bool* existi
       .integer(6, now)
       .integer(7, job.time_limit_s)
       .text(8, job.time_limit_from)
-      .text(9, job.gres);
+      .text(9, job.gres)
+      .text(10, job.vo);
   if (ins.step() != SQLITE_DONE) return error("cannot record a job");
   JobRecord out = job;
   out.id = sqlite3_last_insert_rowid(db_);

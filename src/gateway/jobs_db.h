@@ -8,9 +8,9 @@
 // Schema (one table; docs/gateway.md says why each column is there):
 //   jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, owner, issuer, subject, idempotency_key,
 //        request JSON, state, slurm_job_id, reason, exit_code, nodes, created_at, updated_at,
-//        start_time, end_time, gpus, gres_detail JSON, time_limit_s, time_limit_from, gres,
+//        start_time, end_time, gpus, gres_detail JSON, time_limit_s, time_limit_from, gres, vo,
 //        UNIQUE(owner, idempotency_key))
-// (the last seven added to databases made before them when opened).
+// (the last eight added to databases made before them when opened; an older row's vo is "").
 // Ids are never reused (AUTOINCREMENT), so a client's old id never names another job.
 #pragma once
 
@@ -52,6 +52,10 @@ struct JobRecord {
   std::string time_limit_from;
   /// The GRES per node a GPU share asked Slurm for ("shard:2"), "" for none; set on acceptance.
   std::string gres;
+  /// The group the job is accounted to (its VO, job_vo() in gateway/job_usage.h), fixed at
+  /// acceptance; "" for a job recorded before berthd kept it (accounted as before: to its
+  /// owner's Unix primary group).
+  std::string vo;
 };
 
 /// The job database; one connection, used under a lock by the server's threads.

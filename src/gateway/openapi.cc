@@ -192,6 +192,11 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
               {"env", {{"type", "object"}, {"additionalProperties", string}}},
               {"mounts", strings},
               {"workdir", string},
+              {"group",
+               {{"type", "string"},
+                {"description",
+                 "the caller's token group (VO) the job is accounted to, for accounting and "
+                 "GPU-hour quotas; another group is 403; without it berthd picks one"}}},
               {"class",
                {{"type", "string"},
                 {"enum", {"batch", "cloud"}},
@@ -262,6 +267,11 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
               {"idle_gpus",
                {{"type", "boolean"},
                 {"description", "flagged by idle-GPU reclaim (GET and DELETE of one job)"}}},
+              {"group",
+               {{"type", "string"},
+                {"description",
+                 "the group (VO) the job is accounted to, chosen when it was accepted (not for "
+                 "jobs accepted before berthd kept it)"}}},
               {"gres_detail",
                {{"type", "array"},
                 {"items", string},

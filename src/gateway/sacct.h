@@ -25,6 +25,9 @@ struct AccountingConfig {
   /// The Slurm account berthd submits jobs with: the caller's primary group ("primary_group",
   /// so that Slurm's accounting groups jobs as quotas do), or Slurm's default ("default").
   std::string slurm_account = "primary_group";
+  /// What usage and GPU-hour quotas group jobs by: "token" (the job's VO, a token group,
+  /// JobRecord::vo) or "unix" (the owner's Unix primary group, or sacct's Slurm account).
+  std::string group_by = "token";
 };
 
 /// sacct's arguments for the jobs that ran in [since, until): one line per allocation (-X),

@@ -267,7 +267,8 @@ const std::vector<Server::Route>& Server::route_table() {
       {M::kGet, "/v1/health", A::kAnyone, nullptr, nullptr, false, &Server::health},
       {M::kGet, "/v1/openapi.json", A::kAnyone, nullptr, nullptr, false, &Server::openapi},
       {M::kGet, "/v1/me", A::kToken, nullptr, nullptr, false, &Server::me},
-      // A conflicting Idempotency-Key is 422; sacct unreadable for the quota check is 503.
+      // A conflicting Idempotency-Key is 422; sacct unreadable for the quota check is 503; a
+      // "group" not among the caller's token groups is 403.
       {M::kPost,
        "/v1/jobs",
        A::kToken,
@@ -275,7 +276,7 @@ const std::vector<Server::Route>& Server::route_table() {
        nullptr,
        true,
        &Server::submit,
-       {{{E::kExists, 422}, {E::kBusy, 503}}, 500}},
+       {{{E::kExists, 422}, {E::kBusy, 503}, {E::kPermission, 403}}, 500}},
       {M::kGet, "/v1/jobs", A::kToken, nullptr, nullptr, true, &Server::list, {{}, 500}},
       // Slurm's refresh or cancel failing: the gateway's upstream failed.
       {M::kGet,

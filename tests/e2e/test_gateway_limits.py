@@ -25,6 +25,9 @@ LONG_GROUP = "/berth/long"
 # The GPU-hour budget of the test user's primary group: 1.8 GPU-seconds, which one GPU job of a
 # few seconds uses up. The period is a month, so that a test seldom straddles two.
 TINY_BUDGET = 0.0005
+# Two VOs (token groups) of users of one Unix group: the first has the tiny budget, the second
+# none.
+VO_TINY, VO_FREE = "/berth/vo-tiny", "/berth/vo-free"
 
 
 def primary_group(identity) -> str:
@@ -67,6 +70,9 @@ max_walltime_s = 1200
 period = "month"
 
 [quotas.groups."{primary_group(identity)}"]
+gpu_hours = {TINY_BUDGET}
+
+[quotas.groups."{VO_TINY}"]
 gpu_hours = {TINY_BUDGET}
 """
     conf_path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
@@ -325,6 +331,41 @@ def test_gpu_hour_quota_refuses_the_next_gpu_job_not_a_cpu_job(gw, issuers, iden
     assert refused == [{"quota": key, "group": group, "budget_gpu_hours": TINY_BUDGET,
                         "used_gpu_hours": e["used_gpu_hours"], "period": "month",
                         "since": e["since"]}]
+
+
+def test_gpu_hour_quotas_are_per_vo_not_per_unix_group(gw, issuers, identity, scratch,
+                                                      gateway_cluster, pushed_busybox):
+    """[accounting] group_by = "token" (the default): jobs count for their VO, a token group.
+    Two callers of one Unix group, one in a VO with the tiny budget and one in a VO without a
+    quota: once a GPU job of the first has used the budget, its next GPU job is refused naming
+    its VO, while the second's is accepted; and a "group" the caller is not in is a 403."""
+    env = gpu_host(gateway_cluster, scratch)
+    tiny = token_a(issuers, identity, groups=[VO_FREE + "-not-mine", VO_TINY])
+    free = token_a(issuers, identity, groups=[VO_FREE])
+    gpu_job = {"image": pushed_busybox, "env": env, "resources": {"gpus": 1},
+               "command": ["busybox", "sleep", "3"]}
+    status, _, first = gw.request("POST", "/v1/jobs", tiny, gpu_job)
+    assert status == 201, first
+    # The first of the token's groups with a quota entry is the job's VO.
+    assert first["group"] == VO_TINY, first
+    done = wait_state(gw, tiny, first["id"], final)
+    assert done["state"] == "COMPLETED", done
+    status, _, err = gw.request("POST", "/v1/jobs", tiny, gpu_job)
+    assert status == 403, err
+    assert err["error"]["group"] == VO_TINY, err
+    # The Unix group has used nothing of its own budget, nor has the other VO.
+    status, _, other = gw.request("POST", "/v1/jobs", free, gpu_job)
+    assert status == 201, other
+    assert other["group"] == VO_FREE, other
+    wait_state(gw, free, other["id"], final)
+    status, _, err = gw.request("POST", "/v1/jobs", free, dict(gpu_job, group=VO_TINY))
+    assert status == 403, err
+    assert err["error"]["message"] == (
+        f'group "{VO_TINY}" is not one of your token groups (yours: {VO_FREE}): name one of '
+        "them, or leave group out"), err
+    status, _, usage = gw.request("GET", "/v1/accounting?group_by=group&since=0", free)
+    assert status == 200, usage
+    assert sorted(r["group"] for r in usage["rows"]) == [VO_FREE, VO_TINY], usage
 
 
 def test_audit_log_records_refused_tokens_and_identities(gw, issuers, identity):

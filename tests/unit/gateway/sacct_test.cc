@@ -206,3 +206,85 @@ TEST(GatewaySacct, ServiceReadsSacctFallsBackAndChargesThePrimaryGroup) {
 
 }  // namespace
 }  // namespace berth::gateway
+
+namespace berth::gateway {
+namespace {
+
+TEST(GatewaySacct, QuotasCountTheJobsOfAVoAndSacctRecordsTakeItByJobId) {
+  const struct passwd* pw = ::getpwuid(::getuid());
+  const struct group* gr = pw ? ::getgrgid(pw->pw_gid) : nullptr;
+  if (gr == nullptr) GTEST_SKIP() << "this process's account has no named primary group";
+  const std::string user = pw->pw_name, group = gr->gr_name;
+  TempDir dir("sacct");
+  // sacct: job 801 (the Slurm id the first submission below gets) used 2 GPU-hours, job 5
+  // (not berthd's) 1; both charged to the Unix group's Slurm account.
+  const int64_t now = std::time(nullptr);
+  auto job = [&](int id, int gpus) {
+    return json{{"job_id", id},
+                {"user", user},
+                {"account", group},
+                {"time", {{"start", now - 3600}, {"end", now - 1}}},
+                {"tres", {{"allocated", {{{"type", "gres"}, {"name", "gpu"}, {"count", gpus}}}}}}};
+  };
+  std::string doc = json({{"jobs", {job(801, 2), job(5, 1)}}}).dump();
+  std::string script = dir.path + "/sacct";
+  ASSERT_TRUE(write_file_atomic(script, "#!/bin/sh\ncat <<'EOF'\n" + doc + "\nEOF\n").ok());
+  ::chmod(script.c_str(), 0755);
+  AcceptingSlurmrestd slurm;
+  auto db = JobsDb::open(dir.path + "/jobs.db");
+  ASSERT_TRUE(db.ok());
+  AccountingConfig acct;
+  acct.source = "sacct";
+  acct.sacct = script;
+  QuotaConfig quotas;
+  quotas.period_s = int64_t{86400} * 366;
+  quotas.gpu_hours["gpu-vo"] = 1.5;
+  quotas.gpu_hours[group] = 0.5;  // used up by the Unix group's jobs, VOs or not
+  JobService jobs(std::move(*db),
+                  SlurmRest("http://" + slurm.server.host(), "k", 60, slurm_api("v0.0.38")), {}, {},
+                  quotas, acct);
+  Account gpu{"iss", "s1", user, pw->pw_uid, pw->pw_gid, {"atlas", "gpu-vo"}};
+  Account cms{"iss", "s2", user, pw->pw_uid, pw->pw_gid, {"cms"}};
+  const std::string body = R"({"image": "alpine", "resources": {"gpus": 1}})";
+  auto first = jobs.submit(gpu, "", body, *parse_job_request(json::parse(body)));
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  ASSERT_FALSE(first->over_quota);
+  EXPECT_EQ(first->job.vo, "gpu-vo");
+  EXPECT_EQ(first->job.slurm_job_id, 801);
+  // Slurm job 801 is berthd's job of gpu-vo; job 5 keeps its Slurm account.
+  auto usage = jobs.accounting("", now - 7200, now);
+  ASSERT_TRUE(usage.ok()) << usage.error().message();
+  ASSERT_EQ(usage->records.size(), 2u);
+  EXPECT_EQ(usage->records[0].group, "gpu-vo");
+  EXPECT_EQ(usage->records[1].group, group);
+  // gpu-vo has used its 1.5 GPU-hours: its next GPU job is refused; cms has no quota.
+  auto again = jobs.submit(gpu, "", body, *parse_job_request(json::parse(body)));
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  ASSERT_TRUE(again->over_quota);
+  EXPECT_EQ(again->over_quota->group, "gpu-vo");
+  auto other = jobs.submit(cms, "", body, *parse_job_request(json::parse(body)));
+  ASSERT_TRUE(other.ok()) << other.error().message();
+  EXPECT_FALSE(other->over_quota);
+  EXPECT_EQ(other->job.vo, "cms");
+  // A group the caller is not in: refused before anything is recorded.
+  const std::string named = R"({"image": "alpine", "group": "gpu-vo"})";
+  auto wrong = jobs.submit(cms, "", named, *parse_job_request(json::parse(named)));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error().code, ErrorCode::kPermission);
+  EXPECT_EQ(slurm.submitted.size(), 2u);
+  // group_by "unix": the Unix group's quota, as before VOs (its 0.5 are used up).
+  acct.group_by = "unix";
+  JobService by_unix(std::move(*JobsDb::open(dir.path + "/jobs.db")),
+                     SlurmRest("http://" + slurm.server.host(), "k", 60, slurm_api("v0.0.38")), {},
+                     {}, quotas, acct);
+  usage = by_unix.accounting("", now - 7200, now);
+  ASSERT_TRUE(usage.ok()) << usage.error().message();
+  EXPECT_EQ(usage->records[0].group, group);
+  auto unix_quota = by_unix.submit(cms, "", body, *parse_job_request(json::parse(body)));
+  ASSERT_TRUE(unix_quota.ok()) << unix_quota.error().message();
+  ASSERT_TRUE(unix_quota->over_quota);
+  EXPECT_EQ(unix_quota->over_quota->group, group);
+}
+
+}  // namespace
+}  // namespace berth::gateway
