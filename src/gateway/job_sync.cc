@@ -6,6 +6,8 @@
 #include <map>
 #include <vector>
 
+#include "gateway/caps.h"
+
 namespace berth::gateway {
 namespace {
 
@@ -58,6 +60,12 @@ Status JobSync::record(JobRecord& job, SlurmJobInfo info) {
   if (info.gres_detail.empty()) {
     if (info.gpus == 0) info.gpus = job.gpus;
     info.gres_detail = job.gres_detail;
+  }
+  // A job berthd cut at its time limit (gateway/caps.h) keeps that reason, and Slurm's
+  // CANCELLED for it is the TIMEOUT it stands for.
+  if (job.reason == kCutAtCapReason) {
+    info.reason = job.reason;
+    if (info.state == JobState::kCancelled) info.state = JobState::kTimeout;
   }
   if (info.state == job.state && info.reason == job.reason && info.nodes == job.nodes &&
       info.exit_code == job.exit_code && info.start_time == job.start_time &&

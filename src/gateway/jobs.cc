@@ -19,7 +19,8 @@ JobService::JobService(std::unique_ptr<JobsDb> db, SlurmRest slurm, const SlurmC
       admission_(*db_, slurm_, sync_, usage_, config, std::move(limits), std::move(quotas)),
       idle_(*db_, slurm_, config.output_dir, config.reclaim_policy),
       orphans_(slurm_),
-      reconciler_(*db_, slurm_, sync_, admission_, idle_, orphans_, config.reclaim) {}
+      reconciler_(*db_, slurm_, sync_, admission_, idle_, orphans_, config.reclaim),
+      caps_(*db_, slurm_, sync_) {}
 
 nlohmann::json JobService::system(const Account& who) {
   return describe_system(slurm_, who.user, cluster_);

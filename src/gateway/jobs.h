@@ -2,7 +2,8 @@
 // the job database and the Slurm client, and the parts that each do one job with them:
 // admission (gateway/admission.h), reads (gateway/job_reads.h), output (gateway/job_output.h),
 // usage (gateway/job_usage.h), idle-GPU reclaim (gateway/reclaim.h), orphan GPU processes
-// (gateway/orphans.h) and reconciliation (gateway/reconcile.h); a request and its Slurm form
+// (gateway/orphans.h), reconciliation (gateway/reconcile.h) and cloud jobs cut at their time
+// limit (gateway/caps.h); a request and its Slurm form
 // are gateway/job_request.h's.
 #pragma once
 
@@ -19,6 +20,7 @@
 #include "core/error.h"
 #include "gateway/admission.h"
 #include "gateway/auth.h"
+#include "gateway/caps.h"
 #include "gateway/config.h"
 #include "gateway/job_output.h"
 #include "gateway/job_reads.h"
@@ -102,6 +104,9 @@ class JobService {
   Reconciled reconcile(int64_t now, int64_t min_age_s) {
     return reconciler_.reconcile(now, min_age_s);
   }
+  /// CapWatch::check(): the running cloud jobs past their time limit cut (berthd/main.cc's
+  /// thread of its own, every kCapCheckIntervalS).
+  int cut_at_caps(int64_t now) { return caps_.check(now); }
   /// The Slurm comment of job `id` (job_comment()).
   std::string comment(int64_t id) const { return job_comment(db_->instance(), id); }
 
@@ -117,6 +122,7 @@ class JobService {
   IdleReclaim idle_;
   OrphanWatch orphans_;
   Reconciler reconciler_;
+  CapWatch caps_;
 };
 
 }  // namespace berth::gateway

@@ -202,7 +202,8 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
                 {"enum", {"batch", "cloud"}},
                 {"description",
                  "cloud: short interactive work, under its own shorter walltime cap "
-                 "(cloud_max_walltime_s), which Slurm enforces as the job's time limit"}}},
+                 "(cloud_max_walltime_s), cut by berthd at the limit, Slurm's time limit as the "
+                 "backstop"}}},
               {"resources",
                {{"type", "object"},
                 {"properties",

@@ -1,8 +1,8 @@
 """berthd's limits on the real loopback Slurm cluster, through Debian's slurmrestd: requests
 over a per-job limit (walltime, GPUs, the cloud cap) refused with a 403 that names it before
 Slurm hears of them; the running and queued counts refusing until a job is cancelled, never
-an accepted job's own retry; a group's entry and a user's; a `class: cloud` job cut by Slurm
-at its cap and shown so; a group's GPU-hour quota refusing its next GPU job, not a CPU job; and
+an accepted job's own retry; a group's entry and a user's; a `class: cloud` job cut by berthd
+at its cap (or its own walltime) within 5 s and shown so; a group's GPU-hour quota refusing its next GPU job, not a CPU job; and
 the audit log's line for each decision."""
 
 from __future__ import annotations
@@ -273,9 +273,10 @@ def test_running_and_queued_counts_refuse_until_a_cancel(gw, berth, issuers, ide
 
 def test_cloud_job_is_cut_at_its_cap(gw, berth, issuers, identity, gateway_cluster,
                                      pushed_busybox):
-    """A cloud job without a walltime gets the cloud cap as its Slurm time limit; Slurm ends it
-    there (TIMEOUT), and the job's answer says it was cut at the cap. Waits a minute and a
-    little (Slurm checks time limits every 30 s)."""
+    """A cloud job without a walltime gets the cloud cap as its Slurm time limit (the backstop);
+    berthd cuts it at the cap itself, within 5 s by Slurm's own start and end times (Slurm alone
+    would take up to a minute more: it checks time limits every 30 s, then waits KillWait), and
+    the job's answer says it was cut at the cap (TIMEOUT). Waits a minute and a little."""
     tok = token_a(issuers, identity)
     status, _, job = gw.request("POST", "/v1/jobs", tok, {
         "image": pushed_busybox, "class": "cloud", "command": ["/bin/busybox", "sleep", "600"]})
@@ -289,8 +290,30 @@ def test_cloud_job_is_cut_at_its_cap(gw, berth, issuers, identity, gateway_clust
           f"{time.monotonic() - submitted:.0f} s after its submission")
     assert done["state"] == "TIMEOUT", (done, job_output(berth, done))
     assert done["reason"] == "cut at the cloud walltime cap, 60 s (cloud_max_walltime_s)"
+    ran = done["end_time"] - done["start_time"]
+    assert CLOUD_CAP_S <= ran <= CLOUD_CAP_S + 5, done
     status, _, listed = gw.request("GET", "/v1/jobs", tok)
     assert listed["jobs"][0]["reason"] == done["reason"]
+
+
+def test_cloud_job_is_cut_at_the_walltime_it_asked_for(gw, berth, issuers, identity,
+                                                      gateway_cluster, pushed_busybox):
+    """A cloud job asking for 15 s has Slurm's shortest limit, a minute, as its backstop;
+    berthd cuts it at 15 s (by Slurm's start and end times, within 5 s) and says so."""
+    tok = token_a(issuers, identity)
+    status, _, job = gw.request("POST", "/v1/jobs", tok, {
+        "image": pushed_busybox, "class": "cloud", "resources": {"walltime_s": 15},
+        "command": ["/bin/busybox", "sleep", "600"]})
+    assert status == 201, job
+    assert job["walltime_s"] == 15
+    limit = slurm(gateway_cluster, "squeue", "-h", "-j", str(job["slurm_job_id"]), "-o", "%l")
+    assert limit.strip() == "1:00"
+    done = wait_state(gw, tok, job["id"], final, timeout=180)
+    assert done["state"] == "TIMEOUT", (done, job_output(berth, done))
+    assert done["reason"] == "cut at the walltime it asked for, 15 s"
+    assert 15 <= done["end_time"] - done["start_time"] <= 20, done
+    with open(gw.log) as f:
+        assert "berthd: cut 1 cloud job(s) at their time limit\n" in f.read()
 
 
 def test_gpu_hour_quota_refuses_the_next_gpu_job_not_a_cpu_job(gw, issuers, identity, scratch,

@@ -162,8 +162,25 @@ int main(int argc, char** argv) {
     reconciler = std::thread([&] {
       std::unique_lock<std::mutex> lock(mu);
       while (!cv.wait_for(lock, std::chrono::seconds(config->reconcile_interval_s),
-                          [&] { return stopping; }))
+                          [&] { return stopping; })) {
+        lock.unlock();  // the cap thread's wait, and the stop, need the lock meanwhile
         jobs->reconcile(std::time(nullptr), kInFlightS);
+        lock.lock();
+      }
+    });
+  // Cloud jobs cut at their time limit (gateway/caps.h): every second, so that a cut lands
+  // within a second or two of it, not Slurm's minute.
+  std::thread capper;
+  if (jobs)
+    capper = std::thread([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      while (!cv.wait_for(lock, std::chrono::seconds(berth::gateway::kCapCheckIntervalS),
+                          [&] { return stopping; })) {
+        lock.unlock();
+        int cut = jobs->cut_at_caps(std::time(nullptr));
+        if (cut > 0) std::fprintf(stderr, "berthd: cut %d cloud job(s) at their time limit\n", cut);
+        lock.lock();
+      }
     });
   berth::Status served = server.serve();
   {
@@ -172,6 +189,7 @@ int main(int argc, char** argv) {
   }
   cv.notify_all();
   if (reconciler.joinable()) reconciler.join();
+  if (capper.joinable()) capper.join();
   if (!served.ok()) return fail(served.error());
   return 0;
 }

@@ -1,0 +1,81 @@
+// Cloud jobs cut at their time limit by berthd (gateway/caps.h): which jobs are due, given
+// their start times and walltimes, and the record of a cut job that Slurm reports CANCELLED.
+#include <gtest/gtest.h>
+
+#include "gateway/caps.h"
+#include "gateway/job_sync.h"
+#include "gateway/jobs_db.h"
+#include "gateway/slurm_api.h"
+#include "test_util.h"
+
+namespace berth::gateway {
+namespace {
+
+JobRecord job(int64_t id, const char* job_class, JobState state, int64_t start, int64_t limit) {
+  JobRecord j;
+  j.id = id;
+  j.owner = "alice";
+  j.request = std::string(R"({"image":"x","class":")") + job_class + R"("})";
+  j.state = state;
+  j.slurm_job_id = 100 + id;
+  j.start_time = start;
+  j.time_limit_s = limit;
+  return j;
+}
+
+TEST(GatewayCaps, RunningCloudJobsAreDueAtStartPlusWalltime) {
+  const std::vector<JobRecord> jobs = {
+      job(1, "cloud", JobState::kRunning, 1000, 60),   // due at 1060
+      job(2, "cloud", JobState::kRunning, 1010, 60),   // due at 1070
+      job(3, "batch", JobState::kRunning, 900, 60),    // batch: Slurm's limit alone
+      job(4, "cloud", JobState::kPending, 900, 60),    // a pending job's start is an estimate
+      job(5, "cloud", JobState::kRunning, 0, 60),      // start not known yet
+      job(6, "cloud", JobState::kRunning, 900, 0),     // no walltime
+      job(7, "cloud", JobState::kCompleted, 900, 60),  // ended
+  };
+  EXPECT_EQ(cap_deadline(jobs[0]), 1060);
+  EXPECT_EQ(cap_deadline(jobs[2]), std::nullopt);
+  EXPECT_EQ(cap_deadline(jobs[3]), std::nullopt);
+  EXPECT_EQ(jobs_due(jobs, 1059), std::vector<int64_t>{});
+  EXPECT_EQ(jobs_due(jobs, 1060), std::vector<int64_t>{1});
+  EXPECT_EQ(jobs_due(jobs, 1075), (std::vector<int64_t>{1, 2}));
+  EXPECT_TRUE(cut_at_cap(jobs[3]));
+  EXPECT_FALSE(cut_at_cap(jobs[2]));
+  EXPECT_FALSE(cut_at_cap(jobs[5]));
+}
+
+TEST(GatewayCaps, JobCutAtItsCapIsRecordedTimeout) {
+  TempDir dir("caps");
+  auto db = JobsDb::open(dir.path + "/jobs.db");
+  ASSERT_TRUE(db.ok()) << db.error().message();
+  SlurmRest slurm("http://127.0.0.1:1", "k", 60, slurm_api("v0.0.38"));
+  JobSync sync(**db, slurm);
+  JobRecord j{0, "alice", "iss", "s1", "", R"({"image":"x","class":"cloud"})"};
+  bool existing = false;
+  auto accepted = (*db)->accept(j, 100, &existing);
+  ASSERT_TRUE(accepted.ok()) << accepted.error().message();
+  JobRecord rec = *accepted;
+  rec.state = JobState::kRunning;
+  rec.reason = kCutAtCapReason;
+  SlurmJobInfo still;  // Slurm has not ended it yet: the reason stays
+  still.state = JobState::kRunning;
+  still.reason = "None";
+  ASSERT_TRUE(sync.record(rec, still).ok());
+  EXPECT_EQ(rec.reason, kCutAtCapReason);
+  SlurmJobInfo ended;
+  ended.state = JobState::kCancelled;
+  ended.reason = "None";
+  ended.start_time = 1000;
+  ended.end_time = 1061;
+  ASSERT_TRUE(sync.record(rec, ended).ok());
+  EXPECT_EQ(rec.state, JobState::kTimeout);
+  EXPECT_EQ(rec.reason, kCutAtCapReason);
+  // A job cancelled by its owner stays CANCELLED.
+  JobRecord other = *accepted;
+  other.state = JobState::kRunning;
+  ASSERT_TRUE(sync.record(other, ended).ok());
+  EXPECT_EQ(other.state, JobState::kCancelled);
+}
+
+}  // namespace
+}  // namespace berth::gateway
