@@ -576,11 +576,19 @@ Problem run_arguments(const Options& o, const PluginArgs& a, const StepIds& ids,
       home = false;
       continue;
     }
-    return "--container-mounts: '" + m + "': the step makes no mount at " + dst +
-           " to take away (" +
-           (bound ? "its only one is the home, at " + home_at
-                  : std::string("its only one would be the home, with --container-mount-home")) +
-           "; Berth mounts no site fstab)";
+    std::string why = "--container-mounts: '";
+    why += m;
+    why += "': the step makes no mount at ";
+    why += dst;
+    why += " to take away (";
+    if (bound) {
+      why += "its only one is the home, at ";
+      why += home_at;
+    } else {
+      why += "its only one would be the home, with --container-mount-home";
+    }
+    why += "; Berth mounts no site fstab)";
+    return why;
   }
   if (home && o.remap_root.value_or(false) && ids.home.starts_with("/")) {
     v.insert(v.end(), {"--no-bind-home", "-v", ids.home + ":/root"});
