@@ -320,6 +320,16 @@ def _read_all(s: socket.socket) -> bytes:
     return data
 
 
+def _trickle(slow: list, stop: threading.Event) -> None:
+    """Sends each of the `slow` sockets one more header line a second until `stop`."""
+    while not stop.wait(1):
+        for s in slow:
+            try:
+                s.send(b"X-Slow: 1\r\n")
+            except OSError:
+                pass
+
+
 def test_slow_clients_leave_workers_for_others(identity, scratch, berthd_bin, issuers):
     """300 connections sending their headers a line a second (more than berthd's 128 workers)
     do not keep an authenticated request from another address from being answered; those
@@ -328,15 +338,7 @@ def test_slow_clients_leave_workers_for_others(identity, scratch, berthd_bin, is
     u = urllib.parse.urlsplit(gw.url)
     slow = []
     stop = threading.Event()
-
-    def trickle():
-        while not stop.wait(1):
-            for s in slow:
-                try:
-                    s.send(b"X-Slow: 1\r\n")
-                except OSError:
-                    pass
-    t = threading.Thread(target=trickle)
+    t = threading.Thread(target=_trickle, args=(slow, stop))
     try:
         for _ in range(300):
             s = socket.create_connection((u.hostname, u.port), timeout=60)
@@ -382,15 +384,7 @@ def test_connections_over_the_queue_are_refused(identity, scratch, berthd_bin, i
     u = urllib.parse.urlsplit(gw.url)
     slow = []
     stop = threading.Event()
-
-    def trickle():
-        while not stop.wait(1):
-            for s in slow:
-                try:
-                    s.send(b"X-Slow: 1\r\n")
-                except OSError:
-                    pass
-    t = threading.Thread(target=trickle)
+    t = threading.Thread(target=_trickle, args=(slow, stop))
     try:
         for _ in range(128 + 1 + 20):  # the workers, the queue, and 20 more
             s = socket.create_connection((u.hostname, u.port), timeout=60)
