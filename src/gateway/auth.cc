@@ -1,6 +1,7 @@
 // Token validation and identity mapping (gateway/auth.h).
 #include "gateway/auth.h"
 
+#include <glob.h>
 #include <httplib.h>
 #include <pwd.h>
 #include <unistd.h>
@@ -93,21 +94,64 @@ std::optional<std::string> aarc_group(const std::string& urn) {
   return path;
 }
 
-Result<std::string> read_slurm_user(const std::string& path) {
+namespace {
+
+/// Slurm's own bound on nested Include lines is its stack; ours is a depth, so that a file
+/// that includes itself ends with an error instead of recursing for ever.
+constexpr int kMaxIncludeDepth = 16;
+
+/// Reads slurm.conf `path` (and what its Include lines name, in place) for SlurmUser and
+/// ClusterName, the later lines winning as in Slurm. An Include's file name is taken relative
+/// to the including file's folder unless absolute, "%c" stands for the ClusterName read so
+/// far (Slurm's INCLUDE MODIFIERS), and shell wildcards name every file they match, in order.
+Status read_slurm_conf(const std::string& path, int depth, std::string& user,
+                       std::string& cluster) {
+  if (depth > kMaxIncludeDepth)
+    return make_error("read", path, "Include lines nest deeper than 16 files (a loop?)",
+                      ErrorCode::kInvalidInput);
   std::string text = BERTH_TRY(read_file(path));
-  std::string user = "root";  // Slurm's default
   size_t at = 0;
   while (at < text.size()) {
     size_t end = text.find('\n', at);
     if (end == std::string::npos) end = text.size();
     std::string line = text.substr(at, end - at);
     at = end + 1;
-    line = line.substr(0, line.find('#'));
+    line = trim(line.substr(0, line.find('#')));
+    // "Include FILE": the keyword, whitespace, a file name (Slurm's keywords ignore case).
+    if (line.size() > 8 && lower(line.substr(0, 7)) == "include" &&
+        std::isspace(static_cast<unsigned char>(line[7])) != 0) {
+      std::string name(trim(line.substr(8)));
+      for (size_t c = name.find("%c"); c != std::string::npos; c = name.find("%c", c))
+        name.replace(c, 2, cluster), c += cluster.size();
+      if (!name.starts_with('/')) {
+        size_t slash = path.rfind('/');
+        name = (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) + "/" + name;
+      }
+      glob_t found{};
+      std::vector<std::string> files;
+      if (::glob(name.c_str(), 0, nullptr, &found) == 0)
+        for (size_t i = 0; i < found.gl_pathc; ++i) files.emplace_back(found.gl_pathv[i]);
+      ::globfree(&found);
+      // A wildcard may match nothing; a plain name that is missing is an error, as in Slurm.
+      if (files.empty() && name.find_first_of("*?[") == std::string::npos) files.push_back(name);
+      for (const std::string& f : files) BERTH_CHECK(read_slurm_conf(f, depth + 1, user, cluster));
+      continue;
+    }
     size_t eq = line.find('=');
     if (eq == std::string::npos) continue;
     std::string key = lower(trim(line.substr(0, eq)));  // Slurm's keys ignore case
     if (key == "slurmuser") user = trim(line.substr(eq + 1));
+    if (key == "clustername") cluster = trim(line.substr(eq + 1));
   }
+  return {};
+}
+
+}  // namespace
+
+Result<std::string> read_slurm_user(const std::string& path) {
+  std::string user = "root";  // Slurm's default
+  std::string cluster;
+  BERTH_CHECK(read_slurm_conf(path, 0, user, cluster));
   return user;
 }
 

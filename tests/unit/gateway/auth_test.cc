@@ -448,6 +448,38 @@ TEST(GatewayAccounts, SlurmUserFromSlurmConf) {
   EXPECT_FALSE(read_slurm_user(dir / "none").ok());
 }
 
+TEST(GatewayAccounts, SlurmUserFollowsIncludeLines) {
+  // Sites keep slurm.conf's parts in files of their own (Debian's configless examples, the
+  // per-cluster files of a shared tree): SlurmUser may be in any of them.
+  TempDir dir("gw-slurminclude");
+  write_text(dir / "conf.d/10-a.conf", "SlurmUser=early\n");
+  write_text(dir / "conf.d/20-b.conf", "Include ../deeper.conf\n");
+  write_text(dir / "deeper.conf", "SlurmUser=slurmadm\n");
+  write_text(dir / "slurm.conf", "ClusterName=c1\ninclude conf.d/*.conf\n");
+  EXPECT_EQ(*read_slurm_user(dir / "slurm.conf"), "slurmadm");
+  // "%c" is the cluster's name; an absolute name is taken as it is.
+  write_text(dir / "c1/users.conf", "SLURMUSER = percent_c\n");
+  write_text(dir / "slurm.conf",
+             "ClusterName=c1\nINCLUDE\t" + (dir / "%c/users.conf") + "  # comment\n");
+  EXPECT_EQ(*read_slurm_user(dir / "slurm.conf"), "percent_c");
+  // The later line wins, in the order the lines are read.
+  write_text(dir / "slurm.conf", "Include deeper.conf\nSlurmUser=last\n");
+  EXPECT_EQ(*read_slurm_user(dir / "slurm.conf"), "last");
+  // A wildcard that matches nothing is no error; a missing file is; so is a loop.
+  write_text(dir / "slurm.conf", "Include none/*.conf\n");
+  EXPECT_EQ(*read_slurm_user(dir / "slurm.conf"), "root");
+  write_text(dir / "slurm.conf", "Include missing.conf\n");
+  EXPECT_FALSE(read_slurm_user(dir / "slurm.conf").ok());
+  write_text(dir / "slurm.conf", "Include slurm.conf\n");
+  auto loop = read_slurm_user(dir / "slurm.conf");
+  ASSERT_FALSE(loop.ok());
+  EXPECT_NE(loop.error().message().find("nest deeper than 16"), std::string::npos)
+      << loop.error().message();
+  // "IncludeX=1" is a key, not an Include line.
+  write_text(dir / "slurm.conf", "IncludeX=1\nSlurmUser=plain\n");
+  EXPECT_EQ(*read_slurm_user(dir / "slurm.conf"), "plain");
+}
+
 TEST(GatewayJwt, JwksKeepsOnlyUsableKeys) {
   TestKey rsa = TestKey::rsa("r"), ec = TestKey::p256("e");
   std::shared_ptr<EVP_PKEY> small(EVP_RSA_gen(1024), &EVP_PKEY_free);
