@@ -310,7 +310,10 @@ class Reader : public TomlReader {
         else if (key == "cuda_version")
           g.cuda_version = BERTH_TRY(nonempty(v, key));
         else if (key == "compute_capability")
-          g.compute_capability = BERTH_TRY(strings(v, key));
+          // Issue 30: published as measured, never as typed (gateway/gpu_facts.h).
+          return bad(v, key,
+                     "is measured by NVML on the nodes (the GPU jobs' samples, [reclaim]), not "
+                     "configured: remove it");
         else if (key == "memory_mb") {
           auto mb = v.value<int64_t>();
           if (!v.is_integer() || !mb || *mb <= 0)

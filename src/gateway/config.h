@@ -80,7 +80,6 @@ struct SlurmConfig {
 struct GpuModelConfig {
   std::string vendor, model, driver_version, cuda_version;
   int64_t memory_mb = 0;
-  std::vector<std::string> compute_capability;
 };
 
 /// GET /v1/resources and /metrics ([resources] and top-level keys).

@@ -32,8 +32,9 @@ struct GluePartition {
   int max_gpus_per_job = -1;  ///< from the gateway's limits; -1: none
 };
 
-/// What is known of one GPU model beyond Slurm's count: Berth's GPU discovery (`berth gpu info
-/// --json` on a node) or the gateway's configuration. Empty fields are left out.
+/// What is known of one GPU model beyond Slurm's count: what NVML measured on the nodes
+/// (gateway/gpu_facts.h; the compute capability only so) or the gateway's configuration.
+/// Empty fields are left out.
 struct GlueAccelerator {
   std::string vendor;  ///< "NVIDIA"
   std::string model;   ///< "NVIDIA H100 80GB HBM3"

@@ -17,7 +17,8 @@ JobService::JobService(std::unique_ptr<JobsDb> db, SlurmRest slurm, const SlurmC
       outputs_(*db_, reads_, config.output_dir),
       usage_(*db_, std::move(accounting), config.share),
       admission_(*db_, slurm_, sync_, usage_, config, std::move(limits), std::move(quotas)),
-      idle_(*db_, slurm_, config.output_dir, config.reclaim_policy),
+      gpu_facts_(db_.get()),
+      idle_(*db_, slurm_, config.output_dir, config.reclaim_policy, gpu_facts_),
       orphans_(slurm_),
       reconciler_(*db_, slurm_, sync_, admission_, idle_, orphans_, config.reclaim),
       caps_(*db_, slurm_, sync_) {}

@@ -80,6 +80,8 @@ class JobService {
   nlohmann::json system(const Account& who);
   /// berthd's client of slurmrestd (GET /v1/resources asks through it).
   SlurmRest& slurm() { return slurm_; }
+  /// What the GPU jobs' samples measured of the nodes' GPUs (GET /v1/resources).
+  const GpuFacts& gpu_facts() const { return gpu_facts_; }
   /// JobUsage::records().
   Result<std::vector<UsageRecord>> usage(const std::string& owner) const {
     return usage_.records(owner);
@@ -119,6 +121,7 @@ class JobService {
   JobOutputs outputs_;
   JobUsage usage_;
   Admission admission_;
+  GpuFacts gpu_facts_;
   IdleReclaim idle_;
   OrphanWatch orphans_;
   Reconciler reconciler_;

@@ -335,4 +335,22 @@ Result<std::map<JobState, int>> JobsDb::count_by_state() {
   return out;
 }
 
+Result<std::optional<std::string>> JobsDb::meta(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt q(db_, "SELECT value FROM meta WHERE key = ?1");
+  if (!q.ok()) return error("cannot read the database's " + key);
+  int rc = q.text(1, key).step();
+  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  if (rc != SQLITE_ROW) return error("cannot read the database's " + key);
+  return std::optional<std::string>(column_text(q.get(), 0));
+}
+
+Status JobsDb::set_meta(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt put(db_, "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)");
+  if (!put.ok() || put.text(1, key).text(2, value).step() != SQLITE_DONE)
+    return error("cannot write the database's " + key);
+  return {};
+}
+
 }  // namespace berth::gateway

@@ -69,6 +69,12 @@ class JobsDb {
 
   /// This database's random name (16 hex digits), made when it was created.
   const std::string& instance() const { return instance_; }
+  /// The value stored under `key` in the database's own table (meta), or nullopt; berthd's
+  /// facts of the site kept across restarts (gateway/gpu_facts.h) live there.
+  Result<std::optional<std::string>> meta(const std::string& key);
+  /// Stores `value` under `key` (replacing the one there). The keys "instance" and "secret"
+  /// are the database's identity: never set them.
+  Status set_meta(const std::string& key, const std::string& value);
   /// `owner`'s job with the non-empty idempotency key `key`, or nullopt.
   Result<std::optional<JobRecord>> find(const std::string& owner, const std::string& key);
   /// How many jobs `owner` has in each state.

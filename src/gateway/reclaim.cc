@@ -63,6 +63,7 @@ std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_
   std::istringstream in{std::string(text)};
   int64_t newest_time = -1;
   std::map<int64_t, GpuSample> by_time;  // by the document's time, in ms
+  GpuFactsMap measured;
   while (true) {
     nlohmann::json doc;
     try {
@@ -75,6 +76,7 @@ std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_
     if (auto it = doc.find("time"); it != doc.end() && it->is_string())
       t = parse_rfc3339_ms(it->get<std::string>()).value_or(0);
     if (t <= 0) continue;
+    add_measured_gpus(doc, measured);
     GpuSample& s = by_time[t];
     s.time = t;
     bool all_idle = s.gpus == 0 || s.idle;
@@ -107,6 +109,7 @@ std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_
     merged.processes.insert(merged.processes.end(), s.processes.begin(), s.processes.end());
   }
   merged.idle = merged.idle && merged.gpus > 0;
+  merged.measured = std::move(measured);
   return merged;
 }
 
@@ -212,6 +215,9 @@ std::optional<GpuSample> IdleReclaim::check(const JobRecord& job, int64_t now) {
   if (!text.ok()) return std::nullopt;
   auto sample = newest_sample(*text, policy_.idle_below_pct);
   if (!sample) return std::nullopt;
+  // deliberate: a database that cannot take the facts now keeps them in memory, and the
+  // next sample tries again; the reclaim itself goes on
+  (void)facts_.observe(sample->measured);
   IdleTracker::Verdict v;
   {
     std::lock_guard lock(mu_);

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/gpu_facts.h"
 #include "gateway/jobs_db.h"
 #include "gateway/slurm_rest.h"
 
@@ -46,6 +47,7 @@ struct GpuSample {
   int gpus = 0;       ///< GPUs reported (all nodes together)
   bool idle = false;  ///< every reported GPU's utilisation below the policy's threshold
   std::vector<SampledProcess> processes;  ///< of the newest documents (all nodes together)
+  GpuFactsMap measured;                   ///< what every document read measured of the nodes' GPUs
 };
 std::optional<GpuSample> newest_sample(std::string_view text, double idle_below_pct);
 
@@ -103,8 +105,14 @@ class IdleTracker {
 class IdleReclaim {
  public:
   /// `output_dir`: [slurm] output_dir, where the jobs' samples are.
-  IdleReclaim(JobsDb& db, SlurmRest& slurm, std::string output_dir, ReclaimPolicy policy)
-      : db_(db), slurm_(slurm), output_dir_(std::move(output_dir)), policy_(policy) {}
+  /// `facts`: where what the samples measure of the GPUs goes (GET /v1/resources).
+  IdleReclaim(JobsDb& db, SlurmRest& slurm, std::string output_dir, ReclaimPolicy policy,
+              GpuFacts& facts)
+      : db_(db),
+        slurm_(slurm),
+        output_dir_(std::move(output_dir)),
+        policy_(policy),
+        facts_(facts) {}
 
   /// Told of each reclaim action ("flag", "cancel") on a job, with what the job's samples
   /// showed (for /metrics and the audit log). Set before serving.
@@ -126,6 +134,7 @@ class IdleReclaim {
   SlurmRest& slurm_;
   std::string output_dir_;
   ReclaimPolicy policy_;
+  GpuFacts& facts_;
   mutable std::mutex mu_;
   IdleTracker idle_;
   Observer observer_;

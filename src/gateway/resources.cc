@@ -1,13 +1,29 @@
 #include "gateway/resources.h"
 
+#include <cstdlib>
+#include <set>
+
 #include "core/clock.h"
+#include "core/strings.h"
 
 namespace berth::gateway {
+namespace {
+
+/// Whether driver version `a` ("535.104.05") is older than `b`, by their dotted numbers.
+bool older_version(const std::string& a, const std::string& b) {
+  std::vector<long> x, y;
+  for (const std::string& part : split_trimmed(a, '.')) x.push_back(std::atol(part.c_str()));
+  for (const std::string& part : split_trimmed(b, '.')) y.push_back(std::atol(part.c_str()));
+  return x < y;
+}
+
+}  // namespace
 
 GlueSite glue_site(const std::string& cluster, const PublishConfig& publish,
                    const std::vector<SlurmNode>& nodes,
                    const std::vector<SlurmPartition>& partitions,
-                   const std::vector<SlurmJobEntry>& jobs, int max_gpus_per_job) {
+                   const std::vector<SlurmJobEntry>& jobs, int max_gpus_per_job,
+                   const GpuFactsMap& measured) {
   GlueSite site;
   site.cluster = cluster;
   site.host = publish.host;
@@ -32,8 +48,33 @@ GlueSite glue_site(const std::string& cluster, const PublishConfig& publish,
     site.partitions.push_back(std::move(g));
   }
   for (const auto& [type, m] : publish.gpu_models)
-    site.accelerators[type] = {m.vendor,         m.model,       m.memory_mb, m.compute_capability,
-                               m.driver_version, m.cuda_version};
+    site.accelerators[type] = {m.vendor, m.model,          m.memory_mb,
+                               {},       m.driver_version, m.cuda_version};
+  struct Seen {
+    std::set<std::string> compute_capability;
+    std::string driver;
+    long long memory_mb = 0;
+  };
+  std::map<std::string, Seen> seen;  // by GRES type
+  for (const SlurmNode& n : nodes) {
+    auto m = measured.find(n.name);
+    if (n.gpus == 0 || m == measured.end()) continue;
+    Seen& s = seen[n.gpu_model];
+    const std::string& driver = m->second.driver_version;
+    if (!driver.empty() && (s.driver.empty() || older_version(driver, s.driver))) s.driver = driver;
+    for (const auto& [uuid, g] : m->second.gpus) {
+      if (!g.compute_capability.empty()) s.compute_capability.insert(g.compute_capability);
+      // NVML counts MiB; GLUE's Memory is in MB.
+      long long mb = g.memory_mib * 1048576 / 1000000;
+      if (mb > 0 && (s.memory_mb == 0 || mb < s.memory_mb)) s.memory_mb = mb;
+    }
+  }
+  for (const auto& [type, s] : seen) {
+    GlueAccelerator& a = site.accelerators[type];
+    a.compute_capability.assign(s.compute_capability.begin(), s.compute_capability.end());
+    if (!s.driver.empty()) a.driver_version = s.driver;
+    if (s.memory_mb > 0) a.memory_mb = s.memory_mb;
+  }
   return site;
 }
 
@@ -46,7 +87,8 @@ Result<nlohmann::json> ResourcesService::document(SlurmRest& slurm, const std::s
   auto nodes = BERTH_TRY(slurm.nodes(user));
   auto partitions = BERTH_TRY(slurm.partitions(user));
   auto jobs = BERTH_TRY(slurm.jobs(user));
-  GlueSite site = glue_site(cluster_, publish_, nodes, partitions, jobs, publish_.max_gpus_per_job);
+  GlueSite site = glue_site(cluster_, publish_, nodes, partitions, jobs, publish_.max_gpus_per_job,
+                            facts_ != nullptr ? facts_->nodes() : GpuFactsMap{});
   site.creation_time = rfc3339(now);
   nlohmann::json doc = glue_document(site);
   std::map<std::string, std::pair<int, int>> gpus;

@@ -189,7 +189,8 @@ void Server::routes() {
     listen_fd_ = sock;
   });
   if (jobs_ != nullptr)
-    resources_ = std::make_unique<ResourcesService>(config_.slurm.cluster, config_.publish);
+    resources_ = std::make_unique<ResourcesService>(config_.slurm.cluster, config_.publish,
+                                                    &jobs_->gpu_facts());
   declare_metrics();
   // The access log: one line per request on stderr, written with one call so that lines of
   // concurrent requests do not interleave.

@@ -966,7 +966,8 @@ def fake_nvml_state(identity, berth, name: str, util: int) -> str:
         "driver 550.54.15\n"
         f"gpu {UUID0} 00000000:07:00.0 NVIDIA A100-SXM4-40GB\n"
         f"gpu {UUID1} 00000000:85:00.0 NVIDIA H100 80GB HBM3\n"
-        f"util 0 {util} 1\nutil 1 {util} 1\nmem 0 40960 100\nmem 1 81559 100\n"))
+        f"util 0 {util} 1\nutil 1 {util} 1\nmem 0 40960 100\nmem 1 81559 100\n"
+        "cc 0 8 0\ncc 1 9 0\n"))
     os.chmod(path, 0o644)
     return path
 
@@ -1016,6 +1017,19 @@ def test_idle_gpu_job_is_flagged_then_cancelled_and_a_busy_one_is_not(
         assert busy["state"] == "RUNNING" and busy["idle_gpus"] is False, busy
         assert gw.request("DELETE", f"/v1/jobs/{jobs['busy']}", tok)[0] == 202
         wait_final(gw, tok, jobs["busy"])
+        # What the samples measured is GLUE's ComputeCapability and driver Version
+        # (gateway/gpu_facts.h), kept across a restart with no GPU job running.
+        gw.restart()
+
+        def measured():
+            status, _, doc = gw.request("GET", "/v1/resources", tok)
+            assert status == 200, doc
+            return [a for a in doc["AcceleratorEnvironment"] if "ComputeCapability" in a]
+
+        accs = measured()
+        assert len(accs) == 1, accs
+        assert set(accs[0]["ComputeCapability"]) <= {"8.0", "9.0"}, accs
+        assert accs[0]["ComputeCapability"] and accs[0]["Version"] == "550.54.15", accs
     finally:
         # Left running, a job would outlive this module's cluster (its holders with it).
         for job_id in jobs.values():

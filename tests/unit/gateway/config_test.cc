@@ -107,6 +107,13 @@ model = "Tesla T4"
   ASSERT_TRUE(c.ok()) << c.error().message();
   EXPECT_EQ(c->slurm.gpu_models, (std::vector<std::string>{"a100", "t4"}));
   EXPECT_EQ(c->publish.gpu_models.at("a100").memory_mb, 40960);
+  // The compute capability is measured, never typed (gateway/gpu_facts.h).
+  auto typed =
+      parse_gateway_config(iss + "[gpu_models.a100]\ncompute_capability = [\"8.0\"]\n", "f");
+  ASSERT_FALSE(typed.ok());
+  EXPECT_NE(typed.error().message().find("\"compute_capability\" is measured by NVML on the"),
+            std::string::npos)
+      << typed.error().message();
   EXPECT_EQ(c->publish.max_gpus_per_job, -1);  // no [limits]: none published
   // GLUE's MaxSlotsPerJob is everyone's max_gpus_per_job.
   c = parse_gateway_config(iss + "[limits]\nmax_gpus_per_job = 4\n", "f");
