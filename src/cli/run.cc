@@ -419,8 +419,10 @@ Status run_squashfs(const RunRequest& req, SquashfsFile image, const std::string
     config = BERTH_TRY(read_squashfs_image_config(root.get(), path, &has_config));
   }
   if (!has_config && opts.command.empty() && !opts.entrypoint_set)
-    return make_error("run", path,
-                      "this squashfs image has no Berth image config: give the command to run")
+    return make_error(
+               "run", path,
+               "this squashfs image has no image config (neither Berth's nor enroot's): give "
+               "the command to run")
         .with_hint("berth run " + path + " /bin/sh");
   ContainerSpec spec = BERTH_TRY(prepare_spec(config, mount.root, req, env));
   spec.overlay_scratch = mount.scratch;

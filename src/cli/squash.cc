@@ -159,6 +159,8 @@ Status inspect_squash_file(const std::string& path, bool json) {
     j["file_size"] = info.file_size;
     j["mtime"] = info.mtime;
     j["berth"] = meta;  // null: not made by Berth
+    // enroot's settings (/etc/environment, /etc/rc) as the image config Berth runs it with
+    j["enroot"] = info.enroot_config ? *info.enroot_config : nlohmann::json();
     std::printf("%s\n", to_text(j, 2).c_str());
     return {};
   }
@@ -173,6 +175,8 @@ Status inspect_squash_file(const std::string& path, bool json) {
     }
     if (auto c = meta.find("container"); c != meta.end() && c->is_object())
       std::printf("Container:   %s\n", string_field(*c, "id").c_str());
+  } else if (info.enroot_config) {
+    std::printf("Image:       made by enroot (/etc/rc, /etc/environment)\n");
   } else {
     std::printf("Image:       no Berth metadata (/.berth/image.json)\n");
   }

@@ -208,29 +208,65 @@ Result<SquashInfo> read_squash_info(const std::string& path) {
   if ((r = sq().dir_reader_get_root_inode(dr.get(), &raw_inode)) != 0) return fail("root inode", r);
   SqfsInodePtr root(raw_inode);
   raw_inode = nullptr;
-  std::string mpath(kSquashMetadataPath);
-  r = sq().dir_reader_find_by_path(dr.get(), root.get(), mpath.c_str(), &raw_inode);
-  if (r == SQFS_ERROR_NO_ENTRY || r == SQFS_ERROR_NOT_DIR) return info;  // not made by Berth
-  if (r != 0) return fail("/" + mpath, r);
-  SqfsInodePtr inode(raw_inode);
-  if (inode->base.type != SQFS_INODE_FILE && inode->base.type != SQFS_INODE_EXT_FILE) return info;
-  sqfs_u64 size = 0;
-  sq().inode_get_file_size(inode.get(), &size);
-  if (size > kJsonMaxBytes)
-    return make_error("read squashfs", path, "/" + mpath + " is larger than 16 MiB",
-                      ErrorCode::kInvalidInput);
   SqfsPtr<sqfs_data_reader_t> data(
       sq().data_reader_create(&file.base, super.block_size, cmp.get(), 0));
   if (!data) return fail("data reader", SQFS_ERROR_ALLOC);
   if ((r = sq().data_reader_load_fragment_table(data.get(), &super)) != 0)
     return fail("fragment table", r);
-  std::string text(size, '\0');
-  sqfs_s32 n =
-      sq().data_reader_read(data.get(), inode.get(), 0, text.data(), static_cast<sqfs_u32>(size));
-  if (n < 0) return fail("/" + mpath, n);
-  text.resize(static_cast<size_t>(n));
-  info.metadata = BERTH_TRY(parse_json(text, path + ":/" + mpath));
+  // A small regular file of the image (no symbolic link followed); nullopt when absent.
+  auto read_small = [&](const std::string& rel) -> Result<std::optional<std::string>> {
+    sqfs_inode_generic_t* found = nullptr;
+    int rc = sq().dir_reader_find_by_path(dr.get(), root.get(), rel.c_str(), &found);
+    if (rc == SQFS_ERROR_NO_ENTRY || rc == SQFS_ERROR_NOT_DIR) return std::optional<std::string>();
+    if (rc != 0) return fail("/" + rel, rc);
+    SqfsInodePtr inode(found);
+    if (inode->base.type != SQFS_INODE_FILE && inode->base.type != SQFS_INODE_EXT_FILE)
+      return std::optional<std::string>();
+    sqfs_u64 size = 0;
+    sq().inode_get_file_size(inode.get(), &size);
+    if (size > kJsonMaxBytes)
+      return make_error("read squashfs", path, "/" + rel + " is larger than 16 MiB",
+                        ErrorCode::kInvalidInput);
+    std::string text(size, '\0');
+    sqfs_s32 n =
+        sq().data_reader_read(data.get(), inode.get(), 0, text.data(), static_cast<sqfs_u32>(size));
+    if (n < 0) return fail("/" + rel, n);
+    text.resize(static_cast<size_t>(n));
+    return std::optional<std::string>(std::move(text));
+  };
+  const std::string mpath(kSquashMetadataPath);
+  if (auto text = BERTH_TRY(read_small(mpath))) {
+    info.metadata = BERTH_TRY(parse_json(*text, path + ":/" + mpath));
+    return info;
+  }
+  // Not made by Berth: perhaps by enroot.
+  auto rc = BERTH_TRY(read_small("etc/rc"));
+  if (rc) {
+    auto environment = BERTH_TRY(read_small("etc/environment"));
+    info.enroot_config = enroot_image_config(rc, environment.value_or(""));
+  }
   return info;
+}
+
+std::optional<nlohmann::json> enroot_image_config(const std::optional<std::string>& rc,
+                                                  const std::string& environment) {
+  if (!rc || rc->find("\"$@\"") == std::string::npos) return std::nullopt;
+  nlohmann::json env = nlohmann::json::array();
+  size_t at = 0;
+  while (at < environment.size()) {
+    size_t end = environment.find('\n', at);
+    if (end == std::string::npos) end = environment.size();
+    std::string_view line(environment.data() + at, end - at);
+    at = end + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    // enroot writes the image's Env as it is, one KEY=VALUE a line.
+    size_t eq = line.find('=');
+    if (line.empty() || line.front() == '#' || eq == 0 || eq == std::string_view::npos) continue;
+    env.push_back(std::string(line));
+  }
+  nlohmann::json config = {{"Entrypoint", {"/bin/sh", "/etc/rc"}}};
+  if (!env.empty()) config["Env"] = env;
+  return config;
 }
 
 }  // namespace berth

@@ -109,6 +109,17 @@ Result<SquashStats> squash_tree(const std::string& root, std::string_view metada
 /// whole, as squash_layers() publishes; the stats give its inodes and size only.
 Result<SquashStats> copy_squash_file(const std::string& from, const std::string& output);
 
+/// The run settings enroot keeps in the images it makes (`enroot import`): the image config's
+/// Env as the lines of /etc/environment, and WorkingDir, Entrypoint and Cmd in the script
+/// /etc/rc, which enroot runs with /bin/sh and the user's command as its arguments (it changes
+/// to the working directory, sources /etc/rc.local, and execs the entrypoint with the command
+/// or the image's Cmd). From the two files' texts (`rc` nullopt: absent), an image config
+/// ("config" object) that runs the image as enroot does: Env from /etc/environment and
+/// Entrypoint `/bin/sh /etc/rc`. nullopt when /etc/rc is absent or is not enroot's (it always
+/// passes the command on as "$@").
+std::optional<nlohmann::json> enroot_image_config(const std::optional<std::string>& rc,
+                                                  const std::string& environment);
+
 /// What a squashfs file says about itself, read without mounting it.
 struct SquashInfo {
   std::string compressor;
@@ -118,9 +129,13 @@ struct SquashInfo {
   uint64_t bytes_used = 0;  ///< of the file system (the file may be padded beyond)
   uint64_t file_size = 0;
   std::optional<nlohmann::json> metadata;  ///< /.berth/image.json; nullopt: none (not Berth's)
+  /// Without Berth's metadata, the run settings of an image enroot made
+  /// (enroot_image_config()); nullopt: none.
+  std::optional<nlohmann::json> enroot_config;
 };
 
-/// Reads the super block and /.berth/image.json of the squashfs file at `path`. A file that is
+/// Reads the super block and /.berth/image.json of the squashfs file at `path` (without it,
+/// enroot's /etc/rc and /etc/environment). A file that is
 /// not squashfs, or is truncated or corrupt, is a one-line error naming it.
 Result<SquashInfo> read_squash_info(const std::string& path);
 

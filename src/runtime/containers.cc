@@ -218,6 +218,10 @@ Result<ContainerRecord> ContainerStore::create_from_squashfs(
     c.image_id = sha256_digest(config.dump());
     if (config.is_object() && config.contains("config") && config["config"].is_object())
       c.image_config = config["config"];
+  } else if (info.enroot_config) {
+    // An image enroot made: it runs as under enroot (image/squash.h).
+    c.image_id = sha256_digest(info.enroot_config->dump());
+    c.image_config = *info.enroot_config;
   }
   if (!command.empty()) c.image_config["Cmd"] = command;
   return build(std::move(c), name, [&](const std::string& rootfs) -> Status {

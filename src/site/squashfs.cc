@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "core/root_path.h"
 #include "image/image_config.h"
+#include "image/squash.h"
 
 namespace berth {
 
@@ -46,7 +47,16 @@ Result<nlohmann::json> read_squashfs_image_config(int root_fd, const std::string
                                                   bool* found) {
   *found = false;
   std::string text = BERTH_TRY(read_file_in_root(root_fd, "/.berth/image.json"));
-  if (text.empty()) return nlohmann::json::object();
+  if (text.empty()) {
+    // Not made by Berth: an image enroot made runs as under enroot (image/squash.h).
+    std::string rc = BERTH_TRY(read_file_in_root(root_fd, "/etc/rc"));
+    if (rc.empty()) return nlohmann::json::object();
+    auto config =
+        enroot_image_config(rc, BERTH_TRY(read_file_in_root(root_fd, "/etc/environment")));
+    if (!config) return nlohmann::json::object();
+    *found = true;
+    return *config;
+  }
   std::string what = image + ":/.berth/image.json";
   nlohmann::json j = BERTH_TRY(parse_json(text, what));
   if (!j.is_object())

@@ -5,8 +5,10 @@
 // A Berth-made image holds /.berth/image.json:
 //   {"schemaVersion": 1, "reference": "...", "digest": "sha256:...", "config": {OCI image config}}
 // whose "config" is the whole image config blob (its "config" object gives Entrypoint, Cmd,
-// Env, WorkingDir, User, as for a stored image). An image without the file (mksquashfs,
-// enroot) has no image config: the command must then be given.
+// Env, WorkingDir, User, as for a stored image). An image enroot made keeps its settings in
+// /etc/environment and /etc/rc instead, and runs as under enroot (image/squash.h's
+// enroot_image_config()). An image with neither (mksquashfs) has no image config: the command
+// must then be given.
 #pragma once
 
 #include <sys/stat.h>
@@ -42,8 +44,9 @@ Result<SquashfsFile> open_squashfs(const std::string& path);
 std::string squashfs_key(const struct stat& st);
 
 /// The image's run settings from /.berth/image.json beneath `root_fd` (a mounted image):
-/// the image config's "config" object, or an empty object when the file is absent (`found`
-/// is then false). `image` names the image file in errors.
+/// the image config's "config" object; without the file, enroot's settings
+/// (enroot_image_config()); else an empty object (`found` is then false). `image` names the image
+/// file in errors.
 Result<nlohmann::json> read_squashfs_image_config(int root_fd, const std::string& image,
                                                   bool* found);
 

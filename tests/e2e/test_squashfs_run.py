@@ -120,6 +120,35 @@ def make_tree(root: str, image_json: dict | None) -> None:
             json.dump(image_json, f)
 
 
+# What `enroot import` writes for an image config of Env [PATH, GREETING], WorkingDir /srv,
+# Cmd ["/bin/sh", "-c", "echo $GREETING; pwd"] and a label (enroot's docker::configure: the
+# Env as lines of /etc/environment, the rest as the /etc/rc script enroot runs).
+ENROOT_RC = """# org.example.label made by hand
+
+mkdir -p "/srv" 2> /dev/null
+cd "/srv" && unset OLDPWD || exit 1
+
+if [ -s /etc/rc.local ]; then
+    . /etc/rc.local
+fi
+
+if [ $# -gt 0 ]; then
+    exec  "$@"
+else
+    exec  '/bin/sh' '-c' 'echo $GREETING; pwd'
+fi
+"""
+
+
+def write_enroot_config(tree: str) -> None:
+    with open(os.path.join(tree, "etc", "environment"), "w") as f:
+        f.write("PATH=/bin\nGREETING=hello from enroot\n")
+    with open(os.path.join(tree, "etc", "rc"), "w") as f:
+        f.write(ENROOT_RC)
+    with open(os.path.join(tree, "etc", "rc.local"), "w") as f:
+        f.write("# This file is sourced by /etc/rc when the container starts.\n")
+
+
 def mksquashfs(tree: str, out: str) -> str:
     subprocess.run(["mksquashfs", tree, out, "-all-root", "-comp", "lz4", "-noappend", "-quiet",
                     "-no-progress"], check=True, stdout=subprocess.DEVNULL)
@@ -142,9 +171,11 @@ def images(identity, scratch, usable_fuse):
     made = {}
     for name, meta in (("berth", {"schemaVersion": 1, "reference": "test/sqsh:1",
                                   "digest": "sha256:" + "0" * 64, "config": CONFIG}),
-                       ("plain", None), ("complete", None)):
+                       ("plain", None), ("complete", None), ("enroot", None)):
         tree = os.path.join(d, name + "-tree")
         make_tree(tree, meta)
+        if name == "enroot":
+            write_enroot_config(tree)
         if name == "complete":  # every default mount target: nothing for an overlay to take
             for f in ("hosts", "resolv.conf"):
                 open(os.path.join(tree, "etc", f), "w").close()
@@ -171,11 +202,30 @@ def test_runs_image_config(sq, images):
     assert sq("run", images["berth"], "cat /etc/motd")[1] == "motd from the image\n"
 
 
+def test_an_image_enroot_made_runs_as_under_enroot(sq, images):
+    """enroot keeps the image's Env in /etc/environment and its WorkingDir and command in
+    /etc/rc, which it runs with the user's command as arguments: so does Berth, whether the
+    file runs in place or becomes a container."""
+    assert sq("run", images["enroot"]) == (0, "hello from enroot\n/srv\n", "")
+    rc, out, err = sq("run", images["enroot"], "/bin/sh", "-c", "echo $GREETING in $PWD")
+    assert (rc, out) == (0, "hello from enroot in /srv\n"), err
+    rc, out, err = sq("create", "--name", "from-enroot", images["enroot"], check=False)
+    assert rc == 0, err
+    assert sq("run", "from-enroot") == (0, "hello from enroot\n/srv\n", "")
+    doc = json.loads(sq("inspect", "--json", images["enroot"])[1])
+    assert doc["enroot"] == {"Entrypoint": ["/bin/sh", "/etc/rc"],
+                             "Env": ["PATH=/bin", "GREETING=hello from enroot"]}, doc
+    assert "Image:       made by enroot" in sq("inspect", images["enroot"])[1]
+    # --entrypoint replaces /etc/rc, as it replaces an image's entrypoint.
+    rc, out, _ = sq("run", "--entrypoint", "/bin/pwd", images["enroot"])
+    assert (rc, out) == (0, "/\n")
+
+
 def test_plain_image_needs_a_command(sq, images):
     rc, out, err = sq("run", images["plain"], check=False)
     assert rc == 125
-    assert err == (f"berth: error: run {images['plain']}: this squashfs image has no Berth image "
-                   f"config: give the command to run\n"
+    assert err == (f"berth: error: run {images['plain']}: this squashfs image has no image "
+                   f"config (neither Berth's nor enroot's): give the command to run\n"
                    f"berth: hint: berth run {images['plain']} /bin/sh\n")
     assert sq("run", images["plain"], "/bin/echo", "hi")[1] == "hi\n"
 

@@ -328,3 +328,24 @@ TEST_F(SquashLikeUnpack, ASymlinkOutOfTheRootIsRefusedByBoth) {
 
 }  // namespace
 }  // namespace berth
+
+namespace berth {
+namespace {
+
+TEST(EnrootImageConfig, TheScriptRunsWithTheEnvironment) {
+  const std::string rc = "cd \"/srv\" || exit 1\nif [ $# -gt 0 ]; then\n    exec  \"$@\"\nfi\n";
+  auto c = enroot_image_config(rc, "PATH=/bin\r\n# a comment\n\nGREETING=a=b c\n=bad\nnoequals\n");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(
+      *c, nlohmann::json::parse(
+              R"({"Entrypoint": ["/bin/sh", "/etc/rc"], "Env": ["PATH=/bin", "GREETING=a=b c"]})"));
+  EXPECT_FALSE(c->contains("Cmd"));
+  // Without an environment file, no Env; an /etc/rc that is not enroot's (a distribution's
+  // own script, which does not pass a command on) or none at all: no config.
+  EXPECT_FALSE(enroot_image_config(rc, "")->contains("Env"));
+  EXPECT_FALSE(enroot_image_config(std::string("#!/bin/sh\nmount -a\n"), "A=1\n").has_value());
+  EXPECT_FALSE(enroot_image_config(std::nullopt, "A=1\n").has_value());
+}
+
+}  // namespace
+}  // namespace berth
