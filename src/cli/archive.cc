@@ -100,11 +100,18 @@ Action setup_import(CLI::App& app, const GlobalOptions& g) {
 
 Action setup_load(CLI::App& app, const GlobalOptions& g) {
   auto input = std::make_shared<std::string>("-");
-  app.add_option("-i,--input", *input, "Archive to read (docker save or OCI layout), - for stdin");
+  app.add_option("-i,--input", *input,
+                 "Archive to read (docker save or OCI layout, a tar or a directory), - for stdin");
   return [input, &g]() -> Status {
     Store store = BERTH_TRY(open_store(g));
-    Input in = BERTH_TRY(open_input(*input));
-    std::vector<ImageRecord> recs = BERTH_TRY(load_archive(store, in.fd, in.what));
+    struct stat st;
+    std::vector<ImageRecord> recs;
+    if (*input != "-" && ::stat(input->c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      recs = BERTH_TRY(load_directory(store, *input));  // skopeo's oci:DIR, an unpacked save
+    } else {
+      Input in = BERTH_TRY(open_input(*input));
+      recs = BERTH_TRY(load_archive(store, in.fd, in.what));
+    }
     for (const ImageRecord& r : recs) std::printf("Loaded image: %s\n", familiar(r.name).c_str());
     return {};
   };

@@ -4,8 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
+#include <thread>
 
 #include "core/json.h"
 #include "image/archive_api.h"
@@ -17,6 +23,7 @@
 #include "image/reference.h"
 #include "image/rootfs_path.h"
 #include "image/staging.h"
+#include "image/tar_writer.h"
 #include "image/unpack.h"
 
 namespace berth {
@@ -382,6 +389,40 @@ Result<std::vector<ImageRecord>> load_archive(Store& store, int fd, const std::s
     out.insert(out.end(), recs.begin(), recs.end());
   }
   return out;
+}
+
+Result<std::vector<ImageRecord>> load_directory(Store& store, const std::string& dir) {
+  // The folder goes through the very reader a piped `tar -C DIR -c .` meets (and every check
+  // of it): a thread writes the tree as a tar into a pipe that load_archive() reads.
+  int ends[2];
+  if (::pipe2(ends, O_CLOEXEC) != 0) return sys_error("pipe", dir);
+  UniqueFd read_end(ends[0]);
+  Status written;
+  std::thread writer([&written, &dir, fd = ends[1]] {
+    // A reader that stops early (a bad blob) closes its end: the writes then fail with EPIPE
+    // instead of SIGPIPE killing berth (the signal goes to this thread, which blocks it).
+    sigset_t pipe_signal;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+    written = [&]() -> Status {
+      TarWriter tar = BERTH_TRY(TarWriter::open(fd, dir));
+      BERTH_CHECK(tar.add_tree(dir));
+      return tar.finish();
+    }();
+    ::close(fd);
+  });
+  auto loaded = load_archive(store, read_end.get(), dir);
+  read_end.reset();
+  writer.join();
+  if (written.ok()) return loaded;
+  // The folder's own error (an unreadable file) says more than the reader's "truncated"; a
+  // write that failed because the reader had stopped (EPIPE) says less than the reader.
+  const Error& w = written.error();
+  const bool after_reader =
+      w.sys_errno == EPIPE || w.message().find(std::strerror(EPIPE)) != std::string::npos;
+  if (!loaded.ok() && after_reader) return loaded;
+  return std::move(written).error().with_context("load");
 }
 
 }  // namespace berth

@@ -17,6 +17,10 @@ namespace berth {
 /// records added, one per name.
 Result<std::vector<ImageRecord>> load_archive(Store& store, int fd, const std::string& what);
 
+/// As load_archive(), from the directory `dir` that holds the archive's files (an OCI layout
+/// as `skopeo copy ... oci:DIR` writes it, or a `docker save` tree unpacked).
+Result<std::vector<ImageRecord>> load_directory(Store& store, const std::string& dir);
+
 /// The reference an index.json entry names from its annotations, "" when none: the
 /// containerd name, else a ref.name that is a whole reference ("repo:tag", "host/repo").
 std::string name_from_annotations(const nlohmann::json& annotations);

@@ -260,6 +260,41 @@ def test_load_skopeo_archives(berth, pushed_busybox, registry, transport):
     berth("create", "--name", "from-archive", name)
 
 
+def test_load_takes_an_oci_layout_directory(berth, pushed_busybox, registry):
+    """skopeo's oci:DIR (a layout as a folder, not a tar) loads as its tar does, with the same
+    checks: a tampered blob in the folder is refused in one line and nothing is stored."""
+    layout = berth.path("oci-dir")
+    subprocess.run(["skopeo", "copy", "-q", "--src-tls-verify=false",
+                    f"docker://{pushed_busybox}", f"oci:{layout}:e2e/busybox:dir"], check=True)
+    for top, dirs, files in os.walk(layout):
+        for n in dirs:
+            os.chmod(os.path.join(top, n), 0o755)
+        for n in files:
+            os.chmod(os.path.join(top, n), 0o644)
+    os.chmod(layout, 0o755)
+    before = berth.json("images", "--json")
+    stored = berth.blobs()
+    # A layer's bytes changed in place: the folder is refused, the store unchanged.
+    index = json.load(open(os.path.join(layout, "index.json")))
+    manifest_digest = index["manifests"][0]["digest"].split(":")[1]
+    manifest = json.load(open(os.path.join(layout, "blobs", "sha256", manifest_digest)))
+    layer = os.path.join(layout, "blobs", "sha256", manifest["layers"][0]["digest"].split(":")[1])
+    good = open(layer, "rb").read()
+    with open(layer, "wb") as f:
+        f.write(good[:-4] + b"0000")
+    rc, out, err = berth("load", "-i", layout, check=False)
+    assert (rc, out) == (1, "") and len(err.splitlines()) == 1, err
+    assert err.startswith(f"berth: error: load {layout}: blob {manifest['layers'][0]['digest']}: "
+                          "digest mismatch: the archive holds sha256:"), err
+    assert berth.json("images", "--json") == before and berth.blobs() == stored
+    with open(layer, "wb") as f:
+        f.write(good)
+    _, out, _ = berth("load", "-i", layout)
+    assert out == "Loaded image: e2e/busybox:dir\n", out
+    berth("verify", "e2e/busybox:dir")
+    assert berth("run", "--rm", "e2e/busybox:dir", "echo", "from a folder")[1] == "from a folder\n"
+
+
 def _oci_layout_tar(blobs: dict[str, bytes], index: dict, extra: dict | None = None) -> bytes:
     entries = [imagelib.File("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')]
     entries += [imagelib.File("blobs/sha256/" + d.split(":")[1], data) for d, data in blobs.items()]
