@@ -31,6 +31,7 @@
 #include "runtime/engines.h"
 #include "runtime/launcher.h"
 #include "runtime/monitor.h"
+#include "runtime/rlimits.h"
 #include "runtime/root_emulation.h"
 #include "runtime/subids.h"
 #include "site/central_store.h"
@@ -207,6 +208,17 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
   if (m.any("--shm-size"))
     app.add_option("--shm-size", o.shm_size,
                    "Size of the private /dev/shm (default 64m): 512m, 2g, or bytes");
+  if (m.any("--ulimit"))
+    app.add_option("--ulimit", o.ulimits,
+                   "A resource limit of the workload: NAME=SOFT[:HARD] (nofile=1024:4096, "
+                   "core=0, stack=unlimited; a hard limit at most your own)")
+        ->allow_extra_args(false)
+        ->check(CLI::Validator(
+            [](std::string& v) {
+              auto parsed = parse_ulimit(v);
+              return parsed.ok() ? std::string() : parsed.error().detail;
+            },
+            "NAME=SOFT[:HARD]"));
   if (m.any("--security-opt"))
     app.add_option_function<std::string>(
            "--security-opt",
@@ -256,6 +268,7 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
   put("ipc_private", true, o.ipc_private);
   put("no_new_privileges", true, o.no_new_privileges);
   put("shm_size", o.shm_size, !o.shm_size.empty());
+  put("ulimits", o.ulimits, !o.ulimits.empty());
   put("ib", o.ib.value_or(""), o.ib.has_value());
   put("mpi", o.mpi, !o.mpi.empty());  // not --preserve-fds: descriptors belong to one run
   return j;
@@ -305,6 +318,7 @@ RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
   o.ipc_private = flag("ipc_private");
   o.no_new_privileges = flag("no_new_privileges");
   o.shm_size = text("shm_size");
+  o.ulimits = strings("ulimits");
   if (j.contains("ib")) o.ib = text("ib");
   o.mpi = text("mpi");
   return o;
@@ -337,6 +351,7 @@ Result<ContainerSpec> prepare_spec(const nlohmann::json& image_config, const std
   std::string group = BERTH_TRY(read_in_root(rootfs, "/etc/group"));
   ContainerSpec spec = BERTH_TRY(build_spec(image_config, rootfs, opts, env.host, passwd, group));
   BERTH_CHECK(check_fds_open(spec.kept_fds));
+  for (const ResourceLimit& limit : spec.rlimits) BERTH_CHECK(check_ulimit(limit));
   spec.passwd = std::move(passwd);  // the engine's identity step reads them from here
   spec.group = std::move(group);
   BERTH_CHECK(apply_mount_policy(env.site, opts.bind_home && !req.given.bind_home, spec));

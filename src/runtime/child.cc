@@ -24,6 +24,7 @@
 #include "core/signals.h"
 #include "runtime/launcher.h"
 #include "runtime/netns.h"
+#include "runtime/rlimits.h"
 #include "runtime/root_emulation.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -149,6 +150,10 @@ ChildStep start_workload(const ChildContext& ctx, ChildFailure& f) {
                   CLOSE_RANGE_CLOEXEC);  // ENOSYS on old kernels: leak is harmless
   keep_across_exec(ctx.spec->kept_fds);  // a launcher's (runtime/launcher.h)
   if (ctx.switch_ids) BERTH_CHILD_CHECK(switch_ids(ctx, f));
+  // --ulimit, after the identity switch (a limit may be below what the switch needs) and
+  // checked against the caller's before the run began (runtime/rlimits.h).
+  if (int err = apply_rlimits(ctx.spec->rlimits); err != 0)
+    return step_failed(f, 125, err, "run", "--ulimit");
   // --security-opt no-new-privileges: no setuid bit or file capability raises the workload.
   if (ctx.spec->no_new_privileges && ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     return step_failed(f, 125, errno, "drop capability", "no_new_privs");

@@ -1,10 +1,13 @@
 #include "runtime/container_config.h"
 
+#include <sys/resource.h>
+
 #include "core/env_list.h"
 #include "core/strings.h"
 #include "image/image_config.h"
 #include "runtime/identity.h"
 #include "runtime/launcher.h"
+#include "runtime/rlimits.h"
 
 #include <sys/mount.h>
 
@@ -129,6 +132,69 @@ Result<std::string> tmpfs_size(const std::string& text) {
 }
 
 }  // namespace
+
+namespace {
+
+struct UlimitName {
+  const char* name;
+  int resource;
+};
+constexpr UlimitName kUlimits[] = {
+    {"core", RLIMIT_CORE},         {"cpu", RLIMIT_CPU},
+    {"data", RLIMIT_DATA},         {"fsize", RLIMIT_FSIZE},
+    {"locks", RLIMIT_LOCKS},       {"memlock", RLIMIT_MEMLOCK},
+    {"msgqueue", RLIMIT_MSGQUEUE}, {"nice", RLIMIT_NICE},
+    {"nofile", RLIMIT_NOFILE},     {"nproc", RLIMIT_NPROC},
+    {"rss", RLIMIT_RSS},           {"rtprio", RLIMIT_RTPRIO},
+    {"rttime", RLIMIT_RTTIME},     {"sigpending", RLIMIT_SIGPENDING},
+    {"stack", RLIMIT_STACK},       {"as", RLIMIT_AS},
+};
+
+}  // namespace
+
+Result<ResourceLimit> parse_ulimit(std::string_view text) {
+  const std::string what = "--ulimit " + std::string(text);
+  size_t eq = text.find('=');
+  if (eq == std::string_view::npos)
+    return make_error("run", what, "expected NAME=SOFT[:HARD], e.g. nofile=1024:4096",
+                      ErrorCode::kInvalidInput);
+  std::string_view name = text.substr(0, eq);
+  ResourceLimit limit;
+  limit.name = std::string(name);
+  const UlimitName* known = nullptr;
+  for (const UlimitName& u : kUlimits)
+    if (name == u.name) known = &u;
+  if (known == nullptr) {
+    std::string names;
+    for (const UlimitName& u : kUlimits) names += (names.empty() ? "" : ", ") + std::string(u.name);
+    return make_error("run", what, "unknown limit \"" + limit.name + "\" (known: " + names + ")",
+                      ErrorCode::kInvalidInput);
+  }
+  limit.resource = known->resource;
+  std::string_view values = text.substr(eq + 1);
+  auto number = [&](std::string_view v, uint64_t& out) {
+    if (v == "-1" || v == "unlimited") {
+      out = RLIM_INFINITY;
+      return true;
+    }
+    if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string_view::npos)
+      return false;
+    out = std::stoull(std::string(v));
+    return true;
+  };
+  size_t colon = values.find(':');
+  if (!number(values.substr(0, colon), limit.soft) ||
+      !number(colon == std::string_view::npos ? values.substr(0, colon) : values.substr(colon + 1),
+              limit.hard))
+    return make_error("run", what, "limits are whole numbers, -1 or unlimited: NAME=SOFT[:HARD]",
+                      ErrorCode::kInvalidInput);
+  if (limit.soft > limit.hard)
+    return make_error("run", what,
+                      "the soft limit " + rlimit_text(limit.soft) + " is above the hard limit " +
+                          rlimit_text(limit.hard),
+                      ErrorCode::kInvalidInput);
+  return limit;
+}
 
 Result<TmpfsMount> parse_tmpfs(std::string_view text) {
   auto bad = [&](std::string why) {
@@ -289,6 +355,12 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   spec.network_none = opts.network_none;
   spec.ipc_namespace = opts.ipc_private;
   spec.no_new_privileges = opts.no_new_privileges;
+  for (const std::string& u : opts.ulimits) {
+    ResourceLimit limit = BERTH_TRY(parse_ulimit(u));
+    // A later --ulimit of the same name wins, as in Docker.
+    std::erase_if(spec.rlimits, [&](const ResourceLimit& l) { return l.name == limit.name; });
+    spec.rlimits.push_back(std::move(limit));
+  }
   spec.writable_rootfs = !opts.read_only;
   if (opts.root_emulation) spec.root_emulation = *opts.root_emulation;
   spec.kept_fds = BERTH_TRY(kept_fds(opts.preserve_fds, spec.env));

@@ -57,6 +57,7 @@ struct RunOptions {
   bool ipc_private = false;        ///< --ipc private: an IPC namespace of its own
   bool no_new_privileges = false;  ///< --security-opt no-new-privileges
   std::string shm_size;            ///< --shm-size, as typed (64m, 1g, 1073741824)
+  std::vector<std::string> ulimits;  ///< --ulimit NAME=SOFT[:HARD], as typed
   std::vector<std::string> command;  ///< everything after the image
 };
 
@@ -87,6 +88,11 @@ Result<Volume> parse_volume(std::string_view text);
 /// suid, nodev, dev, noexec, exec, size=N, mode=OCTAL, nr_inodes=N (default nosuid, nodev,
 /// mode=1777).
 Result<TmpfsMount> parse_tmpfs(std::string_view text);
+
+/// Parses Docker's `--ulimit NAME=SOFT[:HARD]` (HARD defaults to SOFT; -1 or "unlimited" is
+/// no limit; NAME one of core, cpu, data, fsize, locks, memlock, msgqueue, nice, nofile,
+/// nproc, rss, rtprio, rttime, sigpending, stack, as).
+Result<ResourceLimit> parse_ulimit(std::string_view text);
 
 /// Variables from an env file: "K=V" lines, "K" alone takes the host's value (skipped when the
 /// host has none), blank lines and '#' comments ignored. `path` is for errors.

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,15 @@ struct TmpfsMount {
   unsigned long flags = 0;  ///< MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_RDONLY
   std::string data;         ///< size=, mode=, nr_inodes= ("mode=1777" when no mode is given)
   bool operator==(const TmpfsMount&) const = default;
+};
+
+/// A resource limit the workload starts with (`--ulimit NAME=SOFT[:HARD]`), set just before
+/// exec; the engines' other processes keep the caller's.
+struct ResourceLimit {
+  std::string name;             ///< Docker's name: nofile, nproc, core, stack, memlock, ...
+  int resource = 0;             ///< RLIMIT_*
+  uint64_t soft = 0, hard = 0;  ///< RLIM_INFINITY for unlimited
+  bool operator==(const ResourceLimit&) const = default;
 };
 
 /// One change a device layer (GPU injection, a CDI spec) makes to the container, applied in
@@ -75,16 +85,17 @@ struct ContainerSpec {
   /// The root's /etc/passwd and /etc/group as the caller read them to resolve the user; the
   /// engine's identity step works from these instead of reading them again. Unset: it reads.
   std::optional<std::string> passwd, group;
-  std::string hostname;            ///< empty: keep the host's (no UTS namespace)
-  std::vector<Volume> volumes;     ///< user volumes, in command-line order (incl. --bind-home)
-  std::vector<TmpfsMount> tmpfs;   ///< --tmpfs, in command-line order
-  bool stdin_open = false;         ///< -i: keep stdin attached (otherwise /dev/null)
-  bool tty = false;                ///< -t: the caller's terminal is passed through
-  bool pid_namespace = false;      ///< --pid: new PID namespace with a minimal init
-  bool host_dev = false;           ///< bind the host's /dev instead of a minimal one
-  bool network_none = false;       ///< --network none: a network namespace with only lo
-  bool ipc_namespace = false;      ///< --ipc private: SysV IPC and POSIX queues of its own
-  bool no_new_privileges = false;  ///< --security-opt no-new-privileges: PR_SET_NO_NEW_PRIVS
+  std::string hostname;                ///< empty: keep the host's (no UTS namespace)
+  std::vector<Volume> volumes;         ///< user volumes, in command-line order (incl. --bind-home)
+  std::vector<TmpfsMount> tmpfs;       ///< --tmpfs, in command-line order
+  bool stdin_open = false;             ///< -i: keep stdin attached (otherwise /dev/null)
+  bool tty = false;                    ///< -t: the caller's terminal is passed through
+  bool pid_namespace = false;          ///< --pid: new PID namespace with a minimal init
+  bool host_dev = false;               ///< bind the host's /dev instead of a minimal one
+  bool network_none = false;           ///< --network none: a network namespace with only lo
+  bool ipc_namespace = false;          ///< --ipc private: SysV IPC and POSIX queues of its own
+  bool no_new_privileges = false;      ///< --security-opt no-new-privileges: PR_SET_NO_NEW_PRIVS
+  std::vector<ResourceLimit> rlimits;  ///< --ulimit, set in the workload before exec
   /// The userns engine's root emulation (runtime/root_emulation.h): the user's subordinate IDs
   /// mapped (runtime/subids.h) or a seccomp filter that makes set*id, setgroups, chown and
   /// device mknod succeed without effect, so that package managers work. --root-emulation or

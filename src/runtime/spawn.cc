@@ -14,6 +14,7 @@
 #include "core/fs.h"
 #include "core/signals.h"
 #include "runtime/launcher.h"
+#include "runtime/rlimits.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -132,6 +133,12 @@ RunOutcome spawn_and_wait(const ContainerSpec& spec, const std::vector<std::stri
     (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // ENOSYS: a harmless leak
     keep_across_exec(spec.kept_fds);
     if (contiguous_fds) fill_kept_gaps(spec.kept_fds);
+    // --ulimit: the engine (proot, runc, fakechroot's loader) passes its limits on to the
+    // workload (runtime/rlimits.h).
+    if (int err = apply_rlimits(spec.rlimits); err != 0) {
+      (void)!::write(report_w.get(), &err, sizeof err);
+      ::_exit(125);
+    }
     ::execve(args[0], args.data(), envs.data());
     int err = errno;
     (void)!::write(report_w.get(), &err, sizeof err);  // the parent reads a short report as none

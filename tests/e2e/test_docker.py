@@ -549,6 +549,40 @@ def test_shm_size_sizes_the_private_dev_shm(berth, img):
     assert rc == 125 and "the host's /dev/shm, whose size is the host's" in err
 
 
+def test_ulimit_sets_the_workloads_limits(berth, img):
+    """--ulimit NAME=SOFT[:HARD], Docker's syntax: the workload starts with the limits (the
+    userns engine and a fallback engine alike), kept for `start`; a hard limit above the
+    caller's, an unknown name and a soft limit above the hard one are refused in one line."""
+    def limits(*flags, engine="userns"):
+        _, out, _ = berth("run", "--rm", f"--engine={engine}", *flags, img, "/bin/sh", "-c",
+                          "ulimit -Sn; ulimit -Hn; ulimit -c")
+        return out.split()
+
+    assert limits("--ulimit", "nofile=64:128", "--ulimit", "core=0") == ["64", "128", "0"]
+    assert limits("--ulimit", "nofile=100")[:2] == ["100", "100"]  # HARD defaults to SOFT
+    assert limits("--ulimit", "nofile=64:128", engine="proot")[:2] == ["64", "128"]
+    berth("create", "--name", "limited", "--ulimit", "nofile=77:99", img, "/bin/sh", "-c",
+          "ulimit -Sn; ulimit -Hn")
+    berth("start", "limited")
+    assert berth("wait", "limited")[1] == "0\n"
+    assert logs(berth, "limited").split() == ["77", "99"]
+    hard = berth("run", "--rm", img, "/bin/sh", "-c", "ulimit -Hn")[1].strip()  # berth's own
+    rc, _, err = berth("run", "--rm", "--ulimit", f"nofile=64:{int(hard) + 1}", img, "/bin/true",
+                       check=False)
+    assert (rc, err.splitlines()[0]) == (
+        125, f"berth: error: run --ulimit nofile: the hard limit {int(hard) + 1} is above your "
+        f"own ({hard}), which only root can raise"), err
+    for value, why in (("bogus=1", 'unknown limit "bogus" (known: core, cpu, data, fsize, '
+                        "locks, memlock, msgqueue, nice, nofile, nproc, rss, rtprio, rttime, "
+                        "sigpending, stack, as)"),
+                       ("nofile=128:64", "the soft limit 128 is above the hard limit 64"),
+                       ("nofile", "expected NAME=SOFT[:HARD], e.g. nofile=1024:4096"),
+                       ("nofile=lots", "limits are whole numbers, -1 or unlimited: "
+                        "NAME=SOFT[:HARD]")):
+        rc, _, err = berth("run", "--rm", "--ulimit", value, img, "/bin/true", check=False)
+        assert (rc, err.splitlines()[0]) == (125, f"berth: error: --ulimit: {why}"), err
+
+
 def test_network_none_is_refused_for_an_engine_without_namespaces(berth, img):
     rc, _, err = berth("run", "--rm", "--engine=proot", "--network", "none", img, "/probe", "true",
                        check=False)
