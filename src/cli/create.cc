@@ -36,9 +36,11 @@ Action setup_create(CLI::App& app, const GlobalOptions& g) {
     std::vector<std::string> host_env = current_environment();
     BERTH_CHECK(resolve_typed_options(o->run, host_env));
     nlohmann::json options = options_record(o->run, given_run_options(app), host_env);
+    const auto labels = BERTH_TRY(parse_labels(o->run.labels));
     ContainerRecord c =
         BERTH_TRY(create_from_image(g, cs, rest.front(), name, "create", command, o->pull));
     if (!options.empty()) BERTH_CHECK(cs.set_run_options(c, options));
+    BERTH_CHECK(cs.add_labels(c, labels));
     std::printf("%s\n", c.id.c_str());
     set_exit_status(0);
     return {};

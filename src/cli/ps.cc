@@ -49,13 +49,14 @@ std::string ps_state(const ContainerRecord& c, const RunTimes& t) {
 /// does, filters of different keys must all match.
 struct PsFilters {
   std::vector<std::string> names, ids, states;
+  std::vector<std::string> labels;  ///< KEY or KEY=VALUE; each must match (as Docker's)
 
   /// Adds one KEY=VALUE; returns what is wrong with it, "" when nothing is.
   std::string add(const std::string& spec) {
     size_t eq = spec.find('=');
     std::string key = spec.substr(0, eq), value = eq == spec.npos ? "" : spec.substr(eq + 1);
     if (eq == spec.npos || value.empty())
-      return "expected KEY=VALUE (name, id or status), not '" + spec + "'";
+      return "expected KEY=VALUE (name, id, status or label), not '" + spec + "'";
     if (key == "name") {
       names.push_back(value);
     } else if (key == "id") {
@@ -66,8 +67,10 @@ struct PsFilters {
                "': a status is created, running or exited (a rootless container is never "
                "paused, restarting or dead)";
       states.push_back(value);
+    } else if (key == "label") {
+      labels.push_back(value);
     } else {
-      return "unknown filter '" + key + "': Berth filters on name, id and status";
+      return "unknown filter '" + key + "': Berth filters on name, id, status and label";
     }
     return "";
   }
@@ -83,7 +86,14 @@ struct PsFilters {
                  });
                }) &&
            any(ids, [&](const std::string& i) { return c.id.starts_with(i); }) &&
-           any(states, [&](const std::string& s) { return s == state; });
+           any(states, [&](const std::string& s) { return s == state; }) &&
+           std::all_of(labels.begin(), labels.end(), [&](const std::string& l) {
+             const nlohmann::json set = c.image_config.value("Labels", nlohmann::json::object());
+             size_t eq = l.find('=');
+             auto it = set.is_object() ? set.find(l.substr(0, eq)) : set.end();
+             if (!set.is_object() || it == set.end()) return false;
+             return eq == std::string::npos || (it->is_string() && *it == l.substr(eq + 1));
+           });
   }
 };
 
@@ -100,7 +110,8 @@ Action setup_ps(CLI::App& app, const GlobalOptions& g) {
   app.add_flag("-a,--all", o->all, "Show every container (default: the running ones)");
   app.add_option("-f,--filter", o->filters,
                  "Only containers that match KEY=VALUE: name (part of a name), id (a prefix), "
-                 "status (created, running, exited); repeatable, as docker ps --filter")
+                 "status (created, running, exited), label=KEY[=VALUE]; repeatable, as docker ps "
+                 "--filter")
       ->check(CLI::Validator([](std::string& v) { return PsFilters().add(v); }, "KEY=VALUE"));
   app.add_option("-n,--last", o->last, "Show the N containers created last, in any state")
       ->check(CLI::NonNegativeNumber);

@@ -208,6 +208,9 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
   if (m.any("--shm-size"))
     app.add_option("--shm-size", o.shm_size,
                    "Size of the private /dev/shm (default 64m): 512m, 2g, or bytes");
+  if (m.any("-l,--label"))
+    app.add_option("-l,--label", o.labels, "Set a label of the new container: KEY[=VALUE]")
+        ->allow_extra_args(false);
   if (m.any("--ulimit"))
     app.add_option("--ulimit", o.ulimits,
                    "A resource limit of the workload: NAME=SOFT[:HARD] (nofile=1024:4096, "
@@ -514,7 +517,16 @@ Status do_run(const GlobalOptions& g, RunRequest req, bool* monitor) {
                         ErrorCode::kUnsupported);
     return {};
   };
+  // Labels belong to a container record, made by this run or never (Docker's).
+  const auto labels = BERTH_TRY(parse_labels(opts.labels));
+  auto no_labels = [&](const char* what_runs) -> Status {
+    if (labels.empty()) return {};
+    return make_error("run", "--label",
+                      std::string("labels belong to a new container, not to ") + what_runs)
+        .with_hint("berth create --label KEY=VALUE ... to make one");
+  };
   if (is_directory_argument(what) && is_squashfs_argument(what) && !squashfs_container) {
+    BERTH_CHECK(no_labels("a squashfs image run in place"));
     BERTH_CHECK(squash_engine());
     SquashfsFile image = BERTH_TRY(open_squashfs(what));
     return run_squashfs(req, std::move(image), what, env);
@@ -526,6 +538,7 @@ Status do_run(const GlobalOptions& g, RunRequest req, bool* monitor) {
   };
   if (is_directory_argument(what) && !squashfs_container) {
     BERTH_CHECK(not_writable());
+    BERTH_CHECK(no_labels("a directory"));
     // The fallback engines keep per-container state (bundles, fakechroot's symlink form).
     if (req.engine && (req.engine->is_auto() || !req.engine->row->runs_in_place))
       return make_error("run", what, "a directory runs with the " + in_place + " engine only")
@@ -542,6 +555,7 @@ Status do_run(const GlobalOptions& g, RunRequest req, bool* monitor) {
     // No container of that name: a squashed image runs as it is, without one.
     std::optional<SquashfsFile> image = BERTH_TRY(find_squashed_image(g, what));
     if (image) {
+      BERTH_CHECK(no_labels("a squashed image run in place"));
       BERTH_CHECK(squash_engine());
       return run_squashfs(req, std::move(*image), what, env);
     }
@@ -549,9 +563,11 @@ Status do_run(const GlobalOptions& g, RunRequest req, bool* monitor) {
   if (!squashfs_container) BERTH_CHECK(not_writable());  // a container is writable already
   if (existing.ok() && !req.name.empty())
     return make_error("run", what, "--name applies to a new container, not to an existing one");
+  if (existing.ok()) BERTH_CHECK(no_labels("an existing one"));
   const ContainerRecord c =
       existing.ok() ? std::move(existing).value()
                     : BERTH_TRY(create_from_image(g, cs, what, req.name, "run", {}, req.pull));
+  if (!existing.ok()) BERTH_CHECK(cs.add_labels(c, labels));
   // `berth setup --gpus` (udocker's `setup --nvidia`): the container's GPUs unless --gpus (or
   // the site's default gpus, applied above) says otherwise.
   if (!opts.gpus && !c.gpus.empty()) opts.gpus = c.gpus;

@@ -196,6 +196,18 @@ Result<ResourceLimit> parse_ulimit(std::string_view text) {
   return limit;
 }
 
+Result<std::map<std::string, std::string>> parse_labels(const std::vector<std::string>& labels) {
+  std::map<std::string, std::string> out;
+  for (const std::string& l : labels) {
+    size_t eq = l.find('=');
+    if (eq == 0 || l.empty())
+      return make_error("run", "--label " + l, "a label is KEY[=VALUE], with a KEY",
+                        ErrorCode::kInvalidInput);
+    out[l.substr(0, eq)] = eq == std::string::npos ? "" : l.substr(eq + 1);
+  }
+  return out;
+}
+
 Result<TmpfsMount> parse_tmpfs(std::string_view text) {
   auto bad = [&](std::string why) {
     return make_error("volume", "tmpfs " + std::string(text), std::move(why))

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -58,6 +59,7 @@ struct RunOptions {
   bool no_new_privileges = false;  ///< --security-opt no-new-privileges
   std::string shm_size;            ///< --shm-size, as typed (64m, 1g, 1073741824)
   std::vector<std::string> ulimits;  ///< --ulimit NAME=SOFT[:HARD], as typed
+  std::vector<std::string> labels;   ///< -l/--label KEY[=VALUE]: of a new container only
   std::vector<std::string> command;  ///< everything after the image
 };
 
@@ -93,6 +95,10 @@ Result<TmpfsMount> parse_tmpfs(std::string_view text);
 /// no limit; NAME one of core, cpu, data, fsize, locks, memlock, msgqueue, nice, nofile,
 /// nproc, rss, rtprio, rttime, sigpending, stack, as).
 Result<ResourceLimit> parse_ulimit(std::string_view text);
+
+/// Docker's `--label KEY[=VALUE]` values (a KEY alone has the value ""), the later of one KEY
+/// winning; an empty KEY is an error.
+Result<std::map<std::string, std::string>> parse_labels(const std::vector<std::string>& labels);
 
 /// Variables from an env file: "K=V" lines, "K" alone takes the host's value (skipped when the
 /// host has none), blank lines and '#' comments ignored. `path` is for errors.

@@ -538,6 +538,19 @@ Status ContainerStore::record_run(const ContainerRecord& c, const std::vector<st
       Durability::kProcessSafe);
 }
 
+Status ContainerStore::add_labels(const ContainerRecord& c,
+                                  const std::map<std::string, std::string>& labels) {
+  if (labels.empty()) return {};
+  return update(
+      c,
+      [&](ContainerRecord& now) {
+        nlohmann::json& set = now.image_config["Labels"];
+        if (!set.is_object()) set = nlohmann::json::object();
+        for (const auto& [k, v] : labels) set[k] = v;
+      },
+      Durability::kProcessSafe);
+}
+
 Status ContainerStore::set_run_options(const ContainerRecord& c, const nlohmann::json& options) {
   return update(
       c, [&](ContainerRecord& now) { now.run_options = options; }, Durability::kProcessSafe);

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -83,6 +84,9 @@ class ContainerStore {
   /// a `command` replaces the image's Cmd, as create() does.
   Result<ContainerRecord> create_from_squashfs(const std::string& file, const std::string& name,
                                                const std::vector<std::string>& command = {});
+  /// Adds `labels` to the container's config's Labels (over the image's, as `docker create
+  /// --label` does), for inspect and `ps --filter label=`.
+  Status add_labels(const ContainerRecord& c, const std::map<std::string, std::string>& labels);
   /// Every container, oldest first.
   Result<std::vector<ContainerRecord>> list() const;
   /// How much find() reads besides the record.

@@ -165,6 +165,37 @@ def test_inspect_templates_see_docker_zero_values_for_what_the_image_omits(berth
     assert out == "map[]||[]||[/bin/true]\n"
 
 
+def test_labels_of_a_new_container_show_in_inspect_and_filter_ps(berth):
+    """--label KEY[=VALUE] (-l), as docker create/run: over the image's labels in
+    .Config.Labels, and `ps --filter label=KEY[=VALUE]` (each must match); refused for what
+    is not a new container."""
+    tar = os.path.join(berth.make_dir("tar"), "root.tar")
+    with open(tar, "wb") as f:
+        f.write(imagelib.tar_bytes(imagelib.busybox_layer().entries))
+    berth("import", "-c", "LABEL team=image kind=base", tar, "local/labelled:1")
+    berth("create", "--name", "tagged", "--label", "team=hpc", "-l", "gpu", "local/labelled:1",
+          "/bin/true")
+    berth("run", "--name", "ran", "-l", "team=ml", "local/labelled:1", "/bin/true")
+    _, out, _ = berth("inspect", "-f", "{{.Config.Labels}}", "tagged")
+    assert out == "map[gpu: kind:base team:hpc]\n", out
+    assert berth("inspect", "-f", "{{index .Config.Labels \"team\"}}", "ran")[1] == "ml\n"
+
+    def names(*filters):
+        args = [a for f in filters for a in ("--filter", f)]
+        return sorted(berth("ps", "-a", *args, "--format", "{{.Names}}")[1].split())
+
+    assert names("label=team=hpc") == ["tagged"]
+    assert names("label=kind") == ["ran", "tagged"]
+    assert names("label=kind", "label=gpu") == ["tagged"]  # every label filter must match
+    assert names("label=team=nobody") == []
+    for target, why in (("ran", "an existing one"), (berth.make_dir("tree"), "a directory")):
+        rc, _, err = berth("run", "-l", "x=y", target, "/bin/true", check=False)
+        assert (rc, err.splitlines()[0]) == (
+            125, f"berth: error: run --label: labels belong to a new container, not to {why}"), err
+    rc, _, err = berth("create", "-l", "=v", "local/labelled:1", check=False)
+    assert rc == 125 and "a label is KEY[=VALUE], with a KEY" in err, err
+
+
 def test_stop_kills_a_workload_that_ignores_sigterm(berth, img):
     detach(berth, "--name", "stubborn", img, "/bin/sh", "-c",
            "trap '' TERM; echo ready; while true; do sleep 1; done")
