@@ -211,6 +211,10 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
   if (m.any("-l,--label"))
     app.add_option("-l,--label", o.labels, "Set a label of the new container: KEY[=VALUE]")
         ->allow_extra_args(false);
+  if (m.any("--add-host"))
+    app.add_option("--add-host", o.add_hosts,
+                   "Add a line to /etc/hosts: HOST:IP (host-gateway: the host itself)")
+        ->allow_extra_args(false);
   if (m.any("--ulimit"))
     app.add_option("--ulimit", o.ulimits,
                    "A resource limit of the workload: NAME=SOFT[:HARD] (nofile=1024:4096, "
@@ -272,6 +276,7 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
   put("no_new_privileges", true, o.no_new_privileges);
   put("shm_size", o.shm_size, !o.shm_size.empty());
   put("ulimits", o.ulimits, !o.ulimits.empty());
+  put("add_hosts", o.add_hosts, !o.add_hosts.empty());
   put("ib", o.ib.value_or(""), o.ib.has_value());
   put("mpi", o.mpi, !o.mpi.empty());  // not --preserve-fds: descriptors belong to one run
   return j;
@@ -322,6 +327,7 @@ RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
   o.no_new_privileges = flag("no_new_privileges");
   o.shm_size = text("shm_size");
   o.ulimits = strings("ulimits");
+  o.add_hosts = strings("add_hosts");
   if (j.contains("ib")) o.ib = text("ib");
   o.mpi = text("mpi");
   return o;
@@ -355,6 +361,19 @@ Result<ContainerSpec> prepare_spec(const nlohmann::json& image_config, const std
   ContainerSpec spec = BERTH_TRY(build_spec(image_config, rootfs, opts, env.host, passwd, group));
   BERTH_CHECK(check_fds_open(spec.kept_fds));
   for (const ResourceLimit& limit : spec.rlimits) BERTH_CHECK(check_ulimit(limit));
+  if (!opts.add_hosts.empty()) {
+    // --add-host: the host's /etc/hosts (what the container sees without it) and the lines
+    // asked for, as a file of the run's own over the container's /etc/hosts.
+    std::string lines = BERTH_TRY(added_hosts(opts.add_hosts, opts.network_none));
+    auto hosts = read_file("/etc/hosts");
+    std::string text = hosts.ok() ? *hosts : "127.0.0.1\tlocalhost\n";
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    DeviceEdit edit;
+    edit.kind = DeviceEdit::Kind::kFile;
+    edit.source = text + lines;
+    edit.target = "/etc/hosts";
+    spec.device_edits.push_back(std::move(edit));
+  }
   spec.passwd = std::move(passwd);  // the engine's identity step reads them from here
   spec.group = std::move(group);
   BERTH_CHECK(apply_mount_policy(env.site, opts.bind_home && !req.given.bind_home, spec));

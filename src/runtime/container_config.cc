@@ -1,5 +1,6 @@
 #include "runtime/container_config.h"
 
+#include <arpa/inet.h>
 #include <sys/resource.h>
 
 #include "core/env_list.h"
@@ -206,6 +207,34 @@ Result<std::map<std::string, std::string>> parse_labels(const std::vector<std::s
     out[l.substr(0, eq)] = eq == std::string::npos ? "" : l.substr(eq + 1);
   }
   return out;
+}
+
+Result<std::string> added_hosts(const std::vector<std::string>& add_hosts, bool network_none) {
+  std::string lines;
+  for (const std::string& entry : add_hosts) {
+    const std::string what = "--add-host " + entry;
+    size_t sep = entry.find_first_of(":=");
+    std::string host = entry.substr(0, sep);
+    std::string ip = sep == std::string::npos ? "" : entry.substr(sep + 1);
+    if (ip.size() > 2 && ip.front() == '[' && ip.back() == ']') ip = ip.substr(1, ip.size() - 2);
+    if (host.empty() || ip.empty() || host.find_first_of(" \t\n\r#") != std::string::npos)
+      return make_error("run", what, "expected HOST:IP (my-host:10.0.0.7)",
+                        ErrorCode::kInvalidInput);
+    if (ip == "host-gateway") {
+      if (network_none)
+        return make_error("run", what,
+                          "host-gateway is the host, which --network none cuts the container "
+                          "off from",
+                          ErrorCode::kInvalidInput);
+      ip = "127.0.0.1";  // the host's own network namespace: the host is its loopback
+    }
+    unsigned char buf[16];
+    if (::inet_pton(AF_INET, ip.c_str(), buf) != 1 && ::inet_pton(AF_INET6, ip.c_str(), buf) != 1)
+      return make_error("run", what, "\"" + ip + "\" is not an IPv4 or IPv6 address",
+                        ErrorCode::kInvalidInput);
+    lines += ip + "\t" + host + "\n";
+  }
+  return lines;
 }
 
 Result<TmpfsMount> parse_tmpfs(std::string_view text) {

@@ -58,9 +58,10 @@ struct RunOptions {
   bool ipc_private = false;        ///< --ipc private: an IPC namespace of its own
   bool no_new_privileges = false;  ///< --security-opt no-new-privileges
   std::string shm_size;            ///< --shm-size, as typed (64m, 1g, 1073741824)
-  std::vector<std::string> ulimits;  ///< --ulimit NAME=SOFT[:HARD], as typed
-  std::vector<std::string> labels;   ///< -l/--label KEY[=VALUE]: of a new container only
-  std::vector<std::string> command;  ///< everything after the image
+  std::vector<std::string> ulimits;    ///< --ulimit NAME=SOFT[:HARD], as typed
+  std::vector<std::string> labels;     ///< -l/--label KEY[=VALUE]: of a new container only
+  std::vector<std::string> add_hosts;  ///< --add-host HOST:IP, lines added to /etc/hosts
+  std::vector<std::string> command;    ///< everything after the image
 };
 
 /// What the caller's side contributes.
@@ -99,6 +100,11 @@ Result<ResourceLimit> parse_ulimit(std::string_view text);
 /// Docker's `--label KEY[=VALUE]` values (a KEY alone has the value ""), the later of one KEY
 /// winning; an empty KEY is an error.
 Result<std::map<std::string, std::string>> parse_labels(const std::vector<std::string>& labels);
+
+/// The /etc/hosts lines of Docker's `--add-host HOST:IP` values ("IP\tHOST\n" each; HOST=IP
+/// too, Docker 25's form; the IP may be IPv6; `host-gateway` is 127.0.0.1, the host itself,
+/// whose network a container shares, and has no meaning under --network none).
+Result<std::string> added_hosts(const std::vector<std::string>& add_hosts, bool network_none);
 
 /// Variables from an env file: "K=V" lines, "K" alone takes the host's value (skipped when the
 /// host has none), blank lines and '#' comments ignored. `path` is for errors.

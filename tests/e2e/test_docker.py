@@ -614,6 +614,38 @@ def test_ulimit_sets_the_workloads_limits(berth, img):
         assert (rc, err.splitlines()[0]) == (125, f"berth: error: --ulimit: {why}"), err
 
 
+def test_add_host_adds_lines_to_etc_hosts(berth, img):
+    """--add-host HOST:IP (and HOST=IP, an IPv6 address, host-gateway): the host's /etc/hosts
+    with the lines added, for this run, kept for `start`; bad values refused in one line."""
+    def hosts(*flags, engine="userns"):
+        return berth("run", "--rm", f"--engine={engine}", *flags, img, "/bin/cat",
+                     "/etc/hosts")[1]
+
+    plain = hosts()
+    with open("/etc/hosts") as f:
+        assert plain == f.read()
+    out = hosts("--add-host", "db.local:10.1.2.3", "--add-host", "v6=2001:db8::7",
+                "--add-host", "gw:host-gateway")
+    assert out.startswith(plain.rstrip("\n") + "\n"), out
+    assert out.endswith("10.1.2.3\tdb.local\n2001:db8::7\tv6\n127.0.0.1\tgw\n"), out
+    assert hosts("--add-host", "p:10.9.9.9", engine="proot").endswith("10.9.9.9\tp\n")
+    berth("create", "--name", "hosted", "--add-host", "kept:10.0.0.9", img, "/bin/cat",
+          "/etc/hosts")
+    berth("start", "hosted")
+    assert berth("wait", "hosted")[1] == "0\n"
+    assert logs(berth, "hosted").endswith("10.0.0.9\tkept\n")
+    with open("/etc/hosts") as f:
+        assert "kept" not in f.read()  # the host's file is untouched
+    for value, why in (("nocolon", "expected HOST:IP (my-host:10.0.0.7)"),
+                       ("h:999.1.1.1", '"999.1.1.1" is not an IPv4 or IPv6 address')):
+        rc, _, err = berth("run", "--rm", "--add-host", value, img, "/bin/true", check=False)
+        assert (rc, err.splitlines()[0]) == (
+            125, f"berth: error: run --add-host {value}: {why}"), err
+    rc, _, err = berth("run", "--rm", "--network", "none", "--add-host", "g:host-gateway", img,
+                       "/bin/true", check=False)
+    assert rc == 125 and "--network none cuts the container off" in err, err
+
+
 def test_network_none_is_refused_for_an_engine_without_namespaces(berth, img):
     rc, _, err = berth("run", "--rm", "--engine=proot", "--network", "none", img, "/probe", "true",
                        check=False)
