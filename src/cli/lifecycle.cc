@@ -232,6 +232,27 @@ Action setup_stop(CLI::App& app, const GlobalOptions& g) {
   };
 }
 
+namespace {
+
+/// Runs the stopped container `c` again, detached, as `docker start` does: the options of its
+/// last run (or of create) and its command as it was (entrypoint included), else the image's.
+/// `*monitor` is set in the detached run's monitor once that run has ended: the status is
+/// then the run's, and the caller returns it at once.
+Status start_again(const GlobalOptions& g, const ContainerRecord& c, bool* monitor) {
+  RunRequest req;
+  req.opts = options_from_record(c.run_options, &req.given);
+  req.rest = {c.id};
+  if (!c.last_command.empty()) {
+    req.opts.entrypoint_set = true;
+    req.opts.entrypoint.clear();
+    req.rest.insert(req.rest.end(), c.last_command.begin(), c.last_command.end());
+  }
+  req.detach = Detach::kQuietly;
+  return do_run(g, std::move(req), monitor);
+}
+
+}  // namespace
+
 Action setup_start(CLI::App& app, const GlobalOptions& g) {
   auto names = std::make_shared<std::vector<std::string>>();
   app.add_option("CONTAINER", *names, "Container names or IDs")->required();
@@ -240,22 +261,39 @@ Action setup_start(CLI::App& app, const GlobalOptions& g) {
     for (const std::string& n : *names) {
       ContainerRecord c = BERTH_TRY(cs.find(n));
       if (!c.running) {
-        // The options of its last run (or of create) and its command as it was (entrypoint
-        // included), else the image's, as `docker start` repeats the container's config.
-        RunRequest req;
-        req.opts = options_from_record(c.run_options, &req.given);
-        req.rest = {c.id};
-        if (!c.last_command.empty()) {
-          req.opts.entrypoint_set = true;
-          req.opts.entrypoint.clear();
-          req.rest.insert(req.rest.end(), c.last_command.begin(), c.last_command.end());
-        }
-        req.detach = Detach::kQuietly;
         bool monitor = false;
-        Status st = do_run(g, std::move(req), &monitor);
+        Status st = start_again(g, c, &monitor);
         if (monitor) return st;  // the monitor, its run ended: its status is the run's
         BERTH_CHECK(std::move(st));
       }
+      std::printf("%s\n", n.c_str());
+    }
+    return {};
+  };
+}
+
+Action setup_restart(CLI::App& app, const GlobalOptions& g) {
+  struct Opts {
+    std::vector<std::string> names;
+    int time = 10;
+  };
+  auto o = std::make_shared<Opts>();
+  app.add_option("-t,--time", o->time, "Seconds to wait after SIGTERM before SIGKILL (default 10)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("CONTAINER", o->names, "Container names or IDs")->required();
+  return [o, &g]() -> Status {
+    ContainerStore cs = BERTH_TRY(open_containers(g));
+    for (const std::string& n : o->names) {
+      // `docker restart`: stop (SIGTERM, SIGKILL after -t) when running, then start detached.
+      ContainerRecord c = BERTH_TRY(cs.find(n));
+      if (c.running) {
+        BERTH_CHECK(cs.stop(c, o->time));
+        c = BERTH_TRY(cs.find(n));  // its last run's record, as the stop left it
+      }
+      bool monitor = false;
+      Status st = start_again(g, c, &monitor);
+      if (monitor) return st;
+      BERTH_CHECK(std::move(st));
       std::printf("%s\n", n.c_str());
     }
     return {};

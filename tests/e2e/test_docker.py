@@ -269,6 +269,24 @@ def test_start_runs_the_recorded_command_again_detached(berth, img):
     assert logs(berth, "again").count("run\n") == 2
 
 
+def test_restart_stops_a_running_container_and_starts_it_again(berth, img):
+    """docker restart: SIGTERM (SIGKILL after -t), then the last command again, detached; a
+    stopped container is started; both by the `container restart` alias too."""
+    detach(berth, "--name", "again2", img, "/bin/sh", "-c",
+           "echo run; trap 'echo term; exit 3' TERM; while true; do sleep 0.1; done")
+    wait_for(lambda: "run" in logs(berth, "again2"), "the workload to start")
+    assert berth("restart", "-t", "5", "again2")[1] == "again2\n"
+    wait_for(lambda: logs(berth, "again2").count("run\n") == 2, "the second run")
+    assert "term\n" in logs(berth, "again2")
+    assert "Up" in ps_row(berth, "again2")
+    berth("stop", "-t", "5", "again2")
+    assert berth("container", "restart", "again2")[1] == "again2\n"
+    wait_for(lambda: logs(berth, "again2").count("run\n") == 3, "the third run")
+    berth("rm", "-f", "again2")
+    rc, _, err = berth("restart", "no-such", check=False)
+    assert rc != 0 and len(err.splitlines()) == 1 and "no-such" in err, err
+
+
 def test_start_of_a_created_container_runs_its_image_command(berth, img):
     berth("create", "--name", "fresh", img)
     rc, _, err = berth("wait", "fresh", check=False)
