@@ -2,6 +2,7 @@
 // src/image: the unpacker and the squashfs writer read layers through it).
 #pragma once
 
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <optional>
@@ -21,6 +22,9 @@ namespace berth {
 /// as stored (digest) and, for a compressed file, the decompressed stream (diff_id), which a
 /// raw-format reader in the middle produces. finish() reads what the tar reader left (the
 /// end-of-archive padding, trailing bytes) so that every byte is covered, then compares.
+/// For a layer whose diff_id record is used (LayerInput::use_diff_id_record), the record read
+/// from the open file stands for the decompressed stream's hash: the bytes are still
+/// decompressed (the tar reader needs them), not hashed a second time.
 class CheckedStream {
  public:
   CheckedStream(int fd, const LayerInput& layer) : fd_(fd), layer_(layer), buf_(kChunk) {}
@@ -32,6 +36,7 @@ class CheckedStream {
     if (n < 0) return sys_error("read", layer_.path);
     Compression c = BERTH_TRY(sniff_compression(std::string_view(head, n), layer_.path));
     if (c != Compression::kNone) {
+      read_record();
       raw_ = BERTH_TRY(open_archive_stream(this, &CheckedStream::read_file, ArchiveFormat::kRaw,
                                            "unpack", layer_.path));
       archive_entry* e = nullptr;
@@ -52,7 +57,8 @@ class CheckedStream {
     }
     if (const Error* e = failure()) return *e;
     BERTH_CHECK(compare_stored());
-    std::string plain = raw_ ? plain_.digest() : stored_digest_;
+    // The record only after the file's digest matched: it vouches for those bytes alone.
+    std::string plain = !raw_ ? stored_digest_ : record_ ? *record_ : plain_.digest();
     if (!layer_.diff_id.empty() && plain != layer_.diff_id)
       return make_error("verify", layer_.path,
                         "the uncompressed layer hashes to " + plain + ", not the diff_id " +
@@ -112,8 +118,20 @@ class CheckedStream {
             make_error("unpack", layer_.path, archive_message(raw_.get(), "corrupt data"));
       return -1;
     }
-    plain_.update(plain_buf_, size);
+    if (!record_) plain_.update(plain_buf_, size);
     return static_cast<ssize_t>(size);
+  }
+
+  /// Reads the diff_id recorded on the open file, when the layer's record is to be used. The
+  /// attribute is read from the fd whose bytes are hashed, so record and bytes are one
+  /// file's. No record, or one not a digest, leaves the stream to be hashed.
+  void read_record() {
+    if (!layer_.use_diff_id_record || layer_.diff_id.empty()) return;
+    char value[80] = {};
+    ssize_t n = ::fgetxattr(fd_, kDiffIdRecordAttr, value, sizeof value - 1);
+    if (n <= 0) return;  // none (ENODATA), or a file system without user attributes
+    std::string recorded(value, static_cast<size_t>(n));
+    if (validate_digest(recorded).ok()) record_ = std::move(recorded);
   }
 
   static la_ssize_t read_file(archive*, void* self, const void** out) {
@@ -137,6 +155,7 @@ class CheckedStream {
   const void* plain_buf_ = nullptr;
   Sha256 stored_, plain_;
   std::string stored_digest_;
+  std::optional<std::string> record_;  // the diff_id recorded on the file, when used
   std::optional<Error> file_error_;   // reading the file failed
   std::optional<Error> plain_error_;  // decompressing it failed
 };
