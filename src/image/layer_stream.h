@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/sha256.h"
 #include "image/archive_api.h"
+#include "image/inflate.h"
 #include "image/layer_file.h"
 #include "image/unpack.h"
 
@@ -35,8 +36,12 @@ class CheckedStream {
     ssize_t n = ::pread(fd_, head, sizeof head, 0);
     if (n < 0) return sys_error("read", layer_.path);
     Compression c = BERTH_TRY(sniff_compression(std::string_view(head, n), layer_.path));
-    if (c != Compression::kNone) {
-      read_record();
+    compressed_ = c != Compression::kNone;
+    if (compressed_) read_record();
+    if (c == Compression::kGzip && fast_gzip_available()) {
+      gzip_.emplace();
+      plain_out_.resize(kChunk);
+    } else if (compressed_) {
       raw_ = BERTH_TRY(open_archive_stream(this, &CheckedStream::read_file, ArchiveFormat::kRaw,
                                            "unpack", layer_.path));
       archive_entry* e = nullptr;
@@ -49,7 +54,7 @@ class CheckedStream {
 
   /// Reads the rest of the file and checks both digests.
   Status finish() {
-    if (raw_) {
+    if (compressed_) {
       while (plain_more() > 0) {
       }
     }
@@ -58,7 +63,7 @@ class CheckedStream {
     if (const Error* e = failure()) return *e;
     BERTH_CHECK(compare_stored());
     // The record only after the file's digest matched: it vouches for those bytes alone.
-    std::string plain = !raw_ ? stored_digest_ : record_ ? *record_ : plain_.digest();
+    std::string plain = !compressed_ ? stored_digest_ : record_ ? *record_ : plain_.digest();
     if (!layer_.diff_id.empty() && plain != layer_.diff_id)
       return make_error("verify", layer_.path,
                         "the uncompressed layer hashes to " + plain + ", not the diff_id " +
@@ -108,6 +113,7 @@ class CheckedStream {
 
   /// The next block of decompressed bytes in plain_buf_, hashing them (compressed files only).
   ssize_t plain_more() {
+    if (gzip_) return gzip_more();
     size_t size = 0;
     la_int64_t offset = 0;
     int r = archive_api().read_data_block(raw_.get(), &plain_buf_, &size, &offset);
@@ -120,6 +126,36 @@ class CheckedStream {
     }
     if (!record_) plain_.update(plain_buf_, size);
     return static_cast<ssize_t>(size);
+  }
+
+  /// plain_more() through ISA-L: inflates the file's next bytes into plain_out_.
+  ssize_t gzip_more() {
+    if (plain_error_) return -1;
+    for (;;) {
+      if (in_.empty() && !file_eof_) {
+        ssize_t n = file_more();
+        if (n < 0) return -1;
+        file_eof_ = n == 0;
+        in_ = std::string_view(buf_.data(), static_cast<size_t>(n));
+      }
+      bool last = file_eof_ && in_.empty();
+      auto made = gzip_->inflate(&in_, plain_out_.data(), plain_out_.size());
+      if (!made.ok()) {
+        plain_error_ = make_error("unpack", layer_.path, made.error().detail);
+        return -1;
+      }
+      if (*made > 0) {
+        if (!record_) plain_.update(plain_out_.data(), *made);
+        plain_buf_ = plain_out_.data();
+        return static_cast<ssize_t>(*made);
+      }
+      if (!in_.empty()) return 0;  // bytes after the last member: the stream is over
+      if (last) {
+        if (gzip_->at_end()) return 0;
+        plain_error_ = make_error("unpack", layer_.path, "truncated gzip data");
+        return -1;
+      }
+    }
   }
 
   /// Reads the diff_id recorded on the open file, when the layer's record is to be used. The
@@ -142,7 +178,7 @@ class CheckedStream {
 
   static la_ssize_t read_plain(archive* a, void* self, const void** out) {
     auto* s = static_cast<CheckedStream*>(self);
-    if (!s->raw_) return read_file(a, self, out);
+    if (!s->compressed_) return read_file(a, self, out);
     ssize_t n = s->plain_more();
     *out = s->plain_buf_;
     return n;
@@ -151,7 +187,12 @@ class CheckedStream {
   int fd_;
   const LayerInput& layer_;
   std::vector<char> buf_;
-  ArchiveReader raw_;  // the decompressing reader, for compressed files
+  bool compressed_ = false;
+  ArchiveReader raw_;                 // the decompressing reader, for zstd (and gzip without ISA-L)
+  std::optional<GzipInflater> gzip_;  // for gzip, when ISA-L is installed
+  std::vector<char> plain_out_;       // what gzip_ decompressed
+  std::string_view in_;               // the compressed bytes of buf_ gzip_ has yet to take
+  bool file_eof_ = false;
   const void* plain_buf_ = nullptr;
   Sha256 stored_, plain_;
   std::string stored_digest_;
