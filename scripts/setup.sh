@@ -27,6 +27,8 @@ demo_packages=(
   build-essential cmake ninja-build pkg-config
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libarchive-dev libyaml-dev libtomlplusplus-dev libgtest-dev
+  # ISA-L's gzip decompressor for layers (headers; libisal2 is loaded at run time when present)
+  libisal-dev
   # berth squash / inspect FILE.sqsh: squashfs-tools-ng's libsquashfs (headers; loaded at run time)
   libsquashfs-dev
   # berth-squashfs, the squashfs FUSE daemon (src/site/squashfs_fuse): libfuse3 low-level API;

@@ -32,6 +32,12 @@ void* LazyLibrary::symbol(const char* name) {
   return sym;
 }
 
+bool LazyLibrary::available() {
+  std::lock_guard<std::mutex> hold(g_load_mutex);
+  if (!handle_) handle_ = dlopen(soname_, RTLD_NOW | RTLD_LOCAL);
+  return handle_ != nullptr;
+}
+
 LazyLibrary& libcrypto() {
   static LazyLibrary lib("libcrypto.so.3", "libssl3");
   return lib;
@@ -49,6 +55,11 @@ LazyLibrary& libarchive() {
 
 LazyLibrary& libsquashfs() {
   static LazyLibrary lib("libsquashfs.so.1", "libsquashfs1");
+  return lib;
+}
+
+LazyLibrary& libisal() {
+  static LazyLibrary lib("libisal.so.2", "libisal2");
   return lib;
 }
 

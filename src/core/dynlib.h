@@ -25,6 +25,10 @@ class LazyLibrary {
   /// library and the package and exits with status 125.
   void* symbol(const char* name);
 
+  /// Whether the library can be loaded (loading it now): for a library Berth can do without,
+  /// whose API struct is then never built. Does not exit.
+  bool available();
+
   /// symbol() as a pointer to the function type `Fn`; used through BERTH_LAZY_FUNCTION.
   template <class Fn>
   Fn* get(const char* name) {
@@ -43,6 +47,8 @@ LazyLibrary& libcurl();
 LazyLibrary& libarchive();
 /// squashfs-tools-ng's library: `berth squash` and reading a squashfs file (image/sqfs_api.h).
 LazyLibrary& libsquashfs();
+/// Intel's ISA-L, for its gzip decompressor (image/inflate.h); optional: see available().
+LazyLibrary& libisal();
 
 }  // namespace berth
 

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "core/error.h"
@@ -16,7 +17,8 @@ struct archive;  // libarchive's
 
 namespace berth {
 
-/// Decompresses (gzip, zstd or none, sniffed by libarchive) and hashes a stream pushed to it
+/// Decompresses (gzip, zstd or none, sniffed; gzip through ISA-L when it is installed, see
+/// image/inflate.h, else libarchive) and hashes a stream pushed to it
 /// chunk by chunk. The decompressor runs in a thread of its own, taking chunks from a
 /// bounded queue (kMaxQueued bytes), so the pusher's memory stays small and the download
 /// and the decompression overlap. A corrupt or truncated stream is an error from finish().
@@ -39,6 +41,8 @@ class DiffIdStream {
 
  private:
   void run();
+  /// The diff_id of a gzip stream through ISA-L, starting with `in` (the first chunk).
+  Result<std::string> inflate_digest(std::string_view in);
   long next_chunk(const void** out);  // libarchive's read callback, in the thread
   static long read_cb(::archive*, void* self, const void** out);
 
@@ -50,6 +54,7 @@ class DiffIdStream {
   bool closed_ = false;  // no more chunks come
   bool done_ = false;    // the thread has stopped reading
   std::string current_;  // the chunk libarchive is reading
+  bool replay_current_ = false;  // next_chunk() gives current_ again (the first, looked at)
   std::optional<Error> error_;
   std::string digest_;
   std::thread thread_;

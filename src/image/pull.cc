@@ -14,7 +14,6 @@
 #include "image/diff_id_stream.h"
 #include "image/gc.h"
 #include "image/image_config.h"
-#include "image/layer_file.h"
 #include "image/manifest.h"
 #include "image/staging.h"
 
@@ -42,15 +41,6 @@ Status compare_diff_id(const Descriptor& desc, const std::string& actual,
                         " the image config lists");
 }
 
-/// Checks a layer in the store against the image config's diff_id: the sha256 of its
-/// uncompressed tar, as load and import check theirs (containerd checks it on unpack). Only
-/// for a download resumed from a .partial file, whose first bytes the stream did not see.
-Status check_diff_id(PullContext& ctx, const Descriptor& desc, const std::string& diff_id) {
-  LayerFileInfo info =
-      BERTH_TRY(inspect_layer_file(ctx.store.blob_path(desc.digest), desc.digest, desc.digest));
-  return compare_diff_id(desc, info.diff_id, diff_id);
-}
-
 /// Whether the pull's overall deadline has (all but) passed: no retry then.
 bool past_deadline(const PullContext& ctx) {
   // curl may stop a hair before the deadline it was given; a retry with so little left is moot.
@@ -59,10 +49,11 @@ bool past_deadline(const PullContext& ctx) {
 }
 
 /// Downloads one blob into the store (resuming a .partial, retrying
-/// transfer failures) unless it is already there. `item` is its progress line; a layer's
+/// transfer failures) unless it is already there. `item` is its progress line. A layer's
 /// `diff_id`, when given, is hashed while the bytes arrive (decompressed on the fly, in a
-/// thread beside the download's) and checked once the blob is published; a download that
-/// resumes a .partial file is checked by reading the blob once it is complete.
+/// thread beside the download's; a resumed download's first bytes are replayed from the
+/// .partial file), recorded on the blob as it is published (kDiffIdRecordAttr), and checked.
+/// Each byte is read once: the blob is not read again, here or for its diff_id at unpack.
 Status fetch_blob(PullContext& ctx, const Descriptor& desc, int item,
                   const std::string& diff_id = {}) {
   ProgressMeter* pm = ctx.opts.progress;
@@ -76,8 +67,11 @@ Status fetch_blob(PullContext& ctx, const Descriptor& desc, int item,
     if (offset > 0) log::info("resuming {} at byte {}", desc.digest, offset);
     if (pm && offset > 0) pm->advance(item, static_cast<int64_t>(offset));
     bool restarted = false, restart_applied = false;
-    std::optional<DiffIdStream> stream;  // only while it sees every byte from the first
-    if (!diff_id.empty() && offset == 0) stream.emplace(desc.digest);
+    std::optional<DiffIdStream> stream;  // sees every byte from the first
+    if (!diff_id.empty()) {
+      stream.emplace(desc.digest);
+      BERTH_CHECK(writer->replay([&](const char* data, size_t len) { stream->feed(data, len); }));
+    }
     Status st = ctx.client.get_blob(
         ctx.repository, desc.digest, offset,
         [&](const char* data, size_t len) -> Status {
@@ -95,14 +89,12 @@ Status fetch_blob(PullContext& ctx, const Descriptor& desc, int item,
         },
         &restarted);
     if (st.ok()) {
+      std::optional<Result<std::string>> actual;
+      if (stream) actual = stream->finish();
+      if (actual && actual->ok()) writer->record_diff_id(**actual);
       // The blob digest first: a corrupt download is named as one, not by what it broke.
       BERTH_CHECK(writer->commit());
-      if (stream) {
-        std::string actual = BERTH_TRY(stream->finish());
-        BERTH_CHECK(compare_diff_id(desc, actual, diff_id));
-      } else if (!diff_id.empty()) {
-        BERTH_CHECK(check_diff_id(ctx, desc, diff_id));
-      }
+      if (actual) BERTH_CHECK(compare_diff_id(desc, BERTH_TRY(std::move(*actual)), diff_id));
       if (pm) pm->set_status(item, "Pull complete");
       return {};
     }

@@ -5,8 +5,10 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 
 #include <fmt/core.h>
@@ -208,8 +210,16 @@ Result<std::vector<LayerInput>> Store::layer_inputs(const ImageRecord& image, Op
                       "the image config lists " + std::to_string(diff_ids.size()) +
                           " diff_ids for " + std::to_string(image.layers.size()) + " layers");
   std::vector<LayerInput> out;
-  for (size_t i = 0; i < image.layers.size(); ++i)
+  for (size_t i = 0; i < image.layers.size(); ++i) {
     out.emplace_back(blob_path(image.layers[i]), image.layers[i], diff_ids[i]);
+    // A store of one's own is private (check_private_dir()): only its owner can write a blob
+    // or the record on it (setting a user attribute takes write access to the 0444 file, as
+    // changing its bytes does), and the record is believed only for bytes that hash to the
+    // blob's digest in the read that unpacks them, so a blob changed or swapped after the
+    // pull is still refused. A shared store's records are not used: its files' attributes
+    // were never part of what open_shared() checks.
+    out.back().use_diff_id_record = !shared();
+  }
   return out;
 }
 
@@ -311,6 +321,21 @@ Status BlobWriter::restart() {
   if (::lseek(fd_.get(), 0, SEEK_SET) < 0) return sys_error("seek", partial_path_);
   hash_ = Sha256();
   offset_ = 0;
+  diff_id_.clear();
+  return {};
+}
+
+Status BlobWriter::replay(const std::function<void(const char*, size_t)>& fn) const {
+  std::string buf(1 << 20, '\0');
+  for (uint64_t at = 0; at < offset_;) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), offset_ - at));
+    ssize_t n = ::pread(fd_.get(), buf.data(), want, static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return sys_error("read", partial_path_);
+    if (n == 0) return make_error("read", partial_path_, "shorter than the bytes hashed");
+    fn(buf.data(), static_cast<size_t>(n));
+    at += static_cast<uint64_t>(n);
+  }
   return {};
 }
 
@@ -332,6 +357,10 @@ Status BlobWriter::commit() {
   // The hasher is finalised now, so the writer is closed whatever happens;
   // the verified partial stays for the next attempt if a step below fails.
   UniqueFd fd = std::move(fd_);
+  // Deliberately unchecked: a file system without user attributes (some NFS, older tmpfs)
+  // keeps no record, and unpacking then hashes the decompressed layer itself.
+  if (!diff_id_.empty())
+    (void)::fsetxattr(fd.get(), kDiffIdRecordAttr, diff_id_.data(), diff_id_.size(), 0);
   if (::fsync(fd.get()) != 0) return sys_error("fsync", partial_path_);
   if (::fchmod(fd.get(), 0444) != 0) return sys_error("chmod", partial_path_);
   if (::rename(partial_path_.c_str(), final_path_.c_str()) != 0) {

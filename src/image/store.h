@@ -1,6 +1,7 @@
 // The content-addressed image store under $BERTH_HOME.
 //
-//   blobs/sha256/<hex>       verified blobs (manifests, configs, layers), read-only
+//   blobs/sha256/<hex>       verified blobs (manifests, configs, layers), read-only; a layer
+//                            pulled carries its diff_id as an attribute (kDiffIdRecordAttr)
 //   tmp/<hex>.partial        a download in progress, resumable
 //   tmp/<hex>.lock           held (flock) by whoever downloads <hex>; removed once published
 //   images.json              the image index, rewritten atomically
@@ -36,6 +37,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -90,6 +92,12 @@ class BlobWriter {
   Status write(const char* data, size_t len);
   /// Drops what was written so far (the registry ignored a Range request).
   Status restart();
+  /// Hands the bytes already present (offset() of them, from an interrupted download) to
+  /// `fn` in chunks, so that what hashes a download's stream sees it from its first byte.
+  Status replay(const std::function<void(const char*, size_t)>& fn) const;
+  /// Records the diff_id the bytes were found to decompress to (kDiffIdRecordAttr), set on
+  /// the file by commit() before it is published, so that record and blob appear together.
+  void record_diff_id(std::string diff_id) { diff_id_ = std::move(diff_id); }
   /// Verifies and publishes the blob. On mismatch the partial file is
   /// deleted and the error names expected and actual digests.
   Status commit();
@@ -99,6 +107,7 @@ class BlobWriter {
   /// Removes the lock file once the blob is published, so tmp/ does not fill up.
   void drop_lock_file();
   std::string digest_, partial_path_, final_path_, lock_path_;
+  std::string diff_id_;  // to record on the file, when set
   int64_t expected_size_ = -1;
   uint64_t offset_ = 0;
   UniqueFd fd_;
@@ -144,7 +153,8 @@ class Store {
   /// Reads a whole (small) blob, manifests and configs, checking that it hashes to `digest`.
   Result<std::string> read_blob(std::string_view digest) const;
   /// `image`'s layers bottom first, as unpack_layers() takes them: each blob's path with its
-  /// digest and the image config's diff_id to check while unpacking. A missing blob, or a
+  /// digest and the image config's diff_id to check while unpacking (by the blob's diff_id
+  /// record, in a store of one's own). A missing blob, or a
   /// config without one diff_id per layer, is an error naming `op` and the image.
   /// A squashed image has no layers to give: a one-line kUnsupported error naming `op`.
   Result<std::vector<LayerInput>> layer_inputs(const ImageRecord& image, Op op) const;

@@ -14,7 +14,9 @@
 // digest) and the sha256 of the uncompressed tar (the image config's diff_id) are computed
 // while the entries are applied, over every byte of the file, and a mismatch fails the
 // layer (and removes the partly built target) however the file came to differ from what
-// was verified when it was stored.
+// was verified when it was stored. The diff_id alone may come from the record a pull left on
+// a blob of the user's own store (kDiffIdRecordAttr): those bytes, which the digest check
+// proves are the ones the pull saw, were hashed decompressed then, so they are not again.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,11 @@ struct UnpackStats {
   uint64_t skipped_devices = 0;
 };
 
+/// The extended attribute a pull sets on a layer blob of the user's own store before it
+/// publishes it: the diff_id ("sha256:<hex>") the blob's bytes were found to decompress to
+/// while they downloaded. It is a fact about those bytes, not about any image.
+inline constexpr char kDiffIdRecordAttr[] = "user.berth.diff_id";
+
 /// One layer file and what its bytes must hash to ("sha256:<hex>"; empty: not checked).
 struct LayerInput {
   LayerInput(std::string p, std::string d = {}, std::string id = {})
@@ -42,6 +49,10 @@ struct LayerInput {
   std::string path;
   std::string digest;   ///< of the file as stored (compressed): the blob digest
   std::string diff_id;  ///< of the uncompressed tar: the image config's rootfs.diff_ids entry
+  /// The file is a blob of the user's own store (Store::layer_inputs()): a diff_id recorded on
+  /// it (kDiffIdRecordAttr) stands for hashing the decompressed stream, once the file's own
+  /// digest, hashed in the same read, matches `digest`. Without a record it is hashed.
+  bool use_diff_id_record = false;
 };
 
 /// Applies one layer file onto an existing root directory.

@@ -1,5 +1,6 @@
 """Store safety: tampered registries, killed pulls, many pulls at once."""
 
+import errno
 import hashlib
 import json
 import os
@@ -181,6 +182,33 @@ def test_store_blob_swapped_after_pull_is_not_unpacked(berth, registry):
                    f"hashes to {other.layers[0].digest}, not {img.layers[0].digest}\n"
                    "berth: hint: the file changed after it was stored: pull the image again\n")
     assert berth.json("ps", "--json") == []
+
+
+def test_pull_records_each_layers_diff_id_on_its_blob(berth, registry):
+    """The diff_id a pull hashed while a layer downloaded is kept on the blob (an attribute set
+    before the blob is published), so that create hashes only the file it reads, not its
+    decompressed stream again; config and manifest blobs carry none."""
+    img = imagelib.make_image([Layer([File("etc/a", b"a" * 65536)], "gzip"),
+                               Layer([File("etc/b", os.urandom(300000))], "zstd")],
+                              label="diff-id-record")
+    registry.pusher().push_image("recorded/app", "1", img)
+    ref = f"{registry.host}/recorded/app:1"
+    berth("pull", ref)
+    recorded = []
+    for blob in img.layers + [img.config]:
+        try:
+            recorded.append(os.getxattr(os.path.join(berth.blob_dir(), hex_of(blob.digest)),
+                                        "user.berth.diff_id").decode())
+        except OSError as e:
+            if e.errno == errno.ENOTSUP:
+                pytest.skip("the store's file system keeps no user attributes")
+            recorded.append(None)  # ENODATA: none recorded
+    assert recorded == img.diff_ids + [None]
+    berth("create", "--name", "c1", ref)
+    [c1] = berth.json("ps", "--json")
+    assert c1["names"] == ["c1"]
+    with open(os.path.join(c1["rootfs"], "etc/a"), "rb") as f:
+        assert f.read() == b"a" * 65536
 
 
 def test_pull_checks_diff_ids(berth, fake_registry):

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -149,6 +150,66 @@ TEST_F(StoreTest, InterruptedDownloadResumes) {
   EXPECT_EQ(*store().read_blob(d), data);
   EXPECT_TRUE(tmp_files(".partial").empty());
   EXPECT_TRUE(tmp_files(".lock").empty());
+}
+
+TEST_F(StoreTest, ReplayGivesTheBytesAResumedDownloadHas) {
+  std::string data(3 << 20, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 13 + (i >> 11));
+  std::string d = sha256_digest(data);
+  size_t part = (size_t{2} << 20) + 12345;  // more than one chunk of replay
+  {
+    auto w = store().begin_blob(d, static_cast<int64_t>(data.size()));
+    ASSERT_TRUE(w.ok() && w->has_value());
+    std::string none;
+    ASSERT_TRUE((*w)->replay([&](const char* p, size_t n) { none.append(p, n); }).ok());
+    EXPECT_EQ(none, "");
+    ASSERT_TRUE((*w)->write(data.data(), part).ok());
+  }  // a killed pull
+  auto w = store().begin_blob(d, static_cast<int64_t>(data.size()));
+  ASSERT_TRUE(w.ok() && w->has_value());
+  std::string seen;
+  ASSERT_TRUE((*w)->replay([&](const char* p, size_t n) { seen.append(p, n); }).ok());
+  EXPECT_EQ(seen, data.substr(0, part));
+  ASSERT_TRUE((*w)->write(data.data() + part, data.size() - part).ok());
+  ASSERT_TRUE((*w)->commit().ok());
+  EXPECT_EQ(*store().read_blob(d), data);
+}
+
+/// The diff_id recorded on a file (kDiffIdRecordAttr), or "" when none is.
+std::string recorded_diff_id(const std::string& path) {
+  char value[100] = {};
+  ssize_t n = ::getxattr(path.c_str(), kDiffIdRecordAttr, value, sizeof value);
+  return n > 0 ? std::string(value, static_cast<size_t>(n)) : "";
+}
+
+TEST_F(StoreTest, CommitPublishesTheDiffIdRecordWithTheBlob) {
+  std::string data = "layer bytes";
+  std::string d = sha256_digest(data);
+  std::string id = sha256_digest("its uncompressed tar");
+  auto w = store().begin_blob(d, static_cast<int64_t>(data.size()));
+  ASSERT_TRUE(w.ok() && w->has_value());
+  ASSERT_TRUE((*w)->write(data.data(), data.size()).ok());
+  (*w)->record_diff_id(id);
+  ASSERT_TRUE((*w)->commit().ok());
+  std::string got = recorded_diff_id(store().blob_path(d));
+  if (got.empty() && errno == ENOTSUP) GTEST_SKIP() << "this file system keeps no user attributes";
+  EXPECT_EQ(got, id);
+  // Bytes stored without a record (put_blob: manifests, configs, loads) carry none.
+  std::string plain = blob("config bytes");
+  EXPECT_EQ(recorded_diff_id(store().blob_path(plain)), "");
+  EXPECT_EQ(errno, ENODATA);
+}
+
+TEST_F(StoreTest, ADiffIdRecordIsDroppedByRestart) {
+  std::string data = "the right bytes";
+  std::string d = sha256_digest(data);
+  auto w = store().begin_blob(d, static_cast<int64_t>(data.size()));
+  ASSERT_TRUE(w.ok() && w->has_value());
+  (*w)->record_diff_id(sha256_digest("of other bytes"));
+  ASSERT_TRUE((*w)->restart().ok());
+  ASSERT_TRUE((*w)->write(data.data(), data.size()).ok());
+  ASSERT_TRUE((*w)->commit().ok());
+  EXPECT_EQ(recorded_diff_id(store().blob_path(d)), "");
 }
 
 TEST_F(StoreTest, OversizedPartialIsRestarted) {
@@ -499,6 +560,7 @@ TEST_F(StoreTest, LayerInputsPairEachBlobWithItsDiffId) {
   EXPECT_EQ((*in)[0].path, store().blob_path(a.layers[0]));
   EXPECT_EQ((*in)[0].digest, a.layers[0]);
   EXPECT_EQ((*in)[0].diff_id, "sha256:1111");
+  EXPECT_TRUE((*in)[0].use_diff_id_record);  // a store of one's own
 }
 
 TEST_F(StoreTest, LayerInputsCountDiffIdsAgainstLayers) {
@@ -575,6 +637,12 @@ TEST_F(StoreTest, ASharedStoreIsReadOnlyAndChecksWhatItReads) {
   ASSERT_TRUE(rec.ok()) << rec.error().message();
   EXPECT_TRUE(shared->read_blob(rec->config_digest).ok());
   EXPECT_EQ(list_dir(root_), before);  // no lock or other file made
+  // A shared store's layers are unpacked with their diff_ids hashed, never by a record.
+  ImageRecord layered = image("l:1", R"({"rootfs":{"type":"layers","diff_ids":["sha256:1"]}})",
+                              {"l layer"});
+  auto in = shared->layer_inputs(layered, "create");
+  ASSERT_TRUE(in.ok()) << in.error().message();
+  EXPECT_FALSE((*in)[0].use_diff_id_record);
 
   // A file others may write is refused, named, in one line.
   std::string config = shared->blob_path(rec->config_digest);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -351,6 +352,56 @@ TEST_P(UnpackCompression, ChecksDigestAndDiffIdWhileUnpacking) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message(), "verify " + l + ": the uncompressed layer hashes to " + diff_id +
                                      ", not the diff_id " + wrong + " the image config lists");
+  EXPECT_FALSE(path_exists(target));
+}
+
+TEST_P(UnpackCompression, ADiffIdRecordStandsForTheHashOnlyOfTheBytesItWasMadeFor) {
+  std::string l =
+      layer("l.layer", {file("a", "a"), file("b", std::string(300000, 'b'))}, GetParam());
+  std::string digest = *sha256_file(l);
+  std::string diff_id = inspect_layer_file(l, digest, l)->diff_id;
+  // A record that is not the truth shows whether it was used: the unpacker cannot tell.
+  std::string recorded = sha256_digest("what the record says");
+  if (::setxattr(l.c_str(), kDiffIdRecordAttr, recorded.data(), recorded.size(), 0) != 0)
+    GTEST_SKIP() << "this file system keeps no user attributes: " << std::strerror(errno);
+  std::string target = tmp_ + "/rootfs";
+  auto unpack = [&](const std::string& want_digest, const std::string& want_diff_id, bool use) {
+    LayerInput in(l, want_digest, want_diff_id);
+    in.use_diff_id_record = use;
+    auto r = unpack_layers({in}, target);
+    if (r.ok()) {
+      EXPECT_TRUE(remove_tree(target).ok());
+    }
+    return r.ok() ? std::string() : r.error().message();
+  };
+  std::string compressed_plain = "verify " + l + ": the uncompressed layer hashes to ";
+  if (GetParam() == Compression::kNone) {
+    // A plain tar's diff_id is its digest, hashed anyway: no record is read.
+    EXPECT_EQ(unpack(digest, diff_id, true), "");
+    EXPECT_EQ(unpack(digest, recorded, true), compressed_plain + diff_id + ", not the diff_id " +
+                                                  recorded + " the image config lists");
+    return;
+  }
+  // Used: the record is what the decompressed stream is taken to hash to.
+  EXPECT_EQ(unpack(digest, recorded, true), "");
+  EXPECT_EQ(unpack(digest, diff_id, true), compressed_plain + recorded + ", not the diff_id " +
+                                               diff_id + " the image config lists");
+  EXPECT_FALSE(path_exists(target));
+  // Not asked for (a file not from one's own store): the stream is hashed, the record ignored.
+  EXPECT_EQ(unpack(digest, diff_id, false), "");
+  EXPECT_EQ(unpack(digest, recorded, false), compressed_plain + diff_id + ", not the diff_id " +
+                                                 recorded + " the image config lists");
+  // Bytes changed after the record was made (the file rewritten in place, its attribute
+  // kept; here with another whole layer): the file's own digest refuses them.
+  std::string bytes = slurp(layer("other.layer", {file("a", "another a")}, GetParam()));
+  {
+    UniqueFd fd(::open(l.c_str(), O_WRONLY | O_TRUNC));
+    ASSERT_TRUE(fd.valid());
+    ASSERT_TRUE(write_all(fd.get(), bytes, l).ok());
+  }
+  std::string changed = sha256_digest(bytes);
+  EXPECT_EQ(unpack(digest, recorded, true),
+            "verify " + l + ": the layer file hashes to " + changed + ", not " + digest);
   EXPECT_FALSE(path_exists(target));
 }
 
