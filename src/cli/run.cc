@@ -163,8 +163,11 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
   if (m.any("-i,--interactive"))
     app.add_flag("-i,--interactive", o.interactive, "Keep stdin attached");
   if (m.any("-t,--tty")) app.add_flag("-t,--tty", o.tty, "The workload uses the caller's terminal");
-  if (m.any("--pid-ns"))
-    app.add_flag("--pid-ns", o.pid_namespace, "New PID namespace with a minimal init");
+  if (m.any("--pid-ns,--init"))
+    // Docker's --init (an init as PID 1 that reaps and passes signals on) is what --pid-ns
+    // gives: a container has no PID namespace of its own without it.
+    app.add_flag("--pid-ns,--init", o.pid_namespace,
+                 "New PID namespace with a minimal init as PID 1 (--init: Docker's name)");
   if (m.any("--host-dev"))
     app.add_flag("--host-dev", o.host_dev, "Bind the host's /dev instead of a minimal one");
   if (m.any("--bind-home,!--no-bind-home"))

@@ -559,6 +559,9 @@ def test_pid_namespace_has_an_init_that_reaps(berth, img):
     assert kv(out)["zombies"] == "0"
     rc, _, _ = berth("run", "--rm", "--pid-ns", img, "/probe", "exit", "9", check=False)
     assert rc == 9
+    # Docker's --init: the same init as PID 1.
+    _, out, _ = berth("run", "--rm", "--init", img, "/probe", "pid")
+    assert kv(out)["ppid"] == "1"
 
 
 def test_bind_home(berth, img, identity):
