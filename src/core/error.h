@@ -74,7 +74,7 @@ inline constexpr std::string_view kOpWords[] = {
     "create working directory", "detach old root", "device edit", "drop capability", "engine",
     "env", "find container", "make mounts private", "map subordinate IDs", "name", "oci", "open bind source",
     "open mount", "open mount target", "probe", "read container", "remount read-only", "rm",
-    "rmname", "root emulation", "run", "stop", "system df", "update the loader cache: ldconfig", "user", "volume", "workdir",
+    "rmname", "root emulation", "run", "stop", "system df", "top", "update the loader cache: ldconfig", "user", "volume", "workdir",
     // Devices.
     "--device", "CDI", "CDI spec", "cdi generate", "check requirement", "device", "device node", "gpu info",
     "gpu stats", "read NVML",

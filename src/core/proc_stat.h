@@ -26,6 +26,9 @@ namespace berth {
 struct ProcStat {
   char state = 0;           ///< field 3: 'R', 'S', 'D', 'T', 'Z' (zombie), 'X' (dead), ...
   int64_t ppid = 0;         ///< field 4: the parent's pid; 0 when missing or not a number
+  int64_t tty_nr = 0;       ///< field 7: the controlling terminal's device number; 0 none
+  uint64_t utime = 0;       ///< field 14: user CPU time, clock ticks
+  uint64_t stime = 0;       ///< field 15: system CPU time, clock ticks
   uint64_t start_time = 0;  ///< field 22: clock ticks after boot; 0 when missing or not a number
 
   /// Whether the process has ended: a zombie waiting to be reaped, or dead.
@@ -75,6 +78,15 @@ inline std::optional<ProcStat> parse_proc_stat(std::string_view text) {
         break;
       case 4:
         st.ppid = proc_stat_detail::whole_or<int64_t>(token, 0);
+        break;
+      case 7:
+        st.tty_nr = proc_stat_detail::whole_or<int64_t>(token, 0);
+        break;
+      case 14:
+        st.utime = proc_stat_detail::whole_or<uint64_t>(token, 0);
+        break;
+      case 15:
+        st.stime = proc_stat_detail::whole_or<uint64_t>(token, 0);
         break;
       case 22:
         st.start_time = proc_stat_detail::whole_or<uint64_t>(token, 0);

@@ -287,6 +287,34 @@ def test_restart_stops_a_running_container_and_starts_it_again(berth, img):
     assert rc != 0 and len(err.splitlines()) == 1 and "no-such" in err, err
 
 
+def test_top_lists_the_processes_of_a_running_container(berth, img):
+    """docker top: ps -ef's columns for the workload and everything below it (host PIDs), or
+    --json; a stopped container and ps options are refused in one line."""
+    detach(berth, "--name", "busy-top", img, "/bin/sh", "-c",
+           "sleep 300 & echo ready; wait")
+    try:
+        wait_for(lambda: "ready" in logs(berth, "busy-top"), "the workload to start")
+        _, out, _ = berth("top", "busy-top")
+        lines = out.splitlines()
+        assert lines[0].split() == ["UID", "PID", "PPID", "C", "STIME", "TTY", "TIME", "CMD"]
+        cmds = [line.split(None, 7)[7] for line in lines[1:]]
+        assert any(c.startswith("/bin/sh -c sleep 300") for c in cmds), out
+        assert "sleep 300" in cmds, out
+        rows = json.loads(berth("container", "top", "--json", "busy-top")[1])
+        by_cmd = {r["command"]: r for r in rows}
+        shell = next(r for c, r in by_cmd.items() if c.startswith("/bin/sh"))
+        assert by_cmd["sleep 300"]["ppid"] == shell["pid"], rows
+        assert by_cmd["sleep 300"]["uid"] == berth.identity.uid, rows
+        rc, _, err = berth("top", "busy-top", "aux", check=False)
+        assert rc == 1 and err.splitlines()[0] == (
+            "berth: error: top aux: Berth prints ps -ef's columns and takes no ps options"), err
+    finally:
+        berth("rm", "-f", "busy-top")
+    berth("create", "--name", "idle-top", img)
+    rc, _, err = berth("top", "idle-top", check=False)
+    assert (rc, err) == (1, "berth: error: top idle-top: the container is not running\n"), err
+
+
 def test_start_of_a_created_container_runs_its_image_command(berth, img):
     berth("create", "--name", "fresh", img)
     rc, _, err = berth("wait", "fresh", check=False)

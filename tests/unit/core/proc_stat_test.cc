@@ -32,6 +32,20 @@ TEST(ProcStat, NormalLine) {
   expect_fields(stat_line("bash", 'S', 977, 8812345), 'S', 977, 8812345);
 }
 
+TEST(ProcStat, TerminalAndCpuTimes) {
+  // `berth top`'s fields: tty_nr (7), utime (14), stime (15).
+  auto st = parse_proc_stat(stat_line("sh", 'S', 1, 99));
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->tty_nr, 0);
+  EXPECT_EQ(st->utime, 3u);
+  EXPECT_EQ(st->stime, 1u);
+  st = parse_proc_stat("7 (x) R 1 7 7 34817 -1 0 0 0 0 0 250 50 0 0 20 0 1 0 12");
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->tty_nr, 34817);  // pts/1: major 136, minor 1
+  EXPECT_EQ(st->utime + st->stime, 300u);
+  EXPECT_EQ(st->start_time, 12u);
+}
+
 TEST(ProcStat, CommWithSpacesAndParentheses) {
   // Only the last ')' ends the name; a name that looks like fields must not shift them.
   expect_fields(stat_line("a) (b c) Z 9", 'R', 1, 4242), 'R', 1, 4242);
