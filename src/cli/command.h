@@ -100,6 +100,7 @@ Action setup_stop(CLI::App& app, const GlobalOptions& g);
 Action setup_start(CLI::App& app, const GlobalOptions& g);
 Action setup_restart(CLI::App& app, const GlobalOptions& g);
 Action setup_top(CLI::App& app, const GlobalOptions& g);
+Action setup_cp(CLI::App& app, const GlobalOptions& g);
 Action setup_wait(CLI::App& app, const GlobalOptions& g);
 Action setup_kill(CLI::App& app, const GlobalOptions& g);
 Action setup_exec(CLI::App& app, const GlobalOptions& g);

@@ -157,17 +157,12 @@ void keep_owner(const TreeCopy& tc, int dfd, const char* name, const struct stat
     (void)::fchownat(dfd, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
 }
 
-Status copy_file_at(const TreeCopy& tc, int sfd, int dfd, const char* name, const struct stat& st,
-                    const std::string& path) {
-  UniqueFd in(open_readable_at(sfd, name, st));
-  if (!in.valid()) return sys_error("open", path);
-  UniqueFd out(::openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!out.valid()) return sys_error("create", path);
-  for (off_t left = st.st_size; left > 0;) {
-    ssize_t n =
-        ::copy_file_range(in.get(), nullptr, out.get(), nullptr, static_cast<size_t>(left), 0);
+/// `size` bytes from `in` to `out` (both at their starts), in the kernel where it can.
+Status copy_bytes(int in, int out, off_t size, const std::string& path) {
+  for (off_t left = size; left > 0;) {
+    ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, static_cast<size_t>(left), 0);
     if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL))
-      n = ::sendfile(out.get(), in.get(), nullptr, static_cast<size_t>(left));
+      n = ::sendfile(out, in, nullptr, static_cast<size_t>(left));
     if (n < 0) {
       if (errno == EINTR) continue;
       return sys_error("copy", path);
@@ -175,6 +170,16 @@ Status copy_file_at(const TreeCopy& tc, int sfd, int dfd, const char* name, cons
     if (n == 0) break;  // the file shrank meanwhile
     left -= n;
   }
+  return {};
+}
+
+Status copy_file_at(const TreeCopy& tc, int sfd, int dfd, const char* name, const struct stat& st,
+                    const std::string& path) {
+  UniqueFd in(open_readable_at(sfd, name, st));
+  if (!in.valid()) return sys_error("open", path);
+  UniqueFd out(::openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!out.valid()) return sys_error("create", path);
+  BERTH_CHECK(copy_bytes(in.get(), out.get(), st.st_size, path));
   keep_owner(tc, dfd, name, st);
   if (::fchmod(out.get(), st.st_mode & 07777) != 0) return sys_error("chmod", path);
   struct timespec ts[2] = {st.st_atim, st.st_mtim};
@@ -233,6 +238,46 @@ Status copy_dir(TreeCopy& tc, int sfd, int dfd, const std::string& path, const s
 }
 
 }  // namespace
+
+Status copy_entry_at(int sfd, const char* name, int dfd, const char* dname, const std::string& from,
+                     const std::string& to) {
+  struct stat st;
+  if (::fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return sys_error("stat", from);
+  TreeCopy tc;
+  if (S_ISDIR(st.st_mode)) {
+    if (::mkdirat(dfd, dname, 0700) != 0) return sys_error("mkdir", to);
+    UniqueFd s(::openat(sfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd t(::openat(dfd, dname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!s.valid()) return sys_error("open", from);
+    if (!t.valid()) return sys_error("open", to);
+    // Hard links inside the copy are made through the new folder's descriptor: its path may
+    // lie where a symlink of another tree could redirect a path name.
+    BERTH_CHECK(copy_dir(tc, s.get(), t.get(), from, "/proc/self/fd/" + std::to_string(t.get())));
+    if (::fchmod(t.get(), st.st_mode & 07777) != 0) return sys_error("chmod", to);
+    struct timespec ts[2] = {st.st_atim, st.st_mtim};
+    (void)::futimens(t.get(), ts);  // times are cosmetic
+    return {};
+  }
+  if (S_ISLNK(st.st_mode)) {
+    std::string target(static_cast<size_t>(st.st_size) + 1, '\0');
+    ssize_t len = ::readlinkat(sfd, name, target.data(), target.size());
+    if (len < 0) return sys_error("readlink", from);
+    target.resize(static_cast<size_t>(len));
+    if (::symlinkat(target.c_str(), dfd, dname) != 0) return sys_error("symlink", to);
+    return {};
+  }
+  if (!S_ISREG(st.st_mode))
+    return make_error("copy", from, "not a regular file, folder or symbolic link");
+  UniqueFd in(open_readable_at(sfd, name, st));
+  if (!in.valid()) return sys_error("open", from);
+  UniqueFd out(::openat(dfd, dname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!out.valid()) return sys_error("create", to);
+  BERTH_CHECK(copy_bytes(in.get(), out.get(), st.st_size, from));
+  if (::fchmod(out.get(), st.st_mode & 07777) != 0) return sys_error("chmod", to);
+  struct timespec ts[2] = {st.st_atim, st.st_mtim};
+  (void)::futimens(out.get(), ts);
+  return {};
+}
 
 Status copy_tree(const std::string& from, const std::string& to) {
   UniqueFd src = BERTH_TRY(open_file(from, O_RDONLY | O_DIRECTORY));

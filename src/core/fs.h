@@ -67,6 +67,12 @@ int open_readable_at(int dirfd, const char* name, const struct stat& st);
 /// FIFOs, with modes and times; owners are not changed. Device nodes and sockets are left
 /// out. On failure the partial copy is removed.
 Status copy_tree(const std::string& from, const std::string& to);
+/// Copies entry `name` of the folder open at `sfd` (a file, a folder and everything in it, or
+/// a symlink, never followed) to `dname` in the folder open at `dfd`, which must not exist:
+/// modes and times kept, owners not (the copy is the caller's). `from`/`to` name the two in
+/// errors. A partial copy is left for the caller to remove.
+Status copy_entry_at(int sfd, const char* name, int dfd, const char* dname, const std::string& from,
+                     const std::string& to);
 /// The bytes the regular files at or under `path` hold (st_size, the apparent size, as
 /// `du -b` counts file contents), each hard-linked file once; symlinks are not followed.
 /// Best effort: a missing path, or a folder that cannot be read, counts as what it shows.

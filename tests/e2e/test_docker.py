@@ -315,6 +315,49 @@ def test_top_lists_the_processes_of_a_running_container(berth, img):
     assert (rc, err) == (1, "berth: error: top idle-top: the container is not running\n"), err
 
 
+def test_cp_copies_both_ways_inside_the_root(berth, img):
+    """docker cp, both ways, as the user: a file, a folder into a folder (merged), SRC/. for
+    contents, onto a new name; the container's paths resolve inside its root, so an image
+    symlink to / cannot lead a copy to the host's files."""
+    berth("create", "--name", "cpbox", img, "/bin/true")
+    work = berth.make_dir("cp")
+    host_file = berth.identity.write_file(os.path.join(work, "note.txt"), "from the host\n")
+    tree = os.path.join(work, "tree")
+    berth.identity.write_file(os.path.join(tree, "a", "one"), "1\n")
+    berth.identity.write_file(os.path.join(tree, "two"), "2\n")
+    os.symlink("two", os.path.join(tree, "link"))
+    rc, _, err = berth("cp", host_file, "cpbox:/no-such/", check=False)
+    assert rc == 1 and "no such folder (a path ending in / names one)" in err, err
+    berth("cp", tree, "cpbox:/srv-copy")
+    berth("cp", host_file, "cpbox:/srv-copy/")
+    berth("cp", tree + "/.", "cpbox:/data")
+    berth("cp", tree + "/.", "cpbox:/srv-copy/a")  # merged into the folder there
+    run = lambda cmd: berth("run", "cpbox", "/bin/sh", "-c", cmd)[1]  # noqa: E731
+    assert run("cat /srv-copy/note.txt /srv-copy/a/one /data/two /srv-copy/a/two; "
+               "readlink /srv-copy/link") == "from the host\n1\n2\n2\ntwo\n"
+    # Out again: into a folder under its own name, and onto a new name.
+    out = berth.make_dir("out")
+    berth("cp", "cpbox:/srv-copy", out)
+    berth("container", "cp", "cpbox:srv-copy/note.txt", os.path.join(out, "renamed.txt"))
+    assert open(os.path.join(out, "srv-copy", "a", "one")).read() == "1\n"
+    assert os.readlink(os.path.join(out, "srv-copy", "link")) == "two"
+    assert open(os.path.join(out, "renamed.txt")).read() == "from the host\n"
+    assert os.stat(os.path.join(out, "renamed.txt")).st_uid == berth.identity.uid
+    # A symlink of the image pointing at / stays inside the root.
+    run("ln -s / /escape && mkdir -p /etc/berth-cp && echo inside > /etc/berth-cp/f")
+    berth("cp", "cpbox:/escape/etc/berth-cp/f", os.path.join(out, "f"))
+    assert open(os.path.join(out, "f")).read() == "inside\n"
+    rc, _, err = berth("cp", host_file, "cpbox:/escape/nonexistent-dir/x", check=False)
+    assert rc == 1 and len(err.splitlines()) == 1 and "No such file" in err, err
+    assert not os.path.exists("/nonexistent-dir")
+    for args, why in (((host_file, out), "one side must be CONTAINER:PATH and the other a host "
+                       "path"),
+                      (("cpbox:/srv-copy", host_file), "a folder cannot replace the file")):
+        rc, _, err = berth("cp", *args, check=False)
+        assert rc == 1 and why in err.splitlines()[0], err
+    berth("rm", "cpbox")
+
+
 def test_start_of_a_created_container_runs_its_image_command(berth, img):
     berth("create", "--name", "fresh", img)
     rc, _, err = berth("wait", "fresh", check=False)
