@@ -73,8 +73,14 @@ bool is_squashfs_file_argument(const std::string& what) {
 Result<ContainerRecord> create_from_image(const GlobalOptions& g, ContainerStore& cs,
                                           const std::string& what, const std::string& name, Op op,
                                           const std::vector<std::string>& command,
-                                          const std::string& pull) {
+                                          const std::string& pull, const std::string& platform) {
+  std::optional<Platform> want;
+  if (!platform.empty())
+    want = BERTH_TRY(parse_platform(platform).with_context(std::string(op.word())));
   if (is_squashfs_file_argument(what)) {
+    if (want)
+      return make_error(op, "--platform " + platform,
+                        "a squashfs file holds one tree: there is no platform to choose");
     // A single-file image: extracted into the container (nothing to pull, no store image).
     char real[PATH_MAX];
     if (::realpath(what.c_str(), real) == nullptr) return sys_error("open", what);
@@ -83,12 +89,20 @@ Result<ContainerRecord> create_from_image(const GlobalOptions& g, ContainerStore
   Store store = BERTH_TRY(open_store(g));
   auto image = store.find_image(what);
   if (!image.ok() && image.error().code != ErrorCode::kNotFound) return std::move(image).error();
+  // --platform: a stored image of another platform is not the one asked for.
+  const bool other_platform = image.ok() && want && !platform_matches(*want, image->platform);
+  if (other_platform && pull == "never")
+    return make_error("find image", what,
+                      "the stored image is for " + image->platform.str() + ", not " + want->str() +
+                          ", and --pull never",
+                      ErrorCode::kNotFound)
+        .with_hint("berth pull --platform " + want->str() + " " + what);
   if (!image.ok() && pull == "never")
     return make_error("find image", what, "not in the store, and --pull never",
                       ErrorCode::kNotFound)
         .with_hint("berth pull " + what);
-  if (image.ok() && pull == "always") {
-    PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet, false));
+  if (image.ok() && (pull == "always" || other_platform)) {
+    PullResult pulled = BERTH_TRY(pull_reference(g, what, platform, !g.quiet, false));
     image = std::move(pulled.record);
   } else if (!image.ok()) {
     // As Docker does: an image that is not here is pulled first (progress and this line go to
@@ -97,7 +111,7 @@ Result<ContainerRecord> create_from_image(const GlobalOptions& g, ContainerStore
     std::fflush(stderr);
     // A container needs layers, whatever store_format says (a squashed image runs as it is,
     // without a container: cli/run.cc).
-    PullResult pulled = BERTH_TRY(pull_reference(g, what, "", !g.quiet, false));
+    PullResult pulled = BERTH_TRY(pull_reference(g, what, platform, !g.quiet, false));
     image = std::move(pulled.record);
   } else {
     // Stored before the policy changed, maybe: a registry it no longer allows is refused.
@@ -105,6 +119,12 @@ Result<ContainerRecord> create_from_image(const GlobalOptions& g, ContainerStore
     BERTH_CHECK(
         check_stored_image_allowed(site, *image).with_context(std::string(op.word()) + " " + what));
   }
+  if (want && !platform_matches(host_platform(), image->platform))
+    // Docker's warning: the kernel may still run it (binfmt_misc and an emulator).
+    std::fprintf(stderr,
+                 "WARNING: The requested image's platform (%s) does not match the detected host "
+                 "platform (%s)\n",
+                 image->platform.str().c_str(), host_platform().str().c_str());
   // Its layers are gone; unpacking the squashfs file instead would keep two copies.
   if (image->squashed()) return squashed_image_error("create", *image);
   return cs.create(store, *image, name, command);

@@ -30,9 +30,13 @@ bool is_squashfs_file_argument(const std::string& what);
 /// image first as `pull` says: "missing" when it is not in the store, "always" even when it is
 /// (the registry's newer image then), "never" not at all. `op` (run, create) names the command
 /// in a refusal. A squashfs file `what` is extracted into the container (image/unsquash.h).
+/// `platform` (--platform os/arch[/variant], "" none): a stored image of another platform is
+/// pulled again for this one (unless `pull` is "never": refused), an image the registry has
+/// not for it is refused (image/pull.h), and one that is not this host's is warned about.
 Result<ContainerRecord> create_from_image(const GlobalOptions& g, ContainerStore& cs,
                                           const std::string& what, const std::string& name, Op op,
                                           const std::vector<std::string>& command = {},
-                                          const std::string& pull = "missing");
+                                          const std::string& pull = "missing",
+                                          const std::string& platform = "");
 
 }  // namespace berth::cli

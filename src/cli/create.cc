@@ -14,12 +14,17 @@ Action setup_create(CLI::App& app, const GlobalOptions& g) {
     RunOptions run;
     std::string name;
     std::string pull = "missing";
+    std::string platform;
   };
   auto o = std::make_shared<Opts>();
   // Docker's create takes run's options; `berth start` runs with them (cli/lifecycle.cc).
   add_run_options(app, o->run, o->name, g.mentioned);
   if (g.mentioned.any("--pull"))
     app.add_option("--pull", o->pull, "Pull the image: always, missing (default) or never");
+  if (g.mentioned.any("--platform"))
+    app.add_option("--platform", o->platform,
+                   "The image's platform, os/arch[/variant]: pulled for it when the stored one "
+                   "is another");
   return [o, &g, &app]() -> Status {
     set_exit_status(kExitBerthFailed);
     const std::string& name = o->name;
@@ -37,8 +42,8 @@ Action setup_create(CLI::App& app, const GlobalOptions& g) {
     BERTH_CHECK(resolve_typed_options(o->run, host_env));
     nlohmann::json options = options_record(o->run, given_run_options(app), host_env);
     const auto labels = BERTH_TRY(parse_labels(o->run.labels));
-    ContainerRecord c =
-        BERTH_TRY(create_from_image(g, cs, rest.front(), name, "create", command, o->pull));
+    ContainerRecord c = BERTH_TRY(
+        create_from_image(g, cs, rest.front(), name, "create", command, o->pull, o->platform));
     if (!options.empty()) BERTH_CHECK(cs.set_run_options(c, options));
     BERTH_CHECK(cs.add_labels(c, labels));
     std::printf("%s\n", c.id.c_str());

@@ -573,8 +573,12 @@ Status do_run(const GlobalOptions& g, RunRequest req, bool* monitor) {
   // grows with the store) and no probe of its run lock (taken just below).
   const auto detail = req.remove ? ContainerStore::Detail::kFull : ContainerStore::Detail::kRecord;
   auto existing = cs.find(what, detail);
-  if (!existing.ok() && !squashfs_container) {
-    // No container of that name: a squashed image runs as it is, without one.
+  if (existing.ok() && !req.platform.empty())
+    return make_error("run", "--platform " + req.platform,
+                      "--platform chooses the image of a new container, not an existing one");
+  if (!existing.ok() && !squashfs_container && req.platform.empty()) {
+    // No container of that name: a squashed image runs as it is, without one (with
+    // --platform, the image of that platform is pulled as layers for a container).
     std::optional<SquashfsFile> image = BERTH_TRY(find_squashed_image(g, what));
     if (image) {
       BERTH_CHECK(no_labels("a squashed image run in place"));
@@ -587,8 +591,9 @@ Status do_run(const GlobalOptions& g, RunRequest req, bool* monitor) {
     return make_error("run", what, "--name applies to a new container, not to an existing one");
   if (existing.ok()) BERTH_CHECK(no_labels("an existing one"));
   const ContainerRecord c =
-      existing.ok() ? std::move(existing).value()
-                    : BERTH_TRY(create_from_image(g, cs, what, req.name, "run", {}, req.pull));
+      existing.ok()
+          ? std::move(existing).value()
+          : BERTH_TRY(create_from_image(g, cs, what, req.name, "run", {}, req.pull, req.platform));
   if (!existing.ok()) BERTH_CHECK(cs.add_labels(c, labels));
   // `berth setup --gpus` (udocker's `setup --nvidia`): the container's GPUs unless --gpus (or
   // the site's default gpus, applied above) says otherwise.
@@ -689,6 +694,10 @@ Action setup_run(CLI::App& app, const GlobalOptions& g) {
                  "Run in the background under a small monitor; print the container ID");
   if (m.any("--pull"))
     app.add_option("--pull", req.pull, "Pull the image: always, missing (default) or never");
+  if (m.any("--platform"))
+    app.add_option("--platform", req.platform,
+                   "The image's platform, os/arch[/variant]: pulled for it when the stored one "
+                   "is another");
   if (m.any("--network,--net"))
     app.add_option("--network,--net", o->network,
                    "host (default: the host's network) or none (a network namespace with only lo)");

@@ -29,6 +29,7 @@ struct RunRequest {
   std::vector<std::string> rest;
   Detach detach = Detach::kNo;
   std::string pull = "missing";  ///< --pull: always | missing | never (container_target.h)
+  std::string platform;          ///< --platform os/arch[/variant] of the image; "" the host's
 };
 
 /// Declares the run options the command line mentions (MentionedOptions), for run and create.

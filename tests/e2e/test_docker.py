@@ -358,6 +358,40 @@ def test_cp_copies_both_ways_inside_the_root(berth, img):
     berth("rm", "cpbox")
 
 
+def test_platform_picks_the_image_of_that_platform(berth, registry):
+    """run/create --platform: the index's image for it (pulled again when the stored one is
+    another), Docker's warning when it is not the host's, and refusals in one line for a
+    platform the registry lacks, --pull never with another stored, an existing container."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("the images are amd64's busybox labelled for two platforms")
+    def image(arch: str):
+        return imagelib.make_image(
+            [imagelib.busybox_layer(), imagelib.Layer([imagelib.File("arch", f"{arch}\n".encode())])],
+            platform=f"linux/{arch}", label=arch)
+
+    pusher = registry.pusher()
+    pusher.push_index("platforms/multi", "v1", [image("arm64"), image("amd64")])
+    ref = f"{registry.host}/platforms/multi:v1"
+    assert berth("run", "--rm", ref, "/bin/cat", "/arch")[1] == "amd64\n"
+    rc, _, err = berth("run", "--rm", "--pull", "never", "--platform", "linux/arm64", ref,
+                       "/bin/true", check=False)
+    assert rc == 125 and err.splitlines()[0] == (
+        f"berth: error: find image {ref}: the stored image is for linux/amd64, not "
+        "linux/arm64, and --pull never"), err
+    # The amd64 binaries of this "arm64" image run here: what is checked is the choice.
+    rc, out, err = berth("run", "--rm", "--platform", "linux/arm64", ref, "/bin/cat", "/arch")
+    assert (rc, out) == (0, "arm64\n"), err
+    assert ("WARNING: The requested image's platform (linux/arm64) does not match the detected "
+            "host platform (linux/amd64)\n") in err, err
+    assert berth.json("inspect", ref)["platform"]["architecture"] == "arm64"
+    rc, _, err = berth("create", "--platform", "linux/s390x", ref, check=False)
+    assert rc != 0 and len(err.splitlines()) == 1 and "linux/s390x" in err, err
+    berth("create", "--name", "plat", "--platform", "linux/amd64", ref, "/bin/cat", "/arch")
+    assert berth("run", "plat")[1] == "amd64\n"
+    rc, _, err = berth("run", "--platform", "linux/amd64", "plat", check=False)
+    assert rc == 125 and "not an existing one" in err, err
+
+
 def test_start_of_a_created_container_runs_its_image_command(berth, img):
     berth("create", "--name", "fresh", img)
     rc, _, err = berth("wait", "fresh", check=False)
