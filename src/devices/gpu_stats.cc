@@ -44,9 +44,19 @@ json window_json(const std::optional<WindowStats>& w) {
   return {{"min", w->min}, {"mean", w->mean}, {"max", w->max}};
 }
 
+/// `x` rounded to the nearest integer, halves away from zero, as std::round: which is the one
+/// libm function berth would call, and loading libm costs every container start about 60 us
+/// (bench/results/start.md). Exact: below 2^52 the fraction `x - t` has no rounding error.
+double round_half_away(double x) {
+  if (!(std::fabs(x) < 4503599627370496.0)) return x;  // integral already, or NaN or infinite
+  double t = static_cast<double>(static_cast<int64_t>(x));
+  if (std::fabs(x - t) >= 0.5) t += x < 0 ? -1 : 1;
+  return t;
+}
+
 /// "37", "30.3": a number to 0.1, without a needless ".0".
 std::string num(double v) {
-  return fmt::format("{:g}", std::round(v * 10) / 10);
+  return fmt::format("{:g}", round_half_away(v * 10) / 10);
 }
 
 struct Window {
@@ -99,7 +109,7 @@ std::optional<WindowStats> window_of(const std::vector<std::optional<double>>& v
     ++n;
   }
   // To 0.001 (power has mW in it), kept within [min, max] against rounding.
-  if (w) w->mean = std::clamp(std::round(sum / n * 1000) / 1000, w->min, w->max);
+  if (w) w->mean = std::clamp(round_half_away(sum / n * 1000) / 1000, w->min, w->max);
   return w;
 }
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -646,3 +647,22 @@ def test_tty_without_a_terminal_is_refused(berth, img):
     assert (rc, out) == (1, "")  # as docker run exits for it
     assert err == ("berth: error: run -t: no terminal to hand to the container\n"
                    "berth: hint: run from a terminal, or leave out -t\n")
+
+
+# --- start-up ------------------------------------------------------------------------
+
+
+def test_a_run_loads_no_library_but_libc(berth, img):
+    """Each library the loader maps costs every container start (bench/start): libcurl,
+    libarchive and libcrypto wait for their first use, the C++ runtime is linked in, and
+    nothing of berth calls libm (before: loaded at every start, about 60 us)."""
+    berth("create", "--name", "start-libs", img)
+    _, out, err = berth("run", "start-libs", "/probe", "id", env={"LD_DEBUG": "files"})
+    assert kv(out)["uid"] == "0"
+    # The loader's lines for what berth itself needs or dlopens (not for setpriv, which
+    # the test user's prefix may be).
+    loaded = set(re.findall(r"file=(\S+) \[0\];  (?:needed|dynamically loaded) by " +
+                            re.escape(berth.binary) + r" ", err))
+    if any(name.startswith(("libasan", "libubsan", "libtsan")) for name in loaded):
+        pytest.skip("a sanitizer build loads its runtimes")
+    assert loaded == {"libc.so.6"}, err
