@@ -107,12 +107,12 @@ def test_ps_filters_and_the_last_created(berth, img):
         _, out, _ = berth("ps", "-q", "-a", "-f", "name=alpha-1")
         assert out == ids["alpha-1"][:12] + "\n"
         assert [c["name"] for c in berth.json("ps", "--json", "-f", "name=beta")] == ["beta-1"]
-        for bad, why in (("colour=red", "unknown filter 'colour': Berth filters on name, id and "
-                                        "status"),
+        for bad, why in (("colour=red", "unknown filter 'colour': Berth filters on name, id, "
+                                        "status and label"),
                          ("status=paused", "status 'paused': a status is created, running or "
                                            "exited (a rootless container is never paused, "
                                            "restarting or dead)"),
-                         ("name", "expected KEY=VALUE (name, id or status), not 'name'")):
+                         ("name", "expected KEY=VALUE (name, id, status or label), not 'name'")):
             rc, _, err = berth("ps", "-f", bad, check=False)
             assert (rc, err) == (125, f"berth: error: --filter: {why}\n"
                                       "berth: hint: see 'berth ps --help'\n")
