@@ -59,7 +59,7 @@ struct JobRecord {
   std::string vo;
 };
 
-/// The job database; one connection, used under a lock by the server's threads.
+/// The job database; one connection, used under one lock (mu_) by the server's threads.
 class JobsDb {
  public:
   /// Opens (creating when missing) the database at `path`, in WAL mode with full syncs.
