@@ -1,5 +1,7 @@
 #include "core/json.h"
 
+#include <charconv>
+
 namespace berth {
 
 namespace {
@@ -56,6 +58,28 @@ nlohmann::json parse_json_or_discarded(std::string_view text, size_t max_bytes) 
   if (!limit_problem(text, max_bytes).empty())
     return nlohmann::json(nlohmann::json::value_t::discarded);
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  // Printable ASCII but the quote and the backslash is written as it is; any other byte (a
+  // control character, UTF-8, an invalid byte) leaves the string to nlohmann's writer, so that
+  // escapes and replacements are to_text()'s own.
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u > 0x7e || c == '"' || c == '\\') {
+      out += to_text(nlohmann::json(std::string(s)));
+      return;
+    }
+  }
+  out.push_back('"');
+  out.append(s);
+  out.push_back('"');
+}
+
+void append_json_number(std::string& out, int64_t v) {
+  char buf[24];
+  auto end = std::to_chars(buf, buf + sizeof(buf), v).ptr;
+  out.append(buf, end);
 }
 
 std::string string_field(const nlohmann::json& j, const char* key) {

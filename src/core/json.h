@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -42,6 +43,12 @@ std::string json_error_text(const std::exception& e);
 std::string to_text(const nlohmann::json& j, int indent = -1);
 /// The same for a document that keeps its keys in insertion order.
 std::string to_text(const nlohmann::ordered_json& j, int indent = -1);
+
+/// Appends `s` as a JSON string, quoted, with exactly the bytes to_text() writes for it: for a
+/// writer of text too hot to build a value first (berthd's job lists).
+void append_json_string(std::string& out, std::string_view s);
+/// Appends `v` as a JSON number, as to_text() writes it.
+void append_json_number(std::string& out, int64_t v);
 
 /// The string at j[key], or "" when `j` is not an object, or the key is absent or not a string.
 std::string string_field(const nlohmann::json& j, const char* key);

@@ -181,6 +181,7 @@ Fetcher http_fetcher() {
 Status KeyCache::refresh(const std::string& issuer, Entry& e, int64_t now) {
   e.fetched_at = now;
   ++e.fetches;
+  generation_.fetch_add(1, std::memory_order_acq_rel);
   std::string base = issuer;
   while (!base.empty() && base.back() == '/') base.pop_back();
   std::string discovery_url = base + "/.well-known/openid-configuration";
@@ -302,7 +303,39 @@ Result<Account> map_identity(const nlohmann::json& claims, const IssuerConfig& i
   return a;
 }
 
+std::shared_ptr<const nlohmann::json> VerifiedTokens::find(const std::string& token, int64_t now,
+                                                           uint64_t generation) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(token);
+  if (it == entries_.end()) return nullptr;
+  const Entry& e = it->second;
+  if (e.generation != generation || now < e.verified_at || now > e.until) return nullptr;
+  return e.claims;
+}
+
+void VerifiedTokens::keep(const std::string& token, std::shared_ptr<const nlohmann::json> claims,
+                          int64_t now, int64_t until, uint64_t generation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (entries_.size() >= kMaxEntries) {
+    std::erase_if(entries_, [&](const auto& kv) {
+      return now > kv.second.until || kv.second.generation != generation;
+    });
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+  }
+  entries_[token] = Entry{std::move(claims), now, until, generation};
+}
+
 Result<nlohmann::json> Authenticator::verify(const std::string& token, int64_t now) {
+  std::shared_ptr<const nlohmann::json> claims = BERTH_TRY(verified(token, now));
+  return *claims;
+}
+
+Result<std::shared_ptr<const nlohmann::json>> Authenticator::verified(const std::string& token,
+                                                                      int64_t now) {
+  // The generation is read before the keys: a fetch during the check makes the entry stale
+  // at once rather than letting it outlive the keys it was checked with.
+  uint64_t generation = keys_.generation();
+  if (auto kept = verified_.find(token, now, generation)) return kept;
   Jws jws = BERTH_TRY(parse_jws(token));
   std::string iss = string_field(jws.payload, "iss");
   const IssuerConfig* issuer = config_.find_issuer(iss);
@@ -316,7 +349,11 @@ Result<nlohmann::json> Authenticator::verify(const std::string& token, int64_t n
   BERTH_CHECK(check_claims(
       jws.payload, {issuer->issuer, issuer->audience, issuer->required_scope, config_.leeway_s},
       now));
-  return std::move(jws.payload);
+  int64_t exp = 0;
+  (void)numeric_date(jws.payload, "exp", exp);  // deliberate: check_claims() required it
+  auto claims = std::make_shared<const nlohmann::json>(std::move(jws.payload));
+  verified_.keep(token, claims, now, exp + config_.leeway_s, generation);
+  return claims;
 }
 
 std::variant<Account, AuthFailure> Authenticator::authenticate(const std::string& authorization,
@@ -328,12 +365,15 @@ std::variant<Account, AuthFailure> Authenticator::authenticate(const std::string
   if (scheme != kScheme) return AuthFailure{401, "the Authorization header is not a bearer token"};
   std::string token = authorization.substr(kScheme.size());
   while (!token.empty() && token.front() == ' ') token.erase(0, 1);
-  auto claims = verify(token, now);
+  auto claims = verified(token, now);
   if (!claims.ok()) return AuthFailure{401, claims.error().detail};
-  const IssuerConfig* issuer = config_.find_issuer(string_field(*claims, "iss"));
-  auto account = map_identity(*claims, *issuer, config_, lookup_, services_);
+  const nlohmann::json& c = **claims;
+  // The account is looked up again for every request, cached token or not: a user removed
+  // from the system, or a changed [accounts] rule, takes effect at once.
+  const IssuerConfig* issuer = config_.find_issuer(string_field(c, "iss"));
+  auto account = map_identity(c, *issuer, config_, lookup_, services_);
   if (!account.ok())
-    return AuthFailure{403, account.error().detail, issuer->issuer, string_field(*claims, "sub")};
+    return AuthFailure{403, account.error().detail, issuer->issuer, string_field(c, "sub")};
   return std::move(*account);
 }
 

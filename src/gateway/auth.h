@@ -11,12 +11,15 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -43,6 +46,9 @@ class KeyCache {
   Result<Jwk> key(const std::string& issuer, const std::string& kid, int64_t now);
   /// How many times the JWKS of `issuer` has been fetched (for tests and metrics).
   int fetches(const std::string& issuer) const;
+  /// How many JWKS fetches of any issuer have been tried: a verdict reached with the keys of
+  /// an earlier count may rest on a key since withdrawn.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
   struct Entry {
@@ -57,6 +63,35 @@ class KeyCache {
   int64_t min_refresh_s_;
   mutable std::mutex mu_;  // held across a fetch: one fetch per issuer at a time
   std::map<std::string, Entry> entries_;
+  std::atomic<uint64_t> generation_{0};
+};
+
+/// Tokens already verified, by their exact bytes, each with its claims: a client sends the same
+/// token with every request until it expires, and checking its signature each time was most of
+/// the cost of a token. Safe because a token's bytes fix everything the check reads but the
+/// time and the issuer's keys: an entry is used only while the token's exp (with the leeway)
+/// has not passed and the clock has not gone back since it was verified (nbf held then, so it
+/// holds later), and only while no JWKS has been fetched since (a withdrawn key fails again).
+/// Refusals are never kept. Bounded: full, it drops the expired entries, else all of them.
+class VerifiedTokens {
+ public:
+  /// The claims of `token` verified at or before `now` with keys of `generation`, or null.
+  std::shared_ptr<const nlohmann::json> find(const std::string& token, int64_t now,
+                                             uint64_t generation) const;
+  /// Keeps `claims`, verified at `now` with keys of `generation`, until `until` (exp + leeway).
+  void keep(const std::string& token, std::shared_ptr<const nlohmann::json> claims, int64_t now,
+            int64_t until, uint64_t generation);
+
+  static constexpr size_t kMaxEntries = 4096;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const nlohmann::json> claims;
+    int64_t verified_at = 0, until = 0;
+    uint64_t generation = 0;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, Entry> entries_;
 };
 
 /// The local account an identity runs as, and what the gateway knows of it.
@@ -132,8 +167,12 @@ class Authenticator {
   KeyCache& keys() { return keys_; }
 
  private:
+  /// verify()'s claims, from verified_ when the token is there (VerifiedTokens says when).
+  Result<std::shared_ptr<const nlohmann::json>> verified(const std::string& token, int64_t now);
+
   const GatewayConfig& config_;
   KeyCache keys_;
+  VerifiedTokens verified_;
   UserLookup lookup_;
   ServiceAccounts services_;
 };

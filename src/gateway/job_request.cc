@@ -204,50 +204,108 @@ SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comm
   return s;
 }
 
-nlohmann::json job_json(const JobRecord& j) {
+namespace {
+
+/// The reason a job's answer gives: Slurm's, except for a job Slurm ended at its time limit,
+/// whose reason ("TimeLimit") becomes the limit that cut it.
+std::string shown_reason(const JobRecord& j) {
+  if (j.state != JobState::kTimeout || j.time_limit_s <= 0) return j.reason;
+  std::string limit = std::to_string(j.time_limit_s) + " s";
+  if (j.time_limit_from == "request") return "cut at the walltime it asked for, " + limit;
+  if (j.time_limit_from == "cloud_max_walltime_s")
+    return "cut at the cloud walltime cap, " + limit + " (cloud_max_walltime_s)";
+  if (!j.time_limit_from.empty())
+    return "cut at the walltime cap, " + limit + " (" + j.time_limit_from + ")";
+  return j.reason;
+}
+
+}  // namespace
+
+void append_job_text(std::string& out, const JobRecord& j) {
   auto request = read_stored_request(j.request);
-  nlohmann::json out = {{"id", std::to_string(j.id)},
-                        {"state", j.state},
-                        {"reason", j.reason},
-                        {"owner", j.owner},
-                        {"slurm_job_id", j.slurm_job_id},
-                        {"nodes", j.nodes},
-                        {"created_at", j.created_at},
-                        {"updated_at", j.updated_at},
-                        {"exit_code", nullptr},
-                        {"start_time", nullptr},
-                        {"end_time", nullptr},
-                        {"gpus_allocated", j.gpus},
-                        {"gres_detail", j.gres_detail}};
-  if (j.exit_code) out["exit_code"] = *j.exit_code;
-  if (j.start_time > 0) out["start_time"] = j.start_time;
-  if (j.end_time > 0) out["end_time"] = j.end_time;
-  out["class"] = "batch";
-  if (request.ok()) {
-    out["name"] = request->name;
-    out["image"] = request->image;
-    out["class"] = request->job_class;
-    if (!request->gpu_model.empty()) out["gpu_model"] = request->gpu_model;
-    // A GPU share: the fraction asked for, and the GRES it became in Slurm.
-    if (request->gpu_share > 0) {
-      out["gpu_share"] = request->gpu_share;
-      out["gres"] = j.gres;
-    }
+  const JobRequest* r = request.ok() ? &*request : nullptr;
+  // The keys in byte order, as nlohmann::json (a std::map) writes them: the text is the one
+  // berthd wrote when it built the answer as a JSON value first.
+  char sep = '{';
+  auto key = [&](std::string_view name) {
+    out.push_back(sep);
+    sep = ',';
+    out.push_back('"');
+    out.append(name);
+    out.append("\":");
+  };
+  auto number_or_null = [&](std::string_view name, bool set, int64_t v) {
+    key(name);
+    if (set)
+      append_json_number(out, v);
+    else
+      out.append("null");
+  };
+  key("class");
+  append_json_string(out, r != nullptr ? r->job_class : "batch");
+  key("created_at");
+  append_json_number(out, j.created_at);
+  number_or_null("end_time", j.end_time > 0, j.end_time);
+  number_or_null("exit_code", j.exit_code.has_value(), j.exit_code.value_or(0));
+  if (r != nullptr && !r->gpu_model.empty()) {
+    key("gpu_model");
+    append_json_string(out, r->gpu_model);
   }
-  out["walltime_s"] = j.time_limit_s;
-  if (!j.vo.empty()) out["group"] = j.vo;
-  // Slurm's own reason for a job it ended at its time limit is "TimeLimit"; the answer says
-  // which limit that was.
-  if (j.state == JobState::kTimeout && j.time_limit_s > 0) {
-    std::string limit = std::to_string(j.time_limit_s) + " s";
-    if (j.time_limit_from == "request")
-      out["reason"] = "cut at the walltime it asked for, " + limit;
-    else if (j.time_limit_from == "cloud_max_walltime_s")
-      out["reason"] = "cut at the cloud walltime cap, " + limit + " (cloud_max_walltime_s)";
-    else if (!j.time_limit_from.empty())
-      out["reason"] = "cut at the walltime cap, " + limit + " (" + j.time_limit_from + ")";
+  // A GPU share: the fraction asked for, and the GRES it became in Slurm.
+  bool share = r != nullptr && r->gpu_share > 0;
+  if (share) {
+    key("gpu_share");
+    out += to_text(nlohmann::json(r->gpu_share));  // a double as nlohmann writes one
   }
-  return out;
+  key("gpus_allocated");
+  append_json_number(out, j.gpus);
+  if (share) {
+    key("gres");
+    append_json_string(out, j.gres);
+  }
+  key("gres_detail");
+  out.push_back('[');
+  for (size_t i = 0; i < j.gres_detail.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    append_json_string(out, j.gres_detail[i]);
+  }
+  out.push_back(']');
+  if (!j.vo.empty()) {
+    key("group");
+    append_json_string(out, j.vo);
+  }
+  key("id");
+  out.push_back('"');
+  append_json_number(out, j.id);
+  out.push_back('"');
+  if (r != nullptr) {
+    key("image");
+    append_json_string(out, r->image);
+    key("name");
+    append_json_string(out, r->name);
+  }
+  key("nodes");
+  append_json_string(out, j.nodes);
+  key("owner");
+  append_json_string(out, j.owner);
+  key("reason");
+  append_json_string(out, shown_reason(j));
+  key("slurm_job_id");
+  append_json_number(out, j.slurm_job_id);
+  number_or_null("start_time", j.start_time > 0, j.start_time);
+  key("state");
+  append_json_string(out, job_state_name(j.state));
+  key("updated_at");
+  append_json_number(out, j.updated_at);
+  key("walltime_s");
+  append_json_number(out, j.time_limit_s);
+  out.push_back('}');
+}
+
+nlohmann::json job_json(const JobRecord& j) {
+  std::string text;
+  append_job_text(text, j);
+  return parse_json_or_discarded(text);
 }
 
 }  // namespace berth::gateway

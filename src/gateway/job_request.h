@@ -72,8 +72,12 @@ std::string share_gres(double x, const ShareConfig& share);
 SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comment,
                         const SlurmConfig& slurm, const std::string& output_stem = "");
 
-/// A job as the API shows it. A job Slurm ended at its time limit (TIMEOUT) says so in its
-/// reason, naming the cap that set the limit when one did.
+/// Appends job `j` as the API shows it, as one line of JSON text. A job Slurm ended at its time
+/// limit (TIMEOUT) says so in its reason, naming the cap that set the limit when one did.
+/// Written straight to text, without a JSON value: GET /v1/jobs writes up to 1000 per request.
+void append_job_text(std::string& out, const JobRecord& j);
+
+/// The same job as a JSON value (append_job_text()'s text, parsed).
 nlohmann::json job_json(const JobRecord& j);
 
 /// The Slurm comment of berthd job `id` of the database named `instance`: "berthd:INSTANCE:ID"

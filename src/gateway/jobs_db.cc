@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "core/json.h"
@@ -51,11 +52,63 @@ constexpr const char* kColumns =
     "reason, exit_code, nodes, created_at, updated_at, start_time, end_time, gpus, gres_detail, "
     "time_limit_s, time_limit_from, gres, vo";
 
-/// A prepared statement, finalized at the end of its scope.
+/// The statements run after open(), each prepared once on the connection and kept
+/// (JobsDb::statement()): a request's read then compiles no SQL. Listing one owner's jobs and
+/// everyone's are two statements, so that the first walks the (owner, id) index.
+enum Query : int {
+  kFind,
+  kCountStates,
+  kInsert,
+  kSubmitted,
+  kUpdate,
+  kRecord,
+  kGet,
+  kListOwner,
+  kListAll,
+  kCountByState,
+  kQueryCount
+};
+
+const std::string& query_sql(int query) {
+  static const std::string kSelect = std::string("SELECT ") + kColumns + " FROM jobs ";
+  static const std::string kSql[] = {
+      kSelect + "WHERE owner = ?1 AND idempotency_key = ?2",
+      "SELECT state, COUNT(*) FROM jobs WHERE owner = ?1 GROUP BY state",
+      "INSERT INTO jobs (owner, issuer, subject, idempotency_key, request, state, created_at, "
+      "updated_at, time_limit_s, time_limit_from, gres, vo) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, 'ACCEPTED', ?6, ?6, ?7, ?8, ?9, ?10)",
+      "UPDATE jobs SET slurm_job_id = ?2, state = ?3, updated_at = ?4 WHERE id = ?1",
+      "UPDATE jobs SET state = ?2, reason = ?3, exit_code = ?4, nodes = ?5, updated_at = ?6 "
+      "WHERE id = ?1",
+      "UPDATE jobs SET state = ?2, reason = ?3, exit_code = ?4, nodes = ?5, updated_at = ?6, "
+      "start_time = ?7, end_time = ?8, gpus = ?9, gres_detail = ?10 WHERE id = ?1",
+      kSelect + "WHERE id = ?1",
+      kSelect +
+          "WHERE owner = ?1 AND (?2 = '' OR state = ?2) AND created_at >= ?3 "
+          "ORDER BY id DESC LIMIT ?4",
+      kSelect + "WHERE (?2 = '' OR state = ?2) AND created_at >= ?3 ORDER BY id DESC LIMIT ?4",
+      "SELECT state, COUNT(*) FROM jobs GROUP BY state",
+  };
+  static_assert(std::size(kSql) == kQueryCount);
+  return kSql[query];
+}
+
+/// A prepared statement: made for one use and finalized at the end of its scope, or one of the
+/// connection's statements (JobsDb::statement()), reset and unbound at the end of its scope.
 class Stmt {
  public:
-  Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr); }
-  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(sqlite3* db, const char* sql) : owned_(true) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr);
+  }
+  explicit Stmt(sqlite3_stmt* kept) : s_(kept), rc_(kept != nullptr ? SQLITE_OK : SQLITE_ERROR) {}
+  ~Stmt() {
+    if (owned_) {
+      sqlite3_finalize(s_);
+    } else if (s_ != nullptr) {
+      sqlite3_reset(s_);
+      sqlite3_clear_bindings(s_);
+    }
+  }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
   bool ok() const { return rc_ == SQLITE_OK; }
@@ -79,6 +132,7 @@ class Stmt {
 
  private:
   sqlite3_stmt* s_ = nullptr;
+  bool owned_ = false;
   int rc_ = SQLITE_OK;
 };
 
@@ -112,10 +166,14 @@ JobRecord read_row(sqlite3_stmt* s) {
   j.start_time = sqlite3_column_int64(s, 13);
   j.end_time = sqlite3_column_int64(s, 14);
   j.gpus = sqlite3_column_int(s, 15);
-  nlohmann::json detail = parse_json_or_discarded(column_text(s, 16));
-  if (detail.is_array())
-    for (const nlohmann::json& d : detail)
-      if (d.is_string()) j.gres_detail.push_back(d.get<std::string>());
+  // Most rows hold "[]" (no GPUs, or not started): no parser for those.
+  std::string detail_text = column_text(s, 16);
+  if (detail_text != "[]") {
+    nlohmann::json detail = parse_json_or_discarded(detail_text);
+    if (detail.is_array())
+      for (const nlohmann::json& d : detail)
+        if (d.is_string()) j.gres_detail.push_back(d.get<std::string>());
+  }
   j.time_limit_s = sqlite3_column_int64(s, 17);
   j.time_limit_from = column_text(s, 18);
   j.gres = column_text(s, 19);
@@ -144,9 +202,10 @@ Result<std::unique_ptr<JobsDb>> JobsDb::open(const std::string& path) {
   if (fd < 0) return sys_error("open", path);
   ::close(fd);
   sqlite3* db = nullptr;
-  int rc =
-      sqlite3_open_v2(path.c_str(), &db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  // NOMUTEX: every use of the connection is under mu_ already; SQLite's own lock per call
+  // (FULLMUTEX) took and released a mutex for every column of every row read.
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);
@@ -185,14 +244,25 @@ Result<std::unique_ptr<JobsDb>> JobsDb::open(const std::string& path) {
 }
 
 JobsDb::~JobsDb() {
+  for (sqlite3_stmt* s : statements_) sqlite3_finalize(s);
   sqlite3_close(db_);
+}
+
+sqlite3_stmt* JobsDb::statement(int query) {
+  static_assert(kQueryCount == kQueries);
+  sqlite3_stmt*& s = statements_[query];
+  // SQLITE_PREPARE_PERSISTENT: kept for the connection's life, so SQLite allocates it apart.
+  if (s == nullptr && sqlite3_prepare_v3(db_, query_sql(query).c_str(), -1,
+                                         SQLITE_PREPARE_PERSISTENT, &s, nullptr) != SQLITE_OK) {
+    sqlite3_finalize(s);
+    s = nullptr;
+  }
+  return s;
 }
 
 Result<std::optional<JobRecord>> JobsDb::find(const std::string& owner, const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt q(db_, (std::string("SELECT ") + kColumns +
-               " FROM jobs WHERE owner = ?1 AND idempotency_key = ?2")
-                  .c_str());
+  Stmt q(statement(kFind));
   if (!q.ok()) return error("cannot read jobs");
   q.text(1, owner).text(2, key);
   int rc = q.step();
@@ -203,7 +273,7 @@ Result<std::optional<JobRecord>> JobsDb::find(const std::string& owner, const st
 
 Result<std::map<JobState, int64_t>> JobsDb::count_states(const std::string& owner) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt q(db_, "SELECT state, COUNT(*) FROM jobs WHERE owner = ?1 GROUP BY state");
+  Stmt q(statement(kCountStates));
   if (!q.ok()) return error("cannot read jobs");
   q.text(1, owner);
   std::map<JobState, int64_t> out;
@@ -218,9 +288,7 @@ Result<JobRecord> JobsDb::accept(const JobRecord& job, int64_t now, bool* existi
   std::lock_guard<std::mutex> lock(mu_);
   *existing = false;
   if (!job.idempotency_key.empty()) {
-    Stmt find(db_, (std::string("SELECT ") + kColumns +
-                    " FROM jobs WHERE owner = ?1 AND idempotency_key = ?2")
-                       .c_str());
+    Stmt find(statement(kFind));
     if (!find.ok()) return error("cannot read jobs");
     find.text(1, job.owner).text(2, job.idempotency_key);
     if (find.step() == SQLITE_ROW) {
@@ -228,10 +296,7 @@ Result<JobRecord> JobsDb::accept(const JobRecord& job, int64_t now, bool* existi
       return read_row(find.get());
     }
   }
-  Stmt ins(db_,
-           "INSERT INTO jobs (owner, issuer, subject, idempotency_key, request, state, "
-           "created_at, updated_at, time_limit_s, time_limit_from, gres, vo) "
-           "VALUES (?1, ?2, ?3, ?4, ?5, 'ACCEPTED', ?6, ?6, ?7, ?8, ?9, ?10)");
+  Stmt ins(statement(kInsert));
   if (!ins.ok()) return error("cannot record a job");
   ins.text(1, job.owner)
       .text(2, job.issuer)
@@ -253,7 +318,7 @@ Result<JobRecord> JobsDb::accept(const JobRecord& job, int64_t now, bool* existi
 
 Status JobsDb::submitted(int64_t id, int64_t slurm_job_id, JobState state, int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt up(db_, "UPDATE jobs SET slurm_job_id = ?2, state = ?3, updated_at = ?4 WHERE id = ?1");
+  Stmt up(statement(kSubmitted));
   if (!up.ok()) return error("cannot update a job");
   up.integer(1, id).integer(2, slurm_job_id).text(3, job_state_name(state)).integer(4, now);
   if (up.step() != SQLITE_DONE) return error("cannot update a job");
@@ -263,9 +328,7 @@ Status JobsDb::submitted(int64_t id, int64_t slurm_job_id, JobState state, int64
 Status JobsDb::update(int64_t id, JobState state, const std::string& reason,
                       std::optional<int> exit_code, const std::string& nodes, int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt up(db_,
-          "UPDATE jobs SET state = ?2, reason = ?3, exit_code = ?4, nodes = ?5, updated_at = ?6 "
-          "WHERE id = ?1");
+  Stmt up(statement(kUpdate));
   if (!up.ok()) return error("cannot update a job");
   up.integer(1, id).text(2, job_state_name(state)).text(3, reason).text(5, nodes).integer(6, now);
   if (exit_code) up.integer(4, *exit_code);
@@ -275,9 +338,7 @@ Status JobsDb::update(int64_t id, JobState state, const std::string& reason,
 
 Status JobsDb::record(const JobRecord& job) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt up(db_,
-          "UPDATE jobs SET state = ?2, reason = ?3, exit_code = ?4, nodes = ?5, updated_at = ?6, "
-          "start_time = ?7, end_time = ?8, gpus = ?9, gres_detail = ?10 WHERE id = ?1");
+  Stmt up(statement(kRecord));
   if (!up.ok()) return error("cannot update a job");
   up.integer(1, job.id)
       .text(2, job_state_name(job.state))
@@ -295,7 +356,7 @@ Status JobsDb::record(const JobRecord& job) {
 
 Result<std::optional<JobRecord>> JobsDb::get(int64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt q(db_, (std::string("SELECT ") + kColumns + " FROM jobs WHERE id = ?1").c_str());
+  Stmt q(statement(kGet));
   if (!q.ok()) return error("cannot read jobs");
   q.integer(1, id);
   int rc = q.step();
@@ -307,16 +368,14 @@ Result<std::optional<JobRecord>> JobsDb::get(int64_t id) {
 Result<std::vector<JobRecord>> JobsDb::list(const std::string& owner, std::optional<JobState> state,
                                             int64_t since, int limit) {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt q(db_, (std::string("SELECT ") + kColumns +
-               " FROM jobs WHERE (?1 = '' OR owner = ?1) AND (?2 = '' OR state = ?2) AND "
-               "created_at >= ?3 ORDER BY id DESC LIMIT ?4")
-                  .c_str());
+  Stmt q(statement(owner.empty() ? kListAll : kListOwner));
   if (!q.ok()) return error("cannot read jobs");
   q.text(1, owner)
       .text(2, state ? job_state_name(*state) : std::string_view(""))
       .integer(3, since)
       .integer(4, limit);
   std::vector<JobRecord> out;
+  out.reserve(static_cast<size_t>(std::clamp(limit, 0, 1000)));
   int rc;
   while ((rc = q.step()) == SQLITE_ROW) out.push_back(read_row(q.get()));
   if (rc != SQLITE_DONE) return error("cannot read jobs");
@@ -325,7 +384,7 @@ Result<std::vector<JobRecord>> JobsDb::list(const std::string& owner, std::optio
 
 Result<std::map<JobState, int>> JobsDb::count_by_state() {
   std::lock_guard<std::mutex> lock(mu_);
-  Stmt q(db_, "SELECT state, COUNT(*) FROM jobs GROUP BY state");
+  Stmt q(statement(kCountByState));
   if (!q.ok()) return error("cannot count jobs");
   std::map<JobState, int> out;
   int rc;

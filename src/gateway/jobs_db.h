@@ -26,6 +26,7 @@
 #include "gateway/job_state.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace berth::gateway {
 
@@ -58,7 +59,7 @@ struct JobRecord {
   std::string vo;
 };
 
-/// The job database; one connection, used under a lock by the server's threads.
+/// The job database; one connection, used under one lock (mu_) by the server's threads.
 class JobsDb {
  public:
   /// Opens (creating when missing) the database at `path`, in WAL mode with full syncs.
@@ -105,8 +106,14 @@ class JobsDb {
  private:
   JobsDb(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   Error error(const std::string& what) const;
+  /// Statement `query` (an index of jobs_db.cc's table), prepared on first use and kept for
+  /// the connection's life; nullptr when it cannot be prepared. Used under mu_, by one caller
+  /// at a time, which resets it when done.
+  sqlite3_stmt* statement(int query);
 
+  static constexpr int kQueries = 10;
   sqlite3* db_;
+  sqlite3_stmt* statements_[kQueries] = {};
   std::string path_;
   std::string instance_;
   std::string secret_;

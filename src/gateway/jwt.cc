@@ -106,16 +106,6 @@ std::string es256_der(std::string_view raw) {
   return der;
 }
 
-/// A NumericDate claim (RFC 7519 section 2) as whole seconds; false when absent or not a number.
-bool numeric_date(const nlohmann::json& claims, const char* name, int64_t& out) {
-  auto it = claims.find(name);
-  if (it == claims.end() || !it->is_number()) return false;
-  double v = it->get<double>();
-  if (!std::isfinite(v) || std::fabs(v) > 1e15) return false;
-  out = static_cast<int64_t>(v);
-  return true;
-}
-
 bool has_scope(const nlohmann::json& claims, const std::string& scope) {
   auto scp = claims.find("scp");
   if (scp != claims.end() && scp->is_array())
@@ -133,6 +123,15 @@ bool has_scope(const nlohmann::json& claims, const std::string& scope) {
 }
 
 }  // namespace
+
+bool numeric_date(const nlohmann::json& claims, const char* name, int64_t& out) {
+  auto it = claims.find(name);
+  if (it == claims.end() || !it->is_number()) return false;
+  double v = it->get<double>();
+  if (!std::isfinite(v) || std::fabs(v) > 1e15) return false;
+  out = static_cast<int64_t>(v);
+  return true;
+}
 
 Result<std::vector<Jwk>> parse_jwks(std::string_view text, const std::string& url) {
   nlohmann::json doc = BERTH_TRY(parse_json(text, "JWKS " + url, 1 << 20));

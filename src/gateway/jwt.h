@@ -60,6 +60,10 @@ struct ClaimRules {
   int64_t leeway_s = 60;       ///< on exp and nbf
 };
 
+/// Claim `name` as a NumericDate (RFC 7519 section 2), in whole seconds, into `out`; false when
+/// it is absent or not a number.
+bool numeric_date(const nlohmann::json& claims, const char* name, int64_t& out);
+
 /// Checks `claims` against `rules` at Unix time `now`: iss exact; aud present and naming the
 /// audience; exp present and not passed; nbf, when present, reached; sub a non-empty string;
 /// the required scope present.

@@ -20,10 +20,27 @@ J json_response(const char* description, const char* schema) {
 }  // namespace
 
 nlohmann::ordered_json openapi_document(const std::string& version) {
+  // Any request, with a token or without, may meet the connection limits of docs/gateway.md
+  // ("Slow and greedy clients"; gateway/connections.h) before it is routed; the connection is
+  // closed after either answer.
+  J connection_errors = {
+      {"408", json_response("the request's headers and body did not arrive within [connections] "
+                            "request_timeout_s of its first byte; the connection is closed",
+                            "Error")},
+      {"503", json_response("refused before the request was read: too many connections from the "
+                            "client's address ([connections] max_per_address) or waiting for a "
+                            "worker ([connections] max_queued); the connection is closed",
+                            "Error")}};
   J errors = {{"401", json_response("no valid bearer token (see WWW-Authenticate)", "Error")},
               {"403", json_response("a valid token whose identity has no local account", "Error")}};
+  errors.update(connection_errors);
   auto with_errors = [&](J responses) {
     for (const auto& [status, answer] : errors.items())
+      if (!responses.contains(status)) responses[status] = answer;
+    return responses;
+  };
+  auto with_connection_errors = [&](J responses) {
+    for (const auto& [status, answer] : connection_errors.items())
       if (!responses.contains(status)) responses[status] = answer;
     return responses;
   };
@@ -49,12 +66,14 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
          {{"get",
            {{"summary", "Liveness; needs no token"},
             {"security", J::array()},
-            {"responses", {{"200", json_response("berthd is serving", "Health")}}}}}}},
+            {"responses",
+             with_connection_errors({{"200", json_response("berthd is serving", "Health")}})}}}}},
         {"/v1/openapi.json",
          {{"get",
            {{"summary", "This document"},
             {"security", J::array()},
-            {"responses", {{"200", {{"description", "an OpenAPI 3 document"}}}}}}}}},
+            {"responses",
+             with_connection_errors({{"200", {{"description", "an OpenAPI 3 document"}}}})}}}}},
         {"/v1/me",
          {{"get",
            {{"summary", "The identity, local account and groups the gateway sees"},
@@ -76,17 +95,20 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
              {{"required", true},
               {"content", {{"application/json", {{"schema", ref("JobRequest")}}}}}}},
             {"responses",
-             with_errors(
-                 {{"201", json_response("recorded and sent to Slurm", "Job")},
-                  {"200", json_response("a retry: the job the key made before", "Job")},
-                  {"400", json_response("the body is not a valid job request", "Error")},
-                  {"403", json_response("a valid token with no local account, a job "
-                                        "over one of the account's limits (the error "
-                                        "names it: limit, value, requested or current), "
-                                        "or a GPU job over its group's GPU-hour quota "
-                                        "(quota, group, budget_gpu_hours, used_gpu_hours)",
-                                        "Error")},
-                  {"422", json_response("the key was used for another request", "Error")}})}}}}},
+             with_errors({{"201", json_response("recorded and sent to Slurm", "Job")},
+                          {"200", json_response("a retry: the job the key made before", "Job")},
+                          {"400", json_response("the body is not a valid job request", "Error")},
+                          {"403", json_response("a valid token with no local account, a job "
+                                                "over one of the account's limits (the error "
+                                                "names it: limit, value, requested or current), "
+                                                "or a GPU job over its group's GPU-hour quota "
+                                                "(quota, group, budget_gpu_hours, used_gpu_hours)",
+                                                "Error")},
+                          {"422", json_response("the key was used for another request", "Error")},
+                          {"503", json_response("a GPU job's group quota cannot be checked (sacct "
+                                                "failed), or the connection was refused "
+                                                "([connections] max_per_address, max_queued)",
+                                                "Error")}})}}}}},
         {"/v1/jobs/{id}",
          {{"parameters", id_param},
           {"get",
@@ -144,7 +166,9 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
              with_errors({{"200", json_response("the usage (text/csv with format=csv)", "Usage")},
                           {"400", json_response("a bad parameter", "Error")},
                           {"503", json_response("Slurm's accounting cannot be read (sacct "
-                                                "failed; [accounting] source = \"sacct\")",
+                                                "failed; [accounting] source = \"sacct\"), or "
+                                                "the connection was refused ([connections] "
+                                                "max_per_address, max_queued)",
                                                 "Error")}})}}}}},
         {"/v1/orphans",
          {{"get",

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 namespace berth {
 namespace {
 
@@ -19,6 +23,22 @@ TEST(Json, BytesThatAreNotUtf8DoNotThrow) {
   EXPECT_THROW((void)j.dump(), nlohmann::json::type_error);
   EXPECT_EQ(to_text(j), "{\"Cmd\":[\"echo\",\"caf\xef\xbf\xbd\"]}");       // U+FFFD in its place
   EXPECT_EQ(to_text(nlohmann::ordered_json("\xc3")), "\"\xef\xbf\xbd\"");  // a cut-off sequence
+}
+
+TEST(Json, AppendedStringsAndNumbersAreToTextsOwn) {
+  for (std::string s :
+       std::vector<std::string>{"", "plain", "a \"quote\"", "back\\slash", "tab\there", "new\nline",
+                                std::string("nul\0x", 5), "\x01\x1f\x7f", "caf\xc3\xa9", "caf\xff",
+                                "\xc3", "/slash/", "\xe2\x82\xac and \xf0\x9f\x99\x82"}) {
+    std::string out = "[";
+    append_json_string(out, s);
+    EXPECT_EQ(out, "[" + to_text(nlohmann::json(s))) << s;
+  }
+  for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{42}, INT64_MAX, INT64_MIN}) {
+    std::string out;
+    append_json_number(out, v);
+    EXPECT_EQ(out, to_text(nlohmann::json(v)));
+  }
 }
 
 }  // namespace

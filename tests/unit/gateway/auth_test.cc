@@ -268,6 +268,47 @@ TEST_F(GatewayAuth, UnknownKidRefetchesAtABoundedRate) {
   EXPECT_EQ(auth.keys().fetches(kIssB), 0);
 }
 
+TEST_F(GatewayAuth, AVerifiedTokenIsKeptOnlyWhileItsCheckWouldStillPass) {
+  bool alice_exists = true;
+  UserLookup lookup = [&](const std::string& name) -> std::optional<std::pair<uid_t, gid_t>> {
+    if (name == "alice" && alice_exists) return std::make_pair(uid_t{1001}, gid_t{1001});
+    return std::nullopt;
+  };
+  Authenticator auth(config, fetcher(), lookup);
+  const int64_t leeway = config.leeway_s;
+  // Kept until exp and the leeway, not a second longer.
+  std::string t = token(a_rsa, claims_a({{"exp", kNow + 100}}));
+  ASSERT_TRUE(auth.verify(t, kNow).ok());
+  EXPECT_TRUE(auth.verify(t, kNow + 100 + leeway).ok());
+  auto r = auth.verify(t, kNow + 101 + leeway);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().detail, "the token has expired");
+  // A clock gone back checks again: nbf may not hold there.
+  std::string later = token(a_rsa, claims_a({{"nbf", kNow + 200}, {"exp", kNow + 1000}}));
+  EXPECT_FALSE(auth.verify(later, kNow).ok());
+  ASSERT_TRUE(auth.verify(later, kNow + 200).ok());
+  r = auth.verify(later, kNow);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().detail, "the token is not valid yet (nbf)");
+  // The account is looked up for every request, the token kept or not.
+  ASSERT_TRUE(std::holds_alternative<Account>(auth.authenticate("Bearer " + later, kNow + 300)));
+  alice_exists = false;
+  auto who = auth.authenticate("Bearer " + later, kNow + 301);
+  ASSERT_TRUE(std::holds_alternative<AuthFailure>(who));
+  EXPECT_EQ(std::get<AuthFailure>(who).status, 403);
+  alice_exists = true;
+  // The issuer withdraws a-rsa-1: once its keys are fetched again, a token kept as verified
+  // with that key is refused like any other signed with it.
+  ASSERT_TRUE(auth.verify(later, kNow + 400).ok());
+  TestKey rotated = TestKey::rsa("a-rsa-2");
+  jwks[kIssA] = {rotated.jwk()};
+  ASSERT_TRUE(auth.verify(token(rotated, claims_a({{"exp", kNow + 1000}})), kNow + 400).ok());
+  EXPECT_EQ(auth.keys().fetches(kIssA), 2);
+  r = auth.verify(later, kNow + 401);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().detail, "issuer \"https://iam.example.org/\" has no key \"a-rsa-1\"");
+}
+
 TEST_F(GatewayAuth, AnIssuerThatIsDownIsNotAskedOnEveryRequest) {
   int calls = 0;
   Fetcher down = [&](const std::string& url) -> Result<std::string> {

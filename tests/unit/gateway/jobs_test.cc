@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "core/json.h"
 #include "fake_http_server.h"
 #include "gateway/jobs.h"
 #include "gateway/jobs_db.h"
@@ -359,6 +360,70 @@ TEST(GatewayJobs, StoredRequestIsReadBackOnceForTheAnswerAndTheUsage) {
   out = job_json(j);
   EXPECT_FALSE(out.contains("gpu_share"));
   EXPECT_EQ(out["name"], "berthd-job");
+}
+
+TEST(GatewayJobs, JobTextIsTheJsonOfTheJob) {
+  // append_job_text() writes a job as nlohmann would write its value: keys in order, its
+  // escapes and replacements, whatever the row holds.
+  std::vector<JobRecord> jobs(6);
+  jobs[0] = {1, "alice", "i", "s", "", R"({"image": "alpine"})"};
+  jobs[1] = {2, "bob", "i", "s", "k", R"({"name": "caf\u00e9 \"x\"", "image": "a\tb",
+      "class": "cloud", "resources": {"gpus": 2, "gpu_model": "a100"}})"};
+  jobs[1].state = JobState::kRunning;
+  jobs[1].slurm_job_id = 77;
+  jobs[1].nodes = "n[1-2]";
+  jobs[1].start_time = 1700000000;
+  jobs[1].gpus = 2;
+  jobs[1].gres_detail = {"gpu:a100:1(IDX:0)", "gpu:a100:1(IDX:1)"};
+  jobs[1].vo = "/gpu-vo";
+  jobs[2] = {3, "carol", "i", "s", "", R"({"image": "x", "resources": {"gpu_share": 0.3}})"};
+  jobs[2].gres = "shard:3";
+  jobs[2].state = JobState::kTimeout;
+  jobs[2].time_limit_s = 3600;
+  jobs[2].time_limit_from = "cloud_max_walltime_s";
+  jobs[2].exit_code = 0;
+  jobs[2].end_time = 1700003600;
+  jobs[3] = {4, "dave", "i", "s", "", "not a request"};  // no name, image or class of its own
+  jobs[3].reason = std::string(
+      "bad\xff\x01"
+      "byte\0",
+      10);
+  jobs[3].state = JobState::kSubmitFailed;
+  jobs[4] = {5, "erin", "i", "s", "", R"({"image": "y"})"};
+  jobs[4].state = JobState::kTimeout;
+  jobs[4].time_limit_s = 60;
+  jobs[4].time_limit_from = "request";
+  jobs[4].exit_code = -9;
+  jobs[5] = {6, "frank", "i", "s", "", R"({"image": "z"})"};
+  jobs[5].state = JobState::kTimeout;
+  jobs[5].reason = "TimeLimit";
+  for (const JobRecord& j : jobs) {
+    std::string text;
+    append_job_text(text, j);
+    json parsed = json::parse(text);
+    EXPECT_EQ(text, to_text(parsed)) << j.id;
+    EXPECT_EQ(parsed, job_json(j)) << j.id;
+    EXPECT_EQ(parsed["id"], std::to_string(j.id));
+  }
+  json shown = job_json(jobs[1]);
+  EXPECT_EQ(shown["name"], "caf\u00e9 \"x\"");
+  EXPECT_EQ(shown["gpu_model"], "a100");
+  EXPECT_EQ(shown["group"], "/gpu-vo");
+  EXPECT_EQ(shown["exit_code"], nullptr);
+  EXPECT_EQ(shown["gres_detail"].size(), 2u);
+  shown = job_json(jobs[2]);
+  EXPECT_EQ(shown["reason"], "cut at the cloud walltime cap, 3600 s (cloud_max_walltime_s)");
+  EXPECT_EQ(shown["gpu_share"], 0.3);
+  EXPECT_EQ(shown["gres"], "shard:3");
+  EXPECT_EQ(shown["exit_code"], 0);
+  shown = job_json(jobs[3]);
+  EXPECT_EQ(shown["class"], "batch");
+  EXPECT_FALSE(shown.contains("image"));
+  EXPECT_EQ(shown["reason"], std::string("bad\xef\xbf\xbd\x01"
+                                         "byte\0",
+                                         12));
+  EXPECT_EQ(job_json(jobs[4])["reason"], "cut at the walltime it asked for, 60 s");
+  EXPECT_EQ(job_json(jobs[5])["reason"], "TimeLimit");  // no limit recorded: Slurm's word
 }
 
 TEST(GatewayJobs, JobListAnswer) {

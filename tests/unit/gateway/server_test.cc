@@ -75,5 +75,28 @@ TEST(GatewayServer, WhatEachRouteNeeds) {
   EXPECT_FALSE(find_route(M::kGet, "/v1/me")->jobs);
 }
 
+TEST(GatewayServer, TheOpenApiDocumentListsTheStatusesEachRouteAnswers) {
+  nlohmann::ordered_json doc = openapi_document("test");
+  for (const Server::Route& r : Server::route_table()) {
+    // The route's pattern as an OpenAPI path: its one group is the job's {id}.
+    std::string path = r.pattern;
+    if (size_t group = path.find("([^/]+)"); group != std::string::npos)
+      path.replace(group, 7, "{id}");
+    const char* method = r.method == HttpMethod::kGet    ? "get"
+                         : r.method == HttpMethod::kPost ? "post"
+                                                         : "delete";
+    SCOPED_TRACE(std::string(method) + " " + path);
+    ASSERT_TRUE(doc["paths"].contains(path));
+    ASSERT_TRUE(doc["paths"][path].contains(method));
+    const auto& responses = doc["paths"][path][method]["responses"];
+    // Any request may meet the connection limits (408 past request_timeout_s; 503 over
+    // max_per_address or max_queued), and a route's own error statuses are its answers too.
+    std::set<std::string> statuses = {"408", "503"};
+    for (const ErrorStatus& e : r.errors.codes) statuses.insert(std::to_string(e.status));
+    if (r.access != Access::kAnyone) statuses.insert({"401", "403"});
+    for (const std::string& status : statuses) EXPECT_TRUE(responses.contains(status)) << status;
+  }
+}
+
 }  // namespace
 }  // namespace berth::gateway
