@@ -212,15 +212,26 @@ Action setup_logs(CLI::App& app, const GlobalOptions& g) {
   };
 }
 
-Action setup_stop(CLI::App& app, const GlobalOptions& g) {
-  struct Opts {
-    std::vector<std::string> names;
-    int time = 10;
-  };
-  auto o = std::make_shared<Opts>();
+namespace {
+
+/// What stop and restart take: containers, and the grace period after SIGTERM.
+struct StopOptions {
+  std::vector<std::string> names;
+  int time = 10;
+};
+
+std::shared_ptr<StopOptions> add_stop_options(CLI::App& app) {
+  auto o = std::make_shared<StopOptions>();
   app.add_option("-t,--time", o->time, "Seconds to wait after SIGTERM before SIGKILL (default 10)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("CONTAINER", o->names, "Container names or IDs")->required();
+  return o;
+}
+
+}  // namespace
+
+Action setup_stop(CLI::App& app, const GlobalOptions& g) {
+  auto o = add_stop_options(app);
   return [o, &g]() -> Status {
     ContainerStore cs = BERTH_TRY(open_containers(g));
     for (const std::string& n : o->names) {
@@ -273,14 +284,7 @@ Action setup_start(CLI::App& app, const GlobalOptions& g) {
 }
 
 Action setup_restart(CLI::App& app, const GlobalOptions& g) {
-  struct Opts {
-    std::vector<std::string> names;
-    int time = 10;
-  };
-  auto o = std::make_shared<Opts>();
-  app.add_option("-t,--time", o->time, "Seconds to wait after SIGTERM before SIGKILL (default 10)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("CONTAINER", o->names, "Container names or IDs")->required();
+  auto o = add_stop_options(app);
   return [o, &g]() -> Status {
     ContainerStore cs = BERTH_TRY(open_containers(g));
     for (const std::string& n : o->names) {
