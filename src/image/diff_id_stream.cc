@@ -96,8 +96,8 @@ void DiffIdStream::run() {
     long n = next_chunk(&first);
     const auto* head = static_cast<const unsigned char*>(first);
     if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b && fast_gzip_available()) {
-      digest_ = BERTH_TRY(
-          inflate_digest(std::string_view(static_cast<const char*>(first), static_cast<size_t>(n))));
+      digest_ = BERTH_TRY(inflate_digest(
+          std::string_view(static_cast<const char*>(first), static_cast<size_t>(n))));
       return {};
     }
     replay_current_ = n > 0;

@@ -51,9 +51,9 @@ class DiffIdStream {
   std::condition_variable cv_;
   std::deque<std::string> queue_;
   size_t queued_ = 0;
-  bool closed_ = false;  // no more chunks come
-  bool done_ = false;    // the thread has stopped reading
-  std::string current_;  // the chunk libarchive is reading
+  bool closed_ = false;          // no more chunks come
+  bool done_ = false;            // the thread has stopped reading
+  std::string current_;          // the chunk libarchive is reading
   bool replay_current_ = false;  // next_chunk() gives current_ again (the first, looked at)
   std::optional<Error> error_;
   std::string digest_;

@@ -26,13 +26,20 @@ const IsalApi& isal() {
 
 const char* isal_message(int r) {
   switch (r) {
-    case ISAL_INVALID_BLOCK: return "invalid deflate block";
-    case ISAL_INVALID_SYMBOL: return "invalid deflate symbol";
-    case ISAL_INVALID_LOOKBACK: return "invalid back-reference distance";
-    case ISAL_INVALID_WRAPPER: return "not a gzip header";
-    case ISAL_UNSUPPORTED_METHOD: return "unsupported compression method";
-    case ISAL_INCORRECT_CHECKSUM: return "CRC or length mismatch";
-    default: return "unknown error";
+    case ISAL_INVALID_BLOCK:
+      return "invalid deflate block";
+    case ISAL_INVALID_SYMBOL:
+      return "invalid deflate symbol";
+    case ISAL_INVALID_LOOKBACK:
+      return "invalid back-reference distance";
+    case ISAL_INVALID_WRAPPER:
+      return "not a gzip header";
+    case ISAL_UNSUPPORTED_METHOD:
+      return "unsupported compression method";
+    case ISAL_INCORRECT_CHECKSUM:
+      return "CRC or length mismatch";
+    default:
+      return "unknown error";
   }
 }
 

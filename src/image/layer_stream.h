@@ -197,8 +197,8 @@ class CheckedStream {
   Sha256 stored_, plain_;
   std::string stored_digest_;
   std::optional<std::string> record_;  // the diff_id recorded on the file, when used
-  std::optional<Error> file_error_;   // reading the file failed
-  std::optional<Error> plain_error_;  // decompressing it failed
+  std::optional<Error> file_error_;    // reading the file failed
+  std::optional<Error> plain_error_;   // decompressing it failed
 };
 
 }  // namespace berth

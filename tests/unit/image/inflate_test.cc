@@ -59,7 +59,8 @@ class Inflate : public ::testing::Test {
 
 TEST_F(Inflate, GivesTheBytesWhateverThePieces) {
   std::string z = gzip(data_);
-  for (auto [piece, cap] : {std::pair<size_t, size_t>{1 << 20, 1 << 20}, {4096, 1000}, {7, 65536}}) {
+  for (auto [piece, cap] :
+       {std::pair<size_t, size_t>{1 << 20, 1 << 20}, {4096, 1000}, {7, 65536}}) {
     auto got = inflate_all(z, piece, cap);
     ASSERT_TRUE(got.ok()) << got.error().message();
     EXPECT_EQ(sha256_digest(*got), sha256_digest(data_)) << piece << " " << cap;

@@ -638,8 +638,8 @@ TEST_F(StoreTest, ASharedStoreIsReadOnlyAndChecksWhatItReads) {
   EXPECT_TRUE(shared->read_blob(rec->config_digest).ok());
   EXPECT_EQ(list_dir(root_), before);  // no lock or other file made
   // A shared store's layers are unpacked with their diff_ids hashed, never by a record.
-  ImageRecord layered = image("l:1", R"({"rootfs":{"type":"layers","diff_ids":["sha256:1"]}})",
-                              {"l layer"});
+  ImageRecord layered =
+      image("l:1", R"({"rootfs":{"type":"layers","diff_ids":["sha256:1"]}})", {"l layer"});
   auto in = shared->layer_inputs(layered, "create");
   ASSERT_TRUE(in.ok()) << in.error().message();
   EXPECT_FALSE((*in)[0].use_diff_id_record);
