@@ -589,12 +589,13 @@ Status do_run(const GlobalOptions& g, RunRequest req, bool* monitor) {
   if (!squashfs_container) BERTH_CHECK(not_writable());  // a container is writable already
   if (existing.ok() && !req.name.empty())
     return make_error("run", what, "--name applies to a new container, not to an existing one");
-  if (existing.ok()) BERTH_CHECK(no_labels("an existing one"));
+  const bool created = !existing.ok();
+  if (!created) BERTH_CHECK(no_labels("an existing one"));
   const ContainerRecord c =
-      existing.ok()
-          ? std::move(existing).value()
-          : BERTH_TRY(create_from_image(g, cs, what, req.name, "run", {}, req.pull, req.platform));
-  if (!existing.ok()) BERTH_CHECK(cs.add_labels(c, labels));
+      created
+          ? BERTH_TRY(create_from_image(g, cs, what, req.name, "run", {}, req.pull, req.platform))
+          : std::move(existing).value();
+  if (created) BERTH_CHECK(cs.add_labels(c, labels));
   // `berth setup --gpus` (udocker's `setup --nvidia`): the container's GPUs unless --gpus (or
   // the site's default gpus, applied above) says otherwise.
   if (!opts.gpus && !c.gpus.empty()) opts.gpus = c.gpus;

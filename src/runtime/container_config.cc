@@ -232,7 +232,7 @@ Result<std::string> added_hosts(const std::vector<std::string>& add_hosts, bool 
     if (::inet_pton(AF_INET, ip.c_str(), buf) != 1 && ::inet_pton(AF_INET6, ip.c_str(), buf) != 1)
       return make_error("run", what, "\"" + ip + "\" is not an IPv4 or IPv6 address",
                         ErrorCode::kInvalidInput);
-    lines += ip + "\t" + host + "\n";
+    lines.append(ip).append("\t").append(host).append("\n");
   }
   return lines;
 }
