@@ -125,7 +125,8 @@ Status read_slurm_conf(const std::string& path, int depth, std::string& user,
         name.replace(c, 2, cluster), c += cluster.size();
       if (!name.starts_with('/')) {
         size_t slash = path.rfind('/');
-        name = (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) + "/" + name;
+        std::string dir = slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+        name = dir.append("/").append(name);
       }
       glob_t found{};
       std::vector<std::string> files;
