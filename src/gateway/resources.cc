@@ -1,20 +1,18 @@
 #include "gateway/resources.h"
 
-#include <cstdlib>
 #include <set>
 
 #include "core/clock.h"
-#include "core/strings.h"
+#include "devices/version.h"
 
 namespace berth::gateway {
 namespace {
 
-/// Whether driver version `a` ("535.104.05") is older than `b`, by their dotted numbers.
+/// Whether driver version `a` ("535.104.05") is older than `b` (devices/version.h's
+/// comparison); a version that does not parse is never older.
 bool older_version(const std::string& a, const std::string& b) {
-  std::vector<long> x, y;
-  for (const std::string& part : split_trimmed(a, '.')) x.push_back(std::atol(part.c_str()));
-  for (const std::string& part : split_trimmed(b, '.')) y.push_back(std::atol(part.c_str()));
-  return x < y;
+  auto x = parse_version(a), y = parse_version(b);
+  return x && y && compare_versions(*x, *y) < 0;
 }
 
 }  // namespace
