@@ -7,7 +7,9 @@
 #include <memory>
 
 #include "cli/context.h"
+#include "core/log.h"
 #include "image/reference.h"
+#include "site/policy.h"
 
 namespace berth::cli {
 namespace {
@@ -74,10 +76,24 @@ Action setup_login(CLI::App& app, const GlobalOptions& g) {
       return make_error("login", registry, "a user name and a password are required");
     Credentials c{o->user, o->password, ""};
     RegistryClient client(registry, ropts, c);
-    BERTH_CHECK(client.check_login().with_context("login " + registry));
+    bool verified = true;
+    if (Status st = client.check_login(); !st.ok()) {
+      // A registry the site mirrors may be out of reach from here (docker.io behind a site's
+      // pull-through cache): the login is kept, unverified, as udocker keeps it; a wrong
+      // password is still refused wherever the registry answers.
+      const SiteConfig& site = BERTH_TRY(g.site);
+      std::vector<Mirror> mirrors = mirrors_for(site, registry);
+      if (st.error().code != ErrorCode::kNetwork || mirrors.empty())
+        return std::move(st).error().with_context("login " + registry);
+      log::warn(
+          "login {}: could not verify the credentials: {} is unreachable ({}); stored "
+          "for pulls through the mirror {}",
+          registry, registry, st.error().detail, mirrors.front().host);
+      verified = false;
+    }
     CredentialStore creds = BERTH_TRY(CredentialStore::load());
     BERTH_CHECK(creds.save(registry, c));
-    std::printf("Login Succeeded\n");
+    if (verified) std::printf("Login Succeeded\n");
     return {};
   };
 }

@@ -183,6 +183,9 @@ void add_run_options(CLI::App& app, RunOptions& o, std::string& name, const Ment
                    "else seccomp), subids (real IDs from /etc/subuid), seccomp (set*id, chown "
                    "succeed without effect) or none (the policy's root_emulation)");
   if (m.any("--hostenv")) app.add_flag("--hostenv", o.hostenv, "Pass the host's environment");
+  if (m.any("--no-image-config"))
+    app.add_flag("--no-image-config", o.no_image_config,
+                 "Use none of the image's Env, WorkingDir, User, Entrypoint and Cmd");
   if (m.any("--gpus"))
     app.add_option("--gpus", o.gpus,
                    "GPUs to inject: all | N | device=0,2 | GPU-uuid[,capabilities=...]");
@@ -270,6 +273,7 @@ nlohmann::json options_record(const RunOptions& o, const GivenOptions& given,
   put("network_none", true, o.network_none);
   put("bind_home", o.bind_home, given.bind_home);
   put("hostenv", true, o.hostenv);
+  put("no_image_config", true, o.no_image_config);
   put("read_only", o.read_only, given.read_only);
   put("gpus", o.gpus.value_or(""), o.gpus.has_value());
   put("devices", o.devices, !o.devices.empty());
@@ -320,6 +324,7 @@ RunOptions options_from_record(const nlohmann::json& j, GivenOptions* given) {
   given->bind_home = j.contains("bind_home");
   o.bind_home = flag("bind_home");
   o.hostenv = flag("hostenv");
+  o.no_image_config = flag("no_image_config");
   given->read_only = j.contains("read_only");
   o.read_only = flag("read_only");
   if (j.contains("gpus")) o.gpus = text("gpus");

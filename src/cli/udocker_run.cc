@@ -12,7 +12,9 @@
 #include "cli/context.h"
 #include "cli/udocker_line.h"
 #include "core/fs.h"
+#include "core/root_path.h"
 #include "image/reference.h"
+#include "runtime/container_config.h"
 
 namespace berth::cli::udocker {
 
@@ -67,11 +69,24 @@ Status set_cpuset(const std::string& list) {
   return {};
 }
 
+/// The home directory of `user` (udocker's -u value, "" for root) in the container's
+/// /etc/passwd, "/" when the user has none there (udocker's default).
+std::string container_home(const std::string& rootfs, const std::string& user) {
+  Result<UniqueFd> root = open_file(rootfs, O_RDONLY | O_DIRECTORY);
+  if (!root.ok()) return "/";
+  Result<std::string> passwd = read_file_in_root(root->get(), "/etc/passwd");
+  Result<std::string> group = read_file_in_root(root->get(), "/etc/group");
+  if (!passwd.ok() || !group.ok()) return "/";
+  Result<ResolvedUser> who = resolve_user(user.empty() ? "0" : user, *passwd, *group);
+  return who.ok() && !who->home.empty() ? who->home : "/";
+}
+
 /// What udocker gives a run of an existing container besides its options: the working
 /// directory, when neither the line nor the image names one, is the user's home (root's:
-/// /root, when the container has it; Berth's own default is /), and the workload's environment
-/// says which container it runs in (container_uuid, container_names, container_execmode,
-/// container_root, container_ruser).
+/// /root; Berth's own default is /), $HOME is that home also with --hostenv (the host's
+/// would name a folder of the host), and the workload's environment says which container it
+/// runs in (container_uuid, container_names, container_execmode, container_root,
+/// container_ruser). --nometa drops the image's User and WorkingDir with the rest.
 void udocker_run_defaults(const ContainerStore& cs, const ContainerRecord& c, const Parsed& p,
                           std::vector<std::string>& args) {
   std::string names;
@@ -81,14 +96,21 @@ void udocker_run_defaults(const ContainerStore& cs, const ContainerRecord& c, co
        {"container_uuid=" + c.id, "container_names=" + names, "container_execmode=" + mode_of(c),
         "container_root=" + cs.rootfs(c), "container_ruser=" + std::string(user ? user : "")})
     args.insert(args.end(), {"-e", kv});
-  bool image_workdir = c.image_config.is_object() && c.image_config.contains("WorkingDir") &&
-                       c.image_config["WorkingDir"].is_string() &&
-                       !c.image_config["WorkingDir"].get<std::string>().empty();
-  if (!p.has("--workdir") && !p.has("--user") && !p.has("--nometa") && !image_workdir) {
-    struct stat st {};
-    if (::lstat(path_join(cs.rootfs(c), "root").c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-      args.insert(args.end(), {"-w", "/root"});
-  }
+  auto image_text = [&c, &p](const char* key) {
+    if (p.has("--nometa") || !c.image_config.is_object() || !c.image_config.contains(key) ||
+        !c.image_config[key].is_string())
+      return std::string();
+    return c.image_config[key].get<std::string>();
+  };
+  std::string run_user = p.has("--user") ? p.get("--user") : image_text("User");
+  if (p.has("--bindhome")) return;  // Berth's --bind-home makes the host's home the home
+  std::string home = container_home(cs.rootfs(c), run_user);
+  if (p.has("--hostenv")) args.insert(args.end(), {"-e", "HOME=" + home});
+  if (p.has("--workdir") || !image_text("WorkingDir").empty() || home == "/") return;
+  Result<UniqueFd> root = open_file(cs.rootfs(c), O_RDONLY | O_DIRECTORY);
+  if (!root.ok()) return;
+  UniqueFd dir(open_in_root(root->get(), home.c_str(), O_PATH | O_DIRECTORY));
+  if (dir.valid()) args.insert(args.end(), {"-w", home});
 }
 
 int do_run(Context& ctx, const Parsed& p) {
@@ -118,7 +140,7 @@ int do_run(Context& ctx, const Parsed& p) {
     else if (name == "--entrypoint")
       args.insert(args.end(), {"--entrypoint", value});
     else if (name == "--nometa")
-      args.insert(args.end(), {"--entrypoint", ""});
+      args.push_back("--no-image-config");
     else if (name == "--dri")
       add_dri(args);
     else if (name == "--hostauth")

@@ -246,13 +246,17 @@ int do_search(Context& ctx, const std::string& term, bool no_trunc) {
 }
 
 /// A container's root made of the udocker clone it holds: ROOT/'s entries move up, udocker's
-/// metadata files (container.json, imagerepo.name, ...) go.
+/// metadata files (container.json, imagerepo.name, ...) go. A tarball without ROOT/ and
+/// container.json is a plain root filesystem, which udocker's import --clone also takes: it
+/// stays as it is.
 Status unwrap_clone(const std::string& rootfs, const std::string& file) {
   std::string inner = path_join(rootfs, "ROOT");
   struct stat st {};
-  if (::lstat(inner.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return make_error("import", file, "not a udocker clone: no ROOT/ folder")
-        .with_hint("a root filesystem tarball imports with --tocontainer");
+  if (::lstat(inner.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (::lstat(path_join(rootfs, "container.json").c_str(), &st) == 0)
+      return make_error("import", file, "a udocker clone without its ROOT/ folder");
+    return {};
+  }
   for (const std::string& e : list_dir(rootfs))
     if (e != "ROOT") BERTH_CHECK(remove_tree(path_join(rootfs, e)));
   for (const std::string& e : list_dir(inner))
@@ -315,13 +319,25 @@ int import_clone(Context& ctx, const Parsed& p) {
   return rc;
 }
 
+int import_file(Context& ctx, const Parsed& p);
+
+/// import: udocker's forms; with --mv the tarball is gone once it is imported (udocker moves
+/// it into its repository; Berth's store keeps what it made of it, so the file is removed).
 int do_import(Context& ctx, const Parsed& p) {
+  int rc = import_file(ctx, p);
+  if (rc == 0 && p.has("--mv") && !p.operands.empty() && p.operands[0] != "-" &&
+      ::unlink(p.operands[0].c_str()) != 0)
+    return fail(sys_error("remove", p.operands[0]).with_context("import --mv"));
+  return rc;
+}
+
+int import_file(Context& ctx, const Parsed& p) {
   if (p.has("--clone")) {
     if (Status st = need_operands("import", p, 1, "import --clone [--name=NAME] FILE"); !st.ok())
       return fail(st);
     return import_clone(ctx, p);
   }
-  // "import - IMAGE" reads stdin; --mv is taken as a copy (the store keeps its own file).
+  // "import - IMAGE" reads stdin.
   if (Status st = need_operands("import", p, 1, "import [--tocontainer] FILE|- [REPO/IMAGE:TAG]");
       !st.ok())
     return fail(st);

@@ -310,7 +310,9 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   ContainerSpec spec;
   spec.rootfs = rootfs;
 
-  RunSettings image = BERTH_TRY(parse_run_settings(image_config));
+  // --no-image-config (udocker's --nometa): the run is made of its options alone.
+  RunSettings image =
+      opts.no_image_config ? RunSettings{} : BERTH_TRY(parse_run_settings(image_config));
 
   // Command: Docker's Entrypoint/Cmd rules.
   std::vector<std::string> entrypoint = image.entrypoint;

@@ -38,6 +38,9 @@ struct RunOptions {
   bool network_none = false;           ///< --network none: a network namespace with only lo
   bool bind_home = false;              ///< --bind-home
   bool hostenv = false;                ///< --hostenv
+  /// --no-image-config: the image's Env, WorkingDir, User, Entrypoint and Cmd are not used
+  /// (udocker's --nometa)
+  bool no_image_config = false;
   bool read_only = false;  ///< --read-only (or the site's readonly): the root is mounted read-only
   /// --root-emulation as typed, or as a container's recorded run options hold it:
   /// resolve_typed_options() (cli/run.h) parses it into root_emulation and clears it.

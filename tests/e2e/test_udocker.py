@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import tarfile
 
@@ -114,10 +115,13 @@ ROWS = [
         then_out=r"mycentos1:latest    \."),
     Row("T040 import --tocontainer --name=", "import --tocontainer --name=mycont {work}/rootfs.tar",
         out=rf"\A{ID}\n\Z", then="ps", then_out=r"\['mycont'\] +imported:unknown"),
-    Row("T041 import --clone of a plain tar (refused)",
-        "import --clone --name=clone_cont {work}/rootfs.tar", rc=1,
-        err=r"\Aberth: error: import .*rootfs\.tar: not a udocker clone: no ROOT/ folder\n",
-        then="ps", then_not=r"clone_cont"),
+    Row("T041 import --clone of a plain root filesystem tarball",
+        "import --clone --name=clone_cont {work}/rootfs.tar", out=rf"\A{ID}\n\Z",
+        then="run clone_cont /bin/cat /etc/motd", then_out=r"\Audocker motd\n\Z"),
+    Row("import --clone of a clone without ROOT/ (refused)",
+        "import --clone --name=broken {work}/broken-clone.tar", rc=1,
+        err=r"\Aberth: error: import .*broken-clone\.tar: a udocker clone without its ROOT/ "
+            r"folder\n", then="ps", then_not=r"broken"),
     Row("import --clone of a udocker clone (export --clone's format)",
         "import --clone --name=cl {work}/clone.tar", out=rf"\A{ID}\n\Z",
         then="run cl /bin/cat /etc/motd", then_out=r"\Audocker motd\n\Z"),
@@ -190,6 +194,12 @@ ROWS = [
         out=r"\A12\n\Z"),
     Row("run --hostenv", "run --hostenv c /bin/sh -c 'echo $MARK'", setup=CREATED,
         env={"MARK": "from-host"}, out=r"\Afrom-host\n\Z"),
+    Row("run --hostenv: HOME is the container user's", "run --hostenv c /bin/sh -c 'echo $HOME'",
+        setup=CREATED, env={"HOME": "{home}"}, out=r"\A/root\n\Z"),
+    Row("run --user=root starts in root's home", "run --user=root c /bin/sh -c 'cd -P . && "
+        "echo $PWD'", setup=CREATED, out=r"\A/root\n\Z"),
+    Row("run --user=app starts in app's home", "run --user=app c /bin/sh -c 'cd -P . && "
+        "echo $PWD'", setup=CREATED, out=r"\A/\n\Z"),
     Row("run --hostauth", "run --hostauth c /bin/sh -c 'grep -c ^berthtest: /etc/passwd'",
         setup=CREATED, out=r"\A1\n\Z", needs="berthtest"),
     Row("run --containerauth", "run --containerauth c /bin/sh -c 'grep -c ^app: /etc/passwd'",
@@ -210,7 +220,12 @@ ROWS = [
     Row("run --location=", "run --location={work}/rootfs /bin/cat /etc/motd", out=r"udocker motd"),
     Row("run --cpuset-cpus=", "run --cpuset-cpus=0 c /bin/sh -c 'grep Cpus_allowed_list "
         "/proc/self/status'", setup=CREATED, out=r"Cpus_allowed_list:\s+0\n"),
-    Row("run --nometa", "run --nometa c /bin/true", setup=CREATED),
+    Row("run: the image's environment", "run c /bin/sh -c 'echo \"[$FROM_IMAGE]\"'",
+        setup=CREATED, out=r"\A\[ud\]\n\Z"),
+    Row("run --nometa: no image environment, root's home", "run --nometa c /bin/sh -c "
+        "'echo \"[$FROM_IMAGE]\" $PWD'", setup=CREATED, out=r"\A\[\] /root\n\Z"),
+    Row("run --nometa without a command (the image's Cmd is dropped)", "run --nometa c",
+        setup=CREATED, rc=125, err=r"no command specified"),
     Row("run --nobanner", "run --nobanner c /bin/true", setup=CREATED, out=r"\A\Z"),
     Row("run --kernel= (noted)", "run --kernel=6.0.0 c /bin/true", setup=CREATED,
         err=r"do not fake the kernel version"),
@@ -273,7 +288,7 @@ def ud_image(registry, identity, berth_bin):
         imagelib.Dir("root"),
     ])
     img = imagelib.make_image([imagelib.busybox_layer(), extra], cmd=["/probe"],
-                              config={"Env": [f"PATH={PATH}"]})
+                              config={"Env": [f"PATH={PATH}", "FROM_IMAGE=ud"]})
     registry.pusher().push_image("e2e/udocker", "1.0", img)
     return f"{registry.host}/e2e/udocker:1.0"
 
@@ -327,6 +342,12 @@ def prepare_work(berth, ud_image):
             info.size = len(text)
             t.addfile(info, io.BytesIO(text))
     berth.identity.chown(berth.path("clone.tar"))
+    # A clone that lost its ROOT/: udocker's metadata alone.
+    with tarfile.open(berth.path("broken-clone.tar"), "w") as t:
+        info = tarfile.TarInfo("./container.json")
+        info.size = 2
+        t.addfile(info, io.BytesIO(b"{}"))
+    berth.identity.chown(berth.path("broken-clone.tar"))
     berth("rmi", ud_image)
     for d in ("udocker-repo", "udocker-repo/repos", "udocker-repo/layers"):
         berth.make_dir(d)
@@ -443,3 +464,45 @@ def test_setup_nvidia_injects_the_gpus_at_every_run(berth, host, pulled):
     assert (rc, out) == (0, f"fake nvidia-smi {UUID0},{UUID1}\n"), err
     rc, out, err = ud("run plain /probe env", env=env)
     assert rc == 0 and "NVIDIA_VISIBLE_DEVICES" not in out, err
+
+
+def test_import_mv_removes_the_tarball(berth, ud_image):
+    """udocker's import --mv moves the tarball into its repository: it is gone afterwards."""
+    prepare_work(berth, ud_image)
+    ud = Udocker(berth, {})
+    rc, out, err = ud(f"import --mv {berth.path('rootfs.tar')} moved:1")
+    assert rc == 0, err
+    assert not os.path.exists(berth.path("rootfs.tar"))
+    rc, out, err = ud("images")
+    assert re.search(r"^moved:1 ", out, re.M), out
+    # Without --mv the file stays.
+    with tarfile.open(berth.path("again.tar"), "w") as t:
+        t.add(berth.path("rootfs"), arcname=".")
+    berth.identity.chown(berth.path("again.tar"))
+    rc, _, err = ud(f"import {berth.path('again.tar')} kept:1")
+    assert rc == 0 and os.path.exists(berth.path("again.tar")), err
+
+
+def test_login_behind_a_mirror_stores_what_it_cannot_verify(berth, policy, registry):
+    """T052 on a site whose mirror answers for docker.io while docker.io itself is out of reach:
+    the credentials are stored, and the user is told they could not be verified."""
+    try:
+        socket.getaddrinfo("registry-1.docker.io", 443)
+        pytest.skip("docker.io resolves here: it is not out of reach")
+    except OSError:
+        pass
+    ud = Udocker(berth, {})
+    line = "login --username=alice --password=wonderland-7"
+    rc, out, err = ud(line)  # no mirror: docker.io's failure is the error
+    assert rc == 1 and err.startswith("berth: error: login docker.io: "), err
+    path = policy(f'[registry_mirrors]\n"docker.io" = ["{registry.host}"]\n')
+    env = {"BERTH_SITE_CONF": path}
+    rc, out, err = ud(line, env=env)
+    assert rc == 0, err
+    assert out == ""
+    first = err.splitlines()[0]
+    assert first.startswith("berth: warning: login docker.io: could not verify the credentials: "
+                            "docker.io is unreachable ("), err
+    assert first.endswith(f"); stored for pulls through the mirror {registry.host}"), err
+    rc, out, err = ud("logout", env=env)
+    assert rc == 0 and out == "Removed login credentials for docker.io\n", (out, err)

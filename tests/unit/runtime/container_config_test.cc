@@ -194,6 +194,28 @@ TEST(BuildSpec, EnvironmentMergesInDockerOrder) {
   EXPECT_EQ(env_value(plain, "A"), "<unset>");  // no host variables without --hostenv
 }
 
+TEST(BuildSpec, NoImageConfigUsesOnlyTheOptions) {
+  json config = {{"Cmd", {"sh"}},
+                 {"Entrypoint", {"/ep"}},
+                 {"Env", {"A=image"}},
+                 {"User", "app"},
+                 {"WorkingDir", "/srv"}};
+  RunOptions o;
+  o.no_image_config = true;
+  o.command = {"/bin/true"};
+  ContainerSpec s = build(config, o);
+  EXPECT_EQ(s.argv, std::vector<std::string>{"/bin/true"});
+  EXPECT_EQ(env_value(s, "A"), "<unset>");
+  EXPECT_EQ(s.uid, 0u);
+  EXPECT_EQ(s.cwd, "/");
+  RunOptions bare;
+  bare.no_image_config = true;
+  auto none = build_spec(config, "/r", bare, {}, "", "");
+  ASSERT_FALSE(none.ok());  // the image's Cmd is not used either
+  EXPECT_EQ(none.error().message(),
+            "run command: no command specified: the image has no Cmd or Entrypoint");
+}
+
 TEST(BuildSpec, UserWorkdirHostnameAndFlags) {
   json config = {{"Cmd", {"sh"}}, {"User", "app"}, {"WorkingDir", "/srv"}};
   ContainerSpec s = build(config, RunOptions{});
