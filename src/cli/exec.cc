@@ -1,4 +1,5 @@
 // berth exec: runs a command in a running container of the userns engine (runtime/exec.h).
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -9,7 +10,9 @@
 #include "cli/engine.h"
 #include "cli/run.h"
 #include "core/env_list.h"
-#include "core/strings.h"
+#include "core/fs.h"
+#include "core/root_path.h"
+#include "runtime/container_config.h"
 #include "runtime/exec.h"
 #include "runtime/launcher.h"
 #include "runtime/monitor.h"
@@ -17,19 +20,34 @@
 namespace berth::cli {
 namespace {
 
-/// The uid `user` names inside the container (a number, or a name in its /etc/passwd read
-/// through the process's root), or -1 when it names none.
-long uid_named(const std::string& user, pid_t target) {
-  std::string name = user.substr(0, user.find(':'));
-  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos)
-    return std::atol(name.c_str());
-  auto passwd = read_file("/proc/" + std::to_string(target) + "/root/etc/passwd");
-  if (!passwd.ok()) return -1;
-  for (std::string_view line : split_lines(*passwd)) {
-    auto f = split(line, ':');
-    if (f.size() > 2 && f[0] == name) return std::atol(std::string(f[2]).c_str());
+/// The user `user` (-u: name|uid[:group|gid]) names in the container, looked up in its
+/// /etc/passwd and /etc/group as `run --user` does, read through the process's root.
+Result<ResolvedUser> user_named(const std::string& user, pid_t target) {
+  UniqueFd root =
+      BERTH_TRY(open_file("/proc/" + std::to_string(target) + "/root", O_RDONLY | O_DIRECTORY));
+  std::string passwd = BERTH_TRY(read_file_in_root(root.get(), "/etc/passwd"));
+  std::string group = BERTH_TRY(read_file_in_root(root.get(), "/etc/group"));
+  return resolve_user(user, passwd, group);
+}
+
+/// Fills spec's identity for -u `user`: nothing for the container's own user; set directly
+/// where the container's namespace maps the user (subordinate IDs); else a user namespace of
+/// the command's own maps it onto the container's user, as `run --user` maps it onto yours.
+Status choose_identity(const std::string& user, pid_t target, ExecSpec& spec) {
+  ResolvedUser who = BERTH_TRY(user_named(user, target).with_context("exec -u " + user));
+  uid_t inside = BERTH_TRY(mapped_uid(target));
+  gid_t inside_gid = BERTH_TRY(mapped_gid(target));
+  if (who.uid != inside && maps_uid(target, who.uid)) {
+    spec.uid = who.uid;
+    spec.gid = who.gid;
+  } else if (who.uid != inside || who.gid != inside_gid) {
+    spec.nested_uid_map = std::to_string(who.uid) + " " + std::to_string(inside) + " 1";
+    spec.nested_gid_map = std::to_string(who.gid) + " " + std::to_string(inside_gid) + " 1";
   }
-  return -1;
+  // As docker exec -u: the user's own home, unless -e says otherwise (set after).
+  set_env(spec.env, "HOME=" + who.home);
+  set_env(spec.env, "USER=" + who.name);
+  return {};
 }
 
 }  // namespace
@@ -47,7 +65,7 @@ Action setup_exec(CLI::App& app, const GlobalOptions& g) {
   app.add_option("-e,--env", o->env, "Set a variable (KEY=VALUE, or KEY for the host's value)")
       ->allow_extra_args(false);
   app.add_option("-w,--workdir", o->workdir, "Working directory inside the container");
-  app.add_option("-u,--user", o->user, "User inside: the container's own (rootless: one user)");
+  app.add_option("-u,--user", o->user, "User inside: name|uid[:group|gid]");
   app.add_option("--preserve-fds", o->preserve_fds,
                  "Keep descriptors 3 .. 2+N open in the command (PMI_FD is kept anyway)");
   app.prefix_command();
@@ -79,13 +97,6 @@ Action setup_exec(CLI::App& app, const GlobalOptions& g) {
       return make_error("exec", subject,
                         "the engine running it gave it no namespaces to join (run --engine?)",
                         ErrorCode::kUnsupported);
-    uid_t inside = BERTH_TRY(mapped_uid(target));
-    if (!o->user.empty() && uid_named(o->user, target) != static_cast<long>(inside))
-      return make_error("exec", "-u " + o->user,
-                        "a rootless container maps one user, uid " + std::to_string(inside) +
-                            ", and exec runs as it",
-                        ErrorCode::kUnsupported)
-          .with_hint("leave out -u, or run a new container with --user");
     if (o->tty && !::isatty(STDIN_FILENO) && !::isatty(STDOUT_FILENO))
       return make_error("exec", "-t", "no terminal to hand to the command")
           .with_hint("run from a terminal, or leave out -t");
@@ -98,6 +109,7 @@ Action setup_exec(CLI::App& app, const GlobalOptions& g) {
     // A launcher's ranks started with berth exec (one container per node, as pyxis runs
     // them: one user namespace and /dev/shm for all) get its variables and descriptor.
     for (const std::string& kv : launcher_env(current_environment())) set_env(spec.env, kv);
+    if (!o->user.empty()) BERTH_CHECK(choose_identity(o->user, target, spec));
     for (const std::string& e : o->env) {
       std::string kv = e;
       if (kv.find('=') == std::string::npos) {

@@ -73,13 +73,7 @@ void reset_signals() {
 
 /// Identity: one uid and one gid, mapped onto the caller's, written from inside.
 ChildStep write_identity_maps(const ChildContext& ctx, ChildFailure& f) {
-  if (write_proc_self("setgroups", "deny") != 0 && errno != ENOENT)
-    return step_failed(f, 125, errno, "write", "/proc/self/setgroups");
-  if (write_proc_self("uid_map", ctx.uid_map) != 0)
-    return step_failed(f, 125, errno, "write", "/proc/self/uid_map");
-  if (write_proc_self("gid_map", ctx.gid_map) != 0)
-    return step_failed(f, 125, errno, "write", "/proc/self/gid_map");
-  return ChildStep::done();
+  return write_single_id_maps(ctx.uid_map, ctx.gid_map, f);
 }
 
 /// Waits for `pid` and _exits with its status (128 + a signal): the process that forked the
@@ -338,6 +332,16 @@ ChildStep set_up_and_exec(const ChildContext& ctx, ChildFailure& f) {
 }
 
 }  // namespace
+
+ChildStep write_single_id_maps(const char* uid_map, const char* gid_map, ChildFailure& f) {
+  if (write_proc_self("setgroups", "deny") != 0 && errno != ENOENT)
+    return step_failed(f, 125, errno, "write", "/proc/self/setgroups");
+  if (write_proc_self("uid_map", uid_map) != 0)
+    return step_failed(f, 125, errno, "write", "/proc/self/uid_map");
+  if (write_proc_self("gid_map", gid_map) != 0)
+    return step_failed(f, 125, errno, "write", "/proc/self/gid_map");
+  return ChildStep::done();
+}
 
 ChildStep exec_workload(const ChildContext& ctx, ChildFailure& f) {
   const char* file = ctx.argv[0];

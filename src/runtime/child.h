@@ -100,6 +100,10 @@ ChildStep step_failed(ChildFailure& f, int exit_code, int err, Op op, const char
     if (::berth::ChildStep s_ = (step); !s_) return s_; \
   } while (false)
 
+/// One uid and one gid, mapped onto the caller's, written from inside the user namespace the
+/// caller has just made (setgroups "deny", then /proc/self's uid_map and gid_map: "IN OUT 1").
+ChildStep write_single_id_maps(const char* uid_map, const char* gid_map, ChildFailure& f);
+
 /// Applies `plan` beneath the root at `root_fd` (before pivot_root); failed, with `f` filled,
 /// when a required entry fails.
 ChildStep apply_mount_plan(const MountPlan& plan, int root_fd, ChildFailure& f);

@@ -1,8 +1,10 @@
 #include "runtime/exec.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -19,6 +21,7 @@
 #include "core/signals.h"
 #include "runtime/child.h"
 #include "runtime/launcher.h"
+#include "runtime/pty_relay.h"
 #include "runtime/root_emulation.h"
 
 namespace berth {
@@ -54,20 +57,51 @@ bool in_own_user_namespace(pid_t target) {
   return ::access(theirs.c_str(), F_OK) == 0 && !same_file("/proc/self/ns/user", theirs);
 }
 
-Result<uid_t> mapped_uid(pid_t target) {
-  std::string path = "/proc/" + std::to_string(target) + "/uid_map";
-  std::string text = BERTH_TRY(read_file(path));
+namespace {
+
+/// One line of a uid_map or gid_map: first id inside, first id outside, how many.
+struct IdRange {
   unsigned long inside = 0, outside = 0, count = 0;
-  uid_t me = ::getuid();
-  // Each line: first uid inside, first uid outside, how many.
+};
+
+Result<std::vector<IdRange>> id_ranges(const std::string& path) {
+  std::string text = BERTH_TRY(read_file(path));
+  std::vector<IdRange> out;
+  IdRange r;
   const char* p = text.c_str();
-  while (std::sscanf(p, " %lu %lu %lu", &inside, &outside, &count) == 3) {
-    if (me >= outside && me - outside < count) return static_cast<uid_t>(inside + (me - outside));
+  while (std::sscanf(p, " %lu %lu %lu", &r.inside, &r.outside, &r.count) == 3) {
+    out.push_back(r);
     p = std::strchr(p, '\n');
     if (p == nullptr) break;
     ++p;
   }
+  return out;
+}
+
+/// The id inside `target`'s user namespace that the caller's `id` (outside) maps to.
+Result<unsigned long> mapped_id(pid_t target, const char* file, unsigned long me) {
+  std::string path = "/proc/" + std::to_string(target) + "/" + file;
+  for (const IdRange& r : BERTH_TRY(id_ranges(path)))
+    if (me >= r.outside && me - r.outside < r.count) return r.inside + (me - r.outside);
   return make_error("read", path, "your user is not mapped in the container");
+}
+
+}  // namespace
+
+Result<uid_t> mapped_uid(pid_t target) {
+  return static_cast<uid_t>(BERTH_TRY(mapped_id(target, "uid_map", ::getuid())));
+}
+
+Result<gid_t> mapped_gid(pid_t target) {
+  return static_cast<gid_t>(BERTH_TRY(mapped_id(target, "gid_map", ::getgid())));
+}
+
+bool maps_uid(pid_t target, uid_t uid) {
+  auto ranges = id_ranges("/proc/" + std::to_string(target) + "/uid_map");
+  if (!ranges.ok()) return false;
+  for (const IdRange& r : *ranges)
+    if (uid >= r.inside && uid - r.inside < r.count) return true;
+  return false;
 }
 
 Result<std::vector<std::string>> process_environment(pid_t target) {
@@ -124,6 +158,15 @@ RunOutcome exec_in_container(const ExecSpec& spec) {
   // so that ^C, job control and the terminal's reads reach it. SIGTTOU stays blocked until it
   // has taken the terminal, and here until this process has taken it back.
   int tty_fd = spec.tty ? foreground_terminal() : -1;
+  // A container whose /dev/pts is its own cannot name the caller's terminal (`tty` would say
+  // "not a tty"): the command gets a pty of that devpts, and this process copies between them.
+  ContainerPty pty;
+  if (tty_fd >= 0 && !terminal_visible_in(proc + "/root", tty_fd)) {
+    auto made = open_container_pty(proc + "/root", tty_fd);
+    if (!made.ok()) return failed(std::move(made).error());
+    pty = std::move(made).value();
+  }
+  int pty_slave = pty.slave.get();
   sigset_t ttou, old_mask;
   sigemptyset(&ttou);
   sigaddset(&ttou, SIGTTOU);
@@ -173,16 +216,45 @@ RunOutcome exec_in_container(const ExecSpec& spec) {
         }
         (void)::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
       }
-      take_terminal(tty_fd);  // the process that execs: with a PID namespace, the inner one
+      if (pty_slave >= 0) {
+        // The container's pty: a session of its own whose controlling terminal it is, on all
+        // three standard descriptors (the process that execs: with a PID namespace, the inner).
+        if (::setsid() < 0 || ::ioctl(pty_slave, TIOCSCTTY, 0) != 0)
+          return step_failed(f, 125, errno, "open", "the container's pty", "TIOCSCTTY");
+        for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO})
+          if (::dup2(pty_slave, fd) < 0) return step_failed(f, 125, errno, "dup2", "the pty");
+      } else {
+        take_terminal(tty_fd);  // the process that execs: with a PID namespace, the inner one
+      }
       ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
       // -t without -i: stdin is the terminal (as run -t gives it), else /dev/null.
-      if (!spec.stdin_open && ::dup2(tty_fd >= 0 ? tty_fd : devnull->get(), STDIN_FILENO) < 0)
+      if (pty_slave < 0 && !spec.stdin_open &&
+          ::dup2(tty_fd >= 0 ? tty_fd : devnull->get(), STDIN_FILENO) < 0)
         return step_failed(f, 125, errno, "dup2", "/dev/null");
+      // -u of a user the container does not map: a user namespace of the command's own, in
+      // the container's, maps it onto the container's user (the kernel lets a process map its
+      // own ids in a namespace it made). Its capabilities there end at exec (a uid other than 0).
+      if (!spec.nested_uid_map.empty()) {
+        if (::unshare(CLONE_NEWUSER) != 0)
+          return step_failed(f, 125, errno, "unshare", "user namespace", "for exec -u");
+        BERTH_CHILD_CHECK(
+            write_single_id_maps(spec.nested_uid_map.c_str(), spec.nested_gid_map.c_str(), f));
+      }
       // As the workload: without CAP_SYS_ADMIN a root command cannot undo the mount plan.
       if (::prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0)
         return step_failed(f, 125, errno, "drop capability", "CAP_SYS_ADMIN");
       if (emulate_root && install_root_emulation() != 0)
         return step_failed(f, 125, errno, "root emulation", "seccomp filter");
+      // -u of a user the container maps (subordinate IDs): set here, after the steps above
+      // that need the capabilities a uid other than 0 loses.
+      if (spec.uid >= 0) {
+        auto gid = static_cast<gid_t>(spec.gid);
+        if (::setgroups(1, &gid) != 0 || ::setresgid(gid, gid, gid) != 0)
+          return step_failed(f, 125, errno, "map identity", "exec -u", "setresgid");
+        auto uid = static_cast<uid_t>(spec.uid);
+        if (::setresuid(uid, uid, uid) != 0)
+          return step_failed(f, 125, errno, "map identity", "exec -u", "setresuid");
+      }
       (void)::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);  // ENOSYS: a harmless leak
       keep_across_exec(spec.kept_fds);  // a launcher's (runtime/launcher.h)
       reset_forwarded_signals();
@@ -195,8 +267,10 @@ RunOutcome exec_in_container(const ExecSpec& spec) {
   ForwardedActions old_actions;
   forward_signals_to(pid, &old_actions);
   report_w.reset();
+  pty.slave.reset();  // the command's now: the pty ends when its last holder closes it
   ChildFailure failure;
   size_t got = read_child_report(report_r.get(), &failure);
+  if (pty.master.valid()) relay_pty(pty.master.get(), tty_fd, spec.stdin_open, pid);
   int status = wait_child(pid);
   stop_forwarding(old_actions);
   if (tty_fd >= 0) (void)::tcsetpgrp(tty_fd, ::getpgrp());  // best effort: the command is over

@@ -23,11 +23,21 @@ struct ExecSpec {
   bool stdin_open = false;        ///< -i: keep stdin (otherwise /dev/null)
   bool tty = false;               ///< -t: the caller's terminal, with the command in its foreground
   std::vector<int> kept_fds;      ///< descriptors above 2 the command inherits (runtime/launcher.h)
+  /// -u of a user the container's namespace does not map (a rootless container maps one): the
+  /// command gets a user namespace of its own inside the container's, whose single mapping
+  /// ("UID INSIDE 1", "GID INSIDE 1") makes it that user. Empty: no such namespace.
+  std::string nested_uid_map, nested_gid_map;
+  /// -u of a user the container's namespace maps (subordinate IDs): set directly; -1: not set.
+  long uid = -1, gid = -1;
 };
 
 /// The uid inside the container that the caller's uid maps to (its user namespace's single
 /// mapping), or an error when `target`'s namespace cannot be read.
 Result<uid_t> mapped_uid(pid_t target);
+/// The same for the caller's gid (its gid_map).
+Result<gid_t> mapped_gid(pid_t target);
+/// Whether `target`'s user namespace has a mapping for `uid` (a uid inside it).
+bool maps_uid(pid_t target, uid_t uid);
 
 /// Whether `target` is in a user namespace other than the caller's (false for the engines
 /// without namespaces, whose processes run in the caller's).

@@ -512,8 +512,26 @@ def test_exec_joins_a_detached_container(berth, img):
     rc, _, err = berth("exec", "svc", "no-such-program", check=False)
     assert rc == 127 and err.splitlines()[0] == (
         'berth: error: exec: "no-such-program": executable file not found in $PATH')
-    rc, _, err = berth("exec", "-u", "1234", "svc", "/probe", "id", check=False)
-    assert rc == 125 and "-u" in err.splitlines()[0]
+    # -u: a user the rootless container does not map gets a user namespace of its own.
+    assert berth("exec", "-u", "1234", "svc", "/probe", "id")[1].splitlines()[:2] == [
+        "uid=1234", "gid=1234"]  # its group in the image's /etc/passwd
+    _, out, _ = berth("exec", "-u", "1234:99", "svc", "/bin/sh", "-c",
+                      'echo "$(id -u):$(id -g) $HOME"; touch /tmp/by-1234 && stat -c %u:%g '
+                      '/tmp/by-1234')
+    assert out == "1234:99 /home/app\n1234:99\n"  # app: 1234 in the image's /etc/passwd
+    # A container that maps one user (no subordinate IDs): the command's own namespace maps
+    # 1234 onto the container's root, whose files its are.
+    detach(berth, "--name", "one", "--root-emulation", "seccomp", img, "/probe", "signals", "603")
+    wait_for(lambda: "ready" in logs(berth, "one"), "the workload to start")
+    _, out, _ = berth("exec", "-u", "1234:99", "one", "/bin/sh", "-c",
+                      'echo "$(id -u):$(id -g)"; touch /tmp/by-1234 && stat -c %u:%g /tmp/by-1234')
+    assert out == "1234:99\n1234:99\n"
+    assert berth("exec", "one", "/bin/sh", "-c", "stat -c %u /tmp/by-1234")[1] == "0\n"
+    berth("stop", "one")
+    rc, _, err = berth("exec", "-u", "nobody-here", "svc", "/probe", "id", check=False)
+    assert rc == 125 and err.splitlines()[0] == (
+        "berth: error: exec -u nobody-here: user nobody-here: unable to find user nobody-here: "
+        "no matching entries in the container's /etc/passwd")
     berth("stop", "svc")
     rc, _, err = berth("exec", "svc", "/probe", "true", check=False)
     assert rc == 125 and err.splitlines()[0].endswith(" is not running")
@@ -526,8 +544,16 @@ def test_exec_tty_puts_the_command_in_the_terminals_foreground(berth, img):
     wait_for(lambda: "ready" in logs(berth, "term"), "the workload to start")
     rc, out = on_terminal(berth, ["exec", "-it", "term", "/probe", "tty"])
     assert rc == 0, out
+    # script(1), its input being /dev/null, types one byte at its end, which the container's pty
+    # echoes as ^@ before the output.
+    out = out.removeprefix("^@")
     lines = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     assert (lines["tty"], lines["foreground"]) == ("1", "1"), out
+    # The container (run without -t) has a devpts of its own: the command's terminal is a pty of
+    # it, which `tty` names (before: "not a tty", the caller's pty being the host's).
+    assert re.fullmatch(r"/dev/pts/\d+", lines["ttyname"]), out
+    rc, out = on_terminal(berth, ["exec", "-t", "term", "/bin/sh", "-c", "tty; exit 3"])
+    assert rc == 3 and re.match(r"/dev/pts/\d+\n", out), out
     # Its own process group (berth's would get ^C too, and pass it on: twice).
     _, out = on_terminal(berth, ["exec", "-it", "term", "/bin/sh", "-c",
                                  'read -r _ _ _ _ pg _ < /proc/$$/stat; echo "pid=$$ pgrp=$pg"'])
