@@ -15,6 +15,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/runtime_dir.h"
 #include "core/scope_guard.h"
 #include "runtime/fallback.h"
 #include "runtime/library_path.h"
@@ -60,14 +61,11 @@ nlohmann::json bind_mount(const std::string& source, const std::string& target, 
   return {{"destination", target}, {"type", "bind"}, {"source", source}, {"options", options}};
 }
 
-/// Where runc keeps its state for this user: a 0700 folder of ours in the site policy's
-/// runtime_dir when it names one, else $XDG_RUNTIME_DIR/berth-runc, else in /tmp.
+/// Where runc keeps its state for this user: runc/ in the user's runtime folder
+/// (core/runtime_dir.h: the site policy's runtime_dir, $XDG_RUNTIME_DIR, /tmp, or the private
+/// fallback when another user took the shared name first).
 Result<std::string> state_root(const std::string& runtime_dir) {
-  std::string xdg = env_or("XDG_RUNTIME_DIR", "");
-  std::string dir =
-      !runtime_dir.empty() ? path_join(runtime_dir, "berth-runc-" + std::to_string(::getuid()))
-      : !xdg.empty() && path_exists(xdg) ? path_join(xdg, "berth-runc")
-                                         : "/tmp/berth-runc-" + std::to_string(::getuid());
+  std::string dir = path_join(BERTH_TRY(make_runtime_dir("oci", runtime_dir)), "runc");
   BERTH_CHECK(make_own_dir(dir, "oci", "runtime state folder"));
   return dir;
 }

@@ -465,11 +465,21 @@ def test_runtime_dir_holds_the_oci_engines_state(berth, policy, img, scratch, id
     path = policy(f'runtime_dir = "{runtime}"\n')
     rc, _, err = berth("run", "--rm", "--engine", "oci", "-u", "0", img, "/probe", "true",
                        env=with_policy(path), check=False)
-    if rc != 0 and "runc" in err and "berth-runc" not in err:
+    if rc != 0 and "runc" in err and "runtime state" not in err:
         pytest.skip(f"runc cannot run rootless here: {first_line(err)}")
     assert rc == 0, err
-    state = os.path.join(runtime, f"berth-runc-{identity.uid}")
+    state = os.path.join(runtime, f"berth-{identity.uid}", "runc")
     assert os.path.isdir(state) and os.stat(state).st_uid == identity.uid
+    # Another user (root here) took the user's folder name first: the run goes on in the
+    # private folder, and says so (before: /tmp/berth-runc-UID made by another user blocked it).
+    taken = tempfile.mkdtemp(prefix="runtime-", dir=scratch)
+    os.chmod(taken, 0o1777)
+    os.mkdir(os.path.join(taken, f"berth-{identity.uid}"), 0o755)
+    path = policy(f'runtime_dir = "{taken}"\n', name="taken.conf")
+    rc, _, err = berth("run", "--rm", "--engine", "oci", "-u", "0", img, "/probe", "true",
+                       env=with_policy(path), check=False)
+    assert rc == 0, err
+    assert f"berth-{identity.uid} is a folder of user root (uid 0), not yours: using " in err, err
 
 
 # --- squash_options ---------------------------------------------------------------------
