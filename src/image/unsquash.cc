@@ -10,7 +10,10 @@
 #include <memory>
 
 #include "core/fs.h"
+#include "image/sif.h"
 #include "image/sqfs_api.h"
+#include "image/sqfs_decompressor.h"
+#include "image/sqfs_read_file.h"
 #include "image/squashfs_superblock.h"
 
 namespace berth {
@@ -19,44 +22,6 @@ namespace {
 const SqfsApi& sq() {
   return sqfs_api();
 }
-
-/// The image file as libsquashfs reads it: our fd, so that an I/O error keeps its errno.
-struct ReadFile {
-  sqfs_file_t base{};
-  int fd = -1;
-  uint64_t size = 0;
-  int err = 0;  ///< the first errno seen
-
-  ReadFile(int f, uint64_t s) : fd(f), size(s) {
-    base.base.destroy = [](sqfs_object_t*) {};  // ours, never libsquashfs's to free
-    base.read_at = [](sqfs_file_t* f, sqfs_u64 off, void* buf, size_t n) -> int {
-      auto* self = reinterpret_cast<ReadFile*>(f);
-      auto* p = static_cast<char*>(buf);
-      while (n > 0) {
-        ssize_t r = ::pread(self->fd, p, n, static_cast<off_t>(off));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-          if (self->err == 0) self->err = errno;
-          return SQFS_ERROR_IO;
-        }
-        if (r == 0) return SQFS_ERROR_OUT_OF_BOUNDS;  // a truncated file
-        p += r;
-        n -= static_cast<size_t>(r);
-        off += static_cast<sqfs_u64>(r);
-      }
-      return 0;
-    };
-    base.write_at = [](sqfs_file_t*, sqfs_u64, const void*, size_t) -> int {
-      return SQFS_ERROR_UNSUPPORTED;
-    };
-    base.get_size = [](const sqfs_file_t* f) -> sqfs_u64 {
-      return reinterpret_cast<const ReadFile*>(f)->size;
-    };
-    base.truncate = [](sqfs_file_t*, sqfs_u64) -> int { return SQFS_ERROR_UNSUPPORTED; };
-  }
-  ReadFile(const ReadFile&) = delete;
-  ReadFile& operator=(const ReadFile&) = delete;
-};
 
 struct TreeDestroy {
   void operator()(sqfs_tree_node_t* n) const { sq().dir_tree_destroy(n); }
@@ -71,7 +36,7 @@ bool is_file(uint16_t t) {
 
 class Extractor {
  public:
-  Extractor(const std::string& file, sqfs_data_reader_t* data, ReadFile* in)
+  Extractor(const std::string& file, sqfs_data_reader_t* data, SqfsReadFile* in)
       : file_(file), data_(data), in_(in) {}
 
   /// Fills directory `fd` (at `rel` below the target, "" for the target) with `dir`'s children.
@@ -139,7 +104,7 @@ class Extractor {
         auto want = static_cast<sqfs_u32>(std::min<sqfs_u64>(buf.size(), size - off));
         sqfs_s32 got = sq().data_reader_read(data_, &inode, off, buf.data(), want);
         if (got <= 0) {
-          if (in_->err != 0) return entry_error("read", path, in_->err);
+          if (int e = in_->err.load()) return entry_error("read", path, e);
           return make_error("read squashfs", file_ + ":/" + path,
                             got == 0 ? "shorter than its size" : sqfs_error_text(got),
                             ErrorCode::kInvalidInput);
@@ -177,7 +142,7 @@ class Extractor {
 
   std::string file_;
   sqfs_data_reader_t* data_;
-  ReadFile* in_;
+  SqfsReadFile* in_;
   std::map<uint32_t, std::string> links_;  ///< inode number -> its first name's path
 };
 
@@ -186,30 +151,23 @@ Result<UnsquashStats> extract(const std::string& file, const std::string& target
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return sys_error("stat", file);
   if (!S_ISREG(st.st_mode)) return make_error("read squashfs", file, "not a regular file");
-  ReadFile in(fd.get(), static_cast<uint64_t>(st.st_size));
+  // The whole file, or a SIF file's squashfs partition (image/sif.h).
+  SquashfsExtent at = BERTH_TRY(locate_squashfs(fd.get(), static_cast<uint64_t>(st.st_size), file));
+  BERTH_CHECK(read_squashfs_superblock(fd.get(), at, file));
+  SqfsReadFile in(fd.get(), at.offset, at.size);
   auto fail = [&](std::string_view what, int r) -> Error {
-    if (in.err != 0) return sys_error("read", file, in.err);
-    return make_error("read squashfs", file, fmt::format("{}: {}", what, sqfs_error_text(r)),
+    if (int e = in.err.load()) return sys_error("read", file, e);
+    return make_error("read squashfs", file,
+                      fmt::format("{}{}: {}", at.sif ? "SIF file's squashfs partition: " : "", what,
+                                  sqfs_error_text(r)),
                       ErrorCode::kInvalidInput);
   };
-  char head[kSquashfsSuperblockSize];
-  ssize_t got;
-  do {
-    got = ::pread(fd.get(), head, sizeof head, 0);
-  } while (got < 0 && errno == EINTR);
-  if (got < 0) return sys_error("read", file);
-  BERTH_CHECK(
-      check_squashfs_superblock(std::string_view(head, static_cast<size_t>(got)), in.size, file));
   sqfs_super_t super{};
   int r = sq().super_read(&super, &in.base);
   if (r != 0) return fail("super block", r);
-  sqfs_compressor_config_t cfg;
-  if ((r = sq().compressor_config_init(&cfg, static_cast<SQFS_COMPRESSOR>(super.compression_id),
-                                       super.block_size, SQFS_COMP_FLAG_UNCOMPRESS)) != 0)
-    return fail("compressor", r);
-  sqfs_compressor_t* raw_cmp = nullptr;
-  if ((r = sq().compressor_create(&cfg, &raw_cmp)) != 0) return fail("compressor", r);
-  SqfsPtr<sqfs_compressor_t> cmp(raw_cmp);
+  SqfsPtr<sqfs_compressor_t> cmp(BERTH_TRY(make_squashfs_decompressor(
+      super, &in.base, {sq().compressor_config_init, sq().compressor_create}, "read squashfs",
+      file)));
   SqfsPtr<sqfs_id_table_t> ids(sq().id_table_create(0));
   if (!ids) return fail("id table", SQFS_ERROR_ALLOC);
   if ((r = sq().id_table_read(ids.get(), &in.base, &super, cmp.get())) != 0)

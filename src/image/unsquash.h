@@ -29,7 +29,8 @@ struct UnsquashStats {
   uint64_t skipped_devices = 0;  ///< device nodes and sockets left out
 };
 
-/// Extracts the squashfs file at `file` into `target`, which must not exist (its parent must).
+/// Extracts the squashfs file at `file` (or a SIF file's squashfs partition) into `target`,
+/// which must not exist (its parent must).
 Result<UnsquashStats> unsquash(const std::string& file, const std::string& target);
 
 }  // namespace berth
