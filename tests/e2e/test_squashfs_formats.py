@@ -227,3 +227,32 @@ def test_bad_sif_files_are_refused_in_one_line(sq, sif_image):
     assert refused(junk) == (f"berth: error: read squashfs {junk}: SIF file's squashfs "
                              f"partition: not a squashfs image (no squashfs magic number)\n")
 
+
+def test_create_keeps_a_sparse_file_sparse(sq, scratch):
+    """A small image holding a huge sparse file (`truncate -s`, as in the report: 50 GiB there;
+    1 GiB here, which mksquashfs reads in full) becomes a container whose file is as sparse."""
+    d = tempfile.mkdtemp(prefix="sparse-", dir=scratch)
+    os.chmod(d, 0o755)
+    tree = os.path.join(d, "tree")
+    make_tree(tree, None)
+    size = 1 << 30
+    subprocess.run(["truncate", "-s", str(size), os.path.join(tree, "huge")], check=True)
+    with open(os.path.join(tree, "huge"), "r+b") as f:
+        f.seek(size // 2)
+        f.write(b"in the middle")
+    image = os.path.join(d, "sparse.sqsh")
+    subprocess.run(["mksquashfs", tree, image, "-all-root", "-comp", "lzo", "-noappend", "-quiet",
+                    "-no-progress"], check=True, stdout=subprocess.DEVNULL)
+    os.chmod(image, 0o644)
+    assert os.path.getsize(image) < 4 << 20
+    rc, _, err = sq("create", "--name", "sparse", image, check=False)
+    assert rc == 0, err
+    rootfs = sq("inspect", "--format", "{{.rootfs}}", "sparse")[1].strip()
+    st = os.stat(os.path.join(rootfs, "huge"))
+    assert st.st_size == size
+    assert st.st_blocks * 512 <= 1 << 20, st.st_blocks  # the written block only
+    with open(os.path.join(rootfs, "huge"), "rb") as f:
+        f.seek(size // 2)
+        assert f.read(13) == b"in the middle"
+        f.seek(size - 4)
+        assert f.read() == b"\0" * 4
