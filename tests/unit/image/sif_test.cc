@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <lzo/lzo1x.h>
+#include <sqfs/error.h>
 
 #include <cstring>
 #include <string>
