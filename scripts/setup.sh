@@ -32,8 +32,10 @@ demo_packages=(
   # berth squash / inspect FILE.sqsh: squashfs-tools-ng's libsquashfs (headers; loaded at run time)
   libsquashfs-dev
   # berth-squashfs, the squashfs FUSE daemon (src/site/squashfs_fuse): libfuse3 low-level API;
-  # it links libsquashfs, libfuse3 and the compressors' static archives (CMakeLists.txt says why)
-  libfuse3-dev liblz4-dev libzstd-dev liblzma-dev zlib1g-dev
+  # it links libsquashfs, libfuse3 and the compressors' static archives (CMakeLists.txt says why);
+  # liblzo2: lzo images (enroot's default), which Debian's libsquashfs cannot read, berth and
+  # berth-squashfs both
+  libfuse3-dev liblz4-dev libzstd-dev liblzma-dev zlib1g-dev liblzo2-dev
   # berthd's libraries: configured (src/CMakeLists.txt), not built by the demo
   libcpp-httplib-dev libsqlite3-dev
   # the demo's run

@@ -67,7 +67,8 @@ bool is_squashfs_file_argument(const std::string& what) {
   if (!what.starts_with("/") && !what.starts_with("./") && !what.starts_with("../")) return false;
   struct stat st;
   if (::stat(what.c_str(), &st) == 0) return !S_ISDIR(st.st_mode);
-  return what.ends_with(".sqsh") || what.ends_with(".squashfs") || what.ends_with(".sqfs");
+  return what.ends_with(".sqsh") || what.ends_with(".squashfs") || what.ends_with(".sqfs") ||
+         what.ends_with(".sif");
 }
 
 Result<ContainerRecord> create_from_image(const GlobalOptions& g, ContainerStore& cs,

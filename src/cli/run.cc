@@ -425,7 +425,8 @@ Status run_directory(const RunRequest& req, const std::string& dir, const RunEnv
 bool is_squashfs_argument(const std::string& what) {
   struct stat st;
   if (::stat(what.c_str(), &st) == 0) return !S_ISDIR(st.st_mode);
-  return what.ends_with(".sqsh") || what.ends_with(".squashfs") || what.ends_with(".sqfs");
+  return what.ends_with(".sqsh") || what.ends_with(".squashfs") || what.ends_with(".sqfs") ||
+         what.ends_with(".sif");
 }
 
 /// `berth run FILE.sqsh [CMD]`: runs a squashfs image without extracting it, on the one FUSE

@@ -161,6 +161,11 @@ Status inspect_squash_file(const std::string& path, bool json) {
     j["berth"] = meta;  // null: not made by Berth
     // enroot's settings (/etc/environment, /etc/rc) as the image config Berth runs it with
     j["enroot"] = info.enroot_config ? *info.enroot_config : nlohmann::json();
+    // Apptainer's (/.singularity.d) as the image config Berth runs it with, and where a SIF
+    // file holds its squashfs partition
+    j["singularity"] = info.singularity_config ? *info.singularity_config : nlohmann::json();
+    j["sif"] = info.sif ? nlohmann::json{{"offset", info.sif->offset}, {"size", info.sif->size}}
+                        : nlohmann::json();
     std::printf("%s\n", to_text(j, 2).c_str());
     return {};
   }
@@ -177,9 +182,15 @@ Status inspect_squash_file(const std::string& path, bool json) {
       std::printf("Container:   %s\n", string_field(*c, "id").c_str());
   } else if (info.enroot_config) {
     std::printf("Image:       made by enroot (/etc/rc, /etc/environment)\n");
+  } else if (info.singularity_config) {
+    std::printf("Image:       made by Apptainer/Singularity (/.singularity.d)\n");
   } else {
     std::printf("Image:       no Berth metadata (/.berth/image.json)\n");
   }
+  if (info.sif)
+    std::printf("SIF:         squashfs partition of %s at offset %llu\n",
+                human_size(static_cast<int64_t>(info.sif->size)).c_str(),
+                static_cast<unsigned long long>(info.sif->offset));
   std::printf("Compressor:  %s\n", info.compressor.c_str());
   std::printf("Block size:  %u\n", info.block_size);
   std::printf("Inodes:      %u\n", info.inodes);

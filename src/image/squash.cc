@@ -18,7 +18,10 @@
 #include "core/clock.h"
 #include "core/fs.h"
 #include "core/json.h"
+#include "image/sif.h"
 #include "image/sqfs_api.h"
+#include "image/sqfs_decompressor.h"
+#include "image/sqfs_read_file.h"
 #include "image/squash_writer.h"
 #include "image/squashfs_superblock.h"
 
@@ -30,7 +33,6 @@ const SqfsApi& sqfs_api() {
 }
 
 using squash_internal::CompressorChoice;
-using squash_internal::FdFile;
 using squash_internal::find_compressor;
 using squash_internal::OutputFile;
 using squash_internal::sq;
@@ -166,23 +168,21 @@ Result<SquashInfo> read_squash_info(const std::string& path) {
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return sys_error("stat", path);
   if (!S_ISREG(st.st_mode)) return make_error("read squashfs", path, "not a regular file");
-  FdFile file(fd.get(), static_cast<uint64_t>(st.st_size));
-  auto fail = [&](std::string_view what, int r) -> Error {
-    if (int e = file.err.load()) return sys_error("read", path, e);
-    return make_error("read squashfs", path, fmt::format("{}: {}", what, sqfs_error_text(r)),
-                      ErrorCode::kInvalidInput);
-  };
   SquashInfo info;
   info.file_size = static_cast<uint64_t>(st.st_size);
-  // The superblock check `berth run FILE.sqsh` makes, so that both say the same of one file.
-  char head[kSquashfsSuperblockSize];
-  ssize_t got;
-  do {
-    got = ::pread(fd.get(), head, sizeof head, 0);
-  } while (got < 0 && errno == EINTR);
-  if (got < 0) return sys_error("read", path);
-  BERTH_CHECK(check_squashfs_superblock(std::string_view(head, static_cast<size_t>(got)),
-                                        info.file_size, path));
+  // The whole file, or a SIF file's squashfs partition (image/sif.h); the superblock check
+  // `berth run FILE.sqsh` makes, so that both say the same of one file.
+  SquashfsExtent at = BERTH_TRY(locate_squashfs(fd.get(), info.file_size, path));
+  BERTH_CHECK(read_squashfs_superblock(fd.get(), at, path));
+  if (at.sif) info.sif = at;
+  SqfsReadFile file(fd.get(), at.offset, at.size);
+  auto fail = [&](std::string_view what, int r) -> Error {
+    if (int e = file.err.load()) return sys_error("read", path, e);
+    return make_error("read squashfs", path,
+                      fmt::format("{}{}: {}", at.sif ? "SIF file's squashfs partition: " : "", what,
+                                  sqfs_error_text(r)),
+                      ErrorCode::kInvalidInput);
+  };
   sqfs_super_t super{};
   int r = sq().super_read(&super, &file.base);
   if (r != 0) return fail("super block", r);
@@ -194,14 +194,9 @@ Result<SquashInfo> read_squash_info(const std::string& path) {
   info.mtime = super.modification_time;
   info.bytes_used = super.bytes_used;
 
-  sqfs_compressor_config_t cfg;
-  if ((r = sq().compressor_config_init(&cfg, static_cast<SQFS_COMPRESSOR>(super.compression_id),
-                                       super.block_size, SQFS_COMP_FLAG_UNCOMPRESS)) != 0)
-    return fail("compressor " + info.compressor, r);
-  sqfs_compressor_t* raw_cmp = nullptr;
-  if ((r = sq().compressor_create(&cfg, &raw_cmp)) != 0)
-    return fail("compressor " + info.compressor, r);
-  SqfsPtr<sqfs_compressor_t> cmp(raw_cmp);
+  SqfsPtr<sqfs_compressor_t> cmp(BERTH_TRY(make_squashfs_decompressor(
+      super, &file.base, {sq().compressor_config_init, sq().compressor_create}, "read squashfs",
+      path)));
   SqfsPtr<sqfs_dir_reader_t> dr(sq().dir_reader_create(&super, cmp.get(), &file.base, 0));
   if (!dr) return fail("directory reader", SQFS_ERROR_ALLOC);
   sqfs_inode_generic_t* raw_inode = nullptr;
@@ -244,7 +239,13 @@ Result<SquashInfo> read_squash_info(const std::string& path) {
   if (rc) {
     auto environment = BERTH_TRY(read_small("etc/environment"));
     info.enroot_config = enroot_image_config(rc, environment.value_or(""));
+    if (info.enroot_config) return info;
   }
+  // Or by Apptainer/Singularity (a SIF file's partition, or an image taken out of one).
+  auto runscript = BERTH_TRY(read_small(".singularity.d/runscript"));
+  auto docker_env = BERTH_TRY(read_small(".singularity.d/env/10-docker2singularity.sh"));
+  auto environment = BERTH_TRY(read_small(".singularity.d/env/90-environment.sh"));
+  info.singularity_config = sif_image_config(runscript.has_value(), docker_env, environment);
   return info;
 }
 

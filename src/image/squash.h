@@ -43,6 +43,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "image/sif.h"
 #include "image/unpack.h"
 
 namespace berth {
@@ -132,10 +133,16 @@ struct SquashInfo {
   /// Without Berth's metadata, the run settings of an image enroot made
   /// (enroot_image_config()); nullopt: none.
   std::optional<nlohmann::json> enroot_config;
+  /// Without either, the run settings of an image Apptainer/Singularity made
+  /// (sif_image_config()); nullopt: none.
+  std::optional<nlohmann::json> singularity_config;
+  /// Where the squashfs image lies in a SIF file; nullopt: the file is the squashfs image.
+  std::optional<SquashfsExtent> sif;
 };
 
 /// Reads the super block and /.berth/image.json of the squashfs file at `path` (without it,
-/// enroot's /etc/rc and /etc/environment). A file that is
+/// enroot's /etc/rc and /etc/environment, then Apptainer's /.singularity.d), or of a SIF
+/// file's squashfs partition. A file that is
 /// not squashfs, or is truncated or corrupt, is a one-line error naming it.
 Result<SquashInfo> read_squash_info(const std::string& path);
 

@@ -2,6 +2,8 @@
 
 #include <iterator>
 
+#include "image/sqfs_decompressor.h"
+
 namespace berth {
 namespace {
 
@@ -62,7 +64,8 @@ Result<SquashfsSuperblock> check_squashfs_superblock(std::string_view head, uint
     return corrupt(path, "block size " + std::to_string(sb.block_size) + " (log " +
                              std::to_string(block_log) + ")");
   if (sb.compression == 0 || sb.compression > 6)
-    return corrupt(path, "unknown compressor " + std::to_string(sb.compression));
+    return make_error("read squashfs", path, squashfs_compressor_unsupported(sb.compression),
+                      ErrorCode::kUnsupported);
   if (sb.bytes_used > file_size)
     return make_error("read squashfs", path,
                       "truncated squashfs image: it says " + std::to_string(sb.bytes_used) +

@@ -3,14 +3,20 @@
 #include <fcntl.h>
 #include <fmt/core.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <map>
 #include <memory>
 
 #include "core/fs.h"
+#include "image/sif.h"
 #include "image/sqfs_api.h"
+#include "image/sqfs_decompressor.h"
+#include "image/sqfs_read_file.h"
 #include "image/squashfs_superblock.h"
 
 namespace berth {
@@ -19,44 +25,6 @@ namespace {
 const SqfsApi& sq() {
   return sqfs_api();
 }
-
-/// The image file as libsquashfs reads it: our fd, so that an I/O error keeps its errno.
-struct ReadFile {
-  sqfs_file_t base{};
-  int fd = -1;
-  uint64_t size = 0;
-  int err = 0;  ///< the first errno seen
-
-  ReadFile(int f, uint64_t s) : fd(f), size(s) {
-    base.base.destroy = [](sqfs_object_t*) {};  // ours, never libsquashfs's to free
-    base.read_at = [](sqfs_file_t* f, sqfs_u64 off, void* buf, size_t n) -> int {
-      auto* self = reinterpret_cast<ReadFile*>(f);
-      auto* p = static_cast<char*>(buf);
-      while (n > 0) {
-        ssize_t r = ::pread(self->fd, p, n, static_cast<off_t>(off));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-          if (self->err == 0) self->err = errno;
-          return SQFS_ERROR_IO;
-        }
-        if (r == 0) return SQFS_ERROR_OUT_OF_BOUNDS;  // a truncated file
-        p += r;
-        n -= static_cast<size_t>(r);
-        off += static_cast<sqfs_u64>(r);
-      }
-      return 0;
-    };
-    base.write_at = [](sqfs_file_t*, sqfs_u64, const void*, size_t) -> int {
-      return SQFS_ERROR_UNSUPPORTED;
-    };
-    base.get_size = [](const sqfs_file_t* f) -> sqfs_u64 {
-      return reinterpret_cast<const ReadFile*>(f)->size;
-    };
-    base.truncate = [](sqfs_file_t*, sqfs_u64) -> int { return SQFS_ERROR_UNSUPPORTED; };
-  }
-  ReadFile(const ReadFile&) = delete;
-  ReadFile& operator=(const ReadFile&) = delete;
-};
 
 struct TreeDestroy {
   void operator()(sqfs_tree_node_t* n) const { sq().dir_tree_destroy(n); }
@@ -71,7 +39,7 @@ bool is_file(uint16_t t) {
 
 class Extractor {
  public:
-  Extractor(const std::string& file, sqfs_data_reader_t* data, ReadFile* in)
+  Extractor(const std::string& file, sqfs_data_reader_t* data, SqfsReadFile* in)
       : file_(file), data_(data), in_(in) {}
 
   /// Fills directory `fd` (at `rel` below the target, "" for the target) with `dir`'s children.
@@ -92,6 +60,10 @@ class Extractor {
 
   UnsquashStats stats;
   int root_fd = -1;
+  uint32_t block_size = 0;
+  uint64_t budget = 0;        ///< bytes the extraction may still write
+  uint64_t budget_total = 0;  ///< the bound, for the error
+  std::string budget_what;    ///< what the bound is, for the error
 
  private:
   Error entry_error(Op op, const std::string& path, int e) const {
@@ -103,6 +75,52 @@ class Extractor {
     struct timespec t[2] = {{inode.base.mod_time, 0}, {inode.base.mod_time, 0}};
     int r = name == nullptr ? ::futimens(fd, t) : ::utimensat(fd, name, t, flags);
     if (r != 0) return entry_error("change", path, errno);
+    return {};
+  }
+
+  /// Writes the data of the file `inode` (`size` bytes) to `fd`, a block at a time: a block
+  /// the image records as sparse is not read, and one of zeros is not written, both left a
+  /// hole (the file gets its size at the end), so that a sparse file stays sparse. What is
+  /// written counts against `budget`.
+  Status write_data(int fd, const sqfs_inode_generic_t& inode, sqfs_u64 size,
+                    const std::string& path) {
+    size_t blocks = sqfs_inode_get_file_block_count(&inode);
+    for (sqfs_u64 off = 0; off < size;) {
+      auto want = static_cast<sqfs_u32>(std::min<sqfs_u64>(block_size, size - off));
+      size_t index = static_cast<size_t>(off / block_size);
+      // A block's size word 0: a sparse block (squashfs stores nothing for it).
+      if (index < blocks && (inode.extra[index] & 0x00ffffff) == 0) {
+        off += want;
+        continue;
+      }
+      sqfs_s32 got = sq().data_reader_read(data_, &inode, off, buf_.data(), want);
+      if (got <= 0) {
+        if (int e = in_->err.load()) return entry_error("read", path, e);
+        return make_error("read squashfs", file_ + ":/" + path,
+                          got == 0 ? "shorter than its size" : sqfs_error_text(got),
+                          ErrorCode::kInvalidInput);
+      }
+      auto n = static_cast<size_t>(got);
+      bool zeros = buf_[0] == 0 && std::memcmp(buf_.data(), buf_.data() + 1, n - 1) == 0;
+      if (!zeros) {
+        if (n > budget)
+          return make_error("write", file_ + ":/" + path,
+                            fmt::format("the extraction would write more than {} bytes, {}",
+                                        budget_total, budget_what),
+                            ErrorCode::kOther);
+        budget -= n;
+        const char* p = buf_.data();
+        for (size_t left = n; left > 0;) {
+          ssize_t w = ::pwrite(fd, p, left, static_cast<off_t>(off + (n - left)));
+          if (w < 0 && errno == EINTR) continue;
+          if (w < 0) return entry_error("write", path, errno);
+          left -= static_cast<size_t>(w);
+          p += w;
+        }
+      }
+      off += n;
+    }
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return entry_error("truncate", path, errno);
     return {};
   }
 
@@ -134,20 +152,7 @@ class Extractor {
       if (!out.valid()) return entry_error("open", path, errno);
       sqfs_u64 size = 0;
       sq().inode_get_file_size(&inode, &size);
-      std::string buf(1 << 20, '\0');
-      for (sqfs_u64 off = 0; off < size;) {
-        auto want = static_cast<sqfs_u32>(std::min<sqfs_u64>(buf.size(), size - off));
-        sqfs_s32 got = sq().data_reader_read(data_, &inode, off, buf.data(), want);
-        if (got <= 0) {
-          if (in_->err != 0) return entry_error("read", path, in_->err);
-          return make_error("read squashfs", file_ + ":/" + path,
-                            got == 0 ? "shorter than its size" : sqfs_error_text(got),
-                            ErrorCode::kInvalidInput);
-        }
-        BERTH_CHECK(write_all(out.get(), std::string_view(buf.data(), static_cast<size_t>(got)),
-                              file_ + ":/" + path));
-        off += static_cast<sqfs_u64>(got);
-      }
+      BERTH_CHECK(write_data(out.get(), inode, size, path));
       stats.bytes += size;
       if (::fchmod(out.get(), perm) != 0) return entry_error("chmod", path, errno);
       BERTH_CHECK(times(out.get(), nullptr, inode, 0, path));
@@ -176,40 +181,35 @@ class Extractor {
   }
 
   std::string file_;
+  std::string buf_ = std::string(1 << 20, '\0');  ///< one block (block sizes are 1 MiB at most)
   sqfs_data_reader_t* data_;
-  ReadFile* in_;
+  SqfsReadFile* in_;
   std::map<uint32_t, std::string> links_;  ///< inode number -> its first name's path
 };
 
-Result<UnsquashStats> extract(const std::string& file, const std::string& target) {
+Result<UnsquashStats> extract(const std::string& file, const std::string& target, uint64_t limit,
+                              const std::string& limit_what) {
   UniqueFd fd = BERTH_TRY(open_file(file, O_RDONLY));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return sys_error("stat", file);
   if (!S_ISREG(st.st_mode)) return make_error("read squashfs", file, "not a regular file");
-  ReadFile in(fd.get(), static_cast<uint64_t>(st.st_size));
+  // The whole file, or a SIF file's squashfs partition (image/sif.h).
+  SquashfsExtent at = BERTH_TRY(locate_squashfs(fd.get(), static_cast<uint64_t>(st.st_size), file));
+  BERTH_CHECK(read_squashfs_superblock(fd.get(), at, file));
+  SqfsReadFile in(fd.get(), at.offset, at.size);
   auto fail = [&](std::string_view what, int r) -> Error {
-    if (in.err != 0) return sys_error("read", file, in.err);
-    return make_error("read squashfs", file, fmt::format("{}: {}", what, sqfs_error_text(r)),
+    if (int e = in.err.load()) return sys_error("read", file, e);
+    return make_error("read squashfs", file,
+                      fmt::format("{}{}: {}", at.sif ? "SIF file's squashfs partition: " : "", what,
+                                  sqfs_error_text(r)),
                       ErrorCode::kInvalidInput);
   };
-  char head[kSquashfsSuperblockSize];
-  ssize_t got;
-  do {
-    got = ::pread(fd.get(), head, sizeof head, 0);
-  } while (got < 0 && errno == EINTR);
-  if (got < 0) return sys_error("read", file);
-  BERTH_CHECK(
-      check_squashfs_superblock(std::string_view(head, static_cast<size_t>(got)), in.size, file));
   sqfs_super_t super{};
   int r = sq().super_read(&super, &in.base);
   if (r != 0) return fail("super block", r);
-  sqfs_compressor_config_t cfg;
-  if ((r = sq().compressor_config_init(&cfg, static_cast<SQFS_COMPRESSOR>(super.compression_id),
-                                       super.block_size, SQFS_COMP_FLAG_UNCOMPRESS)) != 0)
-    return fail("compressor", r);
-  sqfs_compressor_t* raw_cmp = nullptr;
-  if ((r = sq().compressor_create(&cfg, &raw_cmp)) != 0) return fail("compressor", r);
-  SqfsPtr<sqfs_compressor_t> cmp(raw_cmp);
+  SqfsPtr<sqfs_compressor_t> cmp(BERTH_TRY(make_squashfs_decompressor(
+      super, &in.base, {sq().compressor_config_init, sq().compressor_create}, "read squashfs",
+      file)));
   SqfsPtr<sqfs_id_table_t> ids(sq().id_table_create(0));
   if (!ids) return fail("id table", SQFS_ERROR_ALLOC);
   if ((r = sq().id_table_read(ids.get(), &in.base, &super, cmp.get())) != 0)
@@ -234,6 +234,9 @@ Result<UnsquashStats> extract(const std::string& file, const std::string& target
   if (!root.valid()) return sys_error("open", target);
   Extractor x(file, data.get(), &in);
   x.root_fd = root.get();
+  x.block_size = super.block_size;
+  x.budget = x.budget_total = limit;
+  x.budget_what = limit_what;
   BERTH_CHECK(x.fill(root.get(), "", *tree));
   if (::fchmod(root.get(), (tree->inode->base.mode & 0777) | 0700) != 0)
     return sys_error("chmod", target);
@@ -244,10 +247,21 @@ Result<UnsquashStats> extract(const std::string& file, const std::string& target
 
 }  // namespace
 
-Result<UnsquashStats> unsquash(const std::string& file, const std::string& target) {
+Result<UnsquashStats> unsquash(const std::string& file, const std::string& target, uint64_t limit) {
   struct stat st;
   if (::lstat(target.c_str(), &st) == 0) return make_error("mkdir", target, "exists already");
-  auto r = extract(file, target);
+  std::string what = "the bound given";
+  if (limit == 0) {
+    // The free space of the file system the target is made on (an unprivileged user's share).
+    size_t slash = target.find_last_of('/');
+    std::string parent =
+        slash == std::string::npos ? std::string("./") : target.substr(0, slash + 1);
+    struct statvfs vfs;
+    if (::statvfs(parent.c_str(), &vfs) != 0) return sys_error("stat", parent);
+    limit = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    what = "the free space of " + parent;
+  }
+  auto r = extract(file, target, limit, what);
   if (!r.ok() && ::lstat(target.c_str(), &st) == 0) (void)remove_tree(target);  // best effort
   return r;
 }

@@ -12,7 +12,7 @@
 //   dropped, directories get u+rwx added (so that the owner can work inside them);
 // - device nodes and sockets are skipped (devices are bound from the host at run time), as are
 //   xattrs; FIFOs, symlinks (targets verbatim) and hard links (one inode) are kept;
-// - mtimes as the image holds them (whole seconds).
+// - mtimes as the image holds them (whole seconds); sparse files stay sparse.
 // On failure the partly extracted target is removed.
 #pragma once
 
@@ -29,7 +29,13 @@ struct UnsquashStats {
   uint64_t skipped_devices = 0;  ///< device nodes and sockets left out
 };
 
-/// Extracts the squashfs file at `file` into `target`, which must not exist (its parent must).
-Result<UnsquashStats> unsquash(const std::string& file, const std::string& target);
+/// Extracts the squashfs file at `file` (or a SIF file's squashfs partition) into `target`,
+/// which must not exist (its parent must). Sparse files stay sparse (holes where the image has
+/// sparse blocks or blocks of zeros). It writes at most `limit` bytes of file data (0: the free
+/// space statvfs() gives for the target's parent, so that a small image holding a huge file
+/// fails at once rather than filling the store): past it, a one-line error naming the file and
+/// the bound, and nothing is left.
+Result<UnsquashStats> unsquash(const std::string& file, const std::string& target,
+                               uint64_t limit = 0);
 
 }  // namespace berth

@@ -222,6 +222,10 @@ Result<ContainerRecord> ContainerStore::create_from_squashfs(
     // An image enroot made: it runs as under enroot (image/squash.h).
     c.image_id = sha256_digest(info.enroot_config->dump());
     c.image_config = *info.enroot_config;
+  } else if (info.singularity_config) {
+    // One Apptainer/Singularity made (a SIF file): it runs as under Apptainer (image/sif.h).
+    c.image_id = sha256_digest(info.singularity_config->dump());
+    c.image_config = *info.singularity_config;
   }
   if (!command.empty()) c.image_config["Cmd"] = command;
   return build(std::move(c), name, [&](const std::string& rootfs) -> Status {

@@ -15,6 +15,27 @@
 #include "image/squash.h"
 
 namespace berth {
+namespace {
+
+/// The text of `path` beneath `root_fd`, nullopt when absent (or empty).
+Result<std::optional<std::string>> optional_file(int root_fd, const char* path) {
+  std::string text = BERTH_TRY(read_file_in_root(root_fd, path));
+  if (text.empty()) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(text));
+}
+
+/// sif_image_config() of the image beneath `root_fd`.
+Result<std::optional<nlohmann::json>> singularity_config(int root_fd) {
+  UniqueFd script(open_in_root(root_fd, "/.singularity.d/runscript", O_PATH));
+  struct stat st;
+  bool runscript = script.valid() && ::fstat(script.get(), &st) == 0 && S_ISREG(st.st_mode);
+  auto docker_env =
+      BERTH_TRY(optional_file(root_fd, "/.singularity.d/env/10-docker2singularity.sh"));
+  auto environment = BERTH_TRY(optional_file(root_fd, "/.singularity.d/env/90-environment.sh"));
+  return sif_image_config(runscript, docker_env, environment);
+}
+
+}  // namespace
 
 Result<SquashfsFile> open_squashfs(const std::string& path) {
   SquashfsFile f;
@@ -23,14 +44,8 @@ Result<SquashfsFile> open_squashfs(const std::string& path) {
   if (::fstat(f.fd.get(), &f.st) != 0) return sys_error("stat", path);
   if (!S_ISREG(f.st.st_mode))
     return make_error("read squashfs", path, "not a regular file", ErrorCode::kInvalidInput);
-  char head[kSquashfsSuperblockSize];
-  ssize_t n;
-  do {
-    n = ::pread(f.fd.get(), head, sizeof head, 0);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return sys_error("read", path);
-  f.superblock = BERTH_TRY(check_squashfs_superblock(std::string_view(head, static_cast<size_t>(n)),
-                                                     static_cast<uint64_t>(f.st.st_size), path));
+  f.extent = BERTH_TRY(locate_squashfs(f.fd.get(), static_cast<uint64_t>(f.st.st_size), path));
+  f.superblock = BERTH_TRY(read_squashfs_superblock(f.fd.get(), f.extent, path));
   return f;
 }
 
@@ -50,9 +65,11 @@ Result<nlohmann::json> read_squashfs_image_config(int root_fd, const std::string
   if (text.empty()) {
     // Not made by Berth: an image enroot made runs as under enroot (image/squash.h).
     std::string rc = BERTH_TRY(read_file_in_root(root_fd, "/etc/rc"));
-    if (rc.empty()) return nlohmann::json::object();
-    auto config =
-        enroot_image_config(rc, BERTH_TRY(read_file_in_root(root_fd, "/etc/environment")));
+    std::optional<nlohmann::json> config;
+    if (!rc.empty())
+      config = enroot_image_config(rc, BERTH_TRY(read_file_in_root(root_fd, "/etc/environment")));
+    // Else one Apptainer/Singularity made (a SIF file's partition): it runs as under Apptainer.
+    if (!config) config = BERTH_TRY(singularity_config(root_fd));
     if (!config) return nlohmann::json::object();
     *found = true;
     return *config;

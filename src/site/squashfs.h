@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "image/sif.h"
 #include "image/squashfs_superblock.h"
 
 namespace berth {
@@ -31,11 +32,13 @@ struct SquashfsFile {
   std::string path;  ///< as given, for messages
   UniqueFd fd;
   struct stat st = {};
+  SquashfsExtent extent;  ///< where the image lies: the whole file, or a SIF file's partition
   SquashfsSuperblock superblock;
 };
 
-/// Opens `path` and checks its superblock; one-line errors for a missing file, a directory,
-/// a file that is not squashfs, a truncated or corrupt one.
+/// Opens `path` and checks its superblock (a SIF file's: its squashfs system partition's);
+/// one-line errors for a missing file, a directory, a file that is not squashfs, a truncated
+/// or corrupt one.
 Result<SquashfsFile> open_squashfs(const std::string& path);
 
 /// A name for one version of one image file (its device, inode, size, modification and change
@@ -45,7 +48,8 @@ std::string squashfs_key(const struct stat& st);
 
 /// The image's run settings from /.berth/image.json beneath `root_fd` (a mounted image):
 /// the image config's "config" object; without the file, enroot's settings
-/// (enroot_image_config()); else an empty object (`found` is then false). `image` names the image
+/// (enroot_image_config()); without those, Apptainer's /.singularity.d (sif_image_config());
+/// else an empty object (`found` is then false). `image` names the image
 /// file in errors.
 Result<nlohmann::json> read_squashfs_image_config(int root_fd, const std::string& image,
                                                   bool* found);

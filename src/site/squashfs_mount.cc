@@ -380,6 +380,8 @@ Result<SquashfsMount> acquire_squashfs_mount(const SquashfsFile& image, const st
   // berth-squashfs runs in the foreground and reports every file as this user's (its own uid
   // and gid); libfuse finds fusermount3 on PATH.
   a.argv = {tools.daemon, "/proc/self/fd/" + std::to_string(kImageFd), m.root};
+  if (image.extent.offset != 0)  // a SIF file's partition (image/sif.h)
+    a.argv.insert(a.argv.begin() + 1, {"--offset", std::to_string(image.extent.offset)});
   a.env = {"PATH=" + env_or("PATH", "/usr/bin:/bin")};
   BERTH_CHECK(start_keeper(image, a));
   m.started = true;

@@ -344,9 +344,9 @@ const struct fuse_lowlevel_ops kOps = [] {
 }();
 
 /// Mounts `image` on `mountpoint` and serves it until SIGTERM (or an unmount); the exit status.
-int serve(const std::string& image, const std::string& mountpoint, int ready_fd) {
+int serve(const std::string& image, uint64_t offset, const std::string& mountpoint, int ready_fd) {
   Daemon d;
-  auto opened = SquashfsReader::open(image, image);
+  auto opened = SquashfsReader::open(image, image, offset);
   if (!opened.ok()) {
     // One line for the keeper, which reports it after "mount squashfs FILE: " (the subject
     // here is only /proc/self/fd/N).
@@ -397,7 +397,7 @@ int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
   // --ready-fd N: write one byte on descriptor N once the mount is made (the keeper's signal).
   int ready_fd = -1;
-  if (argc == 5 && std::strcmp(argv[1], "--ready-fd") == 0) {
+  if (argc >= 5 && std::strcmp(argv[1], "--ready-fd") == 0) {
     char* end = nullptr;
     long fd = std::strtol(argv[2], &end, 10);
     if (end == argv[2] || *end != '\0' || fd < 3 || fd > 1 << 20) {
@@ -408,10 +408,25 @@ int main(int argc, char** argv) {
     argc -= 2;
     argv += 2;
   }
+  // --offset N: the squashfs image starts at byte N of IMAGE (a SIF file's partition).
+  uint64_t offset = 0;
+  if (argc >= 5 && std::strcmp(argv[1], "--offset") == 0) {
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long n = std::strtoull(argv[2], &end, 10);
+    if (end == argv[2] || *end != '\0' || errno != 0 || argv[2][0] == '-') {
+      std::fprintf(stderr, "berth-squashfs: --offset: not a byte offset: %s\n", argv[2]);
+      return 2;
+    }
+    offset = n;
+    argc -= 2;
+    argv += 2;
+  }
   if (argc != 3 || argv[1][0] == '-') {
-    std::fprintf(
-        stderr, "usage: berth-squashfs [--ready-fd N] IMAGE MOUNTPOINT (runs in the foreground)\n");
+    std::fprintf(stderr,
+                 "usage: berth-squashfs [--ready-fd N] [--offset N] IMAGE MOUNTPOINT (runs in "
+                 "the foreground)\n");
     return 2;
   }
-  return berth::sqfuse::serve(argv[1], argv[2], ready_fd);
+  return berth::sqfuse::serve(argv[1], offset, argv[2], ready_fd);
 }

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
+#include "image/sqfs_decompressor.h"
 #include "image/sqfs_errors.h"
 
 namespace berth::sqfuse {
@@ -85,11 +87,62 @@ int errno_of_sqfs(int code) {
   }
 }
 
+namespace {
+
+/// libsquashfs's file `inner` (owned) from byte `offset` on: a SIF file's squashfs partition.
+struct OffsetFile {
+  sqfs_file_t base;  // first: libsquashfs hands back its pointer
+  sqfs_file_t* inner;
+  uint64_t offset;
+
+  static OffsetFile* self(const sqfs_file_t* f) {
+    return reinterpret_cast<OffsetFile*>(const_cast<sqfs_file_t*>(f));
+  }
+  static sqfs_file_t* wrap(sqfs_file_t* inner, uint64_t offset) {
+    auto* o = new (std::nothrow) OffsetFile{};
+    if (!o) {
+      sqfs_destroy(inner);
+      return nullptr;
+    }
+    o->inner = inner;
+    o->offset = offset;
+    o->base.base.destroy = [](sqfs_object_t* obj) {
+      auto* f = self(reinterpret_cast<sqfs_file_t*>(obj));
+      sqfs_destroy(f->inner);
+      delete f;
+    };
+    o->base.base.copy = nullptr;
+    o->base.read_at = [](sqfs_file_t* f, sqfs_u64 at, void* buf, size_t n) {
+      OffsetFile* o = self(f);
+      return o->inner->read_at(o->inner, o->offset + at, buf, n);
+    };
+    o->base.write_at = [](sqfs_file_t*, sqfs_u64, const void*, size_t) {
+      return static_cast<int>(SQFS_ERROR_UNSUPPORTED);
+    };
+    o->base.get_size = [](const sqfs_file_t* f) -> sqfs_u64 {
+      OffsetFile* o = self(f);
+      sqfs_u64 size = o->inner->get_size(o->inner);
+      return size > o->offset ? size - o->offset : 0;
+    };
+    o->base.truncate = [](sqfs_file_t*, sqfs_u64) {
+      return static_cast<int>(SQFS_ERROR_UNSUPPORTED);
+    };
+    return &o->base;
+  }
+};
+
+}  // namespace
+
 Result<std::unique_ptr<SquashfsReader>> SquashfsReader::open(const std::string& path,
-                                                             const std::string& name) {
+                                                             const std::string& name,
+                                                             uint64_t offset) {
   std::unique_ptr<SquashfsReader> r(new SquashfsReader());
   r->file_.reset(sqfs_open_file(path.c_str(), SQFS_FILE_OPEN_READ_ONLY));
   if (!r->file_) return sys_error("open", name);
+  if (offset != 0) {
+    r->file_.reset(OffsetFile::wrap(r->file_.release(), offset));
+    if (!r->file_) return make_error("mount squashfs", name, sqfs_error_text(SQFS_ERROR_ALLOC));
+  }
   auto fail = [&](const std::string& what, int code) {
     return make_error("mount squashfs", name,
                       "corrupt squashfs image: " + what + " (" + sqfs_error_text(code) + ")",
@@ -97,12 +150,9 @@ Result<std::unique_ptr<SquashfsReader>> SquashfsReader::open(const std::string& 
   };
   int rc = sqfs_super_read(&r->super_, r->file_.get());
   if (rc != 0) return fail("superblock", rc);
-  sqfs_compressor_config_t cfg;
-  rc = sqfs_compressor_config_init(&cfg, static_cast<SQFS_COMPRESSOR>(r->super_.compression_id),
-                                   r->super_.block_size, SQFS_COMP_FLAG_UNCOMPRESS);
-  sqfs_compressor_t* cmp = nullptr;
-  if (rc == 0) rc = sqfs_compressor_create(&cfg, &cmp);
-  if (rc != 0) return fail("compressor", rc);
+  sqfs_compressor_t* cmp = BERTH_TRY(make_squashfs_decompressor(
+      r->super_, r->file_.get(), {sqfs_compressor_config_init, sqfs_compressor_create},
+      "mount squashfs", name));
   r->cmp_.reset(cmp);
 
   // The bounds libsquashfs's own directory reader gives its two metadata readers.

@@ -86,9 +86,9 @@ class SquashfsReader {
   /// Opens the image at `path` (a file, or /proc/self/fd/N) and reads what every request needs:
   /// the superblock, the compressor, the fragment table and the root inode. `name` is how
   /// messages call the image. A corrupt image is refused here, in one line, before anything is
-  /// mounted.
+  /// mounted. The image starts at byte `offset` of the file (a SIF file's partition).
   static Result<std::unique_ptr<SquashfsReader>> open(const std::string& path,
-                                                      const std::string& name);
+                                                      const std::string& name, uint64_t offset = 0);
   ~SquashfsReader();
   SquashfsReader(const SquashfsReader&) = delete;
   SquashfsReader& operator=(const SquashfsReader&) = delete;

@@ -88,5 +88,54 @@ TEST_F(Unsquash, ACorruptFileFailsInOneLineAndLeavesNothing) {
   EXPECT_NE(::lstat(out.c_str(), &st), 0);
 }
 
+TEST_F(Unsquash, SparseFilesStaySparse) {
+  std::string root = tmp_ / "sparse-root";
+  tmp_.write("sparse-root/data", "");
+  std::string data = root + "/data";
+  constexpr off_t kSize = 64 << 20;
+  ASSERT_EQ(::truncate(data.c_str(), kSize), 0);
+  {
+    UniqueFd fd(::open(data.c_str(), O_WRONLY | O_CLOEXEC));
+    ASSERT_EQ(::pwrite(fd.get(), "middle", 6, kSize / 2), 6);
+  }
+  std::string image = tmp_ / "sparse.sqsh";
+  auto s = squash_tree(root, "{}", {"lz4", 0}, image, ::geteuid(), ::getegid());
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  std::string out = tmp_ / "sparse-out";
+  auto u = unsquash(image, out);
+  ASSERT_TRUE(u.ok()) << u.error().message();
+  struct stat st;
+  ASSERT_EQ(::stat((out + "/data").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, kSize);
+  EXPECT_LE(st.st_blocks * 512, 1 << 20);  // one block written, the rest holes
+  std::string text = read_file(out + "/data").value();
+  EXPECT_EQ(text.substr(kSize / 2, 6), "middle");
+  EXPECT_EQ(text.find_first_not_of('\0'), static_cast<size_t>(kSize / 2));
+}
+
+TEST_F(Unsquash, WritesNoMoreThanItsBoundAndLeavesNothing) {
+  std::string root = tmp_ / "big-root";
+  std::string noise;
+  uint32_t x = 12345;
+  for (int i = 0; i < (3 << 20); ++i) {
+    x = x * 1103515245 + 12345;
+    noise += static_cast<char>(x >> 16);
+  }
+  tmp_.write("big-root/noise", noise);
+  std::string image = tmp_ / "big.sqsh";
+  auto s = squash_tree(root, "{}", {"lz4", 0}, image, ::geteuid(), ::getegid());
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  std::string out = tmp_ / "big-out";
+  auto u = unsquash(image, out, 1 << 20);
+  ASSERT_FALSE(u.ok());
+  EXPECT_EQ(u.error().message(), "write " + image +
+                                     ":/noise: the extraction would write more than 1048576 "
+                                     "bytes, the bound given");
+  struct stat st;
+  EXPECT_NE(::lstat(out.c_str(), &st), 0);
+  // Within the bound (and within the free space when none is given): extracted.
+  EXPECT_TRUE(unsquash(image, out).ok());
+}
+
 }  // namespace
 }  // namespace berth

@@ -99,7 +99,8 @@ TEST(SquashfsSuperblock, RefusesCorruptFields) {
   b = superblock();
   put16(b, 20, 9);
   EXPECT_EQ(message(b, 4000),
-            "read squashfs img.sqsh: corrupt squashfs image: unknown compressor 9");
+            "read squashfs img.sqsh: squashfs compressor 9 (unknown) is not supported: Berth reads "
+            "gzip, lzma, lzo, xz, lz4 and zstd");
   b = superblock();
   put64(b, 72, 500);  // directory table before the inode table
   EXPECT_EQ(message(b, 4000),
