@@ -165,8 +165,8 @@ def images(identity, scratch, usable_fuse):
             pytest.skip(f"{tool} is not installed (scripts/setup.sh installs it)")
     if not userns_works(identity):
         pytest.skip("unprivileged user namespaces are not available to the test user here")
-    d = os.path.join(scratch, "sqsh-images")
-    os.makedirs(d, exist_ok=True)
+    # A folder per module that uses the fixture (test_squashfs_formats imports it too).
+    d = tempfile.mkdtemp(prefix="sqsh-images-", dir=scratch)
     os.chmod(d, 0o755)
     made = {}
     for name, meta in (("berth", {"schemaVersion": 1, "reference": "test/sqsh:1",
