@@ -19,9 +19,11 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/root_path.h"
+#include "core/strings.h"
 #include "devices/gpu_select.h"
 #include "devices/inject.h"
 #include "devices/yaml.h"
+#include "runtime/container_config.h"
 
 namespace berth {
 namespace {
@@ -368,14 +370,6 @@ bool has_suffix(const std::string& s, const char* suffix) {
   return s.ends_with(suffix);
 }
 
-/// Whether `path` exists in the container's root (not following links out of it).
-bool exists_in_root(const std::string& rootfs, const std::string& path) {
-  UniqueFd root(::open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root.valid()) return false;
-  UniqueFd fd(open_in_root(root.get(), path.c_str(), O_PATH | O_NOFOLLOW));
-  return fd.valid();
-}
-
 /// The values following `flag` in a hook's args ("--folder A --folder B").
 std::vector<std::string> flag_values(const std::vector<std::string>& args, const char* flag) {
   std::vector<std::string> out;
@@ -439,15 +433,35 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
       std::string type = m.value("type", "bind");
       bool ro = false;
       for (const auto& o : m.value("options", nlohmann::json::array())) ro |= o == "ro";
-      if (type == "tmpfs") {  // a fresh tmpfs: mounted in the run's own mount namespace, rootless
-        if (exists_in_root(spec.rootfs, ctr)) {
-          spec.device_edits.push_back({Kind::kTmpfs, "", ctr, ro, true, true});
-        } else {  // in the run tmpfs and linked, leaving no mount point in the image
-          ensure_run_dir(spec);
-          std::string staged = std::string(kBerthRunDir) + "/host" + ctr;
-          spec.device_edits.push_back({Kind::kTmpfs, "", staged, ro, true, true});
-          spec.device_edits.push_back({Kind::kSymlink, staged, ctr, true, false, false});
+      if (type == "tmpfs") {
+        // A fresh tmpfs in the run's own mount namespace, rootless: a real directory at
+        // containerPath (its mount point made when the image lacks one, as Podman does), mode
+        // 1777 unless the options say otherwise, with their size=, nr_inodes= and ro.
+        std::string opts;
+        for (const auto& o : m.value("options", nlohmann::json::array())) {
+          std::string word = o.get<std::string>();
+          std::string key = word.substr(0, word.find('='));
+          static const std::set<std::string> kTmpfsOptions = {
+              "ro",   "rw",     "nosuid", "suid", "nodev",     "dev",
+              "exec", "noexec", "size",   "mode", "nr_inodes", "huge"};
+          static const std::set<std::string> kPropagation = {
+              "bind",    "rbind", "private", "rprivate",   "shared",
+              "rshared", "slave", "rslave",  "unbindable", "runbindable"};
+          if (kTmpfsOptions.contains(key)) {
+            opts += (opts.empty() ? "" : ",") + word;
+          } else if (!kPropagation.contains(word)) {
+            // Propagation words mean nothing on a fresh tmpfs; any other is noted.
+            warnings.push_back(
+                fmt::format("CDI {}: tmpfs option {} on {} ignored", where, word, ctr));
+          }
         }
+        auto parsed = parse_tmpfs(opts.empty() ? ctr : ctr + ":" + opts);
+        if (!parsed)
+          return make_error("CDI", where, "tmpfs on " + ctr + ": " + parsed.error().detail);
+        DeviceEdit edit{Kind::kTmpfs, "", ctr, ro, true, true};
+        edit.tmpfs_data = parsed->data;
+        edit.tmpfs_flags = parsed->flags;
+        spec.device_edits.push_back(std::move(edit));
         continue;
       }
       if (type != "bind" && type != "rbind" && type != "") {
@@ -459,13 +473,9 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
         return sys_error("mount source", host).with_context("CDI " + where);
       bool is_dir = S_ISDIR(st.st_mode);
       if (S_ISREG(st.st_mode)) files.emplace_back(host, ctr);
-      if (exists_in_root(spec.rootfs, ctr)) {
-        spec.device_edits.push_back({Kind::kBind, host, ctr, ro, is_dir, true});
-      } else {
-        // Nothing there in the image: bound in the run tmpfs and linked, so the run leaves no
-        // empty mount point behind.
-        stage_and_link(host, ctr, ro, is_dir, spec);
-      }
+      // At containerPath itself, its mount point made when the image has none (as Podman
+      // does): a program that resolves the path (realpath, a directory walk) sees the mount.
+      spec.device_edits.push_back({Kind::kBind, host, ctr, ro, is_dir, true});
     }
     for (const char* field : {"netDevices", "intelRdt"})
       if (non_empty(edits, field))

@@ -76,7 +76,9 @@ Result<std::vector<CdiSpec>> load_cdi_specs(const std::vector<std::string>& dirs
 /// Applies the device `name` ("vendor.com/class=device") to `spec`: the spec's and the
 /// device's containerEdits (env; deviceNodes, read-only unless their permissions allow "w",
 /// refused when their fileMode/uid/gid differ from the host node's, which a rootless bind
-/// keeps; bind and tmpfs mounts; additionalGids the caller holds). netDevices and intelRdt
+/// keeps; bind and tmpfs mounts at their containerPath, the mount point made where the image
+/// lacks it, a tmpfs mode 1777 unless its options say otherwise; additionalGids the caller
+/// holds). netDevices and intelRdt
 /// are refused (a rootless run cannot honour them); so is a device of an invalid spec or one
 /// defined in two files of one directory. Of hooks, NVIDIA's update-ldcache
 /// (its folders join ld_library_dirs) and create-symlinks (links) are done natively; any other

@@ -151,6 +151,11 @@ Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan) {
         e.fstype = "tmpfs";
         e.flags = MS_NOSUID | MS_NODEV;
         e.data = d.read_only ? "mode=555" : "mode=755";
+        if (!d.tmpfs_data.empty()) {  // a CDI tmpfs: its options; "ro" remounts it read-only
+          e.flags = d.tmpfs_flags & ~static_cast<unsigned long>(MS_RDONLY);
+          e.data = d.tmpfs_data;
+          e.read_only = d.read_only;
+        }
         tmpfs_dirs.push_back(*target);
         break;
       case DeviceEdit::Kind::kBind:

@@ -403,6 +403,11 @@ devices:
     _, out, _ = run(berth, host, "--device", "example.com/device=foo", pulled["plain"],
                     "/probe", "cat", "/opt/example/calibration", env=env)
     assert "calibration 42" in out
+    # The image has no /opt: the file is bound at its containerPath, not linked to elsewhere.
+    _, out, _ = run(berth, host, "--device", "example.com/device=foo", pulled["plain"],
+                    "/probe", "mounts", env=env)
+    assert any(line.split()[4] == "/opt/example/calibration" for line in out.splitlines()
+               if len(line.split()) > 5), out
     _, out, _ = run(berth, host, "--device", "example.com/device=foo", pulled["plain"],
                     "/probe", "ls", "/dev", env=env)
     assert "foo0" in names(out)
@@ -425,7 +430,9 @@ def test_cdi_tmpfs_mounts_read_only_nodes_and_refusals(berth, host, pulled):
             "devices": [{"name": "s", "containerEdits": {
                 "deviceNodes": [{"path": "/dev/ro0", "hostPath": node, "permissions": "r"}],
                 "mounts": [{"hostPath": "tmpfs", "containerPath": "/usr/scratch", "type": "tmpfs",
-                            "options": ["nosuid", "nodev"]}]}},
+                            "options": ["nosuid", "nodev", "size=1m", "nr_inodes=100"]},
+                           {"hostPath": "tmpfs", "containerPath": "/opt/frozen", "type": "tmpfs",
+                            "options": ["ro"]}]}},
                         {"name": "net", "containerEdits": {
                             "netDevices": [{"hostInterfaceName": "eth0", "name": "eth9"}]}}]}
     berth.write_file("cdi-edits/example.json", json.dumps(spec))
@@ -439,12 +446,17 @@ def test_cdi_tmpfs_mounts_read_only_nodes_and_refusals(berth, host, pulled):
     _, out, _ = run(berth, host, "--device", "example.com/scratch=s", pulled["plain"], "/probe",
                     "mounts", env=env)
     lines = {line.split()[4]: line for line in out.splitlines() if len(line.split()) > 5}
-    # Not in the image: mounted in the run tmpfs and linked from /usr/scratch.
-    staged = "/usr/lib/berth/host/usr/scratch"
-    assert staged in lines and " - tmpfs " in lines[staged], out
-    _, out, _ = run(berth, host, "--device", "example.com/scratch=s", pulled["plain"], "/probe",
-                    "readlink", "/usr/scratch", env=env)
-    assert staged in out, out
+    # Not in the image: mounted at containerPath itself (its mount point made, as Podman does),
+    # with the spec's size and inode count, and read-only where it says ro.
+    assert " - tmpfs " in lines["/usr/scratch"], out
+    assert {"size=1024k", "nr_inodes=100"} <= set(lines["/usr/scratch"].split()[-1].split(",")), out
+    assert lines["/usr/scratch"].split()[5].split(",")[0] == "rw", out
+    assert " - tmpfs " in lines["/opt/frozen"] and lines["/opt/frozen"].split()[5].startswith("ro")
+    # A real directory, mode 1777 as Podman makes it, that anyone may write to.
+    _, out, _ = run(berth, host, "--device", "example.com/scratch=s", pulled["plain"], "/bin/sh",
+                    "-c", "/bin/busybox stat -c '%F %a' /usr/scratch && echo x > /usr/scratch/f && cat "
+                    "/usr/scratch/f", env=env)
+    assert out == "directory 1777\nx\n", out
     assert lines["/dev/ro0"].split()[5].split(",")[0] == "ro", out  # permissions "r"
     rc, out, err = run(berth, host, "--device", "example.com/scratch=net", pulled["plain"],
                        "/probe", "true", env=env, check=False)

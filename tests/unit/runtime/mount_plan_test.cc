@@ -276,6 +276,22 @@ TEST(MountPlan, NoRunDirectoryWithoutNeed) {
   for (const auto& e : p->entries) EXPECT_NE(e.target, "/usr/lib/berth");
 }
 
+TEST(MountPlan, CdiTmpfsTakesItsOwnOptions) {
+  ContainerSpec s = base();
+  DeviceEdit tmpfs{DeviceEdit::Kind::kTmpfs, "", "/scratch", true, true, true};
+  tmpfs.tmpfs_data = "mode=1777,size=1m";
+  tmpfs.tmpfs_flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY;
+  s.device_edits = {tmpfs};
+  MountPlan p;
+  ASSERT_TRUE(plan_device_edits(s, p).ok());
+  ASSERT_EQ(p.entries.size(), 1u);
+  const MountEntry& e = p.entries[0];
+  EXPECT_EQ(e.target, "/scratch");
+  EXPECT_EQ(e.data, "mode=1777,size=1m");
+  EXPECT_EQ(e.flags, static_cast<unsigned long>(MS_NOSUID | MS_NODEV | MS_NOEXEC));
+  EXPECT_TRUE(e.read_only);  // remounted read-only once mounted
+}
+
 TEST(MountPlan, BadDeviceEditsAreRefused) {
   ContainerSpec s = base();
   s.device_edits = {{DeviceEdit::Kind::kBind, "/x", "/usr/../etc/passwd"}};
