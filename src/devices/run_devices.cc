@@ -136,6 +136,7 @@ Status add_run_devices(const RunOptions& opts, const HostContext& host,
   BERTH_CHECK(add_rdma(opts, discovery, spec));
   std::vector<CdiSpec> cdi;
   bool cdi_loaded = false;
+  std::vector<std::string> skipped_hooks;  // of every CDI device: one warning for the run
   for (const auto& name : opts.devices) {
     if (name.starts_with("/")) {
       BERTH_CHECK(add_host_device(name, spec));
@@ -147,7 +148,14 @@ Status add_run_devices(const RunOptions& opts, const HostContext& host,
       for (const auto& w : warnings) log::warn("{}", w);
       cdi_loaded = true;
     }
-    for (const auto& w : BERTH_TRY(apply_cdi_device(cdi, name, spec))) log::warn("{}", w);
+    for (const auto& w : BERTH_TRY(apply_cdi_device(cdi, name, spec, &skipped_hooks)))
+      log::warn("{}", w);
+  }
+  if (!skipped_hooks.empty()) {
+    std::string list;
+    for (const auto& h : skipped_hooks) list += (list.empty() ? "\"" : ", \"") + h + "\"";
+    log::warn("CDI: {} {} skipped (hooks need a privileged runtime)",
+              skipped_hooks.size() == 1 ? "hook" : "hooks", list);
   }
   return {};
 }

@@ -258,7 +258,8 @@ TEST(MountPlan, DeviceEditsFollowVolumesWithARunDirectory) {
                       "bind /proc/driver/nvidia/params ro opt",
                   }));
   const MountEntry& conf = p->entries[all.size() - 7];
-  EXPECT_EQ(conf.data, "include /etc/ld.so.conf\n/usr/lib/berth/nvidia\n");
+  // The injected folder first: ldconfig keeps the first folder's library of a soname.
+  EXPECT_EQ(conf.data, "/usr/lib/berth/nvidia\ninclude /etc/ld.so.conf\n");
   const MountEntry& params = p->entries.back();
   EXPECT_TRUE(params.source_in_root);  // resolved beneath the root, never on the host
   EXPECT_EQ(params.source, "/usr/lib/berth/files/0");
