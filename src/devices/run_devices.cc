@@ -103,7 +103,9 @@ Status add_rdma(const RunOptions& opts, const Result<DiscoveryOptions>& discover
         .with_hint("set BERTH_SYSFS_ROOT if the host's sysfs is elsewhere, or leave out --ib");
   }
   std::vector<const Hca*> selected = BERTH_TRY(select_hcas(devices, req, what));
-  for (DeviceEdit& e : plan_rdma(devices, selected)) spec.device_edits.push_back(std::move(e));
+  // The container's /sys is the host's (or, with --network none, a sysfs of the same kernel).
+  for (DeviceEdit& e : plan_rdma(devices, selected, "/sys"))
+    spec.device_edits.push_back(std::move(e));
   return {};
 }
 
