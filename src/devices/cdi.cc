@@ -19,9 +19,11 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/root_path.h"
+#include "core/strings.h"
 #include "devices/gpu_select.h"
 #include "devices/inject.h"
 #include "devices/yaml.h"
+#include "runtime/container_config.h"
 
 namespace berth {
 namespace {
@@ -368,14 +370,6 @@ bool has_suffix(const std::string& s, const char* suffix) {
   return s.ends_with(suffix);
 }
 
-/// Whether `path` exists in the container's root (not following links out of it).
-bool exists_in_root(const std::string& rootfs, const std::string& path) {
-  UniqueFd root(::open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root.valid()) return false;
-  UniqueFd fd(open_in_root(root.get(), path.c_str(), O_PATH | O_NOFOLLOW));
-  return fd.valid();
-}
-
 /// The values following `flag` in a hook's args ("--folder A --folder B").
 std::vector<std::string> flag_values(const std::vector<std::string>& args, const char* flag) {
   std::vector<std::string> out;
@@ -389,11 +383,18 @@ std::vector<std::string> flag_values(const std::vector<std::string>& args, const
   return out;
 }
 
+/// The hooks of the edits applied so far, beyond what was done with them at once.
+struct HooksSeen {
+  bool cuda_compat = false;          ///< an enable-cuda-compat hook
+  std::string host_driver_version;   ///< its --host-driver-version ("" when not given)
+  std::vector<std::string> skipped;  ///< hooks that cannot run rootless: "path args..."
+};
+
 /// One containerEdits object applied to `spec`.
 Status apply_edits(const nlohmann::json& edits, const std::string& where, ContainerSpec& spec,
                    std::vector<std::string>& ld_dirs,
                    std::vector<std::pair<std::string, std::string>>& files,
-                   std::vector<std::string>& warnings) {
+                   std::vector<std::string>& warnings, HooksSeen& hooks) {
   if (!edits.is_object()) return {};
   using Kind = DeviceEdit::Kind;
   try {
@@ -439,15 +440,35 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
       std::string type = m.value("type", "bind");
       bool ro = false;
       for (const auto& o : m.value("options", nlohmann::json::array())) ro |= o == "ro";
-      if (type == "tmpfs") {  // a fresh tmpfs: mounted in the run's own mount namespace, rootless
-        if (exists_in_root(spec.rootfs, ctr)) {
-          spec.device_edits.push_back({Kind::kTmpfs, "", ctr, ro, true, true});
-        } else {  // in the run tmpfs and linked, leaving no mount point in the image
-          ensure_run_dir(spec);
-          std::string staged = std::string(kBerthRunDir) + "/host" + ctr;
-          spec.device_edits.push_back({Kind::kTmpfs, "", staged, ro, true, true});
-          spec.device_edits.push_back({Kind::kSymlink, staged, ctr, true, false, false});
+      if (type == "tmpfs") {
+        // A fresh tmpfs in the run's own mount namespace, rootless: a real directory at
+        // containerPath (its mount point made when the image lacks one, as Podman does), mode
+        // 1777 unless the options say otherwise, with their size=, nr_inodes= and ro.
+        std::string opts;
+        for (const auto& o : m.value("options", nlohmann::json::array())) {
+          std::string word = o.get<std::string>();
+          std::string key = word.substr(0, word.find('='));
+          static const std::set<std::string> kTmpfsOptions = {
+              "ro",   "rw",     "nosuid", "suid", "nodev",     "dev",
+              "exec", "noexec", "size",   "mode", "nr_inodes", "huge"};
+          static const std::set<std::string> kPropagation = {
+              "bind",    "rbind", "private", "rprivate",   "shared",
+              "rshared", "slave", "rslave",  "unbindable", "runbindable"};
+          if (kTmpfsOptions.contains(key)) {
+            opts += (opts.empty() ? "" : ",") + word;
+          } else if (!kPropagation.contains(word)) {
+            // Propagation words mean nothing on a fresh tmpfs; any other is noted.
+            warnings.push_back(
+                fmt::format("CDI {}: tmpfs option {} on {} ignored", where, word, ctr));
+          }
         }
+        auto parsed = parse_tmpfs(opts.empty() ? ctr : ctr + ":" + opts);
+        if (!parsed)
+          return make_error("CDI", where, "tmpfs on " + ctr + ": " + parsed.error().detail);
+        DeviceEdit edit{Kind::kTmpfs, "", ctr, ro, true, true};
+        edit.tmpfs_data = parsed->data;
+        edit.tmpfs_flags = parsed->flags;
+        spec.device_edits.push_back(std::move(edit));
         continue;
       }
       if (type != "bind" && type != "rbind" && type != "") {
@@ -459,13 +480,9 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
         return sys_error("mount source", host).with_context("CDI " + where);
       bool is_dir = S_ISDIR(st.st_mode);
       if (S_ISREG(st.st_mode)) files.emplace_back(host, ctr);
-      if (exists_in_root(spec.rootfs, ctr)) {
-        spec.device_edits.push_back({Kind::kBind, host, ctr, ro, is_dir, true});
-      } else {
-        // Nothing there in the image: bound in the run tmpfs and linked, so the run leaves no
-        // empty mount point behind.
-        stage_and_link(host, ctr, ro, is_dir, spec);
-      }
+      // At containerPath itself, its mount point made when the image has none (as Podman
+      // does): a program that resolves the path (realpath, a directory walk) sees the mount.
+      spec.device_edits.push_back({Kind::kBind, host, ctr, ro, is_dir, true});
     }
     for (const char* field : {"netDevices", "intelRdt"})
       if (non_empty(edits, field))
@@ -502,11 +519,24 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
           spec.device_edits.push_back(
               {Kind::kSymlink, link.substr(0, sep), link.substr(sep + 2), true, false, false});
         }
+      } else if (nvidia && has("enable-cuda-compat")) {
+        // Done natively by apply_cdi_device(): the image's compat libcuda first in the loader's
+        // search when it is newer than the host driver, as --gpus does (gpu_plan.h).
+        hooks.cuda_compat = true;
+        auto version = flag_values(args, "--host-driver-version");
+        if (!version.empty()) hooks.host_driver_version = version.back();
+      } else if (nvidia && has("disable-device-node-modification")) {
+        // Nothing to do rootless: the hook hides ModifyDeviceFiles from the driver's libraries
+        // so that they do not create device nodes, which a process in a user namespace cannot
+        // (mknod is refused) and which Berth's /dev, a tmpfs of the run, would not keep anyway.
+      } else if (nvidia && has("chmod") &&
+                 flag_values(args, "--mode") == std::vector<std::string>{"755"}) {
+        // Berth makes every mount point's missing folders mode 0755 (mount_apply.cc): done.
       } else {
         std::string what = path;
         for (size_t i = 1; i < args.size(); ++i) what += " " + args[i];
-        warnings.push_back(fmt::format(
-            "CDI {}: hook \"{}\" skipped (hooks need a privileged runtime)", where, what));
+        if (std::find(hooks.skipped.begin(), hooks.skipped.end(), what) == hooks.skipped.end())
+          hooks.skipped.push_back(what);
       }
     }
   } catch (const nlohmann::json::exception& e) {
@@ -560,6 +590,29 @@ void add_mounted_library_dirs(const std::vector<std::pair<std::string, std::stri
     if (elf.ok() && !elf->soname.empty() && elf->machine == host_elf_machine())
       ld_dirs.push_back(dir);
   }
+}
+
+/// What NVIDIA's enable-cuda-compat hook does, natively: when the image's
+/// /usr/local/cuda/compat holds a libcuda of a newer driver branch than the host's (the hook's
+/// --host-driver-version, else the version of the libcuda.so.<version> the spec mounts), that
+/// folder goes first in the loader's search, before the host driver's folders; the decision
+/// is --gpus's (use_cuda_compat()).
+void add_cuda_compat(std::string host_version,
+                     const std::vector<std::pair<std::string, std::string>>& files,
+                     std::vector<std::string>& ld_dirs, const ContainerSpec& spec) {
+  constexpr const char* kCompatDir = "/usr/local/cuda/compat";
+  for (const auto& [host, ctr] : files) {
+    std::string base, version;
+    if (host_version.empty() && split_library_name(basename_of(ctr), &base, &version) &&
+        base == "libcuda")
+      host_version = version;
+  }
+  auto host = parse_version(host_version);
+  if (!host) return;  // the host driver's version unknown: nothing to compare
+  berth::Version compat = compat_libcuda_version(list_dir_in_root(spec.rootfs, kCompatDir));
+  if (!use_cuda_compat(*host, compat)) return;
+  std::erase(ld_dirs, std::string(kCompatDir));
+  ld_dirs.insert(ld_dirs.begin(), kCompatDir);
 }
 
 }  // namespace
@@ -638,7 +691,8 @@ Result<std::vector<CdiSpec>> load_cdi_specs(const std::vector<std::string>& dirs
 }
 
 Result<std::vector<std::string>> apply_cdi_device(const std::vector<CdiSpec>& specs,
-                                                  const std::string& name, ContainerSpec& spec) {
+                                                  const std::string& name, ContainerSpec& spec,
+                                                  std::vector<std::string>* skipped_hooks) {
   size_t eq = name.find('=');
   size_t slash = name.find('/');
   if (eq == std::string::npos || slash == std::string::npos || slash > eq || slash == 0 ||
@@ -688,11 +742,23 @@ Result<std::vector<std::string>> apply_cdi_device(const std::vector<CdiSpec>& sp
   std::vector<std::string> warnings;
   std::vector<std::string> ld_dirs;
   std::vector<std::pair<std::string, std::string>> files;
+  HooksSeen hooks;
   BERTH_CHECK(apply_edits(found->doc.value("containerEdits", nlohmann::json::object()), found->path,
-                          spec, ld_dirs, files, warnings));
+                          spec, ld_dirs, files, warnings, hooks));
   BERTH_CHECK(apply_edits(found_dev->value("containerEdits", nlohmann::json::object()),
-                          found->path + " (" + device + ")", spec, ld_dirs, files, warnings));
+                          found->path + " (" + device + ")", spec, ld_dirs, files, warnings,
+                          hooks));
+  for (const std::string& what : hooks.skipped) {
+    if (skipped_hooks == nullptr) {
+      warnings.push_back(fmt::format(
+          "CDI {}: hook \"{}\" skipped (hooks need a privileged runtime)", found->path, what));
+    } else if (std::find(skipped_hooks->begin(), skipped_hooks->end(), what) ==
+               skipped_hooks->end()) {
+      skipped_hooks->push_back(what);
+    }
+  }
   if (ld_dirs.empty()) add_mounted_library_dirs(files, ld_dirs);
+  if (hooks.cuda_compat) add_cuda_compat(hooks.host_driver_version, files, ld_dirs, spec);
   add_soname_links(files, ld_dirs, spec);
   add_library_dirs(ld_dirs, spec);
   return warnings;

@@ -76,13 +76,20 @@ Result<std::vector<CdiSpec>> load_cdi_specs(const std::vector<std::string>& dirs
 /// Applies the device `name` ("vendor.com/class=device") to `spec`: the spec's and the
 /// device's containerEdits (env; deviceNodes, read-only unless their permissions allow "w",
 /// refused when their fileMode/uid/gid differ from the host node's, which a rootless bind
-/// keeps; bind and tmpfs mounts; additionalGids the caller holds). netDevices and intelRdt
+/// keeps; bind and tmpfs mounts at their containerPath, the mount point made where the image
+/// lacks it, a tmpfs mode 1777 unless its options say otherwise; additionalGids the caller
+/// holds). netDevices and intelRdt
 /// are refused (a rootless run cannot honour them); so is a device of an invalid spec or one
 /// defined in two files of one directory. Of hooks, NVIDIA's update-ldcache
-/// (its folders join ld_library_dirs) and create-symlinks (links) are done natively; any other
-/// hook cannot run rootless and is skipped with a warning. The last spec found wins for a
+/// (its folders join ld_library_dirs), create-symlinks (links), enable-cuda-compat (the
+/// image's /usr/local/cuda/compat first when its libcuda is newer than the host driver, as
+/// --gpus decides) and disable-device-node-modification (nothing to do rootless) are done
+/// natively, and a chmod to 755 is what Berth's mount points have already; any other hook
+/// cannot run rootless and is skipped: listed in `skipped_hooks` (each once, so the caller
+/// warns once for the run) when given, else a warning each. The last spec found wins for a
 /// device. Returns the warnings.
-Result<std::vector<std::string>> apply_cdi_device(const std::vector<CdiSpec>& specs,
-                                                  const std::string& name, ContainerSpec& spec);
+Result<std::vector<std::string>> apply_cdi_device(
+    const std::vector<CdiSpec>& specs, const std::string& name, ContainerSpec& spec,
+    std::vector<std::string>* skipped_hooks = nullptr);
 
 }  // namespace berth

@@ -1,5 +1,6 @@
 #include "devices/rdma.h"
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +32,12 @@ std::string link_text(const std::string& path) {
   char buf[PATH_MAX];
   ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+/// `path` with every link resolved, "" when it does not lead anywhere.
+std::string real_path(const std::string& path) {
+  char buf[PATH_MAX];
+  return ::realpath(path.c_str(), buf) != nullptr ? std::string(buf) : std::string();
 }
 
 bool is_index(std::string_view s) {
@@ -135,7 +142,8 @@ Result<std::vector<const Hca*>> select_hcas(const RdmaDevices& devices, const Ib
 }
 
 std::vector<DeviceEdit> plan_rdma(const RdmaDevices& devices,
-                                  const std::vector<const Hca*>& selected) {
+                                  const std::vector<const Hca*>& selected,
+                                  const std::string& container_sys) {
   std::vector<DeviceEdit> edits;
   if (selected.empty()) return edits;
   using K = DeviceEdit::Kind;
@@ -143,13 +151,45 @@ std::vector<DeviceEdit> plan_rdma(const RdmaDevices& devices,
     if (h->has_node) edits.push_back({K::kBind, h->node.host_path, h->node.path, false});
   if (devices.has_rdma_cm)
     edits.push_back({K::kBind, devices.rdma_cm.host_path, devices.rdma_cm.path, false});
-  // The classes, narrowed. The container's /sys is the kernel's own, not the sysfs root: the
-  // edits name container paths; the links' texts are the host's (relative, into /sys/devices).
-  auto narrow = [&edits, &devices](const char* cls) {
-    edits.push_back({K::kTmpfs, "", cls, true, true, false});
+  auto abi = [&edits, &devices](const char* cls) {
     std::string abi = under_root(devices.roots.sysfs_root, std::string(cls) + "/abi_version");
     if (path_exists(abi))
       edits.push_back({K::kBind, abi, std::string(cls) + "/abi_version", true, false, false});
+  };
+  if (!path_exists(path_join(container_sys, "class/infiniband"))) {
+    // The container's /sys has no InfiniBand class (a fabricated host, the sysfs of another
+    // network namespace): no mount point can be made in a sysfs, so a read-only tmpfs goes
+    // over /sys/class, every other class of it is bound back, and the InfiniBand classes are
+    // built there from the sysfs root: the selected HCAs' own directories bound read-only
+    // (their links into /sys/devices would lead nowhere here), the others absent.
+    edits.push_back({K::kTmpfs, "", "/sys/class", true, true, false});
+    std::string host_classes = path_join(container_sys, "class");
+    for (const std::string& cls : list_dir(host_classes)) {
+      if (cls.starts_with("infiniband")) continue;
+      edits.push_back(
+          {K::kBind, path_join(host_classes, cls), "/sys/class/" + cls, true, true, false});
+    }
+    auto bind_entry = [&edits, &devices](const char* cls, const std::string& entry) {
+      std::string host = real_path(under_root(devices.roots.sysfs_root, path_join(cls, entry)));
+      if (!host.empty())
+        edits.push_back({K::kBind, host, path_join(cls, entry), true, true, false});
+    };
+    edits.push_back({K::kTmpfs, "", kIbClass, true, true, false});
+    abi(kIbClass);
+    for (const Hca* h : selected) bind_entry(kIbClass, h->name);
+    edits.push_back({K::kTmpfs, "", kVerbsClass, true, true, false});
+    abi(kVerbsClass);
+    for (const Hca* h : selected)
+      if (!h->uverbs.empty()) bind_entry(kVerbsClass, h->uverbs);
+    edits.push_back({K::kTmpfs, "", kMadClass, true, true, false});
+    abi(kMadClass);  // umad/issm never: the class stays empty
+    return edits;
+  }
+  // The classes, narrowed. The container's /sys is the kernel's own, not the sysfs root: the
+  // edits name container paths; the links' texts are the host's (relative, into /sys/devices).
+  auto narrow = [&edits, &abi](const char* cls) {
+    edits.push_back({K::kTmpfs, "", cls, true, true, false});
+    abi(cls);
   };
   narrow(kIbClass);
   for (const Hca* h : selected)

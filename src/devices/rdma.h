@@ -11,7 +11,9 @@
 //  - /sys/class/infiniband, infiniband_verbs and infiniband_mad narrowed to the selected HCAs:
 //    a read-only tmpfs over each with the host's links (to /sys/devices/...) re-made for the
 //    selected entries and abi_version bound, so libibverbs enumerates only what it may open.
-//    Skipped where the container's /sys has no such class (a fabricated host).
+//    Where the container's /sys has no such class (a fabricated host, another network
+//    namespace's sysfs), a tmpfs over /sys/class with the other classes bound back holds them,
+//    the selected HCAs' directories bound read-only from the sysfs root.
 //  - RLIMIT_MEMLOCK is the caller's: the run inherits it and Berth does not change it (verbs
 //    pin memory; a site raises the limit in limits.conf or Slurm's PropagateResourceLimits).
 #pragma once
@@ -85,8 +87,12 @@ Result<std::vector<const Hca*>> select_hcas(const RdmaDevices& devices, const Ib
                                             const std::string& what);
 
 /// The device edits that give a container `selected` (see the header comment): nodes first,
-/// then the narrowed sysfs classes.
+/// then the narrowed sysfs classes. `container_sys` is the host folder the container's /sys
+/// shows ("/sys"): where it has no class/infiniband, a read-only tmpfs goes over /sys/class
+/// instead, its other classes bound back from there and the InfiniBand classes holding the
+/// selected HCAs' directories, bound read-only from the sysfs root.
 std::vector<DeviceEdit> plan_rdma(const RdmaDevices& devices,
-                                  const std::vector<const Hca*>& selected);
+                                  const std::vector<const Hca*>& selected,
+                                  const std::string& container_sys);
 
 }  // namespace berth

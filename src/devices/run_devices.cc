@@ -103,7 +103,9 @@ Status add_rdma(const RunOptions& opts, const Result<DiscoveryOptions>& discover
         .with_hint("set BERTH_SYSFS_ROOT if the host's sysfs is elsewhere, or leave out --ib");
   }
   std::vector<const Hca*> selected = BERTH_TRY(select_hcas(devices, req, what));
-  for (DeviceEdit& e : plan_rdma(devices, selected)) spec.device_edits.push_back(std::move(e));
+  // The container's /sys is the host's (or, with --network none, a sysfs of the same kernel).
+  for (DeviceEdit& e : plan_rdma(devices, selected, "/sys"))
+    spec.device_edits.push_back(std::move(e));
   return {};
 }
 
@@ -136,6 +138,7 @@ Status add_run_devices(const RunOptions& opts, const HostContext& host,
   BERTH_CHECK(add_rdma(opts, discovery, spec));
   std::vector<CdiSpec> cdi;
   bool cdi_loaded = false;
+  std::vector<std::string> skipped_hooks;  // of every CDI device: one warning for the run
   for (const auto& name : opts.devices) {
     if (name.starts_with("/")) {
       BERTH_CHECK(add_host_device(name, spec));
@@ -147,7 +150,14 @@ Status add_run_devices(const RunOptions& opts, const HostContext& host,
       for (const auto& w : warnings) log::warn("{}", w);
       cdi_loaded = true;
     }
-    for (const auto& w : BERTH_TRY(apply_cdi_device(cdi, name, spec))) log::warn("{}", w);
+    for (const auto& w : BERTH_TRY(apply_cdi_device(cdi, name, spec, &skipped_hooks)))
+      log::warn("{}", w);
+  }
+  if (!skipped_hooks.empty()) {
+    std::string list;
+    for (const auto& h : skipped_hooks) list += (list.empty() ? "\"" : ", \"") + h + "\"";
+    log::warn("CDI: {} {} skipped (hooks need a privileged runtime)",
+              skipped_hooks.size() == 1 ? "hook" : "hooks", list);
   }
   return {};
 }

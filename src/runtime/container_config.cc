@@ -364,10 +364,15 @@ Result<ContainerSpec> build_spec(const nlohmann::json& image_config, const std::
   for (const std::string& t : opts.tmpfs) spec.tmpfs.push_back(BERTH_TRY(parse_tmpfs(t)));
   // --ipc host: ranks of one job on one node meet in the host's /dev/shm (MPICH, Open MPI's
   // shared-memory transports); Docker's name for it. Bound over the minimal /dev's tmpfs.
-  if (opts.ipc_host) spec.volumes.push_back(Volume{"/dev/shm", "/dev/shm", false});
+  // --mpi means it too unless --ipc private or --shm-size says otherwise, as Apptainer shares
+  // the host's: with one container per rank (`mpiexec -n N berth run --mpi ...`), a private
+  // /dev/shm each fails MPI_Init ("unable to allocate shared memory").
+  bool ipc_host =
+      opts.ipc_host || (!opts.mpi.empty() && !opts.ipc_private && opts.shm_size.empty());
+  if (ipc_host) spec.volumes.push_back(Volume{"/dev/shm", "/dev/shm", false});
   // --shm-size: the private /dev/shm's size (Docker's default is 64 MiB, as Berth's).
   if (!opts.shm_size.empty()) {
-    if (opts.ipc_host)
+    if (ipc_host)
       return make_error("volume", "--shm-size " + opts.shm_size,
                         "--ipc host binds the host's /dev/shm, whose size is the host's");
     std::string size = BERTH_TRY(tmpfs_size(opts.shm_size));

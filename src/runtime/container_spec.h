@@ -62,6 +62,10 @@ struct DeviceEdit {
   bool is_dir = false;    ///< kBind: the source is a directory (recursive bind)
   bool required =
       true;  ///< false: skipped when it cannot be applied (e.g. /proc/driver on a fake host)
+  /// kTmpfs: mount options ("mode=1777,size=64m") and flags (MS_NOSUID...) as a CDI tmpfs
+  /// asks; empty: Berth's own scratch folder (mode 0555/0755 by read_only, nosuid, nodev).
+  std::string tmpfs_data;
+  unsigned long tmpfs_flags = 0;
 
   bool operator==(const DeviceEdit&) const = default;
 };

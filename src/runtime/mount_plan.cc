@@ -151,6 +151,11 @@ Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan) {
         e.fstype = "tmpfs";
         e.flags = MS_NOSUID | MS_NODEV;
         e.data = d.read_only ? "mode=555" : "mode=755";
+        if (!d.tmpfs_data.empty()) {  // a CDI tmpfs: its options; "ro" remounts it read-only
+          e.flags = d.tmpfs_flags & ~static_cast<unsigned long>(MS_RDONLY);
+          e.data = d.tmpfs_data;
+          e.read_only = d.read_only;
+        }
         tmpfs_dirs.push_back(*target);
         break;
       case DeviceEdit::Kind::kBind:
@@ -209,8 +214,11 @@ Status plan_device_edits(const ContainerSpec& spec, MountPlan& plan) {
     conf.kind = MountKind::kWriteFile;
     conf.target = kBerthLdConf;
     conf.target_kind = kFile;
-    conf.data = "include /etc/ld.so.conf\n";
+    // The injected folders before the image's own configuration: ldconfig keeps, of two
+    // libraries with one soname, the one of the folder it read first, and the host driver's
+    // must win over an image's same-named copy (an old libcuda.so.1, a stub).
     for (const auto& dir : spec.ld_library_dirs) conf.data += dir + "\n";
+    conf.data += "include /etc/ld.so.conf\n";
     plan.entries.push_back(std::move(conf));
   }
   plan.entries.insert(plan.entries.end(), out.begin(), out.end());

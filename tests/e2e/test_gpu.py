@@ -158,8 +158,18 @@ def images(registry, identity, berth_bin, scratch):
                                  imagelib.File(f"usr/local/cuda/compat/libcuda.so.{COMPAT}", f.read(), 0o755),
                                  imagelib.Symlink("usr/local/cuda/compat/libcuda.so.1",
                                                   f"libcuda.so.{COMPAT}")])
+    # An image with its own libcuda.so.1 (a stub, as some ship) in a folder of its ld.so.conf.
+    stub_lib = os.path.join(work, "libcuda-stub.so")
+    cc(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", stub_lib,
+        os.path.join(REPO_ROOT, "tests", "fake_gpu", "plain.c")])
+    with open(stub_lib, "rb") as f:
+        stub = imagelib.Layer([imagelib.Dir("usr/local/lib"),
+                               imagelib.Dir("usr/local/lib/x86_64-linux-gnu"),
+                               imagelib.File("usr/local/lib/x86_64-linux-gnu/libcuda.so.1",
+                                             f.read(), 0o755)])
     variants = {
         "plain": (glibc, {}),
+        "stub": (glibc, {}),
         "cuda": (glibc, {"Env": cuda_env}),
         "future": (glibc, {"Env": [f"PATH={PATH}", "NVIDIA_VISIBLE_DEVICES=all",
                                    "NVIDIA_REQUIRE_CUDA=cuda>=13.0"]}),
@@ -168,7 +178,8 @@ def images(registry, identity, berth_bin, scratch):
                                                           "LD_LIBRARY_PATH=/opt/app/lib"]}),
     }
     for tag, (layer, config) in variants.items():
-        layers = [base, layer] + ([compat] if tag == "compat" else [])
+        layers = [base, layer] + ([compat] if tag == "compat" else []) + (
+            [stub] if tag == "stub" else [])
         img = imagelib.make_image(layers, cmd=["/usr/local/bin/gpucheck", "libcuda.so.1"],
                                   config=config)
         pusher.push_image("e2e/gpu", tag, img)
@@ -310,6 +321,15 @@ def test_forward_compatibility_uses_the_images_newer_libcuda(berth, host, pulled
     assert kv(out)["real.libcuda.so.1"] == f"{LIBDIR}/libcuda.so.{VERSION}"
 
 
+def test_host_driver_wins_over_the_images_own_libcuda(berth, host, pulled):
+    # The image's ld.so.conf lists a folder with a libcuda.so.1 of its own: the run's loader
+    # configuration reads the injected folder first, and ldconfig keeps the first one read.
+    _, out, _ = run(berth, host, "--gpus", "all", pulled["stub"], "gpucheck", "libcuda.so.1")
+    facts = kv(out)
+    assert facts["real.libcuda.so.1"] == f"{LIBDIR}/libcuda.so.{VERSION}", out
+    assert facts["cuda_driver_version"] == "12040", out
+
+
 def test_image_without_ldconfig_gets_ld_library_path(berth, host, pulled):
     _, out, _ = run(berth, host, "--gpus", "all", pulled["noldconfig"], "/probe", "env")
     # Berth's driver folder first, as every engine orders it: a library the image ships (an old
@@ -403,6 +423,11 @@ devices:
     _, out, _ = run(berth, host, "--device", "example.com/device=foo", pulled["plain"],
                     "/probe", "cat", "/opt/example/calibration", env=env)
     assert "calibration 42" in out
+    # The image has no /opt: the file is bound at its containerPath, not linked to elsewhere.
+    _, out, _ = run(berth, host, "--device", "example.com/device=foo", pulled["plain"],
+                    "/probe", "mounts", env=env)
+    assert any(line.split()[4] == "/opt/example/calibration" for line in out.splitlines()
+               if len(line.split()) > 5), out
     _, out, _ = run(berth, host, "--device", "example.com/device=foo", pulled["plain"],
                     "/probe", "ls", "/dev", env=env)
     assert "foo0" in names(out)
@@ -425,7 +450,9 @@ def test_cdi_tmpfs_mounts_read_only_nodes_and_refusals(berth, host, pulled):
             "devices": [{"name": "s", "containerEdits": {
                 "deviceNodes": [{"path": "/dev/ro0", "hostPath": node, "permissions": "r"}],
                 "mounts": [{"hostPath": "tmpfs", "containerPath": "/usr/scratch", "type": "tmpfs",
-                            "options": ["nosuid", "nodev"]}]}},
+                            "options": ["nosuid", "nodev", "size=1m", "nr_inodes=100"]},
+                           {"hostPath": "tmpfs", "containerPath": "/opt/frozen", "type": "tmpfs",
+                            "options": ["ro"]}]}},
                         {"name": "net", "containerEdits": {
                             "netDevices": [{"hostInterfaceName": "eth0", "name": "eth9"}]}}]}
     berth.write_file("cdi-edits/example.json", json.dumps(spec))
@@ -439,12 +466,17 @@ def test_cdi_tmpfs_mounts_read_only_nodes_and_refusals(berth, host, pulled):
     _, out, _ = run(berth, host, "--device", "example.com/scratch=s", pulled["plain"], "/probe",
                     "mounts", env=env)
     lines = {line.split()[4]: line for line in out.splitlines() if len(line.split()) > 5}
-    # Not in the image: mounted in the run tmpfs and linked from /usr/scratch.
-    staged = "/usr/lib/berth/host/usr/scratch"
-    assert staged in lines and " - tmpfs " in lines[staged], out
-    _, out, _ = run(berth, host, "--device", "example.com/scratch=s", pulled["plain"], "/probe",
-                    "readlink", "/usr/scratch", env=env)
-    assert staged in out, out
+    # Not in the image: mounted at containerPath itself (its mount point made, as Podman does),
+    # with the spec's size and inode count, and read-only where it says ro.
+    assert " - tmpfs " in lines["/usr/scratch"], out
+    assert {"size=1024k", "nr_inodes=100"} <= set(lines["/usr/scratch"].split()[-1].split(",")), out
+    assert lines["/usr/scratch"].split()[5].split(",")[0] == "rw", out
+    assert " - tmpfs " in lines["/opt/frozen"] and lines["/opt/frozen"].split()[5].startswith("ro")
+    # A real directory, mode 1777 as Podman makes it, that anyone may write to.
+    _, out, _ = run(berth, host, "--device", "example.com/scratch=s", pulled["plain"], "/bin/sh",
+                    "-c", "/bin/busybox stat -c '%F %a' /usr/scratch && echo x > /usr/scratch/f && cat "
+                    "/usr/scratch/f", env=env)
+    assert out == "directory 1777\nx\n", out
     assert lines["/dev/ro0"].split()[5].split(",")[0] == "ro", out  # permissions "r"
     rc, out, err = run(berth, host, "--device", "example.com/scratch=net", pulled["plain"],
                        "/probe", "true", env=env, check=False)
@@ -486,10 +518,15 @@ def nvidia_ctk_spec(host) -> dict:
     # Like nvidia-ctk, only the development link: the soname links are ldconfig's to make.
     links = [f"libcuda.so.1::{libdir}/libcuda.so"]
     hooks = [{"hookName": "createContainer", "path": "/usr/bin/nvidia-ctk",
+              "args": ["nvidia-ctk", "hook", "enable-cuda-compat",
+                       f"--host-driver-version={VERSION}"]},
+             {"hookName": "createContainer", "path": "/usr/bin/nvidia-ctk",
               "args": ["nvidia-ctk", "hook", "create-symlinks",
                        *[a for link in links for a in ("--link", link)]]},
              {"hookName": "createContainer", "path": "/usr/bin/nvidia-ctk",
-              "args": ["nvidia-ctk", "hook", "update-ldcache", "--folder", libdir]}]
+              "args": ["nvidia-ctk", "hook", "update-ldcache", "--folder", libdir]},
+             {"hookName": "createContainer", "path": "/usr/bin/nvidia-ctk",
+              "args": ["nvidia-ctk", "hook", "disable-device-node-modification"]}]
     node = lambda n: {"path": f"/dev/{n}", "hostPath": os.path.join(host.dev, "dev", n)}
     return {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu",
             "devices": [{"name": "0", "containerEdits": {"deviceNodes": [node("nvidia0")]}},
@@ -511,6 +548,34 @@ def test_cdi_spec_from_nvidia_ctk_gives_a_working_gpu(berth, host, pulled, image
     assert rc == 0, out + err
     assert facts["cuda_driver_version"] == "12040"
     assert facts["real.libcuda.so.1"].endswith(f"libcuda.so.{VERSION}"), out
+    # Every hook it writes is done natively: no warning.
+    assert err == "", err
     _, out, _ = run(berth, host, "--device", "nvidia.com/gpu=0", pulled[image], "/probe", "ls",
                     "/dev", env=env)
     assert {"nvidia0", "nvidiactl", "nvidia-uvm"} <= names(out) and "nvidia1" not in names(out)
+
+
+def test_cdi_spec_from_nvidia_ctk_uses_the_images_newer_compat_libcuda(berth, host, pulled):
+    """enable-cuda-compat, done natively: the image's /usr/local/cuda/compat libcuda (a newer
+    driver branch than the host's) is the one loaded, as with --gpus all; other hooks that
+    cannot run rootless are warned about once for the run, whatever the count of devices."""
+    cdi_dir = berth.make_dir("cdi")
+    spec = nvidia_ctk_spec(host)
+    spec["containerEdits"]["hooks"].append(
+        {"hookName": "createContainer", "path": "/usr/bin/nvidia-ctk",
+         "args": ["nvidia-ctk", "hook", "chmod", "--mode", "700", "--path", "/dev/dri"]})
+    berth.write_file("cdi/nvidia.json", json.dumps(spec))
+    env = host.env(BERTH_CDI_SPEC_DIRS=cdi_dir)
+    _, out, err = run(berth, host, "--device", "nvidia.com/gpu=0", "--device",
+                      f"nvidia.com/gpu={UUID1}", pulled["compat"], "gpucheck", "libcuda.so.1",
+                      "libnvidia-ptxjitcompiler.so.1", env=env)
+    facts = kv(out)
+    assert facts["real.libcuda.so.1"] == f"/usr/local/cuda/compat/libcuda.so.{COMPAT}", out
+    assert facts["real.libnvidia-ptxjitcompiler.so.1"] == (
+        f"/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.{VERSION}"), out
+    assert err == ('berth: warning: CDI: hook "/usr/bin/nvidia-ctk hook chmod --mode 700 '
+                   '--path /dev/dri" skipped (hooks need a privileged runtime)\n'), err
+    # The plain image has no compat folder: the host's libcuda.
+    _, out, _ = run(berth, host, "--device", "nvidia.com/gpu=0", pulled["plain"], "gpucheck",
+                    "libcuda.so.1", env=env)
+    assert kv(out)["real.libcuda.so.1"] == f"/usr/lib/x86_64-linux-gnu/libcuda.so.{VERSION}", out

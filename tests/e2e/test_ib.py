@@ -28,6 +28,7 @@ def fabricate(root: str) -> None:
     os.makedirs(os.path.join(root, pci))
     link("../../../bus/pci/drivers/mlx5_core", f"{pci}/driver")
     put(f"{pci}/infiniband/mlx5_0/node_guid", "0c42:a103:0016:054c\n")
+    put(f"{pci}/infiniband/mlx5_0/node_type", "1: CA\n")
     put(f"{pci}/infiniband/mlx5_0/ports/1/state", "4: ACTIVE\n")
     put(f"{pci}/infiniband/mlx5_0/ports/1/link_layer", "InfiniBand\n")
     link("../../../0000:00:02.0", f"{pci}/infiniband/mlx5_0/device")
@@ -35,6 +36,7 @@ def fabricate(root: str) -> None:
     put(f"{pci}/infiniband_mad/umad0/ibdev", "mlx5_0\n")
     put(f"{pci}/infiniband_mad/issm0/ibdev", "mlx5_0\n")
     put("sys/devices/virtual/infiniband/rxe0/node_guid", "5054:00ff:fe12:3456\n")
+    put("sys/devices/virtual/infiniband/rxe0/node_type", "1: CA\n")
     put("sys/devices/virtual/infiniband_verbs/uverbs0/ibdev", "rxe0\n")
     link(f"../../devices/pci0000:00/0000:00:02.0/infiniband/mlx5_0",
          "sys/class/infiniband/mlx5_0")
@@ -95,6 +97,22 @@ def test_selection_injects_only_the_selected_and_never_umad(berth, img, host):
         "rdma_cm uverbs0 uverbs1 rdma_cm uverbs0 uverbs1")
     assert devices(berth, img, host, "--ib", "none") == ""
     assert devices(berth, img, host) == ""  # nothing asked: nothing read, nothing injected
+
+
+def test_sysfs_view_of_the_selected_hca(berth, img, host):
+    """This kernel's /sys has no InfiniBand class: the view is built from the fabricated
+    host's sysfs, the selected HCA readable, the other absent, the other classes still there."""
+    if os.path.exists("/sys/class/infiniband"):
+        pytest.skip("this host's /sys has InfiniBand: the class is narrowed in place instead")
+    _, out, _ = berth("run", "--rm", "--ib", "mlx5_0", img, "sh", "-c",
+                      "ls /sys/class/infiniband /sys/class/infiniband_verbs; "
+                      "cat /sys/class/infiniband/mlx5_0/node_type "
+                      "/sys/class/infiniband_verbs/uverbs1/ibdev; "
+                      "ls /sys/class/infiniband/rxe0 /sys/class/infiniband_verbs/uverbs0 "
+                      "2>&1 >/dev/null | busybox wc -l; ls /sys/class/net | busybox grep -cx lo", env=host)
+    assert out.split("\n") == ["/sys/class/infiniband:", "mlx5_0", "",
+                               "/sys/class/infiniband_verbs:", "abi_version", "uverbs1",
+                               "1: CA", "mlx5_0", "2", "1", ""], out
 
 
 def test_mellanox_visible_devices(berth, img, host):

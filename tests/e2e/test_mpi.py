@@ -234,3 +234,35 @@ def test_real_mpich_through_mpi_and_exec(berth, policy_dir):
         assert mpilib.ranks(out)[0].startswith("rank 0 of 1: MPICH Version:"), out
     finally:
         berth("rm", "-f", "ownjob", "realjob", check=False)
+
+
+def test_one_container_per_rank_shares_the_hosts_shm(berth, policy_dir):
+    """mpiexec -n 2 berth run --mpi: each rank in a container of its own. --mpi shares the
+    host's IPC namespace and /dev/shm (as Apptainer does), so MPI_Init's shared memory works;
+    without that each rank had a private /dev/shm and MPICH failed ("unable to allocate shared
+    memory"). --ipc private and --shm-size still give a /dev/shm of the container's own."""
+    why = mpilib.missing()
+    if why:
+        pytest.skip(why)
+    work = berth.make_dir("perrank")
+    berth("import", mpilib.image_tar(work), "rankmpi")
+    env = {"BERTH_SITE_CONF": mpilib.site_policy(os.path.join(policy_dir, "berth.conf"))}
+    cmd, full_env = berth.command(["run", "--rm", "--mpi", "rankmpi", "/app/pingpong", "8"], env)
+    r = subprocess.run(["mpiexec.mpich", "-n", "2", *cmd], env=full_env, capture_output=True,
+                       text=True, timeout=120, cwd=berth.workdir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ranks = mpilib.ranks(r.stdout)
+    assert [line.split(":")[0] for line in ranks] == ["rank 0 of 2", "rank 1 of 2"], r.stdout
+    assert all("MPICH Version:" in line and "image MPICH" not in line for line in ranks)
+    # The host's /dev/shm itself, unless the caller asks for a private one.
+    marker = tempfile.NamedTemporaryFile(dir="/dev/shm", prefix="berth-e2e-")
+    os.chmod(marker.name, 0o644)
+    name = os.path.basename(marker.name)
+    try:
+        for opts, seen in (([], True), (["--ipc", "private"], False),
+                           (["--shm-size", "1m"], False), (["--ipc", "host"], True)):
+            _, out, _ = berth("run", "--rm", "--mpi", *opts, "rankmpi", "ls", "/dev/shm",
+                              env=env)
+            assert (name in out.split()) == seen, (opts, out)
+    finally:
+        marker.close()

@@ -1,5 +1,6 @@
 // Device plans to ContainerSpec edits: GPU plans, CDI specs (JSON and YAML), YAML parsing.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -185,11 +186,10 @@ TEST(Cdi, LoadApplyAndPrecedence) {
             (std::vector<std::string>{"COMMON=1", "WHICH=high", "LD_LIBRARY_PATH=/usr/lib64"}));
   using K = DeviceEdit::Kind;
   std::vector<DeviceEdit> want = {
-      {K::kTmpfs, "", "/usr/lib/berth", false, true},
       {K::kBind, d.path + "/host/node", "/dev/vd0", false},
       {K::kBind, d.path + "/host/data", "/etc/existing", true},
-      {K::kBind, d.path + "/host/data", "/usr/lib/berth/host/opt/new", false},
-      {K::kSymlink, "/usr/lib/berth/host/opt/new", "/opt/new", true, false, false},
+      // Not in the image: bound at its containerPath all the same (its mount point is made).
+      {K::kBind, d.path + "/host/data", "/opt/new", false},
       {K::kSymlink, "libfoo.so.1", "/usr/lib64/libfoo.so", true, false, false},
   };
   EXPECT_EQ(s.device_edits, want);
@@ -376,18 +376,34 @@ TEST(Cdi, TmpfsMountsGroupsAndWhatCannotBeHonoured) {
                               {"additionalGids", {::getegid()}}});
   auto r = apply_cdi_device(specs, "vendor.com/dev=a", s);
   ASSERT_TRUE(r.ok()) << r.error().message();
-  // Not in the image: in the run tmpfs and linked, so no mount point is left behind.
-  EXPECT_EQ(s.device_edits,
-            (std::vector<DeviceEdit>{
-                {K::kTmpfs, "", "/usr/lib/berth", false, true},
-                {K::kTmpfs, "", "/usr/lib/berth/host/scratch", false, true, true},
-                {K::kSymlink, "/usr/lib/berth/host/scratch", "/scratch", true, false, false}}));
+  // A real directory at containerPath, mode 1777 with the spec's size, whether the image has
+  // the path or not (its mount point is made, as Podman does).
+  DeviceEdit tmpfs{K::kTmpfs, "", "/scratch", false, true, true};
+  tmpfs.tmpfs_data = "mode=1777,size=1m";
+  tmpfs.tmpfs_flags = MS_NOSUID | MS_NODEV;
+  EXPECT_EQ(s.device_edits, std::vector<DeviceEdit>{tmpfs});
   d.write("rootfs/scratch/.keep", "");
   ContainerSpec in_image;
   in_image.rootfs = d.path + "/rootfs";
   ASSERT_TRUE(apply_cdi_device(specs, "vendor.com/dev=a", in_image).ok());
-  EXPECT_EQ(in_image.device_edits,
-            (std::vector<DeviceEdit>{{K::kTmpfs, "", "/scratch", false, true, true}}));
+  EXPECT_EQ(in_image.device_edits, std::vector<DeviceEdit>{tmpfs});
+  // ro and mode= as asked; an option a tmpfs does not take is noted, propagation is not.
+  auto ro = one_device(
+      d, {{"mounts",
+           {{{"hostPath", "tmpfs"},
+             {"containerPath", "/scratch"},
+             {"type", "tmpfs"},
+             {"options", {"ro", "mode=755", "nr_inodes=64", "rprivate", "tmpcopyup"}}}}}});
+  ContainerSpec ro_spec;
+  r = apply_cdi_device(ro, "vendor.com/dev=a", ro_spec);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  DeviceEdit ro_tmpfs{K::kTmpfs, "", "/scratch", true, true, true};
+  ro_tmpfs.tmpfs_data = "mode=755,nr_inodes=64";
+  ro_tmpfs.tmpfs_flags = MS_NOSUID | MS_NODEV | MS_RDONLY;
+  EXPECT_EQ(ro_spec.device_edits, std::vector<DeviceEdit>{ro_tmpfs});
+  EXPECT_EQ(*r, (std::vector<std::string>{"CDI " + d.path +
+                                          "/cdi/spec.json (a): tmpfs option tmpcopyup on /scratch "
+                                          "ignored"}));
   std::vector<std::pair<nlohmann::json, std::string>> refused = {
       {{{"netDevices", {{{"hostInterfaceName", "eth0"}, {"name", "e"}}}}},
        "netDevices cannot be honoured by a rootless run"},

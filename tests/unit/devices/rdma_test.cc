@@ -149,8 +149,40 @@ TEST(RdmaPlan, SelectedNodesRdmaCmNarrowedClassesNeverMad) {
       {K::kBind, t.path + "/sys/class/infiniband_mad/abi_version",
        "/sys/class/infiniband_mad/abi_version", true, false, false},
   };
-  EXPECT_EQ(plan_rdma(d, *sel), want);
-  EXPECT_TRUE(plan_rdma(d, {}).empty());
+  EXPECT_EQ(plan_rdma(d, *sel, t.path + "/sys"), want);
+  EXPECT_TRUE(plan_rdma(d, {}, t.path + "/sys").empty());
+}
+
+TEST(RdmaPlan, ContainerSysfsWithoutTheClassGetsAViewFromTheSysfsRoot) {
+  TempDir t("rdma");
+  fabricate(t.path);
+  RdmaDevices d = discover(t.path);
+  // The container's /sys: a kernel's without InfiniBand, two other classes.
+  fs::create_directories(t.path + "/ctr-sys/class/net");
+  fs::create_directories(t.path + "/ctr-sys/class/block");
+  auto sel = select_hcas(d, parse_ib_request("mlx5_0"), "--ib mlx5_0");
+  ASSERT_TRUE(sel.ok());
+  using K = DeviceEdit::Kind;
+  std::string pci = t.path + "/sys/devices/pci0000:00/0000:00:02.0";
+  std::string ctr = t.path + "/ctr-sys/class";
+  std::vector<DeviceEdit> want = {
+      {K::kBind, t.path + "/dev/infiniband/uverbs1", "/dev/infiniband/uverbs1", false},
+      {K::kBind, t.path + "/dev/infiniband/rdma_cm", "/dev/infiniband/rdma_cm", false},
+      {K::kTmpfs, "", "/sys/class", true, true, false},
+      {K::kBind, ctr + "/block", "/sys/class/block", true, true, false},
+      {K::kBind, ctr + "/net", "/sys/class/net", true, true, false},
+      {K::kTmpfs, "", "/sys/class/infiniband", true, true, false},
+      {K::kBind, pci + "/infiniband/mlx5_0", "/sys/class/infiniband/mlx5_0", true, true, false},
+      {K::kTmpfs, "", "/sys/class/infiniband_verbs", true, true, false},
+      {K::kBind, t.path + "/sys/class/infiniband_verbs/abi_version",
+       "/sys/class/infiniband_verbs/abi_version", true, false, false},
+      {K::kBind, pci + "/infiniband_verbs/uverbs1", "/sys/class/infiniband_verbs/uverbs1", true,
+       true, false},
+      {K::kTmpfs, "", "/sys/class/infiniband_mad", true, true, false},
+      {K::kBind, t.path + "/sys/class/infiniband_mad/abi_version",
+       "/sys/class/infiniband_mad/abi_version", true, false, false},
+  };
+  EXPECT_EQ(plan_rdma(d, *sel, t.path + "/ctr-sys"), want);
 }
 
 }  // namespace

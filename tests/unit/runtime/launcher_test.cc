@@ -80,6 +80,35 @@ TEST(BuildSpecLauncher, CarriesPmiAndIpcHost) {
   EXPECT_FALSE(s->volumes[0].read_only);
 }
 
+TEST(BuildSpecLauncher, MpiSharesTheHostsShmUnlessTold) {
+  auto spec = [](void (*edit)(RunOptions&)) {
+    RunOptions o;
+    o.command = {"/app"};
+    o.mpi = "*";
+    edit(o);
+    auto s = build_spec(nlohmann::json::object(), "/rootfs", o, HostContext{},
+                        "root:x:0:0::/root:/bin/sh\n", "root:x:0:\n");
+    EXPECT_TRUE(s.ok()) << s.error().message();
+    return *s;
+  };
+  // --mpi alone: one container per rank meets the others in the host's /dev/shm.
+  ContainerSpec s = spec([](RunOptions&) {});
+  ASSERT_EQ(s.volumes.size(), 1U);
+  EXPECT_EQ(s.volumes[0].host, "/dev/shm");
+  EXPECT_TRUE(s.tmpfs.empty());
+  // --ipc private or --shm-size win: a /dev/shm of the container's own.
+  s = spec([](RunOptions& o) { o.ipc_private = true; });
+  EXPECT_TRUE(s.volumes.empty());
+  EXPECT_TRUE(s.ipc_namespace);
+  s = spec([](RunOptions& o) { o.shm_size = "1m"; });
+  EXPECT_TRUE(s.volumes.empty());
+  ASSERT_EQ(s.tmpfs.size(), 1U);
+  EXPECT_EQ(s.tmpfs[0].container, "/dev/shm");
+  // No --mpi: the private /dev/shm as before.
+  s = spec([](RunOptions& o) { o.mpi.clear(); });
+  EXPECT_TRUE(s.volumes.empty());
+}
+
 TEST(KeptFds, GapsBelowTheHighestBecomeDevNull) {
   // In a child: the test process's own descriptors stay as they are.
   pid_t pid = ::fork();

@@ -258,7 +258,8 @@ TEST(MountPlan, DeviceEditsFollowVolumesWithARunDirectory) {
                       "bind /proc/driver/nvidia/params ro opt",
                   }));
   const MountEntry& conf = p->entries[all.size() - 7];
-  EXPECT_EQ(conf.data, "include /etc/ld.so.conf\n/usr/lib/berth/nvidia\n");
+  // The injected folder first: ldconfig keeps the first folder's library of a soname.
+  EXPECT_EQ(conf.data, "/usr/lib/berth/nvidia\ninclude /etc/ld.so.conf\n");
   const MountEntry& params = p->entries.back();
   EXPECT_TRUE(params.source_in_root);  // resolved beneath the root, never on the host
   EXPECT_EQ(params.source, "/usr/lib/berth/files/0");
@@ -274,6 +275,22 @@ TEST(MountPlan, NoRunDirectoryWithoutNeed) {
   ASSERT_TRUE(plan_device_edits(s, *p).ok());
   EXPECT_EQ(summary(*p).back(), "bind /dev/fuse");
   for (const auto& e : p->entries) EXPECT_NE(e.target, "/usr/lib/berth");
+}
+
+TEST(MountPlan, CdiTmpfsTakesItsOwnOptions) {
+  ContainerSpec s = base();
+  DeviceEdit tmpfs{DeviceEdit::Kind::kTmpfs, "", "/scratch", true, true, true};
+  tmpfs.tmpfs_data = "mode=1777,size=1m";
+  tmpfs.tmpfs_flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY;
+  s.device_edits = {tmpfs};
+  MountPlan p;
+  ASSERT_TRUE(plan_device_edits(s, p).ok());
+  ASSERT_EQ(p.entries.size(), 1u);
+  const MountEntry& e = p.entries[0];
+  EXPECT_EQ(e.target, "/scratch");
+  EXPECT_EQ(e.data, "mode=1777,size=1m");
+  EXPECT_EQ(e.flags, static_cast<unsigned long>(MS_NOSUID | MS_NODEV | MS_NOEXEC));
+  EXPECT_TRUE(e.read_only);  // remounted read-only once mounted
 }
 
 TEST(MountPlan, BadDeviceEditsAreRefused) {
