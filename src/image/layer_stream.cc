@@ -15,10 +15,10 @@ namespace berth {
 CheckedStream::CheckedStream(int fd, const LayerInput& layer) : fd_(fd), layer_(layer) {}
 
 CheckedStream::~CheckedStream() {
-  if (thread_.joinable()) {
-    queue_.cancel();
-    thread_.join();
-  }
+  queue_.cancel();
+  if (thread_.joinable()) thread_.join();
+  file_queue_.cancel();
+  if (reader_.joinable()) reader_.join();
 }
 
 Result<ArchiveReader> CheckedStream::open_tar() {
@@ -30,6 +30,7 @@ Result<ArchiveReader> CheckedStream::open_tar() {
   if (compressed_) {
     read_record();
     buf_.resize(kChunk);
+    reader_ = std::thread([this] { read_all(); });
   }
   if (c == Compression::kGzip && fast_gzip_available()) {
     gzip_.emplace();
@@ -51,11 +52,45 @@ void CheckedStream::produce() {
   if (!st.ok()) stream_error_ = std::move(st).error();
   queue_.close();
   // The rest of the file, hashed: what follows the compressed stream, or what a failure or the
-  // reader's cancelling left.
-  if (!file_error_) {
+  // tar reader's cancelling left (read_all() goes on reading, without handing it on).
+  if (compressed_) {
+    file_queue_.cancel();
+  } else if (!file_error_) {
     while (file_more(buf_.data(), buf_.size()) > 0) {
     }
   }
+}
+
+void CheckedStream::read_all() {
+  bool handing_on = true;
+  for (;;) {
+    if (!handing_on) {
+      if (file_more(buf_.data(), buf_.size()) <= 0) break;
+      continue;
+    }
+    Chunk c = file_queue_.take_buffer(kChunk);
+    ssize_t n = file_more(c.bytes.data(), c.bytes.size());
+    if (n <= 0) break;
+    c.size = static_cast<size_t>(n);
+    handing_on = file_queue_.push(std::move(c));
+  }
+  file_queue_.close();
+}
+
+ssize_t CheckedStream::next_input(const char** out) {
+  if (input_) file_queue_.recycle(std::move(*input_));
+  input_ = file_queue_.pop();
+  if (!input_) {
+    *out = nullptr;
+    // file_error_ is read_all()'s, set before it closed the queue.
+    if (file_error_) {
+      input_failed_ = true;
+      return -1;
+    }
+    return 0;
+  }
+  *out = input_->bytes.data();
+  return static_cast<ssize_t>(input_->size);
 }
 
 Status CheckedStream::produce_plain() {
@@ -94,15 +129,16 @@ Status CheckedStream::produce_uncompressed() {
 }
 
 Status CheckedStream::produce_gzip() {
-  std::string_view in;  // the bytes of buf_ the inflater has yet to take
+  std::string_view in;  // the bytes of input_ the inflater has yet to take
   bool eof = false;
   Chunk out = queue_.take_buffer(kChunk);
   for (;;) {
     if (in.empty() && !eof) {
-      ssize_t n = file_more(buf_.data(), buf_.size());
+      const char* p = nullptr;
+      ssize_t n = next_input(&p);
       if (n < 0) return *file_error_;
       eof = n == 0;
-      in = std::string_view(buf_.data(), static_cast<size_t>(n));
+      in = std::string_view(p, static_cast<size_t>(n));
     }
     bool last = eof && in.empty();
     auto made = gzip_->inflate(&in, out.bytes.data(), out.bytes.size());
@@ -133,7 +169,7 @@ Status CheckedStream::produce_raw() {
     int r = archive_api().read_data_block(raw_.get(), &block, &size, &offset);
     if (r == ARCHIVE_EOF) return {};
     if (r < ARCHIVE_WARN) {
-      if (file_error_) return *file_error_;
+      if (input_failed_) return *file_error_;
       plain_error_ = make_error("unpack", layer_.path, archive_message(raw_.get(), "corrupt data"));
       return *plain_error_;
     }
@@ -147,8 +183,10 @@ Status CheckedStream::produce_raw() {
 
 la_ssize_t CheckedStream::read_file(archive*, void* self, const void** out) {
   auto* s = static_cast<CheckedStream*>(self);
-  *out = s->buf_.data();
-  return s->file_more(s->buf_.data(), s->buf_.size());
+  const char* p = nullptr;
+  ssize_t n = s->next_input(&p);
+  *out = p;
+  return n;
 }
 
 la_ssize_t CheckedStream::read_plain(archive*, void* self, const void** out) {
@@ -166,9 +204,11 @@ la_ssize_t CheckedStream::read_plain(archive*, void* self, const void** out) {
 }
 
 void CheckedStream::stop() {
-  if (thread_.joinable()) {
-    thread_.join();
-  } else {  // open_tar() failed before the thread started: the file is read here
+  bool started = thread_.joinable() || reader_.joinable();
+  if (thread_.joinable()) thread_.join();
+  file_queue_.cancel();  // when open_tar() failed before produce() started: no one else does
+  if (reader_.joinable()) reader_.join();
+  if (!started) {  // open_tar() failed before any thread started: the file is read here
     if (buf_.empty()) buf_.resize(kChunk);
     while (!file_error_ && file_more(buf_.data(), buf_.size()) > 0) {
     }

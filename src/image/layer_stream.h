@@ -17,12 +17,14 @@
 namespace berth {
 
 /// The bytes of one layer file on their way to the tar reader, hashed as they pass: the file
-/// as stored (digest) and, for a compressed file, the decompressed stream (diff_id). A thread
-/// of the stream's own reads the file, hashes it, decompresses it and hashes that, handing the
-/// tar bytes to the reader's thread through a ChunkQueue, so that decompressing overlaps
-/// applying the entries (writing files) with a few MB in flight. The thread reads every byte
-/// of the file whatever the reader takes (the end-of-archive padding, trailing bytes, the rest
-/// after a failure), and finish() compares both digests once it is done.
+/// as stored (digest) and, for a compressed file, the decompressed stream (diff_id). Threads
+/// of the stream's own do the work, so that it overlaps applying the entries (writing files),
+/// each handing bytes to the next through a ChunkQueue (a few MB in flight): for a compressed
+/// file, one reads and hashes the file and one decompresses that and hashes the result (the
+/// one step that cannot be split, and the longest); for a plain tar, one reads and hashes it.
+/// The file is read to its last byte whatever the tar reader takes (the end-of-archive
+/// padding, trailing bytes, the rest after a failure), and finish() compares both digests
+/// once it is.
 /// For a layer whose diff_id record is used (LayerInput::use_diff_id_record), the record read
 /// from the open file stands for the decompressed stream's hash: the bytes are still
 /// decompressed (the tar reader needs them), not hashed a second time.
@@ -33,7 +35,7 @@ class CheckedStream {
   CheckedStream(const CheckedStream&) = delete;
   CheckedStream& operator=(const CheckedStream&) = delete;
 
-  /// The tar reader over this stream (called once; the thread starts here).
+  /// The tar reader over this stream (called once; the threads start here).
   Result<ArchiveReader> open_tar();
   /// Waits for the rest of the file to be read and checks both digests.
   Status finish();
@@ -48,12 +50,16 @@ class CheckedStream {
  private:
   static constexpr size_t kChunk = size_t{1} << 20;
 
-  // The thread's part.
+  // The threads' part.
   void produce();
   Status produce_plain();  // the tar bytes into queue_, until they end, fail or are cancelled
   Status produce_gzip();
   Status produce_raw();
   Status produce_uncompressed();
+  void read_all();  // reader_: the compressed file into file_queue_, hashed, to its end
+  /// The next chunk of the compressed file from read_all(): its length, 0 at the end, -1 when
+  /// reading failed (file_error_).
+  ssize_t next_input(const char** out);
   /// Reads the file's next bytes into `to` (at most `cap`), hashing them: their count, 0 at
   /// the end, -1 on an error (in file_error_).
   ssize_t file_more(char* to, size_t cap);
@@ -62,7 +68,7 @@ class CheckedStream {
 
   // The reader's part.
   static la_ssize_t read_plain(archive*, void* self, const void** out);
-  void stop();  // waits for the thread to have read the whole file
+  void stop();  // waits for the threads, the whole file read
   Status compare_stored();
   void read_record();
 
@@ -72,18 +78,22 @@ class CheckedStream {
   std::optional<std::string> record_;  // the diff_id recorded on the file, when used
   ArchiveReader raw_;                 // the decompressing reader, for zstd (and gzip without ISA-L)
   std::optional<GzipInflater> gzip_;  // for gzip, when ISA-L is installed
-  ChunkQueue queue_;
-  std::thread thread_;
+  ChunkQueue queue_;                  // the tar bytes, from thread_ to the tar reader
+  ChunkQueue file_queue_;             // a compressed file's bytes, from reader_ to thread_
+  std::thread thread_;                // decompresses (a compressed file) or reads (a plain tar)
+  std::thread reader_;                // reads a compressed file and hashes it
 
-  // The thread's, read by the reader's thread only once it is joined (stream_error_: once
-  // the queue ended).
-  std::vector<char> buf_;  // the file's bytes for gzip_ and raw_
+  // The threads' (file_error_ and stored_: reader_'s for a compressed file), read by the
+  // caller's thread only once they are joined (stream_error_: once queue_ ended).
+  std::vector<char> buf_;       // reader_'s, once it no longer hands the bytes on
+  std::optional<Chunk> input_;  // thread_'s: the chunk of file_queue_ being decompressed
+  bool input_failed_ = false;   // thread_'s: next_input() met file_error_
   Sha256 stored_, plain_;
   std::optional<Error> file_error_;    // reading the file failed
   std::optional<Error> plain_error_;   // decompressing it failed
   std::optional<Error> stream_error_;  // what ended the tar bytes early
 
-  // The reader's.
+  // The caller's, where the tar reader runs.
   std::optional<Chunk> current_;  // the chunk the tar reader is reading
   std::optional<Error> failure_;  // stream_error_, once the reader met the early end
   std::string stored_digest_;
