@@ -1,7 +1,8 @@
 #include "image/diff_id_stream.h"
 
+#include <algorithm>
+#include <cstring>
 #include <utility>
-
 #include <vector>
 
 #include "core/sha256.h"
@@ -19,20 +20,26 @@ DiffIdStream::~DiffIdStream() {
 }
 
 void DiffIdStream::feed(const char* data, size_t len) {
-  if (len == 0) return;
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return done_ || queued_ < kMaxQueued; });
-  if (done_) return;
-  queue_.emplace_back(data, len);
-  queued_ += len;
-  cv_.notify_all();
+  while (len > 0) {
+    if (pending_.bytes.empty()) pending_ = queue_.take_buffer(kChunk);
+    size_t n = std::min(len, pending_.bytes.size() - pending_.size);
+    std::memcpy(pending_.bytes.data() + pending_.size, data, n);
+    pending_.size += n;
+    data += n;
+    len -= n;
+    if (pending_.size == pending_.bytes.size()) {
+      (void)queue_.push(std::move(pending_));  // false once the thread stopped: finish() says why
+      pending_ = Chunk{};
+    }
+  }
 }
 
 Result<std::string> DiffIdStream::finish() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    closed_ = true;
-    cv_.notify_all();
+  if (!finished_) {
+    finished_ = true;
+    (void)queue_.push(std::move(pending_));
+    pending_ = Chunk{};
+    queue_.close();
   }
   if (thread_.joinable()) thread_.join();
   if (error_) return *error_;
@@ -42,18 +49,17 @@ Result<std::string> DiffIdStream::finish() {
 long DiffIdStream::next_chunk(const void** out) {
   if (replay_current_) {  // the first chunk, which run() looked at, goes to libarchive too
     replay_current_ = false;
-    *out = current_.data();
-    return static_cast<long>(current_.size());
+    *out = current_->bytes.data();
+    return static_cast<long>(current_->size);
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return closed_ || !queue_.empty(); });
-  if (queue_.empty()) return 0;  // closed: the end of the stream
-  current_ = std::move(queue_.front());
-  queue_.pop_front();
-  queued_ -= current_.size();
-  cv_.notify_all();
-  *out = current_.data();
-  return static_cast<long>(current_.size());
+  if (current_) queue_.recycle(std::move(*current_));
+  current_ = queue_.pop();
+  if (!current_) {  // closed: the end of the stream
+    *out = nullptr;
+    return 0;
+  }
+  *out = current_->bytes.data();
+  return static_cast<long>(current_->size);
 }
 
 long DiffIdStream::read_cb(::archive*, void* self, const void** out) {
@@ -61,30 +67,50 @@ long DiffIdStream::read_cb(::archive*, void* self, const void** out) {
 }
 
 Result<std::string> DiffIdStream::inflate_digest(std::string_view in) {
-  GzipInflater gzip;
+  // The inflated bytes go to a thread of their own to be hashed: hashing them takes about as
+  // long as inflating them, and the largest layer of an image is most of a pull's time.
+  ChunkQueue plain;
   Sha256 hash;
-  std::vector<char> out(size_t{1} << 20);
-  bool eof = false;
-  for (;;) {
-    if (in.empty() && !eof) {
-      const void* p = nullptr;
-      long n = next_chunk(&p);
-      eof = n == 0;
-      in = std::string_view(static_cast<const char*>(p), static_cast<size_t>(n));
+  std::thread hasher([&] {
+    while (auto c = plain.pop()) {
+      hash.update(c->bytes.data(), c->size);
+      plain.recycle(std::move(*c));
     }
-    bool last = eof && in.empty();
-    auto made = gzip.inflate(&in, out.data(), out.size());
-    if (!made.ok()) return make_error("verify", what_, made.error().detail);
-    if (*made > 0) {
-      hash.update(out.data(), *made);
-      continue;
+  });
+  Status st = [&]() -> Status {
+    GzipInflater gzip;
+    Chunk out = plain.take_buffer(kChunk);
+    bool eof = false;
+    for (;;) {
+      if (in.empty() && !eof) {
+        const void* p = nullptr;
+        long n = next_chunk(&p);
+        eof = n == 0;
+        in = std::string_view(static_cast<const char*>(p), static_cast<size_t>(n));
+      }
+      bool last = eof && in.empty();
+      auto made = gzip.inflate(&in, out.bytes.data(), out.bytes.size());
+      if (!made.ok()) return make_error("verify", what_, made.error().detail);
+      if (*made > 0) {
+        out.size = *made;
+        (void)plain.push(std::move(out));  // only this thread cancels, below
+        out = plain.take_buffer(kChunk);
+        continue;
+      }
+      if (!in.empty()) return {};  // bytes after the last member: the stream is over
+      if (last) {
+        if (!gzip.at_end()) return make_error("verify", what_, "truncated gzip data");
+        return {};
+      }
     }
-    if (!in.empty()) break;  // bytes after the last member: the stream is over
-    if (last) {
-      if (!gzip.at_end()) return make_error("verify", what_, "truncated gzip data");
-      break;
-    }
+  }();
+  if (st.ok()) {
+    plain.close();
+  } else {
+    plain.cancel();
   }
+  hasher.join();
+  if (!st.ok()) return std::move(st).error();
   return hash.digest();
 }
 
@@ -109,12 +135,8 @@ void DiffIdStream::run() {
     digest_ = BERTH_TRY(read_raw_digest(ar.get(), fail));
     return {};
   }();
-  std::lock_guard<std::mutex> lock(mu_);
   if (!st.ok()) error_ = std::move(st).error();
-  done_ = true;
-  queue_.clear();
-  queued_ = 0;
-  cv_.notify_all();
+  queue_.cancel();  // the feeder stops waiting; what it still hands over is dropped
 }
 
 }  // namespace berth

@@ -414,7 +414,7 @@ Result<std::string> stream_diff_id(const std::string& bytes, size_t chunk) {
 }
 
 TEST_P(UnpackCompression, StreamedDiffIdMatchesTheFile) {
-  // More than DiffIdStream::kMaxQueued of incompressible data: the feeder must wait, not grow.
+  // More than ChunkQueue::kDefaultBound of incompressible data: the feeder must wait, not grow.
   std::string noise;
   uint32_t x = 1;
   for (size_t i = 0; i < (size_t{10} << 20); ++i) {
@@ -466,6 +466,67 @@ TEST_F(Unpack, StreamedDiffIdEndedEarlyJoinsItsThread) {
   std::string bytes = slurp(layer("l.tar.gz", {file("a", std::string(300000, 'x'))}));
   DiffIdStream s("layer");
   s.feed(bytes.data(), bytes.size() / 3);
+}
+
+/// `n` bytes of noise (incompressible), seeded.
+std::string noise_of(size_t n, uint32_t seed) {
+  std::string out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    seed = seed * 1103515245 + 12345;
+    out.push_back(static_cast<char>(seed >> 16));
+  }
+  return out;
+}
+
+TEST_P(UnpackCompression, ALayerManyTimesTheQueueUnpacksWholeAndChecked) {
+  // Ten times ChunkQueue::kDefaultBound: the decompressing thread must wait for the writer
+  // many times over, and every byte still reaches both hashes and the files.
+  std::vector<E> entries;
+  std::string noise = noise_of(size_t{24} << 20, 3);
+  entries.push_back(file("noise", noise));
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "line " + std::to_string(i) + " of some text\n";
+  for (int i = 0; i < 300; ++i) entries.push_back(file("t/" + std::to_string(i), text));
+  entries.push_back(file("last", "the end"));
+  std::string l = layer("l.layer", entries, GetParam());
+  std::string digest = *sha256_file(l);
+  std::string diff_id = inspect_layer_file(l, digest, l)->diff_id;
+  std::string target = tmp_ + "/rootfs";
+  auto r = unpack_layers({LayerInput(l, digest, diff_id)}, target);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->entries, 302u);
+  EXPECT_EQ(slurp(target + "/noise"), noise);
+  EXPECT_EQ(slurp(target + "/t/299"), text);
+  EXPECT_EQ(slurp(target + "/last"), "the end");
+  ASSERT_TRUE(remove_tree(target).ok());
+
+  std::string wrong = sha256_digest("something else");
+  r = unpack_layers({LayerInput(l, digest, wrong)}, target);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "verify " + l + ": the uncompressed layer hashes to " + diff_id +
+                                     ", not the diff_id " + wrong + " the image config lists");
+  EXPECT_FALSE(path_exists(target));
+}
+
+TEST_P(UnpackCompression, ALayerRefusedAtItsFirstEntryIsStillHashedWhole) {
+  // The reader stops at the first entry, the decompressing thread is many MB from the end:
+  // it is stopped, the rest of the file is read and hashed, and a changed file is named.
+  std::string l =
+      layer("l.layer", {file("../escape", "x"), file("noise", noise_of(12 << 20, 5))}, GetParam());
+  std::string digest = *sha256_file(l);
+  std::string target = tmp_ + "/rootfs";
+  auto r = unpack_layers({LayerInput(l, digest, "")}, target);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), "unpack " + l + ": entry \"../escape\" escapes the root");
+  EXPECT_FALSE(path_exists(target));
+  // The same refusal of a file that is not the one stored: the digest is what is wrong.
+  std::string wrong = sha256_digest("something else");
+  r = unpack_layers({LayerInput(l, wrong, "")}, target);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(),
+            "verify " + l + ": the layer file hashes to " + digest + ", not " + wrong);
+  EXPECT_FALSE(path_exists(target));
 }
 
 TEST_F(Unpack, EveryByteOfTheFileIsChecked) {
