@@ -1,6 +1,7 @@
 // udocker's run and create, translated into berth run and berth create lines: udocker's
 // options mapped onto Berth's (one note on stderr where Berth takes one differently), and what
 // udocker gives a run besides (its working directory, its container_* variables).
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>

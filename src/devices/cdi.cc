@@ -462,7 +462,9 @@ Status apply_edits(const nlohmann::json& edits, const std::string& where, Contai
                 fmt::format("CDI {}: tmpfs option {} on {} ignored", where, word, ctr));
           }
         }
-        auto parsed = parse_tmpfs(opts.empty() ? ctr : ctr + ":" + opts);
+        std::string tmpfs_text = ctr;
+        if (!opts.empty()) tmpfs_text.append(":").append(opts);
+        auto parsed = parse_tmpfs(tmpfs_text);
         if (!parsed)
           return make_error("CDI", where, "tmpfs on " + ctr + ": " + parsed.error().detail);
         DeviceEdit edit{Kind::kTmpfs, "", ctr, ro, true, true};
