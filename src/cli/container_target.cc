@@ -85,7 +85,9 @@ Result<ContainerRecord> create_from_image(const GlobalOptions& g, ContainerStore
     // A single-file image: extracted into the container (nothing to pull, no store image).
     char real[PATH_MAX];
     if (::realpath(what.c_str(), real) == nullptr) return sys_error("open", what);
-    return cs.create_from_squashfs(real, name, command);
+    const SiteConfig& site = BERTH_TRY(g.site);
+    return cs.create_from_squashfs(real, name, command,
+                                   static_cast<uint64_t>(site.extract_limit_mb) << 20);
   }
   Store store = BERTH_TRY(open_store(g));
   auto image = store.find_image(what);

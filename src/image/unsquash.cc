@@ -250,16 +250,18 @@ Result<UnsquashStats> extract(const std::string& file, const std::string& target
 Result<UnsquashStats> unsquash(const std::string& file, const std::string& target, uint64_t limit) {
   struct stat st;
   if (::lstat(target.c_str(), &st) == 0) return make_error("mkdir", target, "exists already");
-  std::string what = "the bound given";
-  if (limit == 0) {
-    // The free space of the file system the target is made on (an unprivileged user's share).
-    size_t slash = target.find_last_of('/');
-    std::string parent =
-        slash == std::string::npos ? std::string("./") : target.substr(0, slash + 1);
-    struct statvfs vfs;
-    if (::statvfs(parent.c_str(), &vfs) != 0) return sys_error("stat", parent);
-    limit = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-    what = "the free space of " + parent;
+  // The free space of the file system the target is made on (an unprivileged user's share),
+  // or the limit given when it is lower.
+  size_t slash = target.find_last_of('/');
+  std::string parent = slash == std::string::npos ? std::string("./") : target.substr(0, slash + 1);
+  struct statvfs vfs;
+  if (::statvfs(parent.c_str(), &vfs) != 0) return sys_error("stat", parent);
+  uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  std::string what = "the free space of " + parent;
+  if (limit > 0 && limit < free_bytes) {
+    what = "the configured extract_limit_mb";
+  } else {
+    limit = free_bytes;
   }
   auto r = extract(file, target, limit, what);
   if (!r.ok() && ::lstat(target.c_str(), &st) == 0) (void)remove_tree(target);  // best effort

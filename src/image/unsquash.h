@@ -31,10 +31,11 @@ struct UnsquashStats {
 
 /// Extracts the squashfs file at `file` (or a SIF file's squashfs partition) into `target`,
 /// which must not exist (its parent must). Sparse files stay sparse (holes where the image has
-/// sparse blocks or blocks of zeros). It writes at most `limit` bytes of file data (0: the free
-/// space statvfs() gives for the target's parent, so that a small image holding a huge file
-/// fails at once rather than filling the store): past it, a one-line error naming the file and
-/// the bound, and nothing is left.
+/// sparse blocks or blocks of zeros). It writes at most the free space statvfs() gives for the
+/// target's parent (so that a small image holding a huge file fails at once rather than
+/// filling the store), or `limit` bytes of file data when that is lower (0: no limit; the
+/// user's extract_limit_mb): past it, a one-line error naming the file and the bound, and
+/// nothing is left.
 Result<UnsquashStats> unsquash(const std::string& file, const std::string& target,
                                uint64_t limit = 0);
 

@@ -204,7 +204,8 @@ Result<ContainerRecord> ContainerStore::create(const Store& images, const ImageR
 }
 
 Result<ContainerRecord> ContainerStore::create_from_squashfs(
-    const std::string& file, const std::string& name, const std::vector<std::string>& command) {
+    const std::string& file, const std::string& name, const std::vector<std::string>& command,
+    uint64_t limit) {
   BERTH_CHECK(check_name_free("create", name));
   SquashInfo info = BERTH_TRY(read_squash_info(file));
   ContainerRecord c;
@@ -229,7 +230,7 @@ Result<ContainerRecord> ContainerStore::create_from_squashfs(
   }
   if (!command.empty()) c.image_config["Cmd"] = command;
   return build(std::move(c), name, [&](const std::string& rootfs) -> Status {
-    BERTH_TRY(unsquash(file, rootfs).with_context("create container from " + file));
+    BERTH_TRY(unsquash(file, rootfs, limit).with_context("create container from " + file));
     return {};
   });
 }

@@ -81,9 +81,11 @@ class ContainerStore {
   /// Extracts the squashfs file `file` (an absolute path) into a new container, as enroot's
   /// `create` does (image/unsquash.h): its image is the file, its image config the one Berth
   /// keeps in it (/.berth/image.json; none in a file Berth did not make). `name` may be empty;
-  /// a `command` replaces the image's Cmd, as create() does.
+  /// a `command` replaces the image's Cmd, as create() does. At most `limit` bytes of file data
+  /// are written (0: the store's free space; unsquash()).
   Result<ContainerRecord> create_from_squashfs(const std::string& file, const std::string& name,
-                                               const std::vector<std::string>& command = {});
+                                               const std::vector<std::string>& command = {},
+                                               uint64_t limit = 0);
   /// Adds `labels` to the container's config's Labels (over the image's, as `docker create
   /// --label` does), for inspect and `ps --filter label=`.
   Status add_labels(const ContainerRecord& c, const std::map<std::string, std::string>& labels);

@@ -65,6 +65,7 @@ struct PolicyLayer {
   std::optional<long> pull_low_speed_limit;
   std::optional<long> pull_low_speed_time;
   std::optional<long> pull_deadline;
+  std::optional<long> extract_limit_mb;
 };
 
 /// The configuration in force: the site's policy with the user's preferences merged in.
@@ -109,6 +110,9 @@ struct SiteConfig {
   long pull_low_speed_limit = 0;
   long pull_low_speed_time = 0;
   long pull_deadline = 0;  ///< seconds a whole pull may take; 0: none
+  /// MiB of file data one extraction of a squashfs file (create FILE.sqsh) may write; 0: only
+  /// the store's free space bounds it.
+  long extract_limit_mb = 0;
 
   /// key -> the file(s) its value came from ("a + b" when both added to it); absent: default.
   std::map<std::string, std::string> sources;

@@ -408,6 +408,7 @@ constexpr PolicyKey kPolicyKeys[] = {
     key<&L::pull_low_speed_time, &C::pull_low_speed_time, &R::count, Prefer>("pull_low_speed_time",
                                                                              {.unset_count = 60}),
     key<&L::pull_deadline, &C::pull_deadline, &R::count, Prefer>("pull_deadline"),
+    key<&L::extract_limit_mb, &C::extract_limit_mb, &R::count, Prefer>("extract_limit_mb"),
     key<&L::mpi, &C::mpi, &R::mpi, SiteOnly, show_mpi>(
         "mpi", {.site_only = "host MPIs are the site's to declare"}),
     key<&L::mpi_default, &C::mpi_default, &R::string, SiteOnly>("mpi_default"),

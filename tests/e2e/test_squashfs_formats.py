@@ -256,3 +256,28 @@ def test_create_keeps_a_sparse_file_sparse(sq, scratch):
         assert f.read(13) == b"in the middle"
         f.seek(size - 4)
         assert f.read() == b"\0" * 4
+
+
+def test_extract_limit_mb_of_the_users_configuration_bounds_create(sq, scratch):
+    """extract_limit_mb (here the user's berth.conf) bounds one extraction below the store's
+    free space: past it one line, and no container is left."""
+    d = tempfile.mkdtemp(prefix="limit-", dir=scratch)
+    os.chmod(d, 0o755)
+    tree = os.path.join(d, "tree")
+    make_tree(tree, None)
+    with open(os.path.join(tree, "noise"), "wb") as f:
+        f.write(os.urandom(8 << 20))  # 8 MiB that no compressor shrinks (busybox: under 4)
+    image = os.path.join(d, "noise.sqsh")
+    subprocess.run(["mksquashfs", tree, image, "-all-root", "-comp", "lz4", "-noappend", "-quiet",
+                    "-no-progress"], check=True, stdout=subprocess.DEVNULL)
+    os.chmod(image, 0o644)
+    config = sq.make_dir("config")
+    sq.write_file("config/berth.conf", "extract_limit_mb = 4\n")
+    env = {"BERTH_CONFIG_DIR": config}
+    rc, _, err = sq("create", "--name", "bounded", image, env=env, check=False)
+    assert rc == 125, err
+    assert err.splitlines()[0] == (
+        f"berth: error: create container from {image}: write {image}:/noise: the extraction "
+        f"would write more than 4194304 bytes, the configured extract_limit_mb"), err
+    assert sq("ps", "-a", "-q", "--filter", "name=bounded")[1] == ""
+    assert sq("create", "--name", "unbounded", image)[0] == 0  # without the setting: made

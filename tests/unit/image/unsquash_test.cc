@@ -130,7 +130,7 @@ TEST_F(Unsquash, WritesNoMoreThanItsBoundAndLeavesNothing) {
   ASSERT_FALSE(u.ok());
   EXPECT_EQ(u.error().message(), "write " + image +
                                      ":/noise: the extraction would write more than 1048576 "
-                                     "bytes, the bound given");
+                                     "bytes, the configured extract_limit_mb");
   struct stat st;
   EXPECT_NE(::lstat(out.c_str(), &st), 0);
   // Within the bound (and within the free space when none is given): extracted.

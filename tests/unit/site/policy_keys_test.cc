@@ -54,6 +54,7 @@ const std::map<std::string, Sample>& samples() {
       {"pull_low_speed_limit", {"10", "20", User::kWins}},
       {"pull_low_speed_time", {"10", "20", User::kWins}},
       {"pull_deadline", {"10", "20", User::kWins}},
+      {"extract_limit_mb", {"100", "200", User::kWins}},
       {"mpi",
        {R"({ ompi = { libraries = ["/usr/lib/libmpi.so"] } })",
         R"({ mpich = { libraries = ["/usr/lib/libmpich.so"] } })", User::kIsRefused}},
@@ -96,6 +97,7 @@ TEST(SitePolicyKeys, BerthInfoListsEveryRowAndNothingElse) {
   EXPECT_EQ(settings["pull_low_speed_limit"]["value"], 1024);
   EXPECT_EQ(settings["pull_low_speed_time"]["value"], 60);
   EXPECT_EQ(settings["pull_deadline"]["value"], 0);
+  EXPECT_EQ(settings["extract_limit_mb"]["value"], 0);
   EXPECT_TRUE(settings["allowed_registries"]["value"].is_null());  // any
 }
 
