@@ -63,6 +63,8 @@ packages=(
   squashfuse fuse3 squashfs-tools
   # fallback engines (berth run --engine=proot|fakechroot|oci), also peers for the benchmarks
   proot fakechroot libfakechroot runc crun
+  # the CDI comparison with real Podman (tests/e2e/test_cdi_podman.py)
+  podman
   # package managers inside (tests/e2e/test_root_emulation.py): a real Debian 12 image built
   # from Debian's archive; newuidmap/newgidmap for subordinate-ID mappings. mmdebstrap also
   # builds the Slurm 24.11 tier's Debian 13 root (tests/e2e/debian_root.py; Debian 12's
