@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tarfile
 
@@ -23,8 +24,10 @@ PROBE = ("for p in /opt/cdi-src /scratch/cdi-tmp /scratch/cdi-ro; do "
 
 
 def podman_command(berth, runtime: str, *args) -> list[str]:
+    # A runtime folder of the test's own: Podman's state and its rootless pause process's pid.
     return berth.identity.prefix + [
-        "env", f"HOME={berth.home}", "XDG_RUNTIME_DIR=", f"XDG_CONFIG_HOME={berth.home}/.config",
+        "env", f"HOME={berth.home}", f"XDG_RUNTIME_DIR={berth.path('xdg')}",
+        f"XDG_CONFIG_HOME={berth.home}/.config",
         "podman", "--storage-driver", "vfs", "--runtime", runtime, "--cgroup-manager", "cgroupfs",
         *args]
 
@@ -62,8 +65,15 @@ def spec_and_image(berth):
     with tarfile.open(image_tar, "w") as t:
         t.add(root, arcname=".")
     os.chmod(image_tar, 0o644)
+    os.chmod(berth.make_dir("xdg"), 0o700)
     yield spec_dir, image_tar
     os.unlink(system_spec)
+    # Rootless Podman leaves a pause process holding its user namespace: it goes with the test.
+    try:
+        with open(berth.path("xdg", "libpod", "tmp", "pause.pid")) as f:
+            os.kill(int(f.read().strip()), signal.SIGKILL)
+    except (OSError, ValueError):
+        pass  # none was started
 
 
 def test_cdi_mounts_and_tmpfs_as_podman_makes_them(berth, spec_and_image):
