@@ -13,7 +13,8 @@ import tempfile
 
 import pytest
 
-from test_squashfs_run import images, make_tree, sq, write_enroot_config  # noqa: F401 (fixtures)
+from test_squashfs_run import (bytes_writer, images, make_tree, sq,  # noqa: F401 (fixtures)
+                               write_enroot_config)
 
 
 def _image(scratch: str, name: str, *mksquashfs_args: str, tree_hook=None) -> tuple[str, str]:
@@ -185,12 +186,7 @@ def test_bad_sif_files_are_refused_in_one_line(sq, sif_image):
     with open(sif, "rb") as f:
         good = f.read()
     d = sq.make_dir("bad-sif")
-
-    def write(name: str, data: bytes) -> str:
-        path = os.path.join(d, name)
-        with open(path, "wb") as f:
-            f.write(data)
-        return path
+    write = bytes_writer(d)
 
     def refused(path: str) -> str:
         """The one line that run, inspect and create each print for `path`."""

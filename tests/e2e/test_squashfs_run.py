@@ -410,16 +410,21 @@ def _one_line_refusal(sq, path: str) -> str:
     return err
 
 
-def test_bad_files_are_refused_in_one_line(sq, images):
-    with open(images["plain"], "rb") as f:
-        good = f.read()
-    d = sq.make_dir("bad")
-
+def bytes_writer(d: str):
+    """A function (name, data) -> path that writes `data` as the file `name` in folder `d`."""
     def write(name: str, data: bytes) -> str:
         path = os.path.join(d, name)
         with open(path, "wb") as f:
             f.write(data)
         return path
+    return write
+
+
+def test_bad_files_are_refused_in_one_line(sq, images):
+    with open(images["plain"], "rb") as f:
+        good = f.read()
+    d = sq.make_dir("bad")
+    write = bytes_writer(d)
 
     missing = os.path.join(d, "missing.sqsh")
     assert _one_line_refusal(sq, missing) == (
