@@ -11,7 +11,6 @@
 #include "cli/run.h"
 #include "core/env_list.h"
 #include "core/fs.h"
-#include "core/root_path.h"
 #include "runtime/container_config.h"
 #include "runtime/exec.h"
 #include "runtime/launcher.h"
@@ -25,9 +24,7 @@ namespace {
 Result<ResolvedUser> user_named(const std::string& user, pid_t target) {
   UniqueFd root =
       BERTH_TRY(open_file("/proc/" + std::to_string(target) + "/root", O_RDONLY | O_DIRECTORY));
-  std::string passwd = BERTH_TRY(read_file_in_root(root.get(), "/etc/passwd"));
-  std::string group = BERTH_TRY(read_file_in_root(root.get(), "/etc/group"));
-  return resolve_user(user, passwd, group);
+  return resolve_user_in_root(user, root.get());
 }
 
 /// Fills spec's identity for -u `user`: nothing for the container's own user; set directly

@@ -75,10 +75,7 @@ Status set_cpuset(const std::string& list) {
 std::string container_home(const std::string& rootfs, const std::string& user) {
   Result<UniqueFd> root = open_file(rootfs, O_RDONLY | O_DIRECTORY);
   if (!root.ok()) return "/";
-  Result<std::string> passwd = read_file_in_root(root->get(), "/etc/passwd");
-  Result<std::string> group = read_file_in_root(root->get(), "/etc/group");
-  if (!passwd.ok() || !group.ok()) return "/";
-  Result<ResolvedUser> who = resolve_user(user.empty() ? "0" : user, *passwd, *group);
+  Result<ResolvedUser> who = resolve_user_in_root(user.empty() ? "0" : user, root->get());
   return who.ok() && !who->home.empty() ? who->home : "/";
 }
 

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include "core/env_list.h"
+#include "core/root_path.h"
 #include "core/strings.h"
 #include "image/image_config.h"
 #include "runtime/identity.h"
@@ -67,6 +68,12 @@ Result<ResolvedUser> resolve_user(std::string_view user, std::string_view passwd
     }
   }
   return r;
+}
+
+Result<ResolvedUser> resolve_user_in_root(std::string_view user, int root_fd) {
+  std::string passwd = BERTH_TRY(read_file_in_root(root_fd, "/etc/passwd"));
+  std::string group = BERTH_TRY(read_file_in_root(root_fd, "/etc/group"));
+  return resolve_user(user, passwd, group);
 }
 
 Result<Volume> parse_volume(std::string_view text) {

@@ -86,6 +86,9 @@ struct ResolvedUser {
 /// Resolves "name|uid[:group|gid]" against the container's /etc/passwd and /etc/group texts.
 Result<ResolvedUser> resolve_user(std::string_view user, std::string_view passwd,
                                   std::string_view group);
+/// resolve_user() against the /etc/passwd and /etc/group of the root at `root_fd`, read
+/// inside it (a missing file: no entries).
+Result<ResolvedUser> resolve_user_in_root(std::string_view user, int root_fd);
 
 /// Parses -v HOST:CTR[:ro|:rw]; both paths must be absolute.
 Result<Volume> parse_volume(std::string_view text);
