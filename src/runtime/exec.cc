@@ -161,8 +161,8 @@ RunOutcome exec_in_container(const ExecSpec& spec) {
   // A container whose /dev/pts is its own cannot name the caller's terminal (`tty` would say
   // "not a tty"): the command gets a pty of that devpts, and this process copies between them.
   ContainerPty pty;
-  if (tty_fd >= 0 && !terminal_visible_in(proc + "/root", tty_fd)) {
-    auto made = open_container_pty(proc + "/root", tty_fd);
+  if (tty_fd >= 0 && !terminal_visible_in(root->get(), tty_fd)) {
+    auto made = open_container_pty(root->get(), tty_fd);
     if (!made.ok()) return failed(std::move(made).error());
     pty = std::move(made).value();
   }

@@ -15,23 +15,20 @@
 
 namespace berth {
 
-bool terminal_visible_in(const std::string& root, int tty_fd) {
+bool terminal_visible_in(int root_fd, int tty_fd) {
   char name[64];
   struct stat mine {
   }, theirs{};
   if (::ttyname_r(tty_fd, name, sizeof name) != 0 || ::fstat(tty_fd, &mine) != 0) return false;
-  auto root_fd = open_file(root, O_RDONLY | O_DIRECTORY);
-  if (!root_fd.ok()) return false;
-  UniqueFd there(open_in_root(root_fd->get(), name, O_PATH));
+  UniqueFd there(open_in_root(root_fd, name, O_PATH));
   return there.valid() && ::fstat(there.get(), &theirs) == 0 && theirs.st_rdev == mine.st_rdev &&
          theirs.st_dev == mine.st_dev && theirs.st_ino == mine.st_ino;
 }
 
-Result<ContainerPty> open_container_pty(const std::string& root, int tty_fd) {
-  UniqueFd root_fd = BERTH_TRY(open_file(root, O_RDONLY | O_DIRECTORY));
+Result<ContainerPty> open_container_pty(int root_fd, int tty_fd) {
   ContainerPty pty;
   // The container's /dev/ptmx (a link to pts/ptmx of its own devpts), resolved in its root.
-  pty.master.reset(open_in_root(root_fd.get(), "/dev/ptmx", O_RDWR | O_NOCTTY));
+  pty.master.reset(open_in_root(root_fd, "/dev/ptmx", O_RDWR | O_NOCTTY));
   if (!pty.master.valid())
     return sys_error("open", "/dev/ptmx", errno).with_context("exec -t: the container's devpts");
   int unlock = 0;

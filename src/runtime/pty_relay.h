@@ -8,8 +8,6 @@
 
 #include <sys/types.h>
 
-#include <string>
-
 #include "core/error.h"
 #include "core/fs.h"
 
@@ -21,12 +19,13 @@ struct ContainerPty {
   UniqueFd slave;
 };
 
-/// Whether the caller's terminal `tty_fd` is the same file under `root` (a container root, as
-/// /proc/PID/root), as it is when the container's /dev/pts is the host's.
-bool terminal_visible_in(const std::string& root, int tty_fd);
+/// Whether the caller's terminal `tty_fd` is the same file under the root at `root_fd` (a
+/// container's, as /proc/PID/root opens it), as it is when the container's /dev/pts is the host's.
+bool terminal_visible_in(int root_fd, int tty_fd);
 
-/// A new pty of the devpts at `root`/dev/ptmx, with the modes and window size of `tty_fd`.
-Result<ContainerPty> open_container_pty(const std::string& root, int tty_fd);
+/// A new pty of the devpts at /dev/ptmx of the root at `root_fd`, with the modes and window
+/// size of `tty_fd`.
+Result<ContainerPty> open_container_pty(int root_fd, int tty_fd);
 
 /// Copies the pty's output to stdout, and stdin to it when `input`, until the process `pid`
 /// has ended (it is not reaped) and the output is drained; the caller's terminal `tty_fd` is in
