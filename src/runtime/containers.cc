@@ -239,7 +239,11 @@ Result<std::vector<ContainerRecord>> ContainerStore::list() const {
   std::vector<ContainerRecord> out;
   for (const std::string& id : list_dir(path_join(root_, "containers"))) {
     if (id.size() != kIdLength || !is_lower_hex(id)) continue;  // .tmp-* and strangers
-    out.push_back(BERTH_TRY(load(id)));
+    Result<ContainerRecord> c = load(id);
+    // Removed between the listing and the read (rm renames the folder to .tmp-<id> first; a
+    // create that lost its name removes the folder in place): gone, not an error of the listing.
+    if (!c.ok() && c.error().code == ErrorCode::kNotFound) continue;
+    out.push_back(BERTH_TRY(std::move(c)));
   }
   std::stable_sort(out.begin(), out.end(), [](const ContainerRecord& a, const ContainerRecord& b) {
     return a.created < b.created;

@@ -132,6 +132,20 @@ TEST_F(ContainersTest, RecordRunAndRemove) {
   EXPECT_FALSE(path_exists(cs_->dir(again)));
 }
 
+TEST_F(ContainersTest, ListSkipsAContainerRemovedWhileItReads) {
+  auto kept = *cs_->create(*store_, image_, "kept");
+  auto going = *cs_->create(*store_, image_, "going");
+  // What a listing meets when a removal runs beside it: the folder listed, its record gone.
+  ASSERT_EQ(::unlink((cs_->dir(going) + "/container.json").c_str()), 0);
+  auto list = cs_->list();
+  ASSERT_TRUE(list.ok()) << list.error().message();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].id, kept.id);
+  // A record that is there but unreadable is still an error: only absence is skipped.
+  ASSERT_TRUE(write_file_atomic(cs_->dir(kept) + "/container.json", "{").ok());
+  EXPECT_FALSE(cs_->list().ok());
+}
+
 TEST_F(ContainersTest, TheEngineIsParsedWhenReadAndWrittenBackAsSpelled) {
   auto c = *cs_->create(*store_, image_, "eng");
   EXPECT_FALSE(cs_->find("eng")->engine);  // none recorded: the default's
