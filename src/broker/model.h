@@ -18,10 +18,10 @@ namespace berth::broker {
 /// shorthand ("H100,A100-80GB:80GB:2", broker/gpu_spec.h) and a TOSCA template say. Empty or
 /// zero fields ask nothing.
 struct GpuRequirement {
-  std::string vendor;               ///< "nvidia", "amd", "intel"; "" any
-  std::vector<std::string> models;  ///< canonical names (broker/gpu_names.h); empty: any model
-  int64_t memory_mib_min = 0;       ///< per GPU; GiB in a spec is 1024 MiB
-  int64_t memory_mib_max = 0;       ///< 0: no upper bound (a spec's "16GB..32GB")
+  std::string vendor;                  ///< "nvidia", "amd", "intel"; "" any
+  std::vector<std::string> models;     ///< canonical names (broker/gpu_names.h); empty: any model
+  int64_t memory_mib_min = 0;          ///< per GPU; GiB in a spec is 1024 MiB
+  int64_t memory_mib_max = 0;          ///< 0: no upper bound (a spec's "16GB..32GB")
   std::string compute_capability_min;  ///< "8.0"; compared as a version
   std::string cuda_min;                ///< "12.2": the site's CUDA (driver API) version, at least
   std::string driver_min;              ///< "535": the driver's version, at least
@@ -34,10 +34,10 @@ struct Requirement {
   int nodes = 1;
   int tasks = 1;
   int cpus_per_task = 1;
-  int gpus = 0;           ///< GPUs of the whole job
-  double gpu_share = 0;   ///< 0 < share < 1: a fraction of one GPU per node (not with gpus)
-  int64_t memory_mb = 0;  ///< per node; 0 for the site's default
-  int64_t walltime_s = 0; ///< 0 for the partition's default
+  int gpus = 0;            ///< GPUs of the whole job
+  double gpu_share = 0;    ///< 0 < share < 1: a fraction of one GPU per node (not with gpus)
+  int64_t memory_mb = 0;   ///< per node; 0 for the site's default
+  int64_t walltime_s = 0;  ///< 0 for the partition's default
   GpuRequirement gpu;
   bool infiniband = false;
 
@@ -83,25 +83,25 @@ struct BrokerJob {
 /// One kind of node of one partition (GLUE: ComputingShare x ExecutionEnvironment x
 /// AcceleratorEnvironment): the unit a job is fitted to. Counts are nodes of this class.
 struct NodeClass {
-  std::string partition;  ///< ComputingShare's MappingQueue; "" where the site has none
-  std::string name;       ///< the ExecutionEnvironment's Name ("64cpu-512000mb-4xh100")
-  std::string gpu_vendor; ///< as published ("NVIDIA"); "" for none
-  std::string gpu_model;  ///< as published ("NVIDIA H100 80GB HBM3"); "" for none or untyped
-  std::string gpu_type;   ///< Slurm's GRES type ("h100" of gpu:h100:4); "" if untyped
+  std::string partition;   ///< ComputingShare's MappingQueue; "" where the site has none
+  std::string name;        ///< the ExecutionEnvironment's Name ("64cpu-512000mb-4xh100")
+  std::string gpu_vendor;  ///< as published ("NVIDIA"); "" for none
+  std::string gpu_model;   ///< as published ("NVIDIA H100 80GB HBM3"); "" for none or untyped
+  std::string gpu_type;    ///< Slurm's GRES type ("h100" of gpu:h100:4); "" if untyped
   int gpus_per_node = 0;
-  int64_t gpu_memory_mib = 0;          ///< per GPU; 0 where not published
-  std::string compute_capability;      ///< the highest published ("9.0"); "" unknown
-  std::string cuda_version;            ///< "12.4"; "" unknown
-  std::string driver_version;          ///< "550.54.15"; "" unknown
+  int64_t gpu_memory_mib = 0;      ///< per GPU; 0 where not published
+  std::string compute_capability;  ///< the highest published ("9.0"); "" unknown
+  std::string cuda_version;        ///< "12.4"; "" unknown
+  std::string driver_version;      ///< "550.54.15"; "" unknown
   int cpus_per_node = 0;
   int64_t memory_mb_per_node = 0;
   int total_nodes = 0;
   int unavailable_nodes = 0;
-  int used_nodes = 0;                  ///< running anything
-  int free_gpus = -1;                  ///< free GPUs of this class; -1 unknown
-  int64_t max_walltime_s = -1;         ///< the partition's; -1 unlimited
-  bool production = true;              ///< the partition's ServingState
-  int max_gpus_per_job = -1;           ///< -1 none
+  int used_nodes = 0;           ///< running anything
+  int free_gpus = -1;           ///< free GPUs of this class; -1 unknown
+  int64_t max_walltime_s = -1;  ///< the partition's; -1 unlimited
+  bool production = true;       ///< the partition's ServingState
+  int max_gpus_per_job = -1;    ///< -1 none
   int waiting_jobs = 0;
   int running_jobs = 0;
   bool infiniband = false;
