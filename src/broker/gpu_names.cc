@@ -123,6 +123,11 @@ std::string gpu_vendor_of(std::string_view canonical) {
   if (starts("MI") && base.size() > 2 && is_digit(base[2])) return "amd";  // MI250X, MI300X
   if (starts("RX") && base.size() > 2 && is_digit(base[2])) return "amd";  // Radeon RX 7900
   if (starts("GAUDI") || starts("MAX-") || starts("FLEX-") || starts("ARC-")) return "intel";
+  // Arc A310..A770 and B570, B580 are Intel's; A30, A800, B200, B300 are NVIDIA's.
+  if (base.size() == 4 && std::all_of(base.begin() + 1, base.end(), is_digit) &&
+      ((base[0] == 'A' && (base[1] == '3' || base[1] == '5' || base[1] == '7')) ||
+       (base[0] == 'B' && (base[1] == '5' || base[1] == '7'))))
+    return "intel";
   // A10 A100 B200 H100 H200 K80 L4 L40S M60 P100 T4 V100; GH200, GB200; RTX, GTX, TITAN.
   if (letter_then_digit("ABHKLMPTV") || starts("GH") || starts("GB") || starts("RTX") ||
       starts("GTX") || starts("TITAN"))

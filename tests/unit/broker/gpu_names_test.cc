@@ -62,6 +62,13 @@ TEST(GpuNamesTest, VendorOfACanonicalModel) {
   EXPECT_EQ(gpu_vendor_of("MI300X"), "amd");
   EXPECT_EQ(gpu_vendor_of("GAUDI2"), "intel");
   EXPECT_EQ(gpu_vendor_of("MAX-1550"), "intel");
+  EXPECT_EQ(gpu_vendor_of("A770"), "intel");
+  EXPECT_EQ(gpu_vendor_of("B580"), "intel");
+  EXPECT_EQ(gpu_vendor_of("A30"), "nvidia");
+  EXPECT_EQ(gpu_vendor_of("A800"), "nvidia");
+  EXPECT_EQ(gpu_vendor_of("A6000"), "nvidia");
+  EXPECT_EQ(gpu_vendor_of("B200"), "nvidia");
+  EXPECT_EQ(gpu_vendor_of("B300"), "nvidia");
   EXPECT_EQ(gpu_vendor_of("TPU-V5P"), "");
   EXPECT_EQ(gpu_vendor_of(""), "");
 }
