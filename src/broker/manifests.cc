@@ -291,6 +291,12 @@ Result<json> openstack_server(const BrokerJob& job, const NodeClass& /*cls*/,
 
 Result<json> manifest_for(std::string_view kind, const BrokerJob& job, const NodeClass& cls,
                           const SiteOptions& site) {
+  bool known =
+      kind == "kubernetes" || kind == "marathon" || kind == "chronos" || kind == "openstack";
+  if (known && job.need.gpu_share > 0 && job.need.gpus == 0)  // not silently none
+    return make_error("check requirement", std::string(kind),
+                      "asks a share of a GPU; this kind of site gives whole GPUs only",
+                      ErrorCode::kUnsupported);
   if (kind == "kubernetes") return kubernetes_job(job, cls, site);
   if (kind == "marathon") return marathon_app(job, cls, site);
   if (kind == "chronos") {

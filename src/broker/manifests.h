@@ -81,7 +81,8 @@ Result<nlohmann::json> openstack_server(const BrokerJob& job, const NodeClass& c
                                         const SiteOptions& site);
 
 /// The manifest of `kind` ("kubernetes", "marathon", "chronos", "openstack") for `job`; a
-/// one-line error for another kind, a flavour-less OpenStack, a GPU job on an upstream Chronos.
+/// one-line error for another kind, a flavour-less OpenStack, a GPU job on an upstream Chronos,
+/// a share of a GPU (gpu_share: none of these backends gives one).
 Result<nlohmann::json> manifest_for(std::string_view kind, const BrokerJob& job,
                                     const NodeClass& cls, const SiteOptions& site);
 

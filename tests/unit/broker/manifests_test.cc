@@ -268,6 +268,13 @@ TEST(BrokerManifestsTest, ManifestForRefusesWhatItCannotEmit) {
   EXPECT_EQ(chronos.error().message(),
             "check requirement Chronos: asks 2 GPUs; this site's Chronos has no GPU support "
             "(chronos_gpus)");
+  BrokerJob share = cpu_job();
+  share.need.gpu_share = 0.25;
+  auto shared = manifest_for("kubernetes", share, h100_class(), k8s_site());
+  ASSERT_FALSE(shared.ok());
+  EXPECT_EQ(shared.error().message(),
+            "check requirement kubernetes: asks a share of a GPU; this kind of site gives whole "
+            "GPUs only");
   auto openstack = manifest_for("openstack", gpu_job(), h100_class(), SiteOptions{});
   ASSERT_FALSE(openstack.ok());
   EXPECT_EQ(openstack.error().message(),
