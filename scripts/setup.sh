@@ -91,6 +91,8 @@ packages=(
   charliecloud-runtime hyperfine
   # MPI launches (tests/e2e/test_launcher.py's MPICH ranks, bench/mpi): Debian's MPICH
   mpich libmpich-dev
+  # the broker's manifests checked offline with real client models (test_broker_manifests.py)
+  python3-kubernetes python3-jsonschema
 )
 
 [ "$demo" -eq 1 ] && packages=("${demo_packages[@]}")
