@@ -21,17 +21,20 @@ struct NodeClass {
   long long memory_mb;
   std::string gpu_model;
   int gpus;
-  auto key() const { return std::tie(cpus, memory_mb, gpu_model, gpus); }
+  bool infiniband;
+  auto key() const { return std::tie(cpus, memory_mb, gpu_model, gpus, infiniband); }
   bool operator<(const NodeClass& o) const { return key() < o.key(); }
+  /// "64cpu-512000mb-ib-4xh100": "-ib" before the GPUs, so that the GRES type stays last.
   std::string name() const {
     std::string n = std::to_string(cpus) + "cpu-" + std::to_string(memory_mb) + "mb";
+    if (infiniband) n += "-ib";
     if (gpus > 0) n += "-" + std::to_string(gpus) + "x" + (gpu_model.empty() ? "gpu" : gpu_model);
     return n;
   }
 };
 
 NodeClass class_of(const GlueNode& n) {
-  return {n.cpus, n.memory_mb, n.gpu_model, n.gpus};
+  return {n.cpus, n.memory_mb, n.gpu_model, n.gpus, n.infiniband};
 }
 
 }  // namespace
@@ -67,6 +70,8 @@ json glue_document(const GlueSite& site) {
       e["TotalInstances"] = 0;
       e["UsedInstances"] = 0;
       e["UnavailableInstances"] = 0;
+      if (c.infiniband)
+        e["NetworkInfo"] = json::array({"infiniband"});  // GLUE's NetworkInfo_t word
       e["Associations"] = {{"ComputingManagerID", manager_id}};
     }
     const bool down = unavailable(n.state);
@@ -93,13 +98,18 @@ json glue_document(const GlueSite& site) {
       auto known = site.accelerators.find(c.gpu_model);
       const GlueAccelerator* info = known == site.accelerators.end() ? nullptr : &known->second;
       a["Model"] = info && !info->model.empty() ? info->model : c.gpu_model;
+      // Slurm's GRES type is what a job names (gpu:a100:2), and Model may be NVML's long name:
+      // a broker needs both.
+      json other = json::array();
+      if (!c.gpu_model.empty()) other.push_back("GRESType=" + c.gpu_model);
       if (info) {
         if (!info->vendor.empty()) a["Vendor"] = info->vendor;
         if (info->memory_mb > 0) a["Memory"] = info->memory_mb;
         if (!info->compute_capability.empty()) a["ComputeCapability"] = info->compute_capability;
         if (!info->driver_version.empty()) a["Version"] = info->driver_version;
-        if (!info->cuda_version.empty()) a["OtherInfo"] = {"CUDAVersion=" + info->cuda_version};
+        if (!info->cuda_version.empty()) other.push_back("CUDAVersion=" + info->cuda_version);
       }
+      if (!other.empty()) a["OtherInfo"] = std::move(other);
       a["Associations"] = {{"ExecutionEnvironmentID", e["ID"]}};
       e["Associations"]["AcceleratorEnvironmentID"] = {acc_id};
       accs.push_back(std::move(a));
@@ -162,6 +172,23 @@ json glue_document(const GlueSite& site) {
   for (const auto& s : shares) share_ids.push_back(s["ID"]);
   service["Associations"] = {{"ComputingShareID", share_ids}, {"ComputingManagerID", {manager_id}}};
 
+  // Where to submit: GLUE's Endpoint, named by the interface a broker speaks to it.
+  json endpoints = json::array();
+  if (!site.endpoint_url.empty()) {
+    std::string endpoint_id = id("ComputingEndpoint", site.cluster);
+    json ep = entity(endpoint_id, site.cluster + " berthd");
+    ep["URL"] = site.endpoint_url;
+    ep["InterfaceName"] = "org.berth.berthd";
+    ep["InterfaceVersion"] = "1";
+    ep["Technology"] = "rest";
+    ep["QualityLevel"] = "production";
+    ep["HealthState"] = "ok";
+    ep["ServingState"] = "production";
+    ep["Associations"] = {{"ComputingServiceID", service_id}};
+    service["Associations"]["ComputingEndpointID"] = json::array({endpoint_id});
+    endpoints.push_back(std::move(ep));
+  }
+
   json manager = entity(manager_id, site.cluster);
   manager["ProductName"] = "SLURM";
   if (!site.slurm_version.empty()) manager["ProductVersion"] = site.slurm_version;
@@ -174,6 +201,7 @@ json glue_document(const GlueSite& site) {
                              {"ExecutionEnvironmentID", env_ids}};
 
   doc["ComputingService"] = {service};
+  doc["ComputingEndpoint"] = endpoints;
   doc["ComputingManager"] = {manager};
   if (total_gpus > 0) {
     json a =

@@ -19,6 +19,11 @@ struct GlueNode {
   int gpus = 0;           ///< GRES gpu count on the node
   int gpus_used = 0;
   std::vector<std::string> partitions;
+  /// The node's jobs reach the others over InfiniBand. A node's fact, not the site's: sites mix
+  /// nodes with and without an HCA (GPU racks on IB, service or CPU nodes on Ethernet), and a
+  /// site-wide flag would promise IB on nodes without it. Nodes that differ in it are of
+  /// different classes.
+  bool infiniband = false;
 };
 
 /// One partition (from slurmrestd's /partitions) and its jobs.
@@ -53,12 +58,17 @@ struct GlueSite {
   std::vector<GlueNode> nodes;
   std::vector<GluePartition> partitions;
   std::map<std::string, GlueAccelerator> accelerators;  ///< by GRES type ("" for untyped)
+  /// berthd's public base URL ("https://gw.example.org:8443"): published as a ComputingEndpoint
+  /// so that a broker reading the document finds where to submit; "" publishes none.
+  std::string endpoint_url;
 };
 
-/// The site as GLUE 2.1 entities in JSON: ComputingService, ComputingManager,
+/// The site as GLUE 2.1 entities in JSON: ComputingService, ComputingEndpoint (berthd's URL,
+/// InterfaceName "org.berth.berthd"; none without endpoint_url), ComputingManager,
 /// ComputingManagerAccelerator, ComputingShare (one per partition), ComputingShareAccelerator,
-/// ExecutionEnvironment (one per homogeneous node class: CPUs, memory, GPU model and count) and
-/// AcceleratorEnvironment. Attribute names are GLUE 2.1's; each entity has an "ID"
+/// ExecutionEnvironment (one per homogeneous node class: CPUs, memory, GPU model and count,
+/// InfiniBand, the last as NetworkInfo ["infiniband"]) and AcceleratorEnvironment (OtherInfo
+/// "GRESType=<type>" for a typed GRES). Attribute names are GLUE 2.1's; each entity has an "ID"
 /// (urn:glue2:<Entity>:<name>@<cluster>.<host>) and "Associations" by the other's ID.
 nlohmann::json glue_document(const GlueSite& site);
 

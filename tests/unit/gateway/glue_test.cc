@@ -68,7 +68,7 @@ TEST(Glue, OneExecutionEnvironmentPerNodeClassWithItsAccelerator) {
   EXPECT_EQ(acc["Memory"], 40960);
   EXPECT_EQ(acc["ComputeCapability"], nlohmann::json({"8.0"}));
   EXPECT_EQ(acc["Version"], "550.54.15");
-  EXPECT_EQ(acc["OtherInfo"], nlohmann::json({"CUDAVersion=12.4"}));
+  EXPECT_EQ(acc["OtherInfo"], nlohmann::json::array({"GRESType=a100", "CUDAVersion=12.4"}));
   const auto& cpu = by_name(d["ExecutionEnvironment"], "32cpu-128000mb");
   EXPECT_FALSE(cpu["Associations"].contains("AcceleratorEnvironmentID"));
 }
@@ -95,6 +95,65 @@ TEST(Glue, SharesCountSlotsOverTheirAvailableNodes) {
   EXPECT_EQ(sa["UsedSlots"], 2);
   EXPECT_EQ(sa["MaxSlotsPerJob"], 2);
   EXPECT_FALSE(by_name(d["ComputingShareAccelerator"], "all GPUs").contains("MaxSlotsPerJob"));
+}
+
+TEST(Glue, InfiniBandSplitsAClassAndIsPublishedAsNetworkInfo) {
+  GlueSite s = two_classes();
+  s.nodes[1].infiniband = true;  // g2: the same shape as g1, but on the fabric
+  auto d = glue_document(s);
+  ASSERT_EQ(d["ExecutionEnvironment"].size(), 3u);
+  const auto& ib = by_name(d["ExecutionEnvironment"], "64cpu-256000mb-ib-4xa100");
+  EXPECT_EQ(ib["ID"],
+            "urn:glue2:ExecutionEnvironment:64cpu-256000mb-ib-4xa100@berth.gw.example.org");
+  EXPECT_EQ(ib["NetworkInfo"], nlohmann::json::array({"infiniband"}));
+  EXPECT_EQ(ib["TotalInstances"], 1);
+  EXPECT_EQ(ib["UnavailableInstances"], 1);
+  const auto& plain = by_name(d["ExecutionEnvironment"], "64cpu-256000mb-4xa100");
+  EXPECT_EQ(plain["TotalInstances"], 1);
+  EXPECT_FALSE(plain.contains("NetworkInfo"));
+  EXPECT_FALSE(by_name(d["ExecutionEnvironment"], "32cpu-128000mb").contains("NetworkInfo"));
+  // Each class its own accelerator entity; both partitions list both classes.
+  EXPECT_EQ(d["AcceleratorEnvironment"].size(), 2u);
+  EXPECT_EQ(by_name(d["ComputingShare"], "gpu")["Associations"]["ExecutionEnvironmentID"].size(),
+            2u);
+}
+
+TEST(Glue, AnEndpointURLIsPublishedAsAComputingEndpointOfTheService) {
+  GlueSite s = two_classes();
+  s.endpoint_url = "https://gw.example.org:8443";
+  auto d = glue_document(s);
+  ASSERT_EQ(d["ComputingEndpoint"].size(), 1u);
+  const auto& ep = d["ComputingEndpoint"][0];
+  EXPECT_EQ(ep["ID"], "urn:glue2:ComputingEndpoint:berth@berth.gw.example.org");
+  EXPECT_EQ(ep["URL"], "https://gw.example.org:8443");
+  EXPECT_EQ(ep["InterfaceName"], "org.berth.berthd");
+  EXPECT_EQ(ep["InterfaceVersion"], "1");
+  EXPECT_EQ(ep["Technology"], "rest");
+  EXPECT_EQ(ep["QualityLevel"], "production");
+  EXPECT_EQ(ep["HealthState"], "ok");
+  EXPECT_EQ(ep["ServingState"], "production");
+  EXPECT_EQ(ep["CreationTime"], "2026-11-26T04:00:00Z");
+  EXPECT_EQ(ep["Validity"], 300);
+  const auto& service = d["ComputingService"][0];
+  EXPECT_EQ(ep["Associations"]["ComputingServiceID"], service["ID"]);
+  EXPECT_EQ(service["Associations"]["ComputingEndpointID"], nlohmann::json::array({ep["ID"]}));
+  // Without a URL: no endpoint, and the service names none.
+  auto bare = glue_document(two_classes());
+  EXPECT_TRUE(bare["ComputingEndpoint"].empty());
+  EXPECT_FALSE(bare["ComputingService"][0]["Associations"].contains("ComputingEndpointID"));
+}
+
+TEST(Glue, AnUntypedGpuHasNoGresTypeInOtherInfo) {
+  GlueSite s;
+  s.cluster = "c";
+  s.host = "h";
+  s.nodes = {{"n1", "idle", 8, 0, 16000, "", 2, 0, {"p"}}};
+  s.partitions = {{"p", -1, -1, true, 0, 0, -1}};
+  auto d = glue_document(s);
+  const auto& acc = d["AcceleratorEnvironment"][0];
+  EXPECT_EQ(acc["Name"], "8cpu-16000mb-2xgpu");
+  EXPECT_EQ(acc["Model"], "");
+  EXPECT_FALSE(acc.contains("OtherInfo"));
 }
 
 TEST(Glue, ASiteWithoutGpusHasNoAcceleratorEntities) {
