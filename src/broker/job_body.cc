@@ -9,8 +9,8 @@
 
 #include "broker/gpu_names.h"
 #include "broker/gpu_spec.h"
-#include "broker/version.h"
 #include "core/strings.h"
+#include "devices/version.h"
 
 namespace berth::broker {
 namespace {
@@ -78,7 +78,7 @@ Result<std::string> model_name(const nlohmann::json& j, const std::string& path)
 
 Result<std::string> version(const nlohmann::json& j, const std::string& path) {
   std::string v = BERTH_TRY(text(j, path));
-  if (!v.empty() && !compare_versions(v, v))
+  if (!v.empty() && !parse_version(v))
     return bad(path, "\"" + v + "\" is not a version (numbers between dots, such as \"12.2\")");
   return v;
 }

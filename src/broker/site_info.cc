@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "broker/version.h"
+#include "devices/version.h"
 
 namespace berth::broker {
 namespace {
@@ -202,9 +202,11 @@ Result<void> read_accelerator(const Doc& d, const Entity& a, NodeClass& c) {
   int64_t mb = BERTH_TRY(whole_or(d, j, a.where, "Memory", kMaxSize, 0));
   c.gpu_memory_mib = (mb * 1000000 + 1048575) / 1048576;
   for (const std::string& cc : BERTH_TRY(texts(d, j, a.where, "ComputeCapability"))) {
-    if (!compare_versions(cc, "0"))
+    auto v = parse_version(cc);
+    if (!v)
       return d.bad(a.where + ": \"ComputeCapability\" holds " + in_quotes(cc) + ", not a version");
-    if (c.compute_capability.empty() || compare_versions(cc, c.compute_capability) > 0)
+    if (c.compute_capability.empty() ||
+        compare_versions(*v, *parse_version(c.compute_capability)) > 0)
       c.compute_capability = cc;
   }
   c.driver_version = BERTH_TRY(text(d, j, a.where, "Version"));

@@ -45,6 +45,12 @@ int compare_versions(const Version& a, const Version& b) {
   return 0;
 }
 
+bool version_at_least(std::string_view have, std::string_view min) {
+  if (min.empty()) return true;
+  auto h = parse_version(have), m = parse_version(min);
+  return h && m && compare_versions(*h, *m) >= 0;
+}
+
 Version cuda_version_from_int(int v) {
   if (v <= 0) return {};
   return Version{{v / 1000, (v % 1000) / 10}, {}};

@@ -24,6 +24,10 @@ struct Version {
 std::optional<Version> parse_version(std::string_view s);
 /// -1, 0, 1 like strcmp; "12.4" == "12.4.0".
 int compare_versions(const Version& a, const Version& b);
+/// Whether version `have` is at least `min` ("" asks nothing: true); false where `have` is
+/// unknown ("") or either is not a version. A minimum is a minimum: "12.4" passes "12.2"
+/// (INDIGO's orchestrator compared cuda_min_version for equality).
+bool version_at_least(std::string_view have, std::string_view min);
 /// The CUDA version from cuDriverGetVersion's integer (12040 -> 12.4).
 Version cuda_version_from_int(int v);
 /// The CUDA version a driver of this branch supports, from NVIDIA's table of toolkit and
