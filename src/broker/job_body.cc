@@ -278,6 +278,16 @@ Result<BrokerJob> parse_broker_job(const nlohmann::json& body) {
           return bad("env", "names a variable \"" + name + "\"");
         job.env[name] = BERTH_TRY(text(value, "env." + name));
       }
+    } else if (key == "mounts") {
+      job.mounts = BERTH_TRY(texts(v, key));
+    } else if (key == "workdir") {
+      job.workdir = BERTH_TRY(text(v, key));
+    } else if (key == "group") {
+      job.group = BERTH_TRY(text(v, key));
+    } else if (key == "class") {
+      job.job_class = BERTH_TRY(text(v, key));
+      if (job.job_class != "batch" && job.job_class != "cloud")
+        return bad(key, "is \"" + job.job_class + "\", not \"batch\" or \"cloud\"");
     } else if (key == "resources") {
       BERTH_CHECK(read_resources(v, job.need, gpu));
     } else if (key == "placement") {

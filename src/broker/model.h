@@ -74,6 +74,11 @@ struct BrokerJob {
   std::string image;
   std::vector<std::string> command;  ///< empty: the image's own
   std::map<std::string, std::string> env;
+  /// berthd's own fields, passed to the site as given (the site's policy checks the mounts).
+  std::vector<std::string> mounts;
+  std::string workdir;
+  std::string group;
+  std::string job_class = "batch";
   Requirement need;
   PlacementRequest placement;
   FailoverPolicy failover;

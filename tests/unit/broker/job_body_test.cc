@@ -221,8 +221,24 @@ TEST(JobBodyTest, BadTopLevelFields) {
             "parse job body: env: names a variable \"A=B\"");
   EXPECT_EQ(error_of(R"({"image": "a", "env": {"A": 1}})"),
             "parse job body: env.A: must be a string");
-  EXPECT_EQ(error_of(R"({"image": "a", "mounts": []})"),
-            "parse job body: mounts: is not a field of a broker job");
+  EXPECT_EQ(error_of(R"({"image": "a", "mounts": [1]})"),
+            "parse job body: mounts[0]: must be a string");
+  EXPECT_EQ(error_of(R"({"image": "a", "class": "interactive"})"),
+            "parse job body: class: is \"interactive\", not \"batch\" or \"cloud\"");
+  EXPECT_EQ(error_of(R"({"image": "a", "tags": []})"),
+            "parse job body: tags: is not a field of a broker job");
+}
+
+TEST(JobBodyTest, BerthdsOwnFieldsGoToTheSiteAsGiven) {
+  auto job = parse_broker_job(nlohmann::json::parse(
+      R"({"image": "a", "mounts": ["/data:/data:ro"], "workdir": "/w", "group": "/vo/ml",
+          "class": "cloud"})"));
+  ASSERT_TRUE(job.ok()) << job.error().message();
+  EXPECT_EQ(job->mounts, std::vector<std::string>{"/data:/data:ro"});
+  EXPECT_EQ(job->workdir, "/w");
+  EXPECT_EQ(job->group, "/vo/ml");
+  EXPECT_EQ(job->job_class, "cloud");
+  EXPECT_EQ(parse_broker_job(nlohmann::json::parse(R"({"image": "a"})"))->job_class, "batch");
 }
 
 TEST(JobBodyTest, BadPlacement) {
