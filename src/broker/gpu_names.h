@@ -4,6 +4,7 @@
 // follow SkyPilot's canonical list where it has one (../shared/research/broker.md 4.1).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -25,5 +26,12 @@ std::string gpu_vendor_of(std::string_view canonical);
 /// `wanted`: the same model, and where `wanted` names a memory variant, that variant (a
 /// model without one matches every variant: "A100" matches "A100-80GB" and "A100-40GB").
 bool gpu_model_matches(std::string_view wanted, const NodeClass& c);
+
+/// The least memory a GPU may report and still count as `mib`: a card is sold by a round size
+/// and NVML reports up to 7 % less (an L40S's 48 GB is 46068 MiB, an H100's 80 GB is 81559),
+/// so that "48GB" asks for an L40S and not for the next size up.
+inline int64_t gpu_memory_floor(int64_t mib) {
+  return mib - mib * 7 / 100;
+}
 
 }  // namespace berth::broker

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "broker/gpu_names.h"
 #include "core/strings.h"
 
 namespace berth::broker {
@@ -207,14 +208,15 @@ json chronos_job(const BrokerJob& job, const NodeClass& cls, const SiteOptions& 
 
 namespace {
 
-/// Whether a flavour's GPU model is one of `wanted`, case folded.
-// TODO(broker): gpu_model_matches (broker/gpu_names.h) once it lands, so that "A100" takes an
-// "A100-80GB" flavour and "L4" never an "L40".
+/// Whether a flavour's GPU model is one of `wanted` (broker/gpu_names.h's matching, the
+/// flavour's memory telling its variant).
 bool flavour_model_matches(const Flavour& f, const std::vector<std::string>& wanted) {
   if (wanted.empty()) return true;
-  std::string have = lower(f.gpu_model);
+  NodeClass c;
+  c.gpu_model = f.gpu_model;
+  c.gpu_memory_mib = f.gpu_memory_mib;
   return std::any_of(wanted.begin(), wanted.end(),
-                     [&](const std::string& w) { return lower(w) == have; });
+                     [&c](const std::string& w) { return gpu_model_matches(w, c); });
 }
 
 bool holds(const Flavour& f, const Requirement& need) {
@@ -222,7 +224,7 @@ bool holds(const Flavour& f, const Requirement& need) {
   if (need.gpus <= 0) return true;
   const GpuRequirement& g = need.gpu;
   return f.gpus >= need.gpus_per_node() && flavour_model_matches(f, g.models) &&
-         (g.memory_mib_min <= 0 || f.gpu_memory_mib >= g.memory_mib_min) &&
+         (g.memory_mib_min <= 0 || f.gpu_memory_mib >= gpu_memory_floor(g.memory_mib_min)) &&
          (g.memory_mib_max <= 0 || (f.gpu_memory_mib > 0 && f.gpu_memory_mib <= g.memory_mib_max));
 }
 

@@ -29,7 +29,7 @@ struct Flavour {
   int vcpus = 0;
   int64_t ram_mb = 0;
   int gpus = 0;
-  std::string gpu_model;       ///< "H100", compared without regard to case
+  std::string gpu_model;       ///< "H100", matched as broker/gpu_names.h matches models
   int64_t gpu_memory_mib = 0;  ///< per GPU; 0 where not known
   bool operator==(const Flavour&) const = default;
 };
