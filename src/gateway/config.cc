@@ -243,6 +243,106 @@ class Reader : public TomlReader {
     return {};
   }
 
+  Result<double> weight(const toml::node& node, std::string_view key) const {
+    auto v = node.value<double>();
+    if (!(node.is_floating_point() || node.is_integer()) || !v || *v < 0 || *v > 1000)
+      return bad(node, key, "is not a number from 0 to 1000");
+    return *v;
+  }
+
+  Result<BrokerSiteConfig> broker_site(const toml::table& t) const {
+    BrokerSiteConfig s;
+    for (const auto& [k, v] : t) {
+      std::string_view key = k.str();
+      if (key == "name") {
+        s.name = BERTH_TRY(nonempty(v, key));
+        if (s.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_.") !=
+            std::string::npos)
+          return bad(v, key, "is not lower-case letters, digits, '-', '_' and '.'");
+      } else if (key == "kind") {
+        s.kind = BERTH_TRY(string(v, key));
+        static const char* kinds[] = {"berthd",  "kubernetes", "marathon",
+                                      "chronos", "openstack",  "static"};
+        if (std::find_if(std::begin(kinds), std::end(kinds),
+                         [&s](const char* k) { return s.kind == k; }) == std::end(kinds))
+          return bad(v, key, "is not berthd, kubernetes, marathon, chronos, openstack or static");
+      } else if (key == "url") {
+        s.url = BERTH_TRY(nonempty(v, key));
+        if (!s.url.starts_with("https://") && !s.url.starts_with("http://"))
+          return bad(v, key, "is not an http:// or https:// URL");
+        while (s.url.ends_with("/")) s.url.pop_back();
+      } else if (key == "audience") {
+        s.audience = BERTH_TRY(nonempty(v, key));
+      } else if (key == "token") {
+        s.token = BERTH_TRY(string(v, key));
+        if (s.token != "forward" && s.token != "exchange")
+          return bad(v, key, "is not \"forward\" or \"exchange\"");
+      } else if (key == "weight") {
+        s.weight = BERTH_TRY(weight(v, key));
+      } else if (key == "weights") {
+        const toml::table* w = v.as_table();
+        if (w == nullptr) return bad(v, key, "is not a table of group = weight");
+        for (const auto& [g, n] : *w)
+          s.weights[std::string(g.str())] = BERTH_TRY(weight(n, g.str()));
+      } else if (key == "groups") {
+        s.groups = BERTH_TRY(strings(v, key));
+      } else if (key == "resources") {
+        s.resources = BERTH_TRY(nonempty(v, key));
+      } else if (key == "info_ttl_s") {
+        s.info_ttl_s = BERTH_TRY(seconds(v, key));
+      } else if (key == "shares") {
+        s.shares = BERTH_TRY(boolean(v, key));
+      } else if (key == "gpu_jobs") {
+        s.gpu_jobs = BERTH_TRY(boolean(v, key));
+      } else {
+        return bad(v, key, "is not a key of [[broker.sites]]");
+      }
+    }
+    if (s.name.empty()) return missing("[[broker.sites]]", "name");
+    if (s.url.empty() && s.kind != "static") return missing("[[broker.sites]] " + s.name, "url");
+    if (s.resources.empty() && s.kind != "berthd")
+      return missing("[[broker.sites]] " + s.name + " (kind " + s.kind + ")", "resources");
+    return s;
+  }
+
+  Status broker(const toml::node& node, BrokerConfig& b) const {
+    const toml::table* t = node.as_table();
+    if (t == nullptr) return bad(node, "broker", "is not a table ([broker])");
+    b.enabled = true;
+    for (const auto& [k, v] : *t) {
+      std::string_view key = k.str();
+      if (key == "enabled") {
+        b.enabled = BERTH_TRY(boolean(v, key));
+      } else if (key == "sites") {
+        for (const toml::table* s : BERTH_TRY(tables(v, "broker.sites"))) {
+          BrokerSiteConfig site = BERTH_TRY(broker_site(*s));
+          if (b.find_site(site.name) != nullptr)
+            return bad(v, key, "names site \"" + site.name + "\" twice");
+          b.sites.push_back(std::move(site));
+        }
+      } else if (key == "score") {
+        const toml::table* w = v.as_table();
+        if (w == nullptr) return bad(v, key, "is not a table ([broker.score])");
+        for (const auto& [f, n] : *w) {
+          std::string_view factor = f.str();
+          double* slot = factor == "start_now"     ? &b.score_start_now
+                         : factor == "wait"        ? &b.score_wait
+                         : factor == "free"        ? &b.score_free
+                         : factor == "fit"         ? &b.score_fit
+                         : factor == "preference"  ? &b.score_preference
+                         : factor == "reliability" ? &b.score_reliability
+                                                   : nullptr;
+          if (slot == nullptr) return bad(n, factor, "is not a factor of [broker.score]");
+          *slot = BERTH_TRY(weight(n, factor));
+        }
+      } else {
+        return bad(v, key, "is not a key of [broker]");
+      }
+    }
+    if (b.enabled && b.sites.empty()) return missing("[broker]", "sites");
+    return {};
+  }
+
   // --- h-authz: [accounts] and [connections] ---
   Result<int64_t> whole(const toml::node& node, std::string_view key, int64_t lo,
                         int64_t hi) const {
@@ -486,6 +586,12 @@ const IssuerConfig* GatewayConfig::find_issuer(std::string_view iss) const {
   return nullptr;
 }
 
+const BrokerSiteConfig* BrokerConfig::find_site(std::string_view name) const {
+  for (const BrokerSiteConfig& s : sites)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
 bool is_loopback_host(std::string_view host) {
   return host == "localhost" || host == "::1" || host.starts_with("127.");
 }
@@ -539,6 +645,8 @@ Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::str
       BERTH_CHECK(r.accounts(v, c.accounts));
     else if (key == "connections")  // h-authz
       BERTH_CHECK(r.connections(v, c.connections));
+    else if (key == "broker")
+      BERTH_CHECK(r.broker(v, c.broker));
     else if (key == "issuers") {
       for (const toml::table* t : BERTH_TRY(r.tables(v, key)))
         c.issuers.push_back(BERTH_TRY(r.issuer(*t)));

@@ -122,6 +122,36 @@ struct ConnectionsConfig {
 };
 // --- end h-authz ---
 
+/// One site a broker places jobs on ([[broker.sites]], docs/broker.md).
+struct BrokerSiteConfig {
+  std::string name;
+  /// berthd, kubernetes, marathon, chronos, openstack or static (a site only described)
+  std::string kind = "berthd";
+  std::string url;       ///< berthd's base URL, or the API server's (required but for static)
+  std::string audience;  ///< the `aud` the site's tokens need; "" for the caller's as it is
+  std::string token = "forward";          ///< "forward" (the caller's own) or "exchange" (RFC 8693)
+  double weight = 1;                      ///< the site's preference; per group in `weights`
+  std::map<std::string, double> weights;  ///< group -> weight, over `weight`
+  std::vector<std::string> groups;        ///< the token groups that may use it; empty: all
+  /// For a site other than berthd: what it has, a GLUE 2.1 JSON file or a cloud-info-provider
+  /// CMDB JSON file (broker/site_info.h).
+  std::string resources;
+  int64_t info_ttl_s = 300;  ///< what the site published is stale after this long
+  bool shares = false;       ///< takes fractions of a GPU
+  bool gpu_jobs = true;      ///< its backend runs GPU jobs (Marathon, Chronos: say so)
+};
+
+/// The broker mode ([broker]): berthd chooses among sites for each job.
+struct BrokerConfig {
+  bool enabled = false;
+  std::vector<BrokerSiteConfig> sites;
+  /// [broker.score]: how much each factor counts (broker/placement.h's ScoreWeights).
+  double score_start_now = 3, score_wait = 2, score_free = 1, score_fit = 1, score_preference = 2,
+         score_reliability = 1;
+  /// The site named `name`, or nullptr.
+  const BrokerSiteConfig* find_site(std::string_view name) const;
+};
+
 struct GatewayConfig {
   std::string path;  ///< the file read, named in errors
   std::string listen_host = "127.0.0.1";
@@ -152,6 +182,7 @@ struct GatewayConfig {
   PublishConfig publish;
   AccountsConfig accounts;        ///< [accounts] (h-authz)
   ConnectionsConfig connections;  ///< [connections] (h-authz)
+  BrokerConfig broker;            ///< [broker] and [[broker.sites]]
 
   /// Whether the job endpoints are on (database and [slurm] both configured).
   bool jobs() const { return !database.empty() && !slurm.rest_url.empty(); }

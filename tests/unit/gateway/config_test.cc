@@ -166,6 +166,95 @@ log_dir = "/var/log/mps"
   }
 }
 
+TEST(GatewayConfig, BrokerSitesAndScoreWeights) {
+  const std::string iss = "[[issuers]]\nissuer = \"https://a/\"\naudience = \"b\"\n";
+  auto c = parse_gateway_config(iss, "f");
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->broker.enabled);  // no [broker]: a gateway only
+  c = parse_gateway_config(iss + R"([broker]
+[broker.score]
+start_now = 5
+reliability = 0.5
+
+[[broker.sites]]
+name = "hpc-a"
+url = "https://berthd.a.example.org/"
+audience = "berthd-a"
+token = "exchange"
+weight = 2
+weights = { "/vo/ml" = 3 }
+groups = ["/vo/ml", "/vo/bio"]
+info_ttl_s = 60
+
+[[broker.sites]]
+name = "k8s"
+kind = "kubernetes"
+url = "https://k8s.example.org:6443"
+resources = "/etc/berthd/k8s-glue.json"
+gpu_jobs = true
+
+[[broker.sites]]
+name = "paper"
+kind = "static"
+resources = "/etc/berthd/paper.json"
+shares = true
+)",
+                           "f");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  const BrokerConfig& b = c->broker;
+  EXPECT_TRUE(b.enabled);
+  EXPECT_EQ(b.score_start_now, 5);
+  EXPECT_EQ(b.score_reliability, 0.5);
+  EXPECT_EQ(b.score_wait, 2);  // the default
+  ASSERT_EQ(b.sites.size(), 3u);
+  const BrokerSiteConfig& a = b.sites[0];
+  EXPECT_EQ(a.kind, "berthd");
+  EXPECT_EQ(a.url, "https://berthd.a.example.org");  // the trailing slash dropped
+  EXPECT_EQ(a.audience, "berthd-a");
+  EXPECT_EQ(a.token, "exchange");
+  EXPECT_EQ(a.weight, 2);
+  EXPECT_EQ(a.weights.at("/vo/ml"), 3);
+  EXPECT_EQ(a.groups, (std::vector<std::string>{"/vo/ml", "/vo/bio"}));
+  EXPECT_EQ(a.info_ttl_s, 60);
+  EXPECT_EQ(b.sites[1].resources, "/etc/berthd/k8s-glue.json");
+  EXPECT_EQ(b.sites[1].info_ttl_s, 300);
+  EXPECT_TRUE(b.sites[2].shares);
+  EXPECT_EQ(b.find_site("k8s"), &b.sites[1]);
+  EXPECT_EQ(b.find_site("nope"), nullptr);
+
+  const std::pair<std::string, const char*> bad[] = {
+      {"[broker]\n", "read config f: [broker] has no \"sites\""},
+      {"[[broker.sites]]\nurl = \"https://x\"\n",
+       "read config f: [[broker.sites]] has no \"name\""},
+      {"[[broker.sites]]\nname = \"a\"\n", "read config f: [[broker.sites]] a has no \"url\""},
+      {"[[broker.sites]]\nname = \"A b\"\n",
+       "read config f: line 5: \"name\" is not lower-case letters, digits, '-', '_' and '.'"},
+      {"[[broker.sites]]\nname = \"a\"\nkind = \"mesos\"\n",
+       "read config f: line 6: \"kind\" is not berthd, kubernetes, marathon, chronos, openstack "
+       "or static"},
+      {"[[broker.sites]]\nname = \"a\"\nkind = \"marathon\"\nurl = \"http://m:8080\"\n",
+       "read config f: [[broker.sites]] a (kind marathon) has no \"resources\""},
+      {"[[broker.sites]]\nname = \"a\"\nurl = \"ftp://x\"\n",
+       "read config f: line 6: \"url\" is not an http:// or https:// URL"},
+      {"[[broker.sites]]\nname = \"a\"\nurl = \"https://x\"\ntoken = \"keep\"\n",
+       "read config f: line 7: \"token\" is not \"forward\" or \"exchange\""},
+      {"[[broker.sites]]\nname = \"a\"\nurl = \"https://x\"\nweight = -1\n",
+       "read config f: line 7: \"weight\" is not a number from 0 to 1000"},
+      {"[[broker.sites]]\nname = \"a\"\nurl = \"https://x\"\n[[broker.sites]]\nname = \"a\"\n"
+       "url = \"https://y\"\n",
+       "read config f: line 4: \"sites\" names site \"a\" twice"},
+      {"[broker.score]\nluck = 1\n",
+       "read config f: line 5: \"luck\" is not a factor of [broker.score]"},
+      {"[broker]\nfederate = true\n",
+       "read config f: line 5: \"federate\" is not a key of [broker]"},
+  };
+  for (const auto& [text, message] : bad) {
+    auto e = parse_gateway_config(iss + text, "f");
+    ASSERT_FALSE(e.ok()) << text;
+    EXPECT_EQ(e.error().message(), message) << text;
+  }
+}
+
 TEST(GatewayConfig, AccountsAndConnectionsKeys) {
   const std::string iss = "[[issuers]]\nissuer = \"https://a/\"\naudience = \"b\"\n";
   auto c = parse_gateway_config(iss, "f");
