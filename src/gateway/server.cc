@@ -158,8 +158,13 @@ int64_t job_id(const std::string& text) {
 }  // namespace
 
 Server::Server(const GatewayConfig& config, Authenticator& auth, JobService* jobs,
-               std::string version, AuditLog* audit)
-    : config_(config), auth_(auth), jobs_(jobs), version_(std::move(version)), audit_(audit) {
+               std::string version, AuditLog* audit, BrokerService* broker)
+    : config_(config),
+      auth_(auth),
+      jobs_(jobs),
+      version_(std::move(version)),
+      audit_(audit),
+      broker_(broker) {
   auto guarded = std::make_unique<GuardedServer>(config_.connections, kWorkerThreads,
                                                  config_.tls_cert, config_.tls_key);
   guarded->on_request = [] {
@@ -221,7 +226,8 @@ void Server::routes() {
   });
 
   for (const Route& r : route_table()) {
-    if (r.jobs && jobs_ == nullptr) continue;
+    if (r.needs == Needs::kJobs && jobs_ == nullptr) continue;
+    if (r.needs == Needs::kBroker && broker_ == nullptr) continue;
     auto serve = [this, &r](const httplib::Request& req, httplib::Response& res) {
       Call call{nullptr, nullptr, &r.errors};
       bool open =
@@ -261,13 +267,14 @@ const std::vector<Server::Route>& Server::route_table() {
   using M = HttpMethod;
   using A = Access;
   using E = ErrorCode;
+  using N = Needs;
   // Columns: method, path, access, the [publish] setting that opens it, the refusal of a
-  // non-administrator, whether it needs the job service, handler, error statuses that differ
+  // non-administrator, the service it needs (jobs, broker), handler, error statuses that differ
   // from http_status() (codes listed, then `otherwise`).
   static const std::vector<Route> table = {
-      {M::kGet, "/v1/health", A::kAnyone, nullptr, nullptr, false, &Server::health},
-      {M::kGet, "/v1/openapi.json", A::kAnyone, nullptr, nullptr, false, &Server::openapi},
-      {M::kGet, "/v1/me", A::kToken, nullptr, nullptr, false, &Server::me},
+      {M::kGet, "/v1/health", A::kAnyone, nullptr, nullptr, N::kNothing, &Server::health},
+      {M::kGet, "/v1/openapi.json", A::kAnyone, nullptr, nullptr, N::kNothing, &Server::openapi},
+      {M::kGet, "/v1/me", A::kToken, nullptr, nullptr, N::kNothing, &Server::me},
       // A conflicting Idempotency-Key is 422; sacct unreadable for the quota check is 503; a
       // "group" not among the caller's token groups is 403.
       {M::kPost,
@@ -275,17 +282,17 @@ const std::vector<Server::Route>& Server::route_table() {
        A::kToken,
        nullptr,
        nullptr,
-       true,
+       N::kJobs,
        &Server::submit,
        {{{E::kExists, 422}, {E::kBusy, 503}, {E::kPermission, 403}}, 500}},
-      {M::kGet, "/v1/jobs", A::kToken, nullptr, nullptr, true, &Server::list, {{}, 500}},
+      {M::kGet, "/v1/jobs", A::kToken, nullptr, nullptr, N::kJobs, &Server::list, {{}, 500}},
       // Slurm's refresh or cancel failing: the gateway's upstream failed.
       {M::kGet,
        R"(/v1/jobs/([^/]+))",
        A::kToken,
        nullptr,
        nullptr,
-       true,
+       N::kJobs,
        &Server::get_job,
        {{}, 502}},
       {M::kDelete,
@@ -293,7 +300,7 @@ const std::vector<Server::Route>& Server::route_table() {
        A::kToken,
        nullptr,
        nullptr,
-       true,
+       N::kJobs,
        &Server::cancel_job,
        {{}, 502}},
       // No output_dir configured: 404.
@@ -302,21 +309,21 @@ const std::vector<Server::Route>& Server::route_table() {
        A::kToken,
        nullptr,
        nullptr,
-       true,
+       N::kJobs,
        &Server::output,
        {{{E::kNotFound, 404}}, 500}},
       // Orphan GPU processes name other users' processes.
-      {M::kGet, "/v1/orphans", A::kAdmin, nullptr, "/v1/orphans is for administrators", true,
+      {M::kGet, "/v1/orphans", A::kAdmin, nullptr, "/v1/orphans is for administrators", N::kJobs,
        &Server::orphans},
-      {M::kGet, "/v1/systems", A::kToken, nullptr, nullptr, true, &Server::systems},
+      {M::kGet, "/v1/systems", A::kToken, nullptr, nullptr, N::kJobs, &Server::systems},
       {M::kGet, "/metrics", A::kAdmin, &PublishConfig::metrics_public,
-       "/metrics is for administrators (or set metrics_public)", false, &Server::metrics},
+       "/metrics is for administrators (or set metrics_public)", N::kNothing, &Server::metrics},
       {M::kGet,
        "/v1/resources",
        A::kToken,
        &PublishConfig::resources_public,
        nullptr,
-       true,
+       N::kJobs,
        &Server::resources,
        {{}, 502}},
       // sacct failing ([accounting] source sacct): 503.
@@ -325,11 +332,33 @@ const std::vector<Server::Route>& Server::route_table() {
        A::kToken,
        nullptr,
        nullptr,
-       true,
+       N::kJobs,
        &Server::accounting,
        {{{E::kBusy, 503}}, 500}},
+      // The broker's (docs/broker.md): a job no site takes is the placements answer, 422.
+      {M::kPost, "/v1/placements", A::kToken, nullptr, nullptr, N::kBroker, &Server::placements},
+      {M::kGet, "/v1/sites", A::kToken, nullptr, nullptr, N::kBroker, &Server::broker_sites},
   };
   return table;
+}
+
+// A dry run of the broker's choice: every site's verdict. A job no site takes is 422 with the
+// same answer, so that a client sees why in one request.
+void Server::placements(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  nlohmann::json body = parse_json_or_discarded(req.body, size_t{1} << 20);
+  auto answer = broker_->placements(
+      body, *call.who, bearer_token(req.get_header_value("Authorization")), std::time(nullptr));
+  if (!answer.ok()) return fail(res, call, answer.error());
+  call.audit->record("broker.place", (*answer)["chosen"].is_null() ? "none" : "chosen",
+                     {{"chosen", (*answer)["chosen"]}});
+  send_json(res, (*answer)["chosen"].is_null() ? 422 : 200, *answer);
+}
+
+void Server::broker_sites(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  send_json(
+      res, 200,
+      {{"sites", broker_->sites(*call.who, bearer_token(req.get_header_value("Authorization")),
+                                std::time(nullptr))}});
 }
 
 void Server::fail(httplib::Response& res, const Call& call, const Error& e) {
@@ -337,8 +366,17 @@ void Server::fail(httplib::Response& res, const Call& call, const Error& e) {
   send_error(res, status, error_text(e, status));
 }
 
+// The issuers and audiences the gateway takes tokens of, so that a broker knows before it asks
+// whose callers a site can serve (docs/broker.md); public, as every issuer's discovery is.
 void Server::health(const httplib::Request&, httplib::Response& res, const Call&) {
-  send_json(res, 200, {{"status", "ok"}, {"version", version_}});
+  nlohmann::json trusted = nlohmann::json::array();
+  for (const IssuerConfig& i : config_.issuers)
+    trusted.push_back({{"issuer", i.issuer}, {"audience", i.audience}});
+  send_json(res, 200,
+            {{"status", "ok"},
+             {"version", version_},
+             {"issuers", std::move(trusted)},
+             {"broker", config_.broker.enabled}});
 }
 
 void Server::openapi(const httplib::Request&, httplib::Response& res, const Call&) {

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "gateway/audit.h"
 #include "gateway/auth.h"
+#include "gateway/broker.h"
 #include "gateway/config.h"
 #include "gateway/jobs.h"
 #include "gateway/metrics.h"
@@ -47,6 +48,10 @@ nlohmann::ordered_json openapi_document(const std::string& version);
 
 class RequestAudit;
 
+/// What a route is served with: nothing more, the job service ([slurm] and a database), or
+/// the broker ([broker]); without it the route is not there (404).
+enum class Needs : uint8_t { kNothing, kJobs, kBroker };
+
 /// The gateway: routes bound to a configuration and an authenticator.
 class Server {
  public:
@@ -67,7 +72,7 @@ class Server {
     /// (no token is read then); nullptr: none.
     bool PublishConfig::*open_if = nullptr;
     const char* refusal = nullptr;  ///< with kAdmin: the 403's message to others
-    bool jobs = false;              ///< served only with the job service (else 404, as no route)
+    Needs needs = Needs::kNothing;  ///< the service it is served with (else 404, as no route)
     Handler handler = nullptr;
     /// Where the route's answer to an error differs from http_status() (gateway/routes.h).
     ErrorStatuses errors = {};
@@ -76,9 +81,10 @@ class Server {
   /// needs and how it answers errors.
   static const std::vector<Route>& route_table();
 
-  /// `jobs` may be null: the job endpoints then answer 404. `audit` may be null: no audit log.
+  /// `jobs` may be null: the job endpoints then answer 404; so may `broker`, the broker's.
+  /// `audit` may be null: no audit log.
   Server(const GatewayConfig& config, Authenticator& auth, JobService* jobs, std::string version,
-         AuditLog* audit = nullptr);
+         AuditLog* audit = nullptr, BrokerService* broker = nullptr);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -111,12 +117,15 @@ class Server {
   void metrics(const httplib::Request& req, httplib::Response& res, const Call& call);
   void resources(const httplib::Request& req, httplib::Response& res, const Call& call);
   void accounting(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void placements(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void broker_sites(const httplib::Request& req, httplib::Response& res, const Call& call);
 
   const GatewayConfig& config_;
   Authenticator& auth_;
   JobService* jobs_;
   std::string version_;
   AuditLog* audit_;
+  BrokerService* broker_;
   Metrics metrics_;
   std::unique_ptr<ResourcesService> resources_;  ///< with the job endpoints
   std::unique_ptr<httplib::Server> http_;

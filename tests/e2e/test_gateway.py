@@ -22,11 +22,16 @@ from gateway import (ADMIN_GROUP, AUDIENCE_A, AUDIENCE_B, Berthd, berthd,  # noq
 from jwcrypto import jwk
 from oidc import b64json
 
-def test_health_needs_no_token(berthd):
+def test_health_needs_no_token(berthd, issuers):
     status, _, body = berthd.request("GET", "/v1/health")
     assert status == 200
     assert body["status"] == "ok"
     assert body["version"]
+    # The issuers it trusts, for a broker's prefilter (docs/broker.md); no broker here.
+    a, b = issuers.issuers["a"], issuers.issuers["b"]
+    assert body["issuers"] == [{"issuer": a.url, "audience": AUDIENCE_A},
+                               {"issuer": b.url, "audience": AUDIENCE_B}], body
+    assert body["broker"] is False
 
 
 def test_openapi_document(berthd):

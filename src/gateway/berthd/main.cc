@@ -18,6 +18,7 @@
 #include "core/fs.h"
 #include "gateway/audit.h"
 #include "gateway/auth.h"
+#include "gateway/broker.h"
 #include "gateway/config.h"
 #include "gateway/jobs.h"
 #include "gateway/output.h"
@@ -138,7 +139,16 @@ int main(int argc, char** argv) {
     if (!opened.ok()) return fail(opened.error());
     audit = std::move(*opened);
   }
-  berth::gateway::Server server(*config, auth, jobs.get(), BERTH_VERSION, audit.get());
+  // The broker mode ([broker]): its file-described sites are read now, so that berthd does
+  // not start on a description it cannot read.
+  std::unique_ptr<berth::gateway::BrokerService> broker;
+  if (config->broker.enabled) {
+    broker = std::make_unique<berth::gateway::BrokerService>(config->broker);
+    if (auto loaded = broker->load(); !loaded.ok()) return fail(loaded.error());
+    std::fprintf(stderr, "berthd: broker over %zu site(s)\n", config->broker.sites.size());
+  }
+  berth::gateway::Server server(*config, auth, jobs.get(), BERTH_VERSION, audit.get(),
+                                broker.get());
   auto port = server.bind();
   if (!port.ok()) return fail(port.error());
   std::fprintf(stderr, "berthd: listening on %s://%s:%d\n", config->tls() ? "https" : "http",

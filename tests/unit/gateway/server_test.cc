@@ -69,10 +69,12 @@ TEST(GatewayServer, WhatEachRouteNeeds) {
   const Server::Route* metrics = find_route(M::kGet, "/metrics");
   EXPECT_EQ(metrics->access, Access::kAdmin);
   EXPECT_TRUE(metrics->open_if == &PublishConfig::metrics_public);
-  EXPECT_FALSE(metrics->jobs);
+  EXPECT_EQ(metrics->needs, Needs::kNothing);
   EXPECT_TRUE(find_route(M::kGet, "/v1/resources")->open_if == &PublishConfig::resources_public);
-  EXPECT_TRUE(find_route(M::kPost, "/v1/jobs")->jobs);
-  EXPECT_FALSE(find_route(M::kGet, "/v1/me")->jobs);
+  EXPECT_EQ(find_route(M::kPost, "/v1/jobs")->needs, Needs::kJobs);
+  EXPECT_EQ(find_route(M::kPost, "/v1/placements")->needs, Needs::kBroker);
+  EXPECT_EQ(find_route(M::kGet, "/v1/sites")->needs, Needs::kBroker);
+  EXPECT_EQ(find_route(M::kGet, "/v1/me")->needs, Needs::kNothing);
 }
 
 TEST(GatewayServer, TheOpenApiDocumentListsTheStatusesEachRouteAnswers) {

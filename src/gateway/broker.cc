@@ -1,0 +1,275 @@
+#include "gateway/broker.h"
+
+#include <httplib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <future>
+#include <optional>
+#include <vector>
+
+#include "broker/job_body.h"
+#include "broker/site_info.h"
+#include "core/fs.h"
+#include "core/json.h"
+
+namespace berth::gateway {
+namespace {
+
+/// A site that does not answer within this long is down for this decision.
+constexpr time_t kFetchTimeoutS = 5;
+/// A site's GLUE document is at most this large.
+constexpr size_t kMaxDocBytes = size_t{16} << 20;
+/// A site found down is asked again no sooner than this.
+constexpr int64_t kRetryDownS = 5;
+
+/// Whether site `s` describes itself (GET /v1/resources) rather than through a file.
+bool fetched(const BrokerSiteConfig& s) {
+  return s.kind == "berthd";
+}
+
+/// The document of file site `s`: GLUE 2.1 (an object of entities) or a cloud-info-provider
+/// CMDB document (a list of typed entries).
+Result<broker::SiteInfo> read_site_file(const BrokerSiteConfig& s) {
+  std::string text = BERTH_TRY(read_file(s.resources));
+  nlohmann::json doc = BERTH_TRY(parse_json(text, s.resources, kMaxDocBytes));
+  if (doc.is_array()) return broker::read_cmdb(s.name, doc);
+  return broker::read_glue(s.name, doc);
+}
+
+/// GET URL/v1/resources of berthd site `s` with the caller's token.
+Result<broker::SiteInfo> fetch_site(const BrokerSiteConfig& s, const std::string& token) {
+  const std::string url = s.url + "/v1/resources";
+  httplib::Client client(s.url);
+  client.set_connection_timeout(kFetchTimeoutS);
+  client.set_read_timeout(kFetchTimeoutS);
+  client.set_follow_location(false);
+  client.enable_server_certificate_verification(true);
+  httplib::Headers headers;
+  if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+  auto res = client.Get("/v1/resources", headers);
+  if (!res) return make_error("GET", url, httplib::to_string(res.error()), ErrorCode::kNetwork);
+  if (res->status == 401 || res->status == 403) {
+    // berthd's error body: {"error": {"status", "message"}}.
+    nlohmann::json e = parse_json_or_discarded(res->body, kMaxDocBytes);
+    std::string why = e.is_object() && e.contains("error") && e["error"].is_object()
+                          ? e["error"].value("message", "")
+                          : "";
+    return http_error("GET", url, res->status, why.empty() ? "token refused" : why);
+  }
+  if (res->status != 200) return http_error("GET", url, res->status, "not 200 OK");
+  nlohmann::json doc = BERTH_TRY(parse_json(res->body, url, kMaxDocBytes));
+  return broker::read_glue(s.name, doc);
+}
+
+/// The token issuers berthd site `s` trusts, from its GET /v1/health (public); nullopt where
+/// it does not say (a berthd older than the broker).
+Result<std::optional<std::vector<std::string>>> fetch_trusted(const BrokerSiteConfig& s) {
+  const std::string url = s.url + "/v1/health";
+  httplib::Client client(s.url);
+  client.set_connection_timeout(kFetchTimeoutS);
+  client.set_read_timeout(kFetchTimeoutS);
+  client.set_follow_location(false);
+  client.enable_server_certificate_verification(true);
+  auto res = client.Get("/v1/health");
+  if (!res) return make_error("GET", url, httplib::to_string(res.error()), ErrorCode::kNetwork);
+  if (res->status != 200) return http_error("GET", url, res->status, "not 200 OK");
+  nlohmann::json doc = BERTH_TRY(parse_json(res->body, url, kMaxDocBytes));
+  if (!doc.is_object() || !doc.contains("issuers") || !doc["issuers"].is_array())
+    return std::optional<std::vector<std::string>>();
+  std::vector<std::string> out;
+  for (const nlohmann::json& i : doc["issuers"])
+    if (i.is_object() && i.contains("issuer") && i["issuer"].is_string())
+      out.push_back(i["issuer"].get<std::string>());
+  return std::optional<std::vector<std::string>>(std::move(out));
+}
+
+/// How the broker tells callers apart: their issuer and subject.
+std::string caller_key(const Account& who) {
+  return who.issuer + "\n" + who.subject;
+}
+
+/// The modification time of `path`, 0 when it cannot be read.
+int64_t mtime_of(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_mtime) : 0;
+}
+
+}  // namespace
+
+std::string bearer_token(const std::string& authorization) {
+  constexpr std::string_view kScheme = "Bearer ";
+  if (authorization.size() <= kScheme.size() ||
+      !std::equal(kScheme.begin(), kScheme.end(), authorization.begin(),
+                  [](char a, char b) { return std::tolower(a) == std::tolower(b); }))
+    return "";
+  return authorization.substr(kScheme.size());
+}
+
+BrokerService::BrokerService(const BrokerConfig& config) : config_(config) {}
+
+bool BrokerService::trusts(const Known& k, const Account& who) {
+  return !k.trusted ||
+         std::find(k.trusted->begin(), k.trusted->end(), who.issuer) != k.trusted->end();
+}
+
+Status BrokerService::load() {
+  std::lock_guard lock(mu_);
+  for (const BrokerSiteConfig& s : config_.sites) {
+    if (fetched(s)) continue;
+    Known& k = known_[s.name];
+    k.read_at = mtime_of(s.resources);
+    k.info = BERTH_TRY(read_site_file(s).with_context("read broker site " + s.name));
+    k.read = true;
+  }
+  return {};
+}
+
+void BrokerService::refresh(const BrokerSiteConfig& s, Known& k, const Account& who,
+                            const std::string& token, int64_t now) {
+  k.tried_at = now;
+  if (fetched(s)) {
+    auto trusted = fetch_trusted(s);
+    if (!trusted.ok()) {
+      k.up = false;
+      k.error = trusted.error().message();
+      return;
+    }
+    k.trusted = std::move(*trusted);
+    // A token never goes where its issuer is not trusted.
+    if (!trusts(k, who)) return;
+  }
+  Result<broker::SiteInfo> info = fetched(s) ? fetch_site(s, token) : read_site_file(s);
+  if (!info.ok()) {
+    const Error& e = info.error();
+    if (e.code == ErrorCode::kHttp && (e.http_status == 401 || e.http_status == 403)) {
+      // Up, but not for this caller: the site's own words say why.
+      k.refused[caller_key(who)] = "HTTP " + std::to_string(e.http_status) + ": " + e.detail;
+      k.accepted.erase(caller_key(who));
+      return;
+    }
+    k.up = false;
+    k.error = e.message();
+    return;
+  }
+  if (fetched(s)) {
+    k.refused.erase(caller_key(who));
+    k.accepted.insert(caller_key(who));
+  }
+  k.info = std::move(*info);
+  k.read = true;
+  k.up = true;
+  k.error.clear();
+  k.read_at = fetched(s) ? now : mtime_of(s.resources);
+}
+
+broker::SiteView BrokerService::view(const BrokerSiteConfig& s, const Account& who,
+                                     const std::string& token, int64_t now) {
+  Known k;
+  {
+    std::lock_guard lock(mu_);
+    k = known_[s.name];
+  }
+  // What must be read again: a berthd's document older than its ttl (a site found down is
+  // asked again after kRetryDownS), a file that changed since it was read.
+  bool again = fetched(s) ? (!k.read || now - k.read_at >= std::max<int64_t>(s.info_ttl_s, 1)) &&
+                                now - k.tried_at >= (k.up ? 0 : kRetryDownS)
+                          : mtime_of(s.resources) != k.read_at;
+  // A caller the site has not seen yet is asked about at once, fresh information or not.
+  if (fetched(s) && trusts(k, who) && k.accepted.count(caller_key(who)) == 0 &&
+      k.refused.count(caller_key(who)) == 0)
+    again = true;
+  if (again) {
+    refresh(s, k, who, token, now);
+    std::lock_guard lock(mu_);
+    known_[s.name] = k;
+  }
+  broker::SiteView v;
+  v.name = s.name;
+  v.kind = s.kind;
+  v.info = k.info;
+  v.up = k.up;  // answered, even where it has not been read for this caller
+  v.fresh = k.read && (s.info_ttl_s == 0 || now - k.read_at <= s.info_ttl_s);
+  v.group_allowed =
+      s.groups.empty() || std::any_of(who.groups.begin(), who.groups.end(), [&s](const auto& g) {
+        return std::find(s.groups.begin(), s.groups.end(), g) != s.groups.end();
+      });
+  if (!trusts(k, who)) {
+    v.issuer_trusted = false;
+    std::string list;
+    for (const std::string& i : *k.trusted) list += (list.empty() ? "" : ", ") + i;
+    v.refusal = "it trusts tokens of " + (list.empty() ? std::string("no issuer") : list);
+  } else if (auto no = k.refused.find(caller_key(who)); no != k.refused.end()) {
+    v.issuer_trusted = false;
+    v.refusal = no->second;
+  }
+  v.shares = s.shares;
+  v.gpu_jobs = s.gpu_jobs;
+  v.weight = s.weight;
+  for (const std::string& g : who.groups)
+    if (auto w = s.weights.find(g); w != s.weights.end()) {
+      v.weight = w->second;
+      break;
+    }
+  return v;
+}
+
+Result<BrokerService::Decision> BrokerService::decide(const nlohmann::json& body,
+                                                      const Account& who, const std::string& token,
+                                                      int64_t now) {
+  Decision d;
+  d.job = BERTH_TRY(broker::parse_broker_job(body));
+  // Every site's view at once: one slow site costs its timeout once, not once per site.
+  std::vector<std::future<broker::SiteView>> views;
+  views.reserve(config_.sites.size());
+  for (const BrokerSiteConfig& s : config_.sites)
+    views.push_back(std::async(std::launch::async,
+                               [this, &s, &who, &token, now] { return view(s, who, token, now); }));
+  std::vector<broker::SiteView> sites;
+  sites.reserve(views.size());
+  for (auto& f : views) sites.push_back(f.get());
+  broker::ScoreWeights w{config_.score_start_now,  config_.score_wait,
+                         config_.score_free,       config_.score_fit,
+                         config_.score_preference, config_.score_reliability};
+  d.placement = broker::place(d.job.need, d.job.placement, sites, w);
+  return d;
+}
+
+Result<nlohmann::json> BrokerService::placements(const nlohmann::json& body, const Account& who,
+                                                 const std::string& token, int64_t now) {
+  Decision d = BERTH_TRY(decide(body, who, token, now));
+  return broker::placement_json(d.placement);
+}
+
+nlohmann::json BrokerService::sites(const Account& who, const std::string& token, int64_t now) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const BrokerSiteConfig& s : config_.sites) {
+    broker::SiteView v = view(s, who, token, now);
+    Known k;
+    {
+      std::lock_guard lock(mu_);
+      k = known_[s.name];
+    }
+    std::map<std::string, std::pair<int, int>> gpus;  // model -> total, free
+    for (const broker::NodeClass& c : v.info.classes) {
+      if (c.gpus_per_node == 0) continue;
+      auto& [total, free] = gpus[c.gpu_model.empty() ? c.gpu_type : c.gpu_model];
+      total += c.gpus_per_node * c.total_nodes;
+      free += std::max(0, c.free_gpus);
+    }
+    nlohmann::json models = nlohmann::json::object();
+    for (const auto& [model, n] : gpus) models[model] = {{"total", n.first}, {"free", n.second}};
+    out.push_back({{"name", s.name},
+                   {"kind", s.kind},
+                   {"url", s.url.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.url)},
+                   {"up", v.up},
+                   {"fresh", v.fresh},
+                   {"age_s", k.read ? nlohmann::json(now - k.read_at) : nlohmann::json(nullptr)},
+                   {"error", k.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(k.error)},
+                   {"gpus", std::move(models)},
+                   {"classes", v.info.classes.size()}});
+  }
+  return out;
+}
+
+}  // namespace berth::gateway

@@ -1,0 +1,85 @@
+// berthd's broker mode ([broker], docs/broker.md): what each site of [[broker.sites]] has, as
+// the broker last read it, and the answers built on it. A berthd site's GLUE document is
+// fetched from its GET /v1/resources with the caller's own token (the site sees the real
+// user) and kept for the site's info_ttl_s; any other site is described by a file (GLUE 2.1 or
+// a cloud-info-provider CMDB document), read again when it changes. The decisions themselves
+// are broker/placement.h's, pure; this class only gathers what they need.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "broker/placement.h"
+#include "core/error.h"
+#include "gateway/auth.h"
+#include "gateway/config.h"
+
+namespace berth::gateway {
+
+class BrokerService {
+ public:
+  /// `config` outlives the service.
+  explicit BrokerService(const BrokerConfig& config);
+
+  /// Reads every file-described site's resources; an error names the site and the file, so
+  /// that berthd does not start on a description it cannot read.
+  Status load();
+
+  /// POST /v1/placements: the verdict on every site for job body `body` of caller `who`,
+  /// whose bearer token `token` reads berthd sites. An error (kInvalidInput) is the body's.
+  Result<nlohmann::json> placements(const nlohmann::json& body, const Account& who,
+                                    const std::string& token, int64_t now);
+
+  /// What place() decides for `body`: the job as read, and the verdict on every site.
+  struct Decision {
+    broker::BrokerJob job;
+    broker::Placement placement;
+  };
+  Result<Decision> decide(const nlohmann::json& body, const Account& who, const std::string& token,
+                          int64_t now);
+
+  /// The sites as the caller sees them: for `berth sites` and GET /v1/sites.
+  nlohmann::json sites(const Account& who, const std::string& token, int64_t now);
+
+ private:
+  /// What is known of one site.
+  struct Known {
+    broker::SiteInfo info;
+    bool read = false;     ///< info holds a document
+    int64_t read_at = 0;   ///< when it was fetched, or the file's modification time
+    int64_t tried_at = 0;  ///< the last fetch tried
+    bool up = true;        ///< the last fetch succeeded
+    std::string error;     ///< why the last fetch failed
+    /// The callers (issuer and subject) the site took a token of, and those it refused
+    /// (401, 403) with its reason: learnt from its answers, each caller asked once.
+    std::set<std::string> accepted;
+    std::map<std::string, std::string> refused;
+    /// The issuers a berthd site says it trusts (GET /v1/health); nullopt where it does not.
+    std::optional<std::vector<std::string>> trusted;
+  };
+  /// Whether the site of `k` trusts `who`'s issuer, as far as it says.
+  static bool trusts(const Known& k, const Account& who);
+  /// Brings site `s`'s information up to date (a berthd's when older than its ttl, a file's
+  /// when it changed) and returns the view of it for caller `who`.
+  broker::SiteView view(const BrokerSiteConfig& s, const Account& who, const std::string& token,
+                        int64_t now);
+  /// Fetches (with `who`'s token) or reads site `s`'s document into `k`.
+  void refresh(const BrokerSiteConfig& s, Known& k, const Account& who, const std::string& token,
+               int64_t now);
+
+  const BrokerConfig& config_;
+  std::mutex mu_;
+  std::map<std::string, Known> known_;  // by site name
+};
+
+/// The token of an "Authorization: Bearer TOKEN" header's value; "" for any other.
+std::string bearer_token(const std::string& authorization);
+
+}  // namespace berth::gateway

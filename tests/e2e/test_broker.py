@@ -1,0 +1,232 @@
+"""berthd as a broker ([broker], docs/broker.md) over a real berthd site in front of the loopback
+Slurm cluster, a site described by a GLUE file, and a site that is down: POST /v1/placements
+puts each GPU model where it is, rejects every other candidate with its reason, learns which
+callers a site refuses from the site's own answers, and GET /v1/sites shows what it read."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from gateway import (AUDIENCE_A, AUDIENCE_B, Berthd, berthd_bin, gateway_config, issuers,  # noqa: F401
+                     second_user, slurmrestd, start_berthd, start_gateway_cluster)
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture(scope="module", params=["22.05"], ids=["slurm22.05"])
+def gateway_cluster(request, scratch, berth_bin, identity):
+    """The site's cluster: one release is enough here, the broker reads berthd, not Slurm."""
+    c = start_gateway_cluster(request, scratch, berth_bin, identity, "slurm-broker")
+    yield c
+    c.stop()
+
+
+def stop(proc) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def site_a(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, second_user):
+    """A berthd site: its cluster's fake GPUs published as H100s with CUDA 12.4."""
+    workdir = identity.make_dir(os.path.join(scratch, "broker-site-a"))
+    key = os.path.join(workdir, "slurm_jwt.key")
+    shutil.copy(gateway_cluster.jwt_key, key)
+    os.chmod(key, 0o600)
+    identity.chown(key)
+    conf = gateway_config(issuers, second_user, f'database = "{workdir}/jobs.db"\n') + f"""
+[slurm]
+rest_url = "{slurmrestd}"
+jwt_key = "{key}"
+cluster = "site-a"
+
+[resources]
+cache_s = 0
+
+[gpu_models.fake]
+vendor = "NVIDIA"
+model = "{H100}"
+memory_mb = 85520
+cuda_version = "12.4"
+driver_version = "550.54.15"
+"""
+    path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
+    log = os.path.join(workdir, "berthd.log")
+    proc, url = start_berthd(identity, berthd_bin, path, log)
+    yield Berthd(proc, url, log)
+    stop(proc)
+
+
+def token_a(issuers, identity, sub="s-alice"):
+    a = issuers.issuers["a"]
+    user = subprocess.run(["id", "-un", str(identity.uid)], capture_output=True,
+                          text=True).stdout.strip()
+    return a.sign(a.claims(sub, AUDIENCE_A, preferred_username=user))
+
+
+@pytest.fixture(scope="module")
+def broker(site_a, issuers, identity, berthd_bin, scratch, second_user):
+    """A fourth berthd, the broker, over site a, a GLUE file of L40S nodes made from what site a
+    published, and a berthd that is not there."""
+    workdir = identity.make_dir(os.path.join(scratch, "broker"))
+    status, _, doc = site_a.request("GET", "/v1/resources", token_a(issuers, identity))
+    assert status == 200, doc
+    paper = copy.deepcopy(doc)
+    for env in paper.get("AcceleratorEnvironment", []):
+        env["Model"] = "NVIDIA L40S"
+        env["Memory"] = 48305
+    paper_file = identity.write_file(os.path.join(workdir, "paper.json"), json.dumps(paper))
+    user = subprocess.run(["id", "-un", str(identity.uid)], capture_output=True,
+                          text=True).stdout.strip()
+    # A caller the broker maps and site a does not.
+    conf = gateway_config(issuers, second_user) + f"""
+[[users]]
+issuer = "{issuers.issuers["b"].url}"
+sub = "visitor"
+user = "{user}"
+
+[broker]
+
+[[broker.sites]]
+name = "a"
+url = "{site_a.url}"
+info_ttl_s = 60
+
+[[broker.sites]]
+name = "gone"
+url = "http://127.0.0.1:1"
+
+[[broker.sites]]
+name = "paper"
+kind = "static"
+resources = "{paper_file}"
+info_ttl_s = 0
+"""
+    path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
+    log = os.path.join(workdir, "berthd.log")
+    proc, url = start_berthd(identity, berthd_bin, path, log)
+    b = Berthd(proc, url, log)
+    b.has_gpus = bool(doc.get("AcceleratorEnvironment"))
+    yield b
+    stop(proc)
+
+
+def verdicts(answer) -> dict:
+    """{(site, class or None): [reason codes]} of a placements answer."""
+    return {(c["site"], c["class"]): [r["code"] for r in c["reasons"]]
+            for c in answer["candidates"]}
+
+
+def place(broker, token, body):
+    return broker.request("POST", "/v1/placements", token, body)
+
+
+def test_each_model_lands_where_it_is(broker, issuers, identity):
+    if not broker.has_gpus:
+        pytest.skip("the cluster has no fake GPUs (/dev/tty0 and /dev/tty1)")
+    tok = token_a(issuers, identity)
+    status, _, answer = place(broker, tok, {"image": "x", "resources": {"gpus": "H100:1"}})
+    assert status == 200, answer
+    assert answer["chosen"]["site"] == "a", answer
+    status, _, answer = place(broker, tok, {"image": "x", "resources": {"gpus": "L40S:1"}})
+    assert status == 200, answer
+    assert answer["chosen"]["site"] == "paper", answer
+    # A model no site has: 422, every candidate rejected with its reason, the down site too.
+    status, _, answer = place(broker, tok, {"image": "x", "resources": {"gpus": "H200:1"}})
+    assert status == 422, answer
+    assert answer["chosen"] is None
+    seen = verdicts(answer)
+    assert seen[("gone", None)] == ["site_down"], seen
+    assert {codes[0] for (site, _), codes in seen.items() if site != "gone"} <= {
+        "no_gpu_model", "gpus_per_node"}, seen
+    assert any(codes == ["no_gpu_model"] for (site, _), codes in seen.items() if site == "a")
+
+
+def test_minimums_are_checked_against_what_the_site_published(broker, issuers, identity):
+    if not broker.has_gpus:
+        pytest.skip("the cluster has no fake GPUs (/dev/tty0 and /dev/tty1)")
+    tok = token_a(issuers, identity)
+    status, _, answer = place(broker, tok, {
+        "image": "x", "resources": {"gpus": 1, "gpu": {"model": "H100", "cuda_min": "12.5"}}})
+    assert status == 422, answer
+    a = [c for c in answer["candidates"] if c["site"] == "a" and c["reasons"][0]["code"] !=
+         "gpus_per_node"]
+    assert a and a[0]["reasons"] == [{"code": "cuda_too_old",
+                                      "message": "asks CUDA 12.5 or newer; this class has 12.4"}]
+    # 12.4 is newer than 12.2: a minimum, not an equality.
+    status, _, answer = place(broker, tok, {
+        "image": "x", "resources": {"gpus": 1, "gpu": {"model": "H100", "cuda_min": "12.2"}}})
+    assert status == 200 and answer["chosen"]["site"] == "a", answer
+    # No GPU job has measured the compute capability there: a minimum cannot pass.
+    status, _, answer = place(broker, tok, {
+        "image": "x",
+        "resources": {"gpus": 1, "gpu": {"model": "H100", "compute_capability_min": "8.0"}}})
+    assert status == 422, answer
+    assert ["compute_capability"] in [codes for (site, _), codes in verdicts(answer).items()
+                                      if site == "a"]
+
+
+def test_a_cpu_job_fits_everywhere_that_is_up(broker, issuers, identity):
+    status, _, answer = place(broker, token_a(issuers, identity),
+                              {"image": "x", "resources": {"cpus_per_task": 1}})
+    assert status == 200, answer
+    fits = {c["site"] for c in answer["candidates"] if c["verdict"] == "fit"}
+    assert fits == {"a", "paper"}, answer
+    for c in answer["candidates"]:
+        if c["verdict"] == "fit":
+            assert set(c["factors"]) == {"start_now", "wait", "free", "fit", "preference",
+                                         "reliability"}
+            assert all(0 <= v <= 100 for v in c["factors"].values()), c
+
+
+def test_a_site_that_refuses_the_caller_is_rejected_for_that_caller(broker, issuers, identity):
+    """The site's own 403 for a caller the broker knows but the site does not: that caller's
+    candidates there are rejected with the site's reason, another caller's are not."""
+    b = issuers.issuers["b"]
+    visitor = b.sign(b.claims("visitor", AUDIENCE_B))
+    status, _, answer = place(broker, visitor, {"image": "x"})
+    assert status == 200, answer  # the paper site takes it
+    refused = [c for c in answer["candidates"] if c["site"] == "a"]
+    assert [c["reasons"][0]["code"] for c in refused] == ["issuer_untrusted"], refused
+    assert refused[0]["reasons"][0]["message"].startswith(
+        "the site does not take the caller's token (HTTP 403: "), refused
+    assert answer["chosen"]["site"] == "paper"
+    # Learnt per caller: alice is still taken there.
+    status, _, answer = place(broker, token_a(issuers, identity), {"image": "x"})
+    assert status == 200 and "a" in {c["site"] for c in answer["candidates"]
+                                     if c["verdict"] == "fit"}, answer
+
+
+def test_sites_shows_what_the_broker_read(broker, issuers, identity):
+    status, _, body = broker.request("GET", "/v1/sites", token_a(issuers, identity))
+    assert status == 200, body
+    sites = {s["name"]: s for s in body["sites"]}
+    assert sites["a"]["up"] and sites["a"]["fresh"] and sites["a"]["kind"] == "berthd"
+    assert not sites["gone"]["up"] and "127.0.0.1:1" in sites["gone"]["error"], sites["gone"]
+    assert sites["paper"]["kind"] == "static" and sites["paper"]["url"] is None
+    if broker.has_gpus:
+        assert set(sites["a"]["gpus"]) == {H100}, sites["a"]
+        assert set(sites["paper"]["gpus"]) == {"NVIDIA L40S"}, sites["paper"]
+
+
+def test_a_bad_request_is_one_line_and_a_gateway_has_no_placements(broker, site_a, issuers,
+                                                                    identity):
+    tok = token_a(issuers, identity)
+    status, _, body = place(broker, tok, {"image": "x", "resources": {"gpus": "A100:0"}})
+    assert status == 400, body
+    assert "\n" not in body["error"]["message"] and "A100:0" in body["error"]["message"], body
+    status, _, body = place(broker, tok, {"image": "x", "placement": {"strategy": "lottery"}})
+    assert status == 400 and "placement.strategy" in body["error"]["message"], body
+    # No [broker]: no such route.
+    assert site_a.request("POST", "/v1/placements", tok, {"image": "x"})[0] == 404
+    assert broker.request("POST", "/v1/placements", None, {"image": "x"})[0] == 401

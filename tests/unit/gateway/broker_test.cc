@@ -1,0 +1,193 @@
+// berthd's broker mode (gateway/broker.h) against sites on loopback: what it asks a berthd
+// site and with whose token, what it learns from the site's answers, and file sites.
+#include "gateway/broker.h"
+
+#include <gtest/gtest.h>
+#include <sys/time.h>
+
+#include "core/fs.h"
+#include "fake_http_server.h"
+#include "gateway/glue.h"
+#include "test_util.h"
+
+namespace berth::gateway {
+namespace {
+
+using testing::FakeHttpServer;
+using testing::FakeRequest;
+using testing::FakeResponse;
+
+/// One node of two H100s, idle, in partition "gpu".
+std::string h100_site_glue() {
+  GlueSite s;
+  s.cluster = "a";
+  s.host = "a.example.org";
+  s.creation_time = "2026-12-04T00:00:00Z";
+  s.nodes = {{"n1", "idle", 64, 0, 512000, "h100", 2, 0, {"gpu"}}};
+  s.partitions = {{"gpu", 86400, 3600, true, 0, 0, -1}};
+  s.accelerators["h100"] = {"NVIDIA", "NVIDIA H100 80GB HBM3", 85520, {"9.0"}, "550.54.15", "12.4"};
+  return glue_document(s).dump();
+}
+
+Account caller(const std::string& issuer, const std::string& subject) {
+  Account a;
+  a.issuer = issuer;
+  a.subject = subject;
+  a.user = subject;
+  return a;
+}
+
+/// A berthd site that trusts `issuers` and answers GET /v1/resources with `glue`, except to
+/// the tokens of `refused` (403 with berthd's error body).
+FakeHttpServer::Handler berthd_site(std::vector<std::string> issuers, std::string glue,
+                                    std::set<std::string> refused = {}) {
+  return [issuers, glue, refused](const FakeRequest& r) -> FakeResponse {
+    if (r.target == "/v1/health") {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& i : issuers) list.push_back({{"issuer", i}, {"audience", "berth"}});
+      return {200, {}, nlohmann::json{{"status", "ok"}, {"issuers", list}}.dump()};
+    }
+    if (r.target == "/v1/resources") {
+      if (refused.count(r.header("authorization")))
+        return {
+            403, {}, R"({"error":{"status":403,"message":"no local account for this caller"}})"};
+      return {200, {}, glue};
+    }
+    return {404, {}, "{}"};
+  };
+}
+
+BrokerConfig one_site(const std::string& url) {
+  BrokerConfig c;
+  c.enabled = true;
+  BrokerSiteConfig s;
+  s.name = "a";
+  s.url = url;
+  c.sites.push_back(s);
+  return c;
+}
+
+const nlohmann::json h100_job = {{"image", "x"}, {"resources", {{"gpus", "H100:1"}}}};
+
+int resource_requests(FakeHttpServer& site) {
+  int n = 0;
+  for (const FakeRequest& r : site.requests()) n += r.target == "/v1/resources";
+  return n;
+}
+
+TEST(BrokerService, ATokenNeverGoesWhereItsIssuerIsNotTrusted) {
+  FakeHttpServer site(berthd_site({"https://a"}, h100_site_glue()));
+  BrokerConfig config = one_site("http://" + site.host());
+  BrokerService broker(config);
+  ASSERT_TRUE(broker.load().ok());
+  auto answer = broker.placements(h100_job, caller("https://b", "bob"), "token-of-b", 1000);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  EXPECT_EQ((*answer)["chosen"], nullptr);
+  EXPECT_EQ((*answer)["candidates"][0]["reasons"][0],
+            (nlohmann::json{{"code", "issuer_untrusted"},
+                            {"message",
+                             "the site does not take the caller's token (it trusts "
+                             "tokens of https://a)"}}));
+  for (const FakeRequest& r : site.requests()) {
+    EXPECT_EQ(r.target, "/v1/health");
+    EXPECT_EQ(r.header("authorization"), "");
+  }
+  answer = broker.placements(h100_job, caller("https://a", "alice"), "token-of-a", 1000);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  EXPECT_EQ((*answer)["chosen"]["site"], "a") << answer->dump();
+  EXPECT_EQ((*answer)["chosen"]["partition"], "gpu");
+  EXPECT_EQ(site.requests().back().header("authorization"), "Bearer token-of-a");
+}
+
+TEST(BrokerService, ACallerTheSiteRefusesIsLearntFromItsAnswerOncePerCaller) {
+  FakeHttpServer site(berthd_site({"https://a"}, h100_site_glue(), {"Bearer token-of-eve"}));
+  BrokerConfig config = one_site("http://" + site.host());
+  BrokerService broker(config);
+  auto answer = broker.placements(h100_job, caller("https://a", "eve"), "token-of-eve", 1000);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  EXPECT_EQ((*answer)["candidates"][0]["reasons"][0]["message"],
+            "the site does not take the caller's token (HTTP 403: no local account for this "
+            "caller)");
+  answer = broker.placements(h100_job, caller("https://a", "alice"), "token-of-a", 1001);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ((*answer)["chosen"]["site"], "a");
+  EXPECT_EQ(resource_requests(site), 2);
+  // Both known now, the information fresh: no more requests for either.
+  ASSERT_TRUE(broker.placements(h100_job, caller("https://a", "eve"), "token-of-eve", 1002).ok());
+  ASSERT_TRUE(broker.placements(h100_job, caller("https://a", "alice"), "token-of-a", 1003).ok());
+  EXPECT_EQ(resource_requests(site), 2);
+  // Past info_ttl_s (300), asked again.
+  ASSERT_TRUE(broker.placements(h100_job, caller("https://a", "alice"), "token-of-a", 1400).ok());
+  EXPECT_EQ(resource_requests(site), 3);
+}
+
+TEST(BrokerService, ASiteThatDoesNotAnswerIsDown) {
+  int port;
+  {
+    FakeHttpServer gone([](const FakeRequest&) { return FakeResponse{}; });
+    port = gone.port();
+  }
+  BrokerConfig config = one_site("http://127.0.0.1:" + std::to_string(port));
+  BrokerService broker(config);
+  auto answer = broker.placements(h100_job, caller("https://a", "alice"), "t", 1000);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ((*answer)["candidates"][0]["reasons"][0]["code"], "site_down");
+  nlohmann::json sites = broker.sites(caller("https://a", "alice"), "t", 1000);
+  EXPECT_EQ(sites[0]["up"], false);
+  EXPECT_NE(sites[0]["error"].get<std::string>().find("127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << sites.dump();
+}
+
+TEST(BrokerService, AFileSiteIsReadAtLoadAndAgainWhenItChanges) {
+  TempDir dir{"broker"};
+  const std::string file = dir.path + "/site.json";
+  ASSERT_TRUE(write_file_atomic(file, h100_site_glue()).ok());
+  BrokerConfig config;
+  config.enabled = true;
+  BrokerSiteConfig s;
+  s.name = "paper";
+  s.kind = "static";
+  s.resources = file;
+  s.info_ttl_s = 0;
+  config.sites.push_back(s);
+  BrokerService broker(config);
+  ASSERT_TRUE(broker.load().ok());
+  auto answer = broker.placements(h100_job, caller("https://a", "alice"), "", 1000);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ((*answer)["chosen"]["site"], "paper");
+  // The file now says L40S; its time moves on, and the broker reads it again.
+  std::string l40s = h100_site_glue();
+  l40s.replace(l40s.find("NVIDIA H100 80GB HBM3"), 21, "NVIDIA L40S");
+  ASSERT_TRUE(write_file_atomic(file, l40s).ok());
+  timeval later[2] = {{2000000000, 0}, {2000000000, 0}};
+  ASSERT_EQ(::utimes(file.c_str(), later), 0);
+  answer = broker.placements(h100_job, caller("https://a", "alice"), "", 1001);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ((*answer)["candidates"][0]["reasons"][0]["code"], "no_gpu_model") << answer->dump();
+  // A file that cannot be read stops load(), naming the site.
+  config.sites[0].resources = dir.path + "/missing.json";
+  BrokerService bad(config);
+  Status st = bad.load();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("read broker site paper"), std::string::npos)
+      << st.error().message();
+}
+
+TEST(BrokerService, ABadBodyIsTheCallersError) {
+  BrokerConfig config = one_site("http://127.0.0.1:1");
+  BrokerService broker(config);
+  auto answer = broker.placements({{"resources", {{"gpus", 1}}}}, caller("https://a", "a"), "", 1);
+  ASSERT_FALSE(answer.ok());
+  EXPECT_EQ(answer.error().code, ErrorCode::kInvalidInput);
+}
+
+TEST(BrokerService, BearerTokens) {
+  EXPECT_EQ(bearer_token("Bearer abc"), "abc");
+  EXPECT_EQ(bearer_token("bearer abc"), "abc");
+  EXPECT_EQ(bearer_token("Basic abc"), "");
+  EXPECT_EQ(bearer_token("Bearer "), "");
+}
+
+}  // namespace
+}  // namespace berth::gateway
