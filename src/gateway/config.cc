@@ -236,6 +236,13 @@ class Reader : public TomlReader {
         p.resources_cache_s = BERTH_TRY(seconds(v, key));
       else if (key == "host")
         p.host = BERTH_TRY(nonempty(v, key));
+      else if (key == "url") {
+        p.url = BERTH_TRY(nonempty(v, key));
+        if (!p.url.starts_with("https://") && !p.url.starts_with("http://"))
+          return bad(v, key, "is not an http:// or https:// URL");
+        while (p.url.ends_with("/")) p.url.pop_back();
+      } else if (key == "infiniband")
+        p.infiniband = BERTH_TRY(boolean(v, key));
       else
         return bad(v, key, "is not a key of [resources]");
     }

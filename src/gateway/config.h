@@ -90,6 +90,11 @@ struct PublishConfig {
   std::string public_user;
   int64_t resources_cache_s = 15;  ///< how long one answer from Slurm is served again
   std::string host = "localhost";  ///< this gateway's public name, in the GLUE IDs
+  /// This gateway's public base URL, published as GLUE's ComputingEndpoint; "" for none.
+  std::string url;
+  /// Whether the nodes are on InfiniBand (GLUE's NetworkInfo, what a broker's
+  /// resources.infiniband asks for); every node alike.
+  bool infiniband = false;
   std::map<std::string, GpuModelConfig> gpu_models;
   /// The GPUs one job may ask for as GLUE's MaxSlotsPerJob: [limits] max_gpus_per_job (the
   /// default every account has); -1 when it is not set.

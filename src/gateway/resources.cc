@@ -28,7 +28,8 @@ GlueSite glue_site(const std::string& cluster, const PublishConfig& publish,
   site.validity_s = std::max<int64_t>(publish.resources_cache_s, 60);
   for (const SlurmNode& n : nodes)
     site.nodes.push_back({n.name, n.state, n.cpus, n.alloc_cpus, n.memory_mb, n.gpu_model, n.gpus,
-                          n.gpus_used, n.partitions});
+                          n.gpus_used, n.partitions, publish.infiniband});
+  site.endpoint_url = publish.url;
   for (const SlurmPartition& p : partitions) {
     GluePartition g;
     g.name = p.name;

@@ -52,6 +52,8 @@ cluster = "site-a"
 
 [resources]
 cache_s = 0
+infiniband = true
+url = "http://site-a.example.org:8080"
 
 [gpu_models.fake]
 vendor = "NVIDIA"
@@ -85,6 +87,8 @@ def broker(site_a, issuers, identity, berthd_bin, scratch, second_user):
     for env in paper.get("AcceleratorEnvironment", []):
         env["Model"] = "NVIDIA L40S"
         env["Memory"] = 48305
+    for env in paper["ExecutionEnvironment"]:
+        env.pop("NetworkInfo", None)  # no InfiniBand there
     paper_file = identity.write_file(os.path.join(workdir, "paper.json"), json.dumps(paper))
     user = subprocess.run(["id", "-un", str(identity.uid)], capture_output=True,
                           text=True).stdout.strip()
@@ -230,3 +234,14 @@ def test_a_bad_request_is_one_line_and_a_gateway_has_no_placements(broker, site_
     # No [broker]: no such route.
     assert site_a.request("POST", "/v1/placements", tok, {"image": "x"})[0] == 404
     assert broker.request("POST", "/v1/placements", None, {"image": "x"})[0] == 401
+
+
+def test_infiniband_only_where_the_site_publishes_it(broker, site_a, issuers, identity):
+    tok = token_a(issuers, identity)
+    status, _, doc = site_a.request("GET", "/v1/resources", tok)
+    assert status == 200, doc
+    assert doc["ComputingEndpoint"][0]["URL"] == "http://site-a.example.org:8080", doc
+    status, _, answer = place(broker, tok, {"image": "x", "resources": {"infiniband": True}})
+    assert status == 200 and answer["chosen"]["site"] == "a", answer
+    assert {tuple(codes) for (site, _), codes in verdicts(answer).items() if site == "paper"} == {
+        ("no_infiniband",)}, answer

@@ -255,6 +255,19 @@ shares = true
   }
 }
 
+TEST(GatewayConfig, ResourcesUrlAndInfiniband) {
+  const std::string iss = "[[issuers]]\nissuer = \"https://a/\"\naudience = \"b\"\n";
+  auto c = parse_gateway_config(
+      iss + "[resources]\nurl = \"https://gw.example.org/\"\ninfiniband = true\n", "f");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->publish.url, "https://gw.example.org");
+  EXPECT_TRUE(c->publish.infiniband);
+  auto e = parse_gateway_config(iss + "[resources]\nurl = \"gw.example.org\"\n", "f");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().message(),
+            "read config f: line 5: \"url\" is not an http:// or https:// URL");
+}
+
 TEST(GatewayConfig, AccountsAndConnectionsKeys) {
   const std::string iss = "[[issuers]]\nissuer = \"https://a/\"\naudience = \"b\"\n";
   auto c = parse_gateway_config(iss, "f");

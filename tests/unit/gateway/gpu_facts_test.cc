@@ -118,5 +118,22 @@ TEST(GpuFacts, GlueSaysWhatWasMeasuredOnEachGresType) {
   EXPECT_EQ(site.accelerators.at("a100").driver_version, "999.1");
 }
 
+TEST(GpuFacts, TheSitesUrlAndInfinibandFromResourcesConfig) {
+  std::vector<SlurmNode> nodes = {{"g1", "idle", {"gpu"}, 64, 0, 4, 0, 256000, "a100"}};
+  PublishConfig publish;
+  GlueSite site = glue_site("c", publish, nodes, {}, {}, -1);
+  EXPECT_EQ(site.endpoint_url, "");
+  EXPECT_FALSE(site.nodes[0].infiniband);
+  publish.url = "https://berthd.example.org";
+  publish.infiniband = true;
+  site = glue_site("c", publish, nodes, {}, {}, -1);
+  EXPECT_EQ(site.endpoint_url, "https://berthd.example.org");
+  EXPECT_TRUE(site.nodes[0].infiniband);
+  json d = glue_document(site);
+  ASSERT_EQ(d["ComputingEndpoint"].size(), 1u);
+  EXPECT_EQ(d["ComputingEndpoint"][0]["URL"], "https://berthd.example.org");
+  EXPECT_EQ(d["ExecutionEnvironment"][0]["NetworkInfo"], json({"infiniband"}));
+}
+
 }  // namespace
 }  // namespace berth::gateway
