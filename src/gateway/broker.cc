@@ -163,27 +163,46 @@ void BrokerService::refresh(const BrokerSiteConfig& s, Known& k, const Account& 
   k.read_at = fetched(s) ? now : mtime_of(s.resources);
 }
 
-broker::SiteView BrokerService::view(const BrokerSiteConfig& s, const Account& who,
-                                     const std::string& token, int64_t now) {
-  Known k;
+bool BrokerService::stale(const BrokerSiteConfig& s, const Known& k, const Account& who,
+                          int64_t now) {
+  if (!fetched(s)) return mtime_of(s.resources) != k.read_at;  // the file changed
+  // A caller the site has not seen yet is asked about at once, fresh information or not.
+  if (trusts(k, who) && k.accepted.count(caller_key(who)) == 0 &&
+      k.refused.count(caller_key(who)) == 0 && now - k.tried_at >= (k.up ? 0 : kRetryDownS))
+    return true;
+  // Older than its ttl; a site found down is asked again after kRetryDownS.
+  return (!k.read || now - k.read_at >= std::max<int64_t>(s.info_ttl_s, 1)) &&
+         now - k.tried_at >= (k.up ? 0 : kRetryDownS);
+}
+
+void BrokerService::bring_up_to_date(const Account& who, const std::string& token, int64_t now) {
+  std::vector<const BrokerSiteConfig*> todo;
   {
     std::lock_guard lock(mu_);
-    k = known_[s.name];
+    for (const BrokerSiteConfig& s : config_.sites)
+      if (stale(s, known_[s.name], who, now)) todo.push_back(&s);
   }
-  // What must be read again: a berthd's document older than its ttl (a site found down is
-  // asked again after kRetryDownS), a file that changed since it was read.
-  bool again = fetched(s) ? (!k.read || now - k.read_at >= std::max<int64_t>(s.info_ttl_s, 1)) &&
-                                now - k.tried_at >= (k.up ? 0 : kRetryDownS)
-                          : mtime_of(s.resources) != k.read_at;
-  // A caller the site has not seen yet is asked about at once, fresh information or not.
-  if (fetched(s) && trusts(k, who) && k.accepted.count(caller_key(who)) == 0 &&
-      k.refused.count(caller_key(who)) == 0)
-    again = true;
-  if (again) {
-    refresh(s, k, who, token, now);
+  auto one = [this, &who, &token, now](const BrokerSiteConfig* s) {
+    Known k;
+    {
+      std::lock_guard lock(mu_);
+      k = known_[s->name];
+    }
+    refresh(*s, k, who, token, now);
     std::lock_guard lock(mu_);
-    known_[s.name] = k;
-  }
+    known_[s->name] = std::move(k);
+  };
+  // In parallel where several must be asked: one slow site costs its timeout once, not once
+  // per site; the common case, nothing to ask, starts no thread.
+  if (todo.size() == 1) return one(todo[0]);
+  std::vector<std::future<void>> pending;
+  pending.reserve(todo.size());
+  for (const BrokerSiteConfig* s : todo) pending.push_back(std::async(std::launch::async, one, s));
+  for (auto& f : pending) f.get();
+}
+
+broker::SiteView BrokerService::view(const BrokerSiteConfig& s, const Known& k, const Account& who,
+                                     int64_t now) {
   broker::SiteView v;
   v.name = s.name;
   v.kind = s.kind;
@@ -219,15 +238,14 @@ Result<BrokerService::Decision> BrokerService::decide(const nlohmann::json& body
                                                       int64_t now) {
   Decision d;
   d.job = BERTH_TRY(broker::parse_broker_job(body));
-  // Every site's view at once: one slow site costs its timeout once, not once per site.
-  std::vector<std::future<broker::SiteView>> views;
-  views.reserve(config_.sites.size());
-  for (const BrokerSiteConfig& s : config_.sites)
-    views.push_back(std::async(std::launch::async,
-                               [this, &s, &who, &token, now] { return view(s, who, token, now); }));
+  bring_up_to_date(who, token, now);
   std::vector<broker::SiteView> sites;
-  sites.reserve(views.size());
-  for (auto& f : views) sites.push_back(f.get());
+  sites.reserve(config_.sites.size());
+  {
+    std::lock_guard lock(mu_);
+    for (const BrokerSiteConfig& s : config_.sites)
+      sites.push_back(view(s, known_[s.name], who, now));
+  }
   broker::ScoreWeights w{config_.score_start_now,  config_.score_wait,
                          config_.score_free,       config_.score_fit,
                          config_.score_preference, config_.score_reliability};
@@ -243,13 +261,11 @@ Result<nlohmann::json> BrokerService::placements(const nlohmann::json& body, con
 
 nlohmann::json BrokerService::sites(const Account& who, const std::string& token, int64_t now) {
   nlohmann::json out = nlohmann::json::array();
+  bring_up_to_date(who, token, now);
+  std::lock_guard lock(mu_);
   for (const BrokerSiteConfig& s : config_.sites) {
-    broker::SiteView v = view(s, who, token, now);
-    Known k;
-    {
-      std::lock_guard lock(mu_);
-      k = known_[s.name];
-    }
+    const Known& k = known_[s.name];
+    broker::SiteView v = view(s, k, who, now);
     std::map<std::string, std::pair<int, int>> gpus;  // model -> total, free
     for (const broker::NodeClass& c : v.info.classes) {
       if (c.gpus_per_node == 0) continue;

@@ -66,10 +66,14 @@ class BrokerService {
   };
   /// Whether the site of `k` trusts `who`'s issuer, as far as it says.
   static bool trusts(const Known& k, const Account& who);
-  /// Brings site `s`'s information up to date (a berthd's when older than its ttl, a file's
-  /// when it changed) and returns the view of it for caller `who`.
-  broker::SiteView view(const BrokerSiteConfig& s, const Account& who, const std::string& token,
-                        int64_t now);
+  /// Whether site `s`, known as `k`, must be read again for caller `who`: a berthd's
+  /// document older than its ttl or a caller it has not been asked about, a file that changed.
+  static bool stale(const BrokerSiteConfig& s, const Known& k, const Account& who, int64_t now);
+  /// Reads again every site that is stale for `who`, in parallel.
+  void bring_up_to_date(const Account& who, const std::string& token, int64_t now);
+  /// Site `s` as caller `who` sees it, from what is known of it (`k`).
+  static broker::SiteView view(const BrokerSiteConfig& s, const Known& k, const Account& who,
+                               int64_t now);
   /// Fetches (with `who`'s token) or reads site `s`'s document into `k`.
   void refresh(const BrokerSiteConfig& s, Known& k, const Account& who, const std::string& token,
                int64_t now);
