@@ -90,6 +90,8 @@ struct BrokerJob {
 struct NodeClass {
   std::string partition;   ///< ComputingShare's MappingQueue; "" where the site has none
   std::string name;        ///< the ExecutionEnvironment's Name ("64cpu-512000mb-4xh100")
+  /// The ExecutionEnvironment's ID, a CMDB flavour's flavor_id (what a server is booted on).
+  std::string id;
   std::string gpu_vendor;  ///< as published ("NVIDIA"); "" for none
   std::string gpu_model;   ///< as published ("NVIDIA H100 80GB HBM3"); "" for none or untyped
   std::string gpu_type;    ///< Slurm's GRES type ("h100" of gpu:h100:4); "" if untyped

@@ -218,6 +218,7 @@ Result<void> read_accelerator(const Doc& d, const Entity& a, NodeClass& c) {
 Result<void> read_environment(const Doc& d, const Entity& e, NodeClass& c) {
   const json& j = *e.j;
   c.name = BERTH_TRY(text(d, j, e.where, "Name"));
+  c.id = e.id;
   if (c.name.empty()) c.name = e.id;
   c.cpus_per_node =
       static_cast<int>(BERTH_TRY(whole_or(d, j, e.where, "LogicalCPUs", kMaxCount, 0)));
@@ -417,6 +418,7 @@ Result<SiteInfo> read_cmdb(std::string_view site, const nlohmann::json& doc) {
     c.name = name->get<std::string>();
     std::string id = BERTH_TRY(text(d, f, at, "flavor_id"));
     if (!seen.insert(id.empty() ? c.name : id).second) continue;
+    c.id = id.empty() ? c.name : id;
     c.cpus_per_node = static_cast<int>(BERTH_TRY(whole_or(d, f, at, "num_vcpus", kMaxCount, 0)));
     c.memory_mb_per_node = BERTH_TRY(whole_or(d, f, at, "ram", kMaxSize, 0));
     c.gpus_per_node = static_cast<int>(BERTH_TRY(whole_or(d, f, at, "num_gpus", kMaxCount, 0)));

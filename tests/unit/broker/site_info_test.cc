@@ -16,7 +16,8 @@ using nlohmann::json;
 
 /// Every field of a class on one line, so that a failure shows which differs.
 std::string describe(const NodeClass& c) {
-  return "partition=" + c.partition + " name=" + c.name + " vendor=" + c.gpu_vendor +
+  return "partition=" + c.partition + " name=" + c.name + " id=" + c.id +
+         " vendor=" + c.gpu_vendor +
          " model=" + c.gpu_model + " type=" + c.gpu_type +
          " gpus=" + std::to_string(c.gpus_per_node) +
          " gpu_mib=" + std::to_string(c.gpu_memory_mib) + " cc=" + c.compute_capability +
@@ -125,6 +126,8 @@ TEST(BrokerSiteInfo, ReadsBackEveryFieldOfBerthdsDocument) {
   h100.used_nodes = 1;
   h100.free_gpus = 12;
   h100.infiniband = true;
+  for (NodeClass* c : {&cpu_gpu, &a100, &cpu_hpc, &h100})
+    c->id = "urn:glue2:ExecutionEnvironment:" + c->name + "@hpc1.gw.example.org";
   expect_classes(site->classes, {cpu_gpu, a100, cpu_hpc, h100});
 }
 
@@ -174,6 +177,8 @@ TEST(BrokerSiteInfo, ReadsTheOgfDialectWithPlainAttributeLinks) {
   fpga.memory_mb_per_node = 128000;
   fpga.total_nodes = 2;
   fpga.free_gpus = 0;
+  for (NodeClass* c : {&gpu, &normal, &fpga})
+    c->id = "urn:glue2:ExecutionEnvironment:" + c->name + ".cluster.example.org";
   expect_classes(site->classes, {gpu, normal, fpga});
 }
 
@@ -319,6 +324,9 @@ TEST(BrokerSiteInfo, ReadsCmdbFlavoursAsClasses) {
   small.cpus_per_node = 1;
   small.memory_mb_per_node = 2048;
   small.total_nodes = 1;
+  v100.id = "4f6b8a1e";  // flavor_id: what a server is booted on
+  bar.id = "9c2d7e30";
+  small.id = "1b0e5f77";
   expect_classes(site->classes, {v100, bar, small});
 }
 
