@@ -291,8 +291,32 @@ Result<json> openstack_server(const BrokerJob& job, const NodeClass& /*cls*/,
   return json{{"server", server}};
 }
 
+json berthd_job(const BrokerJob& job, const NodeClass& cls) {
+  json resources = {{"nodes", job.need.nodes},
+                    {"tasks", job.need.tasks},
+                    {"cpus_per_task", job.need.cpus_per_task}};
+  if (job.need.gpus > 0) resources["gpus"] = job.need.gpus;
+  if (job.need.gpu_share > 0) resources["gpu_share"] = job.need.gpu_share;
+  // The class's GRES type pins the model the broker chose: gpus of any type would let Slurm
+  // start the job on another model of the site.
+  if ((job.need.gpus > 0 || job.need.gpu_share > 0) && !cls.gpu_type.empty())
+    resources["gpu_model"] = cls.gpu_type;
+  if (job.need.memory_mb > 0) resources["memory_mb"] = job.need.memory_mb;
+  if (job.need.walltime_s > 0) resources["walltime_s"] = job.need.walltime_s;
+  if (!cls.partition.empty()) resources["partition"] = cls.partition;
+  json body = {{"name", job.name}, {"image", job.image}, {"resources", std::move(resources)}};
+  if (!job.command.empty()) body["command"] = job.command;
+  if (!job.env.empty()) body["env"] = job.env;
+  if (!job.mounts.empty()) body["mounts"] = job.mounts;
+  if (!job.workdir.empty()) body["workdir"] = job.workdir;
+  if (!job.group.empty()) body["group"] = job.group;
+  if (job.job_class != "batch") body["class"] = job.job_class;
+  return body;
+}
+
 Result<json> manifest_for(std::string_view kind, const BrokerJob& job, const NodeClass& cls,
                           const SiteOptions& site) {
+  if (kind == "berthd") return berthd_job(job, cls);
   bool known =
       kind == "kubernetes" || kind == "marathon" || kind == "chronos" || kind == "openstack";
   if (known && job.need.gpu_share > 0 && job.need.gpus == 0)  // not silently none
@@ -312,7 +336,7 @@ Result<json> manifest_for(std::string_view kind, const BrokerJob& job, const Nod
   if (kind == "openstack") return openstack_server(job, cls, site);
   return make_error(
       "parse", "manifest kind",
-      "\"" + std::string(kind) + "\" is not kubernetes, marathon, chronos or openstack",
+      "\"" + std::string(kind) + "\" is not berthd, kubernetes, marathon, chronos or openstack",
       ErrorCode::kInvalidInput);
 }
 

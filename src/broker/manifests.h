@@ -80,7 +80,12 @@ const Flavour* smallest_flavour(const Requirement& need, const std::vector<Flavo
 Result<nlohmann::json> openstack_server(const BrokerJob& job, const NodeClass& cls,
                                         const SiteOptions& site);
 
-/// The manifest of `kind` ("kubernetes", "marathon", "chronos", "openstack") for `job`; a
+/// The POST /v1/jobs body a berthd site is sent for `job` on a node of class `cls`: berthd's
+/// own fields as the job gave them, GPUs as a count of the class's GRES type (resources.gpu_model)
+/// and the class's partition, so that the site's Slurm starts it where the broker chose.
+nlohmann::json berthd_job(const BrokerJob& job, const NodeClass& cls);
+
+/// The manifest of `kind` ("berthd", "kubernetes", "marathon", "chronos", "openstack") for `job`; a
 /// one-line error for another kind, a flavour-less OpenStack, a GPU job on an upstream Chronos,
 /// a share of a GPU (gpu_share: none of these backends gives one).
 Result<nlohmann::json> manifest_for(std::string_view kind, const BrokerJob& job,

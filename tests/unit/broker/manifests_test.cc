@@ -257,11 +257,42 @@ TEST(BrokerManifestsTest, ManifestForDispatchesOnTheKind) {
             "f-m1l");
 }
 
+TEST(BrokerManifestsTest, ABerthdSiteGetsItsOwnJobBodyPinnedToTheClass) {
+  BrokerJob job = gpu_job();
+  job.mounts = {"/data:/data:ro"};
+  job.group = "/vo/ml";
+  EXPECT_EQ(berthd_job(job, h100_class()),
+            (nlohmann::json{{"name", "Train ResNet_50"},
+                            {"image", "registry.example.org/ml/train:1.2"},
+                            {"command", {"python3", "train.py", "--epochs", "3"}},
+                            {"env", {{"EPOCHS", "3"}, {"WANDB_MODE", "offline"}}},
+                            {"mounts", {"/data:/data:ro"}},
+                            {"group", "/vo/ml"},
+                            {"resources",
+                             {{"nodes", 1},
+                              {"tasks", 1},
+                              {"cpus_per_task", 8},
+                              {"gpus", 2},
+                              {"gpu_model", "h100"},
+                              {"memory_mb", 65536},
+                              {"walltime_s", 7200},
+                              {"partition", "gpu"}}}}));
+  // A CPU job: no GPU fields; the class's partition all the same.
+  EXPECT_EQ(manifest_for("berthd", cpu_job(), cpu_class(), {}).value(),
+            (nlohmann::json{
+                {"name", "berthd-job"},
+                {"image", "debian:12"},
+                {"command", {"sh", "-c", "echo hi"}},
+                {"resources",
+                 {{"nodes", 1}, {"tasks", 1}, {"cpus_per_task", 2}, {"partition", "batch"}}}}));
+}
+
 TEST(BrokerManifestsTest, ManifestForRefusesWhatItCannotEmit) {
   auto slurm = manifest_for("slurm", cpu_job(), cpu_class(), {});
   ASSERT_FALSE(slurm.ok());
   EXPECT_EQ(slurm.error().message(),
-            "parse manifest kind: \"slurm\" is not kubernetes, marathon, chronos or openstack");
+            "parse manifest kind: \"slurm\" is not berthd, kubernetes, marathon, chronos or "
+            "openstack");
   EXPECT_EQ(slurm.error().code, ErrorCode::kInvalidInput);
   auto chronos = manifest_for("chronos", gpu_job(), h100_class(), SiteOptions{});
   ASSERT_FALSE(chronos.ok());
