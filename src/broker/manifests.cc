@@ -274,7 +274,8 @@ Result<json> openstack_server(const BrokerJob& job, const NodeClass& /*cls*/,
   if (f == nullptr)
     return make_error(
         "check requirement", "OpenStack flavours",
-        "none of " + std::to_string(site.flavours.size()) + " holds " + asked(job.need));
+        "none of " + std::to_string(site.flavours.size()) + " holds " + asked(job.need),
+        ErrorCode::kUnsupported);
   json server = {{"name", job.name},
                  {"imageRef", site.image_ref},
                  {"flavorRef", f->id},

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "broker/job_body.h"
+#include "broker/manifests.h"
 #include "broker/site_info.h"
 #include "core/fs.h"
 #include "core/json.h"
@@ -250,7 +251,48 @@ Result<BrokerService::Decision> BrokerService::decide(const nlohmann::json& body
                          config_.score_free,       config_.score_fit,
                          config_.score_preference, config_.score_reliability};
   d.placement = broker::place(d.job.need, d.job.placement, sites, w);
+  d.sites = std::move(sites);
   return d;
+}
+
+Result<BrokerService::Answer> BrokerService::manifest(const nlohmann::json& body,
+                                                      const Account& who, const std::string& token,
+                                                      int64_t now) {
+  auto invalid = [](const std::string& what) {
+    return make_error("parse", "job body", what, ErrorCode::kInvalidInput);
+  };
+  if (!body.is_object() || !body.contains("placement") || !body["placement"].is_object() ||
+      !body["placement"].contains("sites") || !body["placement"]["sites"].is_array() ||
+      body["placement"]["sites"].size() != 1 || !body["placement"]["sites"][0].is_string())
+    return invalid("placement.sites: must name the one site whose manifest is wanted");
+  const std::string name = body["placement"]["sites"][0].get<std::string>();
+  const BrokerSiteConfig* site = config_.find_site(name);
+  if (site == nullptr)
+    return invalid("placement.sites: \"" + name + "\" is not a site of this broker");
+  Decision d = BERTH_TRY(decide(body, who, token, now));
+  const broker::Candidate* chosen = d.placement.chosen();
+  if (chosen == nullptr) return Answer{422, broker::placement_json(d.placement)};
+  const broker::SiteView* view = nullptr;
+  for (const broker::SiteView& v : d.sites)
+    if (v.name == chosen->site) view = &v;
+  const broker::NodeClass* cls = nullptr;
+  for (const broker::NodeClass& c : view->info.classes)
+    if (c.partition == chosen->partition && c.name == chosen->cls) cls = &c;
+  broker::SiteOptions options = site->manifest;
+  // An OpenStack site's flavours are what it published: its node classes.
+  for (const broker::NodeClass& c : view->info.classes)
+    options.flavours.push_back({c.id, c.name, c.cpus_per_node, c.memory_mb_per_node,
+                                c.gpus_per_node, c.gpu_model, c.gpu_memory_mib});
+  nlohmann::json manifest = BERTH_TRY(broker::manifest_for(site->kind, d.job, *cls, options));
+  auto or_null = [](const std::string& s) {
+    return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
+  };
+  return Answer{200,
+                {{"site", site->name},
+                 {"kind", site->kind},
+                 {"partition", or_null(chosen->partition)},
+                 {"class", chosen->cls},
+                 {"manifest", std::move(manifest)}}};
 }
 
 Result<nlohmann::json> BrokerService::placements(const nlohmann::json& body, const Account& who,

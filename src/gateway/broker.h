@@ -41,8 +41,22 @@ class BrokerService {
   struct Decision {
     broker::BrokerJob job;
     broker::Placement placement;
+    std::vector<broker::SiteView> sites;  ///< what the placement was decided on
   };
   Result<Decision> decide(const nlohmann::json& body, const Account& who, const std::string& token,
+                          int64_t now);
+
+  /// An answer with its HTTP status.
+  struct Answer {
+    int status = 200;
+    nlohmann::json body;
+  };
+  /// POST /v1/manifests: for a job body whose placement.sites names one site, what would be
+  /// sent there, on the class the broker would choose: {"site", "kind", "partition", "class",
+  /// "manifest"}; 422 with the placements answer where no class of it fits. An error
+  /// (kInvalidInput) for a body that is not a job or names not one site of [broker]; the
+  /// manifest's own refusal (a GPU job on an upstream Chronos, no flavour) likewise.
+  Result<Answer> manifest(const nlohmann::json& body, const Account& who, const std::string& token,
                           int64_t now);
 
   /// The sites as the caller sees them: for `berth sites` and GET /v1/sites.

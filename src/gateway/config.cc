@@ -301,6 +301,24 @@ class Reader : public TomlReader {
         s.shares = BERTH_TRY(boolean(v, key));
       } else if (key == "gpu_jobs") {
         s.gpu_jobs = BERTH_TRY(boolean(v, key));
+      } else if (key == "namespace") {
+        s.manifest.k8s_namespace = BERTH_TRY(nonempty(v, key));
+      } else if (key == "runtime_class") {
+        s.manifest.runtime_class = BERTH_TRY(nonempty(v, key));
+      } else if (key == "gpu_resource") {
+        s.manifest.gpu_resource = BERTH_TRY(nonempty(v, key));
+      } else if (key == "mesos_gpu_attribute") {
+        s.manifest.mesos_gpu_attribute = BERTH_TRY(nonempty(v, key));
+      } else if (key == "disk_mb") {
+        s.manifest.disk_mb = BERTH_TRY(whole(v, key, 0, int64_t{1} << 30));
+      } else if (key == "chronos_gpus") {
+        s.manifest.chronos_gpus = BERTH_TRY(boolean(v, key));
+      } else if (key == "image_ref") {
+        s.manifest.image_ref = BERTH_TRY(nonempty(v, key));
+      } else if (key == "network_id") {
+        s.manifest.network_id = BERTH_TRY(nonempty(v, key));
+      } else if (key == "key_name") {
+        s.manifest.key_name = BERTH_TRY(nonempty(v, key));
       } else {
         return bad(v, key, "is not a key of [[broker.sites]]");
       }

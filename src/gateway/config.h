@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "broker/manifests.h"
 #include "core/error.h"
 #include "gateway/limits.h"
 #include "gateway/quotas.h"
@@ -144,6 +145,10 @@ struct BrokerSiteConfig {
   int64_t info_ttl_s = 300;  ///< what the site published is stale after this long
   bool shares = false;       ///< takes fractions of a GPU
   bool gpu_jobs = true;      ///< its backend runs GPU jobs (Marathon, Chronos: say so)
+  /// What its manifests need beyond the node class (namespace, runtime_class, gpu_resource,
+  /// mesos_gpu_attribute, disk_mb, chronos_gpus, image_ref, network_id, key_name); an
+  /// OpenStack site's flavours are its node classes.
+  broker::SiteOptions manifest;
 };
 
 /// The broker mode ([broker]): berthd chooses among sites for each job.

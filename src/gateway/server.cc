@@ -338,6 +338,16 @@ const std::vector<Server::Route>& Server::route_table() {
       // The broker's (docs/broker.md): a job no site takes is the placements answer, 422.
       {M::kPost, "/v1/placements", A::kToken, nullptr, nullptr, N::kBroker, &Server::placements},
       {M::kGet, "/v1/sites", A::kToken, nullptr, nullptr, N::kBroker, &Server::broker_sites},
+      // What a site would be sent; a manifest its backend cannot run (no flavour fits, a GPU job
+      // on an upstream Chronos) is the caller's 422.
+      {M::kPost,
+       "/v1/manifests",
+       A::kToken,
+       nullptr,
+       nullptr,
+       N::kBroker,
+       &Server::manifests,
+       {{{E::kUnsupported, 422}}, 0}},
   };
   return table;
 }
@@ -352,6 +362,14 @@ void Server::placements(const httplib::Request& req, httplib::Response& res, con
   call.audit->record("broker.place", (*answer)["chosen"].is_null() ? "none" : "chosen",
                      {{"chosen", (*answer)["chosen"]}});
   send_json(res, (*answer)["chosen"].is_null() ? 422 : 200, *answer);
+}
+
+void Server::manifests(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  nlohmann::json body = parse_json_or_discarded(req.body, size_t{1} << 20);
+  auto answer = broker_->manifest(
+      body, *call.who, bearer_token(req.get_header_value("Authorization")), std::time(nullptr));
+  if (!answer.ok()) return fail(res, call, answer.error());
+  send_json(res, answer->status, answer->body);
 }
 
 void Server::broker_sites(const httplib::Request& req, httplib::Response& res, const Call& call) {

@@ -119,6 +119,7 @@ class Server {
   void accounting(const httplib::Request& req, httplib::Response& res, const Call& call);
   void placements(const httplib::Request& req, httplib::Response& res, const Call& call);
   void broker_sites(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void manifests(const httplib::Request& req, httplib::Response& res, const Call& call);
 
   const GatewayConfig& config_;
   Authenticator& auth_;

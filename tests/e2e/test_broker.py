@@ -115,6 +115,14 @@ name = "paper"
 kind = "static"
 resources = "{paper_file}"
 info_ttl_s = 0
+
+[[broker.sites]]
+name = "k8s"
+kind = "kubernetes"
+url = "https://k8s.example.org:6443"
+resources = "{paper_file}"
+info_ttl_s = 0
+namespace = "ml"
 """
     path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
     log = os.path.join(workdir, "berthd.log")
@@ -144,7 +152,7 @@ def test_each_model_lands_where_it_is(broker, issuers, identity):
     assert answer["chosen"]["site"] == "a", answer
     status, _, answer = place(broker, tok, {"image": "x", "resources": {"gpus": "L40S:1"}})
     assert status == 200, answer
-    assert answer["chosen"]["site"] == "paper", answer
+    assert answer["chosen"]["site"] in ("paper", "k8s"), answer
     # A model no site has: 422, every candidate rejected with its reason, the down site too.
     status, _, answer = place(broker, tok, {"image": "x", "resources": {"gpus": "H200:1"}})
     assert status == 422, answer
@@ -185,7 +193,7 @@ def test_a_cpu_job_fits_everywhere_that_is_up(broker, issuers, identity):
                               {"image": "x", "resources": {"cpus_per_task": 1}})
     assert status == 200, answer
     fits = {c["site"] for c in answer["candidates"] if c["verdict"] == "fit"}
-    assert fits == {"a", "paper"}, answer
+    assert fits == {"a", "paper", "k8s"}, answer
     for c in answer["candidates"]:
         if c["verdict"] == "fit":
             assert set(c["factors"]) == {"start_now", "wait", "free", "fit", "preference",
@@ -199,12 +207,12 @@ def test_a_site_that_refuses_the_caller_is_rejected_for_that_caller(broker, issu
     b = issuers.issuers["b"]
     visitor = b.sign(b.claims("visitor", AUDIENCE_B))
     status, _, answer = place(broker, visitor, {"image": "x"})
-    assert status == 200, answer  # the paper site takes it
+    assert status == 200, answer  # the file sites take it
     refused = [c for c in answer["candidates"] if c["site"] == "a"]
     assert [c["reasons"][0]["code"] for c in refused] == ["issuer_untrusted"], refused
     assert refused[0]["reasons"][0]["message"].startswith(
         "the site does not take the caller's token (HTTP 403: "), refused
-    assert answer["chosen"]["site"] == "paper"
+    assert answer["chosen"]["site"] in ("k8s", "paper"), answer  # the two file sites tie
     # Learnt per caller: alice is still taken there.
     status, _, answer = place(broker, token_a(issuers, identity), {"image": "x"})
     assert status == 200 and "a" in {c["site"] for c in answer["candidates"]
@@ -245,3 +253,33 @@ def test_infiniband_only_where_the_site_publishes_it(broker, site_a, issuers, id
     assert status == 200 and answer["chosen"]["site"] == "a", answer
     assert {tuple(codes) for (site, _), codes in verdicts(answer).items() if site == "paper"} == {
         ("no_infiniband",)}, answer
+
+
+def test_a_manifest_is_what_the_one_site_would_be_sent(broker, site_a, issuers, identity):
+    """POST /v1/manifests: the berthd site's own job body, pinned to the GRES type and partition
+    of the class the broker chose; a Kubernetes site's Job, read strictly by Debian's
+    python3-kubernetes; nothing is submitted anywhere."""
+    tok = token_a(issuers, identity)
+    if broker.has_gpus:
+        status, _, answer = broker.request("POST", "/v1/manifests", tok, {
+            "image": "x", "command": ["true"], "resources": {"gpus": "H100:1"},
+            "placement": {"sites": ["a"]}})
+        assert status == 200, answer
+        assert answer["kind"] == "berthd" and answer["site"] == "a", answer
+        assert answer["manifest"]["resources"]["gpu_model"] == "fake", answer
+        assert answer["manifest"]["resources"]["partition"] == answer["partition"], answer
+        status, _, answer = broker.request("POST", "/v1/manifests", tok, {
+            "image": "registry.example.org/ml/train:1", "resources": {"gpus": "L40S:1"},
+            "placement": {"sites": ["k8s"]}})
+        assert status == 200, answer
+        job = answer["manifest"]
+        assert job["kind"] == "Job" and job["metadata"]["namespace"] == "ml", job
+        from test_broker_manifests import kubernetes_errors
+        assert kubernetes_errors(job) == []
+    status, _, body = broker.request("POST", "/v1/manifests", tok, {
+        "image": "x", "placement": {"sites": ["a", "k8s"]}})
+    assert status == 400, body
+    assert body["error"]["message"] == (
+        "placement.sites: must name the one site whose manifest is wanted"), body
+    status, _, listed = site_a.request("GET", "/v1/jobs", tok)
+    assert status == 200 and listed["jobs"] == [], listed

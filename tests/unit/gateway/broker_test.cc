@@ -174,6 +174,57 @@ TEST(BrokerService, AFileSiteIsReadAtLoadAndAgainWhenItChanges) {
       << st.error().message();
 }
 
+TEST(BrokerService, AManifestIsWhatTheOneSiteWouldBeSentOnTheChosenClass) {
+  FakeHttpServer site(berthd_site({"https://a"}, h100_site_glue()));
+  TempDir dir{"broker"};
+  const std::string file = dir.path + "/k8s.json";
+  ASSERT_TRUE(write_file_atomic(file, h100_site_glue()).ok());
+  BrokerConfig config = one_site("http://" + site.host());
+  BrokerSiteConfig k8s;
+  k8s.name = "k8s";
+  k8s.kind = "kubernetes";
+  k8s.url = "https://k8s.example.org:6443";
+  k8s.resources = file;
+  k8s.info_ttl_s = 0;
+  k8s.manifest.k8s_namespace = "ml";
+  config.sites.push_back(k8s);
+  BrokerService broker(config);
+  ASSERT_TRUE(broker.load().ok());
+  const Account alice = caller("https://a", "alice");
+  nlohmann::json job = h100_job;
+  job["placement"] = {{"sites", {"a"}}};
+  auto a = broker.manifest(job, alice, "token-of-a", 1000);
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  EXPECT_EQ(a->status, 200);
+  EXPECT_EQ(a->body["kind"], "berthd");
+  EXPECT_EQ(a->body["partition"], "gpu");
+  EXPECT_EQ(a->body["manifest"]["resources"]["gpu_model"], "h100");  // pinned to the class
+  EXPECT_EQ(a->body["manifest"]["resources"]["partition"], "gpu");
+  job["placement"]["sites"] = {"k8s"};
+  auto m = broker.manifest(job, alice, "token-of-a", 1000);
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  EXPECT_EQ(m->body["kind"], "kubernetes");
+  EXPECT_EQ(m->body["manifest"]["kind"], "Job");
+  EXPECT_EQ(m->body["manifest"]["metadata"]["namespace"], "ml");
+  // No class fits: 422 with the verdicts; a body naming no or two sites is the caller's error.
+  nlohmann::json h200 = {
+      {"image", "x"}, {"resources", {{"gpus", "H200:1"}}}, {"placement", {{"sites", {"k8s"}}}}};
+  auto none = broker.manifest(h200, alice, "token-of-a", 1000);
+  ASSERT_TRUE(none.ok()) << none.error().message();
+  EXPECT_EQ(none->status, 422);
+  EXPECT_EQ(none->body["candidates"][0]["site"], "a");  // not asked for: excluded
+  EXPECT_EQ(none->body["candidates"][1]["site"], "k8s");
+  EXPECT_EQ(none->body["candidates"][1]["reasons"][0]["code"], "no_gpu_model");
+  job["placement"]["sites"] = {"a", "k8s"};
+  auto two = broker.manifest(job, alice, "token-of-a", 1000);
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.error().message(),
+            "parse job body: placement.sites: must name the one site whose manifest is wanted");
+  job["placement"]["sites"] = {"mars"};
+  EXPECT_EQ(broker.manifest(job, alice, "token-of-a", 1000).error().message(),
+            "parse job body: placement.sites: \"mars\" is not a site of this broker");
+}
+
 TEST(BrokerService, ABadBodyIsTheCallersError) {
   BrokerConfig config = one_site("http://127.0.0.1:1");
   BrokerService broker(config);

@@ -192,6 +192,8 @@ kind = "kubernetes"
 url = "https://k8s.example.org:6443"
 resources = "/etc/berthd/k8s-glue.json"
 gpu_jobs = true
+namespace = "ml"
+runtime_class = "nvidia"
 
 [[broker.sites]]
 name = "paper"
@@ -218,6 +220,9 @@ shares = true
   EXPECT_EQ(a.info_ttl_s, 60);
   EXPECT_EQ(b.sites[1].resources, "/etc/berthd/k8s-glue.json");
   EXPECT_EQ(b.sites[1].info_ttl_s, 300);
+  EXPECT_EQ(b.sites[1].manifest.k8s_namespace, "ml");
+  EXPECT_EQ(b.sites[1].manifest.runtime_class, "nvidia");
+  EXPECT_EQ(b.sites[0].manifest.k8s_namespace, "default");
   EXPECT_TRUE(b.sites[2].shares);
   EXPECT_EQ(b.find_site("k8s"), &b.sites[1]);
   EXPECT_EQ(b.find_site("nope"), nullptr);
