@@ -38,9 +38,10 @@ Result<broker::SiteInfo> read_site_file(const BrokerSiteConfig& s) {
   return broker::read_glue(s.name, doc);
 }
 
-/// GET URL/v1/resources of berthd site `s` with the caller's token.
-Result<broker::SiteInfo> fetch_site(const BrokerSiteConfig& s, const std::string& token) {
-  const std::string url = s.url + "/v1/resources";
+/// GET `path` of berthd site `s` (with `token` where given): the answer of any status, or a
+/// kNetwork error naming the URL. Certificates verified, no redirect followed.
+Result<httplib::Response> site_get(const BrokerSiteConfig& s, const std::string& path,
+                                   const std::string& token = "") {
   httplib::Client client(s.url);
   client.set_connection_timeout(kFetchTimeoutS);
   client.set_read_timeout(kFetchTimeoutS);
@@ -48,18 +49,26 @@ Result<broker::SiteInfo> fetch_site(const BrokerSiteConfig& s, const std::string
   client.enable_server_certificate_verification(true);
   httplib::Headers headers;
   if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
-  auto res = client.Get("/v1/resources", headers);
-  if (!res) return make_error("GET", url, httplib::to_string(res.error()), ErrorCode::kNetwork);
-  if (res->status == 401 || res->status == 403) {
+  auto res = client.Get(path, headers);
+  if (!res)
+    return make_error("GET", s.url + path, httplib::to_string(res.error()), ErrorCode::kNetwork);
+  return std::move(*res);
+}
+
+/// GET URL/v1/resources of berthd site `s` with the caller's token.
+Result<broker::SiteInfo> fetch_site(const BrokerSiteConfig& s, const std::string& token) {
+  const std::string url = s.url + "/v1/resources";
+  httplib::Response res = BERTH_TRY(site_get(s, "/v1/resources", token));
+  if (res.status == 401 || res.status == 403) {
     // berthd's error body: {"error": {"status", "message"}}.
-    nlohmann::json e = parse_json_or_discarded(res->body, kMaxDocBytes);
+    nlohmann::json e = parse_json_or_discarded(res.body, kMaxDocBytes);
     std::string why = e.is_object() && e.contains("error") && e["error"].is_object()
                           ? e["error"].value("message", "")
                           : "";
-    return http_error("GET", url, res->status, why.empty() ? "token refused" : why);
+    return http_error("GET", url, res.status, why.empty() ? "token refused" : why);
   }
-  if (res->status != 200) return http_error("GET", url, res->status, "not 200 OK");
-  nlohmann::json doc = BERTH_TRY(parse_json(res->body, url, kMaxDocBytes));
+  if (res.status != 200) return http_error("GET", url, res.status, "not 200 OK");
+  nlohmann::json doc = BERTH_TRY(parse_json(res.body, url, kMaxDocBytes));
   return broker::read_glue(s.name, doc);
 }
 
@@ -67,15 +76,9 @@ Result<broker::SiteInfo> fetch_site(const BrokerSiteConfig& s, const std::string
 /// it does not say (a berthd older than the broker).
 Result<std::optional<std::vector<std::string>>> fetch_trusted(const BrokerSiteConfig& s) {
   const std::string url = s.url + "/v1/health";
-  httplib::Client client(s.url);
-  client.set_connection_timeout(kFetchTimeoutS);
-  client.set_read_timeout(kFetchTimeoutS);
-  client.set_follow_location(false);
-  client.enable_server_certificate_verification(true);
-  auto res = client.Get("/v1/health");
-  if (!res) return make_error("GET", url, httplib::to_string(res.error()), ErrorCode::kNetwork);
-  if (res->status != 200) return http_error("GET", url, res->status, "not 200 OK");
-  nlohmann::json doc = BERTH_TRY(parse_json(res->body, url, kMaxDocBytes));
+  httplib::Response res = BERTH_TRY(site_get(s, "/v1/health"));
+  if (res.status != 200) return http_error("GET", url, res.status, "not 200 OK");
+  nlohmann::json doc = BERTH_TRY(parse_json(res.body, url, kMaxDocBytes));
   if (!doc.is_object() || !doc.contains("issuers") || !doc["issuers"].is_array())
     return std::optional<std::vector<std::string>>();
   std::vector<std::string> out;
