@@ -44,10 +44,11 @@ class Admission {
         quotas_(std::move(quotas)) {}
 
   /// Whether the site takes `r`: check_share() with [share], check_gpu_model() with
-  /// [gpu_models].
+  /// [gpu_models], check_partition() with [slurm] partitions.
   Status admissible(const JobRequest& r) const {
     BERTH_CHECK(check_share(r, config_.share));
-    return check_gpu_model(r, config_.gpu_models);
+    BERTH_CHECK(check_gpu_model(r, config_.gpu_models));
+    return check_partition(r, config_.partitions);
   }
   /// Checks the request against `who`'s limits and, for a GPU job, its group's GPU-hour quota
   /// (the group is the job's VO, job_vo(), or with [accounting] group_by "unix" `who`'s
