@@ -7,6 +7,72 @@
 
 namespace berth::gateway {
 
+const char* limit_reason(LimitKey key) {
+  if (key == LimitKey::kMaxGpusPerJob) return "max_gpus_per_job";
+  return walltime_key(key) ? "walltime" : "limit";
+}
+
+Fit fit_of(const Verdict& v) {
+  if (v.refused) return {limit_reason(v.refused->key), v.refused->message};
+  if (v.over_quota) return {"quota", v.over_quota->message};
+  return {};
+}
+
+Status Admission::admissible(const JobRequest& r, std::string* reason) const {
+  // The site's checks, each with the broker's code of its refusal.
+  const std::pair<const char*, Status> checks[] = {
+      {"share_unsupported", check_share(r, config_.share)},
+      {"no_gpu_model", check_gpu_model(r, config_.gpu_models)},
+      {"partition", check_partition(r, config_.partitions)},
+  };
+  for (const auto& [code, status] : checks) {
+    if (status.ok()) continue;
+    if (reason != nullptr) *reason = code;
+    return status;
+  }
+  return {};
+}
+
+Result<Verdict> Admission::check(const Account& who, const JobRequest& r, bool refresh) {
+  Verdict v;
+  // The job's VO, fixed now: accounting and the GPU-hour quota count the job against it.
+  v.vo = BERTH_TRY(job_vo(who, r.group, quotas_, limits_));
+  v.limits = resolve_limits(limits_, who.user, who.groups);
+  v.refused = check_job_limits(v.limits, r.gpus, r.walltime_s, r.job_class == "cloud", &v.walltime,
+                               r.gpu_share);
+  if (v.refused) return v;
+  // A share of a GPU is a GPU job for the quota, as its hours count (accounting.h).
+  const bool asks_gpus = r.gpus > 0 || r.gpu_share > 0;
+  if (asks_gpus && !quotas_.empty()) {
+    // What the group used this period, read as GET /v1/accounting reads it (a source that
+    // cannot be read refuses the job with an error rather than letting it past its quota).
+    int64_t now = std::time(nullptr);
+    Usage used = BERTH_TRY(usage_.accounting("", period_start(quotas_, now), now + 1));
+    v.over_quota =
+        check_gpu_quota(quotas_, usage_.quota_group(who, v.vo), asks_gpus, used.records, now);
+    if (v.over_quota) return v;
+  }
+  v.counted = v.limits[static_cast<size_t>(LimitKey::kMaxRunningJobs)] ||
+              v.limits[static_cast<size_t>(LimitKey::kMaxQueuedJobs)];
+  if (v.counted) {
+    auto [running, queued] = BERTH_TRY(sync_.unfinished(who.user, false));
+    v.refused = check_count_limits(v.limits, who.user, running, queued);
+    if (v.refused && refresh) {
+      // The database may lag behind Slurm by a reconciliation interval: before refusing, read
+      // the account's unfinished jobs from Slurm (network calls: the caller holds no lock).
+      auto [now_running, now_queued] = BERTH_TRY(sync_.unfinished(who.user, true));
+      v.refused = check_count_limits(v.limits, who.user, now_running, now_queued);
+    }
+  }
+  return v;
+}
+
+Result<Fit> Admission::dry_run(const Account& who, const JobRequest& r) {
+  std::string reason;
+  if (Status taken = admissible(r, &reason); !taken.ok()) return Fit{reason, taken.error().detail};
+  return fit_of(BERTH_TRY(check(who, r, false)));
+}
+
 Result<Submitted> Admission::submit(const Account& who, const std::string& key,
                                     const std::string& body_text, const JobRequest& asked) {
   auto replay = [&](const JobRecord& earlier) -> Result<Submitted> {
@@ -22,35 +88,14 @@ Result<Submitted> Admission::submit(const Account& who, const std::string& key,
     std::optional<JobRecord> earlier = BERTH_TRY(db_.find(who.user, key));
     if (earlier) return replay(*earlier);
   }
-  // The job's VO, fixed now: accounting and the GPU-hour quota count the job against it.
-  const std::string vo = BERTH_TRY(job_vo(who, asked.group, quotas_, limits_));
-  const Limits limits = resolve_limits(limits_, who.user, who.groups);
+  const Verdict verdict = BERTH_TRY(check(who, asked, true));
+  // A count's refusal is decided under the lock below, once the key has been looked up again:
+  // a retry that raced its first request is that job, not one over the limit.
+  if (verdict.refused && !verdict.refused->count) return Submitted{{}, false, verdict.refused};
+  if (verdict.over_quota) return Submitted{{}, false, std::nullopt, verdict.over_quota};
+  const WalltimeDecision& walltime = verdict.walltime;
   JobRequest request = asked;
-  WalltimeDecision walltime;
-  if (auto no = check_job_limits(limits, request.gpus, request.walltime_s,
-                                 request.job_class == "cloud", &walltime, request.gpu_share))
-    return Submitted{{}, false, std::move(no)};
   request.walltime_s = walltime.walltime_s;
-  // A share of a GPU is a GPU job for the quota, as its hours count (accounting.h).
-  const bool asks_gpus = request.gpus > 0 || request.gpu_share > 0;
-  if (asks_gpus && !quotas_.empty()) {
-    // What the group used this period, read as GET /v1/accounting reads it (a source that
-    // cannot be read refuses the job with an error rather than letting it past its quota).
-    int64_t now = std::time(nullptr);
-    Usage used = BERTH_TRY(usage_.accounting("", period_start(quotas_, now), now + 1));
-    if (auto no =
-            check_gpu_quota(quotas_, usage_.quota_group(who, vo), asks_gpus, used.records, now))
-      return Submitted{{}, false, std::nullopt, std::move(no)};
-  }
-  const bool counted = limits[static_cast<size_t>(LimitKey::kMaxRunningJobs)] ||
-                       limits[static_cast<size_t>(LimitKey::kMaxQueuedJobs)];
-  if (counted) {
-    // The database may lag behind Slurm by a reconciliation interval: before refusing, read
-    // the account's unfinished jobs from Slurm (outside the lock: those are network calls).
-    auto [running, queued] = BERTH_TRY(sync_.unfinished(who.user, false));
-    if (check_count_limits(limits, who.user, running, queued))
-      (void)BERTH_TRY(sync_.unfinished(who.user, true));
-  }
 
   JobRecord rec;
   rec.owner = who.user;
@@ -62,7 +107,7 @@ Result<Submitted> Admission::submit(const Account& who, const std::string& key,
   rec.time_limit_from = walltime.from;
   if (request.gpu_share > 0 && config_.share.enabled)
     rec.gres = share_gres(request.gpu_share, config_.share);
-  rec.vo = vo;
+  rec.vo = verdict.vo;
   bool existing = false;
   int64_t now = std::time(nullptr);
   JobRecord job;
@@ -70,13 +115,13 @@ Result<Submitted> Admission::submit(const Account& who, const std::string& key,
     // Counting and recording under one lock: two requests at once cannot both take the last
     // place under a count limit.
     std::lock_guard<std::mutex> lock(admit_mu_);
-    if (counted) {
+    if (verdict.counted) {
       if (!key.empty()) {
         std::optional<JobRecord> earlier = BERTH_TRY(db_.find(who.user, key));
         if (earlier) return replay(*earlier);
       }
       auto [running, queued] = BERTH_TRY(sync_.unfinished(who.user, false));
-      if (auto no = check_count_limits(limits, who.user, running, queued))
+      if (auto no = check_count_limits(verdict.limits, who.user, running, queued))
         return Submitted{{}, false, std::move(no)};
     }
     job = BERTH_TRY(db_.accept(rec, now, &existing));

@@ -30,6 +30,36 @@ struct Submitted {
   std::optional<QuotaRefusal> over_quota;  ///< set: likewise, for a GPU-hour quota (a 403)
 };
 
+/// What the checks berthd makes before it records a job make of a request (Admission::check()):
+/// the job's VO and walltime, or the limit or quota that refuses it.
+struct Verdict {
+  std::string vo;             ///< the job's VO (job_vo())
+  Limits limits;              ///< the caller's (resolve_limits())
+  WalltimeDecision walltime;  ///< the time limit the job gets (check_job_limits())
+  bool counted = false;       ///< max_running_jobs or max_queued_jobs applies to the caller
+  std::optional<LimitRefusal> refused;     ///< set: a limit refuses the job
+  std::optional<QuotaRefusal> over_quota;  ///< set: its group's GPU-hour quota refuses it
+};
+
+/// Whether a job would be taken (POST /v1/jobs?dry_run=1), in the broker's reason codes
+/// (docs/broker.md).
+struct Fit {
+  /// "" when the job fits; else "max_gpus_per_job", "walltime", "quota", "no_gpu_model",
+  /// "share_unsupported", "partition" or "limit" (another limit, which the message names).
+  std::string reason;
+  std::string message;  ///< one line; "" when the job fits
+  /// Whether the job fits.
+  bool fits() const { return reason.empty(); }
+};
+
+/// The broker's reason code of a refusal by limit `key`: "max_gpus_per_job", "walltime" (a
+/// walltime cap) or "limit" (any other).
+const char* limit_reason(LimitKey key);
+
+/// The fit of verdict `v`: its limit's refusal (limit_reason()), then its quota's ("quota"),
+/// each with the refusal's message; else it fits.
+Fit fit_of(const Verdict& v);
+
 /// Admits and submits jobs; shared by the server's threads.
 class Admission {
  public:
@@ -44,19 +74,25 @@ class Admission {
         quotas_(std::move(quotas)) {}
 
   /// Whether the site takes `r`: check_share() with [share], check_gpu_model() with
-  /// [gpu_models].
-  Status admissible(const JobRequest& r) const {
-    BERTH_CHECK(check_share(r, config_.share));
-    return check_gpu_model(r, config_.gpu_models);
-  }
-  /// Checks the request against `who`'s limits and, for a GPU job, its group's GPU-hour quota
-  /// (the group is the job's VO, job_vo(), or with [accounting] group_by "unix" `who`'s
-  /// primary group; the usage read as GET /v1/accounting reads it; a "group" that is not
-  /// one of `who`'s token groups: an error, kPermission),
-  /// records it (before anything reaches Slurm), then submits it as `who` with the walltime
-  /// the limits gave it. A request whose key `who` already used gets the earlier job back,
-  /// unsent and unchecked (it counts among the jobs it would otherwise be refused for); with
-  /// another body, an error (kExists).
+  /// [gpu_models], check_partition() with [slurm] partitions. On a refusal `reason`, when
+  /// given, is set to the broker's code of the check: "share_unsupported", "no_gpu_model" or
+  /// "partition".
+  Status admissible(const JobRequest& r, std::string* reason = nullptr) const;
+  /// The checks of `who`'s request `r` that submit() makes before it records a job: the job's
+  /// VO (a "group" that is not one of `who`'s token groups: an error, kPermission), `who`'s
+  /// per-job limits, for a GPU job its group's GPU-hour quota (the group is the job's VO,
+  /// job_vo(), or with [accounting] group_by "unix" `who`'s primary group; the usage read as
+  /// GET /v1/accounting reads it), and the counts of `who`'s unfinished jobs in the database.
+  /// With `refresh`, counts that refuse the job are read again from Slurm first (the database
+  /// may lag); without it nothing reaches Slurm.
+  Result<Verdict> check(const Account& who, const JobRequest& r, bool refresh);
+  /// Whether `who`'s request `r` would be taken now: admissible(), then check() without
+  /// refresh, as fit_of() words it. Nothing is recorded or sent to Slurm.
+  Result<Fit> dry_run(const Account& who, const JobRequest& r);
+  /// check()s the request with refresh, records it (before anything reaches Slurm), then
+  /// submits it as `who` with the walltime the limits gave it. A request whose key `who`
+  /// already used gets the earlier job back, unsent and unchecked (it counts among the jobs it
+  /// would otherwise be refused for); with another body, an error (kExists).
   Result<Submitted> submit(const Account& who, const std::string& idempotency_key,
                            const std::string& body_text, const JobRequest& request);
   /// The Slurm job of request `r` of job `id` owned by `owner`: slurm_spec() with the job's

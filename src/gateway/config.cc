@@ -137,7 +137,15 @@ class Reader : public TomlReader {
         s.token_lifespan_s = BERTH_TRY(seconds(v, key));
       else if (key == "partition")
         s.partition = BERTH_TRY(string(v, key));
-      else if (key == "workdir")
+      else if (key == "partitions") {
+        s.partitions = BERTH_TRY(strings(v, key));
+        for (const std::string& p : s.partitions)
+          if (p.empty() || p.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX"
+                                               "YZ0123456789_.-") != std::string::npos)
+            return bad(
+                v, key,
+                "names \"" + p + "\", not a partition name (letters, digits, '_', '.', '-')");
+      } else if (key == "workdir")
         s.workdir = BERTH_TRY(nonempty(v, key));
       else if (key == "environment")
         s.environment = BERTH_TRY(string_table(v, key));
@@ -148,6 +156,10 @@ class Reader : public TomlReader {
       else
         return bad(v, key, "is not a key of [slurm]");
     }
+    // The configured partition is always one a request may name: it is where jobs go anyway.
+    if (!s.partition.empty() &&
+        std::find(s.partitions.begin(), s.partitions.end(), s.partition) == s.partitions.end())
+      s.partitions.insert(s.partitions.begin(), s.partition);
     if (s.rest_url.empty()) return missing("[slurm]", "rest_url");
     if (s.jwt_key.empty()) return missing("[slurm]", "jwt_key");
     if (!s.rest_url.starts_with("http://") && !s.rest_url.starts_with("https://"))

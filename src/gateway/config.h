@@ -56,7 +56,10 @@ struct SlurmConfig {
   std::string jwt_key;            ///< the file of Slurm's auth/jwt key (jwt_key=)
   int64_t token_lifespan_s = 60;  ///< the life of each token berthd mints
   std::string partition;          ///< "" for Slurm's default
-  std::string workdir = "/tmp";   ///< the batch script's working directory
+  /// The partitions a job request may name (resources.partition, check_partition()):
+  /// [slurm] partitions, with [slurm] partition ahead of them when it names one not listed.
+  std::vector<std::string> partitions;
+  std::string workdir = "/tmp";  ///< the batch script's working directory
   /// Variables every job's environment starts with (PATH, SLURM_CONF, ...).
   std::map<std::string, std::string> environment;
   /// The cluster's name in GET /v1/systems.

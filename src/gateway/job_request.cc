@@ -35,6 +35,16 @@ Result<std::vector<std::string>> texts(const nlohmann::json& j, const std::strin
   return out;
 }
 
+/// A name of the site's (a GRES type, a partition): letters, digits, '_', '.', '-'.
+Result<std::string> name(const nlohmann::json& j, const std::string& field, const char* what) {
+  std::string s = BERTH_TRY(text(j, field));
+  if (s.empty() || s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                       "0123456789_.-") != std::string::npos)
+    return bad_field(field,
+                     std::string("is not a ") + what + " name (letters, digits, '_', '.', '-')");
+  return s;
+}
+
 }  // namespace
 
 Result<JobRequest> parse_job_request(const nlohmann::json& body) {
@@ -42,6 +52,7 @@ Result<JobRequest> parse_job_request(const nlohmann::json& body) {
     return make_error("parse", "job request", "the body is not a JSON object",
                       ErrorCode::kInvalidInput);
   JobRequest r;
+  std::string gpu_field;  // "resources.gpu_model" or "resources.gpu_type", once given
   for (const auto& [key, v] : body.items()) {
     if (key == "name")
       r.name = BERTH_TRY(text(v, key));
@@ -83,14 +94,20 @@ Result<JobRequest> parse_job_request(const nlohmann::json& body) {
           if (!rv.is_number() || !(rv.get<double>() > 0 && rv.get<double>() < 1))
             return bad_field(f, "is not a number above 0 and below 1");
           r.gpu_share = rv.get<double>();
-        } else if (rk == "gpu_model") {
-          r.gpu_model = BERTH_TRY(text(rv, f));
+        } else if (rk == "gpu_model" || rk == "gpu_type") {
+          // Two names of one field: the GRES type (gpu_type, as Slurm and the broker's classes
+          // call it) is the model the site's [gpu_models] names.
+          if (!gpu_field.empty())
+            return bad_field("resources",
+                             "names both gpu_model and gpu_type (one is the other's "
+                             "name): give one");
+          gpu_field = f;
           // A GRES type as gres.conf spells one; the site's [gpu_models] decides which exist.
-          if (r.gpu_model.empty() ||
-              r.gpu_model.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                            "0123456789_.-") != std::string::npos)
-            return bad_field(f, "is not a GPU model name (letters, digits, '_', '.', '-')");
-        } else if (rk == "memory_mb")
+          r.gpu_model = BERTH_TRY(name(rv, f, "GPU model"));
+        } else if (rk == "partition")
+          // The site's allow-list ([slurm] partitions) decides which exist (check_partition()).
+          r.partition = BERTH_TRY(name(rv, f, "partition"));
+        else if (rk == "memory_mb")
           r.memory_mb = BERTH_TRY(count(rv, f, int64_t{1} << 40));
         else if (rk == "walltime_s")
           r.walltime_s = BERTH_TRY(count(rv, f, int64_t{366} * 86400));
@@ -107,8 +124,7 @@ Result<JobRequest> parse_job_request(const nlohmann::json& body) {
   if (r.gpus > 0 && r.gpu_share > 0)
     return bad_field("resources", "asks for both gpus and gpu_share (a share is of one GPU)");
   if (!r.gpu_model.empty() && r.gpus == 0)
-    return bad_field("resources.gpu_model",
-                     "names a GPU model but resources.gpus asks for no GPUs: give both");
+    return bad_field(gpu_field, "names a GPU model but resources.gpus asks for no GPUs: give both");
   return r;
 }
 
@@ -133,6 +149,19 @@ Status check_gpu_model(const JobRequest& r, const std::vector<std::string>& know
                        (names.empty() ? "it names none in [gpu_models]" : "known: " + names) + ")");
 }
 
+Status check_partition(const JobRequest& r, const std::vector<std::string>& allowed) {
+  if (r.partition.empty() ||
+      std::find(allowed.begin(), allowed.end(), r.partition) != allowed.end())
+    return {};
+  std::string names;
+  for (const std::string& a : allowed) names += (names.empty() ? "" : ", ") + a;
+  return make_error("parse", "job request",
+                    "resources.partition: \"" + r.partition +
+                        "\" is not one of this site's partitions (" +
+                        (names.empty() ? "it names none in [slurm] partitions" : names) + ")",
+                    ErrorCode::kInvalidInput);
+}
+
 std::string share_gres(double x, const ShareConfig& share) {
   const double units = x * static_cast<double>(share.units_per_gpu);
   // Shards are whole slots, rounded up so that the job has at least its share; MPS counts are
@@ -149,7 +178,7 @@ SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comm
   SlurmJobSpec s;
   s.name = r.name;
   s.comment = comment;
-  s.partition = slurm.partition;
+  s.partition = r.partition.empty() ? slurm.partition : r.partition;
   s.workdir = slurm.workdir;
   s.nodes = r.nodes;
   s.tasks = r.tasks;
@@ -288,6 +317,10 @@ void append_job_text(std::string& out, const JobRecord& j) {
   append_json_string(out, j.nodes);
   key("owner");
   append_json_string(out, j.owner);
+  if (r != nullptr && !r->partition.empty()) {
+    key("partition");
+    append_json_string(out, r->partition);
+  }
   key("reason");
   append_json_string(out, shown_reason(j));
   key("slurm_job_id");

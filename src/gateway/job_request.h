@@ -30,9 +30,13 @@ struct JobRequest {
   /// A fraction of one GPU on each node, 0 < gpu_share < 1 ("resources.gpu_share"); 0: none.
   /// Not with `gpus`; the site must enable sharing ([share], check_share()).
   double gpu_share = 0;
-  /// The GPU model `gpus` must be of ("resources.gpu_model"): a GRES type of the site's
-  /// (gpu:TYPE:N in gres.conf), which [gpu_models] must list (check_gpu_model()); "" for any.
+  /// The GPU model `gpus` must be of ("resources.gpu_model", or its other name
+  /// "resources.gpu_type"): a GRES type of the site's (gpu:TYPE:N in gres.conf), which
+  /// [gpu_models] must list (check_gpu_model()); "" for any.
   std::string gpu_model;
+  /// The Slurm partition the job runs in ("resources.partition"), one of the site's
+  /// (check_partition()); "" for [slurm] partition.
+  std::string partition;
   int64_t memory_mb = 0, walltime_s = 0;
   std::string job_class = "batch";  ///< "batch" or "cloud"
   /// The caller's token group (VO) the job is accounted to ("group"); "" for berthd's choice
@@ -58,6 +62,11 @@ Status check_share(const JobRequest& r, const ShareConfig& share);
 /// the models of [gpu_models] (`known`) when `r` names another.
 Status check_gpu_model(const JobRequest& r, const std::vector<std::string>& known);
 
+/// Whether the site lets request `r` name its partition: an error (kInvalidInput) of
+/// one line naming the partitions a request may name (`allowed`, SlurmConfig::partitions) when
+/// `r` names another.
+Status check_partition(const JobRequest& r, const std::vector<std::string>& allowed);
+
 /// The GRES, per node, that GPU share `x` (0 < x < 1) asks Slurm for: "shard:N" with
 /// N = ceil(x * units_per_gpu), or "mps:N" with N = round(x * units_per_gpu), N at least 1 and
 /// at most one GPU's units.
@@ -66,7 +75,8 @@ std::string share_gres(double x, const ShareConfig& share);
 /// The Slurm job for request `r` of berthd job `id`, with the site's settings; `comment` is
 /// how reconciliation finds it again (job_comment()). With `slurm.output_dir`, the
 /// container's stdout and stderr go to OUTPUT_DIR/`output_stem`.out and .err
-/// (gateway/output.h). A GPU share becomes share_gres() with the [share] MPS directories in the
+/// (gateway/output.h). The job's partition is the request's, else [slurm] partition. A GPU
+/// share becomes share_gres() with the [share] MPS directories in the
 /// job's environment (CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY), which Berth binds into
 /// the container.
 SlurmJobSpec slurm_spec(const JobRequest& r, int64_t id, const std::string& comment,

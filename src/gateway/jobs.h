@@ -58,6 +58,10 @@ class JobService {
   }
   /// Admission::admissible().
   Status admissible(const JobRequest& r) const { return admission_.admissible(r); }
+  /// Admission::dry_run().
+  Result<Fit> dry_run(const Account& who, const JobRequest& r) {
+    return admission_.dry_run(who, r);
+  }
   /// JobReads::get().
   Result<std::optional<JobRecord>> get(const Account& who, int64_t id) {
     return reads_.get(who, id);

@@ -276,7 +276,7 @@ const std::vector<Server::Route>& Server::route_table() {
       {M::kGet, "/v1/openapi.json", A::kAnyone, nullptr, nullptr, N::kNothing, &Server::openapi},
       {M::kGet, "/v1/me", A::kToken, nullptr, nullptr, N::kNothing, &Server::me},
       // A conflicting Idempotency-Key is 422; sacct unreadable for the quota check is 503; a
-      // "group" not among the caller's token groups is 403.
+      // "group" not among the caller's token groups is 403 (with dry_run=1 too).
       {M::kPost,
        "/v1/jobs",
        A::kToken,
@@ -416,13 +416,18 @@ void Server::me(const httplib::Request&, httplib::Response& res, const Call& cal
 
 void Server::submit(const httplib::Request& req, httplib::Response& res, const Call& call) {
   RequestAudit& audit = *call.audit;
+  // A dry run (dry_run=1) is audited as one, and so is a request asking for one wrongly.
+  const bool dry_run_only = req.has_param("dry_run") && req.get_param_value("dry_run") != "0";
   auto invalid = [&](const std::string& message) {
-    audit.record("job.submit", "invalid", {{"reason", message}});
+    audit.record(dry_run_only ? "job.dry_run" : "job.submit", "invalid", {{"reason", message}});
     send_error(res, 400, message);
   };
+  if (dry_run_only && req.get_param_value("dry_run") != "1")
+    return invalid("dry_run is not 1 or 0");
   nlohmann::json body = parse_json_or_discarded(req.body, size_t{1} << 20);
   auto request = parse_job_request(body);
   if (!request.ok()) return invalid(request.error().detail);
+  if (dry_run_only) return dry_run(*request, res, call);
   if (auto taken = jobs_->admissible(*request); !taken.ok()) return invalid(taken.error().detail);
   std::string key = req.get_header_value("Idempotency-Key");
   if (key.size() > 255) return invalid("Idempotency-Key is longer than 255 bytes");
@@ -464,6 +469,30 @@ void Server::submit(const httplib::Request& req, httplib::Response& res, const C
                 {"walltime_s", job.time_limit_s}});
   if (done->replayed) res.set_header("Idempotent-Replayed", "true");
   send_json(res, done->replayed ? 200 : 201, job_json(job));
+}
+
+// POST /v1/jobs?dry_run=1: whether the job would be taken now, in the broker's reason codes
+// (docs/broker.md), after the checks a submission makes; nothing is recorded or sent to Slurm.
+// A request refused by the site or a limit is a 200 too: the answer is the verdict.
+void Server::dry_run(const JobRequest& request, httplib::Response& res, const Call& call) {
+  auto fit = jobs_->dry_run(*call.who, request);
+  if (!fit.ok()) {
+    call.audit->record("job.dry_run", "error", {{"reason", fit.error().message()}});
+    return fail(res, call, fit.error());
+  }
+  nlohmann::json reason = nullptr, message = nullptr;
+  if (!fit->fits()) {
+    reason = fit->reason;
+    message = fit->message;
+  }
+  call.audit->record("job.dry_run", fit->fits() ? "fits" : "refused",
+                     {{"reason", reason}, {"message", message}, {"class", request.job_class}});
+  // start_estimate: when the job would start, where berthd can tell (not yet: null).
+  send_json(res, 200,
+            {{"fits", fit->fits()},
+             {"reason", reason},
+             {"message", message},
+             {"start_estimate", nullptr}});
 }
 
 void Server::list(const httplib::Request& req, httplib::Response& res, const Call& call) {

@@ -110,6 +110,7 @@ class Server {
   void list(const httplib::Request& req, httplib::Response& res, const Call& call);
   void get_job(const httplib::Request& req, httplib::Response& res, const Call& call);
   void cancel_job(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void dry_run(const JobRequest& request, httplib::Response& res, const Call& call);
   void one_job(const httplib::Request& req, httplib::Response& res, const Call& call, bool cancel);
   void output(const httplib::Request& req, httplib::Response& res, const Call& call);
   void orphans(const httplib::Request& req, httplib::Response& res, const Call& call);

@@ -2,7 +2,9 @@
 over a per-job limit (walltime, GPUs, the cloud cap) refused with a 403 that names it before
 Slurm hears of them; the running and queued counts refusing until a job is cancelled, never
 an accepted job's own retry; a group's entry and a user's; a `class: cloud` job cut by berthd
-at its cap (or its own walltime) within 5 s and shown so; a group's GPU-hour quota refusing its next GPU job, not a CPU job; and
+at its cap (or its own walltime) within 5 s and shown so; a group's GPU-hour quota refusing its next GPU job, not a CPU job;
+the dry run (POST /v1/jobs?dry_run=1) answering each of those checks with the broker's reason
+code and recording nothing; a partition of [slurm] partitions taken and another refused; and
 the audit log's line for each decision."""
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ TINY_BUDGET = 0.0005
 # Two VOs (token groups) of users of one Unix group: the first has the tiny budget, the second
 # none.
 VO_TINY, VO_FREE = "/berth/vo-tiny", "/berth/vo-free"
+# A VO with a budget of nothing: a GPU job of its members is over its quota from the start.
+VO_SPENT = "/berth/vo-spent"
 
 
 def primary_group(identity) -> str:
@@ -52,6 +56,7 @@ max_queued_jobs = 1
 rest_url = "{slurmrestd}"
 jwt_key = "{key}"
 workdir = "{berth.workdir}"
+partitions = ["debug"]
 
 [slurm.environment]
 {env_lines}
@@ -74,6 +79,9 @@ gpu_hours = {TINY_BUDGET}
 
 [quotas.groups."{VO_TINY}"]
 gpu_hours = {TINY_BUDGET}
+
+[quotas.groups."{VO_SPENT}"]
+gpu_hours = 0
 """
     conf_path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
     log = os.path.join(workdir, "berthd.log")
@@ -389,6 +397,95 @@ def test_gpu_hour_quotas_are_per_vo_not_per_unix_group(gw, issuers, identity, sc
     status, _, usage = gw.request("GET", "/v1/accounting?group_by=group&since=0", free)
     assert status == 200, usage
     assert sorted(r["group"] for r in usage["rows"]) == [VO_FREE, VO_TINY], usage
+
+
+def test_dry_run_says_whether_a_job_fits_and_records_nothing(gw, issuers, identity,
+                                                             gateway_cluster, pushed_busybox):
+    """POST /v1/jobs?dry_run=1: the checks of a submission, answered 200 with the verdict in
+    the broker's reason codes (a limit's, the site's, a quota's); nothing recorded, nothing
+    sent to Slurm, a job.dry_run line in the audit log for each."""
+    tok = token_a(issuers, identity)
+    user = local_user(identity)
+    before = slurm(gateway_cluster, "squeue", "-h", "-t", "all", "-u", user, "-o", "%i").split()
+    for body, reason, message in [
+        ({"resources": {"gpus": 1, "walltime_s": 600}}, None, None),
+        ({"resources": {"partition": "debug"}}, None, None),
+        ({"resources": {"gpus": 2}}, "max_gpus_per_job",
+         "the job asks for 2 GPUs, the limit max_gpus_per_job = 1 (default)"),
+        ({"resources": {"walltime_s": 601}}, "walltime",
+         "the job asks for a walltime of 601 s, the limit max_walltime_s = 600 (default)"),
+        ({"class": "cloud", "resources": {"walltime_s": 120}}, "walltime",
+         "the cloud job asks for a walltime of 120 s, the limit cloud_max_walltime_s = 60 "
+         "(default)"),
+        ({"resources": {"partition": "long"}}, "partition",
+         "resources.partition: \"long\" is not one of this site's partitions (debug)"),
+        ({"resources": {"gpus": 1, "gpu_type": "h100"}}, "no_gpu_model",
+         "\"resources.gpu_model\" is \"h100\", not a GPU model of this site (it names none in "
+         "[gpu_models])"),
+        ({"resources": {"gpu_share": 0.5}}, "share_unsupported",
+         "\"resources.gpu_share\" asks for a share of a GPU, which this site does not offer"),
+    ]:
+        status, _, answer = gw.request("POST", "/v1/jobs?dry_run=1", tok,
+                                       dict(body, image=pushed_busybox))
+        assert status == 200, (body, answer)
+        assert answer == {"fits": reason is None, "reason": reason, "message": message,
+                          "start_estimate": None}, body
+    # A GPU job of a VO whose GPU-hour quota is spent; a CPU job of the same VO fits.
+    spent = token_a(issuers, identity, groups=[VO_SPENT])
+    status, _, answer = gw.request("POST", "/v1/jobs?dry_run=1", spent,
+                                   {"image": pushed_busybox, "resources": {"gpus": 1}})
+    assert status == 200, answer
+    month = time.strftime("%Y-%m-01T00:00:00Z", time.gmtime())
+    key = f'[quotas.groups."{VO_SPENT}"] gpu_hours'
+    assert answer == {"fits": False, "reason": "quota", "start_estimate": None,
+                      "message": f"group {VO_SPENT} has used 0.0000 of its 0 GPU-hours in the "
+                                 f"month from {month}, the quota {key} = 0"}, answer
+    status, _, answer = gw.request("POST", "/v1/jobs?dry_run=1", spent, {"image": pushed_busybox})
+    assert status == 200 and answer["fits"] is True, answer
+    # What is not a job request stays a 400, as does a dry_run that is neither 1 nor 0.
+    status, _, err = gw.request("POST", "/v1/jobs?dry_run=1", tok,
+                                {"image": pushed_busybox, "resources": {"disks": 1}})
+    assert status == 400, err
+    assert err["error"]["message"] == '"resources.disks" is not a field of a job request'
+    status, _, err = gw.request("POST", "/v1/jobs?dry_run=yes", tok, {"image": pushed_busybox})
+    assert status == 400 and err["error"]["message"] == "dry_run is not 1 or 0", err
+    # Nothing was recorded or reached Slurm; each dry run has its audit line, no submission has.
+    status, _, listed = gw.request("GET", "/v1/jobs", tok)
+    assert status == 200 and listed["jobs"] == [], listed
+    after = slurm(gateway_cluster, "squeue", "-h", "-t", "all", "-u", user, "-o", "%i").split()
+    assert after == before
+    dry = decisions(gw, "job.dry_run")
+    assert [o for o, _ in dry] == (["fits"] * 2 + ["refused"] * 7 + ["fits"] + ["invalid"] * 2)
+    assert dry[0][1] == {"reason": None, "message": None, "class": "batch"}
+    assert dry[2][1] == {"reason": "max_gpus_per_job", "class": "batch",
+                         "message": "the job asks for 2 GPUs, the limit max_gpus_per_job = 1 "
+                                    "(default)"}
+    assert dry[-1][1] == {"reason": "dry_run is not 1 or 0"}
+    assert decisions(gw, "job.submit") == []
+
+
+def test_a_job_runs_in_a_partition_the_site_opens_and_no_other(gw, issuers, identity,
+                                                               gateway_cluster, pushed_busybox):
+    """resources.partition: one of [slurm] partitions is the job's partition in Slurm; another
+    is a 400 naming the site's, before anything is recorded."""
+    tok = token_a(issuers, identity)
+    status, _, job = gw.request("POST", "/v1/jobs", tok, {
+        "image": pushed_busybox, "command": ["busybox", "true"],
+        "resources": {"partition": "debug"}})
+    assert status == 201, job
+    assert job["partition"] == "debug", job
+    assert slurm(gateway_cluster, "squeue", "-h", "-t", "all", "-j", str(job["slurm_job_id"]),
+                 "-o", "%P").split() == ["debug"]
+    wait_state(gw, tok, job["id"], final)
+    status, _, err = gw.request("POST", "/v1/jobs", tok, {
+        "image": pushed_busybox, "resources": {"partition": "long"}})
+    assert status == 400, err
+    message = "resources.partition: \"long\" is not one of this site's partitions (debug)"
+    assert err["error"]["message"] == message
+    status, _, listed = gw.request("GET", "/v1/jobs", tok)
+    assert [j["id"] for j in listed["jobs"]] == [job["id"]], listed
+    assert [(o, d) for o, d in decisions(gw, "job.submit") if o == "invalid"] == [
+        ("invalid", {"reason": message})]
 
 
 def test_audit_log_records_refused_tokens_and_identities(gw, issuers, identity):

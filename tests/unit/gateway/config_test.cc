@@ -121,6 +121,39 @@ model = "Tesla T4"
   EXPECT_EQ(c->publish.max_gpus_per_job, 4);
 }
 
+TEST(GatewayConfig, PartitionsAJobMayNameAreTheListAndTheConfiguredOne) {
+  const std::string conf =
+      "database = \"/j.db\"\n[[issuers]]\nissuer = \"https://a/\"\n"
+      "audience = \"b\"\n[slurm]\nrest_url = \"http://h:1\"\n"
+      "jwt_key = \"/k\"\n";
+  const std::pair<std::string, std::vector<std::string>> cases[] = {
+      {"", {}},  // Slurm's default partition, and none a job may name
+      {"partition = \"gpu\"\n", {"gpu"}},
+      {"partition = \"gpu\"\npartitions = [\"long\", \"debug\"]\n", {"gpu", "long", "debug"}},
+      {"partition = \"gpu\"\npartitions = [\"long\", \"gpu\"]\n", {"long", "gpu"}},
+      {"partitions = [\"long\"]\n", {"long"}},
+  };
+  for (const auto& [text, partitions] : cases) {
+    auto c = parse_gateway_config(conf + text, "f");
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_EQ(c->slurm.partitions, partitions) << text;
+  }
+  const std::pair<std::string, const char*> bad[] = {
+      {"partitions = \"gpu\"\n", "read config f: line 8: \"partitions\" is not a list of strings"},
+      {"partitions = [\"gpu\", \"a b\"]\n",
+       "read config f: line 8: \"partitions\" names \"a b\", not a partition name (letters, "
+       "digits, '_', '.', '-')"},
+      {"partitions = [\"\"]\n",
+       "read config f: line 8: \"partitions\" names \"\", not a partition name (letters, digits, "
+       "'_', '.', '-')"},
+  };
+  for (const auto& [text, message] : bad) {
+    auto e = parse_gateway_config(conf + text, "f");
+    ASSERT_FALSE(e.ok()) << text;
+    EXPECT_EQ(e.error().message(), message) << text;
+  }
+}
+
 TEST(GatewayConfig, ShareKeysDefaultsAndErrors) {
   const std::string iss = "[[issuers]]\nissuer = \"https://a/\"\naudience = \"b\"\n";
   auto c = parse_gateway_config(iss, "f");
