@@ -49,6 +49,8 @@ def site_a(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, 
 rest_url = "{slurmrestd}"
 jwt_key = "{key}"
 cluster = "site-a"
+# The partitions a broker may send jobs to (a job naming another is refused).
+partitions = ["debug"]
 
 [resources]
 cache_s = 0
@@ -268,6 +270,9 @@ def test_a_manifest_is_what_the_one_site_would_be_sent(broker, site_a, issuers, 
         assert answer["kind"] == "berthd" and answer["site"] == "a", answer
         assert answer["manifest"]["resources"]["gpu_model"] == "fake", answer
         assert answer["manifest"]["resources"]["partition"] == answer["partition"], answer
+        # A body the site takes as it is: its own dry run says so (and records nothing).
+        status, _, fit = site_a.request("POST", "/v1/jobs?dry_run=1", tok, answer["manifest"])
+        assert status == 200 and fit["fits"] is True, fit
         status, _, answer = broker.request("POST", "/v1/manifests", tok, {
             "image": "registry.example.org/ml/train:1", "resources": {"gpus": "L40S:1"},
             "placement": {"sites": ["k8s"]}})
