@@ -88,8 +88,8 @@ struct BrokerJob {
 /// One kind of node of one partition (GLUE: ComputingShare x ExecutionEnvironment x
 /// AcceleratorEnvironment): the unit a job is fitted to. Counts are nodes of this class.
 struct NodeClass {
-  std::string partition;   ///< ComputingShare's MappingQueue; "" where the site has none
-  std::string name;        ///< the ExecutionEnvironment's Name ("64cpu-512000mb-4xh100")
+  std::string partition;  ///< ComputingShare's MappingQueue; "" where the site has none
+  std::string name;       ///< the ExecutionEnvironment's Name ("64cpu-512000mb-4xh100")
   /// The ExecutionEnvironment's ID, a CMDB flavour's flavor_id (what a server is booted on).
   std::string id;
   std::string gpu_vendor;  ///< as published ("NVIDIA"); "" for none

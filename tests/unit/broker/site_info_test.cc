@@ -17,8 +17,7 @@ using nlohmann::json;
 /// Every field of a class on one line, so that a failure shows which differs.
 std::string describe(const NodeClass& c) {
   return "partition=" + c.partition + " name=" + c.name + " id=" + c.id +
-         " vendor=" + c.gpu_vendor +
-         " model=" + c.gpu_model + " type=" + c.gpu_type +
+         " vendor=" + c.gpu_vendor + " model=" + c.gpu_model + " type=" + c.gpu_type +
          " gpus=" + std::to_string(c.gpus_per_node) +
          " gpu_mib=" + std::to_string(c.gpu_memory_mib) + " cc=" + c.compute_capability +
          " cuda=" + c.cuda_version + " driver=" + c.driver_version +
