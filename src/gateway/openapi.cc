@@ -17,6 +17,132 @@ J json_response(const char* description, const char* schema) {
           {"content", {{"application/json", {{"schema", ref(schema)}}}}}};
 }
 
+/// The broker's routes and schemas ([broker], docs/broker.md), added to `doc` one statement at
+/// a time: the same text as one more level of the document's initializer makes clang-tidy take
+/// half an hour over this file.
+template <typename WithErrors>
+void broker_paths(nlohmann::ordered_json& doc, const WithErrors& with_errors,
+                  const nlohmann::ordered_json& integer, const nlohmann::ordered_json& string,
+                  const nlohmann::ordered_json& number) {
+  using J = nlohmann::ordered_json;
+  const J nullable_string = {{"type", "string"}, {"nullable", true}};
+  const J job_body = {{"required", true},
+                      {"content", {{"application/json", {{"schema", ref("BrokerJobRequest")}}}}}};
+
+  J placements_post = {
+      {"summary",
+       "A broker's dry run ([broker]): every site's verdict on a job, with the reasons of each "
+       "rejection and the factors of each score; nothing is submitted"},
+      {"requestBody", job_body}};
+  placements_post["responses"] = with_errors(
+      {{"200", json_response("the chosen site and every verdict", "Placements")},
+       {"400", json_response("the body is not a valid job request", "Error")},
+       {"422", json_response("no site can take the job: every verdict", "Placements")}});
+  doc["paths"]["/v1/placements"]["post"] = std::move(placements_post);
+
+  J manifests_post = {
+      {"summary",
+       "A broker's manifest ([broker]): what the one site of placement.sites would be sent for "
+       "the job (berthd's job body, a Kubernetes Job, a Marathon app, a Chronos job, an "
+       "OpenStack server), on the class the broker would choose; nothing is sent"},
+      {"requestBody", job_body}};
+  manifests_post["responses"] = with_errors(
+      {{"200", json_response("the site, its kind, the class and the manifest", "Manifest")},
+       {"400", json_response("not a job request, or not one site of the broker in "
+                             "placement.sites",
+                             "Error")},
+       {"422", json_response("no class of the site fits (the placements answer), or its "
+                             "backend cannot run the job",
+                             "Placements")}});
+  doc["paths"]["/v1/manifests"]["post"] = std::move(manifests_post);
+
+  J sites_get = {{"summary", "A broker's sites ([broker]): kind, state, freshness, GPUs by model"}};
+  sites_get["responses"] = with_errors({{"200", json_response("the sites", "SiteList")}});
+  doc["paths"]["/v1/sites"]["get"] = std::move(sites_get);
+
+  J& schemas = doc["components"]["schemas"];
+  schemas["BrokerJobRequest"] = {
+      {"type", "object"},
+      {"description",
+       "a JobRequest whose resources.gpus may be a spec string (\"A100:80GB:2\": vendor, "
+       "models, memory per GPU in GiB, count; a count below 1 is a share), with resources.gpu "
+       "{vendor, model, memory_mb_min, compute_capability_min, cuda_min, driver_min}, "
+       "resources.infiniband, placement {sites, exclude, prefer, strategy} and failover "
+       "{max_sites, pending_timeout_s, deadline_s} (docs/broker.md)"},
+      {"required", {"image"}}};
+
+  J codes = J::array();
+  for (const char* code : {"site_down",
+                           "stale_info",
+                           "issuer_untrusted",
+                           "group_denied",
+                           "excluded",
+                           "backend_unsupported",
+                           "share_unsupported",
+                           "no_gpu_model",
+                           "gpu_vendor",
+                           "gpu_memory",
+                           "gpus_per_node",
+                           "nodes",
+                           "compute_capability",
+                           "cuda_too_old",
+                           "driver_too_old",
+                           "cpus",
+                           "memory",
+                           "walltime",
+                           "no_infiniband",
+                           "max_gpus_per_job",
+                           "quota"})
+    codes.push_back(code);
+  J reason = {{"type", "object"}};
+  reason["properties"]["code"] = {{"type", "string"}, {"enum", std::move(codes)}};
+  reason["properties"]["message"] = string;
+  J factors = {{"type", "object"}, {"nullable", true}, {"description", "each from 0 to 100"}};
+  for (const char* f : {"start_now", "wait", "free", "fit", "preference", "reliability"})
+    factors["properties"][f] = number;
+  J candidate = {{"type", "object"}};
+  J& c = candidate["properties"];
+  c["site"] = string;
+  c["partition"] = nullable_string;
+  c["class"] = nullable_string;
+  c["verdict"] = {{"type", "string"}, {"enum", {"fit", "rejected"}}};
+  c["reasons"] = {{"type", "array"}, {"items", std::move(reason)}};
+  c["score"] = {{"type", "number"}, {"nullable", true}};
+  c["factors"] = std::move(factors);
+  J chosen = {{"type", "object"}, {"nullable", true}};
+  chosen["properties"] = {
+      {"site", string}, {"partition", nullable_string}, {"class", nullable_string}};
+  J placements = {{"type", "object"}};
+  placements["properties"]["chosen"] = std::move(chosen);
+  placements["properties"]["candidates"] = {{"type", "array"}, {"items", std::move(candidate)}};
+  schemas["Placements"] = std::move(placements);
+
+  J manifest = {{"type", "object"}};
+  manifest["properties"] = {{"site", string},
+                            {"kind", string},
+                            {"partition", nullable_string},
+                            {"class", string},
+                            {"manifest", {{"type", "object"}}}};
+  schemas["Manifest"] = std::move(manifest);
+
+  J site = {{"type", "object"}};
+  J& p = site["properties"];
+  p["name"] = string;
+  p["kind"] = string;
+  p["url"] = nullable_string;
+  p["up"] = {{"type", "boolean"}};
+  p["fresh"] = {{"type", "boolean"}};
+  p["age_s"] = {{"type", "integer"}, {"nullable", true}};
+  p["error"] = nullable_string;
+  p["gpus"] = {{"type", "object"},
+               {"description", "by model: {total, free}"},
+               {"additionalProperties", {{"type", "object"}}}};
+  p["classes"] = integer;
+  J list = {{"type", "object"}};
+  list["properties"]["sites"] = {{"type", "array"}, {"items", std::move(site)}};
+  schemas["SiteList"] = std::move(list);
+}
+
 }  // namespace
 
 nlohmann::ordered_json openapi_document(const std::string& version) {
@@ -193,41 +319,6 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
             {"responses", with_errors({{"200", json_response("the orphans", "OrphanList")},
                                        {"403", json_response("not an administrator (or no account)",
                                                              "Error")}})}}}}},
-        {"/v1/placements",
-         {{"post",
-           {{"summary",
-             "A broker's dry run ([broker]): every site's verdict on a job, with the reasons "
-             "of each rejection and the factors of each score; nothing is submitted"},
-            {"requestBody",
-             {{"required", true},
-              {"content", {{"application/json", {{"schema", ref("BrokerJobRequest")}}}}}}},
-            {"responses",
-             with_errors({{"200", json_response("the chosen site and every verdict", "Placements")},
-                          {"400", json_response("the body is not a valid job request", "Error")},
-                          {"422", json_response("no site can take the job: every verdict",
-                                                "Placements")}})}}}}},
-        {"/v1/manifests",
-         {{"post",
-           {{"summary",
-             "A broker's manifest ([broker]): what the one site of placement.sites would be "
-             "sent for the job (berthd's job body, a Kubernetes Job, a Marathon app, a Chronos "
-             "job, an OpenStack server), on the class the broker would choose; nothing is sent"},
-            {"requestBody",
-             {{"required", true},
-              {"content", {{"application/json", {{"schema", ref("BrokerJobRequest")}}}}}}},
-            {"responses",
-             with_errors({{"200", json_response("the site, its kind, the class and the manifest",
-                                                "Manifest")},
-                          {"400", json_response("not a job request, or not one site of the "
-                                                "broker in placement.sites",
-                                                "Error")},
-                          {"422", json_response("no class of the site fits (the placements "
-                                                "answer), or its backend cannot run the job",
-                                                "Placements")}})}}}}},
-        {"/v1/sites",
-         {{"get",
-           {{"summary", "A broker's sites ([broker]): kind, state, freshness, GPUs by model"},
-            {"responses", with_errors({{"200", json_response("the sites", "SiteList")}})}}}}},
         {"/metrics",
          {{"get",
            {{"summary",
@@ -496,104 +587,6 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
                     {"seen_by",
                      {{"type", "object"},
                       {"properties", {{"id", string}, {"slurm_job_id", integer}}}}}}}}}}}}}}},
-          {"BrokerJobRequest",
-           {{"type", "object"},
-            {"description",
-             "a JobRequest whose resources.gpus may be a spec string (\"A100:80GB:2\": vendor, "
-             "models, memory per GPU in GiB, count; a count below 1 is a share), with "
-             "resources.gpu {vendor, model, memory_mb_min, compute_capability_min, cuda_min, "
-             "driver_min}, resources.infiniband, placement {sites, exclude, prefer, strategy} "
-             "and failover {max_sites, pending_timeout_s, deadline_s} (docs/broker.md)"},
-            {"required", {"image"}}}},
-          {"Placements",
-           {{"type", "object"},
-            {"properties",
-             {{"chosen",
-               {{"type", "object"},
-                {"nullable", true},
-                {"properties",
-                 {{"site", string},
-                  {"partition", {{"type", "string"}, {"nullable", true}}},
-                  {"class", {{"type", "string"}, {"nullable", true}}}}}}},
-              {"candidates",
-               {{"type", "array"},
-                {"items",
-                 {{"type", "object"},
-                  {"properties",
-                   {{"site", string},
-                    {"partition", {{"type", "string"}, {"nullable", true}}},
-                    {"class", {{"type", "string"}, {"nullable", true}}},
-                    {"verdict", {{"type", "string"}, {"enum", {"fit", "rejected"}}}},
-                    {"reasons",
-                     {{"type", "array"},
-                      {"items",
-                       {{"type", "object"},
-                        {"properties",
-                         {{"code",
-                           {{"type", "string"},
-                            {"enum",
-                             {"site_down",
-                              "stale_info",
-                              "issuer_untrusted",
-                              "group_denied",
-                              "excluded",
-                              "backend_unsupported",
-                              "share_unsupported",
-                              "no_gpu_model",
-                              "gpu_vendor",
-                              "gpu_memory",
-                              "gpus_per_node",
-                              "nodes",
-                              "compute_capability",
-                              "cuda_too_old",
-                              "driver_too_old",
-                              "cpus",
-                              "memory",
-                              "walltime",
-                              "no_infiniband",
-                              "max_gpus_per_job",
-                              "quota"}}}},
-                          {"message", string}}}}}}},
-                    {"score", {{"type", "number"}, {"nullable", true}}},
-                    {"factors",
-                     {{"type", "object"},
-                      {"nullable", true},
-                      {"description", "each from 0 to 100"},
-                      {"properties",
-                       {{"start_now", number},
-                        {"wait", number},
-                        {"free", number},
-                        {"fit", number},
-                        {"preference", number},
-                        {"reliability", number}}}}}}}}}}}}}}},
-          {"Manifest",
-           {{"type", "object"},
-            {"properties",
-             {{"site", string},
-              {"kind", string},
-              {"partition", {{"type", "string"}, {"nullable", true}}},
-              {"class", string},
-              {"manifest", {{"type", "object"}}}}}}},
-          {"SiteList",
-           {{"type", "object"},
-            {"properties",
-             {{"sites",
-               {{"type", "array"},
-                {"items",
-                 {{"type", "object"},
-                  {"properties",
-                   {{"name", string},
-                    {"kind", string},
-                    {"url", {{"type", "string"}, {"nullable", true}}},
-                    {"up", {{"type", "boolean"}}},
-                    {"fresh", {{"type", "boolean"}}},
-                    {"age_s", {{"type", "integer"}, {"nullable", true}}},
-                    {"error", {{"type", "string"}, {"nullable", true}}},
-                    {"gpus",
-                     {{"type", "object"},
-                      {"description", "by model: {total, free}"},
-                      {"additionalProperties", {{"type", "object"}}}}},
-                    {"classes", integer}}}}}}}}}}},
           {"SystemList",
            {{"type", "object"},
             {"properties", {{"systems", {{"type", "array"}, {"items", ref("System")}}}}}}},
@@ -637,6 +630,7 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
                     {"description", "the period's start, Unix time"}}}}}}}}}}}}}}},
       {"security", J::array({{{"bearer", J::array()}}})},
   };
+  broker_paths(doc, with_errors, integer, string, number);
   return doc;
 }
 
