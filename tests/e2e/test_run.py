@@ -607,12 +607,14 @@ def test_run_a_root_filesystem_directory(berth, img):
 
 def on_terminal(berth, args) -> tuple[int, str]:
     """Runs berth ARGS on a new pseudo-terminal, as a user's shell would (script(1)); returns
-    its status and output, newlines as written."""
+    its status and output, newlines as written. script(1), its input being /dev/null, types one
+    NUL byte at its end, which a container's pty echoes as ^@ wherever the output then is (at
+    its start, or inside it on a loaded machine): those echoes are taken out."""
     import shlex
     cmd, env = berth.command(args)
     r = subprocess.run(["script", "-qec", shlex.join(cmd), "/dev/null"], env=env,
                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-    return r.returncode, r.stdout.replace("\r\n", "\n")
+    return r.returncode, r.stdout.replace("\r\n", "\n").replace("^@", "")
 
 
 def test_tty_gives_a_working_terminal(berth, img):
