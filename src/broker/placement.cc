@@ -1,21 +1,15 @@
 #include "broker/placement.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <tuple>
 
 #include "broker/gpu_names.h"
+#include "core/strings.h"
 #include "devices/version.h"
 
 namespace berth::broker {
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return out;
-}
 
 bool contains(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();

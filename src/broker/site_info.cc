@@ -2,7 +2,6 @@
 #include "broker/site_info.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/strings.h"
 #include "devices/version.h"
 
 namespace berth::broker {
@@ -171,10 +171,8 @@ Result<size_t> find_linked(const Doc& d, const std::map<std::string, size_t>& in
 
 /// Whether an accelerator entity is a GPU one (GLUE 2.1's Type; absent counts as GPU).
 Result<bool> is_gpu(const Doc& d, const Entity& e) {
-  std::string type = BERTH_TRY(text(d, *e.j, e.where, "Type"));
-  std::transform(type.begin(), type.end(), type.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  return type.empty() || type == "GPU";
+  std::string type = lower(BERTH_TRY(text(d, *e.j, e.where, "Type")));
+  return type.empty() || type == "gpu";
 }
 
 /// OtherInfo's value for `key`: "Key=Value" strings (berthd) or an object (EGI's other_info).
@@ -233,11 +231,8 @@ Result<void> read_environment(const Doc& d, const Entity& e, NodeClass& c) {
   c.total_nodes = static_cast<int>(total);
   c.used_nodes = static_cast<int>(used);
   c.unavailable_nodes = static_cast<int>(down);
-  for (std::string n : BERTH_TRY(texts(d, j, e.where, "NetworkInfo"))) {
-    std::transform(n.begin(), n.end(), n.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-    if (n == "infiniband") c.infiniband = true;
-  }
+  for (const std::string& n : BERTH_TRY(texts(d, j, e.where, "NetworkInfo")))
+    if (lower(n) == "infiniband") c.infiniband = true;
   return {};
 }
 
