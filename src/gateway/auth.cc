@@ -357,16 +357,22 @@ Result<std::shared_ptr<const nlohmann::json>> Authenticator::verified(const std:
   return claims;
 }
 
-std::variant<Account, AuthFailure> Authenticator::authenticate(const std::string& authorization,
-                                                               int64_t now) {
+std::optional<std::string> bearer_token(const std::string& authorization) {
   // RFC 6750 section 2.1; the scheme name is case-insensitive.
   constexpr std::string_view kScheme = "bearer ";
-  std::string scheme = lower(std::string_view(authorization).substr(0, kScheme.size()));
-  if (authorization.empty()) return AuthFailure{401, "no bearer token"};
-  if (scheme != kScheme) return AuthFailure{401, "the Authorization header is not a bearer token"};
+  if (lower(std::string_view(authorization).substr(0, kScheme.size())) != kScheme)
+    return std::nullopt;
   std::string token = authorization.substr(kScheme.size());
   while (!token.empty() && token.front() == ' ') token.erase(0, 1);
-  auto claims = verified(token, now);
+  return token;
+}
+
+std::variant<Account, AuthFailure> Authenticator::authenticate(const std::string& authorization,
+                                                               int64_t now) {
+  if (authorization.empty()) return AuthFailure{401, "no bearer token"};
+  std::optional<std::string> token = bearer_token(authorization);
+  if (!token) return AuthFailure{401, "the Authorization header is not a bearer token"};
+  auto claims = verified(*token, now);
   if (!claims.ok()) return AuthFailure{401, claims.error().detail};
   const nlohmann::json& c = **claims;
   // The account is looked up again for every request, cached token or not: a user removed

@@ -151,6 +151,10 @@ struct AuthFailure {
   std::string issuer, subject;  ///< the verified identity of a 403; "" for a 401
 };
 
+/// The token of an Authorization header's value `authorization` ("Bearer TOKEN", the scheme in
+/// any case, RFC 6750 section 2.1), spaces before it dropped; nullopt for another scheme.
+std::optional<std::string> bearer_token(const std::string& authorization);
+
 /// Validates bearer tokens and maps them; one per gateway, shared by the server's threads.
 class Authenticator {
  public:

@@ -101,15 +101,6 @@ int64_t mtime_of(const std::string& path) {
 
 }  // namespace
 
-std::string bearer_token(const std::string& authorization) {
-  constexpr std::string_view kScheme = "Bearer ";
-  if (authorization.size() <= kScheme.size() ||
-      !std::equal(kScheme.begin(), kScheme.end(), authorization.begin(),
-                  [](char a, char b) { return std::tolower(a) == std::tolower(b); }))
-    return "";
-  return authorization.substr(kScheme.size());
-}
-
 BrokerService::BrokerService(const BrokerConfig& config) : config_(config) {}
 
 bool BrokerService::trusts(const Known& k, const Account& who) {

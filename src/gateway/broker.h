@@ -97,7 +97,4 @@ class BrokerService {
   std::map<std::string, Known> known_;  // by site name
 };
 
-/// The token of an "Authorization: Bearer TOKEN" header's value; "" for any other.
-std::string bearer_token(const std::string& authorization);
-
 }  // namespace berth::gateway

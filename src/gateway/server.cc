@@ -357,7 +357,8 @@ const std::vector<Server::Route>& Server::route_table() {
 void Server::placements(const httplib::Request& req, httplib::Response& res, const Call& call) {
   nlohmann::json body = parse_json_or_discarded(req.body, size_t{1} << 20);
   auto answer = broker_->placements(
-      body, *call.who, bearer_token(req.get_header_value("Authorization")), std::time(nullptr));
+      body, *call.who, bearer_token(req.get_header_value("Authorization")).value_or(""),
+      std::time(nullptr));
   if (!answer.ok()) return fail(res, call, answer.error());
   call.audit->record("broker.place", (*answer)["chosen"].is_null() ? "none" : "chosen",
                      {{"chosen", (*answer)["chosen"]}});
@@ -366,8 +367,9 @@ void Server::placements(const httplib::Request& req, httplib::Response& res, con
 
 void Server::manifests(const httplib::Request& req, httplib::Response& res, const Call& call) {
   nlohmann::json body = parse_json_or_discarded(req.body, size_t{1} << 20);
-  auto answer = broker_->manifest(
-      body, *call.who, bearer_token(req.get_header_value("Authorization")), std::time(nullptr));
+  auto answer = broker_->manifest(body, *call.who,
+                                  bearer_token(req.get_header_value("Authorization")).value_or(""),
+                                  std::time(nullptr));
   if (!answer.ok()) return fail(res, call, answer.error());
   send_json(res, answer->status, answer->body);
 }
@@ -375,8 +377,9 @@ void Server::manifests(const httplib::Request& req, httplib::Response& res, cons
 void Server::broker_sites(const httplib::Request& req, httplib::Response& res, const Call& call) {
   send_json(
       res, 200,
-      {{"sites", broker_->sites(*call.who, bearer_token(req.get_header_value("Authorization")),
-                                std::time(nullptr))}});
+      {{"sites",
+        broker_->sites(*call.who, bearer_token(req.get_header_value("Authorization")).value_or(""),
+                       std::time(nullptr))}});
 }
 
 void Server::fail(httplib::Response& res, const Call& call, const Error& e) {

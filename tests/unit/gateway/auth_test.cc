@@ -547,5 +547,14 @@ TEST(GatewayJwt, JwksKeepsOnlyUsableKeys) {
   EXPECT_EQ(bad.error().message(), "read JWKS https://x/jwks: not a JWK set: no \"keys\" list");
 }
 
+TEST(GatewayBearer, TheTokenOfAnAuthorizationHeader) {
+  EXPECT_EQ(bearer_token("Bearer abc"), "abc");
+  EXPECT_EQ(bearer_token("bearer abc"), "abc");  // the scheme in any case
+  EXPECT_EQ(bearer_token("Bearer   abc"), "abc");
+  EXPECT_EQ(bearer_token("Basic abc"), std::nullopt);
+  EXPECT_EQ(bearer_token("Bearer "), "");  // a bearer header, without a token
+  EXPECT_EQ(bearer_token(""), std::nullopt);
+}
+
 }  // namespace
 }  // namespace berth::gateway

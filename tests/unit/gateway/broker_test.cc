@@ -233,12 +233,5 @@ TEST(BrokerService, ABadBodyIsTheCallersError) {
   EXPECT_EQ(answer.error().code, ErrorCode::kInvalidInput);
 }
 
-TEST(BrokerService, BearerTokens) {
-  EXPECT_EQ(bearer_token("Bearer abc"), "abc");
-  EXPECT_EQ(bearer_token("bearer abc"), "abc");
-  EXPECT_EQ(bearer_token("Basic abc"), "");
-  EXPECT_EQ(bearer_token("Bearer "), "");
-}
-
 }  // namespace
 }  // namespace berth::gateway
