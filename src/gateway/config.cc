@@ -33,6 +33,15 @@ class Reader : public TomlReader {
     if (s.empty()) return bad(node, key, "is empty");
     return s;
   }
+  /// A service's base URL: http:// or https://, its trailing slashes dropped so that paths
+  /// are appended to it.
+  Result<std::string> base_url(const toml::node& node, std::string_view key) const {
+    std::string url = BERTH_TRY(nonempty(node, key));
+    if (!url.starts_with("https://") && !url.starts_with("http://"))
+      return bad(node, key, "is not an http:// or https:// URL");
+    while (url.ends_with("/")) url.pop_back();
+    return url;
+  }
   Result<int64_t> seconds(const toml::node& node, std::string_view key) const {
     auto v = node.value<int64_t>();
     if (!node.is_integer() || !v || *v < 0 || *v > 86400)
@@ -249,10 +258,7 @@ class Reader : public TomlReader {
       else if (key == "host")
         p.host = BERTH_TRY(nonempty(v, key));
       else if (key == "url") {
-        p.url = BERTH_TRY(nonempty(v, key));
-        if (!p.url.starts_with("https://") && !p.url.starts_with("http://"))
-          return bad(v, key, "is not an http:// or https:// URL");
-        while (p.url.ends_with("/")) p.url.pop_back();
+        p.url = BERTH_TRY(base_url(v, key));
       } else if (key == "infiniband")
         p.infiniband = BERTH_TRY(boolean(v, key));
       else
@@ -286,10 +292,7 @@ class Reader : public TomlReader {
                          [&s](const char* k) { return s.kind == k; }) == std::end(kinds))
           return bad(v, key, "is not berthd, kubernetes, marathon, chronos, openstack or static");
       } else if (key == "url") {
-        s.url = BERTH_TRY(nonempty(v, key));
-        if (!s.url.starts_with("https://") && !s.url.starts_with("http://"))
-          return bad(v, key, "is not an http:// or https:// URL");
-        while (s.url.ends_with("/")) s.url.pop_back();
+        s.url = BERTH_TRY(base_url(v, key));
       } else if (key == "audience") {
         s.audience = BERTH_TRY(nonempty(v, key));
       } else if (key == "token") {
