@@ -243,7 +243,7 @@ nlohmann::json BrokerJobs::refresh(BrokerJobRecord& job, const Account& who,
     if (limit > 0 && now - since > limit) {
       SiteAnswer c =
           call_site(*site, "DELETE", "/v1/jobs/" + std::to_string(job.site_job_id), token);
-      if (c.status == 200) moved = "cancelled";
+      if (c.status == 202 || c.status == 200) moved = "cancelled";  // berthd answers 202
     }
   }
   if (moved.empty() || attempts.empty()) {
@@ -301,7 +301,8 @@ Result<std::optional<nlohmann::json>> BrokerJobs::cancel(const Account& who,
     return make_error("DELETE", job->site, "the site is no longer in [broker]", ErrorCode::kHttp);
   SiteAnswer a = call_site(*site, "DELETE", "/v1/jobs/" + std::to_string(job->site_job_id), token);
   if (a.status == 0) return make_error("DELETE", job->site, a.error, ErrorCode::kNetwork);
-  if (a.status != 200) return http_error("DELETE", site->url, a.status, cause_of(a));
+  if (a.status != 202 && a.status != 200)
+    return http_error("DELETE", site->url, a.status, cause_of(a));
   nlohmann::json doc = parse_json_or_discarded(a.body, kMaxAnswerBytes);
   if (JobState s = state_of(doc); s != JobState::kUnknown) job->state = s;
   job->reason = text_of(doc, "reason");

@@ -70,7 +70,7 @@ FakeHttpServer::Handler berthd_site(std::shared_ptr<SiteState> st, const std::st
     if (r.method == "DELETE" && r.target.rfind("/v1/jobs/", 0) == 0) {
       ++st->deletes;
       st->job_state = "CANCELLED";
-      return {200, {}, nlohmann::json{{"id", r.target.substr(9)}, {"state", "CANCELLED"}}.dump()};
+      return {202, {}, nlohmann::json{{"id", r.target.substr(9)}, {"state", "CANCELLED"}}.dump()};
     }
     return {404, {}, "{}"};
   };
