@@ -8,8 +8,12 @@ from __future__ import annotations
 import copy
 import json
 import os
+import random
 import shutil
 import subprocess
+import threading
+import time
+import urllib.error
 
 import pytest
 
@@ -317,10 +321,9 @@ cache_s = 0
     stop(proc)
 
 
-@pytest.fixture(scope="module")
-def submitting_broker(site_a, site_b, issuers, identity, berthd_bin, scratch, second_user):
-    """A broker with a database of its own over site b (weighted first) and site a."""
-    workdir = identity.make_dir(os.path.join(scratch, "submitting-broker"))
+def submitting_broker_config(site_a, site_b, issuers, identity, second_user, workdir) -> str:
+    """The configuration of a broker with a database in `workdir` over site b (weighted first)
+    and site a; its path."""
     conf = gateway_config(issuers, second_user, f'database = "{workdir}/broker.db"\n') + f"""
 [broker]
 
@@ -333,7 +336,13 @@ weight = 10
 name = "a"
 url = "{site_a.url}"
 """
-    path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
+    return identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
+
+
+@pytest.fixture(scope="module")
+def submitting_broker(site_a, site_b, issuers, identity, berthd_bin, scratch, second_user):
+    workdir = identity.make_dir(os.path.join(scratch, "submitting-broker"))
+    path = submitting_broker_config(site_a, site_b, issuers, identity, second_user, workdir)
     log = os.path.join(workdir, "berthd.log")
     proc, url = start_berthd(identity, berthd_bin, path, log)
     yield Berthd(proc, url, log)
@@ -398,3 +407,53 @@ def test_a_job_every_site_refuses_is_submit_failed_with_each_cause(submitting_br
     status, _, answer = submitting_broker.request(
         "POST", "/v1/jobs", tok, {"image": "x", "resources": {"gpus": "B200:1"}})
     assert status == 422 and answer["chosen"] is None, answer
+
+
+def test_a_broker_killed_anywhere_leaves_every_job_at_one_site(site_a, site_b, issuers, identity,
+                                                               berthd_bin, scratch, second_user):
+    """20 jobs, each refused at b and sent on to a, the broker killed (SIGKILL) at a random
+    moment of each submission and started again; the client retries with its key as a client
+    of any gateway does. Then every job is at site a once: none lost, none twice, none at b."""
+    workdir = identity.make_dir(os.path.join(scratch, "killed-broker"))
+    path = submitting_broker_config(site_a, site_b, issuers, identity, second_user, workdir)
+    log = os.path.join(workdir, "berthd.log")
+    tok = token_a(issuers, identity)
+    before_a, before_b = len(site_jobs(site_a, tok)), len(site_jobs(site_b, tok))
+    body = {"image": "127.0.0.1:1/none:1", "command": ["true"], "resources": {"walltime_s": 600}}
+    rng = random.Random(31)
+    proc, url = start_berthd(identity, berthd_bin, path, log)
+    broker = Berthd(proc, url, log)
+    ids = []
+    try:
+        for i in range(20):
+            key = {"Idempotency-Key": f"killed-{i}"}
+
+            def post():
+                try:
+                    broker.request("POST", "/v1/jobs", tok, body, headers=key)
+                except (urllib.error.URLError, ConnectionError, OSError):
+                    pass  # killed under it
+
+            t = threading.Thread(target=post)
+            t.start()
+            time.sleep(rng.uniform(0, 0.08))
+            proc.kill()
+            proc.wait()
+            t.join()
+            proc, url = start_berthd(identity, berthd_bin, path, log + f".{i}")
+            broker = Berthd(proc, url, log)
+            status, _, job = broker.request("POST", "/v1/jobs", tok, body, headers=key)
+            assert status in (200, 201), job
+            ids.append(job["id"])
+        # What a kill left half sent goes on at the owner's next look.
+        for job_id in ids:
+            status, _, job = broker.request("GET", f"/v1/jobs/{job_id}", tok)
+            assert status == 200 and job["site"] == "a", job
+            assert [a["outcome"] for a in job["attempts"]] == ["refused", "submitted"], job
+    finally:
+        stop(proc)
+    assert len(set(ids)) == 20
+    at_a = site_jobs(site_a, tok)
+    assert len(at_a) == before_a + 20, [j["id"] for j in at_a]
+    assert len(site_jobs(site_b, tok)) == before_b
+
