@@ -135,6 +135,10 @@ std::vector<Reason> class_reasons(const Requirement& need, const SiteView& s, co
     out.push_back({"walltime", "asks " + std::to_string(need.walltime_s) + " s; partition " +
                                    c.partition + " allows at most " +
                                    std::to_string(c.max_walltime_s)});
+  if (need.walltime_s > 0 && s.max_walltime_s >= 0 && need.walltime_s > s.max_walltime_s)
+    out.push_back({"walltime", "asks " + std::to_string(need.walltime_s) +
+                                   " s; the caller's limit at this site is " +
+                                   std::to_string(s.max_walltime_s) + " s"});
   if (need.infiniband && !c.infiniband)
     out.push_back({"no_infiniband", "asks InfiniBand; nodes of this class have none"});
   int cap = c.max_gpus_per_job;

@@ -33,6 +33,7 @@ struct SiteView {
   double reliability = 1;      ///< 0..1: how often recent attempts there were taken and started
   std::optional<int64_t> wait_s;  ///< the site's own start estimate (dry run), where asked
   int max_gpus_per_job = -1;      ///< the caller's limit there; -1 none
+  int64_t max_walltime_s = -1;    ///< the caller's walltime limit there; -1 none
   double gpu_hours_left = -1;     ///< the caller's GPU-hour quota left there; -1 unlimited
 };
 

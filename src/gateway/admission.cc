@@ -3,6 +3,7 @@
 
 #include <ctime>
 
+#include "gateway/accounting.h"
 #include "gateway/output.h"
 
 namespace berth::gateway {
@@ -65,6 +66,25 @@ Result<Verdict> Admission::check(const Account& who, const JobRequest& r, bool r
     }
   }
   return v;
+}
+
+Result<Standing> Admission::standing(const Account& who, int64_t now) const {
+  Standing out;
+  out.limits = resolve_limits(limits_, who.user, who.groups);
+  const std::string vo = BERTH_TRY(job_vo(who, "", quotas_, limits_));
+  const std::string group = usage_.quota_group(who, vo);
+  auto budget = quotas_.gpu_hours.find(group);
+  if (budget == quotas_.gpu_hours.end()) return out;
+  Standing::Quota q;
+  q.group = group;
+  q.budget = budget->second;
+  q.period = period_name(quotas_);
+  q.since = period_start(quotas_, now);
+  Usage used = BERTH_TRY(usage_.accounting("", q.since, now + 1));
+  // Up to and including this second, as check_gpu_quota() counts.
+  q.used = gpu_hours_of_group(used.records, group, q.since, now + 1, now);
+  out.quota = std::move(q);
+  return out;
 }
 
 Result<Fit> Admission::dry_run(const Account& who, const JobRequest& r) {

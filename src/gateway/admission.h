@@ -60,6 +60,20 @@ const char* limit_reason(LimitKey key);
 /// each with the refusal's message; else it fits.
 Fit fit_of(const Verdict& v);
 
+/// Where a caller stands at the site (GET /v1/me): the limits in force for them and, where
+/// their group has one, its GPU-hour quota this period.
+struct Standing {
+  Limits limits;  ///< resolve_limits()
+  struct Quota {
+    std::string group;   ///< the group a job of theirs without "group" counts against
+    double budget = 0;   ///< GPU-hours per period
+    double used = 0;     ///< in the current period
+    std::string period;  ///< period_name()
+    int64_t since = 0;   ///< the current period's start
+  };
+  std::optional<Quota> quota;  ///< nullopt: no quota for that group
+};
+
 /// Admits and submits jobs; shared by the server's threads.
 class Admission {
  public:
@@ -89,6 +103,10 @@ class Admission {
   /// Whether `who`'s request `r` would be taken now: admissible(), then check() without
   /// refresh, as fit_of() words it. Nothing is recorded or sent to Slurm.
   Result<Fit> dry_run(const Account& who, const JobRequest& r);
+  /// Where `who` stands now: their limits, and the GPU-hour quota of the group their jobs
+  /// count against by default (job_vo() of no "group"), with its usage read as check() reads
+  /// it (an error, kBusy, when that source cannot be read).
+  Result<Standing> standing(const Account& who, int64_t now) const;
   /// check()s the request with refresh, records it (before anything reaches Slurm), then
   /// submits it as `who` with the walltime the limits gave it. A request whose key `who`
   /// already used gets the earlier job back, unsent and unchecked (it counts among the jobs it

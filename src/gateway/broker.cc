@@ -76,6 +76,31 @@ Result<std::optional<std::vector<std::string>>> fetch_trusted(const BrokerSiteCo
   return std::optional<std::vector<std::string>>(std::move(out));
 }
 
+/// What berthd site `s` says the caller of `token` stands under (GET /v1/me): the limits and
+/// quota a broker fits a job to. Where the site does not say (an older berthd, or an error),
+/// nothing is limited: the site's own refusal then moves the job on.
+BrokerService::CallerStanding fetch_standing(const BrokerSiteConfig& s, const std::string& token) {
+  BrokerService::CallerStanding out;
+  auto res = site_get(s, "/v1/me", token);
+  if (!res.ok() || res->status != 200) return out;
+  nlohmann::json me = parse_json_or_discarded(res->body, kMaxDocBytes);
+  if (!me.is_object()) return out;
+  auto limit = [&me](const char* key) -> int64_t {
+    if (!me.contains("limits") || !me["limits"].is_object() || !me["limits"].contains(key))
+      return -1;
+    const nlohmann::json& l = me["limits"][key];
+    return l.is_object() && l.contains("value") && l["value"].is_number_integer()
+               ? l["value"].get<int64_t>()
+               : -1;
+  };
+  out.max_gpus_per_job = static_cast<int>(std::min<int64_t>(limit("max_gpus_per_job"), 1 << 20));
+  out.max_walltime_s = limit("max_walltime_s");
+  if (me.contains("quota") && me["quota"].is_object() && me["quota"].contains("left_gpu_hours") &&
+      me["quota"]["left_gpu_hours"].is_number())
+    out.gpu_hours_left = me["quota"]["left_gpu_hours"].get<double>();
+  return out;
+}
+
 /// How the broker tells callers apart: their issuer and subject.
 std::string caller_key(const Account& who) {
   return who.issuer + "\n" + who.subject;
@@ -176,6 +201,7 @@ void BrokerService::refresh(const BrokerSiteConfig& s, Known& k, const Account& 
   if (fetched(s)) {
     k.refused.erase(caller_key(who));
     k.accepted.insert(caller_key(who));
+    k.standing[caller_key(who)] = fetch_standing(s, token);
   }
   k.info = std::move(*info);
   k.read = true;
@@ -242,6 +268,11 @@ broker::SiteView BrokerService::view(const BrokerSiteConfig& s, const Known& k, 
   } else if (auto no = k.refused.find(caller_key(who)); no != k.refused.end()) {
     v.issuer_trusted = false;
     v.refusal = no->second;
+  }
+  if (auto st = k.standing.find(caller_key(who)); st != k.standing.end()) {
+    v.max_gpus_per_job = st->second.max_gpus_per_job;
+    v.max_walltime_s = st->second.max_walltime_s;
+    v.gpu_hours_left = st->second.gpu_hours_left;
   }
   v.shares = s.shares;
   v.gpu_jobs = s.gpu_jobs;

@@ -44,6 +44,12 @@ std::string site_error_message(const std::string& body);
 
 class BrokerService {
  public:
+  /// A caller's limits and quota at a site, as its GET /v1/me says; -1: none.
+  struct CallerStanding {
+    int max_gpus_per_job = -1;
+    int64_t max_walltime_s = -1;
+    double gpu_hours_left = -1;
+  };
   /// `config` outlives the service.
   explicit BrokerService(const BrokerConfig& config);
 
@@ -97,6 +103,8 @@ class BrokerService {
     /// (401, 403) with its reason: learnt from its answers, each caller asked once.
     std::set<std::string> accepted;
     std::map<std::string, std::string> refused;
+    /// What a berthd site says each caller it took stands under (GET /v1/me), by caller.
+    std::map<std::string, CallerStanding> standing;
     /// The issuers a berthd site says it trusts (GET /v1/health); nullopt where it does not.
     std::optional<std::vector<std::string>> trusted;
   };

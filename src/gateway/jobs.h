@@ -62,6 +62,10 @@ class JobService {
   Result<Fit> dry_run(const Account& who, const JobRequest& r) {
     return admission_.dry_run(who, r);
   }
+  /// Admission::standing().
+  Result<Standing> standing(const Account& who, int64_t now) const {
+    return admission_.standing(who, now);
+  }
   /// JobReads::get().
   Result<std::optional<JobRecord>> get(const Account& who, int64_t id) {
     return reads_.get(who, id);

@@ -170,7 +170,11 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
       if (!responses.contains(status)) responses[status] = answer;
     return responses;
   };
-  J me_responses = with_errors({{"200", json_response("the caller's identity and account", "Me")}});
+  J me_responses =
+      with_errors({{"200", json_response("the caller's identity and account", "Me")},
+                   {"500", json_response("the job database cannot be read", "Error")}});
+  me_responses["503"] = json_response(
+      "the usage the caller's quota is counted from cannot be read (sacct failing)", "Error");
   J id_param = J::array(
       {{{"name", "id"}, {"in", "path"}, {"required", true}, {"schema", {{"type", "string"}}}}});
   J not_found = J::array({{"404", json_response("no such job, or another user's", "Error")}});
@@ -631,6 +635,22 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
       {"security", J::array({{{"bearer", J::array()}}})},
   };
   broker_paths(doc, with_errors, integer, string, number);
+  // Where berthd takes jobs, GET /v1/me says the caller's limits and quota (what a broker
+  // reads before it sends them a job): added apart, so that the document stays shallow.
+  J& me = doc["components"]["schemas"]["Me"]["properties"];
+  me["limits"] = {
+      {"type", "object"},
+      {"description", "the limits in force for the caller, by [limits] key: {\"value\", \"from\"}"},
+      {"additionalProperties",
+       {{"type", "object"}, {"properties", {{"value", integer}, {"from", string}}}}}};
+  J quota = {{"type", "object"}, {"nullable", true}};
+  quota["description"] = "the GPU-hour quota of the group the caller's jobs count against";
+  for (const char* k : {"gpu_hours", "used_gpu_hours", "left_gpu_hours"})
+    quota["properties"][k] = number;
+  quota["properties"]["group"] = string;
+  quota["properties"]["period"] = string;
+  quota["properties"]["since"] = integer;
+  me["quota"] = std::move(quota);
   return doc;
 }
 

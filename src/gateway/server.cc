@@ -276,7 +276,15 @@ const std::vector<Server::Route>& Server::route_table() {
   static const std::vector<Route> table = {
       {M::kGet, "/v1/health", A::kAnyone, nullptr, nullptr, N::kNothing, &Server::health},
       {M::kGet, "/v1/openapi.json", A::kAnyone, nullptr, nullptr, N::kNothing, &Server::openapi},
-      {M::kGet, "/v1/me", A::kToken, nullptr, nullptr, N::kNothing, &Server::me},
+      // The usage a quota is read from unreadable (sacct failing): 503.
+      {M::kGet,
+       "/v1/me",
+       A::kToken,
+       nullptr,
+       nullptr,
+       N::kNothing,
+       &Server::me,
+       {{{E::kBusy, 503}}, 500}},
       // A conflicting Idempotency-Key is 422; sacct unreadable for the quota check is 503; a
       // "group" not among the caller's token groups is 403 (with dry_run=1 too).
       {M::kPost,
@@ -497,16 +505,29 @@ void Server::openapi(const httplib::Request&, httplib::Response& res, const Call
   res.set_content(to_text(openapi_document(version_)) + "\n", "application/json");
 }
 
+// Who the caller is here and, where berthd takes jobs, the limits and quota they stand under
+// (what a broker reads before it sends them a job, docs/broker.md).
 void Server::me(const httplib::Request&, httplib::Response& res, const Call& call) {
   const Account& a = *call.who;
-  send_json(res, 200,
-            {{"issuer", a.issuer},
-             {"subject", a.subject},
-             {"user", a.user},
-             {"uid", a.uid},
-             {"gid", a.gid},
-             {"groups", a.groups},
-             {"admin", a.admin}});
+  nlohmann::json out = {{"issuer", a.issuer}, {"subject", a.subject}, {"user", a.user},
+                        {"uid", a.uid},       {"gid", a.gid},         {"groups", a.groups},
+                        {"admin", a.admin}};
+  if (jobs_ != nullptr) {
+    auto standing = jobs_->standing(a, std::time(nullptr));
+    if (!standing.ok()) return fail(res, call, standing.error());
+    nlohmann::json limits = nlohmann::json::object();
+    for (size_t i = 0; i < kLimitKeys; ++i)
+      if (const auto& l = standing->limits[i])
+        limits[limit_name(static_cast<LimitKey>(i))] = {{"value", l->value}, {"from", l->from}};
+    out["limits"] = std::move(limits);
+    out["quota"] = nullptr;
+    if (const auto& q = standing->quota)
+      out["quota"] = {
+          {"group", q->group},         {"gpu_hours", q->budget},
+          {"used_gpu_hours", q->used}, {"left_gpu_hours", std::max(0.0, q->budget - q->used)},
+          {"period", q->period},       {"since", q->since}};
+  }
+  send_json(res, 200, out);
 }
 
 void Server::submit(const httplib::Request& req, httplib::Response& res, const Call& call) {

@@ -296,7 +296,8 @@ def test_a_manifest_is_what_the_one_site_would_be_sent(broker, site_a, issuers, 
 
 @pytest.fixture(scope="module")
 def site_b(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, second_user):
-    """A second berthd in front of the same Slurm whose limits refuse any job of over a minute."""
+    """A second berthd in front of the same Slurm that opens no partition its GLUE document
+    lists: it refuses every job a broker sends it, which the broker cannot know beforehand."""
     workdir = identity.make_dir(os.path.join(scratch, "broker-site-b"))
     key = os.path.join(workdir, "slurm_jwt.key")
     shutil.copy(gateway_cluster.jwt_key, key)
@@ -307,10 +308,10 @@ def site_b(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, 
 rest_url = "{slurmrestd}"
 jwt_key = "{key}"
 cluster = "site-b"
-partitions = ["debug"]
+partitions = ["elsewhere"]
 
 [limits]
-max_walltime_s = 60
+max_walltime_s = 86400
 
 [resources]
 cache_s = 0
@@ -349,6 +350,13 @@ def submitting_broker(site_a, site_b, issuers, identity, berthd_bin, scratch, se
     stop(proc)
 
 
+def test_me_says_the_callers_limits_for_a_broker_to_read(site_b, issuers, identity):
+    status, _, me = site_b.request("GET", "/v1/me", token_a(issuers, identity))
+    assert status == 200, me
+    assert me["limits"] == {"max_walltime_s": {"value": 86400, "from": "default"}}, me
+    assert me["quota"] is None, me
+
+
 def site_jobs(site, tok) -> list:
     status, _, listed = site.request("GET", "/v1/jobs", tok)
     assert status == 200, listed
@@ -357,8 +365,9 @@ def site_jobs(site, tok) -> list:
 
 def test_a_job_goes_on_from_a_site_that_refuses_it_and_is_there_once(submitting_broker, site_a,
                                                                       site_b, issuers, identity):
-    """Site b, first by weight, refuses a ten-minute job by its limits; the broker sends it to
-    site a, where it is in Slurm once, and reads, lists and cancels it there as the caller."""
+    """Site b, first by weight, refuses the job (its partition is not open there); the broker
+    sends it to site a, where it is in Slurm once, and reads, lists and cancels it there as the
+    caller."""
     tok = token_a(issuers, identity)
     before_a, before_b = len(site_jobs(site_a, tok)), len(site_jobs(site_b, tok))
     body = {"image": "127.0.0.1:1/none:1", "command": ["true"],
@@ -369,9 +378,8 @@ def test_a_job_goes_on_from_a_site_that_refuses_it_and_is_there_once(submitting_
     assert job["site"] == "a", job
     outcomes = [(a["site"], a["outcome"]) for a in job["attempts"]]
     assert outcomes == [("b", "refused"), ("a", "submitted")], job
-    assert job["attempts"][0]["cause"].startswith("HTTP 403: "), job
-    assert "max_walltime_s" in job["attempts"][0]["cause"] or "walltime" in \
-        job["attempts"][0]["cause"], job
+    assert job["attempts"][0]["cause"].startswith("HTTP 400: "), job
+    assert "partition" in job["attempts"][0]["cause"], job
     # At site a, the job the broker sent, in Slurm; none at site b.
     at_a = site_jobs(site_a, tok)
     assert len(at_a) == before_a + 1 and len(site_jobs(site_b, tok)) == before_b
@@ -402,7 +410,7 @@ def test_a_job_every_site_refuses_is_submit_failed_with_each_cause(submitting_br
     status, _, job = submitting_broker.request("POST", "/v1/jobs", tok, body)
     assert status == 201, job
     assert job["state"] == "SUBMIT_FAILED" and job["site"] is None, job
-    assert job["reason"].startswith("no site took the job: b: HTTP 403: "), job
+    assert job["reason"].startswith("no site took the job: b: HTTP 400: "), job
     # Nothing fits at all: 422, the placements answer, nothing recorded.
     status, _, answer = submitting_broker.request(
         "POST", "/v1/jobs", tok, {"image": "x", "resources": {"gpus": "B200:1"}})

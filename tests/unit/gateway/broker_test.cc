@@ -233,5 +233,37 @@ TEST(BrokerService, ABadBodyIsTheCallersError) {
   EXPECT_EQ(answer.error().code, ErrorCode::kInvalidInput);
 }
 
+TEST(BrokerService, TheCallersLimitsAndQuotaAtASiteAreWhatItsMeSays) {
+  auto plain = berthd_site({"https://a"}, h100_site_glue());
+  FakeHttpServer site([plain](const FakeRequest& r) -> FakeResponse {
+    if (r.target != "/v1/me") return plain(r);
+    if (r.header("authorization") == "Bearer token-of-old") return {404, {}, "{}"};  // older berthd
+    return {200,
+            {},
+            R"({"user":"alice","limits":{"max_gpus_per_job":{"value":1,"from":"default"},)"
+            R"("max_walltime_s":{"value":3600,"from":"user alice"}},)"
+            R"("quota":{"group":"/vo/ml","gpu_hours":10,"used_gpu_hours":10,"left_gpu_hours":0}})"};
+  });
+  BrokerConfig config = one_site("http://" + site.host());
+  BrokerService broker(config);
+  const nlohmann::json two = {{"image", "x"}, {"resources", {{"gpus", "H100:2"}}}};
+  auto answer = broker.placements(two, caller("https://a", "alice"), "token-of-alice", 1000);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  std::set<std::string> codes;
+  for (const auto& r : (*answer)["candidates"][0]["reasons"]) codes.insert(r["code"]);
+  EXPECT_EQ(codes, (std::set<std::string>{"max_gpus_per_job", "quota"})) << answer->dump();
+  const nlohmann::json long_cpu = {{"image", "x"}, {"resources", {{"walltime_s", 7200}}}};
+  answer = broker.placements(long_cpu, caller("https://a", "alice"), "token-of-alice", 1001);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(
+      (*answer)["candidates"][0]["reasons"][0],
+      (nlohmann::json{{"code", "walltime"},
+                      {"message", "asks 7200 s; the caller's limit at this site is 3600 s"}}));
+  // A site that does not say: nothing limited here, the site's own refusal decides.
+  answer = broker.placements(two, caller("https://a", "old"), "token-of-old", 1002);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ((*answer)["chosen"]["site"], "a") << answer->dump();
+}
+
 }  // namespace
 }  // namespace berth::gateway
