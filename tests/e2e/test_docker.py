@@ -4,6 +4,7 @@ flags Berth cannot honour rootless."""
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import re
@@ -471,6 +472,33 @@ def test_logs_tail_shows_the_last_lines(berth, img):
                               "berth: hint: see 'berth logs --help'\n")
 
 
+def test_logs_since_shows_what_was_read_from_then_on(berth, img):
+    """docker logs --since TIME: a Unix time (to the nanosecond) or an RFC 3339 one."""
+    detach(berth, "--name", "twice", img, "/bin/sh", "-c", "echo run")
+    berth("wait", "twice")
+    berth("start", "twice")
+    berth("wait", "twice")
+    _, out, _ = berth("logs", "-t", "twice")
+    stamps = [line.split()[0] for line in out.splitlines()]
+    assert len(stamps) == 2 and stamps[0] < stamps[1], out
+    # The second run's line's time, as a Unix time: that line and what follows.
+    day, clock = stamps[1].rstrip("Z").split("T")
+    whole, nanos = clock.split(".")
+    unix = calendar.timegm(time.strptime(f"{day}T{whole}", "%Y-%m-%dT%H:%M:%S"))
+    assert berth("logs", "--since", f"{unix}.{nanos}", "twice")[1] == "run\n"
+    assert berth("logs", "--since", stamps[1], "twice")[1] == "run\n"  # as -t printed it
+    assert berth("logs", "--since=2000-01-01T00:00:00Z", "twice")[1] == "run\nrun\n"
+    assert berth("logs", "--since", "2100-01-01T00:00:00Z", "twice")[1] == ""
+    # A Go duration before now, as Docker's: "24h" ago, and "-1h" (an hour from now).
+    assert berth("logs", "--since", "24h", "twice")[1] == "run\nrun\n"
+    assert berth("logs", "--since", "-1h", "twice")[1] == ""
+    for bad in ("yesterday", "1d", "5 m", "1h-2m"):
+        rc, _, err = berth("logs", "--since", bad, "twice", check=False)
+        assert (rc, err) == (125, "berth: error: --since: expected a Unix time (1700000000.5), an "
+                                  f"RFC 3339 time or a duration (42m), not {bad}\n"
+                                  "berth: hint: see 'berth logs --help'\n")
+
+
 def test_logs_follow_returns_when_the_container_stops(berth, img):
     detach(berth, "--name", "chatty", img, "/bin/sh", "-c",
            "echo one; while [ ! -e /go ]; do sleep 1; done; echo two")
@@ -568,6 +596,7 @@ def test_exec_is_refused_clearly_for_an_engine_without_namespaces(berth, img):
     assert rc == 125
     assert err.splitlines()[0] == (
         "berth: error: exec pr: the proot engine runs containers without namespaces to join")
+
 
 
 # --- inspect --format ------------------------------------------------------------------------
