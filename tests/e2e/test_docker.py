@@ -8,6 +8,7 @@ import calendar
 import json
 import os
 import re
+import shutil
 import signal
 import time
 
@@ -598,6 +599,21 @@ def test_exec_is_refused_clearly_for_an_engine_without_namespaces(berth, img):
         "berth: error: exec pr: the proot engine runs containers without namespaces to join")
 
 
+
+def test_exec_names_the_engine_a_run_was_given(berth, img):
+    """run --engine=proot (not the container's recorded engine): exec names the engine that
+    runs it (before: "the engine running it gave it no namespaces to join")."""
+    if not shutil.which("proot"):
+        pytest.skip("proot is not installed")
+    detach(berth, "--name", "traced", "--engine=proot", img, "/probe", "signals", "603")
+    wait_for(lambda: "ready" in logs(berth, "traced"), "the workload to start")
+    try:
+        rc, _, err = berth("exec", "traced", "/probe", "true", check=False)
+        assert rc == 125
+        assert err.splitlines()[0] == (
+            "berth: error: exec traced: the proot engine runs containers without namespaces to join")
+    finally:
+        berth("rm", "-f", "traced")
 
 # --- inspect --format ------------------------------------------------------------------------
 
