@@ -162,6 +162,10 @@ def test_inspect_templates_see_docker_zero_values_for_what_the_image_omits(berth
     fields = "{{.Config.Labels}}|{{.Config.User}}|{{.Config.Entrypoint}}|{{.Config.WorkingDir}}"
     _, out, _ = berth("inspect", "-f", fields, "local/bare:1")
     assert out == "map[]||[]|\n"
+    # docs/docker.md's example, on an image without that label: Docker's empty line.
+    _, out, _ = berth("inspect", "-f", '{{index .Config.Labels "org.opencontainers.image.version"}}',
+                      "local/bare:1")
+    assert out == "\n"
     berth("create", "--name", "bare", "local/bare:1", "/bin/true")
     _, out, _ = berth("inspect", "-f", fields + "|{{.Config.Cmd}}", "bare")
     assert out == "map[]||[]||[/bin/true]\n"
