@@ -145,7 +145,11 @@ def test_ps_and_inspect_show_the_command_while_it_runs(berth, img):
     wait_for(lambda: "ready" in logs(berth, "busy"), "the workload to start")
     try:
         _, out, _ = berth("ps", "--format", "{{.Command}}")
-        assert out == '"/bin/sh -c echo \\"ready\\"; sl..."\n'  # Go's strconv.Quote
+        # Docker's 20 columns (19 characters and an ellipsis), quoted by Go's strconv.Quote.
+        assert out == '"/bin/sh -c echo \\"re\u2026"\n'
+        header, row = berth("ps")[1].splitlines()
+        assert '"/bin/sh -c echo \\"re\u2026"   ' in row
+        assert row.index("busy") == header.index("NAMES")  # "\u2026" is one column, not three
         _, out, _ = berth("inspect", "-f", "{{.Path}} {{json .Args}}", "busy")
         assert out == '/bin/sh ["-c","echo \\"ready\\"; sleep 600"]\n'
     finally:
