@@ -255,16 +255,22 @@ void print_table(const std::vector<std::vector<std::string>>& cells) {
     rows.emplace_back();
     for (const auto& cell : row) rows.back().push_back(safe_text(cell));
   }
+  // Widths in characters, not bytes (ps's "…" is three), each counted as one column.
+  auto columns = [](const std::string& cell) {
+    return static_cast<size_t>(std::count_if(cell.begin(), cell.end(), [](char c) {
+      return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    }));
+  };
   std::vector<size_t> width;
   for (const auto& row : rows) {
     width.resize(std::max(width.size(), row.size()));
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], columns(row[i]));
   }
   for (const auto& row : rows) {
     std::string line;
     for (size_t i = 0; i < row.size(); ++i) {
       line += row[i];
-      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 3, ' ');
+      if (i + 1 < row.size()) line += std::string(width[i] - columns(row[i]) + 3, ' ');
     }
     std::printf("%s\n", line.c_str());
   }

@@ -1,9 +1,12 @@
 // berth exec: runs a command in a running container of the userns engine (runtime/exec.h).
 #include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <memory>
+#include <string_view>
 
 #include "cli/container_target.h"
 #include "cli/context.h"
@@ -12,6 +15,7 @@
 #include "core/env_list.h"
 #include "core/fs.h"
 #include "runtime/container_config.h"
+#include "runtime/engines.h"
 #include "runtime/exec.h"
 #include "runtime/launcher.h"
 #include "runtime/monitor.h"
@@ -47,6 +51,37 @@ Status choose_identity(const std::string& user, pid_t target, ExecSpec& spec) {
   return {};
 }
 
+/// The engine whose tool `pid` is (its executable) or has loaded (libfakechroot), when a run
+/// was given an engine the record does not name (run --engine); nullptr when none of the
+/// engines without namespaces to join is found there.
+const Engine* engine_of_process(pid_t pid) {
+  std::string proc = "/proc/" + std::to_string(pid);
+  struct stat exe {};
+  bool have_exe = ::stat((proc + "/exe").c_str(), &exe) == 0;
+  Result<std::string> maps = read_file(proc + "/maps");
+  for (const Engine& e : engine_table()) {
+    if (e.joinable || e.tools.empty()) continue;
+    Result<std::string> tool = engine_tool(e);
+    struct stat st {};
+    if (!tool.ok() || ::stat(tool->c_str(), &st) != 0) continue;
+    if (have_exe && exe.st_dev == st.st_dev && exe.st_ino == st.st_ino) return &e;
+    char real[PATH_MAX];
+    if (maps.ok() && ::realpath(tool->c_str(), real) != nullptr &&
+        maps->find(std::string(" ") + real + "\n") != std::string::npos)
+      return &e;
+  }
+  return nullptr;
+}
+
+/// exec's refusal of a container whose engine has no namespaces to join, naming the engine.
+Error no_namespaces(const std::string& subject, std::string_view engine) {
+  return make_error(
+             "exec", subject,
+             "the " + std::string(engine) + " engine runs containers without namespaces to join",
+             ErrorCode::kUnsupported)
+      .with_hint("run the command in a new container instead: berth run " + subject + " ...");
+}
+
 }  // namespace
 
 Action setup_exec(CLI::App& app, const GlobalOptions& g) {
@@ -79,21 +114,20 @@ Action setup_exec(CLI::App& app, const GlobalOptions& g) {
     // Only the userns engine's containers have namespaces of their own to join; proot and
     // fakechroot run in the caller's, runc and Apptainer keep their own books.
     EngineChoice engine = engine_for(c, std::nullopt, nullptr);
-    if (engine.is_auto() || !engine.row->joinable)
-      return make_error("exec", subject,
-                        "the " + std::string(engine.spelled) +
-                            " engine runs containers without namespaces to join",
-                        ErrorCode::kUnsupported)
-          .with_hint("run the command in a new container instead: berth run " + subject + " ...");
+    if (engine.is_auto() || !engine.row->joinable) return no_namespaces(subject, engine.spelled);
     pid_t runner = runner_pid(cs, c);
     pid_t target = workload_pid(runner);
     if (runner == 0 || target == 0)
       return make_error("exec", subject, "container " + c.short_id() + " is not running")
           .with_hint("start it with 'berth start " + subject + "', or use berth run");
-    if (!in_own_user_namespace(target))
+    if (!in_own_user_namespace(target)) {
+      // Run with another engine than the record names (run --engine=proot, or auto's fallback).
+      if (const Engine* running = engine_of_process(target))
+        return no_namespaces(subject, running->name);
       return make_error("exec", subject,
                         "the engine running it gave it no namespaces to join (run --engine?)",
                         ErrorCode::kUnsupported);
+    }
     if (o->tty && !::isatty(STDIN_FILENO) && !::isatty(STDOUT_FILENO))
       return make_error("exec", "-t", "no terminal to hand to the command")
           .with_hint("run from a terminal, or leave out -t");

@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "cli/context.h"
@@ -53,8 +54,13 @@ Result<int> parse_signal(const std::string& s) {
       .with_hint("a name such as TERM, KILL, HUP, USR1, or a number");
 }
 
+/// What `logs --since` takes, for its refusals.
+constexpr const char* kSinceForms =
+    "expected a Unix time (1700000000.5), an RFC 3339 time or a duration (42m)";
+
 /// `docker logs --since`'s time as Unix ns: a Unix time in seconds with an optional fraction
-/// ("1700000000.25", to the nanosecond) or an RFC 3339 time (to the second).
+/// ("1700000000.25", to the nanosecond), an RFC 3339 time (to the nanosecond: a time `logs -t`
+/// printed), or a Go duration before now ("42m", to the second as Docker's).
 Result<int64_t> parse_since(const std::string& text) {
   size_t dot = text.find('.');
   std::string whole = text.substr(0, dot);
@@ -66,10 +72,13 @@ Result<int64_t> parse_since(const std::string& text) {
     fraction.resize(9, '0');
     return std::stoll(whole) * 1000000000 + std::stoll(fraction);
   }
-  if (int64_t s = parse_rfc3339(text); s >= 0) return s * 1000000000;
-  return make_error("logs", "--since " + text,
-                    "not a time: a Unix time (1700000000.5) or an RFC 3339 one",
-                    ErrorCode::kInvalidInput);
+  if (std::optional<int64_t> ns = parse_rfc3339_ns(text)) return *ns;
+  if (std::optional<int64_t> ago = parse_go_duration(text)) {
+    auto now = std::chrono::system_clock::now().time_since_epoch();
+    return (std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() - *ago) / 1000000000 *
+           1000000000;
+  }
+  return make_error("logs", "--since " + text, kSinceForms, ErrorCode::kInvalidInput);
 }
 
 /// Prints a log's records: stdout's to stdout, stderr's to stderr, as `docker logs` does; with
@@ -184,7 +193,13 @@ Action setup_logs(CLI::App& app, const GlobalOptions& g) {
   app.add_flag("-t,--timestamps", o->timestamps, "Show when each line was written");
   app.add_option("--since", o->since,
                  "Only what was written from this time on: a Unix time (seconds, with a "
-                 "fraction) or an RFC 3339 time, as docker logs --since");
+                 "fraction), an RFC 3339 time or a duration before now (42m), as docker logs "
+                 "--since")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            return parse_since(v).ok() ? "" : std::string(kSinceForms) + ", not " + v;
+          },
+          "TIME"));
   app.add_option("CONTAINER", o->name, "Container name or ID")->required();
   return [o, &g]() -> Status {
     ContainerStore cs = BERTH_TRY(open_containers(g));

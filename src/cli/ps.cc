@@ -8,6 +8,7 @@
 #include "cli/context.h"
 #include "core/clock.h"
 #include "core/json.h"
+#include "core/safe_text.h"
 #include "runtime/monitor.h"
 
 namespace berth::cli {
@@ -29,10 +30,19 @@ std::string ps_status(const ContainerRecord& c, const RunTimes& t, int64_t now_s
 std::string ps_command(const ContainerRecord& c) {
   std::string cmd;
   for (const std::string& a : container_command(c)) cmd += (cmd.empty() ? "" : " ") + a;
-  if (cmd.size() > 30) cmd = cmd.substr(0, 27) + "...";
-  // Quoted as Docker's ps quotes it (Go's strconv.Quote: '"', '\\' and control characters
-  // escaped); a multibyte character cut by the truncation becomes U+FFFD.
-  return nlohmann::json(cmd).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // Cut to 20 columns as Docker's ps cuts it (its formatter.Ellipsis: 19 characters and an
+  // ellipsis; a character is counted as one column, where Docker counts East Asian wide ones
+  // as two), then quoted as it quotes it (Go's strconv.Quote).
+  size_t chars = 0, cut = std::string::npos;
+  for (size_t i = 0; i < cmd.size(); ++i) {
+    if ((static_cast<unsigned char>(cmd[i]) & 0xC0) == 0x80) continue;  // inside a character
+    if (++chars == 20) cut = i;
+    if (chars > 20) {
+      cmd = cmd.substr(0, cut) + "\u2026";
+      break;
+    }
+  }
+  return go_quote(cmd);
 }
 
 std::string ps_created(const ContainerRecord& c, int64_t now_s) {

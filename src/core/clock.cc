@@ -2,10 +2,13 @@
 
 #include <cstdio>
 #include <ctime>
+#include <limits>
 
 namespace berth {
 
 namespace {
+
+constexpr int64_t kNanosPerSecond = 1000 * 1000 * 1000;
 
 /// floor(a / b), for b > 0: the second a time before 1970 falls in.
 int64_t floor_div(int64_t a, int64_t b) {
@@ -49,7 +52,15 @@ std::string rfc3339_nano(int64_t unix_ns) {
   return with_fraction(unix_ns, 1000000000, 9);
 }
 
-std::optional<int64_t> parse_rfc3339_ms(std::string_view text) {
+namespace {
+
+/// An RFC 3339 time as its second since the epoch and the nanoseconds after it.
+struct Rfc3339Time {
+  int64_t seconds;
+  int64_t nanos;
+};
+
+std::optional<Rfc3339Time> parse_rfc3339_parts(std::string_view text) {
   std::tm tm{};
   int n = 0;
   std::string s(text);
@@ -58,12 +69,12 @@ std::optional<int64_t> parse_rfc3339_ms(std::string_view text) {
       n != 19)
     return std::nullopt;
   std::string_view rest = text.substr(19);
-  // Fractions of a second (image configs carry nanoseconds): milliseconds kept, the rest dropped.
-  int64_t ms = 0;
+  // Fractions of a second (image configs carry nanoseconds): nanoseconds kept, the rest dropped.
+  int64_t ns = 0;
   if (rest.starts_with('.')) {
     size_t digits = rest.find_first_not_of("0123456789", 1);
     if (digits == 1 || digits == std::string_view::npos) return std::nullopt;
-    for (size_t i = 1; i < 4; ++i) ms = ms * 10 + (i < digits ? rest[i] - '0' : 0);
+    for (size_t i = 1; i < 10; ++i) ns = ns * 10 + (i < digits ? rest[i] - '0' : 0);
     rest.remove_prefix(digits);
   }
   int64_t offset = 0;
@@ -79,7 +90,75 @@ std::optional<int64_t> parse_rfc3339_ms(std::string_view text) {
   }
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
-  return (static_cast<int64_t>(::timegm(&tm)) - offset) * 1000 + ms;
+  return Rfc3339Time{static_cast<int64_t>(::timegm(&tm)) - offset, ns};
+}
+
+}  // namespace
+
+std::optional<int64_t> parse_rfc3339_ms(std::string_view text) {
+  std::optional<Rfc3339Time> t = parse_rfc3339_parts(text);
+  if (!t) return std::nullopt;
+  return t->seconds * 1000 + t->nanos / (kNanosPerSecond / 1000);
+}
+
+std::optional<int64_t> parse_rfc3339_ns(std::string_view text) {
+  std::optional<Rfc3339Time> t = parse_rfc3339_parts(text);
+  constexpr int64_t kMaxSeconds = std::numeric_limits<int64_t>::max() / kNanosPerSecond - 1;
+  if (!t || t->seconds > kMaxSeconds || t->seconds < -kMaxSeconds) return std::nullopt;
+  return t->seconds * kNanosPerSecond + t->nanos;
+}
+
+std::optional<int64_t> parse_go_duration(std::string_view text) {
+  struct Unit {
+    std::string_view name;
+    int64_t ns;
+  };
+  static constexpr Unit kUnits[] = {{"ns", 1},
+                                    {"us", 1000},
+                                    {"\u00b5s", 1000},
+                                    {"\u03bcs", 1000},
+                                    {"ms", 1000 * 1000},
+                                    {"s", kNanosPerSecond},
+                                    {"m", 60 * kNanosPerSecond},
+                                    {"h", 3600 * kNanosPerSecond}};
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  bool negative = !text.empty() && text[0] == '-';
+  if (!text.empty() && (text[0] == '-' || text[0] == '+')) text.remove_prefix(1);
+  if (text == "0") return 0;
+  if (text.empty()) return std::nullopt;
+  int64_t total = 0;
+  while (!text.empty()) {
+    // A number, with a fraction or without, then its unit: "1.5h".
+    size_t i = 0;
+    int64_t whole = 0, fraction = 0, scale = 1;
+    bool any = false;
+    for (; i < text.size() && digit(text[i]); ++i, any = true) {
+      if (whole > (kMax - 9) / 10) return std::nullopt;
+      whole = whole * 10 + (text[i] - '0');
+    }
+    if (i < text.size() && text[i] == '.') {
+      for (++i; i < text.size() && digit(text[i]); ++i, any = true) {
+        if (scale > kMax / 100) continue;  // digits beyond int64's precision: dropped
+        fraction = fraction * 10 + (text[i] - '0');
+        scale *= 10;
+      }
+    }
+    size_t end = i;
+    while (end < text.size() && !digit(text[end]) && text[end] != '.') ++end;
+    std::string_view name = text.substr(i, end - i);
+    const Unit* unit = nullptr;
+    for (const Unit& u : kUnits)
+      if (u.name == name) unit = &u;
+    if (!any || unit == nullptr || whole > kMax / unit->ns) return std::nullopt;
+    int64_t value = whole * unit->ns + static_cast<int64_t>(static_cast<long double>(fraction) *
+                                                            static_cast<long double>(unit->ns) /
+                                                            static_cast<long double>(scale));
+    if (value > kMax - total) return std::nullopt;
+    total += value;
+    text.remove_prefix(end);
+  }
+  return negative ? -total : total;
 }
 
 int64_t parse_rfc3339(std::string_view text) {

@@ -31,6 +31,15 @@ int64_t parse_rfc3339(std::string_view text);
 /// fraction beyond the third dropped); nullopt when `text` is not one.
 std::optional<int64_t> parse_rfc3339_ms(std::string_view text);
 
+/// Nanoseconds since the epoch of an RFC 3339 time, as parse_rfc3339() reads it (digits of the
+/// fraction beyond the ninth dropped): what rfc3339_nano() writes reads back exactly.
+std::optional<int64_t> parse_rfc3339_ns(std::string_view text);
+
+/// A duration as Go's time.ParseDuration reads it ("42m", "1h30m", "1.5s", "300ms", "-2h"; units
+/// ns, us, ms, s, m, h), in nanoseconds; nullopt when `text` is not one (a number without a
+/// unit, "0" apart, is not).
+std::optional<int64_t> parse_go_duration(std::string_view text);
+
 /// A duration as Docker's `ps` says it (go-units HumanDuration): "Less than a second",
 /// "5 seconds", "About a minute", "3 minutes", "About an hour", "5 hours", "3 days", ...
 std::string human_duration(int64_t seconds);

@@ -371,7 +371,13 @@ class Executor {
       if (cur.missing || cur.v.is_null()) return Value{nullptr, true};
       if (cur.v.is_object() && k.is_string()) {
         auto it = cur.v.find(k.get<std::string>());
-        if (it == cur.v.end()) return Value{nullptr, true};
+        // Go's index gives the element type's zero value: "" for a map of strings (Docker's
+        // Labels, map[string]string, empty ones too), <no value> for a map of anything.
+        if (it == cur.v.end()) {
+          bool strings = std::all_of(cur.v.begin(), cur.v.end(),
+                                     [](const nlohmann::json& e) { return e.is_string(); });
+          return strings ? Value{"", false} : Value{nullptr, true};
+        }
         cur = Value{*it, false};
       } else if (cur.v.is_array() && k.is_number_integer()) {
         auto n = k.get<int64_t>();

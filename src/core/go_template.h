@@ -6,7 +6,8 @@
 //   {{.}} {{.A.B}}              the value, or a field path into it (a missing field is an error)
 //   {{"text"}} {{42}}           literals
 //   {{json .X}}                 the value as compact JSON
-//   {{index .X "key"}} {{index .X 0}}   a map's key or a list's element (missing: <no value>)
+//   {{index .X "key"}} {{index .X 0}}   a map's key or a list's element (a key missing from a
+//                               map of strings: "", as Go's map[string]string; else <no value>)
 //   {{join .X ","}} {{len .X}} {{upper .X}} {{lower .X}} {{println .X}}
 //   {{.X | json}}               a pipe passes the value on as the last argument
 //   {{range .X}}...{{end}}      the body once per element of a list (or value of a map), with

@@ -71,4 +71,38 @@ std::string safe_text(std::string_view text) {
   return out;
 }
 
+std::string go_quote(std::string_view text) {
+  std::string out = "\"";
+  out.reserve(text.size() + 2);
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      static constexpr std::string_view kNamed = "\a\b\f\n\r\t\v\"\\";
+      static constexpr std::string_view kLetters = "abfnrtv\"\\";
+      if (size_t k = kNamed.find(static_cast<char>(c)); k != std::string_view::npos) {
+        out += '\\';
+        out += kLetters[k];
+      } else if (c < 0x20 || c == 0x7F) {
+        out += fmt::format("\\x{:02x}", c);
+      } else {
+        out += static_cast<char>(c);
+      }
+      ++i;
+      continue;
+    }
+    size_t n = utf8_length(text, i);
+    if (n == 0) {
+      out += fmt::format("\\x{:02x}", c);
+      ++i;
+    } else if (n == 2 && c == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(text[i + 1]));  // C1 control
+      i += 2;
+    } else {
+      out.append(text.substr(i, n));
+      i += n;
+    }
+  }
+  return out + "\"";
+}
+
 }  // namespace berth

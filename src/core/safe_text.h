@@ -13,4 +13,10 @@ namespace berth {
 /// as it is. Printable ASCII and valid UTF-8 pass unchanged.
 std::string safe_text(std::string_view text);
 
+/// `text` as Go's strconv.Quote writes it (Docker's `ps` COMMAND): in double quotes, '"' and
+/// '\\' escaped, \a \b \f \n \r \t \v, the other C0 controls and DEL as \xHH, C1 controls as
+/// \u00HH, bytes that are not UTF-8 as \xHH. Other valid UTF-8 passes unchanged (Go escapes a
+/// few more code points it deems unprintable, such as U+00AD).
+std::string go_quote(std::string_view text);
+
 }  // namespace berth

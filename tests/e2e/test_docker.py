@@ -4,9 +4,11 @@ flags Berth cannot honour rootless."""
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import re
+import shutil
 import signal
 import time
 
@@ -143,7 +145,11 @@ def test_ps_and_inspect_show_the_command_while_it_runs(berth, img):
     wait_for(lambda: "ready" in logs(berth, "busy"), "the workload to start")
     try:
         _, out, _ = berth("ps", "--format", "{{.Command}}")
-        assert out == '"/bin/sh -c echo \\"ready\\"; sl..."\n'  # Go's strconv.Quote
+        # Docker's 20 columns (19 characters and an ellipsis), quoted by Go's strconv.Quote.
+        assert out == '"/bin/sh -c echo \\"re\u2026"\n'
+        header, row = berth("ps")[1].splitlines()
+        assert '"/bin/sh -c echo \\"re\u2026"   ' in row
+        assert row.index("busy") == header.index("NAMES")  # "\u2026" is one column, not three
         _, out, _ = berth("inspect", "-f", "{{.Path}} {{json .Args}}", "busy")
         assert out == '/bin/sh ["-c","echo \\"ready\\"; sleep 600"]\n'
     finally:
@@ -160,6 +166,10 @@ def test_inspect_templates_see_docker_zero_values_for_what_the_image_omits(berth
     fields = "{{.Config.Labels}}|{{.Config.User}}|{{.Config.Entrypoint}}|{{.Config.WorkingDir}}"
     _, out, _ = berth("inspect", "-f", fields, "local/bare:1")
     assert out == "map[]||[]|\n"
+    # docs/docker.md's example, on an image without that label: Docker's empty line.
+    _, out, _ = berth("inspect", "-f", '{{index .Config.Labels "org.opencontainers.image.version"}}',
+                      "local/bare:1")
+    assert out == "\n"
     berth("create", "--name", "bare", "local/bare:1", "/bin/true")
     _, out, _ = berth("inspect", "-f", fields + "|{{.Config.Cmd}}", "bare")
     assert out == "map[]||[]||[/bin/true]\n"
@@ -471,6 +481,33 @@ def test_logs_tail_shows_the_last_lines(berth, img):
                               "berth: hint: see 'berth logs --help'\n")
 
 
+def test_logs_since_shows_what_was_read_from_then_on(berth, img):
+    """docker logs --since TIME: a Unix time (to the nanosecond) or an RFC 3339 one."""
+    detach(berth, "--name", "twice", img, "/bin/sh", "-c", "echo run")
+    berth("wait", "twice")
+    berth("start", "twice")
+    berth("wait", "twice")
+    _, out, _ = berth("logs", "-t", "twice")
+    stamps = [line.split()[0] for line in out.splitlines()]
+    assert len(stamps) == 2 and stamps[0] < stamps[1], out
+    # The second run's line's time, as a Unix time: that line and what follows.
+    day, clock = stamps[1].rstrip("Z").split("T")
+    whole, nanos = clock.split(".")
+    unix = calendar.timegm(time.strptime(f"{day}T{whole}", "%Y-%m-%dT%H:%M:%S"))
+    assert berth("logs", "--since", f"{unix}.{nanos}", "twice")[1] == "run\n"
+    assert berth("logs", "--since", stamps[1], "twice")[1] == "run\n"  # as -t printed it
+    assert berth("logs", "--since=2000-01-01T00:00:00Z", "twice")[1] == "run\nrun\n"
+    assert berth("logs", "--since", "2100-01-01T00:00:00Z", "twice")[1] == ""
+    # A Go duration before now, as Docker's: "24h" ago, and "-1h" (an hour from now).
+    assert berth("logs", "--since", "24h", "twice")[1] == "run\nrun\n"
+    assert berth("logs", "--since", "-1h", "twice")[1] == ""
+    for bad in ("yesterday", "1d", "5 m", "1h-2m"):
+        rc, _, err = berth("logs", "--since", bad, "twice", check=False)
+        assert (rc, err) == (125, "berth: error: --since: expected a Unix time (1700000000.5), an "
+                                  f"RFC 3339 time or a duration (42m), not {bad}\n"
+                                  "berth: hint: see 'berth logs --help'\n")
+
+
 def test_logs_follow_returns_when_the_container_stops(berth, img):
     detach(berth, "--name", "chatty", img, "/bin/sh", "-c",
            "echo one; while [ ! -e /go ]; do sleep 1; done; echo two")
@@ -569,6 +606,22 @@ def test_exec_is_refused_clearly_for_an_engine_without_namespaces(berth, img):
     assert err.splitlines()[0] == (
         "berth: error: exec pr: the proot engine runs containers without namespaces to join")
 
+
+
+def test_exec_names_the_engine_a_run_was_given(berth, img):
+    """run --engine=proot (not the container's recorded engine): exec names the engine that
+    runs it (before: "the engine running it gave it no namespaces to join")."""
+    if not shutil.which("proot"):
+        pytest.skip("proot is not installed")
+    detach(berth, "--name", "traced", "--engine=proot", img, "/probe", "signals", "603")
+    wait_for(lambda: "ready" in logs(berth, "traced"), "the workload to start")
+    try:
+        rc, _, err = berth("exec", "traced", "/probe", "true", check=False)
+        assert rc == 125
+        assert err.splitlines()[0] == (
+            "berth: error: exec traced: the proot engine runs containers without namespaces to join")
+    finally:
+        berth("rm", "-f", "traced")
 
 # --- inspect --format ------------------------------------------------------------------------
 

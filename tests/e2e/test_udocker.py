@@ -204,8 +204,9 @@ ROWS = [
         setup=CREATED, out=r"\A1\n\Z", needs="berthtest"),
     Row("run --containerauth", "run --containerauth c /bin/sh -c 'grep -c ^app: /etc/passwd'",
         setup=CREATED, out=r"\A1\n\Z"),
-    Row("run --bindhome", "run --bindhome c /bin/sh -c 'test -d \"$HOME\" && echo yes'",
-        setup=CREATED, env={"HOME": "{home}"}, out=r"yes"),
+    Row("run --bindhome: the host's home, bound at its path", "run --bindhome c /bin/sh -c "
+        "'cd \"$HOME\" && echo \"$PWD $HOME\"'", setup=CREATED, env={"HOME": "{home}"},
+        out=r"\A{home} {home}\n\Z"),
     Row("run --rm", "run --rm {img} /bin/true", setup=["pull {img}"], then="ps",
         then_not=r"e2e/udocker"),
     Row("run --name= (an image)", "run --name=n1 {img} /bin/true", setup=["pull {img}"],

@@ -1,5 +1,5 @@
 // The text encodings core/ keeps the one copy of: base64 in both alphabets (core/base64.h),
-// HMAC-SHA256 (core/sha256.h) and RFC 3339 times (core/clock.h).
+// HMAC-SHA256 (core/sha256.h) and RFC 3339 times and Go durations (core/clock.h).
 #include <gtest/gtest.h>
 
 #include <ctime>
@@ -111,6 +111,40 @@ TEST(Clock, ParsesMillisecondsWithAndWithoutAFraction) {
                           "2026-11-26 01:02:49Z", "2026-11-26T01:02:49Zjunk", "yesterday"}) {
     SCOPED_TRACE(bad);
     EXPECT_FALSE(parse_rfc3339_ms(bad));
+    EXPECT_FALSE(parse_rfc3339_ns(bad));
+  }
+  EXPECT_EQ(parse_rfc3339_ms("0001-01-01T00:00:00Z"), -62135596800000);  // Go's zero time
+}
+
+TEST(Clock, ParsesNanosecondsAsLogsTimestampsPrintThem) {
+  int64_t t = int64_t{1795407631} * 1000000000 + 5;
+  EXPECT_EQ(parse_rfc3339_ns(rfc3339_nano(t)), t);
+  EXPECT_EQ(parse_rfc3339_ns(rfc3339_nano(-1)), -1);
+  EXPECT_EQ(parse_rfc3339_ns("2026-11-23T05:20:31.5+01:00"), t - 5 + 500000000);
+  EXPECT_EQ(parse_rfc3339_ns("2026-11-23T04:20:31.0000000059Z"), t);  // a tenth digit dropped
+  EXPECT_FALSE(parse_rfc3339_ns("0001-01-01T00:00:00Z"));             // beyond int64's nanoseconds
+  EXPECT_FALSE(parse_rfc3339_ns("2300-01-01T00:00:00Z"));
+}
+
+TEST(Clock, ParsesGoDurations) {
+  constexpr int64_t kSecond = 1000000000;
+  EXPECT_EQ(parse_go_duration("42m"), 42 * 60 * kSecond);
+  EXPECT_EQ(parse_go_duration("1h30m"), 90 * 60 * kSecond);
+  EXPECT_EQ(parse_go_duration("1.5h"), 90 * 60 * kSecond);
+  EXPECT_EQ(parse_go_duration(".5s"), kSecond / 2);
+  EXPECT_EQ(parse_go_duration("1.s"), kSecond);
+  EXPECT_EQ(parse_go_duration("300ms"), 300 * 1000000);
+  EXPECT_EQ(parse_go_duration("2us"), 2000);
+  EXPECT_EQ(parse_go_duration("2\u00b5s"), 2000);
+  EXPECT_EQ(parse_go_duration("7ns"), 7);
+  EXPECT_EQ(parse_go_duration("-2h"), -2 * 3600 * kSecond);
+  EXPECT_EQ(parse_go_duration("+1m1s"), 61 * kSecond);
+  EXPECT_EQ(parse_go_duration("0"), 0);
+  EXPECT_EQ(parse_go_duration("2562047h"), int64_t{2562047} * 3600 * kSecond);
+  for (const char* bad : {"", "5", "-", ".", "1d", "h", "5 m", "1h-2m", "1.2.3s", "2562048h",
+                          "9223372036854775808ns", "yesterday"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_FALSE(parse_go_duration(bad));
   }
 }
 

@@ -10,7 +10,7 @@ namespace {
 const nlohmann::json kData = nlohmann::json::parse(R"({
   "Id": "abc", "State": {"Status": "running", "Pid": 42, "Running": true},
   "Config": {"Env": ["A=1", "B=2"], "Labels": {"x": "y", "a": "b"}, "Cmd": null},
-  "Empty": [], "Ratio": 1.5
+  "Empty": [], "Ratio": 1.5, "NoLabels": {}
 })");
 
 std::string render(const std::string& t) {
@@ -33,7 +33,11 @@ TEST(GoTemplate, Functions) {
   EXPECT_EQ(render("{{.Config.Env | json}}"), R"(["A=1","B=2"])");
   EXPECT_EQ(render("{{index .Config.Env 1}}"), "B=2");
   EXPECT_EQ(render(R"({{index .Config.Labels "x"}})"), "y");
-  EXPECT_EQ(render(R"({{index .Config.Labels "nope"}})"), "<no value>");
+  // A missing key: Go's zero value of the element, "" for a map of strings (Docker's Labels,
+  // also when empty), <no value> for a map of other values.
+  EXPECT_EQ(render(R"({{index .Config.Labels "nope"}})"), "");
+  EXPECT_EQ(render(R"({{index .NoLabels "nope"}})"), "");
+  EXPECT_EQ(render(R"({{index .State "nope"}})"), "<no value>");
   EXPECT_EQ(render(R"({{join .Config.Env ","}})"), "A=1,B=2");
   EXPECT_EQ(render("{{len .Config.Env}}"), "2");
   EXPECT_EQ(render("{{upper .State.Status}}"), "RUNNING");

@@ -26,5 +26,16 @@ TEST(SafeText, InvalidUtf8IsEscapedByteByByte) {
   EXPECT_EQ(safe_text("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a UTF-16 surrogate
 }
 
+TEST(GoQuote, AsStrconvQuoteWritesIt) {
+  EXPECT_EQ(go_quote(""), R"("")");
+  EXPECT_EQ(go_quote(R"(/bin/sh -c echo "ready" C:\dir)"),
+            R"("/bin/sh -c echo \"ready\" C:\\dir")");
+  EXPECT_EQ(go_quote("\a\b\f\n\r\t\v"), R"("\a\b\f\n\r\t\v")");
+  EXPECT_EQ(go_quote(std::string("\x1b\0\x7f", 3)), R"("\x1b\x00\x7f")");
+  EXPECT_EQ(go_quote("caf\xc3\xa9 \xe2\x80\xa6"), "\"caf\xc3\xa9 \xe2\x80\xa6\"");
+  EXPECT_EQ(go_quote("c1 \xc2\x85"), R"("c1 \u0085")");
+  EXPECT_EQ(go_quote("bad \xff\xc3"), R"("bad \xff\xc3")");
+}
+
 }  // namespace
 }  // namespace berth
