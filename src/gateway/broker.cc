@@ -39,32 +39,20 @@ Result<broker::SiteInfo> read_site_file(const BrokerSiteConfig& s) {
 }
 
 /// GET `path` of berthd site `s` (with `token` where given): the answer of any status, or a
-/// kNetwork error naming the URL. Certificates verified, no redirect followed.
-Result<httplib::Response> site_get(const BrokerSiteConfig& s, const std::string& path,
-                                   const std::string& token = "") {
-  httplib::Client client(s.url);
-  client.set_connection_timeout(kFetchTimeoutS);
-  client.set_read_timeout(kFetchTimeoutS);
-  client.set_follow_location(false);
-  client.enable_server_certificate_verification(true);
-  httplib::Headers headers;
-  if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
-  auto res = client.Get(path, headers);
-  if (!res)
-    return make_error("GET", s.url + path, httplib::to_string(res.error()), ErrorCode::kNetwork);
-  return std::move(*res);
+/// kNetwork error naming the URL.
+Result<SiteAnswer> site_get(const BrokerSiteConfig& s, const std::string& path,
+                            const std::string& token = "") {
+  SiteAnswer res = call_site(s, "GET", path, token, "", "", kFetchTimeoutS);
+  if (res.status == 0) return make_error("GET", s.url + path, res.error, ErrorCode::kNetwork);
+  return res;
 }
 
 /// GET URL/v1/resources of berthd site `s` with the caller's token.
 Result<broker::SiteInfo> fetch_site(const BrokerSiteConfig& s, const std::string& token) {
   const std::string url = s.url + "/v1/resources";
-  httplib::Response res = BERTH_TRY(site_get(s, "/v1/resources", token));
+  SiteAnswer res = BERTH_TRY(site_get(s, "/v1/resources", token));
   if (res.status == 401 || res.status == 403) {
-    // berthd's error body: {"error": {"status", "message"}}.
-    nlohmann::json e = parse_json_or_discarded(res.body, kMaxDocBytes);
-    std::string why = e.is_object() && e.contains("error") && e["error"].is_object()
-                          ? e["error"].value("message", "")
-                          : "";
+    std::string why = site_error_message(res.body);
     return http_error("GET", url, res.status, why.empty() ? "token refused" : why);
   }
   if (res.status != 200) return http_error("GET", url, res.status, "not 200 OK");
@@ -76,7 +64,7 @@ Result<broker::SiteInfo> fetch_site(const BrokerSiteConfig& s, const std::string
 /// it does not say (a berthd older than the broker).
 Result<std::optional<std::vector<std::string>>> fetch_trusted(const BrokerSiteConfig& s) {
   const std::string url = s.url + "/v1/health";
-  httplib::Response res = BERTH_TRY(site_get(s, "/v1/health"));
+  SiteAnswer res = BERTH_TRY(site_get(s, "/v1/health"));
   if (res.status != 200) return http_error("GET", url, res.status, "not 200 OK");
   nlohmann::json doc = BERTH_TRY(parse_json(res.body, url, kMaxDocBytes));
   if (!doc.is_object() || !doc.contains("issuers") || !doc["issuers"].is_array())
@@ -100,6 +88,44 @@ int64_t mtime_of(const std::string& path) {
 }
 
 }  // namespace
+
+SiteAnswer call_site(const BrokerSiteConfig& s, std::string_view method, const std::string& path,
+                     const std::string& token, const std::string& body,
+                     const std::string& idempotency_key, time_t timeout_s) {
+  httplib::Client client(s.url);
+  client.set_connection_timeout(kFetchTimeoutS);
+  client.set_read_timeout(timeout_s);
+  client.set_write_timeout(timeout_s);
+  client.set_follow_location(false);
+  client.enable_server_certificate_verification(true);
+  httplib::Headers headers;
+  if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+  if (!idempotency_key.empty()) headers.emplace("Idempotency-Key", idempotency_key);
+  httplib::Result res = method == "POST"     ? client.Post(path, headers, body, "application/json")
+                        : method == "DELETE" ? client.Delete(path, headers)
+                                             : client.Get(path, headers);
+  SiteAnswer out;
+  if (!res) {
+    httplib::Error e = res.error();
+    out.sent = e != httplib::Error::Connection && e != httplib::Error::ConnectionTimeout &&
+               e != httplib::Error::SSLConnection && e != httplib::Error::SSLServerVerification;
+    out.error = std::string(method) + " " + s.url + path + ": " + httplib::to_string(e);
+    return out;
+  }
+  out.sent = true;
+  out.status = res->status;
+  out.body = std::move(res->body);
+  out.content_type = res->get_header_value("Content-Type");
+  return out;
+}
+
+std::string site_error_message(const std::string& body) {
+  // berthd's error body: {"error": {"status", "message"}}.
+  nlohmann::json e = parse_json_or_discarded(body, kMaxDocBytes);
+  if (!e.is_object() || !e.contains("error") || !e["error"].is_object()) return "";
+  const nlohmann::json& m = e["error"];
+  return m.contains("message") && m["message"].is_string() ? m["message"].get<std::string>() : "";
+}
 
 BrokerService::BrokerService(const BrokerConfig& config) : config_(config) {}
 
@@ -249,6 +275,14 @@ Result<BrokerService::Decision> BrokerService::decide(const nlohmann::json& body
   return d;
 }
 
+const broker::NodeClass* BrokerService::class_of(const Decision& d, const broker::Candidate& c) {
+  for (const broker::SiteView& v : d.sites)
+    if (v.name == c.site)
+      for (const broker::NodeClass& n : v.info.classes)
+        if (n.partition == c.partition && n.name == c.cls) return &n;
+  return nullptr;
+}
+
 Result<BrokerService::Answer> BrokerService::manifest(const nlohmann::json& body,
                                                       const Account& who, const std::string& token,
                                                       int64_t now) {
@@ -269,9 +303,7 @@ Result<BrokerService::Answer> BrokerService::manifest(const nlohmann::json& body
   const broker::SiteView* view = nullptr;
   for (const broker::SiteView& v : d.sites)
     if (v.name == chosen->site) view = &v;
-  const broker::NodeClass* cls = nullptr;
-  for (const broker::NodeClass& c : view->info.classes)
-    if (c.partition == chosen->partition && c.name == chosen->cls) cls = &c;
+  const broker::NodeClass* cls = class_of(d, *chosen);
   broker::SiteOptions options = site->manifest;
   // An OpenStack site's flavours are what it published: its node classes.
   for (const broker::NodeClass& c : view->info.classes)

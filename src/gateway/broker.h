@@ -23,6 +23,25 @@
 
 namespace berth::gateway {
 
+/// What a berthd site answered a broker's request.
+struct SiteAnswer {
+  int status = 0;     ///< 0: no answer came
+  bool sent = false;  ///< the request may have reached the site (false: no connection was made)
+  std::string body;
+  std::string content_type;
+  std::string error;  ///< where no answer came, why, naming the URL
+};
+
+/// `method` (GET, POST, DELETE) `path` of berthd site `s`, with bearer `token` where given,
+/// JSON `body` and `idempotency_key` where given; certificates verified, no redirect followed,
+/// an answer awaited at most `timeout_s`.
+SiteAnswer call_site(const BrokerSiteConfig& s, std::string_view method, const std::string& path,
+                     const std::string& token = "", const std::string& body = "",
+                     const std::string& idempotency_key = "", time_t timeout_s = 5);
+
+/// The message of berthd's error body ({"error": {"message"}}) in `body`, or "".
+std::string site_error_message(const std::string& body);
+
 class BrokerService {
  public:
   /// `config` outlives the service.
@@ -58,6 +77,9 @@ class BrokerService {
   /// manifest's own refusal (a GPU job on an upstream Chronos, no flavour) likewise.
   Result<Answer> manifest(const nlohmann::json& body, const Account& who, const std::string& token,
                           int64_t now);
+
+  /// The node class `c` of `d` names, or nullptr.
+  static const broker::NodeClass* class_of(const Decision& d, const broker::Candidate& c);
 
   /// The sites as the caller sees them: for `berth sites` and GET /v1/sites.
   nlohmann::json sites(const Account& who, const std::string& token, int64_t now);

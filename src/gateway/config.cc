@@ -712,8 +712,10 @@ Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::str
   for (const UserMapping& u : c.users)
     if (c.find_issuer(u.issuer) == nullptr)
       return fail("[[users]] names issuer \"" + u.issuer + "\", which is not in [[issuers]]");
-  if (c.database.empty() != c.slurm.rest_url.empty())
-    return fail("database and [slurm] go together: the job endpoints need both");
+  // A broker's database holds the broker's jobs (gateway/broker_jobs.h), with no Slurm.
+  if (c.database.empty() != c.slurm.rest_url.empty() && !(c.broker.enabled && !c.database.empty()))
+    return fail(c.broker.enabled ? "[slurm] needs a database: the job endpoints need both"
+                                 : "database and [slurm] go together: the job endpoints need both");
   if (c.tls_cert.empty() != c.tls_key.empty())
     return fail("tls_cert and tls_key go together: give both or neither");
   if (c.slurm.reclaim && c.slurm.output_dir.empty())

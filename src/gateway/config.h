@@ -179,7 +179,9 @@ struct GatewayConfig {
   std::vector<std::string> admin_groups;  ///< a member of any is an administrator
   std::vector<IssuerConfig> issuers;
   std::vector<UserMapping> users;
-  std::string database;  ///< the job database's file; with [slurm], the job endpoints
+  /// The job database's file; with [slurm], the job endpoints; with [broker] and no [slurm],
+  /// the broker's jobs.
+  std::string database;
   SlurmConfig slurm;
   /// Seconds between two reconciliations of the database with Slurm; 0: only at start.
   int64_t reconcile_interval_s = 30;

@@ -36,7 +36,29 @@ CREATE INDEX IF NOT EXISTS jobs_by_owner ON jobs (owner, id);
 CREATE INDEX IF NOT EXISTS jobs_by_owner_state ON jobs (owner, state);
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs (state);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS broker_jobs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  owner TEXT NOT NULL,
+  issuer TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  idempotency_key TEXT,
+  request TEXT NOT NULL,
+  state TEXT NOT NULL,
+  site TEXT NOT NULL DEFAULT '',
+  site_job_id INTEGER NOT NULL DEFAULT 0,
+  reason TEXT NOT NULL DEFAULT '',
+  ranked TEXT NOT NULL DEFAULT '[]',
+  attempts TEXT NOT NULL DEFAULT '[]',
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  UNIQUE (owner, idempotency_key)
+);
+CREATE INDEX IF NOT EXISTS broker_jobs_by_owner ON broker_jobs (owner, id);
 )";
+
+constexpr const char* kBrokerColumns =
+    "id, owner, issuer, subject, coalesce(idempotency_key, ''), request, state, site, "
+    "site_job_id, reason, ranked, attempts, created_at, updated_at";
 
 /// Columns added after the first schema, with their definitions: added to an older database
 /// when it is opened.
@@ -182,6 +204,25 @@ JobRecord read_row(sqlite3_stmt* s) {
   j.time_limit_from = column_text(s, 18);
   j.gres = column_text(s, 19);
   j.vo = column_text(s, 20);
+  return j;
+}
+
+BrokerJobRecord read_broker_row(sqlite3_stmt* s) {
+  BrokerJobRecord j;
+  j.id = sqlite3_column_int64(s, 0);
+  j.owner = column_text(s, 1);
+  j.issuer = column_text(s, 2);
+  j.subject = column_text(s, 3);
+  j.idempotency_key = column_text(s, 4);
+  j.request = column_text(s, 5);
+  j.state = stored_state(column_text(s, 6));
+  j.site = column_text(s, 7);
+  j.site_job_id = sqlite3_column_int64(s, 8);
+  j.reason = column_text(s, 9);
+  j.ranked = column_text(s, 10);
+  j.attempts = column_text(s, 11);
+  j.created_at = sqlite3_column_int64(s, 12);
+  j.updated_at = sqlite3_column_int64(s, 13);
   return j;
 }
 
@@ -414,6 +455,100 @@ Status JobsDb::set_meta(const std::string& key, const std::string& value) {
   if (!put.ok() || put.text(1, key).text(2, value).step() != SQLITE_DONE)
     return error("cannot write the database's " + key);
   return {};
+}
+
+// A broker's jobs are few next to a site's and read one at a time: their statements are
+// prepared per call.
+Result<std::optional<BrokerJobRecord>> JobsDb::broker_find(const std::string& owner,
+                                                           const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return broker_find_locked(owner, key);
+}
+
+Result<std::optional<BrokerJobRecord>> JobsDb::broker_find_locked(const std::string& owner,
+                                                                  const std::string& key) {
+  std::string sql = std::string("SELECT ") + kBrokerColumns +
+                    " FROM broker_jobs WHERE owner = ?1 AND idempotency_key = ?2";
+  Stmt find(db_, sql.c_str());
+  if (!find.ok()) return error("cannot read broker jobs");
+  int rc = find.text(1, owner).text(2, key).step();
+  if (rc == SQLITE_ROW) return std::optional<BrokerJobRecord>(read_broker_row(find.get()));
+  if (rc != SQLITE_DONE) return error("cannot read broker jobs");
+  return std::optional<BrokerJobRecord>();
+}
+
+Result<BrokerJobRecord> JobsDb::broker_accept(const BrokerJobRecord& job, int64_t now,
+                                              bool* existing) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *existing = false;
+  if (!job.idempotency_key.empty()) {
+    std::optional<BrokerJobRecord> earlier =
+        BERTH_TRY(broker_find_locked(job.owner, job.idempotency_key));
+    if (earlier) {
+      *existing = true;
+      return std::move(*earlier);
+    }
+  }
+  Stmt ins(db_,
+           "INSERT INTO broker_jobs (owner, issuer, subject, idempotency_key, request, state, "
+           "ranked, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, 'ACCEPTED', ?6, ?7, ?7)");
+  if (!ins.ok()) return error("cannot record a broker job");
+  ins.text(1, job.owner)
+      .text(2, job.issuer)
+      .text(3, job.subject)
+      .text_or_null(4, job.idempotency_key)
+      .text(5, job.request)
+      .text(6, job.ranked)
+      .integer(7, now);
+  if (ins.step() != SQLITE_DONE) return error("cannot record a broker job");
+  BrokerJobRecord out = job;
+  out.id = sqlite3_last_insert_rowid(db_);
+  out.state = JobState::kAccepted;
+  out.created_at = out.updated_at = now;
+  return out;
+}
+
+Status JobsDb::broker_save(const BrokerJobRecord& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stmt up(db_,
+          "UPDATE broker_jobs SET state = ?2, site = ?3, site_job_id = ?4, reason = ?5, "
+          "ranked = ?6, attempts = ?7, updated_at = ?8 WHERE id = ?1");
+  if (!up.ok()) return error("cannot update a broker job");
+  up.integer(1, job.id)
+      .text(2, job_state_name(job.state))
+      .text(3, job.site)
+      .integer(4, job.site_job_id)
+      .text(5, job.reason)
+      .text(6, job.ranked)
+      .text(7, job.attempts)
+      .integer(8, job.updated_at);
+  if (up.step() != SQLITE_DONE) return error("cannot update a broker job");
+  return {};
+}
+
+Result<std::optional<BrokerJobRecord>> JobsDb::broker_get(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string sql = std::string("SELECT ") + kBrokerColumns + " FROM broker_jobs WHERE id = ?1";
+  Stmt q(db_, sql.c_str());
+  if (!q.ok()) return error("cannot read broker jobs");
+  int rc = q.integer(1, id).step();
+  if (rc == SQLITE_ROW) return std::optional<BrokerJobRecord>(read_broker_row(q.get()));
+  if (rc != SQLITE_DONE) return error("cannot read broker jobs");
+  return std::optional<BrokerJobRecord>();
+}
+
+Result<std::vector<BrokerJobRecord>> JobsDb::broker_list(const std::string& owner, int limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string sql = std::string("SELECT ") + kBrokerColumns +
+                    " FROM broker_jobs WHERE (?1 = '' OR owner = ?1) ORDER BY id DESC LIMIT ?2";
+  Stmt q(db_, sql.c_str());
+  if (!q.ok()) return error("cannot read broker jobs");
+  q.text(1, owner).integer(2, limit);
+  std::vector<BrokerJobRecord> out;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) out.push_back(read_broker_row(q.get()));
+  if (rc != SQLITE_DONE) return error("cannot read broker jobs");
+  return out;
 }
 
 }  // namespace berth::gateway

@@ -12,6 +12,12 @@
 //        UNIQUE(owner, idempotency_key))
 // (the last eight added to databases made before them when opened; an older row's vo is "").
 // Ids are never reused (AUTOINCREMENT), so a client's old id never names another job.
+//
+// A broker ([broker], gateway/broker_jobs.h) keeps its jobs in a second table of the same
+// file, written before any site is asked, and again before each attempt:
+//   broker_jobs(id INTEGER PRIMARY KEY AUTOINCREMENT, owner, issuer, subject, idempotency_key,
+//               request JSON, state, site, site_job_id, reason, ranked JSON, attempts JSON,
+//               created_at, updated_at, UNIQUE(owner, idempotency_key))
 #pragma once
 
 #include <cstdint>
@@ -59,6 +65,24 @@ struct JobRecord {
   std::string vo;
 };
 
+/// One job of a broker: the sites it may go to, each attempt, and the site that has it.
+struct BrokerJobRecord {
+  int64_t id = 0;
+  std::string owner;  ///< the local account
+  std::string issuer, subject;
+  std::string idempotency_key;  ///< "" when the request had none
+  std::string request;          ///< the body as posted (JSON text)
+  /// ACCEPTED until a site has it, then that site's state of it as last read; SUBMIT_FAILED
+  /// when no site took it.
+  JobState state = JobState::kAccepted;
+  std::string site;  ///< the site that has it; "" for none yet
+  int64_t site_job_id = 0;
+  std::string reason;
+  std::string ranked = "[]";    ///< JSON: the sites to try in order, [{site, partition, class}]
+  std::string attempts = "[]";  ///< JSON: every attempt (gateway/broker_jobs.h)
+  int64_t created_at = 0, updated_at = 0;
+};
+
 /// The job database; one connection, used under one lock (mu_) by the server's threads.
 class JobsDb {
  public:
@@ -103,6 +127,20 @@ class JobsDb {
   /// How many jobs are in each state (counted by SQLite, not read row by row).
   Result<std::map<JobState, int>> count_by_state();
 
+  /// A broker's jobs (table broker_jobs): a new one, ACCEPTED, or `owner`'s earlier one of the
+  /// same non-empty idempotency key (then `*existing` is set).
+  Result<BrokerJobRecord> broker_accept(const BrokerJobRecord& job, int64_t now, bool* existing);
+  /// `owner`'s broker job with the non-empty idempotency key `key`, or nullopt.
+  Result<std::optional<BrokerJobRecord>> broker_find(const std::string& owner,
+                                                     const std::string& key);
+  /// Writes a broker job's state, site, site job id, reason, ranked sites, attempts and
+  /// updated_at.
+  Status broker_save(const BrokerJobRecord& job);
+  /// The broker job `id`, or nullopt.
+  Result<std::optional<BrokerJobRecord>> broker_get(int64_t id);
+  /// Broker jobs, newest first: of `owner` ("" for all), at most `limit`.
+  Result<std::vector<BrokerJobRecord>> broker_list(const std::string& owner, int limit);
+
  private:
   JobsDb(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   Error error(const std::string& what) const;
@@ -110,6 +148,9 @@ class JobsDb {
   /// the connection's life; nullptr when it cannot be prepared. Used under mu_, by one caller
   /// at a time, which resets it when done.
   sqlite3_stmt* statement(int query);
+  /// broker_find(), under mu_ already.
+  Result<std::optional<BrokerJobRecord>> broker_find_locked(const std::string& owner,
+                                                            const std::string& key);
 
   static constexpr int kQueries = 10;
   sqlite3* db_;

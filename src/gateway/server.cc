@@ -158,13 +158,14 @@ int64_t job_id(const std::string& text) {
 }  // namespace
 
 Server::Server(const GatewayConfig& config, Authenticator& auth, JobService* jobs,
-               std::string version, AuditLog* audit, BrokerService* broker)
+               std::string version, AuditLog* audit, BrokerService* broker, BrokerJobs* brokered)
     : config_(config),
       auth_(auth),
       jobs_(jobs),
       version_(std::move(version)),
       audit_(audit),
-      broker_(broker) {
+      broker_(broker),
+      brokered_(jobs == nullptr && broker != nullptr ? brokered : nullptr) {
   auto guarded = std::make_unique<GuardedServer>(config_.connections, kWorkerThreads,
                                                  config_.tls_cert, config_.tls_key);
   guarded->on_request = [] {
@@ -228,6 +229,7 @@ void Server::routes() {
   for (const Route& r : route_table()) {
     if (r.needs == Needs::kJobs && jobs_ == nullptr) continue;
     if (r.needs == Needs::kBroker && broker_ == nullptr) continue;
+    if (r.needs == Needs::kJobsOrBrokered && jobs_ == nullptr && brokered_ == nullptr) continue;
     auto serve = [this, &r](const httplib::Request& req, httplib::Response& res) {
       Call call{nullptr, nullptr, &r.errors};
       bool open =
@@ -282,17 +284,24 @@ const std::vector<Server::Route>& Server::route_table() {
        A::kToken,
        nullptr,
        nullptr,
-       N::kJobs,
+       N::kJobsOrBrokered,
        &Server::submit,
        {{{E::kExists, 422}, {E::kBusy, 503}, {E::kPermission, 403}}, 500}},
-      {M::kGet, "/v1/jobs", A::kToken, nullptr, nullptr, N::kJobs, &Server::list, {{}, 500}},
+      {M::kGet,
+       "/v1/jobs",
+       A::kToken,
+       nullptr,
+       nullptr,
+       N::kJobsOrBrokered,
+       &Server::list,
+       {{}, 500}},
       // Slurm's refresh or cancel failing: the gateway's upstream failed.
       {M::kGet,
        R"(/v1/jobs/([^/]+))",
        A::kToken,
        nullptr,
        nullptr,
-       N::kJobs,
+       N::kJobsOrBrokered,
        &Server::get_job,
        {{}, 502}},
       {M::kDelete,
@@ -300,7 +309,7 @@ const std::vector<Server::Route>& Server::route_table() {
        A::kToken,
        nullptr,
        nullptr,
-       N::kJobs,
+       N::kJobsOrBrokered,
        &Server::cancel_job,
        {{}, 502}},
       // No output_dir configured: 404.
@@ -309,7 +318,7 @@ const std::vector<Server::Route>& Server::route_table() {
        A::kToken,
        nullptr,
        nullptr,
-       N::kJobs,
+       N::kJobsOrBrokered,
        &Server::output,
        {{{E::kNotFound, 404}}, 500}},
       // Orphan GPU processes name other users' processes.
@@ -374,6 +383,89 @@ void Server::manifests(const httplib::Request& req, httplib::Response& res, cons
   send_json(res, answer->status, answer->body);
 }
 
+// POST /v1/jobs of a broker: placed, recorded, sent to the best site and on where it is refused.
+void Server::broker_submit(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  RequestAudit& audit = *call.audit;
+  std::string key = req.get_header_value("Idempotency-Key");
+  if (key.size() > 255) {
+    audit.record("broker.submit", "invalid", {{"reason", "Idempotency-Key too long"}});
+    return send_error(res, 400, "Idempotency-Key is longer than 255 bytes");
+  }
+  if (req.has_param("dry_run"))
+    return send_error(res, 400, "a broker's dry run is POST /v1/placements");
+  auto answer =
+      brokered_->submit(*call.who, bearer_token(req.get_header_value("Authorization")).value_or(""),
+                        key, req.body, std::time(nullptr));
+  if (!answer.ok()) {
+    bool bad = answer.error().code == ErrorCode::kInvalidInput;
+    audit.record("broker.submit", bad ? "invalid" : "error",
+                 {{"reason", bad ? answer.error().detail : answer.error().message()}});
+    if (bad) return send_error(res, 400, answer.error().detail);
+    return fail(res, call, answer.error());
+  }
+  const nlohmann::json& job = answer->body;
+  if (answer->status == 422) {
+    audit.record("broker.submit", "none", {{"chosen", nullptr}});
+    return send_json(res, 422, job);
+  }
+  audit.record("broker.submit", answer->status == 200 ? "replayed" : "accepted",
+               {{"id", job["id"]},
+                {"state", job["state"]},
+                {"site", job["site"]},
+                {"site_job_id", job["site_job_id"]},
+                {"attempts", job["attempts"].size()}});
+  if (answer->status == 200) res.set_header("Idempotent-Replayed", "true");
+  send_json(res, answer->status, job);
+}
+
+void Server::broker_list(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  (void)req;
+  auto jobs = brokered_->list(*call.who, 1000);
+  if (!jobs.ok()) return fail(res, call, jobs.error());
+  send_json(res, 200, {{"jobs", std::move(*jobs)}});
+}
+
+void Server::broker_one_job(const httplib::Request& req, httplib::Response& res, const Call& call,
+                            bool cancel) {
+  int64_t id = job_id(req.matches[1]);
+  std::string name = req.matches[1];
+  std::string token = bearer_token(req.get_header_value("Authorization")).value_or("");
+  auto job = id < 0   ? Result<std::optional<nlohmann::json>>(std::optional<nlohmann::json>())
+             : cancel ? brokered_->cancel(*call.who, token, id, std::time(nullptr))
+                      : brokered_->get(*call.who, token, id, std::time(nullptr));
+  if (!job.ok()) {
+    if (cancel)
+      call.audit->record("broker.cancel", "error",
+                         {{"id", name}, {"reason", job.error().message()}});
+    return fail(res, call, job.error());
+  }
+  if (!*job) {
+    if (cancel) call.audit->record("broker.cancel", "not_found", {{"id", name}});
+    return send_error(res, 404, "no job " + name);
+  }
+  if (cancel)
+    call.audit->record("broker.cancel", "accepted",
+                       {{"id", name}, {"site", (**job)["site"]}, {"state", (**job)["state"]}});
+  send_json(res, cancel ? 202 : 200, **job);
+}
+
+// The output of a broker's job is its site's answer, as it is.
+void Server::broker_output(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  int64_t id = job_id(req.matches[1]);
+  std::string query = req.has_param("tail") ? "tail=" + req.get_param_value("tail") : "";
+  auto out =
+      id < 0 ? Result<std::optional<SiteAnswer>>(std::optional<SiteAnswer>())
+             : brokered_->output(*call.who,
+                                 bearer_token(req.get_header_value("Authorization")).value_or(""),
+                                 id, query);
+  if (!out.ok()) return fail(res, call, out.error());
+  if (!*out) return send_error(res, 404, "no job " + std::string(req.matches[1]));
+  res.status = (*out)->status;
+  res.body = std::move((*out)->body);
+  res.set_header("Content-Type",
+                 (*out)->content_type.empty() ? "application/json" : (*out)->content_type);
+}
+
 void Server::broker_sites(const httplib::Request& req, httplib::Response& res, const Call& call) {
   send_json(
       res, 200,
@@ -418,6 +510,7 @@ void Server::me(const httplib::Request&, httplib::Response& res, const Call& cal
 }
 
 void Server::submit(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  if (jobs_ == nullptr) return broker_submit(req, res, call);
   RequestAudit& audit = *call.audit;
   // A dry run (dry_run=1) is audited as one, and so is a request asking for one wrongly.
   const bool dry_run_only = req.has_param("dry_run") && req.get_param_value("dry_run") != "0";
@@ -499,6 +592,7 @@ void Server::dry_run(const JobRequest& request, httplib::Response& res, const Ca
 }
 
 void Server::list(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  if (jobs_ == nullptr) return broker_list(req, res, call);
   int64_t since = 0;
   if (req.has_param("since")) {
     since = job_id(req.get_param_value("since"));
@@ -530,6 +624,7 @@ void Server::cancel_job(const httplib::Request& req, httplib::Response& res, con
 
 void Server::one_job(const httplib::Request& req, httplib::Response& res, const Call& call,
                      bool cancel) {
+  if (jobs_ == nullptr) return broker_one_job(req, res, call, cancel);
   RequestAudit& audit = *call.audit;
   int64_t id = job_id(req.matches[1]);
   auto job = id < 0   ? Result<std::optional<JobRecord>>(std::optional<JobRecord>())
@@ -558,6 +653,7 @@ void Server::one_job(const httplib::Request& req, httplib::Response& res, const 
 }
 
 void Server::output(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  if (jobs_ == nullptr) return broker_output(req, res, call);
   int lines = kDefaultTailLines;
   if (req.has_param("tail")) {
     int64_t n = job_id(req.get_param_value("tail"));

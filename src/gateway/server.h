@@ -19,6 +19,7 @@
 #include "gateway/audit.h"
 #include "gateway/auth.h"
 #include "gateway/broker.h"
+#include "gateway/broker_jobs.h"
 #include "gateway/config.h"
 #include "gateway/jobs.h"
 #include "gateway/metrics.h"
@@ -48,9 +49,10 @@ nlohmann::ordered_json openapi_document(const std::string& version);
 
 class RequestAudit;
 
-/// What a route is served with: nothing more, the job service ([slurm] and a database), or
-/// the broker ([broker]); without it the route is not there (404).
-enum class Needs : uint8_t { kNothing, kJobs, kBroker };
+/// What a route is served with: nothing more, the job service ([slurm] and a database), the
+/// broker ([broker]), or either the job service or a broker's jobs ([broker] and a database,
+/// gateway/broker_jobs.h); without it the route is not there (404).
+enum class Needs : uint8_t { kNothing, kJobs, kBroker, kJobsOrBrokered };
 
 /// The gateway: routes bound to a configuration and an authenticator.
 class Server {
@@ -82,9 +84,11 @@ class Server {
   static const std::vector<Route>& route_table();
 
   /// `jobs` may be null: the job endpoints then answer 404; so may `broker`, the broker's.
-  /// `audit` may be null: no audit log.
+  /// `audit` may be null: no audit log. `brokered` (with `broker`, without `jobs`): the job
+  /// endpoints are the broker's jobs.
   Server(const GatewayConfig& config, Authenticator& auth, JobService* jobs, std::string version,
-         AuditLog* audit = nullptr, BrokerService* broker = nullptr);
+         AuditLog* audit = nullptr, BrokerService* broker = nullptr,
+         BrokerJobs* brokered = nullptr);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -121,6 +125,12 @@ class Server {
   void placements(const httplib::Request& req, httplib::Response& res, const Call& call);
   void broker_sites(const httplib::Request& req, httplib::Response& res, const Call& call);
   void manifests(const httplib::Request& req, httplib::Response& res, const Call& call);
+  // The job endpoints of a broker (gateway/broker_jobs.h), from the handlers above.
+  void broker_submit(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void broker_list(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void broker_one_job(const httplib::Request& req, httplib::Response& res, const Call& call,
+                      bool cancel);
+  void broker_output(const httplib::Request& req, httplib::Response& res, const Call& call);
 
   const GatewayConfig& config_;
   Authenticator& auth_;
@@ -128,6 +138,7 @@ class Server {
   std::string version_;
   AuditLog* audit_;
   BrokerService* broker_;
+  BrokerJobs* brokered_;
   Metrics metrics_;
   std::unique_ptr<ResourcesService> resources_;  ///< with the job endpoints
   std::unique_ptr<httplib::Server> http_;

@@ -288,3 +288,113 @@ def test_a_manifest_is_what_the_one_site_would_be_sent(broker, site_a, issuers, 
         "placement.sites: must name the one site whose manifest is wanted"), body
     status, _, listed = site_a.request("GET", "/v1/jobs", tok)
     assert status == 200 and listed["jobs"] == [], listed
+
+
+@pytest.fixture(scope="module")
+def site_b(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, second_user):
+    """A second berthd in front of the same Slurm whose limits refuse any job of over a minute."""
+    workdir = identity.make_dir(os.path.join(scratch, "broker-site-b"))
+    key = os.path.join(workdir, "slurm_jwt.key")
+    shutil.copy(gateway_cluster.jwt_key, key)
+    os.chmod(key, 0o600)
+    identity.chown(key)
+    conf = gateway_config(issuers, second_user, f'database = "{workdir}/jobs.db"\n') + f"""
+[slurm]
+rest_url = "{slurmrestd}"
+jwt_key = "{key}"
+cluster = "site-b"
+partitions = ["debug"]
+
+[limits]
+max_walltime_s = 60
+
+[resources]
+cache_s = 0
+"""
+    path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
+    proc, url = start_berthd(identity, berthd_bin, path, os.path.join(workdir, "berthd.log"))
+    yield Berthd(proc, url, os.path.join(workdir, "berthd.log"))
+    stop(proc)
+
+
+@pytest.fixture(scope="module")
+def submitting_broker(site_a, site_b, issuers, identity, berthd_bin, scratch, second_user):
+    """A broker with a database of its own over site b (weighted first) and site a."""
+    workdir = identity.make_dir(os.path.join(scratch, "submitting-broker"))
+    conf = gateway_config(issuers, second_user, f'database = "{workdir}/broker.db"\n') + f"""
+[broker]
+
+[[broker.sites]]
+name = "b"
+url = "{site_b.url}"
+weight = 10
+
+[[broker.sites]]
+name = "a"
+url = "{site_a.url}"
+"""
+    path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
+    log = os.path.join(workdir, "berthd.log")
+    proc, url = start_berthd(identity, berthd_bin, path, log)
+    yield Berthd(proc, url, log)
+    stop(proc)
+
+
+def site_jobs(site, tok) -> list:
+    status, _, listed = site.request("GET", "/v1/jobs", tok)
+    assert status == 200, listed
+    return listed["jobs"]
+
+
+def test_a_job_goes_on_from_a_site_that_refuses_it_and_is_there_once(submitting_broker, site_a,
+                                                                      site_b, issuers, identity):
+    """Site b, first by weight, refuses a ten-minute job by its limits; the broker sends it to
+    site a, where it is in Slurm once, and reads, lists and cancels it there as the caller."""
+    tok = token_a(issuers, identity)
+    before_a, before_b = len(site_jobs(site_a, tok)), len(site_jobs(site_b, tok))
+    body = {"image": "127.0.0.1:1/none:1", "command": ["true"],
+            "resources": {"walltime_s": 600}}
+    status, _, job = submitting_broker.request("POST", "/v1/jobs", tok, body,
+                                               headers={"Idempotency-Key": "one"})
+    assert status == 201, job
+    assert job["site"] == "a", job
+    outcomes = [(a["site"], a["outcome"]) for a in job["attempts"]]
+    assert outcomes == [("b", "refused"), ("a", "submitted")], job
+    assert job["attempts"][0]["cause"].startswith("HTTP 403: "), job
+    assert "max_walltime_s" in job["attempts"][0]["cause"] or "walltime" in \
+        job["attempts"][0]["cause"], job
+    # At site a, the job the broker sent, in Slurm; none at site b.
+    at_a = site_jobs(site_a, tok)
+    assert len(at_a) == before_a + 1 and len(site_jobs(site_b, tok)) == before_b
+    mine = [j for j in at_a if j["id"] == job["site_job_id"]]
+    assert mine and mine[0]["slurm_job_id"] > 0, at_a
+    # The same key again: the same job, nothing sent anywhere.
+    status, headers, again = submitting_broker.request("POST", "/v1/jobs", tok, body,
+                                                       headers={"Idempotency-Key": "one"})
+    assert status == 200 and headers["Idempotent-Replayed"] == "true", again
+    assert again["id"] == job["id"] and len(site_jobs(site_a, tok)) == before_a + 1
+    status, _, seen = submitting_broker.request("GET", f"/v1/jobs/{job['id']}", tok)
+    assert status == 200 and seen["site"] == "a" and seen["slurm_job_id"] > 0, seen
+    status, _, listed = submitting_broker.request("GET", "/v1/jobs", tok)
+    assert status == 200 and [j["id"] for j in listed["jobs"]] == [job["id"]], listed
+    status, _, cancelled = submitting_broker.request("DELETE", f"/v1/jobs/{job['id']}", tok)
+    assert status == 202, cancelled
+    # Another caller sees none of it.
+    b = issuers.issuers["b"]
+    visitor = b.sign(b.claims("visitor", AUDIENCE_B))
+    assert submitting_broker.request("GET", f"/v1/jobs/{job['id']}", visitor)[0] != 200
+
+
+def test_a_job_every_site_refuses_is_submit_failed_with_each_cause(submitting_broker, issuers,
+                                                                    identity):
+    tok = token_a(issuers, identity)
+    body = {"image": "127.0.0.1:1/none:1", "resources": {"walltime_s": 600},
+            "placement": {"sites": ["b"]}}
+    status, _, job = submitting_broker.request("POST", "/v1/jobs", tok, body)
+    assert status == 201, job
+    assert job["state"] == "SUBMIT_FAILED" and job["site"] is None, job
+    assert job["reason"].startswith("no site took the job: b: HTTP 403: "), job
+    # Nothing fits at all: 422, the placements answer, nothing recorded.
+    status, _, answer = submitting_broker.request(
+        "POST", "/v1/jobs", tok, {"image": "x", "resources": {"gpus": "B200:1"}})
+    assert status == 422 and answer["chosen"] is None, answer

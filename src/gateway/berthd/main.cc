@@ -147,8 +147,19 @@ int main(int argc, char** argv) {
     if (auto loaded = broker->load(); !loaded.ok()) return fail(loaded.error());
     std::fprintf(stderr, "berthd: broker over %zu site(s)\n", config->broker.sites.size());
   }
-  berth::gateway::Server server(*config, auth, jobs.get(), BERTH_VERSION, audit.get(),
-                                broker.get());
+  // A broker with a database of its own and no Slurm of its own: the job endpoints are the
+  // broker's (gateway/broker_jobs.h).
+  std::unique_ptr<berth::gateway::JobsDb> broker_db;
+  std::unique_ptr<berth::gateway::BrokerJobs> brokered;
+  if (broker && !jobs && !config->database.empty()) {
+    auto db = berth::gateway::JobsDb::open(config->database);
+    if (!db.ok()) return fail(db.error());
+    broker_db = std::move(*db);
+    brokered = std::make_unique<berth::gateway::BrokerJobs>(*broker_db, *broker, config->broker);
+    std::fprintf(stderr, "berthd: broker jobs in %s\n", config->database.c_str());
+  }
+  berth::gateway::Server server(*config, auth, jobs.get(), BERTH_VERSION, audit.get(), broker.get(),
+                                brokered.get());
   auto port = server.bind();
   if (!port.ok()) return fail(port.error());
   std::fprintf(stderr, "berthd: listening on %s://%s:%d\n", config->tls() ? "https" : "http",

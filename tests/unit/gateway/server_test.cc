@@ -71,7 +71,9 @@ TEST(GatewayServer, WhatEachRouteNeeds) {
   EXPECT_TRUE(metrics->open_if == &PublishConfig::metrics_public);
   EXPECT_EQ(metrics->needs, Needs::kNothing);
   EXPECT_TRUE(find_route(M::kGet, "/v1/resources")->open_if == &PublishConfig::resources_public);
-  EXPECT_EQ(find_route(M::kPost, "/v1/jobs")->needs, Needs::kJobs);
+  // A broker's jobs are served on the same paths as a gateway's.
+  EXPECT_EQ(find_route(M::kPost, "/v1/jobs")->needs, Needs::kJobsOrBrokered);
+  EXPECT_EQ(find_route(M::kGet, "/v1/systems")->needs, Needs::kJobs);
   EXPECT_EQ(find_route(M::kPost, "/v1/placements")->needs, Needs::kBroker);
   EXPECT_EQ(find_route(M::kGet, "/v1/sites")->needs, Needs::kBroker);
   EXPECT_EQ(find_route(M::kGet, "/v1/me")->needs, Needs::kNothing);

@@ -1,0 +1,83 @@
+// A broker's jobs ([broker] with a `database`, docs/broker.md): POST /v1/jobs on a broker places
+// the job (gateway/broker.h), writes it and the sites it may go to, then sends it to the first,
+// and on to the next where a site refuses it, fails to submit it or cannot be reached; GET,
+// DELETE and the output of a broker job go to the site that has it, as the caller.
+//
+// Every attempt is written (and synced) before it is sent, with an Idempotency-Key of its own,
+// "broker:INSTANCE:ID:N": a broker killed at any moment, asked again, sends the same attempt
+// with the same key, and the site answers with the job it already has instead of making a
+// second. The broker keeps no token: what a crash interrupted goes on at the owner's next
+// request about the job (GET /v1/jobs/ID), with the owner's own token, so that a site always
+// sees the real user.
+//
+// An attempt: {"n", "site", "partition", "class", "key", "at", "outcome", "cause",
+// "site_job_id"}; outcome "sending" (written, its answer not yet read), "submitted", "refused"
+// (the site said no: a limit, its quota, its identity checks), "failed" (no answer, a 5xx, the
+// site could not submit it to Slurm), "cancelled" (pending there longer than the job's
+// failover.pending_timeout_s) or "ended" (the site's nodes failed it: NODE_FAIL). Only the
+// first four of those before a site has the job, and the last two after, move it on; a job that
+// failed through its own fault stays where it failed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "gateway/auth.h"
+#include "gateway/broker.h"
+#include "gateway/config.h"
+#include "gateway/jobs_db.h"
+
+namespace berth::gateway {
+
+class BrokerJobs {
+ public:
+  /// `db`, `broker` and `config` outlive the service.
+  BrokerJobs(JobsDb& db, BrokerService& broker, const BrokerConfig& config);
+
+  using Answer = BrokerService::Answer;
+
+  /// POST /v1/jobs: places job body `body_text` of `who` (bearer token `token`) and sends it:
+  /// 201 with the job, 200 with the earlier job of the same `idempotency_key`, 422 with the
+  /// placements answer when no site fits. An error (kInvalidInput) is the body's.
+  Result<Answer> submit(const Account& who, const std::string& token,
+                        const std::string& idempotency_key, const std::string& body_text,
+                        int64_t now);
+  /// GET /v1/jobs/ID: the job as its site says now, moved on first where the site's nodes
+  /// failed it or it waited there too long; nullopt for a job that is not `who`'s.
+  Result<std::optional<nlohmann::json>> get(const Account& who, const std::string& token,
+                                            int64_t id, int64_t now);
+  /// GET /v1/jobs: `who`'s jobs as last read, newest first.
+  Result<nlohmann::json> list(const Account& who, int limit);
+  /// DELETE /v1/jobs/ID: cancelled at its site (or, not sent yet, here); nullopt as get().
+  Result<std::optional<nlohmann::json>> cancel(const Account& who, const std::string& token,
+                                               int64_t id, int64_t now);
+  /// GET /v1/jobs/ID/output?`query`: the site's answer as it is; nullopt as get(), and 404 for
+  /// a job no site has.
+  Result<std::optional<SiteAnswer>> output(const Account& who, const std::string& token, int64_t id,
+                                           const std::string& query);
+
+  /// The job as the broker answers it: the site's document of it where given, with the
+  /// broker's id, state, site, site_job_id and attempts.
+  static nlohmann::json job_json(const BrokerJobRecord& job, const nlohmann::json& at_site = {});
+
+ private:
+  /// Sends `job` to its ranked sites, from its next attempt on, until one has it or none is
+  /// left; each attempt written before it goes.
+  Status advance(BrokerJobRecord& job, const std::string& token, int64_t now);
+  /// Reads `job` at its site and moves it on where that site cannot run it; the site's
+  /// document, or null where the site did not answer.
+  nlohmann::json refresh(BrokerJobRecord& job, const Account& who, const std::string& token,
+                         int64_t now);
+  /// Whether `who` may act on `job` at its site: its owner, with the owner's token.
+  static bool owns(const Account& who, const BrokerJobRecord& job);
+
+  JobsDb& db_;
+  BrokerService& broker_;
+  const BrokerConfig& config_;
+};
+
+}  // namespace berth::gateway

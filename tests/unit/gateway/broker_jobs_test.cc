@@ -1,0 +1,295 @@
+// A broker's jobs (gateway/broker_jobs.h) against berthd sites on loopback: where a job is
+// sent, with which key and token, how it moves on, and what a crash leaves for later.
+#include "gateway/broker_jobs.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <mutex>
+
+#include "fake_http_server.h"
+#include "gateway/glue.h"
+#include "test_util.h"
+
+namespace berth::gateway {
+namespace {
+
+using testing::FakeHttpServer;
+using testing::FakeRequest;
+using testing::FakeResponse;
+
+/// What one loopback berthd site does with the jobs it is sent.
+struct SiteState {
+  std::mutex mu;
+  int post_status = 201;               ///< the answer to POST /v1/jobs
+  std::string post_state = "PENDING";  ///< the state a taken job is answered with
+  std::string job_state = "PENDING";   ///< GET /v1/jobs/ID's state
+  std::string refusal = "no more than 1 job at once";
+  std::map<std::string, int> by_key;  ///< Idempotency-Key -> the job made for it
+  int next_id = 41;
+  int deletes = 0;
+};
+
+std::string site_glue(const std::string& cluster) {
+  GlueSite s;
+  s.cluster = cluster;
+  s.host = cluster + ".example.org";
+  s.creation_time = "2026-12-04T00:00:00Z";
+  s.nodes = {{"n1", "idle", 64, 0, 512000, "h100", 2, 0, {"gpu"}}};
+  s.partitions = {{"gpu", 86400, 3600, true, 0, 0, -1}};
+  s.accelerators["h100"] = {"NVIDIA", "NVIDIA H100 80GB HBM3", 85520, {"9.0"}, "550.54.15", "12.4"};
+  return glue_document(s).dump();
+}
+
+FakeHttpServer::Handler berthd_site(std::shared_ptr<SiteState> st, const std::string& cluster) {
+  std::string glue = site_glue(cluster);
+  return [st, glue](const FakeRequest& r) -> FakeResponse {
+    std::lock_guard lock(st->mu);
+    if (r.target == "/v1/health")
+      return {200, {}, R"({"status":"ok","issuers":[{"issuer":"https://a","audience":"berth"}]})"};
+    if (r.target == "/v1/resources") return {200, {}, glue};
+    if (r.method == "POST" && r.target == "/v1/jobs") {
+      if (st->post_status >= 400)
+        return {st->post_status,
+                {},
+                nlohmann::json{{"error", {{"status", st->post_status}, {"message", st->refusal}}}}
+                    .dump()};
+      std::string key = r.header("idempotency-key");
+      bool replay = st->by_key.count(key) > 0;
+      if (!replay) st->by_key[key] = st->next_id++;
+      nlohmann::json job = {{"id", std::to_string(st->by_key[key])},
+                            {"state", st->post_state},
+                            {"reason", st->post_state == "SUBMIT_FAILED" ? "no partition" : ""}};
+      return {replay ? 200 : 201, {}, job.dump()};
+    }
+    if (r.method == "GET" && r.target.rfind("/v1/jobs/", 0) == 0)
+      return {200,
+              {},
+              nlohmann::json{{"id", r.target.substr(9)}, {"state", st->job_state}, {"nodes", "n1"}}
+                  .dump()};
+    if (r.method == "DELETE" && r.target.rfind("/v1/jobs/", 0) == 0) {
+      ++st->deletes;
+      st->job_state = "CANCELLED";
+      return {202, {}, nlohmann::json{{"id", r.target.substr(9)}, {"state", "CANCELLED"}}.dump()};
+    }
+    return {404, {}, "{}"};
+  };
+}
+
+Account alice() {
+  Account a;
+  a.issuer = "https://a";
+  a.subject = "s-alice";
+  a.user = "alice";
+  return a;
+}
+
+/// Two berthd sites, "a" preferred (weight 5) over "b"; a database in a temporary folder.
+struct Fixture {
+  std::shared_ptr<SiteState> a = std::make_shared<SiteState>();
+  std::shared_ptr<SiteState> b = std::make_shared<SiteState>();
+  std::unique_ptr<FakeHttpServer> server_a = std::make_unique<FakeHttpServer>(berthd_site(a, "a"));
+  FakeHttpServer server_b{berthd_site(b, "b")};
+  TempDir dir{"broker-jobs"};
+  BrokerConfig config;
+  std::unique_ptr<JobsDb> db;
+  std::unique_ptr<BrokerService> broker;
+  std::unique_ptr<BrokerJobs> jobs;
+
+  Fixture() {
+    config.enabled = true;
+    for (auto [name, host, weight] :
+         {std::tuple{"a", server_a->host(), 5.0}, std::tuple{"b", server_b.host(), 1.0}}) {
+      BrokerSiteConfig s;
+      s.name = name;
+      s.url = "http://" + host;
+      s.weight = weight;
+      s.info_ttl_s = 3600;
+      config.sites.push_back(s);
+    }
+    auto opened = JobsDb::open(dir.path + "/broker.db");
+    if (opened.ok()) db = std::move(*opened);
+    broker = std::make_unique<BrokerService>(config);
+    jobs = std::make_unique<BrokerJobs>(*db, *broker, config);
+  }
+
+  std::vector<FakeRequest> posts(FakeHttpServer& s) {
+    std::vector<FakeRequest> out;
+    for (const FakeRequest& r : s.requests())
+      if (r.method == "POST") out.push_back(r);
+    return out;
+  }
+};
+
+const std::string kJob = R"({"image":"x","resources":{"gpus":"H100:1"}})";
+
+TEST(BrokerJobs, AJobGoesToTheBestSiteAsTheCallerWithAKeyOfItsAttempt) {
+  Fixture f;
+  ASSERT_TRUE(f.db);
+  auto answer = f.jobs->submit(alice(), "token-of-alice", "", kJob, 1000);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  EXPECT_EQ(answer->status, 201);
+  const nlohmann::json& job = answer->body;
+  EXPECT_EQ(job["id"], "1");
+  EXPECT_EQ(job["site"], "a");
+  EXPECT_EQ(job["site_job_id"], "41");
+  EXPECT_EQ(job["state"], "PENDING");
+  ASSERT_EQ(job["attempts"].size(), 1u) << job.dump();
+  EXPECT_EQ(job["attempts"][0]["outcome"], "submitted");
+  const std::string key = "broker:" + f.db->instance() + ":1:1";
+  EXPECT_EQ(job["attempts"][0]["key"], key);
+  auto posts = f.posts(*f.server_a);
+  ASSERT_EQ(posts.size(), 1u);
+  EXPECT_EQ(posts[0].header("authorization"), "Bearer token-of-alice");
+  EXPECT_EQ(posts[0].header("idempotency-key"), key);
+  // What a berthd site takes: its own job body, pinned to the class's GRES type.
+  nlohmann::json sent = nlohmann::json::parse(posts[0].body);
+  EXPECT_EQ(sent["image"], "x");
+  EXPECT_EQ(sent["resources"]["gpu_model"], "h100") << sent.dump();
+  EXPECT_TRUE(f.posts(f.server_b).empty());
+}
+
+TEST(BrokerJobs, ARefusalMovesTheJobOnAndEachCauseIsKept) {
+  Fixture f;
+  f.a->post_status = 403;
+  auto answer = f.jobs->submit(alice(), "t", "", kJob, 1000);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  const nlohmann::json& job = answer->body;
+  EXPECT_EQ(job["site"], "b");
+  ASSERT_EQ(job["attempts"].size(), 2u);
+  EXPECT_EQ(job["attempts"][0]["outcome"], "refused");
+  EXPECT_EQ(job["attempts"][0]["cause"], "HTTP 403: no more than 1 job at once");
+  EXPECT_EQ(job["attempts"][1]["outcome"], "submitted");
+  EXPECT_EQ(job["attempts"][1]["key"], "broker:" + f.db->instance() + ":1:2");
+}
+
+TEST(BrokerJobs, ASiteThatCannotSubmitOrCannotBeReachedIsPassedOver) {
+  Fixture f;
+  ASSERT_TRUE(f.broker->placements(nlohmann::json::parse(kJob), alice(), "t", 1000).ok());
+  f.server_a.reset();  // read, then gone
+  auto answer = f.jobs->submit(alice(), "t", "", kJob, 1001);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  EXPECT_EQ(answer->body["site"], "b");
+  EXPECT_EQ(answer->body["attempts"][0]["outcome"], "failed");
+  EXPECT_EQ(answer->body["attempts"][0]["cause"].get<std::string>().rfind("site_down: ", 0), 0u)
+      << answer->body.dump();
+  // A site whose Slurm refused the job has no live copy of it: on to the next.
+  Fixture g;
+  g.a->post_state = "SUBMIT_FAILED";
+  answer = g.jobs->submit(alice(), "t", "", kJob, 1000);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->body["site"], "b");
+  EXPECT_EQ(answer->body["attempts"][0]["cause"], "submit_failed: no partition");
+}
+
+TEST(BrokerJobs, AJobNoSiteTakesFailsWithEverySitesCause) {
+  Fixture f;
+  f.a->post_status = 403;
+  f.b->post_status = 500;
+  f.b->refusal = "cannot record a job";
+  auto answer = f.jobs->submit(alice(), "t", "", kJob, 1000);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->body["state"], "SUBMIT_FAILED");
+  EXPECT_EQ(answer->body["site"], nullptr);
+  EXPECT_EQ(answer->body["reason"],
+            "no site took the job: a: HTTP 403: no more than 1 job at once; b: HTTP 500: cannot "
+            "record a job");
+  // A job no site fits is never recorded: the placements answer, 422.
+  answer = f.jobs->submit(alice(), "t", "", R"({"image":"x","resources":{"gpus":"B200:1"}})", 1000);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->status, 422);
+  EXPECT_EQ(answer->body["chosen"], nullptr);
+  auto listed = f.jobs->list(alice(), 100);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), 1u);
+}
+
+TEST(BrokerJobs, AnIdempotencyKeyGivesTheSameJobAndAnotherBodyIsAConflict) {
+  Fixture f;
+  auto first = f.jobs->submit(alice(), "t", "k1", kJob, 1000);
+  ASSERT_TRUE(first.ok());
+  auto again = f.jobs->submit(alice(), "t", "k1", kJob, 1001);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->status, 200);
+  EXPECT_EQ(again->body["id"], first->body["id"]);
+  EXPECT_EQ(f.posts(*f.server_a).size(), 1u);
+  auto other = f.jobs->submit(alice(), "t", "k1", R"({"image":"y"})", 1002);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().code, ErrorCode::kExists);
+}
+
+TEST(BrokerJobs, AnAttemptACrashLeftUnansweredIsSentAgainWithItsKey) {
+  Fixture f;
+  ASSERT_TRUE(f.jobs->submit(alice(), "t", "", kJob, 1000).ok());
+  // As a broker killed after writing the attempt and before reading the answer leaves it.
+  auto job = f.db->broker_get(1);
+  ASSERT_TRUE(job.ok() && *job);
+  BrokerJobRecord rec = **job;
+  nlohmann::json attempts = nlohmann::json::parse(rec.attempts);
+  attempts[0]["outcome"] = "sending";
+  attempts[0]["site_job_id"] = nullptr;
+  rec.attempts = attempts.dump();
+  rec.site.clear();
+  rec.site_job_id = 0;
+  rec.state = JobState::kAccepted;
+  ASSERT_TRUE(f.db->broker_save(rec).ok());
+  // Another user's request does not move it, nor show it.
+  Account bob = alice();
+  bob.user = "bob";
+  bob.subject = "s-bob";
+  auto seen = f.jobs->get(bob, "t", 1, 1010);
+  ASSERT_TRUE(seen.ok());
+  EXPECT_FALSE(*seen);
+  // The owner's next look sends it again with the same key: the site's own job, not a second.
+  seen = f.jobs->get(alice(), "t", 1, 1010);
+  ASSERT_TRUE(seen.ok() && *seen);
+  EXPECT_EQ((**seen)["site"], "a");
+  EXPECT_EQ((**seen)["site_job_id"], "41");
+  auto posts = f.posts(*f.server_a);
+  ASSERT_EQ(posts.size(), 2u);
+  EXPECT_EQ(posts[0].header("idempotency-key"), posts[1].header("idempotency-key"));
+  EXPECT_EQ(f.a->by_key.size(), 1u);
+}
+
+TEST(BrokerJobs, NodeFailAndAPendingTimeoutMoveTheJobToTheNextSite) {
+  Fixture f;
+  ASSERT_TRUE(f.jobs->submit(alice(), "t", "", kJob, 1000).ok());
+  f.a->job_state = "NODE_FAIL";
+  auto seen = f.jobs->get(alice(), "t", 1, 1100);
+  ASSERT_TRUE(seen.ok() && *seen);
+  EXPECT_EQ((**seen)["site"], "b") << (**seen).dump();
+  EXPECT_EQ((**seen)["attempts"][0]["outcome"], "ended");
+  EXPECT_EQ((**seen)["attempts"][0]["cause"], "NODE_FAIL at a");
+  // The user's own failure stays where it is.
+  f.b->job_state = "FAILED";
+  seen = f.jobs->get(alice(), "t", 1, 1200);
+  ASSERT_TRUE(seen.ok() && *seen);
+  EXPECT_EQ((**seen)["state"], "FAILED");
+  EXPECT_EQ((**seen)["site"], "b");
+
+  Fixture g;
+  const std::string waits =
+      R"({"image":"x","resources":{"gpus":"H100:1"},"failover":{"pending_timeout_s":60}})";
+  ASSERT_TRUE(g.jobs->submit(alice(), "t", "", waits, 1000).ok());
+  seen = g.jobs->get(alice(), "t", 1, 1050);  // within its time
+  ASSERT_TRUE(seen.ok() && *seen);
+  EXPECT_EQ((**seen)["site"], "a");
+  seen = g.jobs->get(alice(), "t", 1, 1100);
+  ASSERT_TRUE(seen.ok() && *seen);
+  EXPECT_EQ(g.a->deletes, 1);  // cancelled there before it goes on
+  EXPECT_EQ((**seen)["site"], "b");
+  EXPECT_EQ((**seen)["attempts"][0]["outcome"], "cancelled");
+}
+
+TEST(BrokerJobs, CancelGoesToTheSiteAsTheCaller) {
+  Fixture f;
+  ASSERT_TRUE(f.jobs->submit(alice(), "token-of-alice", "", kJob, 1000).ok());
+  auto done = f.jobs->cancel(alice(), "token-of-alice", 1, 1001);
+  ASSERT_TRUE(done.ok() && *done) << (done.ok() ? "" : done.error().message());
+  EXPECT_EQ((**done)["state"], "CANCELLED");
+  EXPECT_EQ(f.a->deletes, 1);
+  EXPECT_EQ(f.server_a->requests().back().header("authorization"), "Bearer token-of-alice");
+}
+
+}  // namespace
+}  // namespace berth::gateway
