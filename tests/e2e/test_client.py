@@ -50,6 +50,8 @@ jwt_key = "{key}"
 workdir = "{berth.workdir}"
 cluster = "berthclient"
 output_dir = "{output}"
+# The partition a broker may send jobs to.
+partitions = ["debug"]
 
 [slurm.environment]
 {env_lines}
@@ -182,8 +184,8 @@ def test_errors_are_one_line(gw, berth, issuers, identity):
 
 @pytest.fixture
 def broker(gw, issuers, identity, berthd_bin, second_user, berth):
-    """A broker over the gateway (a berthd site) and a GLUE file of L40S nodes made from what
-    the gateway publishes."""
+    """A broker, with jobs of its own, over the gateway (a berthd site) and a GLUE file of L40S
+    nodes made from what the gateway publishes."""
     workdir = identity.make_dir(os.path.join(berth.workdir, "broker"))
     status, _, doc = gw.request("GET", "/v1/resources", token_a(issuers, identity))
     assert status == 200, doc
@@ -192,7 +194,7 @@ def broker(gw, issuers, identity, berthd_bin, second_user, berth):
         env["Model"] = L40S
         env["Memory"] = 48305
     paper_file = identity.write_file(os.path.join(workdir, "paper.json"), json.dumps(paper))
-    conf = gateway_config(issuers, second_user) + f"""
+    conf = gateway_config(issuers, second_user, f'database = "{workdir}/broker.db"\n') + f"""
 [broker]
 
 [[broker.sites]]
@@ -249,3 +251,42 @@ def test_sites_and_where_a_job_fits(broker, berth, issuers, identity):
         _, out, _ = berth("sites", "--gpus", "L40S:1", env=env)
         chosen = [r for r in table(out)[1:] if r[3] == "chosen"]
         assert [(r[0], r[2]) for r in chosen] == [("paper", answer["chosen"]["class"])], out
+
+
+def test_a_job_through_the_broker(broker, gw, berth, issuers, identity, pushed_busybox):
+    """The same commands against a broker: the job goes to the berthd site, the table names the
+    site, and show, logs and cancel reach it there."""
+    tok = token_a(issuers, identity)
+    env = client_env(broker, tok)
+    _, out, _ = berth("submit", "--time", "2", pushed_busybox, "sh", "-c", "echo via-broker",
+                      env=env)
+    job_id = out.strip()
+    done = wait_final(broker, tok, job_id)
+    assert done["state"] == "COMPLETED" and done["site"] == "hpc", done
+    _, out, _ = berth("jobs", env=env)
+    rows = table(out)
+    assert rows[0][-1] == "SITE" and rows[1][0] == job_id and rows[1][-1] == "hpc", out
+    fields = {row[0]: row[1] if len(row) > 1 else "" for row in table(
+        berth("job", "show", job_id, env=env)[1])}
+    assert fields["site"] == "hpc" and fields["site_job_id"] == done["site_job_id"], fields
+    assert berth("job", "logs", job_id, env=env)[1:] == ("via-broker\n", "")
+    # At the site, the one job the broker sent.
+    status, _, listed = gw.request("GET", "/v1/jobs", tok)
+    assert status == 200 and [j["id"] for j in listed["jobs"]] == [done["site_job_id"]], listed
+
+    _, out, _ = berth("submit", pushed_busybox, "busybox", "sleep", "300", env=env)
+    assert berth("job", "cancel", out.strip(), env=env)[1] == out
+    assert wait_final(broker, tok, out.strip())["state"] == "CANCELLED"
+
+    # No site takes it: every site's reasons, one line, and nothing is recorded.
+    status, _, answer = broker.request("POST", "/v1/placements", tok,
+                                       {"image": "x", "resources": {"gpus": "H200:1"}})
+    assert status == 422, answer
+    rc, out, err = berth("submit", "--gpus", "H200:1", "x", env=env, check=False)
+    assert (rc, out) == (1, "")
+    assert err.startswith(
+        f"berth: error: POST {broker.url}/v1/jobs: no site can take the job: hpc/") and \
+        err.endswith(" (HTTP 422)\n") and err.count("\n") == 1, err
+    for c in answer["candidates"]:
+        assert f"{c['site']}/{c['class']}: {c['reasons'][0]['message']}" in err, (c, err)
+    assert len(berth.json("jobs", "--json", env=env)["jobs"]) == 2
