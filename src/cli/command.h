@@ -127,5 +127,10 @@ Action setup_info(CLI::App& app, const GlobalOptions& g);
 Action setup_gc(CLI::App& app, const GlobalOptions& g);
 Action setup_image(CLI::App& app, const GlobalOptions& g);
 Action setup_system(CLI::App& app, const GlobalOptions& g);
+// A client of a berthd gateway or broker (cli/gateway_client.cc).
+Action setup_sites(CLI::App& app, const GlobalOptions& g);
+Action setup_submit(CLI::App& app, const GlobalOptions& g);
+Action setup_jobs(CLI::App& app, const GlobalOptions& g);
+Action setup_job(CLI::App& app, const GlobalOptions& g);
 
 }  // namespace berth::cli

@@ -58,6 +58,11 @@ const std::vector<Command>& command_table() {
       {"gpu", "Show the host's GPUs and driver (gpu info), their use (gpu stats)", setup_gpu},
       {"ib", "Show the host's InfiniBand/RDMA HCAs (ib info)", setup_ib},
       {"cdi", "Write a CDI spec for the host's GPUs (cdi generate)", setup_cdi},
+      {"sites", "Show a berthd broker's sites, and where a job's needs fit", setup_sites},
+      {"submit", "Submit a job to a berthd gateway or broker", setup_submit},
+      {"jobs", "List your jobs at a berthd gateway or broker", setup_jobs},
+      {"job", "Show, cancel or read the output of a berthd job (job show|cancel|logs ID)",
+       setup_job},
       {"info", "Show the store, the kernel and the engines found", setup_info},
       {"version", "Show the version and build", setup_version},
   };

@@ -3,7 +3,8 @@
 // the final response collected by lowercase name, the body either buffered
 // (with a size cap) or streamed to a sink when the status is 2xx.
 // Redirects are not followed here: the registry client follows them itself, deciding
-// where credentials may go (registry.cc). Internal to src/image; not a general HTTP client.
+// where credentials may go (registry.cc). The registry client's, and the berth client of berthd's
+// (cli/gateway_client.cc), whose few JSON requests need nothing more; not a general HTTP client.
 #pragma once
 
 #include <cstdint>
