@@ -274,6 +274,9 @@ broker::SiteView BrokerService::view(const BrokerSiteConfig& s, const Known& k, 
     v.max_walltime_s = st->second.max_walltime_s;
     v.gpu_hours_left = st->second.gpu_hours_left;
   }
+  if (!k.attempts.empty())
+    v.reliability = static_cast<double>(std::count(k.attempts.begin(), k.attempts.end(), true)) /
+                    static_cast<double>(k.attempts.size());
   v.shares = s.shares;
   v.gpu_jobs = s.gpu_jobs;
   v.weight = s.weight;
@@ -304,6 +307,13 @@ Result<BrokerService::Decision> BrokerService::decide(const nlohmann::json& body
   d.placement = broker::place(d.job.need, d.job.placement, sites, w);
   d.sites = std::move(sites);
   return d;
+}
+
+void BrokerService::record_attempt(const std::string& site, bool good) {
+  std::lock_guard lock(mu_);
+  std::deque<bool>& a = known_[site].attempts;
+  a.push_back(good);
+  while (a.size() > kReliabilityWindow) a.pop_front();
 }
 
 const broker::NodeClass* BrokerService::class_of(const Decision& d, const broker::Candidate& c) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -84,6 +85,12 @@ class BrokerService {
   Result<Answer> manifest(const nlohmann::json& body, const Account& who, const std::string& token,
                           int64_t now);
 
+  /// Counts one attempt at site `site`: `good` when the site took the job (and, read later, did
+  /// not fail it on its nodes or keep it waiting past its time). A site's reliability factor
+  /// is the share of good ones among its last kReliabilityWindow attempts (1 before any).
+  void record_attempt(const std::string& site, bool good);
+  static constexpr size_t kReliabilityWindow = 20;
+
   /// The node class `c` of `d` names, or nullptr.
   static const broker::NodeClass* class_of(const Decision& d, const broker::Candidate& c);
 
@@ -103,6 +110,8 @@ class BrokerService {
     /// (401, 403) with its reason: learnt from its answers, each caller asked once.
     std::set<std::string> accepted;
     std::map<std::string, std::string> refused;
+    /// The last attempts at the site, oldest first: whether each was good (record_attempt()).
+    std::deque<bool> attempts;
     /// What a berthd site says each caller it took stands under (GET /v1/me), by caller.
     std::map<std::string, CallerStanding> standing;
     /// The issuers a berthd site says it trusts (GET /v1/health); nullopt where it does not.

@@ -56,6 +56,11 @@ nlohmann::json array_of(const std::string& text) {
 BrokerJobs::BrokerJobs(JobsDb& db, BrokerService& broker, const BrokerConfig& config)
     : db_(db), broker_(broker), config_(config) {}
 
+void BrokerJobs::ended(const std::string& site, const std::string& outcome) {
+  broker_.record_attempt(site, outcome == "submitted");
+  if (observer_) observer_(site, outcome);
+}
+
 bool BrokerJobs::owns(const Account& who, const BrokerJobRecord& job) {
   return who.user == job.owner && who.issuer == job.issuer && who.subject == job.subject;
 }
@@ -193,6 +198,7 @@ Status BrokerJobs::advance(BrokerJobRecord& job, const std::string& token, int64
       job.site_job_id = site_id_of(doc);
       job.state = state_of(doc) == JobState::kUnknown ? JobState::kAccepted : state_of(doc);
       job.reason = text_of(doc, "reason");
+      ended(site_name, "submitted");
       break;
     }
     if (a.status == 0) {
@@ -209,6 +215,7 @@ Status BrokerJobs::advance(BrokerJobRecord& job, const std::string& token, int64
       attempt["cause"] = cause_of(a);
     }
     causes += (causes.empty() ? "" : "; ") + site_name + ": " + attempt.value("cause", "");
+    ended(site_name, attempt.value("outcome", ""));
   }
   if (job.site.empty() && !attempts.empty() && attempts.back().value("outcome", "") != "sending") {
     job.state = JobState::kSubmitFailed;
@@ -255,6 +262,7 @@ nlohmann::json BrokerJobs::refresh(BrokerJobRecord& job, const Account& who,
   }
   nlohmann::json& last = attempts.back();
   last["outcome"] = moved;
+  ended(job.site, moved);
   last["cause"] = moved == "ended" ? "NODE_FAIL at " + job.site
                                    : fmt::format("pending at {} longer than {} s", job.site,
                                                  now - last.value("at", now));

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -60,6 +61,11 @@ class BrokerJobs {
   Result<std::optional<SiteAnswer>> output(const Account& who, const std::string& token, int64_t id,
                                            const std::string& query);
 
+  /// Called with the site and outcome of every attempt that ends ("submitted", "refused",
+  /// "failed", "cancelled", "ended"), for berthd's metrics; set before serving.
+  using AttemptObserver = std::function<void(const std::string& site, const std::string& outcome)>;
+  void set_observer(AttemptObserver o) { observer_ = std::move(o); }
+
   /// The job as the broker answers it: the site's document of it where given, with the
   /// broker's id, state, site, site_job_id and attempts.
   static nlohmann::json job_json(const BrokerJobRecord& job, const nlohmann::json& at_site = {});
@@ -75,8 +81,12 @@ class BrokerJobs {
   /// Whether `who` may act on `job` at its site: its owner, with the owner's token.
   static bool owns(const Account& who, const BrokerJobRecord& job);
 
+  /// Counts an attempt that ended: the site's reliability, the observer.
+  void ended(const std::string& site, const std::string& outcome);
+
   JobsDb& db_;
   BrokerService& broker_;
+  AttemptObserver observer_;
   const BrokerConfig& config_;
 };
 

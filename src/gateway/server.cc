@@ -740,6 +740,13 @@ void Server::declare_metrics() {
   metrics_.declare("berthd_gpu_orphan_processes", T::kGauge,
                    "GPU processes that belong to no running job, by node, as the running GPU jobs' "
                    "samples show them.");
+  metrics_.declare("berthd_broker_attempts_total", T::kCounter,
+                   "A broker's attempts to send a job to a site, by site and outcome (submitted, "
+                   "refused, failed, cancelled, ended).");
+  if (brokered_ != nullptr)
+    brokered_->set_observer([this](const std::string& site, const std::string& outcome) {
+      metrics_.add("berthd_broker_attempts_total", {{"site", site}, {"outcome", outcome}});
+    });
   if (jobs_ == nullptr) return;
   jobs_->slurm().set_observer([this](std::string_view method, int status, double seconds) {
     metrics_.add("berthd_slurm_requests_total",

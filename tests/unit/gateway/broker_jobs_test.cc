@@ -182,6 +182,21 @@ TEST(BrokerJobs, ASiteThatCannotSubmitOrCannotBeReachedIsPassedOver) {
   EXPECT_EQ(answer->body["attempts"][0]["cause"], "submit_failed: no partition");
 }
 
+TEST(BrokerJobs, ASitesRefusalsLowerItsReliabilityAndEachAttemptIsObserved) {
+  Fixture f;
+  std::vector<std::string> seen;
+  f.jobs->set_observer([&seen](const std::string& site, const std::string& outcome) {
+    seen.push_back(site + " " + outcome);
+  });
+  f.a->post_status = 403;
+  ASSERT_TRUE(f.jobs->submit(alice(), "t", "", kJob, 1000).ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"a refused", "b submitted"}));
+  auto answer = f.broker->placements(nlohmann::json::parse(kJob), alice(), "t", 1001);
+  ASSERT_TRUE(answer.ok());
+  for (const auto& c : (*answer)["candidates"])
+    EXPECT_EQ(c["factors"]["reliability"], c["site"] == "a" ? 0.0 : 100.0) << c.dump();
+}
+
 TEST(BrokerJobs, AJobNoSiteTakesFailsWithEverySitesCause) {
   Fixture f;
   f.a->post_status = 403;
