@@ -100,7 +100,7 @@ Result<BrokerJobs::Answer> BrokerJobs::submit(const Account& who, const std::str
             "was used for another job body (broker job " + std::to_string(earlier->id) + ")",
             ErrorCode::kExists);
       if (earlier->state == JobState::kAccepted && owns(who, *earlier))
-        BERTH_CHECK(advance(*earlier, token, now));
+        BERTH_CHECK(racing(*earlier) ? race(*earlier, token, now) : advance(*earlier, token, now));
       return Answer{200, job_json(*earlier)};
     }
   }
@@ -141,93 +141,226 @@ Result<BrokerJobs::Answer> BrokerJobs::submit(const Account& who, const std::str
   bool existing = false;
   rec = BERTH_TRY(db_.broker_accept(rec, now, &existing));
   if (existing) return Answer{200, job_json(rec)};  // a request of the same key, just before
-  BERTH_CHECK(advance(rec, token, now));
+  BERTH_CHECK(d.job.placement.strategy == "race" ? race(rec, token, now)
+                                                 : advance(rec, token, now));
   return Answer{201, job_json(rec)};
+}
+
+nlohmann::json BrokerJobs::new_attempt(const BrokerJobRecord& job, size_t index,
+                                       const nlohmann::json& target, int64_t now) const {
+  return {{"n", index + 1},
+          {"site", target.value("site", "")},
+          {"partition", target.value("partition", "")},
+          {"class", target.value("class", "")},
+          {"key", fmt::format("broker:{}:{}:{}", db_.instance(), job.id, index + 1)},
+          {"at", now},
+          {"outcome", "sending"},
+          {"cause", ""},
+          {"site_job_id", nullptr}};
+}
+
+bool BrokerJobs::send(nlohmann::json& attempt, const nlohmann::json& target,
+                      const std::string& token, nlohmann::json* doc) {
+  const std::string site_name = attempt.value("site", "");
+  const BrokerSiteConfig* site = config_.find_site(site_name);
+  SiteAnswer a;
+  if (site == nullptr) {
+    a.error = "the site is no longer in [broker]";
+  } else {
+    a = call_site(*site, "POST", "/v1/jobs", token, to_text(target["body"]),
+                  attempt.value("key", ""), kSubmitTimeoutS);
+  }
+  *doc = parse_json_or_discarded(a.body, kMaxAnswerBytes);
+  if (a.status == 0 && a.sent) {
+    // Sent, no answer: the site may have it. The attempt stays "sending", to be sent again
+    // with its key (never to another site) at the owner's next request.
+    attempt["cause"] = "no answer (" + a.error + ")";
+    return false;
+  }
+  if ((a.status == 200 || a.status == 201) && site_id_of(*doc) != 0 &&
+      state_of(*doc) != JobState::kSubmitFailed) {
+    attempt["outcome"] = "submitted";
+    attempt["cause"] = "";
+    attempt["site_job_id"] = text_of(*doc, "id");
+  } else if (a.status == 0) {
+    attempt["outcome"] = "failed";
+    attempt["cause"] = "site_down: " + a.error;
+  } else if (a.status == 200 || a.status == 201) {
+    attempt["outcome"] = "failed";
+    attempt["cause"] = "submit_failed: " + text_of(*doc, "reason");
+  } else if (a.status >= 400 && a.status < 500) {
+    attempt["outcome"] = "refused";
+    attempt["cause"] = cause_of(a);
+  } else {
+    attempt["outcome"] = "failed";
+    attempt["cause"] = cause_of(a);
+  }
+  ended(site_name, attempt.value("outcome", ""));
+  return attempt.value("outcome", "") == "submitted";
+}
+
+void BrokerJobs::place_at(BrokerJobRecord& job, const nlohmann::json& attempt,
+                          const nlohmann::json& doc) {
+  job.site = attempt.value("site", "");
+  job.site_job_id = site_id_of(doc);
+  job.state = state_of(doc) == JobState::kUnknown ? JobState::kAccepted : state_of(doc);
+  job.reason = text_of(doc, "reason");
 }
 
 Status BrokerJobs::advance(BrokerJobRecord& job, const std::string& token, int64_t now) {
   nlohmann::json ranked = array_of(job.ranked);
   nlohmann::json attempts = array_of(job.attempts);
-  std::string causes;  // of this call's attempts, for a job no site took
-  for (const nlohmann::json& a : attempts)
-    if (a.value("outcome", "") != "submitted" && a.value("outcome", "") != "sending")
-      causes += (causes.empty() ? "" : "; ") + a.value("site", "") + ": " + a.value("cause", "");
   while (true) {
     // The attempt to make: the one a crash left unanswered, or the next site's.
     bool resend = !attempts.empty() && attempts.back().value("outcome", "") == "sending";
     size_t next = attempts.size() - (resend ? 1 : 0);
     if (next >= ranked.size()) break;
-    const nlohmann::json& target = ranked[next];
-    const std::string site_name = target.value("site", "");
     if (!resend) {
-      attempts.push_back({{"n", next + 1},
-                          {"site", site_name},
-                          {"partition", target.value("partition", "")},
-                          {"class", target.value("class", "")},
-                          {"key", fmt::format("broker:{}:{}:{}", db_.instance(), job.id, next + 1)},
-                          {"at", now},
-                          {"outcome", "sending"},
-                          {"cause", ""},
-                          {"site_job_id", nullptr}});
+      attempts.push_back(new_attempt(job, next, ranked[next], now));
       job.attempts = to_text(attempts);
-      job.reason = "sending to " + site_name;
+      job.reason = "sending to " + ranked[next].value("site", "");
       job.updated_at = now;
       BERTH_CHECK(db_.broker_save(job));  // written before it goes
     }
     nlohmann::json& attempt = attempts.back();
-    const BrokerSiteConfig* site = config_.find_site(site_name);
-    SiteAnswer a;
-    if (site == nullptr) {
-      a.error = "the site is no longer in [broker]";
-    } else {
-      a = call_site(*site, "POST", "/v1/jobs", token, to_text(target["body"]),
-                    attempt.value("key", ""), kSubmitTimeoutS);
-    }
-    nlohmann::json doc = parse_json_or_discarded(a.body, kMaxAnswerBytes);
-    if (a.status == 0 && a.sent) {
-      // Sent, no answer: the site may have it. The attempt stays "sending", to be sent again
-      // with its key (never to another site) at the owner's next request.
-      job.reason = site_name + " did not answer (" + a.error + "); the broker asks it again";
+    nlohmann::json doc;
+    if (send(attempt, ranked[next], token, &doc)) {
+      place_at(job, attempt, doc);
       break;
     }
-    if ((a.status == 200 || a.status == 201) && site_id_of(doc) != 0 &&
-        state_of(doc) != JobState::kSubmitFailed) {
-      attempt["outcome"] = "submitted";
-      attempt["site_job_id"] = text_of(doc, "id");
-      job.site = site_name;
-      job.site_job_id = site_id_of(doc);
-      job.state = state_of(doc) == JobState::kUnknown ? JobState::kAccepted : state_of(doc);
-      job.reason = text_of(doc, "reason");
-      ended(site_name, "submitted");
+    if (attempt.value("outcome", "") == "sending") {
+      job.reason = attempt.value("site", "") + " did not answer; the broker asks it again";
       break;
     }
-    if (a.status == 0) {
-      attempt["outcome"] = "failed";
-      attempt["cause"] = "site_down: " + a.error;
-    } else if (a.status == 200 || a.status == 201) {
-      attempt["outcome"] = "failed";
-      attempt["cause"] = "submit_failed: " + text_of(doc, "reason");
-    } else if (a.status >= 400 && a.status < 500) {
-      attempt["outcome"] = "refused";
-      attempt["cause"] = cause_of(a);
-    } else {
-      attempt["outcome"] = "failed";
-      attempt["cause"] = cause_of(a);
-    }
-    causes += (causes.empty() ? "" : "; ") + site_name + ": " + attempt.value("cause", "");
-    ended(site_name, attempt.value("outcome", ""));
   }
-  if (job.site.empty() && !attempts.empty() && attempts.back().value("outcome", "") != "sending") {
-    job.state = JobState::kSubmitFailed;
-    job.reason = "no site took the job: " + causes;
-  }
+  settle_unplaced(job, attempts);
   job.attempts = to_text(attempts);
   job.updated_at = now;
   return db_.broker_save(job);
 }
 
+void BrokerJobs::settle_unplaced(BrokerJobRecord& job, const nlohmann::json& attempts) {
+  if (!job.site.empty() || attempts.empty()) return;
+  std::string causes;
+  for (const nlohmann::json& a : attempts) {
+    std::string outcome = a.value("outcome", "");
+    if (outcome == "sending" || outcome == "submitted") return;  // still going somewhere
+    causes += (causes.empty() ? "" : "; ") + a.value("site", "") + ": " + a.value("cause", "");
+  }
+  if (attempts.size() < array_of(job.ranked).size()) return;  // more sites to try
+  job.state = JobState::kSubmitFailed;
+  job.reason = "no site took the job: " + causes;
+}
+
+Status BrokerJobs::race(BrokerJobRecord& job, const std::string& token, int64_t now) {
+  nlohmann::json ranked = array_of(job.ranked);
+  nlohmann::json attempts = array_of(job.attempts);
+  const size_t racers = std::min(kRaceSites, ranked.size());
+  if (racers <= 1) return advance(job, token, now);
+  if (attempts.empty()) {
+    // Every racer's attempt is written before any is sent.
+    for (size_t i = 0; i < racers; ++i) attempts.push_back(new_attempt(job, i, ranked[i], now));
+    job.attempts = to_text(attempts);
+    job.reason = "sending to the first " + std::to_string(racers) + " sites";
+    job.updated_at = now;
+    BERTH_CHECK(db_.broker_save(job));
+  }
+  std::vector<size_t> live;
+  nlohmann::json last_doc;  // the site's answer to the last racer sent now
+  std::optional<size_t> last_sent;
+  for (size_t i = 0; i < attempts.size() && i < racers; ++i) {
+    nlohmann::json& attempt = attempts[i];
+    if (attempt.value("outcome", "") == "sending") {
+      nlohmann::json doc;
+      if (send(attempt, ranked[i], token, &doc)) {
+        last_doc = std::move(doc);
+        last_sent = i;
+      }
+    }
+    std::string outcome = attempt.value("outcome", "");
+    if (outcome == "submitted" || outcome == "sending") live.push_back(i);
+  }
+  // One racer left, just sent: it has the job, as with "rank".
+  if (live.size() == 1 && last_sent == live[0]) place_at(job, attempts[live[0]], last_doc);
+  job.attempts = to_text(attempts);
+  if (live.empty()) return advance(job, token, now);  // on down the list, one at a time
+  if (job.site.empty()) {
+    job.state = JobState::kPending;
+    std::string names;
+    for (size_t i : live) names += (names.empty() ? "" : ", ") + attempts[i].value("site", "");
+    job.reason = "racing at " + names + ": the first to run keeps the job";
+  }
+  job.updated_at = now;
+  return db_.broker_save(job);
+}
+
+bool BrokerJobs::racing(const BrokerJobRecord& job) {
+  if (!job.site.empty() || job_state_final(job.state)) return false;
+  nlohmann::json request = parse_json_or_discarded(job.request);
+  auto parsed = broker::parse_broker_job(request);
+  return parsed.ok() && parsed->placement.strategy == "race";
+}
+
+nlohmann::json BrokerJobs::refresh_race(BrokerJobRecord& job, const std::string& token,
+                                        int64_t now) {
+  (void)race(job, token, now);  // what a crash left unsent goes now; a write failing: next time
+  if (!job.site.empty() || job.state != JobState::kPending) return nullptr;
+  nlohmann::json attempts = array_of(job.attempts);
+  // Each live racer as its site says now; the first in rank order that runs (or has already
+  // ended, other than on its nodes) wins.
+  std::optional<size_t> winner;
+  nlohmann::json winner_doc;
+  for (size_t i = 0; i < attempts.size(); ++i) {
+    nlohmann::json& a = attempts[i];
+    if (a.value("outcome", "") != "submitted") continue;
+    const BrokerSiteConfig* site = config_.find_site(a.value("site", ""));
+    if (site == nullptr) continue;
+    SiteAnswer r = call_site(*site, "GET", "/v1/jobs/" + a.value("site_job_id", ""), token);
+    nlohmann::json doc = parse_json_or_discarded(r.body, kMaxAnswerBytes);
+    if (r.status != 200 || !doc.is_object()) continue;
+    JobState state = state_of(doc);
+    if (state == JobState::kNodeFail) {
+      a["outcome"] = "ended";
+      a["cause"] = "NODE_FAIL at " + a.value("site", "");
+      ended(a.value("site", ""), "ended");
+    } else if (!winner && (state == JobState::kRunning || job_state_final(state))) {
+      winner = i;
+      winner_doc = std::move(doc);
+    }
+  }
+  if (winner) {
+    const std::string won = attempts[*winner].value("site", "");
+    for (size_t i = 0; i < attempts.size(); ++i) {
+      nlohmann::json& a = attempts[i];
+      if (i == *winner || a.value("outcome", "") != "submitted") continue;
+      const BrokerSiteConfig* site = config_.find_site(a.value("site", ""));
+      SiteAnswer c = site == nullptr ? SiteAnswer{}
+                                     : call_site(*site, "DELETE",
+                                                 "/v1/jobs/" + a.value("site_job_id", ""), token);
+      if (c.status != 202 && c.status != 200) continue;  // asked again at the next look
+      a["outcome"] = "cancelled";
+      a["cause"] = "lost the race to " + won;
+      ended(a.value("site", ""), "cancelled");
+    }
+    place_at(job, attempts[*winner], winner_doc);
+  }
+  job.attempts = to_text(attempts);
+  job.updated_at = now;
+  bool any_live = false;
+  for (const nlohmann::json& a : attempts)
+    any_live = any_live || a.value("outcome", "") == "submitted";
+  if (!winner && !any_live) {
+    job.state = JobState::kAccepted;
+    (void)advance(job, token, now);  // a write failing here is retried next time
+    return nullptr;
+  }
+  (void)db_.broker_save(job);  // the sites' word stands even where the write fails
+  return winner ? winner_doc : nlohmann::json(nullptr);
+}
+
 nlohmann::json BrokerJobs::refresh(BrokerJobRecord& job, const Account& who,
                                    const std::string& token, int64_t now) {
+  if (job.site.empty() && owns(who, job) && racing(job)) return refresh_race(job, token, now);
   if (job.state == JobState::kAccepted && job.site.empty() && owns(who, job))
     (void)advance(job, token, now);  // a write failing here is retried next time
   if (job.site.empty() || !owns(who, job)) return nullptr;
@@ -297,7 +430,19 @@ Result<std::optional<nlohmann::json>> BrokerJobs::cancel(const Account& who,
   if (!job || (job->owner != who.user && !who.admin)) return std::optional<nlohmann::json>();
   if (job_state_final(job->state)) return std::optional<nlohmann::json>(job_json(*job));
   if (job->site.empty()) {
-    // Not at a site yet: nothing more is sent.
+    // Not at one site yet: nothing more is sent, and a race's racers are called off.
+    nlohmann::json attempts = array_of(job->attempts);
+    for (nlohmann::json& a : attempts) {
+      const BrokerSiteConfig* site = config_.find_site(a.value("site", ""));
+      if (a.value("outcome", "") != "submitted" || site == nullptr) continue;
+      SiteAnswer c = call_site(*site, "DELETE", "/v1/jobs/" + a.value("site_job_id", ""), token);
+      if (c.status != 202 && c.status != 200)
+        return make_error("DELETE", site->url, c.status == 0 ? c.error : cause_of(c),
+                          c.status == 0 ? ErrorCode::kNetwork : ErrorCode::kHttp);
+      a["outcome"] = "cancelled";
+      a["cause"] = "the job was cancelled";
+    }
+    job->attempts = to_text(attempts);
     job->state = JobState::kCancelled;
     job->reason = "cancelled before a site had it";
     job->updated_at = now;

@@ -74,6 +74,30 @@ class BrokerJobs {
   /// Sends `job` to its ranked sites, from its next attempt on, until one has it or none is
   /// left; each attempt written before it goes.
   Status advance(BrokerJobRecord& job, const std::string& token, int64_t now);
+  /// Attempt number `index` (from 0) of `job`, to `target` (an entry of its ranked sites),
+  /// "sending".
+  nlohmann::json new_attempt(const BrokerJobRecord& job, size_t index, const nlohmann::json& target,
+                             int64_t now) const;
+  /// Sends `attempt` (written already) to its site with `token`, and sets its outcome from the
+  /// answer (left "sending" where none came); whether the site took it, its document in
+  /// `*doc`.
+  bool send(nlohmann::json& attempt, const nlohmann::json& target, const std::string& token,
+            nlohmann::json* doc);
+  /// `job` is at the site of `attempt`, as its document `doc` says.
+  static void place_at(BrokerJobRecord& job, const nlohmann::json& attempt,
+                       const nlohmann::json& doc);
+  /// A job no site has and none will: SUBMIT_FAILED, with every attempt's cause.
+  static void settle_unplaced(BrokerJobRecord& job, const nlohmann::json& attempts);
+  /// placement.strategy "race": sends `job` to its first kRaceSites sites at once (each attempt
+  /// written before any goes); the first to run keeps it (refresh_race()). Where none takes
+  /// it, on down the list as advance() goes.
+  Status race(BrokerJobRecord& job, const std::string& token, int64_t now);
+  static constexpr size_t kRaceSites = 3;
+  /// Whether `job` races and no site has won it yet.
+  static bool racing(const BrokerJobRecord& job);
+  /// Reads every live racer of `job` at its site: the first in rank order that runs wins, and
+  /// the others are cancelled; the winner's document, or null while none has.
+  nlohmann::json refresh_race(BrokerJobRecord& job, const std::string& token, int64_t now);
   /// Reads `job` at its site and moves it on where that site cannot run it; the site's
   /// document, or null where the site did not answer.
   nlohmann::json refresh(BrokerJobRecord& job, const Account& who, const std::string& token,

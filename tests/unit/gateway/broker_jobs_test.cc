@@ -296,6 +296,51 @@ TEST(BrokerJobs, NodeFailAndAPendingTimeoutMoveTheJobToTheNextSite) {
   EXPECT_EQ((**seen)["attempts"][0]["outcome"], "cancelled");
 }
 
+const std::string kRace =
+    R"({"image":"x","resources":{"gpus":"H100:1"},"placement":{"strategy":"race"}})";
+
+TEST(BrokerJobs, ARaceSendsToTheTopSitesAndTheFirstToRunKeepsTheJob) {
+  Fixture f;
+  auto answer = f.jobs->submit(alice(), "t", "", kRace, 1000);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  const nlohmann::json& job = answer->body;
+  EXPECT_EQ(job["site"], nullptr);
+  EXPECT_EQ(job["state"], "PENDING");
+  EXPECT_EQ(job["reason"], "racing at a, b: the first to run keeps the job");
+  ASSERT_EQ(job["attempts"].size(), 2u);
+  EXPECT_EQ(job["attempts"][0]["outcome"], "submitted");
+  EXPECT_EQ(job["attempts"][1]["outcome"], "submitted");
+  // Neither runs yet: still racing.
+  auto seen = f.jobs->get(alice(), "t", 1, 1010);
+  ASSERT_TRUE(seen.ok() && *seen);
+  EXPECT_EQ((**seen)["site"], nullptr);
+  // b runs first: b keeps it, a's copy is cancelled there.
+  f.b->job_state = "RUNNING";
+  seen = f.jobs->get(alice(), "t", 1, 1020);
+  ASSERT_TRUE(seen.ok() && *seen);
+  EXPECT_EQ((**seen)["site"], "b") << (**seen).dump();
+  EXPECT_EQ((**seen)["state"], "RUNNING");
+  EXPECT_EQ((**seen)["attempts"][0]["outcome"], "cancelled");
+  EXPECT_EQ((**seen)["attempts"][0]["cause"], "lost the race to b");
+  EXPECT_EQ(f.a->deletes, 1);
+  EXPECT_EQ(f.b->deletes, 0);
+}
+
+TEST(BrokerJobs, ARaceWithOneTakerIsThatSitesAndACancelCallsEveryRacerOff) {
+  Fixture f;
+  f.a->post_status = 403;
+  auto answer = f.jobs->submit(alice(), "t", "", kRace, 1000);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->body["site"], "b") << answer->body.dump();
+  Fixture g;
+  ASSERT_TRUE(g.jobs->submit(alice(), "t", "", kRace, 1000).ok());
+  auto done = g.jobs->cancel(alice(), "t", 1, 1001);
+  ASSERT_TRUE(done.ok() && *done);
+  EXPECT_EQ((**done)["state"], "CANCELLED");
+  EXPECT_EQ(g.a->deletes, 1);
+  EXPECT_EQ(g.b->deletes, 1);
+}
+
 TEST(BrokerJobs, CancelGoesToTheSiteAsTheCaller) {
   Fixture f;
   ASSERT_TRUE(f.jobs->submit(alice(), "token-of-alice", "", kJob, 1000).ok());
