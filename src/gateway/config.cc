@@ -701,6 +701,7 @@ Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::str
   for (const auto& [type, model] : c.publish.gpu_models) c.slurm.gpu_models.push_back(type);
   if (auto max = c.limits.defaults[static_cast<size_t>(LimitKey::kMaxGpusPerJob)])
     c.publish.max_gpus_per_job = static_cast<int>(*max);
+  c.publish.partitions = c.slurm.partitions;
   auto fail = [&](const std::string& what) {
     return make_error("read config", path, what, ErrorCode::kInvalidInput).with_hint(kHint);
   };

@@ -103,6 +103,9 @@ struct PublishConfig {
   /// The GPUs one job may ask for as GLUE's MaxSlotsPerJob: [limits] max_gpus_per_job (the
   /// default every account has); -1 when it is not set.
   int max_gpus_per_job = -1;
+  /// The partitions published as GLUE's ComputingShares: [slurm] partitions (those a job may
+  /// name, so that a broker never chooses one the gateway refuses); empty: every partition.
+  std::vector<std::string> partitions;
   bool metrics_public = false;  ///< GET /metrics without a token (else administrators only)
 };
 

@@ -1,5 +1,6 @@
 #include "gateway/resources.h"
 
+#include <algorithm>
 #include <set>
 
 #include "core/clock.h"
@@ -31,6 +32,11 @@ GlueSite glue_site(const std::string& cluster, const PublishConfig& publish,
                           n.gpus_used, n.partitions, publish.infiniband});
   site.endpoint_url = publish.url;
   for (const SlurmPartition& p : partitions) {
+    // Only those a job may name, where the gateway says which (a broker names the one it chose).
+    if (!publish.partitions.empty() &&
+        std::find(publish.partitions.begin(), publish.partitions.end(), p.name) ==
+            publish.partitions.end())
+      continue;
     GluePartition g;
     g.name = p.name;
     g.max_walltime_s = p.max_time_s;

@@ -296,8 +296,9 @@ def test_a_manifest_is_what_the_one_site_would_be_sent(broker, site_a, issuers, 
 
 @pytest.fixture(scope="module")
 def site_b(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, second_user):
-    """A second berthd in front of the same Slurm that opens no partition its GLUE document
-    lists: it refuses every job a broker sends it, which the broker cannot know beforehand."""
+    """A second berthd in front of the same Slurm that queues no job of anyone's
+    (max_queued_jobs = 0): it refuses every job a broker sends it, which the broker cannot know
+    beforehand (count limits are the site's own)."""
     workdir = identity.make_dir(os.path.join(scratch, "broker-site-b"))
     key = os.path.join(workdir, "slurm_jwt.key")
     shutil.copy(gateway_cluster.jwt_key, key)
@@ -308,10 +309,10 @@ def site_b(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, 
 rest_url = "{slurmrestd}"
 jwt_key = "{key}"
 cluster = "site-b"
-partitions = ["elsewhere"]
+partitions = ["debug"]
 
 [limits]
-max_walltime_s = 86400
+max_queued_jobs = 0
 
 [resources]
 cache_s = 0
@@ -353,7 +354,7 @@ def submitting_broker(site_a, site_b, issuers, identity, berthd_bin, scratch, se
 def test_me_says_the_callers_limits_for_a_broker_to_read(site_b, issuers, identity):
     status, _, me = site_b.request("GET", "/v1/me", token_a(issuers, identity))
     assert status == 200, me
-    assert me["limits"] == {"max_walltime_s": {"value": 86400, "from": "default"}}, me
+    assert me["limits"] == {"max_queued_jobs": {"value": 0, "from": "default"}}, me
     assert me["quota"] is None, me
 
 
@@ -365,7 +366,7 @@ def site_jobs(site, tok) -> list:
 
 def test_a_job_goes_on_from_a_site_that_refuses_it_and_is_there_once(submitting_broker, site_a,
                                                                       site_b, issuers, identity):
-    """Site b, first by weight, refuses the job (its partition is not open there); the broker
+    """Site b, first by weight, refuses the job (it queues none); the broker
     sends it to site a, where it is in Slurm once, and reads, lists and cancels it there as the
     caller."""
     tok = token_a(issuers, identity)
@@ -378,8 +379,8 @@ def test_a_job_goes_on_from_a_site_that_refuses_it_and_is_there_once(submitting_
     assert job["site"] == "a", job
     outcomes = [(a["site"], a["outcome"]) for a in job["attempts"]]
     assert outcomes == [("b", "refused"), ("a", "submitted")], job
-    assert job["attempts"][0]["cause"].startswith("HTTP 400: "), job
-    assert "partition" in job["attempts"][0]["cause"], job
+    assert job["attempts"][0]["cause"].startswith("HTTP 403: "), job
+    assert "max_queued_jobs" in job["attempts"][0]["cause"], job
     # At site a, the job the broker sent, in Slurm; none at site b.
     at_a = site_jobs(site_a, tok)
     assert len(at_a) == before_a + 1 and len(site_jobs(site_b, tok)) == before_b
@@ -410,7 +411,7 @@ def test_a_job_every_site_refuses_is_submit_failed_with_each_cause(submitting_br
     status, _, job = submitting_broker.request("POST", "/v1/jobs", tok, body)
     assert status == 201, job
     assert job["state"] == "SUBMIT_FAILED" and job["site"] is None, job
-    assert job["reason"].startswith("no site took the job: b: HTTP 400: "), job
+    assert job["reason"].startswith("no site took the job: b: HTTP 403: "), job
     # Nothing fits at all: 422, the placements answer, nothing recorded.
     status, _, answer = submitting_broker.request(
         "POST", "/v1/jobs", tok, {"image": "x", "resources": {"gpus": "B200:1"}})

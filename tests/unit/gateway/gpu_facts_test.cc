@@ -135,5 +135,20 @@ TEST(GpuFacts, TheSitesUrlAndInfinibandFromResourcesConfig) {
   EXPECT_EQ(d["ExecutionEnvironment"][0]["NetworkInfo"], json({"infiniband"}));
 }
 
+TEST(GlueSite, OnlyThePartitionsAJobMayNameArePublishedWhereTheGatewaySays) {
+  std::vector<SlurmPartition> partitions(3);
+  partitions[0].name = "gpu";
+  partitions[1].name = "debug";
+  partitions[2].name = "admin";
+  PublishConfig publish;
+  GlueSite site = glue_site("c", publish, {}, partitions, {}, -1);
+  EXPECT_EQ(site.partitions.size(), 3u);  // none named: every partition
+  publish.partitions = {"debug", "gpu"};
+  site = glue_site("c", publish, {}, partitions, {}, -1);
+  ASSERT_EQ(site.partitions.size(), 2u);
+  EXPECT_EQ(site.partitions[0].name, "gpu");
+  EXPECT_EQ(site.partitions[1].name, "debug");
+}
+
 }  // namespace
 }  // namespace berth::gateway
