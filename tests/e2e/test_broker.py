@@ -6,8 +6,10 @@ callers a site refuses from the site's own answers, and GET /v1/sites shows what
 from __future__ import annotations
 
 import copy
+import grp
 import json
 import os
+import pwd
 import random
 import shutil
 import subprocess
@@ -465,4 +467,103 @@ def test_a_broker_killed_anywhere_leaves_every_job_at_one_site(site_a, site_b, i
     at_a = site_jobs(site_a, tok)
     assert len(at_a) == before_a + 20, [j["id"] for j in at_a]
     assert len(site_jobs(site_b, tok)) == before_b
+
+
+A100 = "NVIDIA A100-SXM4-80GB"
+
+
+@pytest.fixture(scope="module")
+def site_c(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, second_user):
+    """A third berthd, whose cluster's GPUs are A100s with CUDA 12.2 and whose GPU-hour quota
+    leaves the caller's group a hundredth of an hour a month."""
+    workdir = identity.make_dir(os.path.join(scratch, "broker-site-c"))
+    key = os.path.join(workdir, "slurm_jwt.key")
+    shutil.copy(gateway_cluster.jwt_key, key)
+    os.chmod(key, 0o600)
+    identity.chown(key)
+    group = grp.getgrgid(pwd.getpwuid(identity.uid).pw_gid).gr_name
+    conf = gateway_config(issuers, second_user, f'database = "{workdir}/jobs.db"\n') + f"""
+[slurm]
+rest_url = "{slurmrestd}"
+jwt_key = "{key}"
+cluster = "site-c"
+partitions = ["debug"]
+
+[resources]
+cache_s = 0
+
+[gpu_models.fake]
+vendor = "NVIDIA"
+model = "{A100}"
+memory_mb = 81920
+cuda_version = "12.2"
+driver_version = "535.104.05"
+
+[quotas]
+period = "month"
+
+[quotas.groups."{group}"]
+gpu_hours = 0.01
+"""
+    path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
+    log = os.path.join(workdir, "berthd.log")
+    proc, url = start_berthd(identity, berthd_bin, path, log)
+    yield Berthd(proc, url, log)
+    stop(proc)
+
+
+def test_three_sites_each_model_and_minimum_lands_right_and_a_quota_counts(
+        site_a, site_b, site_c, issuers, identity, berthd_bin, scratch, second_user):
+    """A broker over three berthd sites: a (H100, CUDA 12.4, InfiniBand), b (its count limits
+    refuse everything) and c (A100 80GB, CUDA 12.2, a quota of 0.01 GPU-hours); each request
+    goes where its model, its CUDA minimum, its InfiniBand and the caller's quota say."""
+    tok = token_a(issuers, identity)
+    status, _, doc = site_c.request("GET", "/v1/resources", tok)
+    if status != 200 or not doc.get("AcceleratorEnvironment"):
+        pytest.skip("the cluster has no fake GPUs (/dev/tty0 and /dev/tty1)")
+    status, _, me = site_c.request("GET", "/v1/me", tok)
+    assert status == 200 and me["quota"]["gpu_hours"] == 0.01, me
+    workdir = identity.make_dir(os.path.join(scratch, "three-site-broker"))
+    conf = gateway_config(issuers, second_user) + f"""
+[broker]
+
+[[broker.sites]]
+name = "a"
+url = "{site_a.url}"
+
+[[broker.sites]]
+name = "b"
+url = "{site_b.url}"
+
+[[broker.sites]]
+name = "c"
+url = "{site_c.url}"
+"""
+    path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
+    log = os.path.join(workdir, "berthd.log")
+    proc, url = start_berthd(identity, berthd_bin, path, log)
+    broker = Berthd(proc, url, log)
+    try:
+        def chosen(resources):
+            status, _, answer = place(broker, tok, {"image": "x", "resources": resources})
+            return (answer["chosen"] or {}).get("site") if status in (200, 422) else answer
+
+        assert chosen({"gpus": "H100:1"}) == "a"
+        assert chosen({"gpus": "A100:80GB:1"}) == "c"
+        # An 80 GB A100 is not the 40 GB model; 80 GB is at least 40.
+        assert chosen({"gpus": 1, "gpu": {"model": ["A100-40GB"]}}) is None
+        assert chosen({"gpus": "A100:40GB..:1"}) == "c"
+        assert chosen({"gpus": 1, "gpu": {"cuda_min": "12.3"}}) == "a"
+        assert chosen({"gpus": "A100:1", "infiniband": True}) is None
+        # The quota: 0.01 GPU-hours left at c is enough for a job without a time limit, not for
+        # an hour of one GPU.
+        status, _, answer = place(broker, tok, {"image": "x",
+                                                "resources": {"gpus": "A100:1",
+                                                              "walltime_s": 3600}})
+        assert status == 422, answer
+        at_c = {r["code"] for c in answer["candidates"] if c["site"] == "c"
+                for r in c["reasons"]}
+        assert "quota" in at_c, answer
+    finally:
+        stop(proc)
 
