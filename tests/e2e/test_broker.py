@@ -42,10 +42,11 @@ def stop(proc) -> None:
         proc.wait()
 
 
-@pytest.fixture(scope="module")
-def site_a(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, second_user):
-    """A berthd site: its cluster's fake GPUs published as H100s with CUDA 12.4."""
-    workdir = identity.make_dir(os.path.join(scratch, "broker-site-a"))
+def start_site(name, extra, gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch,
+               second_user) -> Berthd:
+    """A berthd site named `name` in front of the loopback Slurm, opening partition debug to
+    brokers (a job naming another is refused), with `extra` appended to its configuration."""
+    workdir = identity.make_dir(os.path.join(scratch, f"broker-site-{name}"))
     key = os.path.join(workdir, "slurm_jwt.key")
     shutil.copy(gateway_cluster.jwt_key, key)
     os.chmod(key, 0o600)
@@ -54,10 +55,19 @@ def site_a(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, 
 [slurm]
 rest_url = "{slurmrestd}"
 jwt_key = "{key}"
-cluster = "site-a"
-# The partitions a broker may send jobs to (a job naming another is refused).
+cluster = "site-{name}"
 partitions = ["debug"]
+""" + extra
+    path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
+    log = os.path.join(workdir, "berthd.log")
+    proc, url = start_berthd(identity, berthd_bin, path, log)
+    return Berthd(proc, url, log)
 
+
+@pytest.fixture(scope="module")
+def site_a(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, second_user):
+    """A berthd site: its cluster's fake GPUs published as H100s with CUDA 12.4."""
+    site = start_site("a", f"""
 [resources]
 cache_s = 0
 infiniband = true
@@ -69,12 +79,9 @@ model = "{H100}"
 memory_mb = 85520
 cuda_version = "12.4"
 driver_version = "550.54.15"
-"""
-    path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
-    log = os.path.join(workdir, "berthd.log")
-    proc, url = start_berthd(identity, berthd_bin, path, log)
-    yield Berthd(proc, url, log)
-    stop(proc)
+""", gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, second_user)
+    yield site
+    stop(site.proc)
 
 
 def token_a(issuers, identity, sub="s-alice"):
@@ -301,28 +308,15 @@ def site_b(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, 
     """A second berthd in front of the same Slurm that queues no job of anyone's
     (max_queued_jobs = 0): it refuses every job a broker sends it, which the broker cannot know
     beforehand (count limits are the site's own)."""
-    workdir = identity.make_dir(os.path.join(scratch, "broker-site-b"))
-    key = os.path.join(workdir, "slurm_jwt.key")
-    shutil.copy(gateway_cluster.jwt_key, key)
-    os.chmod(key, 0o600)
-    identity.chown(key)
-    conf = gateway_config(issuers, second_user, f'database = "{workdir}/jobs.db"\n') + f"""
-[slurm]
-rest_url = "{slurmrestd}"
-jwt_key = "{key}"
-cluster = "site-b"
-partitions = ["debug"]
-
+    site = start_site("b", """
 [limits]
 max_queued_jobs = 0
 
 [resources]
 cache_s = 0
-"""
-    path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
-    proc, url = start_berthd(identity, berthd_bin, path, os.path.join(workdir, "berthd.log"))
-    yield Berthd(proc, url, os.path.join(workdir, "berthd.log"))
-    stop(proc)
+""", gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, second_user)
+    yield site
+    stop(site.proc)
 
 
 def submitting_broker_config(site_a, site_b, issuers, identity, second_user, workdir) -> str:
@@ -476,19 +470,8 @@ A100 = "NVIDIA A100-SXM4-80GB"
 def site_c(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, second_user):
     """A third berthd, whose cluster's GPUs are A100s with CUDA 12.2 and whose GPU-hour quota
     leaves the caller's group a hundredth of an hour a month."""
-    workdir = identity.make_dir(os.path.join(scratch, "broker-site-c"))
-    key = os.path.join(workdir, "slurm_jwt.key")
-    shutil.copy(gateway_cluster.jwt_key, key)
-    os.chmod(key, 0o600)
-    identity.chown(key)
     group = grp.getgrgid(pwd.getpwuid(identity.uid).pw_gid).gr_name
-    conf = gateway_config(issuers, second_user, f'database = "{workdir}/jobs.db"\n') + f"""
-[slurm]
-rest_url = "{slurmrestd}"
-jwt_key = "{key}"
-cluster = "site-c"
-partitions = ["debug"]
-
+    site = start_site("c", f"""
 [resources]
 cache_s = 0
 
@@ -504,12 +487,9 @@ period = "month"
 
 [quotas.groups."{group}"]
 gpu_hours = 0.01
-"""
-    path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
-    log = os.path.join(workdir, "berthd.log")
-    proc, url = start_berthd(identity, berthd_bin, path, log)
-    yield Berthd(proc, url, log)
-    stop(proc)
+""", gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, second_user)
+    yield site
+    stop(site.proc)
 
 
 def test_three_sites_each_model_and_minimum_lands_right_and_a_quota_counts(
