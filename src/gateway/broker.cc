@@ -324,6 +324,23 @@ const broker::NodeClass* BrokerService::class_of(const Decision& d, const broker
   return nullptr;
 }
 
+Result<nlohmann::json> BrokerService::manifest_of(const Decision& d, const broker::Candidate& c,
+                                                  const BrokerSiteConfig& site) {
+  const broker::SiteView* view = nullptr;
+  for (const broker::SiteView& v : d.sites)
+    if (v.name == c.site) view = &v;
+  const broker::NodeClass* cls = class_of(d, c);
+  if (view == nullptr || cls == nullptr)
+    return make_error("check requirement", c.site, "the broker has no class " + c.cls + " of it",
+                      ErrorCode::kNotFound);
+  broker::SiteOptions options = site.manifest;
+  // An OpenStack site's flavours are what it published: its node classes.
+  for (const broker::NodeClass& n : view->info.classes)
+    options.flavours.push_back({n.id, n.name, n.cpus_per_node, n.memory_mb_per_node,
+                                n.gpus_per_node, n.gpu_model, n.gpu_memory_mib});
+  return broker::manifest_for(site.kind, d.job, *cls, options);
+}
+
 Result<BrokerService::Answer> BrokerService::manifest(const nlohmann::json& body,
                                                       const Account& who, const std::string& token,
                                                       int64_t now) {
@@ -341,16 +358,7 @@ Result<BrokerService::Answer> BrokerService::manifest(const nlohmann::json& body
   Decision d = BERTH_TRY(decide(body, who, token, now));
   const broker::Candidate* chosen = d.placement.chosen();
   if (chosen == nullptr) return Answer{422, broker::placement_json(d.placement)};
-  const broker::SiteView* view = nullptr;
-  for (const broker::SiteView& v : d.sites)
-    if (v.name == chosen->site) view = &v;
-  const broker::NodeClass* cls = class_of(d, *chosen);
-  broker::SiteOptions options = site->manifest;
-  // An OpenStack site's flavours are what it published: its node classes.
-  for (const broker::NodeClass& c : view->info.classes)
-    options.flavours.push_back({c.id, c.name, c.cpus_per_node, c.memory_mb_per_node,
-                                c.gpus_per_node, c.gpu_model, c.gpu_memory_mib});
-  nlohmann::json manifest = BERTH_TRY(broker::manifest_for(site->kind, d.job, *cls, options));
+  nlohmann::json manifest = BERTH_TRY(manifest_of(d, *chosen, *site));
   auto or_null = [](const std::string& s) {
     return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s);
   };

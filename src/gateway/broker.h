@@ -93,6 +93,11 @@ class BrokerService {
 
   /// The node class `c` of `d` names, or nullptr.
   static const broker::NodeClass* class_of(const Decision& d, const broker::Candidate& c);
+  /// What site `site` (candidate `c` of `d`) is sent for `d`'s job: broker/manifests.h's
+  /// manifest_for its kind, on the candidate's class, with the site's options (an OpenStack
+  /// site's flavours being the classes it published); the manifest's own refusal as an error.
+  static Result<nlohmann::json> manifest_of(const Decision& d, const broker::Candidate& c,
+                                            const BrokerSiteConfig& site);
 
   /// The sites as the caller sees them: for `berth sites` and GET /v1/sites.
   nlohmann::json sites(const Account& who, const std::string& token, int64_t now);
