@@ -116,19 +116,26 @@ int64_t mtime_of(const std::string& path) {
 
 SiteAnswer call_site(const BrokerSiteConfig& s, std::string_view method, const std::string& path,
                      const std::string& token, const std::string& body,
-                     const std::string& idempotency_key, time_t timeout_s) {
-  httplib::Client client(s.url);
+                     const std::string& idempotency_key, time_t timeout_s,
+                     std::string_view token_header) {
+  // A URL with a path (Nova's compute endpoint, ".../v2.1") puts it before every request's.
+  const size_t host_end = s.url.find('/', s.url.find("://") + 3);
+  const std::string target = host_end == std::string::npos ? path : s.url.substr(host_end) + path;
+  httplib::Client client(s.url.substr(0, host_end));
   client.set_connection_timeout(kFetchTimeoutS);
   client.set_read_timeout(timeout_s);
   client.set_write_timeout(timeout_s);
   client.set_follow_location(false);
   client.enable_server_certificate_verification(true);
   httplib::Headers headers;
-  if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+  if (!token.empty() && token_header == "Authorization")
+    headers.emplace("Authorization", "Bearer " + token);
+  else if (!token.empty())
+    headers.emplace(std::string(token_header), token);
   if (!idempotency_key.empty()) headers.emplace("Idempotency-Key", idempotency_key);
-  httplib::Result res = method == "POST"     ? client.Post(path, headers, body, "application/json")
-                        : method == "DELETE" ? client.Delete(path, headers)
-                                             : client.Get(path, headers);
+  httplib::Result res = method == "POST" ? client.Post(target, headers, body, "application/json")
+                        : method == "DELETE" ? client.Delete(target, headers)
+                                             : client.Get(target, headers);
   SiteAnswer out;
   if (!res) {
     httplib::Error e = res.error();

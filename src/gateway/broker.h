@@ -24,7 +24,8 @@
 
 namespace berth::gateway {
 
-/// What a berthd site answered a broker's request.
+/// What a site answered a broker's request (another kind's answer put in berthd's terms by
+/// gateway/site_backends.h).
 struct SiteAnswer {
   int status = 0;     ///< 0: no answer came
   bool sent = false;  ///< the request may have reached the site (false: no connection was made)
@@ -33,12 +34,14 @@ struct SiteAnswer {
   std::string error;  ///< where no answer came, why, naming the URL
 };
 
-/// `method` (GET, POST, DELETE) `path` of berthd site `s`, with bearer `token` where given,
-/// JSON `body` and `idempotency_key` where given; certificates verified, no redirect followed,
-/// an answer awaited at most `timeout_s`.
+/// `method` (GET, POST, DELETE) `path` of site `s`, with bearer `token` where given (in header
+/// `token_header` as it is, where that is not "Authorization": OpenStack's X-Auth-Token), JSON
+/// `body` and `idempotency_key` where given; certificates verified, no redirect followed, an
+/// answer awaited at most `timeout_s`.
 SiteAnswer call_site(const BrokerSiteConfig& s, std::string_view method, const std::string& path,
                      const std::string& token = "", const std::string& body = "",
-                     const std::string& idempotency_key = "", time_t timeout_s = 5);
+                     const std::string& idempotency_key = "", time_t timeout_s = 5,
+                     std::string_view token_header = "Authorization");
 
 /// The message of berthd's error body ({"error": {"message"}}) in `body`, or "".
 std::string site_error_message(const std::string& body);
