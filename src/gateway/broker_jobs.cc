@@ -10,6 +10,7 @@
 #include "broker/job_body.h"
 #include "broker/manifests.h"
 #include "core/json.h"
+#include "gateway/site_backends.h"
 
 namespace berth::gateway {
 namespace {
@@ -77,8 +78,8 @@ nlohmann::json BrokerJobs::job_json(const BrokerJobRecord& job, const nlohmann::
   out["state"] = job_state_name(job.state);
   out["reason"] = job.reason;
   out["site"] = job.site.empty() ? nlohmann::json(nullptr) : nlohmann::json(job.site);
-  out["site_job_id"] = job.site_job_id == 0 ? nlohmann::json(nullptr)
-                                            : nlohmann::json(std::to_string(job.site_job_id));
+  const std::string at_site_id = site_job_ref(job);  // site_backends.h: a name, where not berthd
+  out["site_job_id"] = at_site_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(at_site_id);
   out["attempts"] = array_of(job.attempts);
   out["created_at"] = job.created_at;
   out["updated_at"] = job.updated_at;
@@ -110,16 +111,17 @@ Result<BrokerJobs::Answer> BrokerJobs::submit(const Account& who, const std::str
   std::set<std::string> seen;
   for (const broker::Candidate& c : d.placement.candidates) {
     if (!c.fits || seen.count(c.site) > 0) continue;
+    // --- site_backends: every kind but static is sent jobs, each its own manifest ---
     const BrokerSiteConfig* site = config_.find_site(c.site);
-    // Only berthd sites are sent jobs; the others are placed and given manifests.
-    if (site == nullptr || site->kind != "berthd") continue;
-    const broker::NodeClass* cls = BrokerService::class_of(d, c);
-    if (cls == nullptr) continue;
+    if (site == nullptr || !submits_to(site->kind)) continue;
+    Result<nlohmann::json> manifest = BrokerService::manifest_of(d, c, *site);
+    if (!manifest.ok()) continue;  // this kind cannot run it (manifest_for says why)
     seen.insert(c.site);
     ranked.push_back({{"site", c.site},
                       {"partition", c.partition},
                       {"class", c.cls},
-                      {"body", broker::berthd_job(d.job, *cls)}});
+                      {"body", std::move(*manifest)}});
+    // --- end site_backends ---
     if (static_cast<int>(ranked.size()) >= std::max(1, d.job.failover.max_sites)) break;
   }
   if (ranked.empty()) {
@@ -127,8 +129,8 @@ Result<BrokerJobs::Answer> BrokerJobs::submit(const Account& who, const std::str
     if (!answer["chosen"].is_null())
       answer["error"] = {{"status", 422},
                          {"message",
-                          "the sites that fit take manifests, not jobs (kind is not "
-                          "berthd): POST /v1/manifests"}};
+                          "the sites that fit take manifests, not jobs (kind static): "
+                          "POST /v1/manifests"}};
     return Answer{422, std::move(answer)};
   }
   BrokerJobRecord rec;
@@ -167,8 +169,7 @@ bool BrokerJobs::send(nlohmann::json& attempt, const nlohmann::json& target,
   if (site == nullptr) {
     a.error = "the site is no longer in [broker]";
   } else {
-    a = call_site(*site, "POST", "/v1/jobs", token, to_text(target["body"]),
-                  attempt.value("key", ""), kSubmitTimeoutS);
+    a = send_attempt(*site, target["body"], attempt.value("key", ""), token, kSubmitTimeoutS);
   }
   *doc = parse_json_or_discarded(a.body, kMaxAnswerBytes);
   if (a.status == 0 && a.sent) {
@@ -177,8 +178,10 @@ bool BrokerJobs::send(nlohmann::json& attempt, const nlohmann::json& target,
     attempt["cause"] = "no answer (" + a.error + ")";
     return false;
   }
-  if ((a.status == 200 || a.status == 201) && site_id_of(*doc) != 0 &&
-      state_of(*doc) != JobState::kSubmitFailed) {
+  // A berthd's job id is a number; another kind's is its object's name or id (site_backends).
+  bool has_id = site_id_of(*doc) != 0 ||
+                (site != nullptr && site->kind != "berthd" && !text_of(*doc, "id").empty());
+  if ((a.status == 200 || a.status == 201) && has_id && state_of(*doc) != JobState::kSubmitFailed) {
     attempt["outcome"] = "submitted";
     attempt["cause"] = "";
     attempt["site_job_id"] = text_of(*doc, "id");
@@ -315,7 +318,7 @@ nlohmann::json BrokerJobs::refresh_race(BrokerJobRecord& job, const std::string&
     if (a.value("outcome", "") != "submitted") continue;
     const BrokerSiteConfig* site = config_.find_site(a.value("site", ""));
     if (site == nullptr) continue;
-    SiteAnswer r = call_site(*site, "GET", "/v1/jobs/" + a.value("site_job_id", ""), token);
+    SiteAnswer r = read_at_site(*site, a.value("site_job_id", ""), token);
     nlohmann::json doc = parse_json_or_discarded(r.body, kMaxAnswerBytes);
     if (r.status != 200 || !doc.is_object()) continue;
     JobState state = state_of(doc);
@@ -334,9 +337,8 @@ nlohmann::json BrokerJobs::refresh_race(BrokerJobRecord& job, const std::string&
       nlohmann::json& a = attempts[i];
       if (i == *winner || a.value("outcome", "") != "submitted") continue;
       const BrokerSiteConfig* site = config_.find_site(a.value("site", ""));
-      SiteAnswer c = site == nullptr ? SiteAnswer{}
-                                     : call_site(*site, "DELETE",
-                                                 "/v1/jobs/" + a.value("site_job_id", ""), token);
+      SiteAnswer c =
+          site == nullptr ? SiteAnswer{} : cancel_at_site(*site, a.value("site_job_id", ""), token);
       if (c.status != 202 && c.status != 200) continue;  // asked again at the next look
       a["outcome"] = "cancelled";
       a["cause"] = "lost the race to " + won;
@@ -366,7 +368,7 @@ nlohmann::json BrokerJobs::refresh(BrokerJobRecord& job, const Account& who,
   if (job.site.empty() || !owns(who, job)) return nullptr;
   const BrokerSiteConfig* site = config_.find_site(job.site);
   if (site == nullptr) return nullptr;
-  SiteAnswer a = call_site(*site, "GET", "/v1/jobs/" + std::to_string(job.site_job_id), token);
+  SiteAnswer a = read_at_site(*site, site_job_ref(job), token);
   if (a.status != 200) return nullptr;
   nlohmann::json doc = parse_json_or_discarded(a.body, kMaxAnswerBytes);
   if (!doc.is_object()) return nullptr;
@@ -381,8 +383,7 @@ nlohmann::json BrokerJobs::refresh(BrokerJobRecord& job, const Account& who,
     int64_t limit = parsed.ok() ? parsed->failover.pending_timeout_s : 0;
     int64_t since = attempts.back().value("at", now);
     if (limit > 0 && now - since > limit) {
-      SiteAnswer c =
-          call_site(*site, "DELETE", "/v1/jobs/" + std::to_string(job.site_job_id), token);
+      SiteAnswer c = cancel_at_site(*site, site_job_ref(job), token);
       if (c.status == 202 || c.status == 200) moved = "cancelled";  // berthd answers 202
     }
   }
@@ -435,7 +436,7 @@ Result<std::optional<nlohmann::json>> BrokerJobs::cancel(const Account& who,
     for (nlohmann::json& a : attempts) {
       const BrokerSiteConfig* site = config_.find_site(a.value("site", ""));
       if (a.value("outcome", "") != "submitted" || site == nullptr) continue;
-      SiteAnswer c = call_site(*site, "DELETE", "/v1/jobs/" + a.value("site_job_id", ""), token);
+      SiteAnswer c = cancel_at_site(*site, a.value("site_job_id", ""), token);
       if (c.status != 202 && c.status != 200)
         return make_error("DELETE", site->url, c.status == 0 ? c.error : cause_of(c),
                           c.status == 0 ? ErrorCode::kNetwork : ErrorCode::kHttp);
@@ -452,7 +453,7 @@ Result<std::optional<nlohmann::json>> BrokerJobs::cancel(const Account& who,
   const BrokerSiteConfig* site = config_.find_site(job->site);
   if (site == nullptr)
     return make_error("DELETE", job->site, "the site is no longer in [broker]", ErrorCode::kHttp);
-  SiteAnswer a = call_site(*site, "DELETE", "/v1/jobs/" + std::to_string(job->site_job_id), token);
+  SiteAnswer a = cancel_at_site(*site, site_job_ref(*job), token);
   if (a.status == 0) return make_error("DELETE", job->site, a.error, ErrorCode::kNetwork);
   if (a.status != 202 && a.status != 200)
     return http_error("DELETE", site->url, a.status, cause_of(a));
@@ -471,6 +472,10 @@ Result<std::optional<SiteAnswer>> BrokerJobs::output(const Account& who, const s
   const BrokerSiteConfig* site = job->site.empty() ? nullptr : config_.find_site(job->site);
   if (site == nullptr)
     return make_error("GET", "job " + std::to_string(id), "no site has the job (yet)",
+                      ErrorCode::kNotFound);
+  if (site->kind != "berthd")  // site_backends: only a berthd serves a job's output
+    return make_error("GET", "job " + std::to_string(id),
+                      "its site " + site->name + " (" + site->kind + ") keeps its output there",
                       ErrorCode::kNotFound);
   std::string path = "/v1/jobs/" + std::to_string(job->site_job_id) + "/output";
   if (!query.empty()) path += "?" + query;

@@ -8,7 +8,11 @@
 #include <memory>
 #include <mutex>
 
+#include "core/fs.h"
 #include "fake_http_server.h"
+#include "gateway/broker_jobs.h"
+#include "gateway/glue.h"
+#include "test_util.h"
 
 namespace berth::gateway {
 namespace {
@@ -256,6 +260,74 @@ TEST(SiteBackends, NovaGetsTheTokenAsXAuthTokenAndNoSecondServerOfAName) {
   EXPECT_EQ(state("BUILD"), "PENDING");
   EXPECT_EQ(state("SHUTOFF"), "COMPLETED");
   EXPECT_EQ(state("DELETED"), "CANCELLED");
+}
+
+std::string l40s_glue() {
+  GlueSite s;
+  s.cluster = "k8s";
+  s.host = "k8s.example.org";
+  s.creation_time = "2026-12-04T00:00:00Z";
+  s.nodes = {{"n1", "idle", 64, 0, 512000, "l40s", 4, 0, {"gpu"}}};
+  s.partitions = {{"gpu", 86400, 3600, true, 0, 0, -1}};
+  s.accelerators["l40s"] = {"NVIDIA", "NVIDIA L40S", 46068, {"8.9"}, "550.54.15", "12.4"};
+  return glue_document(s).dump();
+}
+
+TEST(SiteBackends, ABrokerJobGoesToAKubernetesSiteAndIsReadAndCancelledThere) {
+  Recorder k8s;
+  TempDir dir{"site-backends"};
+  ASSERT_TRUE(write_file_atomic(dir / "k8s.json", l40s_glue()).ok());
+  BrokerConfig config;
+  config.enabled = true;
+  BrokerSiteConfig s = k8s.site("kubernetes");
+  s.name = "k8s";
+  s.resources = dir / "k8s.json";
+  s.info_ttl_s = 0;
+  config.sites.push_back(s);
+  auto db = JobsDb::open(dir / "broker.db");
+  ASSERT_TRUE(db.ok()) << db.error().message();
+  BrokerService broker(config);
+  ASSERT_TRUE(broker.load().ok());
+  BrokerJobs jobs(**db, broker, config);
+  Account who;
+  who.issuer = "https://a";
+  who.subject = "s-alice";
+  who.user = "alice";
+
+  k8s.answers->set("POST /apis/batch/v1/namespaces/ml/jobs", 201, "{}");
+  auto answer = jobs.submit(who, "tok", "", R"({"image":"x","resources":{"gpus":"L40S:1"}})", 10);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  EXPECT_EQ(answer->status, 201) << answer->body.dump();
+  const std::string name = object_name("broker:" + (*db)->instance() + ":1:1");
+  EXPECT_EQ(answer->body["site"], "k8s");
+  EXPECT_EQ(answer->body["site_job_id"], name) << answer->body.dump();
+  EXPECT_EQ(answer->body["attempts"][0]["outcome"], "submitted");
+  auto got = k8s.server.requests();
+  ASSERT_EQ(got.size(), 1u);
+  json sent = json::parse(got[0].body);
+  EXPECT_EQ(sent["kind"], "Job");
+  EXPECT_EQ(sent["metadata"]["name"], name);
+  EXPECT_EQ(
+      sent["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
+      "1");
+
+  const std::string path = "/apis/batch/v1/namespaces/ml/jobs/" + name;
+  k8s.answers->set("GET " + path, 200, R"({"status":{"active":1,"ready":1}})");
+  auto seen = jobs.get(who, "tok", 1, 11);
+  ASSERT_TRUE(seen.ok() && seen->has_value());
+  EXPECT_EQ((**seen)["state"], "RUNNING") << (**seen).dump();
+  EXPECT_EQ((**seen)["site_job_id"], name);
+  k8s.answers->set("DELETE " + path + "?propagationPolicy=Background", 200, "{}");
+  auto cancelled = jobs.cancel(who, "tok", 1, 12);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.error().message();
+  ASSERT_TRUE(cancelled->has_value());
+  EXPECT_EQ((**cancelled)["state"], "CANCELLED");
+  EXPECT_EQ(k8s.server.requests().back().method, "DELETE");
+  // Its output is the site's to keep.
+  auto output = jobs.output(who, "tok", 1, "");
+  ASSERT_FALSE(output.ok());
+  EXPECT_NE(output.error().message().find("(kubernetes) keeps its output there"), std::string::npos)
+      << output.error().message();
 }
 
 }  // namespace
