@@ -167,8 +167,8 @@ bool BrokerJobs::send(nlohmann::json& attempt, const nlohmann::json& target,
   if (site == nullptr) {
     a.error = "the site is no longer in [broker]";
   } else {
-    a = call_site(*site, "POST", "/v1/jobs", token, to_text(target["body"]),
-                  attempt.value("key", ""), kSubmitTimeoutS);
+    a = broker_.call(*site, "POST", "/v1/jobs", token, to_text(target["body"]),
+                     attempt.value("key", ""), kSubmitTimeoutS);
   }
   *doc = parse_json_or_discarded(a.body, kMaxAnswerBytes);
   if (a.status == 0 && a.sent) {
@@ -182,6 +182,9 @@ bool BrokerJobs::send(nlohmann::json& attempt, const nlohmann::json& target,
     attempt["outcome"] = "submitted";
     attempt["cause"] = "";
     attempt["site_job_id"] = text_of(*doc, "id");
+  } else if (a.no_token) {
+    attempt["outcome"] = "refused";  // not sent: no token the site may be given
+    attempt["cause"] = "issuer_untrusted: " + a.error;
   } else if (a.status == 0) {
     attempt["outcome"] = "failed";
     attempt["cause"] = "site_down: " + a.error;
@@ -315,7 +318,7 @@ nlohmann::json BrokerJobs::refresh_race(BrokerJobRecord& job, const std::string&
     if (a.value("outcome", "") != "submitted") continue;
     const BrokerSiteConfig* site = config_.find_site(a.value("site", ""));
     if (site == nullptr) continue;
-    SiteAnswer r = call_site(*site, "GET", "/v1/jobs/" + a.value("site_job_id", ""), token);
+    SiteAnswer r = broker_.call(*site, "GET", "/v1/jobs/" + a.value("site_job_id", ""), token);
     nlohmann::json doc = parse_json_or_discarded(r.body, kMaxAnswerBytes);
     if (r.status != 200 || !doc.is_object()) continue;
     JobState state = state_of(doc);
@@ -334,9 +337,10 @@ nlohmann::json BrokerJobs::refresh_race(BrokerJobRecord& job, const std::string&
       nlohmann::json& a = attempts[i];
       if (i == *winner || a.value("outcome", "") != "submitted") continue;
       const BrokerSiteConfig* site = config_.find_site(a.value("site", ""));
-      SiteAnswer c = site == nullptr ? SiteAnswer{}
-                                     : call_site(*site, "DELETE",
-                                                 "/v1/jobs/" + a.value("site_job_id", ""), token);
+      SiteAnswer c =
+          site == nullptr
+              ? SiteAnswer{}
+              : broker_.call(*site, "DELETE", "/v1/jobs/" + a.value("site_job_id", ""), token);
       if (c.status != 202 && c.status != 200) continue;  // asked again at the next look
       a["outcome"] = "cancelled";
       a["cause"] = "lost the race to " + won;
@@ -366,7 +370,7 @@ nlohmann::json BrokerJobs::refresh(BrokerJobRecord& job, const Account& who,
   if (job.site.empty() || !owns(who, job)) return nullptr;
   const BrokerSiteConfig* site = config_.find_site(job.site);
   if (site == nullptr) return nullptr;
-  SiteAnswer a = call_site(*site, "GET", "/v1/jobs/" + std::to_string(job.site_job_id), token);
+  SiteAnswer a = broker_.call(*site, "GET", "/v1/jobs/" + std::to_string(job.site_job_id), token);
   if (a.status != 200) return nullptr;
   nlohmann::json doc = parse_json_or_discarded(a.body, kMaxAnswerBytes);
   if (!doc.is_object()) return nullptr;
@@ -382,7 +386,7 @@ nlohmann::json BrokerJobs::refresh(BrokerJobRecord& job, const Account& who,
     int64_t since = attempts.back().value("at", now);
     if (limit > 0 && now - since > limit) {
       SiteAnswer c =
-          call_site(*site, "DELETE", "/v1/jobs/" + std::to_string(job.site_job_id), token);
+          broker_.call(*site, "DELETE", "/v1/jobs/" + std::to_string(job.site_job_id), token);
       if (c.status == 202 || c.status == 200) moved = "cancelled";  // berthd answers 202
     }
   }
@@ -435,7 +439,7 @@ Result<std::optional<nlohmann::json>> BrokerJobs::cancel(const Account& who,
     for (nlohmann::json& a : attempts) {
       const BrokerSiteConfig* site = config_.find_site(a.value("site", ""));
       if (a.value("outcome", "") != "submitted" || site == nullptr) continue;
-      SiteAnswer c = call_site(*site, "DELETE", "/v1/jobs/" + a.value("site_job_id", ""), token);
+      SiteAnswer c = broker_.call(*site, "DELETE", "/v1/jobs/" + a.value("site_job_id", ""), token);
       if (c.status != 202 && c.status != 200)
         return make_error("DELETE", site->url, c.status == 0 ? c.error : cause_of(c),
                           c.status == 0 ? ErrorCode::kNetwork : ErrorCode::kHttp);
@@ -452,7 +456,8 @@ Result<std::optional<nlohmann::json>> BrokerJobs::cancel(const Account& who,
   const BrokerSiteConfig* site = config_.find_site(job->site);
   if (site == nullptr)
     return make_error("DELETE", job->site, "the site is no longer in [broker]", ErrorCode::kHttp);
-  SiteAnswer a = call_site(*site, "DELETE", "/v1/jobs/" + std::to_string(job->site_job_id), token);
+  SiteAnswer a =
+      broker_.call(*site, "DELETE", "/v1/jobs/" + std::to_string(job->site_job_id), token);
   if (a.status == 0) return make_error("DELETE", job->site, a.error, ErrorCode::kNetwork);
   if (a.status != 202 && a.status != 200)
     return http_error("DELETE", site->url, a.status, cause_of(a));
@@ -474,7 +479,7 @@ Result<std::optional<SiteAnswer>> BrokerJobs::output(const Account& who, const s
                       ErrorCode::kNotFound);
   std::string path = "/v1/jobs/" + std::to_string(job->site_job_id) + "/output";
   if (!query.empty()) path += "?" + query;
-  SiteAnswer a = call_site(*site, "GET", path, token);
+  SiteAnswer a = broker_.call(*site, "GET", path, token);
   if (a.status == 0) return make_error("GET", site->url + path, a.error, ErrorCode::kNetwork);
   return std::optional<SiteAnswer>(std::move(a));
 }
