@@ -67,7 +67,16 @@ class FakeIssuer {
   void grant(int64_t expires_in = 300) {
     std::lock_guard lock(mu_);
     refusing_ = false;
+    grants_left_ = -1;
     expires_in_ = expires_in;
+  }
+  /// Grants `n` more exchanges, then answers as refuse(`status`, `body`).
+  void grant_only(int n, int status, std::string body) {
+    std::lock_guard lock(mu_);
+    refusing_ = false;
+    grants_left_ = n;
+    status_ = status;
+    body_ = std::move(body);
   }
   /// The token_endpoint the discovery document names ("" for this server's /token).
   void set_endpoint(std::string url) {
@@ -102,7 +111,9 @@ class FakeIssuer {
                              {"token_endpoint", endpoint_.empty() ? url + "/token" : endpoint_}}
                   .dump()};
     if (r.target != "/token" || r.method != "POST") return {404, {}, "{}"};
-    if (refusing_) return {status_, {{"Content-Type", "application/json"}}, body_};
+    if (refusing_ || grants_left_ == 0)
+      return {status_, {{"Content-Type", "application/json"}}, body_};
+    if (grants_left_ > 0) --grants_left_;
     ++granted_;
     auto form = parse_form(r.body);
     nlohmann::json doc = {
@@ -115,6 +126,7 @@ class FakeIssuer {
 
   std::mutex mu_;
   bool refusing_ = false;
+  int grants_left_ = -1;  ///< -1: no end
   int status_ = 200;
   std::string body_;
   int64_t expires_in_ = 300;
