@@ -179,25 +179,37 @@ Fetcher http_fetcher() {
   };
 }
 
+namespace {
+
+std::string discovery_url(const std::string& issuer) {
+  std::string base = issuer;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  return base + "/.well-known/openid-configuration";
+}
+
+}  // namespace
+
+Result<nlohmann::json> fetch_discovery(const Fetcher& fetch, const std::string& issuer) {
+  const std::string url = discovery_url(issuer);
+  std::string text = BERTH_TRY(fetch(url));
+  nlohmann::json meta = BERTH_TRY(parse_json(text, "OpenID configuration " + url, kMaxDocBytes));
+  // OpenID Connect Discovery 1.0 section 4.3: the metadata's issuer must be the one asked.
+  if (!meta.is_object() || string_field(meta, "issuer") != issuer)
+    return make_error(
+        "discover issuer", url,
+        "names issuer \"" + string_field(meta, "issuer") + "\", not \"" + issuer + "\"",
+        ErrorCode::kIntegrity);
+  return meta;
+}
+
 Status KeyCache::refresh(const std::string& issuer, Entry& e, int64_t now) {
   e.fetched_at = now;
   ++e.fetches;
   generation_.fetch_add(1, std::memory_order_acq_rel);
-  std::string base = issuer;
-  while (!base.empty() && base.back() == '/') base.pop_back();
-  std::string discovery_url = base + "/.well-known/openid-configuration";
-  std::string text = BERTH_TRY(fetch_(discovery_url));
-  nlohmann::json meta =
-      BERTH_TRY(parse_json(text, "OpenID configuration " + discovery_url, kMaxDocBytes));
-  // OpenID Connect Discovery 1.0 section 4.3: the metadata's issuer must be the one asked.
-  if (string_field(meta, "issuer") != issuer)
-    return make_error(
-        "discover issuer", discovery_url,
-        "names issuer \"" + string_field(meta, "issuer") + "\", not \"" + issuer + "\"",
-        ErrorCode::kIntegrity);
+  nlohmann::json meta = BERTH_TRY(fetch_discovery(fetch_, issuer));
   std::string jwks_uri = string_field(meta, "jwks_uri");
   if (jwks_uri.empty())
-    return make_error("discover issuer", discovery_url, "has no jwks_uri",
+    return make_error("discover issuer", discovery_url(issuer), "has no jwks_uri",
                       ErrorCode::kInvalidInput);
   std::string jwks = BERTH_TRY(fetch_(jwks_uri));
   e.keys = BERTH_TRY(parse_jwks(jwks, jwks_uri));

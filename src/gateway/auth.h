@@ -36,6 +36,11 @@ using Fetcher = std::function<Result<std::string>(const std::string& url)>;
 /// The Fetcher berthd uses: cpp-httplib's client, 5 s timeouts, certificates verified.
 Fetcher http_fetcher();
 
+/// The OpenID Provider metadata of `issuer` (ISSUER/.well-known/openid-configuration) read
+/// with `fetch`; an error unless it is a JSON object whose "issuer" is exactly `issuer`
+/// (OpenID Connect Discovery 1.0 section 4.3).
+Result<nlohmann::json> fetch_discovery(const Fetcher& fetch, const std::string& issuer);
+
 /// The issuers' keys, fetched on demand and cached; safe to use from many threads.
 class KeyCache {
  public:

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <ctime>
 #include <future>
 #include <optional>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "broker/site_info.h"
 #include "core/fs.h"
 #include "core/json.h"
+#include "gateway/jwt.h"
 
 namespace berth::gateway {
 namespace {
@@ -159,7 +161,58 @@ std::string site_error_message(const std::string& body) {
   return m.contains("message") && m["message"].is_string() ? m["message"].get<std::string>() : "";
 }
 
-BrokerService::BrokerService(const BrokerConfig& config) : config_(config) {}
+BrokerService::BrokerService(const BrokerConfig& config, TokenExchanger* exchanger)
+    : config_(config), exchanger_(exchanger) {}
+
+Result<std::string> BrokerService::token_for(const BrokerSiteConfig& s,
+                                             const std::string& caller_token, int64_t now) {
+  if (s.token != "exchange" && s.audience.empty()) return caller_token;
+  // The token was verified on its way in: its claims are read here, not checked again.
+  auto jws = parse_jws(caller_token);
+  if (!jws.ok())
+    return make_error("authenticate", s.name, "the caller's token is not a JWT",
+                      ErrorCode::kPermission);
+  const nlohmann::json& claims = jws->payload;
+  if (s.token == "exchange") {
+    if (exchanger_ == nullptr)
+      return make_error("authenticate", s.name, "the broker exchanges no tokens",
+                        ErrorCode::kPermission);
+    auto token = exchanger_->exchange(string_field(claims, "iss"), caller_token, s.audience, now);
+    if (!token.ok())
+      return make_error(
+          "authenticate", s.name,
+          "token exchange for audience \"" + s.audience + "\" failed: " + token.error().message(),
+          ErrorCode::kPermission);
+    return token;
+  }
+  // Forwarded: only where the site is its audience, so that a token never goes to a site
+  // that would refuse it (or could replay it where it is meant).
+  const nlohmann::json aud = claims.contains("aud") ? claims["aud"] : nlohmann::json();
+  bool names = aud == s.audience;
+  if (aud.is_array())
+    for (const nlohmann::json& a : aud) names = names || a == s.audience;
+  if (!names)
+    return make_error("authenticate", s.name,
+                      "the caller's token is not for audience \"" + s.audience +
+                          "\" (its aud: " + (aud.is_null() ? std::string("none") : aud.dump()) +
+                          "); token = \"exchange\" would get one",
+                      ErrorCode::kPermission);
+  return caller_token;
+}
+
+SiteAnswer BrokerService::call(const BrokerSiteConfig& s, std::string_view method,
+                               const std::string& path, const std::string& caller_token,
+                               const std::string& body, const std::string& idempotency_key,
+                               time_t timeout_s) {
+  auto token = token_for(s, caller_token, static_cast<int64_t>(std::time(nullptr)));
+  if (!token.ok()) {
+    SiteAnswer out;
+    out.no_token = true;
+    out.error = token.error().message();
+    return out;
+  }
+  return call_site(s, method, path, *token, body, idempotency_key, timeout_s);
+}
 
 bool BrokerService::trusts(const Known& k, const Account& who) {
   return !k.trusted ||
@@ -192,7 +245,17 @@ void BrokerService::refresh(const BrokerSiteConfig& s, Known& k, const Account& 
     // A token never goes where its issuer is not trusted.
     if (!trusts(k, who)) return;
   }
-  Result<broker::SiteInfo> info = fetched(s) ? fetch_site(s, token) : read_site_file(s);
+  std::string site_token;  // what the site is sent: never the caller's where it may not be
+  if (fetched(s)) {
+    auto t = token_for(s, token, now);
+    if (!t.ok()) {
+      k.no_token[caller_key(who)] = t.error().detail;
+      return;
+    }
+    k.no_token.erase(caller_key(who));
+    site_token = std::move(*t);
+  }
+  Result<broker::SiteInfo> info = fetched(s) ? fetch_site(s, site_token) : read_site_file(s);
   if (!info.ok()) {
     const Error& e = info.error();
     if (e.code == ErrorCode::kHttp && (e.http_status == 401 || e.http_status == 403)) {
@@ -208,7 +271,7 @@ void BrokerService::refresh(const BrokerSiteConfig& s, Known& k, const Account& 
   if (fetched(s)) {
     k.refused.erase(caller_key(who));
     k.accepted.insert(caller_key(who));
-    k.standing[caller_key(who)] = fetch_standing(s, token);
+    k.standing[caller_key(who)] = fetch_standing(s, site_token);
   }
   k.info = std::move(*info);
   k.read = true;
@@ -220,6 +283,8 @@ void BrokerService::refresh(const BrokerSiteConfig& s, Known& k, const Account& 
 bool BrokerService::stale(const BrokerSiteConfig& s, const Known& k, const Account& who,
                           int64_t now) {
   if (!fetched(s)) return mtime_of(s.resources) != k.read_at;  // the file changed
+  // No token for this caller last time: tried again, a failure is never kept.
+  if (trusts(k, who) && k.no_token.count(caller_key(who)) > 0) return true;
   // A caller the site has not seen yet is asked about at once, fresh information or not.
   if (trusts(k, who) && k.accepted.count(caller_key(who)) == 0 &&
       k.refused.count(caller_key(who)) == 0 && now - k.tried_at >= (k.up ? 0 : kRetryDownS))
@@ -272,6 +337,9 @@ broker::SiteView BrokerService::view(const BrokerSiteConfig& s, const Known& k, 
     std::string list;
     for (const std::string& i : *k.trusted) list += (list.empty() ? "" : ", ") + i;
     v.refusal = "it trusts tokens of " + (list.empty() ? std::string("no issuer") : list);
+  } else if (auto nt = k.no_token.find(caller_key(who)); nt != k.no_token.end()) {
+    v.issuer_trusted = false;
+    v.refusal = nt->second;
   } else if (auto no = k.refused.find(caller_key(who)); no != k.refused.end()) {
     v.issuer_trusted = false;
     v.refusal = no->second;

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "gateway/auth.h"
 #include "gateway/config.h"
+#include "gateway/token_exchange.h"
 
 namespace berth::gateway {
 
@@ -32,6 +33,8 @@ struct SiteAnswer {
   std::string body;
   std::string content_type;
   std::string error;  ///< where no answer came, why, naming the URL
+  /// The site was not asked: the broker had no token for it (BrokerService::token_for()).
+  bool no_token = false;
 };
 
 /// `method` (GET, POST, DELETE) `path` of site `s`, with bearer `token` where given (in header
@@ -54,8 +57,22 @@ class BrokerService {
     int64_t max_walltime_s = -1;
     double gpu_hours_left = -1;
   };
-  /// `config` outlives the service.
-  explicit BrokerService(const BrokerConfig& config);
+  /// `config` outlives the service, and so does `exchanger`, which sites of token =
+  /// "exchange" need (without it, they get no token).
+  explicit BrokerService(const BrokerConfig& config, TokenExchanger* exchanger = nullptr);
+
+  /// The token site `s` is sent for the caller of access token `caller_token` (verified by
+  /// the gateway already) at `now`. With token = "forward", the caller's own, which must name
+  /// the site's audience in its `aud` where the site has one; with "exchange", one for the
+  /// site's audience from the caller's issuer (TokenExchanger). An error says in one line why
+  /// there is none: the site is then not asked at all.
+  Result<std::string> token_for(const BrokerSiteConfig& s, const std::string& caller_token,
+                                int64_t now);
+  /// call_site() with token_for(`s`, `caller_token`) at the present time; where there is no
+  /// token, an answer with no_token set and the reason in error, the site not asked.
+  SiteAnswer call(const BrokerSiteConfig& s, std::string_view method, const std::string& path,
+                  const std::string& caller_token, const std::string& body = "",
+                  const std::string& idempotency_key = "", time_t timeout_s = 5);
 
   /// Reads every file-described site's resources; an error names the site and the file, so
   /// that berthd does not start on a description it cannot read.
@@ -118,6 +135,9 @@ class BrokerService {
     /// (401, 403) with its reason: learnt from its answers, each caller asked once.
     std::set<std::string> accepted;
     std::map<std::string, std::string> refused;
+    /// The callers the broker had no token for at the site (token_for()), with why: asked
+    /// again at each of their requests, a failure never being kept.
+    std::map<std::string, std::string> no_token;
     /// The last attempts at the site, oldest first: whether each was good (record_attempt()).
     std::deque<bool> attempts;
     /// What a berthd site says each caller it took stands under (GET /v1/me), by caller.
@@ -140,6 +160,7 @@ class BrokerService {
                int64_t now);
 
   const BrokerConfig& config_;
+  TokenExchanger* exchanger_;
   std::mutex mu_;
   std::map<std::string, Known> known_;  // by site name
 };

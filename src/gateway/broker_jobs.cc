@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <ctime>
 #include <set>
 #include <string>
 #include <utility>
@@ -60,6 +61,18 @@ BrokerJobs::BrokerJobs(JobsDb& db, BrokerService& broker, const BrokerConfig& co
 void BrokerJobs::ended(const std::string& site, const std::string& outcome) {
   broker_.record_attempt(site, outcome == "submitted");
   if (observer_) observer_(site, outcome);
+}
+
+SiteAnswer BrokerJobs::as_caller(const BrokerSiteConfig& s, const std::string& caller_token,
+                                 const std::function<SiteAnswer(const std::string&)>& call) {
+  auto token = broker_.token_for(s, caller_token, static_cast<int64_t>(std::time(nullptr)));
+  if (!token.ok()) {
+    SiteAnswer out;
+    out.no_token = true;
+    out.error = token.error().message();
+    return out;
+  }
+  return call(*token);
 }
 
 bool BrokerJobs::owns(const Account& who, const BrokerJobRecord& job) {
@@ -169,7 +182,9 @@ bool BrokerJobs::send(nlohmann::json& attempt, const nlohmann::json& target,
   if (site == nullptr) {
     a.error = "the site is no longer in [broker]";
   } else {
-    a = send_attempt(*site, target["body"], attempt.value("key", ""), token, kSubmitTimeoutS);
+    a = as_caller(*site, token, [&](const std::string& t) {
+      return send_attempt(*site, target["body"], attempt.value("key", ""), t, kSubmitTimeoutS);
+    });
   }
   *doc = parse_json_or_discarded(a.body, kMaxAnswerBytes);
   if (a.status == 0 && a.sent) {
@@ -185,6 +200,9 @@ bool BrokerJobs::send(nlohmann::json& attempt, const nlohmann::json& target,
     attempt["outcome"] = "submitted";
     attempt["cause"] = "";
     attempt["site_job_id"] = text_of(*doc, "id");
+  } else if (a.no_token) {
+    attempt["outcome"] = "refused";  // not sent: no token the site may be given
+    attempt["cause"] = "issuer_untrusted: " + a.error;
   } else if (a.status == 0) {
     attempt["outcome"] = "failed";
     attempt["cause"] = "site_down: " + a.error;
@@ -318,7 +336,9 @@ nlohmann::json BrokerJobs::refresh_race(BrokerJobRecord& job, const std::string&
     if (a.value("outcome", "") != "submitted") continue;
     const BrokerSiteConfig* site = config_.find_site(a.value("site", ""));
     if (site == nullptr) continue;
-    SiteAnswer r = read_at_site(*site, a.value("site_job_id", ""), token);
+    SiteAnswer r = as_caller(*site, token, [&](const std::string& t) {
+      return read_at_site(*site, a.value("site_job_id", ""), t);
+    });
     nlohmann::json doc = parse_json_or_discarded(r.body, kMaxAnswerBytes);
     if (r.status != 200 || !doc.is_object()) continue;
     JobState state = state_of(doc);
@@ -338,7 +358,9 @@ nlohmann::json BrokerJobs::refresh_race(BrokerJobRecord& job, const std::string&
       if (i == *winner || a.value("outcome", "") != "submitted") continue;
       const BrokerSiteConfig* site = config_.find_site(a.value("site", ""));
       SiteAnswer c =
-          site == nullptr ? SiteAnswer{} : cancel_at_site(*site, a.value("site_job_id", ""), token);
+          site == nullptr ? SiteAnswer{} : as_caller(*site, token, [&](const std::string& t) {
+            return cancel_at_site(*site, a.value("site_job_id", ""), t);
+          });
       if (c.status != 202 && c.status != 200) continue;  // asked again at the next look
       a["outcome"] = "cancelled";
       a["cause"] = "lost the race to " + won;
@@ -368,7 +390,9 @@ nlohmann::json BrokerJobs::refresh(BrokerJobRecord& job, const Account& who,
   if (job.site.empty() || !owns(who, job)) return nullptr;
   const BrokerSiteConfig* site = config_.find_site(job.site);
   if (site == nullptr) return nullptr;
-  SiteAnswer a = read_at_site(*site, site_job_ref(job), token);
+  SiteAnswer a = as_caller(*site, token, [&](const std::string& t) {
+    return read_at_site(*site, site_job_ref(job), t);
+  });
   if (a.status != 200) return nullptr;
   nlohmann::json doc = parse_json_or_discarded(a.body, kMaxAnswerBytes);
   if (!doc.is_object()) return nullptr;
@@ -383,7 +407,9 @@ nlohmann::json BrokerJobs::refresh(BrokerJobRecord& job, const Account& who,
     int64_t limit = parsed.ok() ? parsed->failover.pending_timeout_s : 0;
     int64_t since = attempts.back().value("at", now);
     if (limit > 0 && now - since > limit) {
-      SiteAnswer c = cancel_at_site(*site, site_job_ref(job), token);
+      SiteAnswer c = as_caller(*site, token, [&](const std::string& t) {
+        return cancel_at_site(*site, site_job_ref(job), t);
+      });
       if (c.status == 202 || c.status == 200) moved = "cancelled";  // berthd answers 202
     }
   }
@@ -436,7 +462,9 @@ Result<std::optional<nlohmann::json>> BrokerJobs::cancel(const Account& who,
     for (nlohmann::json& a : attempts) {
       const BrokerSiteConfig* site = config_.find_site(a.value("site", ""));
       if (a.value("outcome", "") != "submitted" || site == nullptr) continue;
-      SiteAnswer c = cancel_at_site(*site, a.value("site_job_id", ""), token);
+      SiteAnswer c = as_caller(*site, token, [&](const std::string& t) {
+        return cancel_at_site(*site, a.value("site_job_id", ""), t);
+      });
       if (c.status != 202 && c.status != 200)
         return make_error("DELETE", site->url, c.status == 0 ? c.error : cause_of(c),
                           c.status == 0 ? ErrorCode::kNetwork : ErrorCode::kHttp);
@@ -453,7 +481,9 @@ Result<std::optional<nlohmann::json>> BrokerJobs::cancel(const Account& who,
   const BrokerSiteConfig* site = config_.find_site(job->site);
   if (site == nullptr)
     return make_error("DELETE", job->site, "the site is no longer in [broker]", ErrorCode::kHttp);
-  SiteAnswer a = cancel_at_site(*site, site_job_ref(*job), token);
+  SiteAnswer a = as_caller(*site, token, [&](const std::string& t) {
+    return cancel_at_site(*site, site_job_ref(*job), t);
+  });
   if (a.status == 0) return make_error("DELETE", job->site, a.error, ErrorCode::kNetwork);
   if (a.status != 202 && a.status != 200)
     return http_error("DELETE", site->url, a.status, cause_of(a));
@@ -479,7 +509,7 @@ Result<std::optional<SiteAnswer>> BrokerJobs::output(const Account& who, const s
                       ErrorCode::kNotFound);
   std::string path = "/v1/jobs/" + std::to_string(job->site_job_id) + "/output";
   if (!query.empty()) path += "?" + query;
-  SiteAnswer a = call_site(*site, "GET", path, token);
+  SiteAnswer a = broker_.call(*site, "GET", path, token);
   if (a.status == 0) return make_error("GET", site->url + path, a.error, ErrorCode::kNetwork);
   return std::optional<SiteAnswer>(std::move(a));
 }

@@ -105,6 +105,11 @@ class BrokerJobs {
   /// Whether `who` may act on `job` at its site: its owner, with the owner's token.
   static bool owns(const Account& who, const BrokerJobRecord& job);
 
+  /// `call` (a site_backends call) with the token site `s` is sent for the caller's
+  /// `caller_token` (BrokerService::token_for()); where there is none, an answer with no_token
+  /// set, the site not asked.
+  SiteAnswer as_caller(const BrokerSiteConfig& s, const std::string& caller_token,
+                       const std::function<SiteAnswer(const std::string&)>& call);
   /// Counts an attempt that ended: the site's reliability, the observer.
   void ended(const std::string& site, const std::string& outcome);
 

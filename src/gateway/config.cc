@@ -92,11 +92,23 @@ class Reader : public TomlReader {
         i.required_scope = BERTH_TRY(string(v, key));
       else if (key == "username_claim")
         i.username_claim = BERTH_TRY(string(v, key));
+      else if (key == "exchange_client_id")
+        i.exchange_client_id = BERTH_TRY(nonempty(v, key));
+      else if (key == "exchange_client_secret_file")
+        i.exchange_client_secret_file = BERTH_TRY(nonempty(v, key));
+      else if (key == "exchange_client_secret")
+        return bad(v, key,
+                   "is not a key of [[issuers]]: put the secret in a file only berthd reads, "
+                   "named by exchange_client_secret_file");
       else
         return bad(v, key, "is not a key of [[issuers]]");
     }
     if (i.issuer.empty()) return missing("[[issuers]]", "issuer");
     if (i.audience.empty()) return missing("[[issuers]] " + i.issuer, "audience");
+    if (i.exchange_client_id.empty() != i.exchange_client_secret_file.empty())
+      return missing("[[issuers]] " + i.issuer, i.exchange_client_id.empty()
+                                                    ? "exchange_client_id"
+                                                    : "exchange_client_secret_file");
     // Keys are fetched from the issuer: over HTTPS, or plain HTTP on this host only (tests).
     std::string_view rest = i.issuer;
     if (rest.starts_with("https://")) return i;
@@ -713,6 +725,17 @@ Result<GatewayConfig> parse_gateway_config(std::string_view text, const std::str
   for (const UserMapping& u : c.users)
     if (c.find_issuer(u.issuer) == nullptr)
       return fail("[[users]] names issuer \"" + u.issuer + "\", which is not in [[issuers]]");
+  for (const BrokerSiteConfig& s : c.broker.sites) {
+    if (s.token != "exchange") continue;
+    if (s.audience.empty())
+      return fail("[[broker.sites]] " + s.name +
+                  " has token = \"exchange\" and no audience: the audience to ask for");
+    if (std::none_of(c.issuers.begin(), c.issuers.end(),
+                     [](const IssuerConfig& i) { return !i.exchange_client_id.empty(); }))
+      return fail("[[broker.sites]] " + s.name +
+                  " has token = \"exchange\", and no [[issuers]] has an exchange_client_id: "
+                  "the broker could exchange no caller's token");
+  }
   // A broker's database holds the broker's jobs (gateway/broker_jobs.h), with no Slurm.
   if (c.database.empty() != c.slurm.rest_url.empty() && !(c.broker.enabled && !c.database.empty()))
     return fail(c.broker.enabled ? "[slurm] needs a database: the job endpoints need both"

@@ -25,6 +25,11 @@ struct IssuerConfig {
   /// A claim naming the local account directly (e.g. "preferred_username"); "" when only the
   /// [[users]] table maps this issuer's identities.
   std::string username_claim;
+  /// A broker's client at this issuer for RFC 8693 token exchange (gateway/token_exchange.h):
+  /// its client_id, and the file holding its secret (readable by berthd, not by all); both
+  /// or neither.
+  std::string exchange_client_id;
+  std::string exchange_client_secret_file;
 };
 
 /// One row of the mapping table ([[users]]): an identity and the local account it runs as.
@@ -139,8 +144,10 @@ struct BrokerSiteConfig {
   std::string name;
   /// berthd, kubernetes, marathon, chronos, openstack or static (a site only described)
   std::string kind = "berthd";
-  std::string url;       ///< berthd's base URL, or the API server's (required but for static)
-  std::string audience;  ///< the `aud` the site's tokens need; "" for the caller's as it is
+  std::string url;  ///< berthd's base URL, or the API server's (required but for static)
+  /// The `aud` the site's tokens need: a forwarded token must name it, an exchanged one is
+  /// asked for it; "" (forward only) for the caller's token as it is.
+  std::string audience;
   std::string token = "forward";          ///< "forward" (the caller's own) or "exchange" (RFC 8693)
   double weight = 1;                      ///< the site's preference; per group in `weights`
   std::map<std::string, double> weights;  ///< group -> weight, over `weight`

@@ -43,15 +43,18 @@ def stop(proc) -> None:
 
 
 def start_site(name, extra, gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch,
-               second_user) -> Berthd:
+               second_user, audience=AUDIENCE_A) -> Berthd:
     """A berthd site named `name` in front of the loopback Slurm, opening partition debug to
-    brokers (a job naming another is refused), with `extra` appended to its configuration."""
+    brokers (a job naming another is refused), with `extra` appended to its configuration;
+    it takes issuer a's tokens for `audience`."""
     workdir = identity.make_dir(os.path.join(scratch, f"broker-site-{name}"))
     key = os.path.join(workdir, "slurm_jwt.key")
     shutil.copy(gateway_cluster.jwt_key, key)
     os.chmod(key, 0o600)
     identity.chown(key)
-    conf = gateway_config(issuers, second_user, f'database = "{workdir}/jobs.db"\n') + f"""
+    conf = gateway_config(issuers, second_user, f'database = "{workdir}/jobs.db"\n')
+    conf = conf.replace(f'audience = "{AUDIENCE_A}"\n', f'audience = "{audience}"\n', 1)
+    conf += f"""
 [slurm]
 rest_url = "{slurmrestd}"
 jwt_key = "{key}"
@@ -547,3 +550,110 @@ url = "{site_c.url}"
     finally:
         stop(proc)
 
+
+
+AUDIENCE_X = "berthd-site-x"
+
+
+@pytest.fixture(scope="module")
+def site_x(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, second_user):
+    """A berthd site that takes issuer a's tokens only for its own audience, AUDIENCE_X: a
+    caller's token for AUDIENCE_A is refused there."""
+    site = start_site("x", "[resources]\ncache_s = 0\n", gateway_cluster, slurmrestd, issuers,
+                      identity, berthd_bin, scratch, second_user, audience=AUDIENCE_X)
+    yield site
+    stop(site.proc)
+
+
+@pytest.fixture(scope="module")
+def exchanging_broker(site_x, issuers, identity, berthd_bin, scratch, second_user):
+    """A broker with a database over site x twice: "x" with token = "exchange" (RFC 8693 at
+    issuer a, as its client "berth broker"), and "x-forward", which forwards the caller's token
+    and so must find AUDIENCE_X in its aud."""
+    a = issuers.issuers["a"]
+    a.exchange_clients["berth broker"] = "s3cret:+/"
+    workdir = identity.make_dir(os.path.join(scratch, "exchanging-broker"))
+    secret = identity.write_file(os.path.join(workdir, "exchange.secret"), "s3cret:+/\n",
+                                 mode=0o600)
+    conf = gateway_config(issuers, second_user, f'database = "{workdir}/broker.db"\n')
+    claim = 'username_claim = "preferred_username"\n'
+    conf = conf.replace(claim, claim + f"""exchange_client_id = "berth broker"
+exchange_client_secret_file = "{secret}"
+""", 1) + f"""
+[broker]
+
+[[broker.sites]]
+name = "x"
+url = "{site_x.url}"
+token = "exchange"
+audience = "{AUDIENCE_X}"
+
+[[broker.sites]]
+name = "x-forward"
+url = "{site_x.url}"
+audience = "{AUDIENCE_X}"
+"""
+    path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
+    log = os.path.join(workdir, "berthd.log")
+    proc, url = start_berthd(identity, berthd_bin, path, log)
+    yield Berthd(proc, url, log)
+    stop(proc)
+    a.exchange_clients.pop("berth broker", None)
+
+
+def test_an_exchange_site_gets_a_token_for_its_audience_from_the_callers_issuer(
+        exchanging_broker, site_x, issuers, identity):
+    """Site x refuses the caller's token (audience A); through the broker, with token =
+    "exchange", it is placed on and sent a job with a token for its own audience, of the same
+    user, got by RFC 8693 at issuer a; the forwarding entry is rejected without being sent."""
+    a = issuers.issuers["a"]
+    tok = token_a(issuers, identity)
+    assert site_x.request("GET", "/v1/resources", tok)[0] == 401
+    del a.exchanges[:]
+    status, _, answer = place(exchanging_broker, tok, {"image": "x"})
+    assert status == 200, answer
+    assert answer["chosen"]["site"] == "x", answer
+    forward = [c for c in answer["candidates"] if c["site"] == "x-forward"]
+    assert [c["reasons"] for c in forward] == [[{
+        "code": "issuer_untrusted",
+        "message": "the site does not take the caller's token (the caller's token is not for "
+                   f'audience "{AUDIENCE_X}" (its aud: "{AUDIENCE_A}"); token = "exchange" '
+                   "would get one)"}]], answer
+    assert [(e["client"], e["audience"], e["subject_token"]) for e in a.exchanges] == [
+        ("berth broker", AUDIENCE_X, tok)], a.exchanges
+    # A job through the broker: at site x as the caller, with the token kept from the placement.
+    body = {"image": "127.0.0.1:1/none:1", "command": ["true"], "resources": {"walltime_s": 600},
+            "placement": {"sites": ["x"]}}
+    status, _, job = exchanging_broker.request("POST", "/v1/jobs", tok, body)
+    assert status == 201, job
+    assert job["site"] == "x" and [e["outcome"] for e in job["attempts"]] == ["submitted"], job
+    own = a.sign(a.claims("s-alice", AUDIENCE_X, preferred_username=pwd.getpwuid(
+        identity.uid).pw_name))
+    assert job["site_job_id"] in [j["id"] for j in site_jobs(site_x, own)]
+    status, _, seen = exchanging_broker.request("GET", f"/v1/jobs/{job['id']}", tok)
+    assert status == 200 and seen["site"] == "x", seen
+    assert exchanging_broker.request("DELETE", f"/v1/jobs/{job['id']}", tok)[0] == 202
+    assert len(a.exchanges) == 1, a.exchanges  # one exchange served all of it
+
+
+def test_a_failed_exchange_rejects_the_site_with_the_issuers_words(exchanging_broker, issuers,
+                                                                   identity):
+    a = issuers.issuers["a"]
+    a.exchange_refused.add(AUDIENCE_X)
+    try:
+        tok = token_a(issuers, identity, sub="s-carol")  # a caller the broker has not seen
+        status, _, answer = place(exchanging_broker, tok, {"image": "x",
+                                                           "placement": {"sites": ["x"]}})
+        assert status == 422, answer
+        [x] = [c for c in answer["candidates"] if c["site"] == "x"]
+        [reason] = x["reasons"]
+        assert reason["code"] == "issuer_untrusted", answer
+        assert reason["message"] == (
+            "the site does not take the caller's token (token exchange for audience "
+            f'"{AUDIENCE_X}" failed: POST {a.url}/token: invalid_target: audience '
+            f"'{AUDIENCE_X}' is not allowed (HTTP 400))"), answer
+    finally:
+        a.exchange_refused.discard(AUDIENCE_X)
+    # Never kept: asked again, the issuer now grants it.
+    status, _, answer = place(exchanging_broker, tok, {"image": "x", "placement": {"sites": ["x"]}})
+    assert status == 200 and answer["chosen"]["site"] == "x", answer

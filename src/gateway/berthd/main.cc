@@ -142,8 +142,17 @@ int main(int argc, char** argv) {
   // The broker mode ([broker]): its file-described sites are read now, so that berthd does
   // not start on a description it cannot read.
   std::unique_ptr<berth::gateway::BrokerService> broker;
+  // RFC 8693 exchange for the sites of token = "exchange": each secret file is read now, so
+  // that berthd does not start on one it cannot read (or one that all may read).
+  std::unique_ptr<berth::gateway::TokenExchanger> exchanger;
   if (config->broker.enabled) {
-    broker = std::make_unique<berth::gateway::BrokerService>(config->broker);
+    for (const berth::gateway::IssuerConfig& i : config->issuers)
+      if (!i.exchange_client_id.empty())
+        if (auto secret = berth::gateway::read_exchange_secret(i); !secret.ok())
+          return fail(secret.error());
+    exchanger = std::make_unique<berth::gateway::TokenExchanger>(config->issuers,
+                                                                 berth::gateway::http_fetcher());
+    broker = std::make_unique<berth::gateway::BrokerService>(config->broker, exchanger.get());
     if (auto loaded = broker->load(); !loaded.ok()) return fail(loaded.error());
     std::fprintf(stderr, "berthd: broker over %zu site(s)\n", config->broker.sites.size());
   }

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "fake_http_server.h"
+#include "fake_issuer.h"
 #include "gateway/glue.h"
 #include "test_util.h"
 
@@ -349,6 +350,53 @@ TEST(BrokerJobs, CancelGoesToTheSiteAsTheCaller) {
   EXPECT_EQ((**done)["state"], "CANCELLED");
   EXPECT_EQ(f.a->deletes, 1);
   EXPECT_EQ(f.server_a->requests().back().header("authorization"), "Bearer token-of-alice");
+}
+
+TEST(BrokerJobs, AnAttemptWithNoTokenForItsSiteIsRefusedAndTheSiteIsSentNothing) {
+  FakeIssuer issuer;
+  TempDir dir{"broker-jobs"};
+  write_text(dir.path + "/secret", "s3cret\n");
+  ::chmod((dir.path + "/secret").c_str(), 0600);
+  std::vector<IssuerConfig> issuers = {issuer.config(dir.path + "/secret")};
+  TokenExchanger x(issuers, http_fetcher());
+  auto plain = berthd_site(std::make_shared<SiteState>(), "x");
+  const std::string iss = issuer.url;
+  FakeHttpServer site([plain, iss](const FakeRequest& r) -> FakeResponse {
+    if (r.target != "/v1/health") return plain(r);
+    return {200, {}, nlohmann::json{{"issuers", {{{"issuer", iss}, {"audience", "x"}}}}}.dump()};
+  });
+  BrokerConfig config;
+  config.enabled = true;
+  BrokerSiteConfig s;
+  s.name = "x";
+  s.url = "http://" + site.host();
+  s.token = "exchange";
+  s.audience = "berthd-x";
+  config.sites.push_back(s);
+  auto db = JobsDb::open(dir.path + "/broker.db");
+  ASSERT_TRUE(db.ok()) << db.error().message();
+  BrokerService broker(config, &x);
+  BrokerJobs jobs(**db, broker, config);
+  Account who = alice();
+  who.issuer = issuer.url;
+  const std::string token = unsigned_jwt({{"iss", issuer.url}, {"sub", "s-alice"}, {"aud", "a"}});
+  // The placement's exchange is granted (kept on the placement's clock, 1000); the attempt's,
+  // made at the present time, is refused.
+  issuer.grant_only(1, 400, R"({"error":"invalid_target","error_description":"no"})");
+  auto answer = jobs.submit(who, token, "", R"({"image":"x","resources":{"gpus":1}})", 1000);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  EXPECT_EQ(answer->body["state"], "SUBMIT_FAILED") << answer->body.dump();
+  ASSERT_EQ(answer->body["attempts"].size(), 1u);
+  EXPECT_EQ(answer->body["attempts"][0]["outcome"], "refused");
+  EXPECT_EQ(answer->body["attempts"][0]["cause"],
+            "issuer_untrusted: authenticate x: token exchange for audience \"berthd-x\" failed: "
+            "POST " +
+                issuer.url + "/token: invalid_target: no (HTTP 400)");
+  for (const FakeRequest& r : site.requests()) {
+    EXPECT_NE(r.method, "POST") << r.target;
+    EXPECT_NE(r.header("authorization"), "Bearer " + token) << r.target;
+  }
+  EXPECT_EQ(issuer.exchanges().size(), 2u);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "core/fs.h"
 #include "fake_http_server.h"
+#include "fake_issuer.h"
 #include "gateway/glue.h"
 #include "test_util.h"
 
@@ -263,6 +264,102 @@ TEST(BrokerService, TheCallersLimitsAndQuotaAtASiteAreWhatItsMeSays) {
   answer = broker.placements(two, caller("https://a", "old"), "token-of-old", 1002);
   ASSERT_TRUE(answer.ok());
   EXPECT_EQ((*answer)["chosen"]["site"], "a") << answer->dump();
+}
+
+/// A broker over one berthd site of audience "berthd-b" that trusts `issuer`, exchanging the
+/// callers' tokens there (token = "exchange") through `x`.
+struct ExchangeRig {
+  TempDir dir{"broker"};
+  FakeIssuer issuer;
+  std::vector<IssuerConfig> issuers;
+  TokenExchanger x;
+  FakeHttpServer site;
+  BrokerConfig config;
+  BrokerService broker;
+  const std::string token;  ///< alice's, for audience "a"
+
+  explicit ExchangeRig(const std::string& mode = "exchange")
+      : issuers{issuer.config(dir.path + "/secret")},
+        x(issuers, http_fetcher()),
+        site(berthd_site({issuer.url}, h100_site_glue())),
+        config(one_site("http://" + site.host())),
+        broker(config, &x),
+        token(unsigned_jwt({{"iss", issuer.url}, {"sub", "alice"}, {"aud", "a"}})) {
+    write_text(dir.path + "/secret", "s3cret\n");
+    ::chmod((dir.path + "/secret").c_str(), 0600);
+    config.sites[0].token = mode;
+    config.sites[0].audience = "berthd-b";
+  }
+  /// The Authorization headers the site was sent, in order ("" left out).
+  std::vector<std::string> site_saw() {
+    std::vector<std::string> out;
+    for (const FakeRequest& r : site.requests())
+      if (!r.header("authorization").empty()) out.push_back(r.header("authorization"));
+    return out;
+  }
+};
+
+TEST(BrokerService, AnExchangeSiteIsSentTheExchangedTokenNeverTheCallers) {
+  ExchangeRig rig;
+  const Account alice = caller(rig.issuer.url, "alice");
+  auto answer = rig.broker.placements(h100_job, alice, rig.token, 1000);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  EXPECT_EQ((*answer)["chosen"]["site"], "a") << answer->dump();
+  // GET /v1/resources and /v1/me, with one exchanged token.
+  EXPECT_EQ(rig.site_saw(),
+            (std::vector<std::string>{"Bearer xchg-berthd-b-1", "Bearer xchg-berthd-b-1"}));
+  ASSERT_EQ(rig.issuer.exchanges().size(), 1u);
+  EXPECT_EQ(parse_form(rig.issuer.exchanges()[0].body)["subject_token"], rig.token);
+  // The job calls go the same way (call(), at the present time: a token of its own).
+  SiteAnswer a = rig.broker.call(rig.config.sites[0], "GET", "/v1/resources", rig.token);
+  EXPECT_EQ(a.status, 200) << a.error;
+  EXPECT_EQ(rig.site_saw().back(), "Bearer xchg-berthd-b-2");
+  for (const std::string& h : rig.site_saw()) EXPECT_NE(h, "Bearer " + rig.token);
+}
+
+TEST(BrokerService, AFailedExchangeMakesTheSiteIssuerUntrustedForThatCaller) {
+  ExchangeRig rig;
+  const Account alice = caller(rig.issuer.url, "alice");
+  rig.issuer.refuse(400, R"({"error":"invalid_target","error_description":"no such audience"})");
+  auto answer = rig.broker.placements(h100_job, alice, rig.token, 1000);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  EXPECT_EQ((*answer)["chosen"], nullptr);
+  EXPECT_EQ((*answer)["candidates"][0]["reasons"][0],
+            (nlohmann::json{
+                {"code", "issuer_untrusted"},
+                {"message",
+                 "the site does not take the caller's token (token exchange for "
+                 "audience \"berthd-b\" failed: POST " +
+                     rig.issuer.url + "/token: invalid_target: no such audience (HTTP 400))"}}))
+      << answer->dump();
+  SiteAnswer a = rig.broker.call(rig.config.sites[0], "POST", "/v1/jobs", rig.token, "{}");
+  EXPECT_TRUE(a.no_token);
+  EXPECT_EQ(a.status, 0);
+  EXPECT_NE(a.error.find("invalid_target: no such audience"), std::string::npos) << a.error;
+  EXPECT_TRUE(rig.site_saw().empty());  // never the caller's token, nor any
+  // Not kept: the issuer granting again, the next placement has the site.
+  rig.issuer.grant();
+  answer = rig.broker.placements(h100_job, alice, rig.token, 1001);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ((*answer)["chosen"]["site"], "a") << answer->dump();
+  EXPECT_EQ(rig.site_saw().front(), "Bearer xchg-berthd-b-1");
+}
+
+TEST(BrokerService, AForwardedTokenGoesOnlyToASiteOfAnAudienceItNames) {
+  ExchangeRig rig("forward");
+  auto answer = rig.broker.placements(h100_job, caller(rig.issuer.url, "alice"), rig.token, 1000);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  EXPECT_EQ((*answer)["candidates"][0]["reasons"][0]["message"],
+            "the site does not take the caller's token (the caller's token is not for audience "
+            "\"berthd-b\" (its aud: \"a\"); token = \"exchange\" would get one)");
+  EXPECT_TRUE(rig.site_saw().empty());
+  const std::string both =
+      unsigned_jwt({{"iss", rig.issuer.url}, {"sub", "bob"}, {"aud", {"a", "berthd-b"}}});
+  answer = rig.broker.placements(h100_job, caller(rig.issuer.url, "bob"), both, 1000);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ((*answer)["chosen"]["site"], "a") << answer->dump();
+  EXPECT_EQ(rig.site_saw().front(), "Bearer " + both);
+  EXPECT_TRUE(rig.issuer.exchanges().empty());
 }
 
 }  // namespace

@@ -204,7 +204,9 @@ TEST(GatewayConfig, BrokerSitesAndScoreWeights) {
   auto c = parse_gateway_config(iss, "f");
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(c->broker.enabled);  // no [broker]: a gateway only
-  c = parse_gateway_config(iss + R"([broker]
+  const std::string exchanging =
+      iss + "exchange_client_id = \"broker\"\nexchange_client_secret_file = \"/etc/s\"\n";
+  c = parse_gateway_config(exchanging + R"([broker]
 [broker.score]
 start_now = 5
 reliability = 0.5
@@ -288,6 +290,41 @@ shares = true
   };
   for (const auto& [text, message] : bad) {
     auto e = parse_gateway_config(iss + text, "f");
+    ASSERT_FALSE(e.ok()) << text;
+    EXPECT_EQ(e.error().message(), message) << text;
+  }
+}
+
+TEST(GatewayConfig, TheBrokersExchangeClientHasItsSecretInAFile) {
+  const std::string iss = "[[issuers]]\nissuer = \"https://a/\"\naudience = \"b\"\n";
+  auto c = parse_gateway_config(iss + R"(exchange_client_id = "berth-broker"
+exchange_client_secret_file = "/etc/berthd/exchange-a.secret"
+)",
+                                "f");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->issuers[0].exchange_client_id, "berth-broker");
+  EXPECT_EQ(c->issuers[0].exchange_client_secret_file, "/etc/berthd/exchange-a.secret");
+  EXPECT_EQ(parse_gateway_config(iss, "f")->issuers[0].exchange_client_id, "");  // none
+
+  const std::string site = "[[broker.sites]]\nname = \"a\"\nurl = \"https://x\"\n";
+  const std::pair<std::string, const char*> bad[] = {
+      {iss + "exchange_client_secret = \"hunter2\"\n",
+       "read config f: line 4: \"exchange_client_secret\" is not a key of [[issuers]]: put the "
+       "secret in a file only berthd reads, named by exchange_client_secret_file"},
+      {iss + "exchange_client_id = \"x\"\n",
+       "read config f: [[issuers]] https://a/ has no \"exchange_client_secret_file\""},
+      {iss + "exchange_client_secret_file = \"/s\"\n",
+       "read config f: [[issuers]] https://a/ has no \"exchange_client_id\""},
+      {iss + "exchange_client_id = \"x\"\nexchange_client_secret_file = \"/s\"\n" + site +
+           "token = \"exchange\"\n",
+       "read config f: [[broker.sites]] a has token = \"exchange\" and no audience: the audience "
+       "to ask for"},
+      {iss + site + "token = \"exchange\"\naudience = \"a\"\n",
+       "read config f: [[broker.sites]] a has token = \"exchange\", and no [[issuers]] has an "
+       "exchange_client_id: the broker could exchange no caller's token"},
+  };
+  for (const auto& [text, message] : bad) {
+    auto e = parse_gateway_config(text, "f");
     ASSERT_FALSE(e.ok()) << text;
     EXPECT_EQ(e.error().message(), message) << text;
   }
