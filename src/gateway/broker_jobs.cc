@@ -216,7 +216,8 @@ bool BrokerJobs::send(nlohmann::json& attempt, const nlohmann::json& target,
     attempt["outcome"] = "failed";
     attempt["cause"] = cause_of(a);
   }
-  ended(site_name, attempt.value("outcome", ""));
+  // A site never asked (no token for it) says nothing of its reliability.
+  if (!a.no_token) ended(site_name, attempt.value("outcome", ""));
   return attempt.value("outcome", "") == "submitted";
 }
 

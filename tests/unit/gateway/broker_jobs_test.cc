@@ -397,6 +397,11 @@ TEST(BrokerJobs, AnAttemptWithNoTokenForItsSiteIsRefusedAndTheSiteIsSentNothing)
     EXPECT_NE(r.header("authorization"), "Bearer " + token) << r.target;
   }
   EXPECT_EQ(issuer.exchanges().size(), 2u);
+  // A site never asked keeps its reliability.
+  auto placed = broker.placements(nlohmann::json::parse(R"({"image":"x"})"), who, token, 1000);
+  ASSERT_TRUE(placed.ok());
+  for (const auto& c : (*placed)["candidates"])
+    EXPECT_TRUE(c["verdict"] != "fit" || c["factors"]["reliability"] == 100.0) << c.dump();
 }
 
 }  // namespace
