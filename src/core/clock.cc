@@ -8,7 +8,7 @@ namespace berth {
 
 namespace {
 
-constexpr int64_t kNanosPerSecond = 1000 * 1000 * 1000;
+constexpr int64_t kNanosPerSecond = 1000000000;
 
 /// floor(a / b), for b > 0: the second a time before 1970 falls in.
 int64_t floor_div(int64_t a, int64_t b) {
@@ -117,7 +117,7 @@ std::optional<int64_t> parse_go_duration(std::string_view text) {
                                     {"us", 1000},
                                     {"\u00b5s", 1000},
                                     {"\u03bcs", 1000},
-                                    {"ms", 1000 * 1000},
+                                    {"ms", 1000000},
                                     {"s", kNanosPerSecond},
                                     {"m", 60 * kNanosPerSecond},
                                     {"h", 3600 * kNanosPerSecond}};
