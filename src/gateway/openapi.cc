@@ -143,6 +143,44 @@ void broker_paths(nlohmann::ordered_json& doc, const WithErrors& with_errors,
   schemas["SiteList"] = std::move(list);
 }
 
+/// POST /v1/rank, CloudProviderRanker's request and answer (broker/cpr.h), added apart like
+/// the broker's other routes, so that the document stays shallow.
+template <typename WithErrors>
+void rank_paths(nlohmann::ordered_json& doc, const WithErrors& with_connection_errors) {
+  using J = nlohmann::ordered_json;
+  J rank_post = {
+      {"summary",
+       "A broker as INDIGO's CloudProviderRanker ([broker]): CPR's request {preferences, sla, "
+       "monitoring}, CPR's answer, worst first; open, as CPR is"},
+      {"security", J::array()}};
+  rank_post["requestBody"] = {
+      {"required", true}, {"content", {{"application/json", {{"schema", ref("RankRequest")}}}}}};
+  rank_post["responses"] = with_connection_errors(
+      {{"200", json_response("every service, ranked or not, in CPR's order", "RankAnswer")},
+       {"400", json_response("not a CPR request", "Error")}});
+  doc["paths"]["/v1/rank"]["post"] = std::move(rank_post);
+
+  J& schemas = doc["components"]["schemas"];
+  J request = {{"type", "object"},
+               {"description",
+                "CloudProviderRanker's request: preferences [{service_type, priority: [{sla_id, "
+                "service_id, weight}]}], sla [{id, provider, services: [{service_id, targets: "
+                "[{type, restrictions}]}]}], monitoring [{provider, services: [{service_id, "
+                "service_parent_id, type, metrics: [{metricName, metricValue}]}]}]"}};
+  for (const char* list : {"preferences", "sla", "monitoring"})
+    request["properties"][list] = {{"type", "array"}, {"items", {{"type", "object"}}}};
+  schemas["RankRequest"] = std::move(request);
+  J service = {{"type", "object"}};
+  J& p = service["properties"];
+  p["provider"] = {{"type", "string"}};
+  p["service_id"] = {{"type", "string"}};
+  p["sla_weight"] = {{"type", "number"}, {"nullable", true}};
+  p["total_score"] = {{"type", "number"}};
+  p["rank"] = {{"type", "integer"}, {"description", "1 is the best; -1 where not ranked"}};
+  p["ranked"] = {{"type", "boolean"}};
+  schemas["RankAnswer"] = {{"type", "array"}, {"items", std::move(service)}};
+}
+
 }  // namespace
 
 nlohmann::ordered_json openapi_document(const std::string& version) {
@@ -635,6 +673,7 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
       {"security", J::array({{{"bearer", J::array()}}})},
   };
   broker_paths(doc, with_errors, integer, string, number);
+  rank_paths(doc, with_connection_errors);
   // Where berthd takes jobs, GET /v1/me says the caller's limits and quota (what a broker
   // reads before it sends them a job): added apart, so that the document stays shallow.
   J& me = doc["components"]["schemas"]["Me"]["properties"];

@@ -13,6 +13,7 @@
 
 #include <fmt/core.h>
 
+#include "broker/cpr.h"
 #include "core/json.h"
 #include "gateway/connections.h"
 #include "gateway/output.h"
@@ -355,6 +356,8 @@ const std::vector<Server::Route>& Server::route_table() {
       // The broker's (docs/broker.md): a job no site takes is the placements answer, 422.
       {M::kPost, "/v1/placements", A::kToken, nullptr, nullptr, N::kBroker, &Server::placements},
       {M::kGet, "/v1/sites", A::kToken, nullptr, nullptr, N::kBroker, &Server::broker_sites},
+      // INDIGO's CloudProviderRanker (broker/cpr.h): open, as CPR is; it reads only the request.
+      {M::kPost, "/v1/rank", A::kAnyone, nullptr, nullptr, N::kBroker, &Server::rank},
       // What a site would be sent; a manifest its backend cannot run (no flavour fits, a GPU job
       // on an upstream Chronos) is the caller's 422.
       {M::kPost,
@@ -380,6 +383,15 @@ void Server::placements(const httplib::Request& req, httplib::Response& res, con
   call.audit->record("broker.place", (*answer)["chosen"].is_null() ? "none" : "chosen",
                      {{"chosen", (*answer)["chosen"]}});
   send_json(res, (*answer)["chosen"].is_null() ? 422 : 200, *answer);
+}
+
+// CloudProviderRanker's answer to CPR's request, so that an INDIGO orchestrator can use a broker
+// as its ranker (docs/broker.md).
+void Server::rank(const httplib::Request& req, httplib::Response& res, const Call& call) {
+  nlohmann::json body = parse_json_or_discarded(req.body, size_t{1} << 20);
+  auto ranks = broker::cpr_rank(body);
+  if (!ranks.ok()) return fail(res, call, ranks.error());
+  send_json(res, 200, broker::cpr_rank_json(*ranks));
 }
 
 void Server::manifests(const httplib::Request& req, httplib::Response& res, const Call& call) {

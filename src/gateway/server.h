@@ -125,6 +125,7 @@ class Server {
   void placements(const httplib::Request& req, httplib::Response& res, const Call& call);
   void broker_sites(const httplib::Request& req, httplib::Response& res, const Call& call);
   void manifests(const httplib::Request& req, httplib::Response& res, const Call& call);
+  void rank(const httplib::Request& req, httplib::Response& res, const Call& call);
   // The job endpoints of a broker (gateway/broker_jobs.h), from the handlers above.
   void broker_submit(const httplib::Request& req, httplib::Response& res, const Call& call);
   void broker_list(const httplib::Request& req, httplib::Response& res, const Call& call);
