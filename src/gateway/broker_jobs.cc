@@ -10,6 +10,7 @@
 
 #include "broker/job_body.h"
 #include "broker/manifests.h"
+#include "broker/tosca.h"
 #include "core/json.h"
 #include "gateway/site_backends.h"
 
@@ -102,13 +103,17 @@ nlohmann::json BrokerJobs::job_json(const BrokerJobRecord& job, const nlohmann::
 Result<BrokerJobs::Answer> BrokerJobs::submit(const Account& who, const std::string& token,
                                               const std::string& idempotency_key,
                                               const std::string& body_text, int64_t now) {
-  nlohmann::json body = parse_json_or_discarded(body_text, size_t{1} << 20);
+  // A TOSCA template (broker/tosca.h) is kept as the job body it became, for what reads the
+  // job again; a JSON body as it came, for its Idempotency-Key.
+  broker::PostedBody posted = BERTH_TRY(broker::read_job_body(body_text));
+  const nlohmann::json& body = posted.body;
   if (!body.is_object()) return invalid("not a JSON object");
+  const std::string request = posted.from_tosca ? to_text(body) : body_text;
   if (!idempotency_key.empty()) {
     // A replay is answered from the database, without placing the job again.
     std::optional<BrokerJobRecord> earlier = BERTH_TRY(db_.broker_find(who.user, idempotency_key));
     if (earlier) {
-      if (earlier->request != body_text)
+      if (earlier->request != request)
         return make_error(
             "parse", "Idempotency-Key",
             "was used for another job body (broker job " + std::to_string(earlier->id) + ")",
@@ -151,7 +156,7 @@ Result<BrokerJobs::Answer> BrokerJobs::submit(const Account& who, const std::str
   rec.issuer = who.issuer;
   rec.subject = who.subject;
   rec.idempotency_key = idempotency_key;
-  rec.request = body_text;
+  rec.request = request;
   rec.ranked = to_text(ranked);
   bool existing = false;
   rec = BERTH_TRY(db_.broker_accept(rec, now, &existing));

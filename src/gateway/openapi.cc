@@ -26,8 +26,14 @@ void broker_paths(nlohmann::ordered_json& doc, const WithErrors& with_errors,
                   const nlohmann::ordered_json& number) {
   using J = nlohmann::ordered_json;
   const J nullable_string = {{"type", "string"}, {"nullable", true}};
-  const J job_body = {{"required", true},
-                      {"content", {{"application/json", {{"schema", ref("BrokerJobRequest")}}}}}};
+  J job_body = {{"required", true},
+                {"content", {{"application/json", {{"schema", ref("BrokerJobRequest")}}}}}};
+  job_body["content"]["application/yaml"]["schema"] = {
+      {"type", "string"},
+      {"description",
+       "a TOSCA template of INDIGO's types (tosca.nodes.indigo.Compute, "
+       "Container.Application.Docker.Marathon/Chronos, Qcg.Job), read as the job it describes; "
+       "in JSON, {\"template\", \"inputs\", \"placement\", \"failover\"} (docs/broker.md)"}};
 
   J placements_post = {
       {"summary",

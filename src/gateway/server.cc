@@ -14,6 +14,7 @@
 #include <fmt/core.h>
 
 #include "broker/cpr.h"
+#include "broker/tosca.h"
 #include "core/json.h"
 #include "gateway/connections.h"
 #include "gateway/output.h"
@@ -375,7 +376,9 @@ const std::vector<Server::Route>& Server::route_table() {
 // A dry run of the broker's choice: every site's verdict. A job no site takes is 422 with the
 // same answer, so that a client sees why in one request.
 void Server::placements(const httplib::Request& req, httplib::Response& res, const Call& call) {
-  nlohmann::json body = parse_json_or_discarded(req.body, size_t{1} << 20);
+  auto posted = broker::read_job_body(req.body);  // JSON, or a TOSCA template (broker/tosca.h)
+  if (!posted.ok()) return fail(res, call, posted.error());
+  const nlohmann::json& body = posted->body;
   auto answer = broker_->placements(
       body, *call.who, bearer_token(req.get_header_value("Authorization")).value_or(""),
       std::time(nullptr));
@@ -395,7 +398,9 @@ void Server::rank(const httplib::Request& req, httplib::Response& res, const Cal
 }
 
 void Server::manifests(const httplib::Request& req, httplib::Response& res, const Call& call) {
-  nlohmann::json body = parse_json_or_discarded(req.body, size_t{1} << 20);
+  auto posted = broker::read_job_body(req.body);  // JSON, or a TOSCA template (broker/tosca.h)
+  if (!posted.ok()) return fail(res, call, posted.error());
+  const nlohmann::json& body = posted->body;
   auto answer = broker_->manifest(body, *call.who,
                                   bearer_token(req.get_header_value("Authorization")).value_or(""),
                                   std::time(nullptr));

@@ -297,6 +297,56 @@ TEST(BrokerJobs, NodeFailAndAPendingTimeoutMoveTheJobToTheNextSite) {
   EXPECT_EQ((**seen)["attempts"][0]["outcome"], "cancelled");
 }
 
+// A TOSCA template of INDIGO's types (broker/tosca.h): one H100 for a Chronos job.
+const std::string kTosca = R"(tosca_definitions_version: tosca_simple_yaml_1_0
+topology_template:
+  node_templates:
+    Compute:
+      type: tosca.nodes.indigo.Compute
+      capabilities:
+        host:
+          properties: {num_gpus: 1, gpu_model: H100}
+    job:
+      type: tosca.nodes.indigo.Container.Application.Docker.Chronos
+      properties: {command: "true"}
+      requirements: [{host: Compute}]
+      artifacts: {image: {file: x}}
+)";
+
+TEST(BrokerJobs, ATemplateIsKeptAsTheJobBodyItBecame) {
+  Fixture f;
+  auto first = f.jobs->submit(alice(), "t", "k1", kTosca, 1000);
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  EXPECT_EQ(first->status, 201);
+  EXPECT_EQ(first->body["site"], "a");
+  auto job = f.db->broker_get(1);
+  ASSERT_TRUE(job.ok() && *job);
+  EXPECT_EQ(nlohmann::json::parse((**job).request)["resources"],
+            nlohmann::json::parse(R"({"gpus": 1, "gpu": {"model": "H100"}})"));
+  // The same template under the same key is the same job.
+  auto again = f.jobs->submit(alice(), "t", "k1", kTosca, 1001);
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_EQ(again->status, 200);
+  EXPECT_EQ(f.posts(*f.server_a).size(), 1u);
+  // What reads the job again reads its failover: a pending timeout moves it on.
+  Fixture g;
+  nlohmann::json wrapper = {{"template", kTosca}, {"failover", {{"pending_timeout_s", 60}}}};
+  ASSERT_TRUE(g.jobs->submit(alice(), "t", "", wrapper.dump(), 1000).ok());
+  auto seen = g.jobs->get(alice(), "t", 1, 1100);
+  ASSERT_TRUE(seen.ok() && *seen);
+  EXPECT_EQ(g.a->deletes, 1);
+  EXPECT_EQ((**seen)["site"], "b");
+  // A bad template is the caller's mistake, named.
+  auto bad = f.jobs->submit(alice(), "t", "", kTosca.substr(0, kTosca.find("    job:")), 1000);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidInput);
+  EXPECT_EQ(bad.error().detail,
+            "topology_template.node_templates: has no job node: Berth runs one node of type "
+            "tosca.nodes.indigo.Container.Application.Docker.Marathon, "
+            "tosca.nodes.indigo.Container.Application.Docker.Chronos, "
+            "tosca.nodes.indigo.Container.Application.Docker or tosca.nodes.indigo.Qcg.Job");
+}
+
 const std::string kRace =
     R"({"image":"x","resources":{"gpus":"H100:1"},"placement":{"strategy":"race"}})";
 
