@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 import urllib.error
+import urllib.request
 
 import pytest
 
@@ -304,6 +305,103 @@ def test_a_manifest_is_what_the_one_site_would_be_sent(broker, site_a, issuers, 
         "placement.sites: must name the one site whose manifest is wanted"), body
     status, _, listed = site_a.request("GET", "/v1/jobs", tok)
     assert status == 200 and listed["jobs"] == [], listed
+
+
+# An INDIGO template in the shape of DEEP's (broker/tosca.h): a Marathon app on a Docker box on
+# a Compute node that names its GPU model and its CUDA minimum.
+TOSCA_H100 = """tosca_definitions_version: tosca_simple_yaml_1_0
+topology_template:
+  inputs:
+    num_gpus:
+      type: integer
+      default: 1
+  node_templates:
+    Compute:
+      type: tosca.nodes.indigo.Compute
+      capabilities:
+        host:
+          properties:
+            num_gpus: { get_input: num_gpus }
+            gpu_model: H100
+        os:
+          properties:
+            cuda_min_version: "12.2"
+    Docker:
+      type: tosca.nodes.indigo.Container.Runtime.Docker
+      requirements:
+      - host: Compute
+    app:
+      type: tosca.nodes.indigo.Container.Application.Docker.Marathon
+      properties:
+        command: nvidia-smi
+      requirements:
+      - host: Docker
+      artifacts:
+        image:
+          file: x
+"""
+
+
+def post_text(b, path: str, token, text: str, content_type: str):
+    """(status, JSON body) of a POST of `text` as it is."""
+    h = {"Content-Type": content_type}
+    if token is not None:
+        h["Authorization"] = "Bearer " + token
+    req = urllib.request.Request(b.url + path, data=text.encode(), headers=h, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def test_a_tosca_template_is_placed_as_the_job_it_says(broker, issuers, identity):
+    """A TOSCA template posted as YAML is the job its nodes describe: H100s at CUDA 12.2 or
+    newer land on site a; CUDA 12.5 is a minimum that site a's 12.4 does not meet; a bad
+    property is a one-line 400 naming the node and the property."""
+    tok = token_a(issuers, identity)
+    bad = TOSCA_H100.replace("num_gpus: { get_input: num_gpus }", "num_gpus: two")
+    status, body = post_text(broker, "/v1/placements", tok, bad, "application/yaml")
+    assert status == 400, body
+    assert body["error"]["message"] == (
+        "node Compute: host.num_gpus: two is not a whole number from 0 to 10000"), body
+    if not broker.has_gpus:
+        pytest.skip("the cluster has no fake GPUs (/dev/tty0 and /dev/tty1)")
+    status, answer = post_text(broker, "/v1/placements", tok, TOSCA_H100, "application/yaml")
+    assert status == 200 and answer["chosen"]["site"] == "a", answer
+    status, answer = post_text(broker, "/v1/placements", tok,
+                               TOSCA_H100.replace('"12.2"', '"12.5"'), "text/yaml")
+    assert status == 422, answer
+    assert ["cuda_too_old"] in [codes for (site, _), codes in verdicts(answer).items()
+                                if site == "a"], answer
+    # The JSON form: the template with inputs, and a site to show the manifest of.
+    status, answer = post_text(broker, "/v1/manifests", tok, json.dumps(
+        {"template": TOSCA_H100, "inputs": {"num_gpus": 1}, "placement": {"sites": ["a"]}}),
+        "application/json")
+    assert status == 200 and answer["site"] == "a", answer
+    assert answer["manifest"]["command"] == ["/bin/sh", "-c", "nvidia-smi"], answer
+
+
+def test_rank_answers_a_cloud_provider_ranker_request(broker):
+    """POST /v1/rank, without a token as CPR takes none: CPR's answer to CPR's request."""
+    request = {
+        "preferences": [{"service_type": "compute", "priority": [
+            {"sla_id": "s1", "service_id": "a", "weight": 0.5},
+            {"sla_id": "s2", "service_id": "b", "weight": 0.5}]}],
+        "sla": [{"id": "s1", "provider": "P1", "services": [{"service_id": "a", "targets": [
+                    {"type": "public_ip", "restrictions": {"total_limit": 10}}]}]},
+                {"id": "s2", "provider": "P2", "services": [{"service_id": "b", "targets": [
+                    {"type": "computing_time", "restrictions": {"total_limit": 1000}}]}]}],
+        "monitoring": []}
+    status, answer = post_text(broker, "/v1/rank", None, json.dumps(request), "application/json")
+    assert status == 200, answer
+    assert answer == [
+        {"provider": "P1", "service_id": "a", "sla_weight": 0.5, "total_score": 10.0,
+         "rank": 2, "ranked": True},
+        {"provider": "P2", "service_id": "b", "sla_weight": 0.5, "total_score": 16.6,
+         "rank": 1, "ranked": True}], answer
+    status, body = post_text(broker, "/v1/rank", None, "[]", "application/json")
+    assert status == 400 and body["error"]["message"] == "it is not a JSON object", body
 
 
 @pytest.fixture(scope="module")
