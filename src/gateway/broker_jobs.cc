@@ -49,6 +49,16 @@ std::string cause_of(const SiteAnswer& a) {
   return "HTTP " + std::to_string(a.status) + (why.empty() ? "" : ": " + why);
 }
 
+/// Whether a site took a cancel: berthd answers 202, the other kinds 202 or 200.
+bool cancel_taken(const SiteAnswer& a) {
+  return a.status == 202 || a.status == 200;
+}
+
+/// The job a broker job's record holds (its request, stored as JSON).
+Result<broker::BrokerJob> stored_job(const BrokerJobRecord& job) {
+  return broker::parse_broker_job(parse_json_or_discarded(job.request));
+}
+
 nlohmann::json array_of(const std::string& text) {
   nlohmann::json j = parse_json_or_discarded(text);
   return j.is_array() ? j : nlohmann::json::array();
@@ -323,8 +333,7 @@ Status BrokerJobs::race(BrokerJobRecord& job, const std::string& token, int64_t 
 
 bool BrokerJobs::racing(const BrokerJobRecord& job) {
   if (!job.site.empty() || job_state_final(job.state)) return false;
-  nlohmann::json request = parse_json_or_discarded(job.request);
-  auto parsed = broker::parse_broker_job(request);
+  auto parsed = stored_job(job);
   return parsed.ok() && parsed->placement.strategy == "race";
 }
 
@@ -367,7 +376,7 @@ nlohmann::json BrokerJobs::refresh_race(BrokerJobRecord& job, const std::string&
           site == nullptr ? SiteAnswer{} : as_caller(*site, token, [&](const std::string& t) {
             return cancel_at_site(*site, a.value("site_job_id", ""), t);
           });
-      if (c.status != 202 && c.status != 200) continue;  // asked again at the next look
+      if (!cancel_taken(c)) continue;  // asked again at the next look
       a["outcome"] = "cancelled";
       a["cause"] = "lost the race to " + won;
       ended(a.value("site", ""), "cancelled");
@@ -408,15 +417,14 @@ nlohmann::json BrokerJobs::refresh(BrokerJobRecord& job, const Account& who,
   if (state == JobState::kNodeFail) {
     moved = "ended";
   } else if (state == JobState::kPending && !attempts.empty()) {
-    nlohmann::json request = parse_json_or_discarded(job.request);
-    auto parsed = broker::parse_broker_job(request);
+    auto parsed = stored_job(job);
     int64_t limit = parsed.ok() ? parsed->failover.pending_timeout_s : 0;
     int64_t since = attempts.back().value("at", now);
     if (limit > 0 && now - since > limit) {
       SiteAnswer c = as_caller(*site, token, [&](const std::string& t) {
         return cancel_at_site(*site, site_job_ref(job), t);
       });
-      if (c.status == 202 || c.status == 200) moved = "cancelled";  // berthd answers 202
+      if (cancel_taken(c)) moved = "cancelled";
     }
   }
   if (moved.empty() || attempts.empty()) {
@@ -471,7 +479,7 @@ Result<std::optional<nlohmann::json>> BrokerJobs::cancel(const Account& who,
       SiteAnswer c = as_caller(*site, token, [&](const std::string& t) {
         return cancel_at_site(*site, a.value("site_job_id", ""), t);
       });
-      if (c.status != 202 && c.status != 200)
+      if (!cancel_taken(c))
         return make_error("DELETE", site->url, c.status == 0 ? c.error : cause_of(c),
                           c.status == 0 ? ErrorCode::kNetwork : ErrorCode::kHttp);
       a["outcome"] = "cancelled";
@@ -491,8 +499,7 @@ Result<std::optional<nlohmann::json>> BrokerJobs::cancel(const Account& who,
     return cancel_at_site(*site, site_job_ref(*job), t);
   });
   if (a.status == 0) return make_error("DELETE", job->site, a.error, ErrorCode::kNetwork);
-  if (a.status != 202 && a.status != 200)
-    return http_error("DELETE", site->url, a.status, cause_of(a));
+  if (!cancel_taken(a)) return http_error("DELETE", site->url, a.status, cause_of(a));
   nlohmann::json doc = parse_json_or_discarded(a.body, kMaxAnswerBytes);
   if (JobState s = state_of(doc); s != JobState::kUnknown) job->state = s;
   job->reason = text_of(doc, "reason");

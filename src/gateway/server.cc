@@ -150,6 +150,11 @@ nlohmann::json quota_error(const QuotaRefusal& no) {
             {"since", no.since}}}};
 }
 
+/// The bearer token of request `req`, "" for none: what a broker passes on as the caller's.
+std::string caller_token(const httplib::Request& req) {
+  return bearer_token(req.get_header_value("Authorization")).value_or("");
+}
+
 /// The job id of a path's {id}, or -1.
 int64_t job_id(const std::string& text) {
   if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
@@ -379,9 +384,7 @@ void Server::placements(const httplib::Request& req, httplib::Response& res, con
   auto posted = broker::read_job_body(req.body);  // JSON, or a TOSCA template (broker/tosca.h)
   if (!posted.ok()) return fail(res, call, posted.error());
   const nlohmann::json& body = posted->body;
-  auto answer = broker_->placements(
-      body, *call.who, bearer_token(req.get_header_value("Authorization")).value_or(""),
-      std::time(nullptr));
+  auto answer = broker_->placements(body, *call.who, caller_token(req), std::time(nullptr));
   if (!answer.ok()) return fail(res, call, answer.error());
   call.audit->record("broker.place", (*answer)["chosen"].is_null() ? "none" : "chosen",
                      {{"chosen", (*answer)["chosen"]}});
@@ -401,9 +404,7 @@ void Server::manifests(const httplib::Request& req, httplib::Response& res, cons
   auto posted = broker::read_job_body(req.body);  // JSON, or a TOSCA template (broker/tosca.h)
   if (!posted.ok()) return fail(res, call, posted.error());
   const nlohmann::json& body = posted->body;
-  auto answer = broker_->manifest(body, *call.who,
-                                  bearer_token(req.get_header_value("Authorization")).value_or(""),
-                                  std::time(nullptr));
+  auto answer = broker_->manifest(body, *call.who, caller_token(req), std::time(nullptr));
   if (!answer.ok()) return fail(res, call, answer.error());
   send_json(res, answer->status, answer->body);
 }
@@ -418,9 +419,7 @@ void Server::broker_submit(const httplib::Request& req, httplib::Response& res, 
   }
   if (req.has_param("dry_run"))
     return send_error(res, 400, "a broker's dry run is POST /v1/placements");
-  auto answer =
-      brokered_->submit(*call.who, bearer_token(req.get_header_value("Authorization")).value_or(""),
-                        key, req.body, std::time(nullptr));
+  auto answer = brokered_->submit(*call.who, caller_token(req), key, req.body, std::time(nullptr));
   if (!answer.ok()) {
     bool bad = answer.error().code == ErrorCode::kInvalidInput;
     audit.record("broker.submit", bad ? "invalid" : "error",
@@ -454,7 +453,7 @@ void Server::broker_one_job(const httplib::Request& req, httplib::Response& res,
                             bool cancel) {
   int64_t id = job_id(req.matches[1]);
   std::string name = req.matches[1];
-  std::string token = bearer_token(req.get_header_value("Authorization")).value_or("");
+  std::string token = caller_token(req);
   auto job = id < 0   ? Result<std::optional<nlohmann::json>>(std::optional<nlohmann::json>())
              : cancel ? brokered_->cancel(*call.who, token, id, std::time(nullptr))
                       : brokered_->get(*call.who, token, id, std::time(nullptr));
@@ -478,11 +477,8 @@ void Server::broker_one_job(const httplib::Request& req, httplib::Response& res,
 void Server::broker_output(const httplib::Request& req, httplib::Response& res, const Call& call) {
   int64_t id = job_id(req.matches[1]);
   std::string query = req.has_param("tail") ? "tail=" + req.get_param_value("tail") : "";
-  auto out =
-      id < 0 ? Result<std::optional<SiteAnswer>>(std::optional<SiteAnswer>())
-             : brokered_->output(*call.who,
-                                 bearer_token(req.get_header_value("Authorization")).value_or(""),
-                                 id, query);
+  auto out = id < 0 ? Result<std::optional<SiteAnswer>>(std::optional<SiteAnswer>())
+                    : brokered_->output(*call.who, caller_token(req), id, query);
   if (!out.ok()) return fail(res, call, out.error());
   if (!*out) return send_error(res, 404, "no job " + std::string(req.matches[1]));
   res.status = (*out)->status;
@@ -492,11 +488,8 @@ void Server::broker_output(const httplib::Request& req, httplib::Response& res, 
 }
 
 void Server::broker_sites(const httplib::Request& req, httplib::Response& res, const Call& call) {
-  send_json(
-      res, 200,
-      {{"sites",
-        broker_->sites(*call.who, bearer_token(req.get_header_value("Authorization")).value_or(""),
-                       std::time(nullptr))}});
+  send_json(res, 200,
+            {{"sites", broker_->sites(*call.who, caller_token(req), std::time(nullptr))}});
 }
 
 void Server::fail(httplib::Response& res, const Call& call, const Error& e) {
