@@ -84,6 +84,7 @@ inline constexpr std::string_view kOpWords[] = {
     "registry",
     // The job gateway (gateway/, berthd).
     "listen", "map identity", "read JWKS", "discover issuer", "verify token", "read accounting",
+    "estimate start",
     // The udocker command line (cli/udocker.h).
     "setup", "udocker",
 };

@@ -1,6 +1,10 @@
 // Admission of a job (gateway/admission.h).
 #include "gateway/admission.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
+#include <array>
 #include <ctime>
 
 #include "gateway/accounting.h"
@@ -91,6 +95,23 @@ Result<Fit> Admission::dry_run(const Account& who, const JobRequest& r) {
   std::string reason;
   if (Status taken = admissible(r, &reason); !taken.ok()) return Fit{reason, taken.error().detail};
   return fit_of(BERTH_TRY(check(who, r, false)));
+}
+
+Result<std::optional<int64_t>> Admission::start_estimate(const JobRequest& r) const {
+  if (!config_.estimate.enabled) return std::optional<int64_t>();
+  // As berthd's own account (start_estimate.h says why), named as Slurm's auth/jwt maps it.
+  std::string self;
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  std::array<char, 4096> buf{};
+  if (::getpwuid_r(::geteuid(), &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr)
+    self = pw.pw_name;
+  if (self.empty())
+    return make_error("estimate start", "sbatch", "berthd's own user has no name",
+                      ErrorCode::kNotFound);
+  SlurmJobSpec spec = slurm_spec(r, 0, "", config_, "");
+  return std::optional<int64_t>(
+      BERTH_TRY(estimate_start(config_.estimate, slurm_.token(self, std::time(nullptr)), spec)));
 }
 
 Result<Submitted> Admission::submit(const Account& who, const std::string& key,

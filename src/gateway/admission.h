@@ -103,6 +103,10 @@ class Admission {
   /// Whether `who`'s request `r` would be taken now: admissible(), then check() without
   /// refresh, as fit_of() words it. Nothing is recorded or sent to Slurm.
   Result<Fit> dry_run(const Account& who, const JobRequest& r);
+  /// When request `r` would start, as the site's start estimate says ([slurm] start_estimate,
+  /// gateway/start_estimate.h): nullopt where none is configured, an error where Slurm could
+  /// not tell. Nothing is submitted.
+  Result<std::optional<int64_t>> start_estimate(const JobRequest& r) const;
   /// Where `who` stands now: their limits, and the GPU-hour quota of the group their jobs
   /// count against by default (job_vo() of no "group"), with its usage read as check() reads
   /// it (an error, kBusy, when that source cannot be read).

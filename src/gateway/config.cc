@@ -174,7 +174,19 @@ class Reader : public TomlReader {
         s.cluster = BERTH_TRY(nonempty(v, key));
       else if (key == "output_dir")
         s.output_dir = BERTH_TRY(nonempty(v, key));
-      else
+      else if (key == "start_estimate") {
+        const std::string how = BERTH_TRY(string(v, key));
+        if (how != "none" && how != "sbatch") return bad(v, key, "is not \"none\" or \"sbatch\"");
+        s.estimate.enabled = how == "sbatch";
+      } else if (key == "sbatch")
+        s.estimate.sbatch = BERTH_TRY(nonempty(v, key));
+      else if (key == "slurm_conf") {
+        s.estimate.slurm_conf = BERTH_TRY(nonempty(v, key));
+        if (s.estimate.slurm_conf[0] != '/') return bad(v, key, "is not an absolute path");
+      } else if (key == "estimate_timeout_s") {
+        s.estimate.timeout_s = BERTH_TRY(seconds(v, key));
+        if (s.estimate.timeout_s < 1) return bad(v, key, "is less than 1");
+      } else
         return bad(v, key, "is not a key of [slurm]");
     }
     // The configured partition is always one a request may name: it is where jobs go anyway.

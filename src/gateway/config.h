@@ -14,6 +14,7 @@
 #include "gateway/quotas.h"
 #include "gateway/reclaim.h"
 #include "gateway/sacct.h"
+#include "gateway/start_estimate.h"
 
 namespace berth::gateway {
 
@@ -82,6 +83,8 @@ struct SlurmConfig {
   /// The types of [gpu_models] (PublishConfig::gpu_models), which a job's
   /// resources.gpu_model may name.
   std::vector<std::string> gpu_models;
+  /// A dry run's start_estimate (start_estimate, sbatch, slurm_conf, estimate_timeout_s).
+  StartEstimateConfig estimate;
 };
 
 /// What GET /v1/resources knows of one GPU model beyond Slurm's count ([gpu_models.TYPE], TYPE

@@ -62,6 +62,10 @@ class JobService {
   Result<Fit> dry_run(const Account& who, const JobRequest& r) {
     return admission_.dry_run(who, r);
   }
+  /// Admission::start_estimate().
+  Result<std::optional<int64_t>> start_estimate(const JobRequest& r) const {
+    return admission_.start_estimate(r);
+  }
   /// Admission::standing().
   Result<Standing> standing(const Account& who, int64_t now) const {
     return admission_.standing(who, now);

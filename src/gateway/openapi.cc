@@ -531,7 +531,10 @@ nlohmann::ordered_json openapi_document(const std::string& version) {
               {"start_estimate",
                {{"type", "integer"},
                 {"nullable", true},
-                {"description", "when the job would start (Unix time); null: not known"}}}}}}},
+                {"description",
+                 "when Slurm would start the job (Unix time, sbatch --test-only); null "
+                 "without [slurm] start_estimate, for a job that does not fit, or where "
+                 "Slurm could not tell"}}}}}}},
           {"JobOutput",
            {{"type", "object"},
             {"properties",

@@ -42,7 +42,7 @@ std::vector<std::string> sacct_args(const AccountingConfig& config, int64_t sinc
 
 Result<std::string> run_program(const std::vector<std::string>& argv,
                                 const std::map<std::string, std::string>& env, int64_t timeout_s,
-                                size_t max_bytes) {
+                                size_t max_bytes, const ProgramUse& use) {
   const std::string& program = argv.at(0);
   std::map<std::string, std::string> vars;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -139,19 +139,20 @@ Result<std::string> run_program(const std::vector<std::string>& argv,
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (timed_out)
-    return make_error(
-        "read accounting", program,
-        "no answer within " + std::to_string(timeout_s) + " s ([accounting] timeout_s)");
+    return make_error(use.op, program,
+                      "no answer within " + std::to_string(timeout_s) + " s (" +
+                          std::string(use.timeout_key) + ")");
   if (too_big)
-    return make_error("read accounting", program,
+    return make_error(use.op, program,
                       "the answer is larger than " + std::to_string(max_bytes) + " bytes");
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::string why = first_line(stderr_text);
     if (why.empty()) why = first_line(stdout_text);
     std::string how = WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
                                         : "signal " + std::to_string(WTERMSIG(status));
-    return make_error("read accounting", program, why.empty() ? how : why + " (" + how + ")");
+    return make_error(use.op, program, why.empty() ? how : why + " (" + how + ")");
   }
+  if (use.stderr_text != nullptr) *use.stderr_text = std::move(stderr_text);
   return stdout_text;
 }
 

@@ -34,13 +34,20 @@ struct AccountingConfig {
 /// every user's, times given in UTC (the child's TZ is UTC).
 std::vector<std::string> sacct_args(const AccountingConfig& config, int64_t since, int64_t until);
 
+/// How run_program() words its errors, and where it puts what the program wrote to stderr.
+struct ProgramUse {
+  Op op = "read accounting";                                ///< the errors' operation
+  std::string_view timeout_key = "[accounting] timeout_s";  ///< the setting a timeout names
+  std::string* stderr_text = nullptr;  ///< given: the first 64 KiB of stderr, on success too
+};
+
 /// Runs `argv` (argv[0] looked up in PATH when it has no slash) with `env` added to berthd's
 /// environment, stdin from /dev/null; its stdout, or an error naming the program and the first
 /// line of what it wrote to stderr (or its exit status). Killed after `timeout_s` seconds; the
 /// output is cut at `max_bytes`, an error too.
 Result<std::string> run_program(const std::vector<std::string>& argv,
                                 const std::map<std::string, std::string>& env, int64_t timeout_s,
-                                size_t max_bytes);
+                                size_t max_bytes, const ProgramUse& use = {});
 
 /// The usage records of the jobs that ran in [since, until), from sacct.
 /// `share`: how the site splits GPUs, for the share jobs' GPU-hours.

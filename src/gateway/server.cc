@@ -612,14 +612,26 @@ void Server::dry_run(const JobRequest& request, httplib::Response& res, const Ca
     reason = fit->reason;
     message = fit->message;
   }
-  call.audit->record("job.dry_run", fit->fits() ? "fits" : "refused",
-                     {{"reason", reason}, {"message", message}, {"class", request.job_class}});
-  // start_estimate: when the job would start, where berthd can tell (not yet: null).
+  // start_estimate: when the job would start, as the site's start estimate says ([slurm]
+  // start_estimate); null where none is configured, the job does not fit, or Slurm could not
+  // tell (the reason then goes to the audit line only: the verdict stands without it).
+  nlohmann::json estimate = nullptr, estimate_error = nullptr;
+  if (fit->fits()) {
+    auto when = jobs_->start_estimate(request);
+    if (!when.ok())
+      estimate_error = when.error().message();
+    else if (when->has_value())
+      estimate = **when;
+  }
+  nlohmann::json detail = {{"reason", reason}, {"message", message}, {"class", request.job_class}};
+  if (!estimate.is_null()) detail["start_estimate"] = estimate;
+  if (!estimate_error.is_null()) detail["estimate_error"] = estimate_error;
+  call.audit->record("job.dry_run", fit->fits() ? "fits" : "refused", std::move(detail));
   send_json(res, 200,
             {{"fits", fit->fits()},
              {"reason", reason},
              {"message", message},
-             {"start_estimate", nullptr}});
+             {"start_estimate", estimate}});
 }
 
 void Server::list(const httplib::Request& req, httplib::Response& res, const Call& call) {

@@ -55,6 +55,11 @@ class SlurmRest {
   /// Whether a slurmctld answers slurmrestd's ping (GET /ping), asked as `user`.
   Result<bool> ping(const std::string& user);
 
+  /// A token for `user` as every call sends it, for Slurm's own commands (SLURM_JWT).
+  std::string token(const std::string& user, int64_t now) const {
+    return mint_slurm_token(key_, user, now, lifespan_s_);
+  }
+
   /// The API version in use ("v0.0.41"); "" while it is still to be chosen.
   std::string api_version() const;
 

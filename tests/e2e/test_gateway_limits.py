@@ -39,9 +39,14 @@ def primary_group(identity) -> str:
 
 
 @pytest.fixture
-def gw(berth, gateway_cluster, slurmrestd, issuers, identity, berthd_bin, second_user):
-    """berthd with its job endpoints, limits and an audit log, on a fresh database."""
+def gw(request, berth, gateway_cluster, slurmrestd, issuers, identity, berthd_bin, second_user):
+    """berthd with its job endpoints, limits and an audit log, on a fresh database; with the
+    site's start estimate (sbatch --test-only on this cluster) where the test asks for
+    "estimate" (parametrize gw indirectly)."""
     cluster = gateway_cluster
+    estimate = ""
+    if getattr(request, "param", None) == "estimate":
+        estimate = f'start_estimate = "sbatch"\nslurm_conf = "{cluster.conf}"\n'
     workdir, key, env_lines = job_gateway_files(identity, berth, cluster)
     audit = os.path.join(workdir, "audit.jsonl")
     extra = f'database = "{workdir}/jobs.db"\naudit_log = "{audit}"\n'
@@ -57,7 +62,7 @@ rest_url = "{slurmrestd}"
 jwt_key = "{key}"
 workdir = "{berth.workdir}"
 partitions = ["debug"]
-
+{estimate}
 [slurm.environment]
 {env_lines}
 
@@ -462,6 +467,46 @@ def test_dry_run_says_whether_a_job_fits_and_records_nothing(gw, issuers, identi
                                     "(default)"}
     assert dry[-1][1] == {"reason": "dry_run is not 1 or 0"}
     assert decisions(gw, "job.submit") == []
+
+
+@pytest.mark.parametrize("gw", ["estimate"], indirect=True)
+def test_dry_run_gives_slurms_own_start_estimate(gw, issuers, identity, gateway_cluster,
+                                                 pushed_busybox):
+    """[slurm] start_estimate = "sbatch": a dry run that fits says when Slurm would start the
+    job (sbatch --test-only, asked as berthd's own account with a token berthd mints), as Unix
+    seconds; a job Slurm could never start fits berthd's checks and has no estimate, sbatch's
+    words in the audit line; a job that does not fit is not asked about. Nothing reaches Slurm's
+    queue."""
+    if gateway_cluster.node.release != "22.05":
+        pytest.skip("berthd runs as the test user, and this release's sbatch is in a Debian "
+                    "root only root can enter")
+    tok = token_a(issuers, identity)
+    before = slurm(gateway_cluster, "squeue", "-h", "-t", "all", "-o", "%i").split()
+    asked = int(time.time())
+    status, _, answer = gw.request("POST", "/v1/jobs?dry_run=1", tok,
+                                   {"image": pushed_busybox,
+                                    "resources": {"partition": "debug", "walltime_s": 300}})
+    assert status == 200, answer
+    assert answer["fits"] is True and answer["reason"] is None, answer
+    when = answer["start_estimate"]
+    # An idle cluster starts it now; the estimate is Slurm's, not berthd's clock.
+    assert isinstance(when, int) and asked - 60 <= when <= asked + 3600, answer
+    # More memory than any node has: berthd's checks pass, Slurm could never start it.
+    status, _, answer = gw.request("POST", "/v1/jobs?dry_run=1", tok,
+                                   {"image": pushed_busybox, "resources": {"memory_mb": 10**6}})
+    assert status == 200, answer
+    assert answer == {"fits": True, "reason": None, "message": None, "start_estimate": None}
+    status, _, answer = gw.request("POST", "/v1/jobs?dry_run=1", tok,
+                                   {"image": pushed_busybox, "resources": {"gpus": 2}})
+    assert answer["fits"] is False and answer["start_estimate"] is None, answer
+    dry = decisions(gw, "job.dry_run")
+    assert [o for o, _ in dry] == ["fits", "fits", "refused"], dry
+    assert dry[0][1]["start_estimate"] == when and "estimate_error" not in dry[0][1]
+    assert "start_estimate" not in dry[1][1], dry[1]
+    assert dry[1][1]["estimate_error"].startswith("estimate start sbatch: "), dry[1]
+    assert "exit status 1" in dry[1][1]["estimate_error"], dry[1]
+    assert "estimate_error" not in dry[2][1] and "start_estimate" not in dry[2][1]
+    assert slurm(gateway_cluster, "squeue", "-h", "-t", "all", "-o", "%i").split() == before
 
 
 def test_a_job_runs_in_a_partition_the_site_opens_and_no_other(gw, issuers, identity,
