@@ -498,7 +498,9 @@ void Server::fail(httplib::Response& res, const Call& call, const Error& e) {
 }
 
 // The issuers and audiences the gateway takes tokens of, so that a broker knows before it asks
-// whose callers a site can serve (docs/broker.md); public, as every issuer's discovery is.
+// whose callers a site can serve (docs/broker.md), and whether it answers POST
+// /v1/jobs?dry_run=1 (where it takes jobs): a broker asks no berthd that does not say so, as
+// one older than the dry run would take it for a submission. Public, as an issuer's discovery is.
 void Server::health(const httplib::Request&, httplib::Response& res, const Call&) {
   nlohmann::json trusted = nlohmann::json::array();
   for (const IssuerConfig& i : config_.issuers)
@@ -507,7 +509,8 @@ void Server::health(const httplib::Request&, httplib::Response& res, const Call&
             {{"status", "ok"},
              {"version", version_},
              {"issuers", std::move(trusted)},
-             {"broker", config_.broker.enabled}});
+             {"broker", config_.broker.enabled},
+             {"dry_run", jobs_ != nullptr}});
 }
 
 void Server::openapi(const httplib::Request&, httplib::Response& res, const Call&) {
