@@ -72,6 +72,8 @@ std::vector<Reason> site_reasons(const Requirement& need, const PlacementRequest
     out.push_back({"backend_unsupported", "the site's " + s.kind + " backend runs no GPU jobs"});
   if (need.gpu_share > 0 && !s.shares)
     out.push_back({"share_unsupported", "the site does not share GPUs (no [share])"});
+  for (const SiteVerdict& v : s.asked)
+    if (v.refusal && v.whole_site) out.push_back(*v.refusal);
   return out;
 }
 
@@ -158,6 +160,11 @@ std::vector<Reason> class_reasons(const Requirement& need, const SiteView& s, co
                                                    std::to_string(std::lround(std::ceil(asked)))
                                              : std::string())});
   }
+  // What the site itself said of this class, where the broker asked (its own limits, partition
+  // allow-list, GPU types): once every published fact fits, the site's word decides.
+  if (const SiteVerdict* v = s.verdict(c.partition, c.name);
+      out.empty() && v != nullptr && v->refusal && !v->whole_site)
+    out.push_back(*v->refusal);
   return out;
 }
 
@@ -208,10 +215,12 @@ double fit_of(const Requirement& need, const NodeClass& c) {
   return 100.0 * sum / n;
 }
 
-/// A site's start estimate as a factor: 100 at once, 50 after ten minutes, falling towards 0.
-/// Without an estimate, from the partition's queue: 100 with nobody waiting.
+/// A site's start estimate for the class as a factor: 100 at once, 50 after ten minutes,
+/// falling towards 0. Without one, from the partition's queue: 100 with nobody waiting.
 double wait_of(const SiteView& s, const NodeClass& c) {
-  if (s.wait_s) return 100.0 / (1.0 + static_cast<double>(std::max<int64_t>(0, *s.wait_s)) / 600.0);
+  const SiteVerdict* v = s.verdict(c.partition, c.name);
+  if (v != nullptr && v->wait_s)
+    return 100.0 / (1.0 + static_cast<double>(std::max<int64_t>(0, *v->wait_s)) / 600.0);
   return 100.0 / (1.0 + c.waiting_jobs);
 }
 

@@ -16,25 +16,39 @@
 
 namespace berth::broker {
 
+/// What a site's own dry run (POST /v1/jobs?dry_run=1) said of the job on one of its classes.
+struct SiteVerdict {
+  std::string partition, cls;     ///< the class the site was asked about
+  std::optional<Reason> refusal;  ///< the site refused it: the broker's code, the site's words
+  bool whole_site = false;        ///< the refusal holds for every class (the caller's quota, ...)
+  std::optional<int64_t> wait_s;  ///< the site's start estimate, seconds from now; nullopt: none
+};
+
 /// One site as the broker sees it for one caller: what it published (info) and what the
 /// broker knows beside it. The caller's account fields come from the site's GET /v1/me.
 struct SiteView {
   std::string name;
   std::string kind = "berthd";  ///< berthd, kubernetes, marathon, chronos, openstack, static
   SiteInfo info;
-  bool up = true;              ///< answered its last poll
-  bool fresh = true;           ///< info younger than the site's info_ttl_s
-  bool issuer_trusted = true;  ///< the site takes the caller's token
-  std::string refusal;         ///< where it does not: the site's reason, "" unknown
-  bool group_allowed = true;   ///< the caller's group is among the site's groups
-  bool shares = false;         ///< takes fractions of a GPU ([share] at a berthd)
-  bool gpu_jobs = true;        ///< its backend runs GPU jobs (Marathon, Chronos: when it says so)
-  double weight = 1;           ///< the site's weight for the caller's group
-  double reliability = 1;      ///< 0..1: how often recent attempts there were taken and started
-  std::optional<int64_t> wait_s;  ///< the site's own start estimate (dry run), where asked
-  int max_gpus_per_job = -1;      ///< the caller's limit there; -1 none
-  int64_t max_walltime_s = -1;    ///< the caller's walltime limit there; -1 none
-  double gpu_hours_left = -1;     ///< the caller's GPU-hour quota left there; -1 unlimited
+  bool up = true;               ///< answered its last poll
+  bool fresh = true;            ///< info younger than the site's info_ttl_s
+  bool issuer_trusted = true;   ///< the site takes the caller's token
+  std::string refusal;          ///< where it does not: the site's reason, "" unknown
+  bool group_allowed = true;    ///< the caller's group is among the site's groups
+  bool shares = false;          ///< takes fractions of a GPU ([share] at a berthd)
+  bool gpu_jobs = true;         ///< its backend runs GPU jobs (Marathon, Chronos: when it says so)
+  double weight = 1;            ///< the site's weight for the caller's group
+  double reliability = 1;       ///< 0..1: how often recent attempts there were taken and started
+  int max_gpus_per_job = -1;    ///< the caller's limit there; -1 none
+  int64_t max_walltime_s = -1;  ///< the caller's walltime limit there; -1 none
+  double gpu_hours_left = -1;   ///< the caller's GPU-hour quota left there; -1 unlimited
+  std::vector<SiteVerdict> asked;  ///< what its dry runs said of this job, class by class
+  /// The verdict of its dry run on class `cls` of `partition`, nullptr where not asked.
+  const SiteVerdict* verdict(const std::string& partition, const std::string& cls) const {
+    for (const SiteVerdict& v : asked)
+      if (v.partition == partition && v.cls == cls) return &v;
+    return nullptr;
+  }
 };
 
 /// How much each factor counts in a candidate's score (berthd's [broker.score]).

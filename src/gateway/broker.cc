@@ -7,6 +7,7 @@
 #include <ctime>
 #include <future>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "broker/job_body.h"
@@ -25,6 +26,11 @@ constexpr time_t kFetchTimeoutS = 5;
 constexpr size_t kMaxDocBytes = size_t{16} << 20;
 /// A site found down is asked again no sooner than this.
 constexpr int64_t kRetryDownS = 5;
+/// A site's dry run may take this long: its start estimate runs Slurm's sbatch --test-only.
+constexpr time_t kDryRunTimeoutS = 10;
+/// At most this many rounds of dry runs per decision: a site whose best class it refuses is
+/// asked about its next one, up to this many classes.
+constexpr int kDryRunRounds = 3;
 
 /// Whether site `s` describes itself (GET /v1/resources) rather than through a file.
 bool fetched(const BrokerSiteConfig& s) {
@@ -62,20 +68,27 @@ Result<broker::SiteInfo> fetch_site(const BrokerSiteConfig& s, const std::string
   return broker::read_glue(s.name, doc);
 }
 
-/// The token issuers berthd site `s` trusts, from its GET /v1/health (public); nullopt where
-/// it does not say (a berthd older than the broker).
-Result<std::optional<std::vector<std::string>>> fetch_trusted(const BrokerSiteConfig& s) {
+/// What berthd site `s` says of itself in its GET /v1/health (public).
+struct Health {
+  /// The token issuers it trusts; nullopt where it does not say (a berthd older than the broker).
+  std::optional<std::vector<std::string>> trusted;
+  bool dry_run = false;  ///< it answers POST /v1/jobs?dry_run=1
+};
+Result<Health> fetch_health(const BrokerSiteConfig& s) {
   const std::string url = s.url + "/v1/health";
   SiteAnswer res = BERTH_TRY(site_get(s, "/v1/health"));
   if (res.status != 200) return http_error("GET", url, res.status, "not 200 OK");
   nlohmann::json doc = BERTH_TRY(parse_json(res.body, url, kMaxDocBytes));
-  if (!doc.is_object() || !doc.contains("issuers") || !doc["issuers"].is_array())
-    return std::optional<std::vector<std::string>>();
-  std::vector<std::string> out;
+  Health out;
+  if (!doc.is_object()) return out;
+  out.dry_run =
+      doc.contains("dry_run") && doc["dry_run"].is_boolean() && doc["dry_run"].get<bool>();
+  if (!doc.contains("issuers") || !doc["issuers"].is_array()) return out;
+  out.trusted.emplace();
   for (const nlohmann::json& i : doc["issuers"])
     if (i.is_object() && i.contains("issuer") && i["issuer"].is_string())
-      out.push_back(i["issuer"].get<std::string>());
-  return std::optional<std::vector<std::string>>(std::move(out));
+      out.trusted->push_back(i["issuer"].get<std::string>());
+  return out;
 }
 
 /// What berthd site `s` says the caller of `token` stands under (GET /v1/me): the limits and
@@ -101,6 +114,42 @@ BrokerService::CallerStanding fetch_standing(const BrokerSiteConfig& s, const st
       me["quota"]["left_gpu_hours"].is_number())
     out.gpu_hours_left = me["quota"]["left_gpu_hours"].get<double>();
   return out;
+}
+
+/// The broker's reason code for a refusal code of a berthd site's dry run, and whether it holds
+/// for every class of the site (the caller's own limits and quota) rather than the one asked.
+std::pair<std::string, bool> broker_reason(const std::string& site_code) {
+  if (site_code == "no_gpu_model") return {site_code, false};
+  if (site_code == "partition") return {"excluded", false};  // the site's partition allow-list
+  if (site_code == "limit") return {"quota", true};          // a count limit: nothing starts now
+  return {site_code, true};  // max_gpus_per_job, walltime, quota, share_unsupported
+}
+
+/// What berthd site answer `res` to a dry run on class `cls` of `partition` says, at `now`:
+/// the site's refusal or start estimate; an answer that is not a verdict (no answer, no token,
+/// an error status) says nothing, and the failover handles the site as it would without it.
+broker::SiteVerdict verdict_of(const SiteAnswer& res, const std::string& partition,
+                               const std::string& cls, int64_t now) {
+  broker::SiteVerdict v;
+  v.partition = partition;
+  v.cls = cls;
+  if (res.status != 200) return v;
+  nlohmann::json a = parse_json_or_discarded(res.body, kMaxDocBytes);
+  if (!a.is_object() || !a.contains("fits") || !a["fits"].is_boolean()) return v;
+  if (!a["fits"].get<bool>()) {
+    const std::string code = a.contains("reason") && a["reason"].is_string()
+                                 ? a["reason"].get<std::string>()
+                                 : std::string("quota");
+    const std::string why = a.contains("message") && a["message"].is_string()
+                                ? a["message"].get<std::string>()
+                                : std::string("it refused the job");
+    auto [reason, whole_site] = broker_reason(code);
+    v.refusal = broker::Reason{reason, "the site says: " + why};
+    v.whole_site = whole_site;
+  } else if (a.contains("start_estimate") && a["start_estimate"].is_number_integer()) {
+    v.wait_s = std::max<int64_t>(0, a["start_estimate"].get<int64_t>() - now);
+  }
+  return v;
 }
 
 /// How the broker tells callers apart: their issuer and subject.
@@ -235,13 +284,14 @@ void BrokerService::refresh(const BrokerSiteConfig& s, Known& k, const Account& 
                             const std::string& token, int64_t now) {
   k.tried_at = now;
   if (fetched(s)) {
-    auto trusted = fetch_trusted(s);
-    if (!trusted.ok()) {
+    auto health = fetch_health(s);
+    if (!health.ok()) {
       k.up = false;
-      k.error = trusted.error().message();
+      k.error = health.error().message();
       return;
     }
-    k.trusted = std::move(*trusted);
+    k.trusted = std::move(health->trusted);
+    k.dry_run = health->dry_run;
     // A token never goes where its issuer is not trusted.
     if (!trusts(k, who)) return;
   }
@@ -371,15 +421,53 @@ Result<BrokerService::Decision> BrokerService::decide(const nlohmann::json& body
   bring_up_to_date(who, token, now);
   std::vector<broker::SiteView> sites;
   sites.reserve(config_.sites.size());
+  std::vector<bool> answers_dry_runs;  // by site: a berthd that says it does, not turned off
   {
     std::lock_guard lock(mu_);
-    for (const BrokerSiteConfig& s : config_.sites)
-      sites.push_back(view(s, known_[s.name], who, now));
+    for (const BrokerSiteConfig& s : config_.sites) {
+      const Known& k = known_[s.name];
+      sites.push_back(view(s, k, who, now));
+      answers_dry_runs.push_back(fetched(s) && s.dry_run && k.dry_run);
+    }
   }
   broker::ScoreWeights w{config_.score_start_now,  config_.score_wait,
                          config_.score_free,       config_.score_fit,
                          config_.score_preference, config_.score_reliability};
   d.placement = broker::place(d.job.need, d.job.placement, sites, w);
+  // The published facts cannot say everything: a berthd site's own limits, partition allow-list
+  // and start estimate. Each fitting berthd site is asked for a dry run of its best class (in
+  // parallel), and the job placed again on what they said; a refused class makes the site's
+  // next one its best, asked in the next round.
+  for (int round = 0; round < kDryRunRounds; ++round) {
+    std::vector<std::pair<size_t, const broker::Candidate*>> ask;  // site index, its best class
+    std::set<std::string> seen;
+    for (const broker::Candidate& c : d.placement.candidates) {
+      if (!c.fits) break;  // the fitting ones come first
+      if (!seen.insert(c.site).second) continue;
+      for (size_t i = 0; i < sites.size(); ++i)
+        if (sites[i].name == c.site && answers_dry_runs[i] &&
+            sites[i].verdict(c.partition, c.cls) == nullptr)
+          ask.emplace_back(i, &c);
+    }
+    if (ask.empty()) break;
+    auto one = [this, &d, &sites, &token, now](size_t i, const broker::Candidate* c) {
+      for (const broker::NodeClass& cls : sites[i].info.classes) {
+        if (cls.partition != c->partition || cls.name != c->cls) continue;
+        const std::string body = to_text(broker::berthd_job(d.job, cls));
+        return verdict_of(
+            call(config_.sites[i], "POST", "/v1/jobs?dry_run=1", token, body, "", kDryRunTimeoutS),
+            c->partition, c->cls, now);
+      }
+      return broker::SiteVerdict{c->partition, c->cls, {}, false, {}};
+    };
+    std::vector<std::future<broker::SiteVerdict>> pending;
+    pending.reserve(ask.size());
+    for (const auto& [i, c] : ask) pending.push_back(std::async(std::launch::async, one, i, c));
+    std::vector<broker::SiteVerdict> said;
+    for (auto& f : pending) said.push_back(f.get());
+    for (size_t k = 0; k < ask.size(); ++k) sites[ask[k].first].asked.push_back(said[k]);
+    d.placement = broker::place(d.job.need, d.job.placement, sites, w);
+  }
   d.sites = std::move(sites);
   return d;
 }

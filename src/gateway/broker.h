@@ -144,6 +144,7 @@ class BrokerService {
     std::map<std::string, CallerStanding> standing;
     /// The issuers a berthd site says it trusts (GET /v1/health); nullopt where it does not.
     std::optional<std::vector<std::string>> trusted;
+    bool dry_run = false;  ///< a berthd site says it answers dry runs (GET /v1/health)
   };
   /// Whether the site of `k` trusts `who`'s issuer, as far as it says.
   static bool trusts(const Known& k, const Account& who);

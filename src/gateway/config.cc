@@ -340,6 +340,8 @@ class Reader : public TomlReader {
         s.shares = BERTH_TRY(boolean(v, key));
       } else if (key == "gpu_jobs") {
         s.gpu_jobs = BERTH_TRY(boolean(v, key));
+      } else if (key == "dry_run") {
+        s.dry_run = BERTH_TRY(boolean(v, key));
       } else if (key == "namespace") {
         s.manifest.k8s_namespace = BERTH_TRY(nonempty(v, key));
       } else if (key == "runtime_class") {

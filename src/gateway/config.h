@@ -161,6 +161,9 @@ struct BrokerSiteConfig {
   int64_t info_ttl_s = 300;  ///< what the site published is stale after this long
   bool shares = false;       ///< takes fractions of a GPU
   bool gpu_jobs = true;      ///< its backend runs GPU jobs (Marathon, Chronos: say so)
+  /// A berthd site is asked for a dry run of the job on its best class before it is chosen
+  /// (its own limits and start estimate); false: chosen on what it published only.
+  bool dry_run = true;
   /// What its manifests need beyond the node class (namespace, runtime_class, gpu_resource,
   /// mesos_gpu_attribute, disk_mb, chronos_gpus, image_ref, network_id, key_name); an
   /// OpenStack site's flavours are its node classes.

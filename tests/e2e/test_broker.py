@@ -47,13 +47,16 @@ def start_site(name, extra, gateway_cluster, slurmrestd, issuers, identity, bert
                second_user, audience=AUDIENCE_A) -> Berthd:
     """A berthd site named `name` in front of the loopback Slurm, opening partition debug to
     brokers (a job naming another is refused), with `extra` appended to its configuration;
-    it takes issuer a's tokens for `audience`."""
+    it takes issuer a's tokens for `audience` and writes its audit log to the returned site's
+    `audit`."""
     workdir = identity.make_dir(os.path.join(scratch, f"broker-site-{name}"))
     key = os.path.join(workdir, "slurm_jwt.key")
     shutil.copy(gateway_cluster.jwt_key, key)
     os.chmod(key, 0o600)
     identity.chown(key)
-    conf = gateway_config(issuers, second_user, f'database = "{workdir}/jobs.db"\n')
+    audit = os.path.join(workdir, "audit.jsonl")
+    conf = gateway_config(issuers, second_user,
+                          f'database = "{workdir}/jobs.db"\naudit_log = "{audit}"\n')
     conf = conf.replace(f'audience = "{AUDIENCE_A}"\n', f'audience = "{audience}"\n', 1)
     conf += f"""
 [slurm]
@@ -65,7 +68,16 @@ partitions = ["debug"]
     path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
     log = os.path.join(workdir, "berthd.log")
     proc, url = start_berthd(identity, berthd_bin, path, log)
-    return Berthd(proc, url, log)
+    site = Berthd(proc, url, log)
+    site.audit = audit
+    return site
+
+
+def site_audit(site, event: str) -> list[tuple[str, dict]]:
+    """(outcome, detail) of each of `site`'s audit lines of `event`, oldest first."""
+    with open(site.audit) as f:
+        return [(line["outcome"], line["detail"]) for line in map(json.loads, f)
+                if line["event"] == event]
 
 
 @pytest.fixture(scope="module")
@@ -407,8 +419,8 @@ def test_rank_answers_a_cloud_provider_ranker_request(broker):
 @pytest.fixture(scope="module")
 def site_b(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, second_user):
     """A second berthd in front of the same Slurm that queues no job of anyone's
-    (max_queued_jobs = 0): it refuses every job a broker sends it, which the broker cannot know
-    beforehand (count limits are the site's own)."""
+    (max_queued_jobs = 0): it refuses every job a broker sends it, which the broker learns
+    beforehand only from its dry run (count limits are the site's own)."""
     site = start_site("b", """
 [limits]
 max_queued_jobs = 0
@@ -420,9 +432,11 @@ cache_s = 0
     stop(site.proc)
 
 
-def submitting_broker_config(site_a, site_b, issuers, identity, second_user, workdir) -> str:
-    """The configuration of a broker with a database in `workdir` over site b (weighted first)
-    and site a; its path."""
+def submitting_broker_config(site_a, site_b, issuers, identity, second_user, workdir,
+                             ask_b=False) -> str:
+    """The configuration of a broker with a database in `workdir` over site b (weighted first;
+    unless `ask_b`, not asked for dry runs: the broker learns of its count limit only from its
+    refusal) and site a; its path."""
     conf = gateway_config(issuers, second_user, f'database = "{workdir}/broker.db"\n') + f"""
 [broker]
 
@@ -430,6 +444,7 @@ def submitting_broker_config(site_a, site_b, issuers, identity, second_user, wor
 name = "b"
 url = "{site_b.url}"
 weight = 10
+dry_run = {"true" if ask_b else "false"}
 
 [[broker.sites]]
 name = "a"
@@ -498,6 +513,51 @@ def test_a_job_goes_on_from_a_site_that_refuses_it_and_is_there_once(submitting_
     b = issuers.issuers["b"]
     visitor = b.sign(b.claims("visitor", AUDIENCE_B))
     assert submitting_broker.request("GET", f"/v1/jobs/{job['id']}", visitor)[0] != 200
+
+
+def test_a_sites_dry_run_rejects_it_before_anything_is_sent(site_a, site_b, issuers, identity,
+                                                           berthd_bin, scratch, second_user):
+    """A broker that asks each fitting berthd site's dry run: site b (weighted first) says its
+    count limit refuses the caller, so b is rejected in the placement with b's own words and the
+    job goes to a without an attempt at b; a was asked about the class it got."""
+    tok = token_a(issuers, identity)
+    workdir = identity.make_dir(os.path.join(scratch, "asking-broker"))
+    path = submitting_broker_config(site_a, site_b, issuers, identity, second_user, workdir,
+                                    ask_b=True)
+    log = os.path.join(workdir, "berthd.log")
+    proc, url = start_berthd(identity, berthd_bin, path, log)
+    broker = Berthd(proc, url, log)
+    try:
+        status, health = site_b.request("GET", "/v1/health")[0::2]
+        assert status == 200 and health["dry_run"] is True, health
+        assert broker.request("GET", "/v1/health")[2]["dry_run"] is False
+        before_b = len(site_audit(site_b, "job.dry_run"))
+        body = {"image": "127.0.0.1:1/none:1", "command": ["true"],
+                "resources": {"walltime_s": 600}}
+        status, _, answer = place(broker, tok, body)
+        assert status == 200 and answer["chosen"]["site"] == "a", answer
+        at_b = [c for c in answer["candidates"] if c["site"] == "b"]
+        assert len(at_b) == 1 and at_b[0]["partition"] is None, answer
+        assert [r["code"] for r in at_b[0]["reasons"]] == ["quota"], answer
+        assert at_b[0]["reasons"][0]["message"].startswith("the site says: "), answer
+        assert "max_queued_jobs" in at_b[0]["reasons"][0]["message"], answer
+        asked_b = site_audit(site_b, "job.dry_run")[before_b:]
+        assert [o for o, _ in asked_b] == ["refused"] and asked_b[0][1]["reason"] == "limit"
+        before_a, jobs_b = len(site_jobs(site_a, tok)), len(site_jobs(site_b, tok))
+        asked_a = len(site_audit(site_a, "job.dry_run"))
+        status, _, job = broker.request("POST", "/v1/jobs", tok, body)
+        assert status == 201 and job["site"] == "a", job
+        assert [(a["site"], a["outcome"]) for a in job["attempts"]] == [("a", "submitted")], job
+        assert len(site_jobs(site_a, tok)) == before_a + 1
+        assert len(site_jobs(site_b, tok)) == jobs_b
+        # a was asked once for this job, about the class it was sent to, and said it fits.
+        said = site_audit(site_a, "job.dry_run")[asked_a:]
+        assert [o for o, _ in said] == ["fits"], said
+        assert job["attempts"][0]["partition"] == "debug", job
+        status, _, _ = broker.request("DELETE", f"/v1/jobs/{job['id']}", tok)
+        assert status == 202
+    finally:
+        stop(proc)
 
 
 def test_a_job_every_site_refuses_is_submit_failed_with_each_cause(submitting_broker, issuers,

@@ -262,6 +262,43 @@ TEST(PlacementTest, ScoresRankByStartNowThenPreferenceAndTiesGoByName) {
   EXPECT_GT(find(p, "a2")->score, find(p, "a")->score);
 }
 
+TEST(PlacementTest, WhatASitesDryRunSaidDecidesOnceThePublishedFactsFit) {
+  auto sites = three_sites();
+  sites[1] = sites[0];
+  sites[1].name = "a2";
+  sites.resize(2);
+  // A class refusal rejects that class only; a caller-wide one the whole site.
+  sites[0].asked.push_back({"gpu", "64cpu-512000mb-2xh100",
+                            Reason{"no_gpu_model", "the site says: no GPU of type h100 here"},
+                            false, std::nullopt});
+  Placement p = place(gpus(1), {}, sites);
+  ASSERT_NE(p.chosen(), nullptr);
+  EXPECT_EQ(p.chosen()->site, "a2");
+  EXPECT_EQ(codes(find(p, "a")), std::vector<std::string>{"no_gpu_model"});
+  EXPECT_EQ(find(p, "a")->partition, "gpu");
+  EXPECT_EQ(find(p, "a")->reasons[0].message, "the site says: no GPU of type h100 here");
+  sites[0].asked = {{"gpu", "64cpu-512000mb-2xh100",
+                     Reason{"quota", "the site says: 3 of 3 running jobs"}, true, std::nullopt}};
+  p = place(gpus(1), {}, sites);
+  EXPECT_EQ(codes(find(p, "a")), std::vector<std::string>{"quota"});
+  EXPECT_EQ(find(p, "a")->partition, "");  // the site as a whole
+  // A published fact that does not fit is the reason still, not the site's word.
+  sites[0].asked[0].whole_site = false;
+  EXPECT_EQ(codes(find(place(gpus(3), {}, sites), "a")), std::vector<std::string>{"gpus_per_node"});
+  // A start estimate: an hour's wait at a loses to at once at a2; at once at both, a by name.
+  sites[0].asked = {{"gpu", "64cpu-512000mb-2xh100", std::nullopt, false, 3600}};
+  sites[1].asked = {{"gpu", "64cpu-512000mb-2xh100", std::nullopt, false, 0}};
+  p = place(gpus(1), {}, sites);
+  EXPECT_EQ(p.chosen()->site, "a2");
+  EXPECT_NEAR(find(p, "a")->factors.wait, 100.0 / 7, 1e-9);
+  EXPECT_EQ(find(p, "a2")->factors.wait, 100);
+  sites[0].asked[0].wait_s = 0;
+  EXPECT_EQ(place(gpus(1), {}, sites).chosen()->site, "a");
+  // An estimate of another class is not this class's.
+  sites[0].asked[0].cls = "another";
+  EXPECT_EQ(find(place(gpus(1), {}, sites), "a")->factors.wait, 100);  // nobody waiting
+}
+
 TEST(PlacementTest, TheAnswerAsPostV1PlacementsWritesIt) {
   auto sites = three_sites();
   sites.resize(1);

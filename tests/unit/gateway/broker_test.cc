@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <sys/time.h>
 
+#include <functional>
+
 #include "core/fs.h"
 #include "fake_http_server.h"
 #include "fake_issuer.h"
@@ -264,6 +266,108 @@ TEST(BrokerService, TheCallersLimitsAndQuotaAtASiteAreWhatItsMeSays) {
   answer = broker.placements(two, caller("https://a", "old"), "token-of-old", 1002);
   ASSERT_TRUE(answer.ok());
   EXPECT_EQ((*answer)["chosen"]["site"], "a") << answer->dump();
+}
+
+/// One node of two H100s in two partitions, gpu and gpu2: two classes of one site.
+std::string two_partition_glue() {
+  GlueSite s;
+  s.cluster = "a";
+  s.host = "a.example.org";
+  s.creation_time = "2026-12-04T00:00:00Z";
+  s.nodes = {{"n1", "idle", 64, 0, 512000, "h100", 2, 0, {"gpu", "gpu2"}}};
+  s.partitions = {{"gpu", 86400, 3600, true, 0, 0, -1}, {"gpu2", 86400, 3600, true, 0, 0, -1}};
+  s.accelerators["h100"] = {"NVIDIA", "NVIDIA H100 80GB HBM3", 85520, {"9.0"}, "550.54.15", "12.4"};
+  return glue_document(s).dump();
+}
+
+/// Site `plain` saying it answers dry runs, answering them with `verdict(body)`.
+FakeHttpServer::Handler dry_running(FakeHttpServer::Handler plain,
+                                    std::function<nlohmann::json(const nlohmann::json&)> verdict) {
+  return [plain, verdict](const FakeRequest& r) -> FakeResponse {
+    if (r.target == "/v1/health") {
+      nlohmann::json h = nlohmann::json::parse(plain(r).body);
+      h["dry_run"] = true;
+      return {200, {}, h.dump()};
+    }
+    if (r.method == "POST" && r.target == "/v1/jobs?dry_run=1")
+      return {200, {}, verdict(nlohmann::json::parse(r.body)).dump()};
+    return plain(r);
+  };
+}
+
+std::vector<FakeRequest> dry_runs(FakeHttpServer& site) {
+  std::vector<FakeRequest> out;
+  for (const FakeRequest& r : site.requests())
+    if (r.method == "POST") out.push_back(r);
+  return out;
+}
+
+TEST(BrokerService, ASitesDryRunRefusesAClassAndItsNextIsAskedAndTimed) {
+  // The site's [slurm] partitions opens gpu2 only, which its document does not say; Slurm
+  // would start the job there in ten minutes (1000 is the broker's now).
+  FakeHttpServer site(dry_running(
+      berthd_site({"https://a"}, two_partition_glue()),
+      [](const nlohmann::json& body) -> nlohmann::json {
+        if (body["resources"]["partition"] == "gpu2")
+          return {
+              {"fits", true}, {"reason", nullptr}, {"message", nullptr}, {"start_estimate", 1600}};
+        return {{"fits", false},
+                {"reason", "partition"},
+                {"message", "partition gpu is not open to jobs here"},
+                {"start_estimate", nullptr}};
+      }));
+  BrokerConfig config = one_site("http://" + site.host());
+  BrokerService broker(config);
+  auto answer = broker.placements(h100_job, caller("https://a", "alice"), "token-of-a", 1000);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  EXPECT_EQ((*answer)["chosen"]["partition"], "gpu2") << answer->dump();
+  EXPECT_EQ((*answer)["candidates"][0]["factors"]["wait"], 50) << answer->dump();
+  EXPECT_EQ((*answer)["candidates"][1]["partition"], "gpu");
+  EXPECT_EQ((*answer)["candidates"][1]["reasons"],
+            (nlohmann::json::array(
+                {{{"code", "excluded"},
+                  {"message", "the site says: partition gpu is not open to jobs here"}}})));
+  // gpu first (by name), then gpu2 in the next round: each asked once, as the caller.
+  std::vector<FakeRequest> asked = dry_runs(site);
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(asked[0].body)["resources"]["partition"], "gpu");
+  EXPECT_EQ(nlohmann::json::parse(asked[1].body)["resources"]["partition"], "gpu2");
+  EXPECT_EQ(asked[1].header("authorization"), "Bearer token-of-a");
+  // Turned off: chosen on the document alone, nothing more asked.
+  config.sites[0].dry_run = false;
+  answer = broker.placements(h100_job, caller("https://a", "alice"), "token-of-a", 1001);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ((*answer)["chosen"]["partition"], "gpu");
+  EXPECT_EQ(dry_runs(site).size(), 2u);
+}
+
+TEST(BrokerService, ASitesDryRunRefusingTheCallerRejectsTheWholeSite) {
+  FakeHttpServer site(dry_running(berthd_site({"https://a"}, two_partition_glue()),
+                                  [](const nlohmann::json&) -> nlohmann::json {
+                                    return {{"fits", false},
+                                            {"reason", "limit"},
+                                            {"message", "max_queued_jobs is 0"},
+                                            {"start_estimate", nullptr}};
+                                  }));
+  BrokerConfig config = one_site("http://" + site.host());
+  BrokerService broker(config);
+  auto answer = broker.placements(h100_job, caller("https://a", "alice"), "token-of-a", 1000);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  EXPECT_EQ((*answer)["chosen"], nullptr);
+  ASSERT_EQ((*answer)["candidates"].size(), 1u) << answer->dump();
+  EXPECT_EQ((*answer)["candidates"][0]["class"], nullptr);
+  EXPECT_EQ(
+      (*answer)["candidates"][0]["reasons"][0],
+      (nlohmann::json{{"code", "quota"}, {"message", "the site says: max_queued_jobs is 0"}}));
+  EXPECT_EQ(dry_runs(site).size(), 1u);  // one refusal of the caller is enough
+  // A site whose health does not say it answers dry runs is never sent one.
+  FakeHttpServer old(berthd_site({"https://a"}, two_partition_glue()));
+  BrokerConfig old_config = one_site("http://" + old.host());
+  BrokerService old_broker(old_config);
+  answer = old_broker.placements(h100_job, caller("https://a", "alice"), "token-of-a", 1000);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ((*answer)["chosen"]["partition"], "gpu");
+  EXPECT_EQ(dry_runs(old).size(), 0u);
 }
 
 /// A broker over one berthd site of audience "berthd-b" that trusts `issuer`, exchanging the
