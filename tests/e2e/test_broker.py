@@ -1,7 +1,10 @@
 """berthd as a broker ([broker], docs/broker.md) over a real berthd site in front of the loopback
 Slurm cluster, a site described by a GLUE file, and a site that is down: POST /v1/placements
 puts each GPU model where it is, rejects every other candidate with its reason, learns which
-callers a site refuses from the site's own answers, and GET /v1/sites shows what it read."""
+callers a site refuses from the site's own answers, and GET /v1/sites shows what it read; as a
+broker with a job database, it sends jobs on, moves them from a refusal, from a site's dry run and
+from a pending timeout at another real Slurm (site p, a second loopback cluster), and races them
+across the two Slurms, a job never living at two."""
 
 from __future__ import annotations
 
@@ -815,3 +818,143 @@ def test_a_failed_exchange_rejects_the_site_with_the_issuers_words(exchanging_br
     # Never kept: asked again, the issuer now grants it.
     status, _, answer = place(exchanging_broker, tok, {"image": "x", "placement": {"sites": ["x"]}})
     assert status == 200 and answer["chosen"]["site"] == "x", answer
+
+
+@pytest.fixture(scope="module", params=["22.05"], ids=["slurm22.05"])
+def busy_site(request, issuers, identity, berthd_bin, scratch, second_user, berth_bin):
+    """Site p: a berthd in front of a Slurm of its own (a second loopback cluster), whose two
+    nodes a job of root's holds (sleep, --exclusive): a job sent there pends. Its cluster is
+    the returned site's `cluster`."""
+    cluster = start_gateway_cluster(request, scratch, berth_bin, identity, "slurm-broker-p")
+    rest = None
+    try:
+        rest, url = cluster.start_rest_jwt(os.path.join(scratch, "slurmrestd-p.log"))
+        held = cluster.run(["sbatch", "--parsable", "-N", "2", "--exclusive", "-o", "/dev/null",
+                            "--wrap", "sleep 600"], cwd="/tmp")
+        assert held.returncode == 0, held.stderr
+        site = start_site("p", "[resources]\ncache_s = 0\n", cluster, url, issuers, identity,
+                          berthd_bin, scratch, second_user)
+        site.cluster = cluster
+        try:
+            yield site
+        finally:
+            stop(site.proc)
+    finally:
+        if rest is not None:
+            rest.terminate()
+            rest.wait(timeout=20)
+        cluster.stop()
+
+
+def slurm_job(cluster, job_id) -> dict:
+    """{state, submit, end} of Slurm job `job_id` of `cluster` (times as Slurm's ISO text)."""
+    out = cluster.run(["squeue", "-h", "-t", "all", "-j", str(job_id), "-O",
+                       "State:20,SubmitTime:24,EndTime:24"])
+    assert out.returncode == 0, out.stderr
+    state, submit, end = out.stdout.split()
+    return {"state": state, "submit": submit, "end": end}
+
+
+def slurm_id_at(site, tok, site_job_id) -> int:
+    status, _, job = site.request("GET", f"/v1/jobs/{site_job_id}", tok)
+    assert status == 200 and job["slurm_job_id"] > 0, job
+    return job["slurm_job_id"]
+
+
+def start_busy_broker(busy_site, site_a, issuers, identity, berthd_bin, scratch, second_user,
+                      name) -> Berthd:
+    """A broker over site p (weighted first) and site a, start_now not counted, so that a
+    job goes to p although p cannot start it now."""
+    workdir = identity.make_dir(os.path.join(scratch, name))
+    conf = gateway_config(issuers, second_user, f'database = "{workdir}/broker.db"\n') + f"""
+[broker]
+
+[broker.score]
+start_now = 0
+
+[[broker.sites]]
+name = "p"
+url = "{busy_site.url}"
+weight = 10
+
+[[broker.sites]]
+name = "a"
+url = "{site_a.url}"
+"""
+    path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
+    log = os.path.join(workdir, "berthd.log")
+    proc, url = start_berthd(identity, berthd_bin, path, log)
+    return Berthd(proc, url, log)
+
+
+def test_a_job_pending_past_its_timeout_moves_to_another_slurm_and_lives_once(
+        busy_site, site_a, gateway_cluster, issuers, identity, berthd_bin, scratch, second_user):
+    """failover.pending_timeout_s across two real Slurms: the job pends at p; at the owner's GET
+    after the timeout the broker cancels it at p, and only once p's Slurm has it CANCELLED
+    does it reach a's Slurm: never two live copies."""
+    tok = token_a(issuers, identity)
+    broker = start_busy_broker(busy_site, site_a, issuers, identity, berthd_bin, scratch,
+                               second_user, "busy-broker")
+    try:
+        body = {"image": "127.0.0.1:1/none:1", "command": ["true"],
+                "resources": {"walltime_s": 600}, "failover": {"pending_timeout_s": 2}}
+        status, _, job = broker.request("POST", "/v1/jobs", tok, body)
+        assert status == 201 and job["site"] == "p", job
+        at_p = slurm_id_at(busy_site, tok, job["site_job_id"])
+        assert slurm_job(busy_site.cluster, at_p)["state"] == "PENDING"
+        status, _, seen = broker.request("GET", f"/v1/jobs/{job['id']}", tok)
+        assert status == 200 and seen["site"] == "p", seen  # not yet past its timeout
+        time.sleep(3.5)
+        status, _, seen = broker.request("GET", f"/v1/jobs/{job['id']}", tok)
+        assert status == 200 and seen["site"] == "a", seen
+        assert [(a["site"], a["outcome"]) for a in seen["attempts"]] == [
+            ("p", "cancelled"), ("a", "submitted")], seen
+        assert seen["attempts"][0]["cause"].startswith("pending at p longer than "), seen
+        at_a = slurm_id_at(site_a, tok, seen["site_job_id"])
+        p_copy, a_copy = slurm_job(busy_site.cluster, at_p), slurm_job(gateway_cluster, at_a)
+        assert p_copy["state"] == "CANCELLED", p_copy
+        assert p_copy["end"] <= a_copy["submit"], (p_copy, a_copy)
+        # A later look moves nothing: one attempt at each site.
+        status, _, again = broker.request("GET", f"/v1/jobs/{job['id']}", tok)
+        assert status == 200 and len(again["attempts"]) == 2, again
+    finally:
+        stop(broker.proc)
+
+
+def test_a_race_across_two_slurms_keeps_the_one_that_ran(
+        busy_site, site_a, gateway_cluster, issuers, identity, berthd_bin, scratch, second_user):
+    """placement.strategy = "race": the job is sent to p and a at once; a's Slurm starts it (it
+    fails there, pulling nothing: the user's own end, which stays) while p's pends, so at the
+    owner's GET a keeps the job and p's copy is CANCELLED in p's Slurm."""
+    tok = token_a(issuers, identity)
+    broker = start_busy_broker(busy_site, site_a, issuers, identity, berthd_bin, scratch,
+                               second_user, "racing-broker")
+    try:
+        body = {"image": "127.0.0.1:1/none:1", "command": ["true"],
+                "resources": {"walltime_s": 600}, "placement": {"strategy": "race"}}
+        status, _, job = broker.request("POST", "/v1/jobs", tok, body)
+        assert status == 201 and job["site"] is None, job
+        assert sorted(a["site"] for a in job["attempts"]) == ["a", "p"], job
+        assert job["reason"].startswith("racing at "), job
+        by_site = {a["site"]: a for a in job["attempts"]}
+        at_p = slurm_id_at(busy_site, tok, by_site["p"]["site_job_id"])
+        at_a = slurm_id_at(site_a, tok, by_site["a"]["site_job_id"])
+        deadline = time.monotonic() + 60
+        while slurm_job(gateway_cluster, at_a)["state"] in ("PENDING", "CONFIGURING"):
+            assert time.monotonic() < deadline, slurm_job(gateway_cluster, at_a)
+            time.sleep(0.5)
+        deadline = time.monotonic() + 60
+        while True:
+            status, _, seen = broker.request("GET", f"/v1/jobs/{job['id']}", tok)
+            assert status == 200, seen
+            if seen["site"] is not None:
+                break
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.5)
+        assert seen["site"] == "a", seen
+        outcomes = {a["site"]: a["outcome"] for a in seen["attempts"]}
+        assert outcomes["p"] == "cancelled", seen
+        assert slurm_job(busy_site.cluster, at_p)["state"] == "CANCELLED"
+        assert slurm_job(gateway_cluster, at_a)["state"] != "CANCELLED"
+    finally:
+        stop(broker.proc)
