@@ -1,6 +1,10 @@
 // The job endpoints' reads (gateway/job_reads.h).
 #include "gateway/job_reads.h"
 
+#include <ctime>
+
+#include "gateway/job_request.h"
+
 namespace berth::gateway {
 
 Result<std::optional<JobRecord>> JobReads::get(const Account& who, int64_t id) {
@@ -21,6 +25,28 @@ Result<std::vector<JobRecord>> JobReads::list(const Account& who, const std::str
 Result<std::optional<JobRecord>> JobReads::cancel(const Account& who, int64_t id) {
   std::optional<JobRecord> job = BERTH_TRY(db_.get(id));
   if (!job || (job->owner != who.user && !who.admin)) return std::optional<JobRecord>();
+  if (job->slurm_job_id == 0 && job->state == JobState::kAccepted) {
+    // Recorded, but slurmrestd did not answer its submission (or berthd died before it heard):
+    // Slurm may have it under its comment, and reconciliation would submit it if not. Slurm is
+    // asked first: found, the job is cancelled there below; not there, it is CANCELLED here and
+    // never submitted (reconciliation submits ACCEPTED jobs only). Slurm not answering is the
+    // caller's error, the job as it was: a cancel is never taken on a guess, so that a broker
+    // moving the job on leaves no copy behind.
+    const int64_t now = std::time(nullptr);
+    const std::string comment = job_comment(db_.instance(), job->id);
+    for (const SlurmJobEntry& e : BERTH_TRY(slurm_.jobs(job->owner)))
+      if (e.comment == comment) {
+        BERTH_CHECK(db_.submitted(job->id, e.id, e.info.state, now));
+        job->slurm_job_id = e.id;
+        job->state = e.info.state;
+      }
+    if (job->slurm_job_id == 0) {
+      job->state = JobState::kCancelled;
+      job->reason = "cancelled before Slurm had it";
+      BERTH_CHECK(db_.update(job->id, job->state, job->reason, std::nullopt, "", now));
+      return job;
+    }
+  }
   if (job->slurm_job_id != 0 && !job_state_final(job->state)) {
     // As the caller, never as anyone else: Slurm decides whether an admin may cancel it.
     BERTH_CHECK(slurm_.cancel(who.user, job->slurm_job_id));

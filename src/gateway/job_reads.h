@@ -28,7 +28,8 @@ class JobReads {
   /// unless it is "" (none for a word that names no state).
   Result<std::vector<JobRecord>> list(const Account& who, const std::string& state, int64_t since);
   /// Cancels job `id` as `who` (Slurm decides whether an admin may); nullopt when `who` may
-  /// not see it.
+  /// not see it. A job not known to be in Slurm (ACCEPTED) is looked for there by its comment
+  /// first: not there, it is CANCELLED and never submitted; Slurm not answering, an error.
   Result<std::optional<JobRecord>> cancel(const Account& who, int64_t id);
 
  private:
