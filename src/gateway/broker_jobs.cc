@@ -416,7 +416,8 @@ nlohmann::json BrokerJobs::refresh(BrokerJobRecord& job, const Account& who,
   std::string moved;  // why the job goes on to the next site
   if (state == JobState::kNodeFail) {
     moved = "ended";
-  } else if (state == JobState::kPending && !attempts.empty()) {
+  } else if ((state == JobState::kPending || state == JobState::kAccepted) && !attempts.empty()) {
+    // ACCEPTED: the site has it but its Slurm has not answered yet; as pending as PENDING.
     auto parsed = stored_job(job);
     int64_t limit = parsed.ok() ? parsed->failover.pending_timeout_s : 0;
     int64_t since = attempts.back().value("at", now);

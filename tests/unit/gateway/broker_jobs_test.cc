@@ -295,6 +295,18 @@ TEST(BrokerJobs, NodeFailAndAPendingTimeoutMoveTheJobToTheNextSite) {
   EXPECT_EQ(g.a->deletes, 1);  // cancelled there before it goes on
   EXPECT_EQ((**seen)["site"], "b");
   EXPECT_EQ((**seen)["attempts"][0]["outcome"], "cancelled");
+
+  // ACCEPTED at the site (its slurmrestd has not answered yet) waits as PENDING does.
+  Fixture h;
+  h.a->post_state = h.a->job_state = "ACCEPTED";
+  ASSERT_TRUE(h.jobs->submit(alice(), "t", "", waits, 1000).ok());
+  seen = h.jobs->get(alice(), "t", 1, 1050);
+  ASSERT_TRUE(seen.ok() && *seen);
+  EXPECT_EQ((**seen)["site"], "a");
+  seen = h.jobs->get(alice(), "t", 1, 1100);
+  ASSERT_TRUE(seen.ok() && *seen);
+  EXPECT_EQ(h.a->deletes, 1);
+  EXPECT_EQ((**seen)["site"], "b");
 }
 
 // A TOSCA template of INDIGO's types (broker/tosca.h): one H100 for a Chronos job.
