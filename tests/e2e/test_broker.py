@@ -824,7 +824,7 @@ def test_a_failed_exchange_rejects_the_site_with_the_issuers_words(exchanging_br
 def busy_site(request, issuers, identity, berthd_bin, scratch, second_user, berth_bin):
     """Site p: a berthd in front of a Slurm of its own (a second loopback cluster), whose two
     nodes a job of root's holds (sleep, --exclusive): a job sent there pends. Its cluster is
-    the returned site's `cluster`."""
+    the returned site's `cluster`, its slurmrestd process `rest`."""
     cluster = start_gateway_cluster(request, scratch, berth_bin, identity, "slurm-broker-p")
     rest = None
     try:
@@ -834,7 +834,7 @@ def busy_site(request, issuers, identity, berthd_bin, scratch, second_user, bert
         assert held.returncode == 0, held.stderr
         site = start_site("p", "[resources]\ncache_s = 0\n", cluster, url, issuers, identity,
                           berthd_bin, scratch, second_user)
-        site.cluster = cluster
+        site.cluster, site.rest = cluster, rest
         try:
             yield site
         finally:
@@ -956,5 +956,30 @@ def test_a_race_across_two_slurms_keeps_the_one_that_ran(
         assert outcomes["p"] == "cancelled", seen
         assert slurm_job(busy_site.cluster, at_p)["state"] == "CANCELLED"
         assert slurm_job(gateway_cluster, at_a)["state"] != "CANCELLED"
+    finally:
+        stop(broker.proc)
+
+
+def test_a_site_whose_slurmrestd_is_down_is_passed_over(busy_site, site_a, issuers, identity,
+                                                        berthd_bin, scratch, second_user):
+    """p's slurmrestd stopped (last in this module: p stays so): p cannot say what it has, so
+    the broker rejects it as down and the job goes to a, never reaching p."""
+    tok = token_a(issuers, identity)
+    before = len(site_jobs(busy_site, tok))
+    busy_site.rest.terminate()
+    busy_site.rest.wait(timeout=20)
+    broker = start_busy_broker(busy_site, site_a, issuers, identity, berthd_bin, scratch,
+                               second_user, "rest-down-broker")
+    try:
+        body = {"image": "127.0.0.1:1/none:1", "command": ["true"],
+                "resources": {"walltime_s": 600}}
+        status, _, answer = place(broker, tok, body)
+        assert status == 200 and answer["chosen"]["site"] == "a", answer
+        assert verdicts(answer)[("p", None)] == ["site_down"], answer
+        status, _, job = broker.request("POST", "/v1/jobs", tok, body)
+        assert status == 201 and job["site"] == "a", job
+        assert [a["site"] for a in job["attempts"]] == ["a"], job
+        assert len(site_jobs(busy_site, tok)) == before
+        assert broker.request("DELETE", f"/v1/jobs/{job['id']}", tok)[0] == 202
     finally:
         stop(broker.proc)
