@@ -464,6 +464,7 @@ Result<BrokerService::Decision> BrokerService::decide(const nlohmann::json& body
     pending.reserve(ask.size());
     for (const auto& [i, c] : ask) pending.push_back(std::async(std::launch::async, one, i, c));
     std::vector<broker::SiteVerdict> said;
+    said.reserve(pending.size());
     for (auto& f : pending) said.push_back(f.get());
     for (size_t k = 0; k < ask.size(); ++k) sites[ask[k].first].asked.push_back(said[k]);
     d.placement = broker::place(d.job.need, d.job.placement, sites, w);
