@@ -419,7 +419,7 @@ Result<BrokerService::Decision> BrokerService::decide(const nlohmann::json& body
   Decision d;
   d.job = BERTH_TRY(broker::parse_broker_job(body));
   bring_up_to_date(who, token, now);
-  std::vector<broker::SiteView> sites;
+  std::vector<broker::SiteView>& sites = d.sites;
   sites.reserve(config_.sites.size());
   std::vector<bool> answers_dry_runs;  // by site: a berthd that says it does, not turned off
   {
@@ -450,15 +450,14 @@ Result<BrokerService::Decision> BrokerService::decide(const nlohmann::json& body
           ask.emplace_back(i, &c);
     }
     if (ask.empty()) break;
-    auto one = [this, &d, &sites, &token, now](size_t i, const broker::Candidate* c) {
-      for (const broker::NodeClass& cls : sites[i].info.classes) {
-        if (cls.partition != c->partition || cls.name != c->cls) continue;
-        const std::string body = to_text(broker::berthd_job(d.job, cls));
-        return verdict_of(
-            call(config_.sites[i], "POST", "/v1/jobs?dry_run=1", token, body, "", kDryRunTimeoutS),
-            c->partition, c->cls, now);
-      }
-      return broker::SiteVerdict{c->partition, c->cls, {}, false, {}};
+    // The threads only read d: what they said is written once every one has answered.
+    auto one = [this, &d, &token, now](size_t i, const broker::Candidate* c) {
+      const broker::NodeClass* cls = class_of(d, *c);
+      if (cls == nullptr) return broker::SiteVerdict{c->partition, c->cls, {}, false, {}};
+      const std::string body = to_text(broker::berthd_job(d.job, *cls));
+      return verdict_of(
+          call(config_.sites[i], "POST", "/v1/jobs?dry_run=1", token, body, "", kDryRunTimeoutS),
+          c->partition, c->cls, now);
     };
     std::vector<std::future<broker::SiteVerdict>> pending;
     pending.reserve(ask.size());
@@ -469,7 +468,6 @@ Result<BrokerService::Decision> BrokerService::decide(const nlohmann::json& body
     for (size_t k = 0; k < ask.size(); ++k) sites[ask[k].first].asked.push_back(said[k]);
     d.placement = broker::place(d.job.need, d.job.placement, sites, w);
   }
-  d.sites = std::move(sites);
   return d;
 }
 
