@@ -33,13 +33,12 @@ Result<std::optional<JobRecord>> JobReads::cancel(const Account& who, int64_t id
     // caller's error, the job as it was: a cancel is never taken on a guess, so that a broker
     // moving the job on leaves no copy behind.
     const int64_t now = std::time(nullptr);
-    const std::string comment = job_comment(db_.instance(), job->id);
-    for (const SlurmJobEntry& e : BERTH_TRY(slurm_.jobs(job->owner)))
-      if (e.comment == comment) {
-        BERTH_CHECK(db_.submitted(job->id, e.id, e.info.state, now));
-        job->slurm_job_id = e.id;
-        job->state = e.info.state;
-      }
+    const std::vector<SlurmJobEntry> listed = BERTH_TRY(slurm_.jobs(job->owner));
+    if (const SlurmJobEntry* e = job_with_comment(listed, job_comment(db_.instance(), job->id))) {
+      BERTH_CHECK(db_.submitted(job->id, e->id, e->info.state, now));
+      job->slurm_job_id = e->id;
+      job->state = e->info.state;
+    }
     if (job->slurm_job_id == 0) {
       job->state = JobState::kCancelled;
       job->reason = "cancelled before Slurm had it";

@@ -27,10 +27,8 @@ Reconciled Reconciler::reconcile(int64_t now, int64_t min_age_s) {
       }
       slurm_jobs[job.owner] = std::move(*listed);
     }
-    const std::string comment = job_comment(db_.instance(), job.id);
-    const SlurmJobEntry* found = nullptr;
-    for (const SlurmJobEntry& e : slurm_jobs[job.owner])
-      if (e.comment == comment) found = &e;
+    const SlurmJobEntry* found =
+        job_with_comment(slurm_jobs[job.owner], job_comment(db_.instance(), job.id));
     if (found != nullptr) {
       ++r.found;
       (void)db_.submitted(job.id, found->id, found->info.state, now);

@@ -82,6 +82,16 @@ struct SlurmJobEntry {
   SlurmJobInfo info;
 };
 
+/// The job of `jobs` with comment `comment` (the last where several have it), or nullptr: the
+/// Slurm job a berthd job became, found by its job_comment().
+inline const SlurmJobEntry* job_with_comment(std::span<const SlurmJobEntry> jobs,
+                                             std::string_view comment) {
+  const SlurmJobEntry* found = nullptr;
+  for (const SlurmJobEntry& e : jobs)
+    if (e.comment == comment) found = &e;
+  return found;
+}
+
 /// The number of GPUs in a GRES string of Slurm's ("gpu:a100:2(S:0-1),gpu:t4:1,nic:1" -> 3).
 int gres_gpus(std::string_view gres);
 /// The type of the first typed gpu GRES ("gpu:a100:4(S:0)" → "a100"), "" when untyped.
