@@ -216,15 +216,25 @@ Result<Reference> parse_reference(std::string_view input) {
   return ref;
 }
 
+namespace {
+
+/// registry "/" repository, or enroot's registry "#" repository where a '/' would not mark the
+/// registry as one ("registry#team/app" written "registry/team/app" reads back as Docker Hub's).
+std::string qualified(const Reference& r) {
+  return r.registry + (names_registry(r.registry) ? "/" : "#") + r.repository;
+}
+
+}  // namespace
+
 std::string Reference::str() const {
-  std::string s = registry + "/" + repository;
+  std::string s = qualified(*this);
   if (!tag.empty()) s += ":" + tag;
   if (!digest.empty()) s += "@" + digest;
   return s;
 }
 
 std::string Reference::familiar() const {
-  std::string name = registry + "/" + repository;
+  std::string name = qualified(*this);
   if (registry == kDockerHub) {
     name = repository;
     // "library/alpine" -> "alpine", but "library/a/b" stays as it is (as in Docker).

@@ -21,7 +21,9 @@ struct Reference {
   std::string tag;         ///< "latest" when neither tag nor digest was given; may be empty
   std::string digest;      ///< "sha256:<hex>" or empty
 
-  /// Fully qualified: "docker.io/library/alpine:3.19" (with "@digest" when set).
+  /// Fully qualified: "docker.io/library/alpine:3.19" (with "@digest" when set); a registry
+  /// with no '.' or ':' (not "localhost") keeps enroot's '#': "registry#team/app:latest".
+  /// Parses back to this reference.
   std::string str() const;
   /// As Docker shows it: "alpine:3.19", "ghcr.io/org/app:1" (no docker.io/library/).
   std::string familiar() const;

@@ -157,12 +157,18 @@ TEST(Reference, StrIsFullyQualified) {
   EXPECT_EQ(parse_reference("ghcr.io/o/a:1")->str(), "ghcr.io/o/a:1");
   EXPECT_EQ(parse_reference("alpine@" + kDigest)->str(), "docker.io/library/alpine@" + kDigest);
   EXPECT_EQ(parse_reference("[::1]:5000/a:b@" + kDigest)->str(), "[::1]:5000/a:b@" + kDigest);
+  // Written with a '/', a registry without '.' or ':' would read back as a Docker Hub namespace.
+  EXPECT_EQ(parse_reference("registry#team/app")->str(), "registry#team/app:latest");
+  EXPECT_EQ(parse_reference("localhost#app")->str(), "localhost/app:latest");
+  EXPECT_EQ(parse_reference("nvcr.io#nvidia/pytorch:24.01-py3")->str(),
+            "nvcr.io/nvidia/pytorch:24.01-py3");
 }
 
 TEST(Reference, StrRoundTrips) {
   for (const std::string& s : std::initializer_list<std::string>{
            "alpine:3", "ghcr.io/o/a:1", "localhost:5000/a/b@" + kDigest, "x/y:z@" + kDigest,
-           "index.docker.io/library/a/b"}) {
+           "index.docker.io/library/a/b", "registry#team/app", "REG#a:1",
+           "0000000000#0000000000000000000nl"}) {
     SCOPED_TRACE(s);
     auto first = parse_reference(s);
     ASSERT_TRUE(first.ok());
@@ -182,6 +188,7 @@ TEST(Reference, FamiliarDropsDockerHubAndLibrary) {
       {"localhost:5000/library/app", "localhost:5000/library/app:latest"},
       {"alpine@" + kDigest, "alpine@" + kDigest},
       {"alpine:3@" + kDigest, "alpine:3@" + kDigest},
+      {"registry#team/app", "registry#team/app:latest"},
   };
   for (const auto& [in, want] : cases) EXPECT_EQ(parse_reference(in)->familiar(), want) << in;
 }
