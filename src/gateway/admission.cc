@@ -169,7 +169,13 @@ Result<Submitted> Admission::submit(const Account& who, const std::string& key,
   }
   if (existing) return replay(job);
   // Written (and synced) before Slurm sees it: a crash from here on leaves an ACCEPTED row,
-  // which reconciliation settles through the Slurm job's comment.
+  // which reconciliation settles through the Slurm job's comment. The job is visible from
+  // here (a list shows it): a cancel that came first, finding nothing in Slurm, made it
+  // CANCELLED, and it is not submitted.
+  const SubmitLocks::Held held(locks_, job.id);
+  if (std::optional<JobRecord> now_recorded = BERTH_TRY(db_.get(job.id));
+      now_recorded && now_recorded->state != JobState::kAccepted)
+    return Submitted{*now_recorded, false, std::nullopt};
   auto slurm_id = slurm_.submit(who.user, slurm_job(request, job.id, who.user));
   if (!slurm_id.ok() && slurm_id.error().code == ErrorCode::kNetwork) {
     // No answer: Slurm may have the job. It stays ACCEPTED; reconcile() finds it by its

@@ -19,6 +19,7 @@
 #include "gateway/limits.h"
 #include "gateway/quotas.h"
 #include "gateway/slurm_rest.h"
+#include "gateway/submit_locks.h"
 
 namespace berth::gateway {
 
@@ -77,11 +78,12 @@ struct Standing {
 /// Admits and submits jobs; shared by the server's threads.
 class Admission {
  public:
-  Admission(JobsDb& db, SlurmRest& slurm, JobSync& sync, const JobUsage& usage, SlurmConfig config,
-            LimitsConfig limits, QuotaConfig quotas)
+  Admission(JobsDb& db, SlurmRest& slurm, JobSync& sync, SubmitLocks& locks, const JobUsage& usage,
+            SlurmConfig config, LimitsConfig limits, QuotaConfig quotas)
       : db_(db),
         slurm_(slurm),
         sync_(sync),
+        locks_(locks),
         usage_(usage),
         config_(std::move(config)),
         limits_(std::move(limits)),
@@ -125,6 +127,7 @@ class Admission {
   JobsDb& db_;
   SlurmRest& slurm_;
   JobSync& sync_;
+  SubmitLocks& locks_;  ///< held from a new job's submission to its record
   const JobUsage& usage_;
   SlurmConfig config_;
   LimitsConfig limits_;

@@ -25,6 +25,14 @@ Result<std::vector<JobRecord>> JobReads::list(const Account& who, const std::str
 Result<std::optional<JobRecord>> JobReads::cancel(const Account& who, int64_t id) {
   std::optional<JobRecord> job = BERTH_TRY(db_.get(id));
   if (!job || (job->owner != who.user && !who.admin)) return std::optional<JobRecord>();
+  std::optional<SubmitLocks::Held> held;
+  if (job->slurm_job_id == 0 && job->state == JobState::kAccepted) {
+    // Its submission may be in flight (the POST, reconciliation): decided once that is over,
+    // on the job as it then is.
+    held.emplace(locks_, job->id);
+    job = BERTH_TRY(db_.get(id));
+    if (!job) return job;
+  }
   if (job->slurm_job_id == 0 && job->state == JobState::kAccepted) {
     // Recorded, but slurmrestd did not answer its submission (or berthd died before it heard):
     // Slurm may have it under its comment, and reconciliation would submit it if not. Slurm is

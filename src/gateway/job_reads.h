@@ -12,6 +12,7 @@
 #include "gateway/job_sync.h"
 #include "gateway/jobs_db.h"
 #include "gateway/slurm_rest.h"
+#include "gateway/submit_locks.h"
 
 namespace berth::gateway {
 
@@ -19,7 +20,8 @@ namespace berth::gateway {
 /// administrators; to anyone else it is as absent as a job that never was (nullopt).
 class JobReads {
  public:
-  JobReads(JobsDb& db, SlurmRest& slurm, JobSync& sync) : db_(db), slurm_(slurm), sync_(sync) {}
+  JobReads(JobsDb& db, SlurmRest& slurm, JobSync& sync, SubmitLocks& locks)
+      : db_(db), slurm_(slurm), sync_(sync), locks_(locks) {}
 
   /// The job `id` if `who` may see it, refreshed from Slurm when not final (Slurm
   /// unreachable: as recorded).
@@ -36,6 +38,7 @@ class JobReads {
   JobsDb& db_;
   SlurmRest& slurm_;
   JobSync& sync_;
+  SubmitLocks& locks_;  ///< held while an ACCEPTED job's cancel decides
 };
 
 }  // namespace berth::gateway

@@ -32,6 +32,7 @@
 #include "gateway/reclaim.h"
 #include "gateway/reconcile.h"
 #include "gateway/slurm_rest.h"
+#include "gateway/submit_locks.h"
 
 namespace berth::gateway {
 
@@ -129,6 +130,7 @@ class JobService {
   SlurmRest slurm_;
   std::string cluster_;  ///< [slurm] cluster, GET /v1/systems' name
   JobSync sync_;
+  SubmitLocks submit_locks_;  ///< an ACCEPTED job's submission, cancel and reconciliation
   JobReads reads_;
   JobOutputs outputs_;
   JobUsage usage_;

@@ -17,8 +17,12 @@ Reconciled Reconciler::reconcile(int64_t now, int64_t min_age_s) {
   Reconciled r;
   auto accepted = db_.list("", JobState::kAccepted, 0, 100000);
   std::map<std::string, std::vector<SlurmJobEntry>> slurm_jobs;  // by owner, read once
-  for (JobRecord& job : accepted.ok() ? *accepted : std::vector<JobRecord>{}) {
-    if (now - job.created_at < min_age_s) continue;
+  for (const JobRecord& listed : accepted.ok() ? *accepted : std::vector<JobRecord>{}) {
+    if (now - listed.created_at < min_age_s) continue;
+    const SubmitLocks::Held held(locks_, listed.id);
+    auto current = db_.get(listed.id);
+    if (!current.ok() || !*current || (*current)->state != JobState::kAccepted) continue;
+    JobRecord& job = **current;
     if (!slurm_jobs.contains(job.owner)) {
       auto listed = slurm_.jobs(job.owner);
       if (!listed.ok()) {

@@ -13,6 +13,7 @@
 #include "gateway/orphans.h"
 #include "gateway/reclaim.h"
 #include "gateway/slurm_rest.h"
+#include "gateway/submit_locks.h"
 
 namespace berth::gateway {
 
@@ -28,11 +29,12 @@ struct Reconciled {
 class Reconciler {
  public:
   /// `reclaim`: [slurm] reclaim (the GPU jobs' samples are read only then).
-  Reconciler(JobsDb& db, SlurmRest& slurm, JobSync& sync, const Admission& admission,
-             IdleReclaim& idle, OrphanWatch& orphans, bool reclaim)
+  Reconciler(JobsDb& db, SlurmRest& slurm, JobSync& sync, SubmitLocks& locks,
+             const Admission& admission, IdleReclaim& idle, OrphanWatch& orphans, bool reclaim)
       : db_(db),
         slurm_(slurm),
         sync_(sync),
+        locks_(locks),
         admission_(admission),
         idle_(idle),
         orphans_(orphans),
@@ -42,6 +44,8 @@ class Reconciler {
   /// is looked for in Slurm by its comment and recorded, or submitted (as admitted then: its
   /// walltime and GPU share's GRES) when Slurm does not have it; then every submitted,
   /// unfinished job's state is read. Run before serving with min_age_s 0, then periodically.
+  /// Each ACCEPTED job is settled under its SubmitLocks lock, as it is then (a cancel may have
+  /// settled it meanwhile).
   /// A database write that fails (a full disk) is dropped: the next round tries again.
   Reconciled reconcile(int64_t now, int64_t min_age_s);
 
@@ -49,6 +53,7 @@ class Reconciler {
   JobsDb& db_;
   SlurmRest& slurm_;
   JobSync& sync_;
+  SubmitLocks& locks_;  ///< held while an ACCEPTED job is found or submitted
   const Admission& admission_;
   IdleReclaim& idle_;
   OrphanWatch& orphans_;

@@ -4,9 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "fake_http_server.h"
 #include "gateway/job_request.h"
@@ -102,6 +108,86 @@ TEST(GatewayJobReads, ACancelSlurmCannotAnswerIsAnErrorAndChangesNothing) {
   ASSERT_FALSE(cancelled.ok());
   EXPECT_EQ(cancelled.error().code, ErrorCode::kNetwork) << cancelled.error().message();
   EXPECT_EQ((*raw->get(id))->state, JobState::kAccepted);
+}
+
+/// A slurmrestd (v0.0.38) that has no jobs and holds each submission until let go, then makes
+/// it Slurm job 42.
+struct HoldingSlurmrestd {
+  std::mutex mu;
+  std::condition_variable changed;
+  bool submitting = false, let_go = false;
+  std::vector<std::string> calls;
+  testing::FakeHttpServer server{[this](const testing::FakeRequest& r) {
+    std::unique_lock<std::mutex> lock(mu);
+    calls.push_back(r.method + " " + r.target);
+    testing::FakeResponse res;
+    res.body = R"({"errors": [], "jobs": []})";
+    if (r.target == "/slurm/v0.0.38/job/submit") {
+      submitting = true;
+      changed.notify_all();
+      changed.wait(lock, [this] { return let_go; });
+      res.body = R"({"errors": [], "job_id": 42})";
+    }
+    return res;
+  }};
+  /// Waits for a submission to arrive, gives `racer` (started now) time to run into it, then
+  /// lets the submission finish; returns once `racer` has.
+  void race(std::thread& racer, const std::function<void()>& run) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      changed.wait(lock, [this] { return submitting; });
+    }
+    racer = std::thread(run);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      let_go = true;
+    }
+    changed.notify_all();
+  }
+  bool saw(const std::string& call) {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::find(calls.begin(), calls.end(), call) != calls.end();
+  }
+};
+
+/// A cancel that comes while a job's submission is in flight (`submit` on its own thread) waits
+/// for it and cancels the Slurm job it made; `submit` is reconciliation's or the POST's.
+void cancel_during_submission(const std::function<void(JobService&)>& submit, bool accept_first) {
+  TempDir dir("job-reads-race");
+  HoldingSlurmrestd slurm;
+  auto db = JobsDb::open(dir.path + "/jobs.db");
+  ASSERT_TRUE(db.ok());
+  JobsDb* raw = db->get();
+  const int64_t id = accept_first ? accepted(*raw) : 1;  // the POST records job 1
+  JobService jobs(std::move(*db),
+                  SlurmRest("http://" + slurm.server.host(), "k", 60, slurm_api("v0.0.38")), {});
+  std::thread submitting([&] { submit(jobs); }), cancelling;
+  Result<std::optional<JobRecord>> cancelled = std::optional<JobRecord>();
+  slurm.race(cancelling, [&] { cancelled = jobs.cancel(alice, id); });
+  submitting.join();
+  cancelling.join();
+  ASSERT_TRUE(cancelled.ok()) << cancelled.error().message();
+  ASSERT_TRUE(cancelled->has_value());
+  EXPECT_EQ((*cancelled)->slurm_job_id, 42);
+  EXPECT_TRUE(slurm.saw("DELETE /slurm/v0.0.38/job/42")) << "Slurm job 42 is left running";
+  EXPECT_EQ((*raw->get(id))->slurm_job_id, 42);
+}
+
+TEST(GatewayJobReads, ACancelDuringReconciliationsSubmissionCancelsWhatItSubmitted) {
+  cancel_during_submission([](JobService& jobs) { (void)jobs.reconcile(5000, 0); }, true);
+}
+
+TEST(GatewayJobReads, ACancelDuringThePostsSubmissionCancelsWhatItSubmitted) {
+  cancel_during_submission(
+      [](JobService& jobs) {
+        const std::string body = R"({"image": "x", "command": ["true"]})";
+        auto request = parse_job_request(nlohmann::json::parse(body));
+        ASSERT_TRUE(request.ok()) << request.error().message();
+        auto done = jobs.submit(alice, "", body, *request);
+        ASSERT_TRUE(done.ok()) << done.error().message();
+      },
+      false);
 }
 
 }  // namespace
