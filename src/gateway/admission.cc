@@ -172,7 +172,7 @@ Result<Submitted> Admission::submit(const Account& who, const std::string& key,
   // which reconciliation settles through the Slurm job's comment. The job is visible from
   // here (a list shows it): a cancel that came first, finding nothing in Slurm, made it
   // CANCELLED, and it is not submitted.
-  const SubmitLocks::Held held(locks_, job.id);
+  const JobLocks::Held held(locks_, job.id);
   if (std::optional<JobRecord> now_recorded = BERTH_TRY(db_.get(job.id));
       now_recorded && now_recorded->state != JobState::kAccepted)
     return Submitted{*now_recorded, false, std::nullopt};

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "gateway/auth.h"
 #include "gateway/config.h"
+#include "gateway/job_locks.h"
 #include "gateway/job_request.h"
 #include "gateway/job_sync.h"
 #include "gateway/job_usage.h"
@@ -19,7 +20,6 @@
 #include "gateway/limits.h"
 #include "gateway/quotas.h"
 #include "gateway/slurm_rest.h"
-#include "gateway/submit_locks.h"
 
 namespace berth::gateway {
 
@@ -78,7 +78,7 @@ struct Standing {
 /// Admits and submits jobs; shared by the server's threads.
 class Admission {
  public:
-  Admission(JobsDb& db, SlurmRest& slurm, JobSync& sync, SubmitLocks& locks, const JobUsage& usage,
+  Admission(JobsDb& db, SlurmRest& slurm, JobSync& sync, JobLocks& locks, const JobUsage& usage,
             SlurmConfig config, LimitsConfig limits, QuotaConfig quotas)
       : db_(db),
         slurm_(slurm),
@@ -127,7 +127,7 @@ class Admission {
   JobsDb& db_;
   SlurmRest& slurm_;
   JobSync& sync_;
-  SubmitLocks& locks_;  ///< held from a new job's submission to its record
+  JobLocks& locks_;  ///< held from a new job's submission to its record
   const JobUsage& usage_;
   SlurmConfig config_;
   LimitsConfig limits_;

@@ -4,14 +4,18 @@
 #include <fmt/core.h>
 
 #include <ctime>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "broker/job_body.h"
 #include "broker/manifests.h"
 #include "broker/tosca.h"
 #include "core/json.h"
+#include "gateway/jwt.h"
 #include "gateway/site_backends.h"
 
 namespace berth::gateway {
@@ -21,6 +25,15 @@ namespace {
 constexpr time_t kSubmitTimeoutS = 40;
 /// A site's answer about one job is at most this large.
 constexpr size_t kMaxAnswerBytes = size_t{4} << 20;
+/// A held token is not used in its last minute: a site checks its exp with its own leeway,
+/// and a round's calls take time.
+constexpr int64_t kTokenMarginS = 60;
+
+/// The key of a caller's held token: the identity and the local account it maps to.
+std::string caller_key(const std::string& issuer, const std::string& subject,
+                       const std::string& user) {
+  return issuer + '\n' + subject + '\n' + user;
+}
 
 Error invalid(const std::string& what) {
   return make_error("parse", "job body", what, ErrorCode::kInvalidInput);
@@ -86,6 +99,45 @@ SiteAnswer BrokerJobs::as_caller(const BrokerSiteConfig& s, const std::string& c
   return call(*token);
 }
 
+void BrokerJobs::remember(const Account& who, const std::string& token, int64_t now) {
+  auto jws = parse_jws(token);
+  int64_t exp = 0;
+  if (!jws.ok() || !numeric_date(jws->payload, "exp", exp) || exp <= now + kTokenMarginS) return;
+  std::lock_guard<std::mutex> lock(tokens_mu_);
+  HeldToken& held = tokens_[caller_key(who.issuer, who.subject, who.user)];
+  if (exp >= held.expires) held = HeldToken{who, token, exp};
+}
+
+std::optional<BrokerJobs::HeldToken> BrokerJobs::token_of_owner(const BrokerJobRecord& job,
+                                                                int64_t now) {
+  std::lock_guard<std::mutex> lock(tokens_mu_);
+  auto it = tokens_.find(caller_key(job.issuer, job.subject, job.owner));
+  if (it == tokens_.end() || it->second.expires <= now + kTokenMarginS) return std::nullopt;
+  return it->second;
+}
+
+int BrokerJobs::reconcile(int64_t now) {
+  {
+    // Only callers whose tokens are still good are held.
+    std::lock_guard<std::mutex> lock(tokens_mu_);
+    std::erase_if(tokens_, [&](const auto& t) { return t.second.expires <= now + kTokenMarginS; });
+    if (tokens_.empty()) return 0;
+  }
+  auto jobs = db_.broker_list("", 100000);
+  int read = 0;
+  for (const BrokerJobRecord& listed : jobs.ok() ? *jobs : std::vector<BrokerJobRecord>{}) {
+    if (job_state_final(listed.state)) continue;
+    std::optional<HeldToken> held = token_of_owner(listed, now);
+    if (!held) continue;
+    const JobLocks::Held moving(locks_, listed.id);
+    auto job = db_.broker_get(listed.id);  // as it is now that no one else moves it
+    if (!job.ok() || !*job || job_state_final((*job)->state)) continue;
+    (void)refresh(**job, held->who, held->token, now);  // a site not answering: next round
+    ++read;
+  }
+  return read;
+}
+
 bool BrokerJobs::owns(const Account& who, const BrokerJobRecord& job) {
   return who.user == job.owner && who.issuer == job.issuer && who.subject == job.subject;
 }
@@ -115,6 +167,7 @@ Result<BrokerJobs::Answer> BrokerJobs::submit(const Account& who, const std::str
                                               const std::string& body_text, int64_t now) {
   // A TOSCA template (broker/tosca.h) is kept as the job body it became, for what reads the
   // job again; a JSON body as it came, for its Idempotency-Key.
+  remember(who, token, now);
   broker::PostedBody posted = BERTH_TRY(broker::read_job_body(body_text));
   const nlohmann::json& body = posted.body;
   if (!body.is_object()) return invalid("not a JSON object");
@@ -128,8 +181,13 @@ Result<BrokerJobs::Answer> BrokerJobs::submit(const Account& who, const std::str
             "parse", "Idempotency-Key",
             "was used for another job body (broker job " + std::to_string(earlier->id) + ")",
             ErrorCode::kExists);
-      if (earlier->state == JobState::kAccepted && owns(who, *earlier))
-        BERTH_CHECK(racing(*earlier) ? race(*earlier, token, now) : advance(*earlier, token, now));
+      if (earlier->state == JobState::kAccepted && owns(who, *earlier)) {
+        const JobLocks::Held moving(locks_, earlier->id);
+        if (auto again = BERTH_TRY(db_.broker_get(earlier->id))) earlier = std::move(again);
+        if (earlier->state == JobState::kAccepted)
+          BERTH_CHECK(racing(*earlier) ? race(*earlier, token, now)
+                                       : advance(*earlier, token, now));
+      }
       return Answer{200, job_json(*earlier)};
     }
   }
@@ -171,8 +229,12 @@ Result<BrokerJobs::Answer> BrokerJobs::submit(const Account& who, const std::str
   bool existing = false;
   rec = BERTH_TRY(db_.broker_accept(rec, now, &existing));
   if (existing) return Answer{200, job_json(rec)};  // a request of the same key, just before
-  BERTH_CHECK(d.job.placement.strategy == "race" ? race(rec, token, now)
-                                                 : advance(rec, token, now));
+  // Listed from its record on: a round of reconcile() may have sent it meanwhile, once.
+  const JobLocks::Held moving(locks_, rec.id);
+  if (auto again = BERTH_TRY(db_.broker_get(rec.id))) rec = std::move(*again);
+  if (rec.state == JobState::kAccepted && array_of(rec.attempts).empty())
+    BERTH_CHECK(d.job.placement.strategy == "race" ? race(rec, token, now)
+                                                   : advance(rec, token, now));
   return Answer{201, job_json(rec)};
 }
 
@@ -451,8 +513,12 @@ nlohmann::json BrokerJobs::refresh(BrokerJobRecord& job, const Account& who,
 
 Result<std::optional<nlohmann::json>> BrokerJobs::get(const Account& who, const std::string& token,
                                                       int64_t id, int64_t now) {
+  remember(who, token, now);
   std::optional<BrokerJobRecord> job = BERTH_TRY(db_.broker_get(id));
   if (!job || (job->owner != who.user && !who.admin)) return std::optional<nlohmann::json>();
+  if (job_state_final(job->state)) return std::optional<nlohmann::json>(job_json(*job));
+  const JobLocks::Held moving(locks_, id);
+  if (auto again = BERTH_TRY(db_.broker_get(id))) job = std::move(again);
   nlohmann::json doc =
       job_state_final(job->state) ? nlohmann::json(nullptr) : refresh(*job, who, token, now);
   return std::optional<nlohmann::json>(job_json(*job, doc));
@@ -468,8 +534,12 @@ Result<nlohmann::json> BrokerJobs::list(const Account& who, int limit) {
 Result<std::optional<nlohmann::json>> BrokerJobs::cancel(const Account& who,
                                                          const std::string& token, int64_t id,
                                                          int64_t now) {
+  remember(who, token, now);
   std::optional<BrokerJobRecord> job = BERTH_TRY(db_.broker_get(id));
   if (!job || (job->owner != who.user && !who.admin)) return std::optional<nlohmann::json>();
+  if (job_state_final(job->state)) return std::optional<nlohmann::json>(job_json(*job));
+  const JobLocks::Held moving(locks_, id);
+  if (auto again = BERTH_TRY(db_.broker_get(id))) job = std::move(again);
   if (job_state_final(job->state)) return std::optional<nlohmann::json>(job_json(*job));
   if (job->site.empty()) {
     // Not at one site yet: nothing more is sent, and a race's racers are called off.
@@ -511,6 +581,7 @@ Result<std::optional<nlohmann::json>> BrokerJobs::cancel(const Account& who,
 
 Result<std::optional<SiteAnswer>> BrokerJobs::output(const Account& who, const std::string& token,
                                                      int64_t id, const std::string& query) {
+  remember(who, token, static_cast<int64_t>(std::time(nullptr)));
   std::optional<BrokerJobRecord> job = BERTH_TRY(db_.broker_get(id));
   if (!job || (job->owner != who.user && !who.admin)) return std::optional<SiteAnswer>();
   const BrokerSiteConfig* site = job->site.empty() ? nullptr : config_.find_site(job->site);

@@ -6,9 +6,10 @@
 // Every attempt is written (and synced) before it is sent, with an Idempotency-Key of its own,
 // "broker:INSTANCE:ID:N": a broker killed at any moment, asked again, sends the same attempt
 // with the same key, and the site answers with the job it already has instead of making a
-// second. The broker keeps no token: what a crash interrupted goes on at the owner's next
-// request about the job (GET /v1/jobs/ID), with the owner's own token, so that a site always
-// sees the real user.
+// second. The broker keeps no token on disk: it acts at a site with the owner's own token, at
+// the owner's request about the job (GET /v1/jobs/ID) and, while the token the owner last
+// came with is valid (held in memory only), in its own rounds (reconcile()), so that a site
+// always sees the real user. One of those at a time moves a job (gateway/job_locks.h).
 //
 // An attempt: {"n", "site", "partition", "class", "key", "at", "outcome", "cause",
 // "site_job_id"}; outcome "sending" (written, its answer not yet read), "submitted", "refused"
@@ -21,6 +22,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -30,6 +33,7 @@
 #include "gateway/auth.h"
 #include "gateway/broker.h"
 #include "gateway/config.h"
+#include "gateway/job_locks.h"
 #include "gateway/jobs_db.h"
 
 namespace berth::gateway {
@@ -51,6 +55,16 @@ class BrokerJobs {
   /// failed it or it waited there too long; nullopt for a job that is not `who`'s.
   Result<std::optional<nlohmann::json>> get(const Account& who, const std::string& token,
                                             int64_t id, int64_t now);
+  /// The broker's round (berthd/main.cc, every reconcile_interval_s): each unfinished job whose
+  /// owner's token the broker holds (remember()) is read at its site and moved on as the
+  /// owner's GET would, so that a crash's leftovers, pending timeouts, NODE_FAIL and races
+  /// settle while no one asks. How many jobs were read.
+  int reconcile(int64_t now);
+  /// Holds `who`'s bearer token `token` in memory until it expires, for reconcile(); the
+  /// latest of each caller's tokens replaces the one before. Every endpoint that takes a
+  /// caller's token calls it.
+  void remember(const Account& who, const std::string& token, int64_t now);
+
   /// GET /v1/jobs: `who`'s jobs as last read, newest first.
   Result<nlohmann::json> list(const Account& who, int limit);
   /// DELETE /v1/jobs/ID: cancelled at its site (or, not sent yet, here); nullopt as get().
@@ -113,8 +127,20 @@ class BrokerJobs {
   /// Counts an attempt that ended: the site's reliability, the observer.
   void ended(const std::string& site, const std::string& outcome);
 
+  /// A caller's latest token, until `expires` (its exp).
+  struct HeldToken {
+    Account who;
+    std::string token;
+    int64_t expires = 0;
+  };
+  /// The token held for `job`'s owner that is good for a round at `now`, or nullopt.
+  std::optional<HeldToken> token_of_owner(const BrokerJobRecord& job, int64_t now);
+
   JobsDb& db_;
   BrokerService& broker_;
+  JobLocks locks_;  ///< one mover at a time per broker job
+  std::mutex tokens_mu_;
+  std::map<std::string, HeldToken> tokens_;  ///< by caller: issuer, subject, user
   AttemptObserver observer_;
   const BrokerConfig& config_;
 };

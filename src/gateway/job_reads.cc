@@ -25,7 +25,7 @@ Result<std::vector<JobRecord>> JobReads::list(const Account& who, const std::str
 Result<std::optional<JobRecord>> JobReads::cancel(const Account& who, int64_t id) {
   std::optional<JobRecord> job = BERTH_TRY(db_.get(id));
   if (!job || (job->owner != who.user && !who.admin)) return std::optional<JobRecord>();
-  std::optional<SubmitLocks::Held> held;
+  std::optional<JobLocks::Held> held;
   if (job->slurm_job_id == 0 && job->state == JobState::kAccepted) {
     // Its submission may be in flight (the POST, reconciliation): decided once that is over,
     // on the job as it then is.

@@ -9,10 +9,10 @@
 
 #include "core/error.h"
 #include "gateway/auth.h"
+#include "gateway/job_locks.h"
 #include "gateway/job_sync.h"
 #include "gateway/jobs_db.h"
 #include "gateway/slurm_rest.h"
-#include "gateway/submit_locks.h"
 
 namespace berth::gateway {
 
@@ -20,7 +20,7 @@ namespace berth::gateway {
 /// administrators; to anyone else it is as absent as a job that never was (nullopt).
 class JobReads {
  public:
-  JobReads(JobsDb& db, SlurmRest& slurm, JobSync& sync, SubmitLocks& locks)
+  JobReads(JobsDb& db, SlurmRest& slurm, JobSync& sync, JobLocks& locks)
       : db_(db), slurm_(slurm), sync_(sync), locks_(locks) {}
 
   /// The job `id` if `who` may see it, refreshed from Slurm when not final (Slurm
@@ -38,7 +38,7 @@ class JobReads {
   JobsDb& db_;
   SlurmRest& slurm_;
   JobSync& sync_;
-  SubmitLocks& locks_;  ///< held while an ACCEPTED job's cancel decides
+  JobLocks& locks_;  ///< held while an ACCEPTED job's cancel decides
 };
 
 }  // namespace berth::gateway

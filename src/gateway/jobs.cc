@@ -13,15 +13,15 @@ JobService::JobService(std::unique_ptr<JobsDb> db, SlurmRest slurm, const SlurmC
       slurm_(std::move(slurm)),
       cluster_(config.cluster),
       sync_(*db_, slurm_),
-      reads_(*db_, slurm_, sync_, submit_locks_),
+      reads_(*db_, slurm_, sync_, job_locks_),
       outputs_(*db_, reads_, config.output_dir),
       usage_(*db_, std::move(accounting), config.share),
-      admission_(*db_, slurm_, sync_, submit_locks_, usage_, config, std::move(limits),
+      admission_(*db_, slurm_, sync_, job_locks_, usage_, config, std::move(limits),
                  std::move(quotas)),
       gpu_facts_(db_.get()),
       idle_(*db_, slurm_, config.output_dir, config.reclaim_policy, gpu_facts_),
       orphans_(slurm_),
-      reconciler_(*db_, slurm_, sync_, submit_locks_, admission_, idle_, orphans_, config.reclaim),
+      reconciler_(*db_, slurm_, sync_, job_locks_, admission_, idle_, orphans_, config.reclaim),
       caps_(*db_, slurm_, sync_) {}
 
 nlohmann::json JobService::system(const Account& who) {

@@ -22,6 +22,7 @@
 #include "gateway/auth.h"
 #include "gateway/caps.h"
 #include "gateway/config.h"
+#include "gateway/job_locks.h"
 #include "gateway/job_output.h"
 #include "gateway/job_reads.h"
 #include "gateway/job_request.h"
@@ -32,7 +33,6 @@
 #include "gateway/reclaim.h"
 #include "gateway/reconcile.h"
 #include "gateway/slurm_rest.h"
-#include "gateway/submit_locks.h"
 
 namespace berth::gateway {
 
@@ -130,7 +130,7 @@ class JobService {
   SlurmRest slurm_;
   std::string cluster_;  ///< [slurm] cluster, GET /v1/systems' name
   JobSync sync_;
-  SubmitLocks submit_locks_;  ///< an ACCEPTED job's submission, cancel and reconciliation
+  JobLocks job_locks_;  ///< an ACCEPTED job's submission, cancel and reconciliation
   JobReads reads_;
   JobOutputs outputs_;
   JobUsage usage_;

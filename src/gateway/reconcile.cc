@@ -19,7 +19,7 @@ Reconciled Reconciler::reconcile(int64_t now, int64_t min_age_s) {
   std::map<std::string, std::vector<SlurmJobEntry>> slurm_jobs;  // by owner, read once
   for (const JobRecord& listed : accepted.ok() ? *accepted : std::vector<JobRecord>{}) {
     if (now - listed.created_at < min_age_s) continue;
-    const SubmitLocks::Held held(locks_, listed.id);
+    const JobLocks::Held held(locks_, listed.id);
     auto current = db_.get(listed.id);
     if (!current.ok() || !*current || (*current)->state != JobState::kAccepted) continue;
     JobRecord& job = **current;

@@ -8,12 +8,12 @@
 #include <cstdint>
 
 #include "gateway/admission.h"
+#include "gateway/job_locks.h"
 #include "gateway/job_sync.h"
 #include "gateway/jobs_db.h"
 #include "gateway/orphans.h"
 #include "gateway/reclaim.h"
 #include "gateway/slurm_rest.h"
-#include "gateway/submit_locks.h"
 
 namespace berth::gateway {
 
@@ -29,7 +29,7 @@ struct Reconciled {
 class Reconciler {
  public:
   /// `reclaim`: [slurm] reclaim (the GPU jobs' samples are read only then).
-  Reconciler(JobsDb& db, SlurmRest& slurm, JobSync& sync, SubmitLocks& locks,
+  Reconciler(JobsDb& db, SlurmRest& slurm, JobSync& sync, JobLocks& locks,
              const Admission& admission, IdleReclaim& idle, OrphanWatch& orphans, bool reclaim)
       : db_(db),
         slurm_(slurm),
@@ -44,7 +44,7 @@ class Reconciler {
   /// is looked for in Slurm by its comment and recorded, or submitted (as admitted then: its
   /// walltime and GPU share's GRES) when Slurm does not have it; then every submitted,
   /// unfinished job's state is read. Run before serving with min_age_s 0, then periodically.
-  /// Each ACCEPTED job is settled under its SubmitLocks lock, as it is then (a cancel may have
+  /// Each ACCEPTED job is settled under its JobLocks lock, as it is then (a cancel may have
   /// settled it meanwhile).
   /// A database write that fails (a full disk) is dropped: the next round tries again.
   Reconciled reconcile(int64_t now, int64_t min_age_s);
@@ -53,7 +53,7 @@ class Reconciler {
   JobsDb& db_;
   SlurmRest& slurm_;
   JobSync& sync_;
-  SubmitLocks& locks_;  ///< held while an ACCEPTED job is found or submitted
+  JobLocks& locks_;  ///< held while an ACCEPTED job is found or submitted
   const Admission& admission_;
   IdleReclaim& idle_;
   OrphanWatch& orphans_;

@@ -862,11 +862,13 @@ def slurm_id_at(site, tok, site_job_id) -> int:
 
 
 def start_busy_broker(busy_site, site_a, issuers, identity, berthd_bin, scratch, second_user,
-                      name) -> Berthd:
+                      name, round_s=0) -> Berthd:
     """A broker over site p (weighted first) and site a, start_now not counted, so that a
-    job goes to p although p cannot start it now."""
+    job goes to p although p cannot start it now; its own round every `round_s` seconds
+    (reconcile_interval_s), none for 0."""
     workdir = identity.make_dir(os.path.join(scratch, name))
-    conf = gateway_config(issuers, second_user, f'database = "{workdir}/broker.db"\n') + f"""
+    conf = gateway_config(issuers, second_user, f'database = "{workdir}/broker.db"\n'
+                          f"reconcile_interval_s = {round_s}\n") + f"""
 [broker]
 
 [broker.score]
@@ -921,14 +923,15 @@ def test_a_job_pending_past_its_timeout_moves_to_another_slurm_and_lives_once(
         stop(broker.proc)
 
 
-def test_a_race_across_two_slurms_keeps_the_one_that_ran(
+def test_a_race_across_two_slurms_keeps_the_one_that_ran_with_no_one_asking(
         busy_site, site_a, gateway_cluster, issuers, identity, berthd_bin, scratch, second_user):
     """placement.strategy = "race": the job is sent to p and a at once; a's Slurm starts it (it
-    fails there, pulling nothing: the user's own end, which stays) while p's pends, so at the
-    owner's GET a keeps the job and p's copy is CANCELLED in p's Slurm."""
+    fails there, pulling nothing: the user's own end, which stays) while p's pends. No one asks
+    the broker about the job: its own round, with the token the owner came with, gives the job
+    to a and p's copy is CANCELLED in p's Slurm."""
     tok = token_a(issuers, identity)
     broker = start_busy_broker(busy_site, site_a, issuers, identity, berthd_bin, scratch,
-                               second_user, "racing-broker")
+                               second_user, "racing-broker", round_s=1)
     try:
         body = {"image": "127.0.0.1:1/none:1", "command": ["true"],
                 "resources": {"walltime_s": 600}, "placement": {"strategy": "race"}}
@@ -943,10 +946,12 @@ def test_a_race_across_two_slurms_keeps_the_one_that_ran(
         while slurm_job(gateway_cluster, at_a)["state"] in ("PENDING", "CONFIGURING"):
             assert time.monotonic() < deadline, slurm_job(gateway_cluster, at_a)
             time.sleep(0.5)
+        # GET /v1/jobs lists the jobs as last read, asking no site: what the rounds wrote.
         deadline = time.monotonic() + 60
         while True:
-            status, _, seen = broker.request("GET", f"/v1/jobs/{job['id']}", tok)
-            assert status == 200, seen
+            status, _, listed = broker.request("GET", "/v1/jobs", tok)
+            assert status == 200, listed
+            seen = next(j for j in listed["jobs"] if j["id"] == job["id"])
             if seen["site"] is not None:
                 break
             assert time.monotonic() < deadline, seen

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -187,14 +188,22 @@ int main(int argc, char** argv) {
   std::mutex mu;
   std::condition_variable cv;
   bool stopping = false;
+  // A gateway's database settled with its Slurm; a broker's jobs (it has no Slurm of its own)
+  // with their sites, as the tokens its callers last came with allow (gateway/broker_jobs.h):
+  // failover and races settle while no one asks.
+  std::function<void()> round;
+  if (jobs)
+    round = [&] { jobs->reconcile(std::time(nullptr), kInFlightS); };
+  else if (brokered)
+    round = [&] { brokered->reconcile(std::time(nullptr)); };
   std::thread reconciler;
-  if (jobs && config->reconcile_interval_s > 0)
+  if (round && config->reconcile_interval_s > 0)
     reconciler = std::thread([&] {
       std::unique_lock<std::mutex> lock(mu);
       while (!cv.wait_for(lock, std::chrono::seconds(config->reconcile_interval_s),
                           [&] { return stopping; })) {
         lock.unlock();  // the cap thread's wait, and the stop, need the lock meanwhile
-        jobs->reconcile(std::time(nullptr), kInFlightS);
+        round();
         lock.lock();
       }
     });

@@ -42,7 +42,8 @@ std::string site_glue(const std::string& cluster) {
   return glue_document(s).dump();
 }
 
-FakeHttpServer::Handler berthd_site(std::shared_ptr<SiteState> st, const std::string& cluster) {
+FakeHttpServer::Handler berthd_site(const std::shared_ptr<SiteState>& st,
+                                    const std::string& cluster) {
   std::string glue = site_glue(cluster);
   return [st, glue](const FakeRequest& r) -> FakeResponse {
     std::lock_guard lock(st->mu);
@@ -402,6 +403,53 @@ TEST(BrokerJobs, ARaceWithOneTakerIsThatSitesAndACancelCallsEveryRacerOff) {
   EXPECT_EQ((**done)["state"], "CANCELLED");
   EXPECT_EQ(g.a->deletes, 1);
   EXPECT_EQ(g.b->deletes, 1);
+}
+
+/// alice's token as the gateway verified it: exp 5000.
+std::string alices_jwt() {
+  return unsigned_jwt({{"iss", "https://a"}, {"sub", "s-alice"}, {"aud", "a"}, {"exp", 5000}});
+}
+
+/// alice's broker job 1 as the broker last read it (no site is asked).
+nlohmann::json as_listed(BrokerJobs& jobs) {
+  auto listed = jobs.list(alice(), 10);
+  return listed.ok() && listed->size() == 1 ? (*listed)[0] : nlohmann::json();
+}
+
+TEST(BrokerJobs, TheBrokersRoundMovesAJobOnWithTheTokenItsOwnerLastCameWith) {
+  Fixture f;
+  const std::string token = alices_jwt();
+  const std::string waits =
+      R"({"image":"x","resources":{"gpus":"H100:1"},"failover":{"pending_timeout_s":60}})";
+  ASSERT_TRUE(f.jobs->submit(alice(), token, "", waits, 1000).ok());
+  EXPECT_EQ(f.jobs->reconcile(1050), 1);  // read at a, within its time
+  EXPECT_EQ(as_listed(*f.jobs)["site"], "a");
+  // Past its pending timeout, with no request of alice's: cancelled at a, sent to b as alice.
+  EXPECT_EQ(f.jobs->reconcile(1100), 1);
+  nlohmann::json job = as_listed(*f.jobs);
+  EXPECT_EQ(job["site"], "b") << job.dump();
+  EXPECT_EQ(job["attempts"][0]["outcome"], "cancelled");
+  EXPECT_EQ(f.a->deletes, 1);
+  ASSERT_EQ(f.posts(f.server_b).size(), 1u);
+  EXPECT_EQ(f.posts(f.server_b)[0].header("authorization"), "Bearer " + token);
+  // The token's last minute: no more rounds for alice's jobs until she comes back.
+  f.b->job_state = "NODE_FAIL";
+  EXPECT_EQ(f.jobs->reconcile(4950), 0);
+  EXPECT_EQ(as_listed(*f.jobs)["site"], "b");
+
+  // A race is settled in a round too: b runs first, a's copy is cancelled.
+  Fixture g;
+  ASSERT_TRUE(g.jobs->submit(alice(), token, "", kRace, 1000).ok());
+  g.b->job_state = "RUNNING";
+  EXPECT_EQ(g.jobs->reconcile(1020), 1);
+  EXPECT_EQ(as_listed(*g.jobs)["site"], "b");
+  EXPECT_EQ(g.a->deletes, 1);
+
+  // A token that is not a JWT (or one past its exp) is not held: the job waits for its owner.
+  Fixture h;
+  ASSERT_TRUE(h.jobs->submit(alice(), "t", "", waits, 1000).ok());
+  EXPECT_EQ(h.jobs->reconcile(1100), 0);
+  EXPECT_EQ(h.a->deletes, 0);
 }
 
 TEST(BrokerJobs, CancelGoesToTheSiteAsTheCaller) {

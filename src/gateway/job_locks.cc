@@ -1,15 +1,15 @@
-// One caller at a time per ACCEPTED job (gateway/submit_locks.h).
-#include "gateway/submit_locks.h"
+// One caller at a time per job (gateway/job_locks.h).
+#include "gateway/job_locks.h"
 
 namespace berth::gateway {
 
-void SubmitLocks::acquire(int64_t id) {
+void JobLocks::acquire(int64_t id) {
   std::unique_lock<std::mutex> lock(mu_);
   released_.wait(lock, [&] { return !held_.contains(id); });
   held_.insert(id);
 }
 
-void SubmitLocks::release(int64_t id) {
+void JobLocks::release(int64_t id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     held_.erase(id);
