@@ -268,6 +268,15 @@ bool BrokerService::trusts(const Known& k, const Account& who) {
          std::find(k.trusted->begin(), k.trusted->end(), who.issuer) != k.trusted->end();
 }
 
+const BrokerService::Known::CallerWord* BrokerService::word_of(const Known& k, const Account& who) {
+  auto it = k.callers.find(caller_key(who));
+  return it == k.callers.end() ? nullptr : &it->second;
+}
+
+bool BrokerService::recent(const BrokerSiteConfig& s, const Known::CallerWord& w, int64_t now) {
+  return now - w.at < std::max<int64_t>(s.info_ttl_s, 1);
+}
+
 Status BrokerService::load() {
   std::lock_guard lock(mu_);
   for (const BrokerSiteConfig& s : config_.sites) {
@@ -297,12 +306,15 @@ void BrokerService::refresh(const BrokerSiteConfig& s, Known& k, const Account& 
   }
   std::string site_token;  // what the site is sent: never the caller's where it may not be
   if (fetched(s)) {
+    std::erase_if(k.callers, [&](const auto& c) { return !recent(s, c.second, now); });
     auto t = token_for(s, token, now);
     if (!t.ok()) {
-      k.no_token[caller_key(who)] = t.error().detail;
+      Known::CallerWord& w = k.callers[caller_key(who)];
+      w.no_token = t.error().detail;
+      w.at = now;
       return;
     }
-    k.no_token.erase(caller_key(who));
+    k.callers[caller_key(who)].no_token.clear();
     site_token = std::move(*t);
   }
   Result<broker::SiteInfo> info = fetched(s) ? fetch_site(s, site_token) : read_site_file(s);
@@ -310,19 +322,15 @@ void BrokerService::refresh(const BrokerSiteConfig& s, Known& k, const Account& 
     const Error& e = info.error();
     if (e.code == ErrorCode::kHttp && (e.http_status == 401 || e.http_status == 403)) {
       // Up, but not for this caller: the site's own words say why.
-      k.refused[caller_key(who)] = "HTTP " + std::to_string(e.http_status) + ": " + e.detail;
-      k.accepted.erase(caller_key(who));
+      k.callers[caller_key(who)] = {
+          now, true, "HTTP " + std::to_string(e.http_status) + ": " + e.detail, {}, ""};
       return;
     }
     k.up = false;
     k.error = e.message();
     return;
   }
-  if (fetched(s)) {
-    k.refused.erase(caller_key(who));
-    k.accepted.insert(caller_key(who));
-    k.standing[caller_key(who)] = fetch_standing(s, site_token);
-  }
+  if (fetched(s)) k.callers[caller_key(who)] = {now, true, "", fetch_standing(s, site_token), ""};
   k.info = std::move(*info);
   k.read = true;
   k.up = true;
@@ -333,11 +341,13 @@ void BrokerService::refresh(const BrokerSiteConfig& s, Known& k, const Account& 
 bool BrokerService::stale(const BrokerSiteConfig& s, const Known& k, const Account& who,
                           int64_t now) {
   if (!fetched(s)) return mtime_of(s.resources) != k.read_at;  // the file changed
+  const Known::CallerWord* w = word_of(k, who);
   // No token for this caller last time: tried again, a failure is never kept.
-  if (trusts(k, who) && k.no_token.count(caller_key(who)) > 0) return true;
-  // A caller the site has not seen yet is asked about at once, fresh information or not.
-  if (trusts(k, who) && k.accepted.count(caller_key(who)) == 0 &&
-      k.refused.count(caller_key(who)) == 0 && now - k.tried_at >= (k.up ? 0 : kRetryDownS))
+  if (trusts(k, who) && w != nullptr && !w->no_token.empty()) return true;
+  // A caller the site has not answered for lately is asked about at once, fresh information or
+  // not.
+  if (trusts(k, who) && (w == nullptr || !w->heard || !recent(s, *w, now)) &&
+      now - k.tried_at >= (k.up ? 0 : kRetryDownS))
     return true;
   // Older than its ttl; a site found down is asked again after kRetryDownS.
   return (!k.read || now - k.read_at >= std::max<int64_t>(s.info_ttl_s, 1)) &&
@@ -387,17 +397,16 @@ broker::SiteView BrokerService::view(const BrokerSiteConfig& s, const Known& k, 
     std::string list;
     for (const std::string& i : *k.trusted) list += (list.empty() ? "" : ", ") + i;
     v.refusal = "it trusts tokens of " + (list.empty() ? std::string("no issuer") : list);
-  } else if (auto nt = k.no_token.find(caller_key(who)); nt != k.no_token.end()) {
+  } else if (const Known::CallerWord* w = word_of(k, who); w != nullptr && !w->no_token.empty()) {
     v.issuer_trusted = false;
-    v.refusal = nt->second;
-  } else if (auto no = k.refused.find(caller_key(who)); no != k.refused.end()) {
+    v.refusal = w->no_token;
+  } else if (w != nullptr && w->heard && !w->refused.empty()) {
     v.issuer_trusted = false;
-    v.refusal = no->second;
-  }
-  if (auto st = k.standing.find(caller_key(who)); st != k.standing.end()) {
-    v.max_gpus_per_job = st->second.max_gpus_per_job;
-    v.max_walltime_s = st->second.max_walltime_s;
-    v.gpu_hours_left = st->second.gpu_hours_left;
+    v.refusal = w->refused;
+  } else if (w != nullptr && w->heard) {
+    v.max_gpus_per_job = w->standing.max_gpus_per_job;
+    v.max_walltime_s = w->standing.max_walltime_s;
+    v.gpu_hours_left = w->standing.gpu_hours_left;
   }
   if (!k.attempts.empty())
     v.reliability = static_cast<double>(std::count(k.attempts.begin(), k.attempts.end(), true)) /

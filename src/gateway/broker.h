@@ -11,7 +11,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -131,23 +130,32 @@ class BrokerService {
     int64_t tried_at = 0;  ///< the last fetch tried
     bool up = true;        ///< the last fetch succeeded
     std::string error;     ///< why the last fetch failed
-    /// The callers (issuer and subject) the site took a token of, and those it refused
-    /// (401, 403) with its reason: learnt from its answers, each caller asked once.
-    std::set<std::string> accepted;
-    std::map<std::string, std::string> refused;
-    /// The callers the broker had no token for at the site (token_for()), with why: asked
-    /// again at each of their requests, a failure never being kept.
-    std::map<std::string, std::string> no_token;
+    /// What the site said of one caller, learnt from its answers.
+    struct CallerWord {
+      int64_t at = 0;       ///< when
+      bool heard = false;   ///< it answered for the caller: took a token of theirs or refused it
+      std::string refused;  ///< its reason for refusing the caller's token (401, 403)
+      CallerStanding standing;  ///< what a berthd site says the caller stands under (GET /v1/me)
+      /// Why the broker had no token for the caller at the site (token_for()): asked again
+      /// at each of their requests, a failure never being kept.
+      std::string no_token;
+    };
+    /// By caller (issuer and subject). A word older than the site's info_ttl_s is asked again
+    /// at the caller's next request and then forgotten: a caller's standing (their quota left)
+    /// is as fresh as the site's document, and only the callers of late are held.
+    std::map<std::string, CallerWord> callers;
     /// The last attempts at the site, oldest first: whether each was good (record_attempt()).
     std::deque<bool> attempts;
-    /// What a berthd site says each caller it took stands under (GET /v1/me), by caller.
-    std::map<std::string, CallerStanding> standing;
     /// The issuers a berthd site says it trusts (GET /v1/health); nullopt where it does not.
     std::optional<std::vector<std::string>> trusted;
     bool dry_run = false;  ///< a berthd site says it answers dry runs (GET /v1/health)
   };
   /// Whether the site of `k` trusts `who`'s issuer, as far as it says.
   static bool trusts(const Known& k, const Account& who);
+  /// What the site of `k` said of `who`, or nullptr.
+  static const Known::CallerWord* word_of(const Known& k, const Account& who);
+  /// Whether word `w` of site `s` is younger than the site's info_ttl_s (at least 1 s).
+  static bool recent(const BrokerSiteConfig& s, const Known::CallerWord& w, int64_t now);
   /// Whether site `s`, known as `k`, must be read again for caller `who`: a berthd's
   /// document older than its ttl or a caller it has not been asked about, a file that changed.
   static bool stale(const BrokerSiteConfig& s, const Known& k, const Account& who, int64_t now);

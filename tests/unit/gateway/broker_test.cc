@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <sys/time.h>
 
+#include <atomic>
 #include <functional>
+#include <memory>
 
 #include "core/fs.h"
 #include "fake_http_server.h"
@@ -266,6 +268,31 @@ TEST(BrokerService, TheCallersLimitsAndQuotaAtASiteAreWhatItsMeSays) {
   answer = broker.placements(two, caller("https://a", "old"), "token-of-old", 1002);
   ASSERT_TRUE(answer.ok());
   EXPECT_EQ((*answer)["chosen"]["site"], "a") << answer->dump();
+}
+
+TEST(BrokerService, ACallersStandingIsReadAgainOnceItIsOlderThanTheSitesTtl) {
+  auto plain = berthd_site({"https://a"}, h100_site_glue());
+  auto left = std::make_shared<std::atomic<int>>(10);  // bob's GPU-hours left at the site
+  FakeHttpServer site([plain, left](const FakeRequest& r) -> FakeResponse {
+    if (r.target != "/v1/me") return plain(r);
+    const int hours = r.header("authorization") == "Bearer token-of-bob" ? left->load() : 10;
+    return {200, {}, nlohmann::json{{"quota", {{"left_gpu_hours", hours}}}}.dump()};
+  });
+  BrokerConfig config = one_site("http://" + site.host());
+  BrokerService broker(config);
+  auto fits = [&](const char* who, int64_t now) {
+    auto answer =
+        broker.placements(h100_job, caller("https://a", who), std::string("token-of-") + who, now);
+    EXPECT_TRUE(answer.ok());
+    return answer.ok() && (*answer)["chosen"].is_object();
+  };
+  EXPECT_TRUE(fits("bob", 1000));
+  *left = 0;
+  EXPECT_TRUE(fits("bob", 1100));  // within info_ttl_s (300): as read at 1000
+  // alice's request past the ttl reads the site's document again, for her; bob's word is as
+  // old, and read again at his next request, not taken from 1000.
+  EXPECT_TRUE(fits("alice", 1350));
+  EXPECT_FALSE(fits("bob", 1360));
 }
 
 /// One node of two H100s in two partitions, gpu and gpu2: two classes of one site.
