@@ -434,9 +434,13 @@ JobState openstack_state(const json& doc, std::string* reason) {
     return JobState::kRunning;
   if (status == "SHUTOFF") return JobState::kCompleted;  // the job powered its server off
   if (status == "ERROR") {
-    if (server.contains("fault") && server["fault"].is_object())
-      *reason = text_of(server["fault"], "message");
-    return JobState::kFailed;
+    // Nova's fault code says whose end it is: 5xx is the cloud's (its scheduler found no
+    // valid host, a hypervisor failed the build), NODE_FAIL, so that a broker moves the job
+    // on; otherwise the job's own.
+    const json fault =
+        server.contains("fault") && server["fault"].is_object() ? server["fault"] : json::object();
+    *reason = text_of(fault, "message");
+    return int_of(fault, "code") >= 500 ? JobState::kNodeFail : JobState::kFailed;
   }
   if (status == "DELETED" || status == "SOFT_DELETED") return JobState::kCancelled;
   if (status == "PAUSED" || status == "SUSPENDED" || status == "SHELVED" ||

@@ -237,11 +237,18 @@ TEST(SiteBackends, NovaGetsTheTokenAsXAuthTokenAndNoSecondServerOfAName) {
 
   n.answers->set("GET /v2.1/servers/5f1e-77", 200, R"({"server":{"status":"ACTIVE"}})");
   EXPECT_EQ(doc_of(read_at_site(s, "5f1e-77", "tok"))["state"], "RUNNING");
+  // ERROR: the cloud's end (a 5xx fault: no valid host) moves a broker's job on, the
+  // request's own does not.
   n.answers->set("GET /v2.1/servers/5f1e-77", 200,
-                 R"({"server":{"status":"ERROR","fault":{"message":"No valid host"}}})");
+                 R"({"server":{"status":"ERROR","fault":{"code":500,"message":"No valid host"}}})");
+  a = read_at_site(s, "5f1e-77", "tok");
+  EXPECT_EQ(doc_of(a)["state"], "NODE_FAIL");
+  EXPECT_EQ(doc_of(a)["reason"], "No valid host");
+  n.answers->set("GET /v2.1/servers/5f1e-77", 200,
+                 R"({"server":{"status":"ERROR","fault":{"code":400,"message":"Bad disk"}}})");
   a = read_at_site(s, "5f1e-77", "tok");
   EXPECT_EQ(doc_of(a)["state"], "FAILED");
-  EXPECT_EQ(doc_of(a)["reason"], "No valid host");
+  EXPECT_EQ(doc_of(a)["reason"], "Bad disk");
   n.answers->set("DELETE /v2.1/servers/5f1e-77", 204, "");
   EXPECT_EQ(cancel_at_site(s, "5f1e-77", "tok").status, 202);
   EXPECT_EQ(n.server.requests().back().header("x-auth-token"), "tok");
