@@ -474,6 +474,14 @@ nlohmann::json BrokerJobs::refresh(BrokerJobRecord& job, const Account& who,
   nlohmann::json doc = parse_json_or_discarded(a.body, kMaxAnswerBytes);
   if (!doc.is_object()) return nullptr;
   JobState state = state_of(doc);
+  if (removed_when_over(site->kind, state)) {
+    // Settled or moved on only once it is gone there: a Marathon app relaunched after it
+    // would be a second copy. Not taken yet: the next look tries again.
+    SiteAnswer c = as_caller(*site, token, [&](const std::string& t) {
+      return cancel_at_site(*site, site_job_ref(job), t);
+    });
+    if (!cancel_taken(c)) return doc;
+  }
   nlohmann::json attempts = array_of(job.attempts);
   std::string moved;  // why the job goes on to the next site
   if (state == JobState::kNodeFail) {

@@ -284,6 +284,11 @@ bool submits_to(std::string_view kind) {
          kind == "openstack";
 }
 
+bool removed_when_over(std::string_view kind, JobState state) {
+  return (kind == "marathon" && job_state_final(state)) ||
+         (kind == "openstack" && state == JobState::kNodeFail);
+}
+
 std::string object_name(std::string_view key) {
   // "broker:INSTANCE:ID:N" -> "berth-INSTANCE-ID-N"
   std::string rest(key.rfind("broker:", 0) == 0 ? key.substr(7) : key);

@@ -32,6 +32,12 @@ namespace berth::gateway {
 /// Whether the broker sends jobs to a site of kind `kind` (all but "static").
 bool submits_to(std::string_view kind);
 
+/// Whether the broker removes a job read in `state` from its site of kind `kind` (with
+/// cancel_at_site()) before it settles it there or moves it on: a Marathon app whose run
+/// ended, which Marathon would launch again, and a Nova server the cloud failed (NODE_FAIL),
+/// which holds the caller's quota.
+bool removed_when_over(std::string_view kind, JobState state);
+
 /// The name of an attempt's object at a site other than berthd, made of its key
 /// "broker:INSTANCE:ID:N": "berth-INSTANCE-ID-N", a DNS-1123 label (lower case, at most 63).
 std::string object_name(std::string_view key);

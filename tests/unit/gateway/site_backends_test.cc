@@ -3,6 +3,7 @@
 // credential, how a resend is told apart from a new job, how each site's state reads.
 #include "gateway/site_backends.h"
 
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -335,6 +336,65 @@ TEST(SiteBackends, ABrokerJobGoesToAKubernetesSiteAndIsReadAndCancelledThere) {
   ASSERT_FALSE(output.ok());
   EXPECT_NE(output.error().message().find("(kubernetes) keeps its output there"), std::string::npos)
       << output.error().message();
+}
+
+TEST(SiteBackends, AMarathonAppWhoseRunEndedIsDeletedBeforeItIsSettledOrMovedOn) {
+  Recorder m;
+  TempDir dir{"site-backends-marathon"};
+  ASSERT_TRUE(write_file_atomic(dir / "m.json", l40s_glue()).ok());
+  BrokerConfig config;
+  config.enabled = true;
+  BrokerSiteConfig s = m.site("marathon");
+  s.name = "m";
+  s.resources = dir / "m.json";
+  s.info_ttl_s = 0;
+  config.sites.push_back(s);
+  auto db = JobsDb::open(dir / "broker.db");
+  ASSERT_TRUE(db.ok()) << db.error().message();
+  BrokerService broker(config);
+  ASSERT_TRUE(broker.load().ok());
+  BrokerJobs jobs(**db, broker, config);
+  Account who;
+  who.issuer = "https://a";
+  who.subject = "s-alice";
+  who.user = "alice";
+  m.answers->set("POST /v2/apps", 201, "{}");
+  for (const char* name : {"one", "two"})
+    ASSERT_TRUE(
+        jobs.submit(who, "tok", "", fmt::format(R"({{"image":"x","name":"{}"}})", name), 10).ok());
+  const std::string app1 = object_name("broker:" + (*db)->instance() + ":1:1");
+  const std::string app2 = object_name("broker:" + (*db)->instance() + ":2:1");
+  auto deletes = [&m](const std::string& app) {
+    int n = 0;
+    for (const FakeRequest& r : m.server.requests())
+      n += r.method == "DELETE" && r.target == "/v2/apps/" + app;
+    return n;
+  };
+  const std::string embed = "?embed=app.counts&embed=app.lastTaskFailure";
+
+  // Its task finished (Marathon is relaunching it): COMPLETED only once the app is gone.
+  m.answers->set("GET /v2/apps/" + app1 + embed, 200,
+                 R"({"app":{"tasksRunning":1,"lastTaskFailure":{"state":"TASK_FINISHED"}}})");
+  m.answers->set("DELETE /v2/apps/" + app1, 503, R"({"message":"busy"})");
+  auto seen = jobs.get(who, "tok", 1, 20);
+  ASSERT_TRUE(seen.ok() && seen->has_value());
+  EXPECT_EQ((**seen)["state"], "PENDING") << (**seen).dump();  // as recorded: asked again
+  m.answers->set("DELETE /v2/apps/" + app1, 200, "{}");
+  seen = jobs.get(who, "tok", 1, 21);
+  ASSERT_TRUE(seen.ok() && seen->has_value());
+  EXPECT_EQ((**seen)["state"], "COMPLETED") << (**seen).dump();
+  EXPECT_EQ(deletes(app1), 2);
+  seen = jobs.get(who, "tok", 1, 22);  // settled: nothing more is sent
+  EXPECT_EQ(deletes(app1), 2);
+
+  // Its agent lost the task: the app is deleted before the job moves on (here, nowhere).
+  m.answers->set("GET /v2/apps/" + app2 + embed, 200,
+                 R"({"app":{"tasksRunning":0,"lastTaskFailure":{"state":"TASK_LOST"}}})");
+  m.answers->set("DELETE /v2/apps/" + app2, 200, "{}");
+  seen = jobs.get(who, "tok", 2, 30);
+  ASSERT_TRUE(seen.ok() && seen->has_value());
+  EXPECT_EQ(deletes(app2), 1);
+  EXPECT_EQ((**seen)["attempts"][0]["outcome"], "ended") << (**seen).dump();
 }
 
 }  // namespace
