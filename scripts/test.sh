@@ -132,8 +132,9 @@ tidy() {
   return "$rc"
 }
 
+# The slowest tests are listed after the summary: where the tier's time goes, run by run.
 e2e() {
-  BERTH_BIN="$PWD/build/src/berth" "$python" -m pytest -q tests/e2e "$@"
+  BERTH_BIN="$PWD/build/src/berth" "$python" -m pytest -q --durations=15 tests/e2e "$@"
 }
 
 want() { [ "$tier" = "$1" ] || [ "$tier" = all ]; }
