@@ -46,6 +46,13 @@ def stop(proc) -> None:
         proc.wait()
 
 
+def run_berthd(identity, berthd_bin, path) -> Berthd:
+    """berthd started on configuration file `path`, logging to berthd.log beside it."""
+    log = os.path.join(os.path.dirname(path), "berthd.log")
+    proc, url = start_berthd(identity, berthd_bin, path, log)
+    return Berthd(proc, url, log)
+
+
 def start_site(name, extra, gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch,
                second_user, audience=AUDIENCE_A) -> Berthd:
     """A berthd site named `name` in front of the loopback Slurm, opening partition debug to
@@ -69,9 +76,7 @@ cluster = "site-{name}"
 partitions = ["debug"]
 """ + extra
     path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
-    log = os.path.join(workdir, "berthd.log")
-    proc, url = start_berthd(identity, berthd_bin, path, log)
-    site = Berthd(proc, url, log)
+    site = run_berthd(identity, berthd_bin, path)
     site.audit = audit
     return site
 
@@ -159,12 +164,10 @@ info_ttl_s = 0
 namespace = "ml"
 """
     path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
-    log = os.path.join(workdir, "berthd.log")
-    proc, url = start_berthd(identity, berthd_bin, path, log)
-    b = Berthd(proc, url, log)
+    b = run_berthd(identity, berthd_bin, path)
     b.has_gpus = bool(doc.get("AcceleratorEnvironment"))
     yield b
-    stop(proc)
+    stop(b.proc)
 
 
 def verdicts(answer) -> dict:
@@ -460,10 +463,9 @@ url = "{site_a.url}"
 def submitting_broker(site_a, site_b, issuers, identity, berthd_bin, scratch, second_user):
     workdir = identity.make_dir(os.path.join(scratch, "submitting-broker"))
     path = submitting_broker_config(site_a, site_b, issuers, identity, second_user, workdir)
-    log = os.path.join(workdir, "berthd.log")
-    proc, url = start_berthd(identity, berthd_bin, path, log)
-    yield Berthd(proc, url, log)
-    stop(proc)
+    b = run_berthd(identity, berthd_bin, path)
+    yield b
+    stop(b.proc)
 
 
 def test_me_says_the_callers_limits_for_a_broker_to_read(site_b, issuers, identity):
@@ -527,9 +529,7 @@ def test_a_sites_dry_run_rejects_it_before_anything_is_sent(site_a, site_b, issu
     workdir = identity.make_dir(os.path.join(scratch, "asking-broker"))
     path = submitting_broker_config(site_a, site_b, issuers, identity, second_user, workdir,
                                     ask_b=True)
-    log = os.path.join(workdir, "berthd.log")
-    proc, url = start_berthd(identity, berthd_bin, path, log)
-    broker = Berthd(proc, url, log)
+    broker = run_berthd(identity, berthd_bin, path)
     try:
         status, health = site_b.request("GET", "/v1/health")[0::2]
         assert status == 200 and health["dry_run"] is True, health
@@ -560,7 +560,7 @@ def test_a_sites_dry_run_rejects_it_before_anything_is_sent(site_a, site_b, issu
         status, _, _ = broker.request("DELETE", f"/v1/jobs/{job['id']}", tok)
         assert status == 202
     finally:
-        stop(proc)
+        stop(broker.proc)
 
 
 def test_a_job_every_site_refuses_is_submit_failed_with_each_cause(submitting_broker, issuers,
@@ -684,9 +684,7 @@ name = "c"
 url = "{site_c.url}"
 """
     path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
-    log = os.path.join(workdir, "berthd.log")
-    proc, url = start_berthd(identity, berthd_bin, path, log)
-    broker = Berthd(proc, url, log)
+    broker = run_berthd(identity, berthd_bin, path)
     try:
         def chosen(resources):
             status, _, answer = place(broker, tok, {"image": "x", "resources": resources})
@@ -709,7 +707,7 @@ url = "{site_c.url}"
                 for r in c["reasons"]}
         assert "quota" in at_c, answer
     finally:
-        stop(proc)
+        stop(broker.proc)
 
 
 
@@ -755,10 +753,9 @@ url = "{site_x.url}"
 audience = "{AUDIENCE_X}"
 """
     path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
-    log = os.path.join(workdir, "berthd.log")
-    proc, url = start_berthd(identity, berthd_bin, path, log)
-    yield Berthd(proc, url, log)
-    stop(proc)
+    b = run_berthd(identity, berthd_bin, path)
+    yield b
+    stop(b.proc)
     a.exchange_clients.pop("berth broker", None)
 
 
@@ -884,9 +881,7 @@ name = "a"
 url = "{site_a.url}"
 """
     path = identity.write_file(os.path.join(workdir, "berthd.conf"), conf)
-    log = os.path.join(workdir, "berthd.log")
-    proc, url = start_berthd(identity, berthd_bin, path, log)
-    return Berthd(proc, url, log)
+    return run_berthd(identity, berthd_bin, path)
 
 
 def test_a_job_pending_past_its_timeout_moves_to_another_slurm_and_lives_once(
