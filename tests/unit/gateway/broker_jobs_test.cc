@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "fake_http_server.h"
 #include "fake_issuer.h"
@@ -29,6 +33,8 @@ struct SiteState {
   std::map<std::string, int> by_key;  ///< Idempotency-Key -> the job made for it
   int next_id = 41;
   int deletes = 0;
+  /// Called as a GET of a job arrives, before it is answered (set before the site is used).
+  std::function<void()> before_read;
 };
 
 std::string site_glue(const std::string& cluster) {
@@ -46,6 +52,8 @@ FakeHttpServer::Handler berthd_site(const std::shared_ptr<SiteState>& st,
                                     const std::string& cluster) {
   std::string glue = site_glue(cluster);
   return [st, glue](const FakeRequest& r) -> FakeResponse {
+    if (r.method == "GET" && r.target.starts_with("/v1/jobs/") && st->before_read)
+      st->before_read();
     std::lock_guard lock(st->mu);
     if (r.target == "/v1/health")
       return {200, {}, R"({"status":"ok","issuers":[{"issuer":"https://a","audience":"berth"}]})"};
@@ -450,6 +458,49 @@ TEST(BrokerJobs, TheBrokersRoundMovesAJobOnWithTheTokenItsOwnerLastCameWith) {
   ASSERT_TRUE(h.jobs->submit(alice(), "t", "", waits, 1000).ok());
   EXPECT_EQ(h.jobs->reconcile(1100), 0);
   EXPECT_EQ(h.a->deletes, 0);
+}
+
+TEST(BrokerJobs, TheRoundAndTheOwnersGetMoveAJobOnceBetweenThem) {
+  Fixture f;
+  const std::string token = alices_jwt();
+  ASSERT_TRUE(f.jobs
+                  ->submit(alice(), token, "",
+                           R"({"image":"x","resources":{"gpus":"H100:1"},)"
+                           R"("failover":{"pending_timeout_s":60}})",
+                           1000)
+                  .ok());
+  // Past its timeout: the owner's GET reads it at a (the answer held back) while the round
+  // comes for the same job; each would cancel it at a and send it to b.
+  std::mutex mu;
+  std::condition_variable changed;
+  bool reading = false, let_go = false;
+  f.a->before_read = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    if (reading) return;  // only the first read is held
+    reading = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return let_go; });
+  };
+  std::thread owner([&] { (void)f.jobs->get(alice(), token, 1, 1100); });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    changed.wait(lock, [&] { return reading; });
+  }
+  std::thread round([&] { (void)f.jobs->reconcile(1100); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // time to run into it
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    let_go = true;
+  }
+  changed.notify_all();
+  owner.join();
+  round.join();
+  // Moved once: one cancel at a, one attempt at b, and the record says so.
+  EXPECT_EQ(f.a->deletes, 1);
+  nlohmann::json job = as_listed(*f.jobs);
+  EXPECT_EQ(job["site"], "b") << job.dump();
+  EXPECT_EQ(job["attempts"].size(), 2u) << job.dump();
+  EXPECT_EQ(f.posts(f.server_b).size(), 1u);
 }
 
 TEST(BrokerJobs, CancelGoesToTheSiteAsTheCaller) {
