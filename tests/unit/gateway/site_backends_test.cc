@@ -281,32 +281,52 @@ std::string l40s_glue() {
   return glue_document(s).dump();
 }
 
+/// A broker over one site of `kind`, named `name`, recorded by `recorder` and described by
+/// l40s_glue(); its database in a folder of its own; its caller alice.
+struct OneSiteBroker {
+  TempDir dir{"site-backends"};
+  BrokerConfig config;
+  std::unique_ptr<JobsDb> db;
+  std::unique_ptr<BrokerService> broker;
+  std::unique_ptr<BrokerJobs> jobs;
+  Account who;
+
+  OneSiteBroker(const Recorder& recorder, const std::string& kind, const std::string& name) {
+    EXPECT_TRUE(write_file_atomic(dir / "site.json", l40s_glue()).ok());
+    config.enabled = true;
+    BrokerSiteConfig s = recorder.site(kind);
+    s.name = name;
+    s.resources = dir / "site.json";
+    s.info_ttl_s = 0;
+    config.sites.push_back(s);
+    auto opened = JobsDb::open(dir / "broker.db");
+    EXPECT_TRUE(opened.ok()) << opened.error().message();
+    if (opened.ok()) db = std::move(*opened);
+    broker = std::make_unique<BrokerService>(config);
+    EXPECT_TRUE(broker->load().ok());
+    if (db) jobs = std::make_unique<BrokerJobs>(*db, *broker, config);
+    who.issuer = "https://a";
+    who.subject = "s-alice";
+    who.user = "alice";
+  }
+  /// The site's object name of attempt 1 of broker job `id`.
+  std::string object_of(int id) const {
+    return object_name("broker:" + db->instance() + ":" + std::to_string(id) + ":1");
+  }
+};
+
 TEST(SiteBackends, ABrokerJobGoesToAKubernetesSiteAndIsReadAndCancelledThere) {
   Recorder k8s;
-  TempDir dir{"site-backends"};
-  ASSERT_TRUE(write_file_atomic(dir / "k8s.json", l40s_glue()).ok());
-  BrokerConfig config;
-  config.enabled = true;
-  BrokerSiteConfig s = k8s.site("kubernetes");
-  s.name = "k8s";
-  s.resources = dir / "k8s.json";
-  s.info_ttl_s = 0;
-  config.sites.push_back(s);
-  auto db = JobsDb::open(dir / "broker.db");
-  ASSERT_TRUE(db.ok()) << db.error().message();
-  BrokerService broker(config);
-  ASSERT_TRUE(broker.load().ok());
-  BrokerJobs jobs(**db, broker, config);
-  Account who;
-  who.issuer = "https://a";
-  who.subject = "s-alice";
-  who.user = "alice";
+  OneSiteBroker b(k8s, "kubernetes", "k8s");
+  ASSERT_TRUE(b.jobs);
+  BrokerJobs& jobs = *b.jobs;
+  const Account& who = b.who;
 
   k8s.answers->set("POST /apis/batch/v1/namespaces/ml/jobs", 201, "{}");
   auto answer = jobs.submit(who, "tok", "", R"({"image":"x","resources":{"gpus":"L40S:1"}})", 10);
   ASSERT_TRUE(answer.ok()) << answer.error().message();
   EXPECT_EQ(answer->status, 201) << answer->body.dump();
-  const std::string name = object_name("broker:" + (*db)->instance() + ":1:1");
+  const std::string name = b.object_of(1);
   EXPECT_EQ(answer->body["site"], "k8s");
   EXPECT_EQ(answer->body["site_job_id"], name) << answer->body.dump();
   EXPECT_EQ(answer->body["attempts"][0]["outcome"], "submitted");
@@ -340,30 +360,15 @@ TEST(SiteBackends, ABrokerJobGoesToAKubernetesSiteAndIsReadAndCancelledThere) {
 
 TEST(SiteBackends, AMarathonAppWhoseRunEndedIsDeletedBeforeItIsSettledOrMovedOn) {
   Recorder m;
-  TempDir dir{"site-backends-marathon"};
-  ASSERT_TRUE(write_file_atomic(dir / "m.json", l40s_glue()).ok());
-  BrokerConfig config;
-  config.enabled = true;
-  BrokerSiteConfig s = m.site("marathon");
-  s.name = "m";
-  s.resources = dir / "m.json";
-  s.info_ttl_s = 0;
-  config.sites.push_back(s);
-  auto db = JobsDb::open(dir / "broker.db");
-  ASSERT_TRUE(db.ok()) << db.error().message();
-  BrokerService broker(config);
-  ASSERT_TRUE(broker.load().ok());
-  BrokerJobs jobs(**db, broker, config);
-  Account who;
-  who.issuer = "https://a";
-  who.subject = "s-alice";
-  who.user = "alice";
+  OneSiteBroker b(m, "marathon", "m");
+  ASSERT_TRUE(b.jobs);
+  BrokerJobs& jobs = *b.jobs;
+  const Account& who = b.who;
   m.answers->set("POST /v2/apps", 201, "{}");
   for (const char* name : {"one", "two"})
     ASSERT_TRUE(
         jobs.submit(who, "tok", "", fmt::format(R"({{"image":"x","name":"{}"}})", name), 10).ok());
-  const std::string app1 = object_name("broker:" + (*db)->instance() + ":1:1");
-  const std::string app2 = object_name("broker:" + (*db)->instance() + ":2:1");
+  const std::string app1 = b.object_of(1), app2 = b.object_of(2);
   auto deletes = [&m](const std::string& app) {
     int n = 0;
     for (const FakeRequest& r : m.server.requests())
