@@ -4,10 +4,12 @@ puts each GPU model where it is, rejects every other candidate with its reason, 
 callers a site refuses from the site's own answers, and GET /v1/sites shows what it read; as a
 broker with a job database, it sends jobs on, moves them from a refusal, from a site's dry run and
 from a pending timeout at another real Slurm (site p, a second loopback cluster), and races them
-across the two Slurms, a job never living at two."""
+across the two Slurms, a job never living at two. Site c (A100s, a tight quota) has a third
+Slurm of its own; site b is a second berthd over site a's."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import grp
 import json
@@ -630,12 +632,31 @@ def test_a_broker_killed_anywhere_leaves_every_job_at_one_site(site_a, site_b, i
 A100 = "NVIDIA A100-SXM4-80GB"
 
 
-@pytest.fixture(scope="module")
-def site_c(gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, second_user):
-    """A third berthd, whose cluster's GPUs are A100s with CUDA 12.2 and whose GPU-hour quota
-    leaves the caller's group a hundredth of an hour a month."""
+@contextlib.contextmanager
+def slurm_of_its_own(request, scratch, berth_bin, identity, name):
+    """A loopback Slurm cluster named `name` of its own with its slurmrestd (JWT), for a site
+    that has one: (cluster, slurmrestd's process, its URL); both stopped at the end."""
+    cluster = start_gateway_cluster(request, scratch, berth_bin, identity, name)
+    rest = None
+    try:
+        rest, url = cluster.start_rest_jwt(os.path.join(scratch, f"{name}-slurmrestd.log"))
+        yield cluster, rest, url
+    finally:
+        if rest is not None:
+            rest.terminate()
+            rest.wait(timeout=20)
+        cluster.stop()
+
+
+@pytest.fixture(scope="module", params=["22.05"], ids=["slurm22.05"])
+def site_c(request, issuers, identity, berthd_bin, scratch, second_user, berth_bin):
+    """A third berthd, in front of a Slurm of its own (a third loopback cluster), whose GPUs
+    are A100s with CUDA 12.2 and whose GPU-hour quota leaves the caller's group a hundredth of
+    an hour a month."""
     group = grp.getgrgid(pwd.getpwuid(identity.uid).pw_gid).gr_name
-    site = start_site("c", f"""
+    with slurm_of_its_own(request, scratch, berth_bin, identity, "slurm-broker-c") as (
+            cluster, _, url):
+        site = start_site("c", f"""
 [resources]
 cache_s = 0
 
@@ -651,9 +672,11 @@ period = "month"
 
 [quotas.groups."{group}"]
 gpu_hours = 0.01
-""", gateway_cluster, slurmrestd, issuers, identity, berthd_bin, scratch, second_user)
-    yield site
-    stop(site.proc)
+""", cluster, url, issuers, identity, berthd_bin, scratch, second_user)
+        try:
+            yield site
+        finally:
+            stop(site.proc)
 
 
 def test_three_sites_each_model_and_minimum_lands_right_and_a_quota_counts(
@@ -822,10 +845,8 @@ def busy_site(request, issuers, identity, berthd_bin, scratch, second_user, bert
     """Site p: a berthd in front of a Slurm of its own (a second loopback cluster), whose two
     nodes a job of root's holds (sleep, --exclusive): a job sent there pends. Its cluster is
     the returned site's `cluster`, its slurmrestd process `rest`."""
-    cluster = start_gateway_cluster(request, scratch, berth_bin, identity, "slurm-broker-p")
-    rest = None
-    try:
-        rest, url = cluster.start_rest_jwt(os.path.join(scratch, "slurmrestd-p.log"))
+    with slurm_of_its_own(request, scratch, berth_bin, identity, "slurm-broker-p") as (
+            cluster, rest, url):
         held = cluster.run(["sbatch", "--parsable", "-N", "2", "--exclusive", "-o", "/dev/null",
                             "--wrap", "sleep 600"], cwd="/tmp")
         assert held.returncode == 0, held.stderr
@@ -836,11 +857,6 @@ def busy_site(request, issuers, identity, berthd_bin, scratch, second_user, bert
             yield site
         finally:
             stop(site.proc)
-    finally:
-        if rest is not None:
-            rest.terminate()
-            rest.wait(timeout=20)
-        cluster.stop()
 
 
 def slurm_job(cluster, job_id) -> dict:
