@@ -17,10 +17,10 @@ Reconciled Reconciler::reconcile(int64_t now, int64_t min_age_s) {
   Reconciled r;
   auto accepted = db_.list("", JobState::kAccepted, 0, 100000);
   std::map<std::string, std::vector<SlurmJobEntry>> slurm_jobs;  // by owner, read once
-  for (const JobRecord& listed : accepted.ok() ? *accepted : std::vector<JobRecord>{}) {
-    if (now - listed.created_at < min_age_s) continue;
-    const JobLocks::Held held(locks_, listed.id);
-    auto current = db_.get(listed.id);
+  for (const JobRecord& row : accepted.ok() ? *accepted : std::vector<JobRecord>{}) {
+    if (now - row.created_at < min_age_s) continue;
+    const JobLocks::Held held(locks_, row.id);
+    auto current = db_.get(row.id);  // as it is now that no one else settles it
     if (!current.ok() || !*current || (*current)->state != JobState::kAccepted) continue;
     JobRecord& job = **current;
     if (!slurm_jobs.contains(job.owner)) {
