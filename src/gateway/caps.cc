@@ -28,6 +28,12 @@ std::vector<int64_t> jobs_due(const std::vector<JobRecord>& jobs, int64_t now) {
   return due;
 }
 
+bool ended_at_cap(const JobRecord& job, const SlurmJobInfo& info) {
+  if (job.reason == kCutAtCapReason) return true;
+  return info.state == JobState::kCancelled && info.start_time > 0 && cut_at_cap(job) &&
+         info.end_time >= info.start_time + job.time_limit_s;
+}
+
 int CapWatch::check(int64_t now) {
   // A database read that fails is dropped: the next check, a second later, tries again.
   std::vector<JobRecord> capped;
@@ -62,9 +68,10 @@ int CapWatch::check(int64_t now) {
     }
     cut_.insert(id);
     ++cut;
+    // Recorded as Slurm now has it, with the cut's reason; a refresh racing this one records the
+    // same end (ended_at_cap()). deliberate: Slurm unread now, the next refresh records the end
     job->reason = kCutAtCapReason;
-    job->updated_at = now;
-    (void)db_.record(*job);  // deliberate: a failed write leaves Slurm's CANCELLED as the word
+    (void)sync_.refresh(job->owner, *job);
   }
   // Jobs no longer running are forgotten.
   std::set<int64_t> running;

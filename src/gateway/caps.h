@@ -17,8 +17,8 @@
 
 namespace berth::gateway {
 
-/// The reason berthd records on a job it cut at its cap; a job with it that Slurm reports
-/// CANCELLED is recorded as TIMEOUT (JobSync::record()).
+/// The reason berthd records on a job it cut at its cap; Slurm's CANCELLED for such a job is
+/// recorded as TIMEOUT (JobSync::record()).
 inline constexpr const char* kCutAtCapReason = "cut by berthd at its time limit";
 
 /// How often berthd looks for jobs past their deadline (gateway/berthd/main.cc): a cut lands
@@ -33,6 +33,11 @@ bool cut_at_cap(const JobRecord& job);
 std::optional<int64_t> cap_deadline(const JobRecord& job);
 /// The ids of `jobs` whose deadline is `now` or earlier.
 std::vector<int64_t> jobs_due(const std::vector<JobRecord>& jobs, int64_t now);
+/// Whether Slurm's word `info` on `job` is the end of a cut at its cap: berthd cut it (its
+/// reason says so), or it is a cloud job Slurm reports CANCELLED at or after its deadline. The
+/// second is read from Slurm's own times, so a refresh that raced the cut, holding a copy of
+/// the job from before the cut's reason was written, records the same TIMEOUT as the cut.
+bool ended_at_cap(const JobRecord& job, const SlurmJobInfo& info);
 
 /// The running cloud jobs' deadlines kept and acted on, every kCapCheckIntervalS. Used by one
 /// thread.

@@ -63,8 +63,8 @@ Status JobSync::record(JobRecord& job, SlurmJobInfo info) {
   }
   // A job berthd cut at its time limit (gateway/caps.h) keeps that reason, and Slurm's
   // CANCELLED for it is the TIMEOUT it stands for.
-  if (job.reason == kCutAtCapReason) {
-    info.reason = job.reason;
+  if (ended_at_cap(job, info)) {
+    info.reason = kCutAtCapReason;
     if (info.state == JobState::kCancelled) info.state = JobState::kTimeout;
   }
   if (info.state == job.state && info.reason == job.reason && info.nodes == job.nodes &&

@@ -77,5 +77,46 @@ TEST(GatewayCaps, JobCutAtItsCapIsRecordedTimeout) {
   EXPECT_EQ(other.state, JobState::kCancelled);
 }
 
+TEST(GatewayCaps, ARefreshThatRacedTheCutRecordsItsTimeoutToo) {
+  // A GET's refresh read the job before the cut wrote its reason, and Slurm then answered
+  // CANCELLED: Slurm's times say the job ran its whole walltime, so the cut is not lost.
+  TempDir dir("caps");
+  auto db = JobsDb::open(dir.path + "/jobs.db");
+  ASSERT_TRUE(db.ok()) << db.error().message();
+  SlurmRest slurm("http://127.0.0.1:1", "k", 60, slurm_api("v0.0.38"));
+  JobSync sync(**db, slurm);
+  JobRecord j{0, "alice", "iss", "s1", "", R"({"image":"x","class":"cloud"})"};
+  j.time_limit_s = 60;
+  bool existing = false;
+  auto accepted = (*db)->accept(j, 100, &existing);
+  ASSERT_TRUE(accepted.ok()) << accepted.error().message();
+  JobRecord stale = *accepted;
+  stale.state = JobState::kRunning;
+  stale.start_time = 1000;
+  SlurmJobInfo ended;
+  ended.state = JobState::kCancelled;
+  ended.reason = "None";
+  ended.start_time = 1000;
+  ended.end_time = 1060;
+  JobRecord cut = stale;
+  ASSERT_TRUE(sync.record(cut, ended).ok());
+  EXPECT_EQ(cut.state, JobState::kTimeout);
+  EXPECT_EQ(cut.reason, kCutAtCapReason);
+  auto stored = (*db)->get(accepted->id);
+  ASSERT_TRUE(stored.ok() && *stored);
+  EXPECT_EQ((*stored)->state, JobState::kTimeout);
+  // Cancelled by its owner a second before its deadline: CANCELLED, as asked.
+  JobRecord cancelled = stale;
+  ended.end_time = 1059;
+  ASSERT_TRUE(sync.record(cancelled, ended).ok());
+  EXPECT_EQ(cancelled.state, JobState::kCancelled);
+  // A batch job has no cap of berthd's: Slurm's CANCELLED stands, however long it ran.
+  JobRecord batch = stale;
+  batch.request = R"({"image":"x","class":"batch"})";
+  ended.end_time = 5000;
+  ASSERT_TRUE(sync.record(batch, ended).ok());
+  EXPECT_EQ(batch.state, JobState::kCancelled);
+}
+
 }  // namespace
 }  // namespace berth::gateway
