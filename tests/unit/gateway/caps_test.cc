@@ -2,6 +2,9 @@
 // their start times and walltimes, and the record of a cut job that Slurm reports CANCELLED.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <utility>
+
 #include "gateway/caps.h"
 #include "gateway/job_sync.h"
 #include "gateway/jobs_db.h"
@@ -44,16 +47,31 @@ TEST(GatewayCaps, RunningCloudJobsAreDueAtStartPlusWalltime) {
   EXPECT_FALSE(cut_at_cap(jobs[5]));
 }
 
+/// A job database with one cloud job accepted (walltime `limit`), and the JobSync that records
+/// Slurm's word on it (no slurmrestd behind: record() alone is used).
+struct CloudJob {
+  explicit CloudJob(int64_t limit) {
+    auto opened = JobsDb::open(dir.path + "/jobs.db");
+    if (!opened.ok()) ADD_FAILURE() << opened.error().message();
+    db = opened.ok() ? std::move(*opened) : nullptr;
+    JobRecord j{0, "alice", "iss", "s1", "", R"({"image":"x","class":"cloud"})"};
+    j.time_limit_s = limit;
+    bool existing = false;
+    auto accepted = db ? db->accept(j, 100, &existing) : Result<JobRecord>(j);
+    if (!accepted.ok()) ADD_FAILURE() << accepted.error().message();
+    job = accepted.ok() ? *accepted : j;
+  }
+  TempDir dir{"caps"};
+  std::unique_ptr<JobsDb> db;
+  SlurmRest slurm{"http://127.0.0.1:1", "k", 60, slurm_api("v0.0.38")};
+  JobRecord job;
+};
+
 TEST(GatewayCaps, JobCutAtItsCapIsRecordedTimeout) {
-  TempDir dir("caps");
-  auto db = JobsDb::open(dir.path + "/jobs.db");
-  ASSERT_TRUE(db.ok()) << db.error().message();
-  SlurmRest slurm("http://127.0.0.1:1", "k", 60, slurm_api("v0.0.38"));
-  JobSync sync(**db, slurm);
-  JobRecord j{0, "alice", "iss", "s1", "", R"({"image":"x","class":"cloud"})"};
-  bool existing = false;
-  auto accepted = (*db)->accept(j, 100, &existing);
-  ASSERT_TRUE(accepted.ok()) << accepted.error().message();
+  CloudJob f(0);
+  ASSERT_NE(f.db, nullptr);
+  JobSync sync(*f.db, f.slurm);
+  const JobRecord* accepted = &f.job;
   JobRecord rec = *accepted;
   rec.state = JobState::kRunning;
   rec.reason = kCutAtCapReason;
@@ -80,16 +98,10 @@ TEST(GatewayCaps, JobCutAtItsCapIsRecordedTimeout) {
 TEST(GatewayCaps, ARefreshThatRacedTheCutRecordsItsTimeoutToo) {
   // A GET's refresh read the job before the cut wrote its reason, and Slurm then answered
   // CANCELLED: Slurm's times say the job ran its whole walltime, so the cut is not lost.
-  TempDir dir("caps");
-  auto db = JobsDb::open(dir.path + "/jobs.db");
-  ASSERT_TRUE(db.ok()) << db.error().message();
-  SlurmRest slurm("http://127.0.0.1:1", "k", 60, slurm_api("v0.0.38"));
-  JobSync sync(**db, slurm);
-  JobRecord j{0, "alice", "iss", "s1", "", R"({"image":"x","class":"cloud"})"};
-  j.time_limit_s = 60;
-  bool existing = false;
-  auto accepted = (*db)->accept(j, 100, &existing);
-  ASSERT_TRUE(accepted.ok()) << accepted.error().message();
+  CloudJob f(60);
+  ASSERT_NE(f.db, nullptr);
+  JobSync sync(*f.db, f.slurm);
+  const JobRecord* accepted = &f.job;
   JobRecord stale = *accepted;
   stale.state = JobState::kRunning;
   stale.start_time = 1000;
@@ -102,7 +114,7 @@ TEST(GatewayCaps, ARefreshThatRacedTheCutRecordsItsTimeoutToo) {
   ASSERT_TRUE(sync.record(cut, ended).ok());
   EXPECT_EQ(cut.state, JobState::kTimeout);
   EXPECT_EQ(cut.reason, kCutAtCapReason);
-  auto stored = (*db)->get(accepted->id);
+  auto stored = f.db->get(accepted->id);
   ASSERT_TRUE(stored.ok() && *stored);
   EXPECT_EQ((*stored)->state, JobState::kTimeout);
   // Cancelled by its owner a second before its deadline: CANCELLED, as asked.
