@@ -33,8 +33,9 @@ bool cut_at_cap(const JobRecord& job);
 std::optional<int64_t> cap_deadline(const JobRecord& job);
 /// The ids of `jobs` whose deadline is `now` or earlier.
 std::vector<int64_t> jobs_due(const std::vector<JobRecord>& jobs, int64_t now);
-/// Whether Slurm's word `info` on `job` is the end of a cut at its cap: berthd cut it (its
-/// reason says so), or it is a cloud job Slurm reports CANCELLED at or after its deadline. The
+/// Whether `job` was cut at its cap, Slurm's word on it being `info`: berthd cut it (its reason
+/// says so; Slurm may not have ended it yet), or it is a cloud job Slurm reports CANCELLED at
+/// or after its deadline (Slurm's start time plus the job's walltime). The
 /// second is read from Slurm's own times, so a refresh that raced the cut, holding a copy of
 /// the job from before the cut's reason was written, records the same TIMEOUT as the cut.
 bool ended_at_cap(const JobRecord& job, const SlurmJobInfo& info);
