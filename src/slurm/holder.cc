@@ -40,6 +40,15 @@ bool is_holder(long pid) {
 }
 
 long find_holder(long root) {
+  // A directory run execs in place, so `root` itself becomes the holder's shell ("sh -c
+  // SCRIPT"). Until then it is berth, whose command line carries the script too ("berth run
+  // ... sh -c SCRIPT"): only a second word "-c" makes `root` the holder.
+  if (is_holder(root)) {
+    std::string cmdline = read_file(proc(root) + "/cmdline");
+    std::size_t end = cmdline.find('\0');
+    if (end != std::string::npos && cmdline.compare(end + 1, 3, std::string("-c\0", 3)) == 0)
+      return root;
+  }
   std::vector<long> todo = {root};
   while (!todo.empty()) {
     long p = todo.back();

@@ -17,7 +17,8 @@ char process_state(long pid);
 /// Whether `pid` is a holder: stopped, running the holder's shell.
 bool is_holder(long pid);
 
-/// The holder among `root`'s descendants, or 0.
+/// The holder: `root` itself (a directory run execs the holder's shell in place) or one of
+/// its descendants; 0 when there is none yet.
 long find_holder(long root);
 
 /// Waits until `pid` has stopped itself (the holder is inside, everything mounted), for 60 s
