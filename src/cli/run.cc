@@ -417,6 +417,9 @@ Status run_directory(const RunRequest& req, const std::string& dir, const RunEnv
   // owner (the seccomp mode), so that the user's own tools can remove what a run wrote there.
   // --root-emulation=subids maps the range all the same.
   if (spec.root_emulation == RootEmulation::kAuto) spec.root_emulation = RootEmulation::kSeccomp;
+  // No record to write and nothing to remove when it ends: berth becomes the workload, as
+  // ch-run does; its status and signals are the workload's own.
+  spec.exec_in_place = true;
   return finish(run_userns(spec));
 }
 

@@ -263,14 +263,16 @@ ChildStep set_up_and_exec(const ChildContext& ctx, ChildFailure& f) {
   const ContainerSpec& spec = *ctx.spec;
   // Nothing runs unsupervised: when berth dies (even by SIGKILL) the kernel kills this child,
   // which is the workload itself (the signal survives exec) or the init of a PID namespace,
-  // whose death takes the namespace along.
-  if (ctx.report_read_fd >= 0) ::close(ctx.report_read_fd);
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
-    return step_failed(f, 125, errno, "set the parent death signal", "");
-  // The parent may have died before the prctl took effect. getppid() cannot tell across a PID
-  // namespace (it reads 0); the report pipe can: no reader left but the parent's.
-  struct pollfd report = {ctx.report_fd, POLLOUT, 0};
-  if (::poll(&report, 1, 0) == 1 && (report.revents & POLLERR) != 0) ::_exit(125);
+  // whose death takes the namespace along. A run in place is berth itself: no parent of ours.
+  if (!ctx.in_place) {
+    if (ctx.report_read_fd >= 0) ::close(ctx.report_read_fd);
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+      return step_failed(f, 125, errno, "set the parent death signal", "");
+    // The parent may have died before the prctl took effect. getppid() cannot tell across a
+    // PID namespace (it reads 0); the report pipe can: no reader left but the parent's.
+    struct pollfd report = {ctx.report_fd, POLLOUT, 0};
+    if (::poll(&report, 1, 0) == 1 && (report.revents & POLLERR) != 0) ::_exit(125);
+  }
   if (ctx.userns_fd >= 0) {
     BERTH_CHILD_CHECK(join_subid_namespace(ctx, f));
   } else {
@@ -397,6 +399,12 @@ void child_main(const ChildContext& ctx) {
   // namespace's workload, or the subordinate-ID mode's init.
   (void)set_up_and_exec(ctx, f);
   report_child_failure(ctx.report_fd, f);
+}
+
+ChildFailure set_up_and_exec_in_place(const ChildContext& ctx) {
+  ChildFailure f;
+  (void)set_up_and_exec(ctx, f);  // no PID namespace, no subordinate-ID join: nothing forked
+  return f;
 }
 
 int foreground_terminal() {

@@ -71,6 +71,9 @@ struct ChildContext {
   int report_read_fd = -1;
   int devnull_fd = -1;  ///< stdin when !spec->stdin_open: /dev/null, or the terminal with -t
   int tty_fd = -1;      ///< the caller's terminal to hand over, or -1
+  /// ContainerSpec::exec_in_place, taken: this process made the namespaces (no report pipe, no
+  /// parent to die with) and is the one to exec.
+  bool in_place = false;
 };
 
 /// What a step of the child returns: done, or failed with the ChildFailure it was given
@@ -124,6 +127,11 @@ ChildStep exec_workload(const ChildContext& ctx, ChildFailure& f);
 
 /// The child's entry point after clone; never returns.
 [[noreturn]] void child_main(const ChildContext& ctx);
+
+/// A run in place (ctx.in_place: this process unshared the namespaces itself): the child's
+/// setup and exec, here. Returns only on failure, with its record; the process is then inside
+/// the run's namespaces, and must only report and exit.
+ChildFailure set_up_and_exec_in_place(const ChildContext& ctx);
 
 // The parent's side of a child that reports through a close-on-exec pipe (run, exec).
 

@@ -89,12 +89,18 @@ struct ContainerSpec {
   /// The root's /etc/passwd and /etc/group as the caller read them to resolve the user; the
   /// engine's identity step works from these instead of reading them again. Unset: it reads.
   std::optional<std::string> passwd, group;
-  std::string hostname;                ///< empty: keep the host's (no UTS namespace)
-  std::vector<Volume> volumes;         ///< user volumes, in command-line order (incl. --bind-home)
-  std::vector<TmpfsMount> tmpfs;       ///< --tmpfs, in command-line order
-  bool stdin_open = false;             ///< -i: keep stdin attached (otherwise /dev/null)
-  bool tty = false;                    ///< -t: the caller's terminal is passed through
-  bool pid_namespace = false;          ///< --pid: new PID namespace with a minimal init
+  std::string hostname;           ///< empty: keep the host's (no UTS namespace)
+  std::vector<Volume> volumes;    ///< user volumes, in command-line order (incl. --bind-home)
+  std::vector<TmpfsMount> tmpfs;  ///< --tmpfs, in command-line order
+  bool stdin_open = false;        ///< -i: keep stdin attached (otherwise /dev/null)
+  bool tty = false;               ///< -t: the caller's terminal is passed through
+  bool pid_namespace = false;     ///< --pid: new PID namespace with a minimal init
+  /// Nothing is left to do once the workload runs (a directory run: no record, no --rm, no mount
+  /// to hold): the userns engine makes the namespaces in this process and becomes the workload,
+  /// as ch-run does, instead of cloning a child and waiting for it. A run that needs a process
+  /// outside the container (a PID namespace's init, the subordinate-ID mode's join) still
+  /// clones, and so does a process with threads (unshare refuses it).
+  bool exec_in_place = false;
   bool host_dev = false;               ///< bind the host's /dev instead of a minimal one
   bool network_none = false;           ///< --network none: a network namespace with only lo
   bool ipc_namespace = false;          ///< --ipc private: SysV IPC and POSIX queues of its own

@@ -602,6 +602,27 @@ def test_run_a_root_filesystem_directory(berth, img):
     assert rc == 125 and "--name and --rm apply to containers" in err
 
 
+def test_a_directory_run_is_the_workload_itself(berth, img):
+    """`berth run DIR CMD` leaves nothing to do after the workload: berth execs it in its own
+    process, as ch-run does (no parent to wake, clone and reap at start-up: bench/start), so the
+    workload's pid is the one the caller started, and its status and signals its own."""
+    root = berth.path("tree")
+    berth("unpack", img, root)
+    p = berth.popen("run", root, "/probe", "pid")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert kv(out)["pid"] == str(p.pid)
+    # A setup failure in place is still one line and Berth's status.
+    rc, out, err = berth("run", root, "/no/such/command", check=False)
+    assert rc == 127 and out == ""
+    assert err.splitlines() == ['berth: error: exec: "/no/such/command": No such file or directory']
+    # A container's run keeps its supervising parent (the run lock, the exit status for ps).
+    berth("create", "--name", "kept", img)
+    p = berth.popen("run", "kept", "/probe", "pid")
+    out, _ = p.communicate(timeout=60)
+    assert kv(out)["ppid"] == str(p.pid)
+
+
 # --- terminal ------------------------------------------------------------------------
 
 
@@ -621,6 +642,18 @@ def test_tty_gives_a_working_terminal(berth, img):
     """-t hands the caller's terminal to the workload, and `tty` inside finds it under
     /dev/pts (before: isatty was true but ttyname failed: "not a tty")."""
     rc, out = on_terminal(berth, ["run", "--rm", "-it", img, "/probe", "tty"])
+    assert rc == 0, out
+    lines = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    assert (lines["tty"], lines["foreground"]) == ("1", "1"), out
+    assert lines["ttyname"].startswith("/dev/pts/"), out
+
+
+def test_tty_of_a_directory_run_in_place(berth, img):
+    """A directory run is berth's own process: it keeps the terminal the shell gave it, with
+    no hand-over, and the workload is in the foreground."""
+    root = berth.path("tree")
+    berth("unpack", img, root)
+    rc, out = on_terminal(berth, ["run", "-it", root, "/probe", "tty"])
     assert rc == 0, out
     lines = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     assert (lines["tty"], lines["foreground"]) == ("1", "1"), out
