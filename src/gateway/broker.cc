@@ -306,7 +306,6 @@ void BrokerService::refresh(const BrokerSiteConfig& s, Known& k, const Account& 
   }
   std::string site_token;  // what the site is sent: never the caller's where it may not be
   if (fetched(s)) {
-    std::erase_if(k.callers, [&](const auto& c) { return !recent(s, c.second, now); });
     auto t = token_for(s, token, now);
     if (!t.ok()) {
       Known::CallerWord& w = k.callers[caller_key(who)];
@@ -336,6 +335,21 @@ void BrokerService::refresh(const BrokerSiteConfig& s, Known& k, const Account& 
   k.up = true;
   k.error.clear();
   k.read_at = fetched(s) ? now : mtime_of(s.resources);
+}
+
+void BrokerService::merge(const BrokerSiteConfig& s, Known& live, Known&& read,
+                          const std::string& key, int64_t now) {
+  // Between the copy and now, another caller's refresh of the site may have written its word
+  // and a submission its attempt: those are kept, and the read's own caller is the only one it
+  // speaks for.
+  std::map<std::string, Known::CallerWord> callers = std::move(live.callers);
+  std::deque<bool> attempts = std::move(live.attempts);
+  if (auto it = read.callers.find(key); it != read.callers.end())
+    callers[key] = std::move(it->second);
+  std::erase_if(callers, [&](const auto& c) { return !recent(s, c.second, now); });
+  live = std::move(read);
+  live.callers = std::move(callers);
+  live.attempts = std::move(attempts);
 }
 
 bool BrokerService::stale(const BrokerSiteConfig& s, const Known& k, const Account& who,
@@ -369,7 +383,7 @@ void BrokerService::bring_up_to_date(const Account& who, const std::string& toke
     }
     refresh(*s, k, who, token, now);
     std::lock_guard lock(mu_);
-    known_[s->name] = std::move(k);
+    merge(*s, known_[s->name], std::move(k), caller_key(who), now);
   };
   // In parallel where several must be asked: one slow site costs its timeout once, not once
   // per site; the common case, nothing to ask, starts no thread.

@@ -167,6 +167,11 @@ class BrokerService {
   /// Fetches (with `who`'s token) or reads site `s`'s document into `k`.
   void refresh(const BrokerSiteConfig& s, Known& k, const Account& who, const std::string& token,
                int64_t now);
+  /// Puts what a refresh of site `s` for the caller keyed `key` read (`read`, made from a copy
+  /// of `live`) into `live`: the site's facts and that caller's word from the read, the other
+  /// callers' words and the attempts as `live` has them now; words older than the ttl dropped.
+  static void merge(const BrokerSiteConfig& s, Known& live, Known&& read, const std::string& key,
+                    int64_t now);
 
   const BrokerConfig& config_;
   TokenExchanger* exchanger_;

@@ -6,8 +6,10 @@
 #include <sys/time.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <thread>
 
 #include "core/fs.h"
 #include "fake_http_server.h"
@@ -142,6 +144,33 @@ TEST(BrokerService, ASiteThatDoesNotAnswerIsDown) {
   EXPECT_NE(sites[0]["error"].get<std::string>().find("127.0.0.1:" + std::to_string(port)),
             std::string::npos)
       << sites.dump();
+}
+
+TEST(BrokerService, WhatComesBetweenARefreshsCopyAndItsWriteIsKept) {
+  // The site's answer to alice waits until an attempt at the site has been recorded, as a
+  // submission's would be while another caller's refresh is on its way.
+  std::atomic<bool> inside{false}, recorded{false};
+  auto site_of_a = berthd_site({"https://a"}, h100_site_glue());
+  FakeHttpServer site([&](const FakeRequest& r) {
+    if (r.target == "/v1/resources" && r.header("authorization") == "Bearer token-of-a") {
+      inside = true;
+      while (!recorded) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return site_of_a(r);
+  });
+  BrokerConfig config = one_site("http://" + site.host());
+  BrokerService broker(config);
+  std::thread alice([&] {
+    EXPECT_TRUE(broker.placements(h100_job, caller("https://a", "alice"), "token-of-a", 1000).ok());
+  });
+  while (!inside) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  broker.record_attempt("a", false);
+  recorded = true;
+  alice.join();
+  auto answer = broker.placements(h100_job, caller("https://a", "alice"), "token-of-a", 1001);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  EXPECT_EQ((*answer)["candidates"][0]["factors"]["reliability"], 0.0) << answer->dump();
+  EXPECT_EQ(resource_requests(site), 1);  // and alice's own word was kept: not asked again
 }
 
 TEST(BrokerService, AFileSiteIsReadAtLoadAndAgainWhenItChanges) {
