@@ -129,8 +129,34 @@ Result<std::string> TokenExchanger::exchange(const std::string& issuer_name,
                       "has no exchange_client_id in [[issuers]]: the broker exchanges no "
                       "tokens of it",
                       ErrorCode::kPermission);
-  std::string secret = BERTH_TRY(read_exchange_secret(*issuer));
-  std::string url = BERTH_TRY(endpoint(*issuer));
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = down_.find(issuer_name); it != down_.end() && now < it->second.until) {
+      Error e = it->second.error;
+      return std::move(e).with_context("token endpoint down (asked again in " +
+                                       std::to_string(it->second.until - now) + " s)");
+    }
+  }
+  Result<std::string> token = ask(*issuer, subject_token, audience, now);
+  std::lock_guard lock(mu_);
+  if (token.ok()) {
+    down_.erase(issuer_name);
+  } else if (const Error& e = token.error();
+             e.code == ErrorCode::kNetwork || e.http_status >= 500 || e.http_status == 429) {
+    Down& d = down_[issuer_name];
+    d.wait = std::clamp(d.wait * 2, kFirstBackoffS, kMaxBackoffS);
+    d.until = now + d.wait;
+    d.error = e;
+  }
+  return token;
+}
+
+Result<std::string> TokenExchanger::ask(const IssuerConfig& issuer,
+                                        const std::string& subject_token,
+                                        const std::string& audience, int64_t now) {
+  const auto key = std::make_pair(subject_token, audience);
+  std::string secret = BERTH_TRY(read_exchange_secret(issuer));
+  std::string url = BERTH_TRY(endpoint(issuer));
 
   std::string form = std::string("grant_type=") + form_encode(kGrantType) +
                      "&subject_token=" + form_encode(subject_token) +
@@ -139,7 +165,7 @@ Result<std::string> TokenExchanger::exchange(const std::string& issuer_name,
                      "&requested_token_type=" + form_encode(kAccessTokenType);
   // RFC 6749 section 2.3.1: the id and the secret form-encoded, then HTTP Basic.
   httplib::Headers headers{
-      {"Authorization", "Basic " + base64_encode(form_encode(issuer->exchange_client_id) + ":" +
+      {"Authorization", "Basic " + base64_encode(form_encode(issuer.exchange_client_id) + ":" +
                                                  form_encode(secret))},
       {"Accept", "application/json"}};
   size_t path_at = url.find('/', url.find("://") + 3);

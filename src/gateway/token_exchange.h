@@ -7,8 +7,11 @@
 // with the fetcher that reads its keys (gateway/auth.h) and kept once read. The broker
 // authenticates as the client of its issuer's `exchange_client_id` with the secret in
 // `exchange_client_secret_file` (HTTP Basic, RFC 6749 section 2.3.1). Each exchanged token is
-// kept by (caller token, audience) until shortly before its `expires_in`; a failure is never
-// kept: the next request tries again.
+// kept by (caller token, audience) until shortly before its `expires_in`. A refusal is never
+// kept: the next request tries again. An issuer whose token endpoint does not answer (no
+// connection, a timeout, HTTP 5xx or 429) is not asked again for 1 s, then 2, 4, ... up to
+// 60 s while it stays so: a broker whose issuer is down answers at once, not after a timeout
+// for every site of every request.
 #pragma once
 
 #include <cstdint>
@@ -41,12 +44,24 @@ class TokenExchanger {
   /// shorter life), so that a site never receives one about to expire.
   static constexpr int64_t kMarginS = 30;
   static constexpr size_t kMaxEntries = 4096;
+  /// The first and the longest wait after an issuer's token endpoint did not answer.
+  static constexpr int64_t kFirstBackoffS = 1;
+  static constexpr int64_t kMaxBackoffS = 60;
 
  private:
   struct Kept {
     std::string token;
     int64_t until = 0;  ///< used while now < until
   };
+  /// An issuer whose token endpoint did not answer: its error, given again until `until`.
+  struct Down {
+    Error error;
+    int64_t wait = 0;   ///< this wait's length, doubled by the next failure
+    int64_t until = 0;  ///< asked again from then on
+  };
+  /// Exchanges at `issuer` (its secret, endpoint and POST), without the back-off.
+  Result<std::string> ask(const IssuerConfig& issuer, const std::string& subject_token,
+                          const std::string& audience, int64_t now);
   /// The token endpoint of `issuer` (discovered once, then kept).
   Result<std::string> endpoint(const IssuerConfig& issuer);
 
@@ -55,6 +70,7 @@ class TokenExchanger {
   std::mutex mu_;                                 // guards the maps, never held across a request
   std::map<std::string, std::string> endpoints_;  // issuer -> token endpoint
   std::map<std::pair<std::string, std::string>, Kept> kept_;  // (token, audience)
+  std::map<std::string, Down> down_;                          // by issuer
 };
 
 /// The secret of `issuer`'s exchange client: the first line of exchange_client_secret_file,

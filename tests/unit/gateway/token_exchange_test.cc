@@ -93,6 +93,53 @@ TEST(TokenExchange, AFailureIsNeverKeptAndSaysTheIssuersWordsInOneLine) {
   EXPECT_EQ(issuer.exchanges().size(), 4u);
 }
 
+TEST(TokenExchange, AnIssuerThatDoesNotAnswerIsAskedAgainAfterAWaitThatDoubles) {
+  TempDir dir{"xchg"};
+  FakeIssuer issuer;
+  std::vector<IssuerConfig> issuers = {issuer.config(secret_file(dir))};
+  TokenExchanger x(issuers, http_fetcher());
+  issuer.refuse(503, R"({"error":"temporarily_unavailable"})");
+  const std::string down = "POST " + issuer.url + "/token: temporarily_unavailable (HTTP 503)";
+  EXPECT_EQ(x.exchange(issuer.url, "t1", "b", kNow).error().message(), down);
+  // Any caller, any audience: the issuer is not asked for a second.
+  EXPECT_EQ(x.exchange(issuer.url, "t2", "c", kNow).error().message(),
+            "token endpoint down (asked again in 1 s): " + down);
+  EXPECT_EQ(issuer.exchanges().size(), 1u);
+  EXPECT_FALSE(x.exchange(issuer.url, "t1", "b", kNow + 1).ok());  // asked: down again
+  EXPECT_EQ(issuer.exchanges().size(), 2u);
+  EXPECT_EQ(x.exchange(issuer.url, "t1", "b", kNow + 2).error().message(),
+            "token endpoint down (asked again in 1 s): " + down);  // a wait of 2 s this time
+  EXPECT_EQ(issuer.exchanges().size(), 2u);
+  issuer.grant();
+  EXPECT_EQ(*x.exchange(issuer.url, "t1", "b", kNow + 3), "xchg-b-1");
+  // Up again: a refusal of the caller's own is not the issuer being down.
+  issuer.refuse(400, R"({"error":"invalid_grant"})");
+  EXPECT_FALSE(x.exchange(issuer.url, "t3", "b", kNow + 3).ok());
+  EXPECT_FALSE(x.exchange(issuer.url, "t3", "b", kNow + 3).ok());
+  EXPECT_EQ(issuer.exchanges().size(), 5u);
+  // No connection at all: the same, and the wait stops doubling at kMaxBackoffS.
+  int port;
+  {
+    testing::FakeHttpServer gone(
+        [](const testing::FakeRequest&) { return testing::FakeResponse{}; });
+    port = gone.port();
+  }
+  issuer.set_endpoint("http://127.0.0.1:" + std::to_string(port) + "/token");
+  TokenExchanger y(issuers, http_fetcher());
+  int64_t t = kNow;
+  for (int64_t wait = 1; wait <= 2 * TokenExchanger::kMaxBackoffS; wait *= 2) {
+    auto asked = y.exchange(issuer.url, "t1", "b", t);
+    ASSERT_FALSE(asked.ok());
+    EXPECT_EQ(asked.error().code, ErrorCode::kNetwork);
+    EXPECT_EQ(asked.error().message().find("token endpoint down"), std::string::npos)
+        << "not asked at " << t - kNow << " s: " << asked.error().message();
+    EXPECT_EQ(y.exchange(issuer.url, "t1", "b", t).error().context.size(), 1u);  // not asked
+    t += std::min(wait, TokenExchanger::kMaxBackoffS);
+  }
+  EXPECT_NE(y.exchange(issuer.url, "t1", "b", t - 1).error().message().find("(asked again in 1 s)"),
+            std::string::npos);
+}
+
 TEST(TokenExchange, NoExchangeWithoutAClientOrWithASecretAllMayRead) {
   TempDir dir{"xchg"};
   FakeIssuer issuer;
