@@ -108,7 +108,7 @@ ChildStep step_failed(ChildFailure& f, int exit_code, int err, Op op, const char
 ChildStep write_single_id_maps(const char* uid_map, const char* gid_map, ChildFailure& f);
 
 /// Applies `plan` beneath the root at `root_fd` (before pivot_root); failed, with `f` filled,
-/// when a required entry fails.
+/// when a required entry fails. The working directory is the root's when it returns.
 ChildStep apply_mount_plan(const MountPlan& plan, int root_fd, ChildFailure& f);
 
 /// Remounts the mount at `path` read-only, keeping its locked flags

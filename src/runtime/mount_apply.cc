@@ -56,6 +56,17 @@ void fd_path(char (&buf)[64], int fd) {
   std::snprintf(buf, sizeof buf, "/proc/self/fd/%d", fd);
 }
 
+/// Where mount(2) is to act on the file `fd` names, exactly as it was resolved: "." once the
+/// directory is the working directory, or its /proc/self/fd path (a file, or a kernel that
+/// refuses the fchdir). "." is looked up with no walk at all; the /proc path walks proc's
+/// directories and then the magic link, about 3.5 us of every mount on the development VM
+/// (nine of a start's fifteen mounts are made on a directory).
+const char* mount_point(int fd, char (&buf)[64]) {
+  if (::fchdir(fd) == 0) return ".";
+  fd_path(buf, fd);
+  return buf;
+}
+
 /// Splits absolute `path` into its parent (in `dir`) and last component (returned).
 const char* split_parent(const char* path, char (&dir)[PATH_MAX]) {
   std::snprintf(dir, sizeof dir, "%s", path);
@@ -181,8 +192,13 @@ int mount_in_fresh(const FreshDir& dir, const char* name, const MountEntry& e) {
   int rc = e.target_kind == TargetKind::kFile ? ::mknodat(dir.fd, name, S_IFREG | 0644, 0)
                                               : ::mkdirat(dir.fd, name, 0755);
   if (rc != 0 && errno != EEXIST) return -1;
+  // The name was made a moment ago in a file system only this process has seen: looked up
+  // from its directory, made the working directory, it is exactly what mknodat made.
   char path[PATH_MAX];
-  std::snprintf(path, sizeof path, "/proc/self/fd/%d/%s", dir.fd, name);
+  if (::fchdir(dir.fd) == 0)
+    std::snprintf(path, sizeof path, "%s", name);
+  else
+    std::snprintf(path, sizeof path, "/proc/self/fd/%d/%s", dir.fd, name);
   if (e.kind == MountKind::kFs)
     return ::mount(e.source.c_str(), path, e.fstype.c_str(), e.flags,
                    e.data.empty() ? nullptr : e.data.c_str());
@@ -241,8 +257,8 @@ ChildStep apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildF
     fd = open_in_root(root_fd, target, O_PATH);
   }
   if (fd < 0) return step_failed(f, 125, errno, "open mount target", target);
-  char path[64];
-  fd_path(path, fd);
+  char path_buf[64];
+  const char* path = mount_point(fd, path_buf);
   int rc;
   if (e.kind == MountKind::kFs) {
     rc = ::mount(e.source.c_str(), path, e.fstype.c_str(), e.flags,
@@ -259,7 +275,7 @@ ChildStep apply_entry(int root_fd, const MountEntry& e, FreshDirs& fresh, ChildF
   // Reopen: the fd from before the mount names the directory under it.
   fd = open_in_root(root_fd, target, O_PATH);
   if (fd < 0) return step_failed(f, 125, errno, "open mount", target);
-  fd_path(path, fd);
+  path = mount_point(fd, path_buf);
   if (bind && e.propagation != 0 && ::mount(nullptr, path, nullptr, e.propagation, nullptr) != 0) {
     err = errno;
     ::close(fd);
@@ -304,6 +320,8 @@ ChildStep apply_mount_plan(const MountPlan& plan, int root_fd, ChildFailure& f) 
     if (e.required) return applied;
     // Optional entry (a device node, /sys, resolv.conf): the container goes without it.
   }
+  // The entries moved the working directory onto their mount points: back to the root.
+  if (::fchdir(root_fd) != 0) return step_failed(f, 125, errno, "chdir", "the container's root");
   return ChildStep::done();
 }
 
