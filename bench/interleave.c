@@ -4,6 +4,7 @@
 //   MEAN MEDIAN FASTEST CPU
 // Side by side in time, the commands see the same machine: on a shared or virtual machine whose
 // speed drifts over seconds, hyperfine's one-command-after-another blocks each see another one.
+// Each turn starts at the next command (A B C, B C A, C A B, ...).
 // Each command is one argument, split at spaces (no quoting), found in PATH and run without a
 // shell; its output goes to /dev/null, and a start that fails ends the run (status 1).
 //
@@ -76,7 +77,10 @@ int main(int argc, char** argv) {
   posix_spawn_file_actions_init(&quiet);
   posix_spawn_file_actions_addopen(&quiet, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   for (int r = -warmup; r < runs; r++) {
-    for (int c = 0; c < n; c++) {
+    // Each turn begins one command further on, so that each follows each of the others as
+    // often: a start runs faster after one that warmed the same caches.
+    for (int k = 0; k < n; k++) {
+      int c = (k + (r + warmup)) % n;
       double w, u;
       if (start_once(words[c], &quiet, &w, &u) != 0) {
         fprintf(stderr, "interleave: %s failed\n", words[c][0]);
